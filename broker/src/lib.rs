@@ -1,0 +1,1 @@
+//! autobatch-broker (under construction).

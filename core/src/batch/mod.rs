@@ -1,0 +1,1 @@
+//! The generic batcher (under construction).

@@ -1,0 +1,1 @@
+//! The bunqueue wire protocol (under construction).

@@ -1,0 +1,1 @@
+//! autobatch-async-std (under construction).

@@ -1,0 +1,1 @@
+//! autobatch-smol (under construction).

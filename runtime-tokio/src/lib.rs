@@ -1,0 +1,1 @@
+//! autobatch-tokio (under construction).

@@ -1,0 +1,1 @@
+//! Shared harness for autobatch integration tests.

@@ -1,1 +1,39 @@
-//! The bunqueue wire protocol (under construction).
+//! The bunqueue 2.9.5 wire protocol, pure: framing, MessagePack values with bunqueue's number
+//! rules, and typed commands and replies in both roles (client and broker).
+//!
+//! ```
+//! use autobatch_core::wire::{write_frame, Command, FrameDecoder, JobSpec, Value};
+//!
+//! // Client side: encode a PUSHB of two jobs into a frame.
+//! let jobs = vec![JobSpec::new("email", Value::from("a")), JobSpec::new("email", Value::from("b"))];
+//! let cmd = Command::PushB { queue: "emails".into(), jobs };
+//! let mut out = Vec::new();
+//! write_frame(&mut out, |buf| cmd.encode(Some(&Value::from("1")), buf)).unwrap();
+//!
+//! // Broker side: decode it back.
+//! let mut frames = FrameDecoder::new();
+//! frames.extend(&out);
+//! let body = frames.next_frame().unwrap().unwrap();
+//! let (req_id, decoded) = Command::decode(&Value::decode(&body).unwrap());
+//! assert_eq!(req_id, Value::from("1"));
+//! assert_eq!(decoded.unwrap(), cmd);
+//! ```
+
+mod codec;
+mod command;
+mod error;
+mod frame;
+mod job;
+mod reply;
+mod value;
+
+pub use codec::{Encoder, MAX_DEPTH};
+pub use command::{Command, CommandError, CommandKind, PullArgs};
+pub use error::{DecodeError, FrameError, ProtocolError};
+pub use frame::{write_frame, FrameDecoder, MAX_FRAME};
+pub use job::{
+    validate_data, validate_queue_name, Backoff, Dedup, Job, JobOptions, JobSpec, ValidationError,
+    MAX_ATTEMPTS, MAX_DATA_JSON_LEN, MAX_DELAY_MS, MAX_NAME_CHARS, MAX_PRIORITY, MAX_TIMEOUT_MS,
+};
+pub use reply::{encode_error, Incoming, JobCounts, Reply, Response};
+pub use value::{DataError, Value, JS_INT_MAX, JS_INT_MIN};

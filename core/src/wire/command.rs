@@ -1,0 +1,937 @@
+//! Typed requests, in both roles: a client encodes them, the broker decodes them.
+//!
+//! The traps of the protocol reference are handled here once: PUSH carries the custom id as
+//! `jobId` but PUSHB items as `customId`; `name` is always sent; ids travel as strings; integers
+//! outside the int32/uint32 range go out as float64; `undefined` reads as absent.
+
+use super::codec::Encoder;
+use super::error::ProtocolError;
+use super::job::{validate_data, Backoff, Dedup, JobOptions, JobSpec, ValidationError};
+use super::value::Value;
+
+/// One request to the server.
+// A command lives for one encode or one dispatch, never in bulk, so boxing the large PUSH variant
+// would cost an allocation for nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Informative handshake (optional; the server ignores what it is sent).
+    Hello,
+    /// Authenticate this connection.
+    Auth {
+        /// The token.
+        token: String,
+    },
+    /// Liveness check.
+    Ping,
+    /// Add one job (used for durable adds).
+    Push {
+        /// Queue name.
+        queue: String,
+        /// The job.
+        job: JobSpec,
+    },
+    /// Add many jobs to one queue.
+    PushB {
+        /// Queue name.
+        queue: String,
+        /// The jobs, in order; the reply's ids follow this order.
+        jobs: Vec<JobSpec>,
+    },
+    /// Take one job.
+    Pull(PullArgs),
+    /// Take up to `count` jobs.
+    PullB {
+        /// Common pull arguments.
+        args: PullArgs,
+        /// 1..1000.
+        count: i64,
+    },
+    /// Complete one job.
+    Ack {
+        /// Job id.
+        id: String,
+        /// Return value.
+        result: Option<Value>,
+        /// Lock token from the pull.
+        token: Option<String>,
+    },
+    /// Complete many jobs.
+    AckB {
+        /// Job ids.
+        ids: Vec<String>,
+        /// Results, parallel to `ids`.
+        results: Option<Vec<Value>>,
+        /// Lock tokens, parallel to `ids` (`""` = none).
+        tokens: Option<Vec<String>>,
+    },
+    /// Fail one job.
+    Fail {
+        /// Job id.
+        id: String,
+        /// Error message.
+        error: Option<String>,
+        /// Lock token from the pull.
+        token: Option<String>,
+        /// Do not retry.
+        unrecoverable: bool,
+    },
+    /// Look up a job.
+    GetJob {
+        /// Job id.
+        id: String,
+    },
+    /// Look up a job's state.
+    GetState {
+        /// Job id.
+        id: String,
+    },
+    /// A completed job's result.
+    GetResult {
+        /// Job id.
+        id: String,
+    },
+    /// Jobs still to run in a queue (waiting + prioritized + delayed).
+    Count {
+        /// Queue name.
+        queue: String,
+    },
+    /// Per-state counts of a queue.
+    GetJobCounts {
+        /// Queue name.
+        queue: String,
+    },
+    /// Any other command, kept whole (the official Worker's housekeeping, for example).
+    Other {
+        /// The `cmd` string.
+        cmd: String,
+        /// The whole request map.
+        body: Value,
+    },
+}
+
+/// Arguments shared by PULL and PULLB.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PullArgs {
+    /// Queue name.
+    pub queue: String,
+    /// Long-poll timeout, ms (0..60000).
+    pub timeout: Option<i64>,
+    /// Owner: with one, the server hands out lock tokens and ties the jobs to the connection.
+    pub owner: Option<String>,
+    /// Lock time to live, ms.
+    pub lock_ttl: Option<i64>,
+}
+
+/// The kind of a command: what the reply to it should contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum CommandKind {
+    Hello,
+    Auth,
+    Ping,
+    Push,
+    PushB,
+    Pull,
+    PullB,
+    Ack,
+    AckB,
+    Fail,
+    GetJob,
+    GetState,
+    GetResult,
+    Count,
+    GetJobCounts,
+    Other,
+}
+
+impl Command {
+    /// The wire name (`cmd`).
+    pub fn name(&self) -> &str {
+        match self {
+            Command::Hello => "Hello",
+            Command::Auth { .. } => "Auth",
+            Command::Ping => "Ping",
+            Command::Push { .. } => "PUSH",
+            Command::PushB { .. } => "PUSHB",
+            Command::Pull(_) => "PULL",
+            Command::PullB { .. } => "PULLB",
+            Command::Ack { .. } => "ACK",
+            Command::AckB { .. } => "ACKB",
+            Command::Fail { .. } => "FAIL",
+            Command::GetJob { .. } => "GetJob",
+            Command::GetState { .. } => "GetState",
+            Command::GetResult { .. } => "GetResult",
+            Command::Count { .. } => "Count",
+            Command::GetJobCounts { .. } => "GetJobCounts",
+            Command::Other { cmd, .. } => cmd,
+        }
+    }
+
+    /// The kind, to decode the reply with.
+    pub fn kind(&self) -> CommandKind {
+        match self {
+            Command::Hello => CommandKind::Hello,
+            Command::Auth { .. } => CommandKind::Auth,
+            Command::Ping => CommandKind::Ping,
+            Command::Push { .. } => CommandKind::Push,
+            Command::PushB { .. } => CommandKind::PushB,
+            Command::Pull(_) => CommandKind::Pull,
+            Command::PullB { .. } => CommandKind::PullB,
+            Command::Ack { .. } => CommandKind::Ack,
+            Command::AckB { .. } => CommandKind::AckB,
+            Command::Fail { .. } => CommandKind::Fail,
+            Command::GetJob { .. } => CommandKind::GetJob,
+            Command::GetState { .. } => CommandKind::GetState,
+            Command::GetResult { .. } => CommandKind::GetResult,
+            Command::Count { .. } => CommandKind::Count,
+            Command::GetJobCounts { .. } => CommandKind::GetJobCounts,
+            Command::Other { .. } => CommandKind::Other,
+        }
+    }
+
+    /// Appends the MessagePack map of this command (no frame header) to `out`.
+    ///
+    /// ```
+    /// use autobatch_core::wire::{Command, Value};
+    /// let mut out = Vec::new();
+    /// Command::Ping.encode(Some(&Value::from("1")), &mut out);
+    /// assert_eq!(Value::decode(&out).unwrap(),
+    ///            Value::map([("cmd", Value::from("Ping")), ("reqId", Value::from("1"))]));
+    /// ```
+    pub fn encode(&self, req_id: Option<&Value>, out: &mut Vec<u8>) {
+        let mut e = Encoder::new(out);
+        let extra = usize::from(req_id.is_some());
+        match self {
+            Command::Hello => {
+                e.map(3 + extra)
+                    .kv_str("cmd", "Hello")
+                    .str("protocolVersion")
+                    .int(3)
+                    .str("capabilities")
+                    .array(2)
+                    .str("pipelining")
+                    .str("separate-job-name");
+            }
+            Command::Auth { token } => {
+                e.map(2 + extra)
+                    .kv_str("cmd", "Auth")
+                    .kv_str("token", token);
+            }
+            Command::Ping => {
+                e.map(1 + extra).kv_str("cmd", "Ping");
+            }
+            Command::Push { queue, job } => {
+                let n = job_field_count(job, Flavor::Push);
+                e.map(2 + n + extra)
+                    .kv_str("cmd", "PUSH")
+                    .kv_str("queue", queue);
+                write_job_fields(&mut e, job, Flavor::Push);
+            }
+            Command::PushB { queue, jobs } => {
+                e.map(3 + extra)
+                    .kv_str("cmd", "PUSHB")
+                    .kv_str("queue", queue)
+                    .str("jobs")
+                    .array(jobs.len());
+                for job in jobs {
+                    e.map(job_field_count(job, Flavor::PushB));
+                    write_job_fields(&mut e, job, Flavor::PushB);
+                }
+            }
+            Command::Pull(args) => {
+                e.map(1 + pull_field_count(args) + extra)
+                    .kv_str("cmd", "PULL");
+                write_pull_fields(&mut e, args);
+            }
+            Command::PullB { args, count } => {
+                e.map(2 + pull_field_count(args) + extra)
+                    .kv_str("cmd", "PULLB")
+                    .str("count")
+                    .int(*count);
+                write_pull_fields(&mut e, args);
+            }
+            Command::Ack { id, result, token } => {
+                let n = 2 + usize::from(result.is_some()) + usize::from(token.is_some());
+                e.map(n + extra).kv_str("cmd", "ACK").kv_str("id", id);
+                if let Some(r) = result {
+                    e.str("result").value(r);
+                }
+                if let Some(t) = token {
+                    e.kv_str("token", t);
+                }
+            }
+            Command::AckB {
+                ids,
+                results,
+                tokens,
+            } => {
+                let n = 2 + usize::from(results.is_some()) + usize::from(tokens.is_some());
+                e.map(n + extra)
+                    .kv_str("cmd", "ACKB")
+                    .str("ids")
+                    .array(ids.len());
+                for id in ids {
+                    e.str(id);
+                }
+                if let Some(results) = results {
+                    e.str("results").array(results.len());
+                    for r in results {
+                        e.value(r);
+                    }
+                }
+                if let Some(tokens) = tokens {
+                    e.str("tokens").array(tokens.len());
+                    for t in tokens {
+                        e.str(t);
+                    }
+                }
+            }
+            Command::Fail {
+                id,
+                error,
+                token,
+                unrecoverable,
+            } => {
+                let n = 2
+                    + usize::from(error.is_some())
+                    + usize::from(token.is_some())
+                    + usize::from(*unrecoverable);
+                e.map(n + extra).kv_str("cmd", "FAIL").kv_str("id", id);
+                if let Some(err) = error {
+                    e.kv_str("error", err);
+                }
+                if let Some(t) = token {
+                    e.kv_str("token", t);
+                }
+                if *unrecoverable {
+                    e.str("unrecoverable").bool(true);
+                }
+            }
+            Command::GetJob { id } => {
+                e.map(2 + extra).kv_str("cmd", "GetJob").kv_str("id", id);
+            }
+            Command::GetState { id } => {
+                e.map(2 + extra).kv_str("cmd", "GetState").kv_str("id", id);
+            }
+            Command::GetResult { id } => {
+                e.map(2 + extra).kv_str("cmd", "GetResult").kv_str("id", id);
+            }
+            Command::Count { queue } => {
+                e.map(2 + extra)
+                    .kv_str("cmd", "Count")
+                    .kv_str("queue", queue);
+            }
+            Command::GetJobCounts { queue } => {
+                e.map(2 + extra)
+                    .kv_str("cmd", "GetJobCounts")
+                    .kv_str("queue", queue);
+            }
+            Command::Other { body, .. } => {
+                // The body is the whole request map; replace any reqId it holds with ours.
+                let entries: Vec<&(Value, Value)> = match body {
+                    Value::Map(m) => m
+                        .iter()
+                        .filter(|(k, _)| k.as_str() != Some("reqId"))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                e.map(entries.len() + extra);
+                for (k, v) in entries {
+                    e.value(k).value(v);
+                }
+            }
+        }
+        if let Some(id) = req_id {
+            e.str("reqId").value(id);
+        }
+    }
+
+    /// Reads a request map in the server role.
+    ///
+    /// Returns the `reqId` (as sent, [`Value::Undefined`] when absent) alongside the outcome, so
+    /// that even a refused request can be answered. Errors carry bunqueue's own messages.
+    pub fn decode(v: &Value) -> (Value, Result<Command, CommandError>) {
+        let req_id = v.get("reqId").cloned().unwrap_or(Value::Undefined);
+        let Some(cmd) = v.get("cmd").and_then(Value::as_str) else {
+            // "Invalid command" echoes the reqId only when it is a string.
+            let req_id = match req_id {
+                Value::Str(_) => req_id,
+                _ => Value::Undefined,
+            };
+            return (
+                req_id,
+                Err(CommandError::Protocol(ProtocolError::NotACommand)),
+            );
+        };
+        (req_id, decode_command(cmd, v))
+    }
+}
+
+/// Why the broker refuses a request.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CommandError {
+    /// Not a command at all, or an unknown one.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// A field fails validation.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+}
+
+fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
+    let text =
+        |k: &'static str| -> Option<String> { v.get(k).and_then(Value::as_str).map(str::to_owned) };
+    let id_field = || -> String {
+        v.get("id")
+            .and_then(super::job::id_text)
+            .unwrap_or_default()
+    };
+    Ok(match cmd {
+        "Hello" => Command::Hello,
+        "Auth" => Command::Auth {
+            token: text("token").unwrap_or_default(),
+        },
+        "Ping" => Command::Ping,
+        "PUSH" => Command::Push {
+            queue: text("queue").unwrap_or_default(),
+            job: decode_job(v, Flavor::Push)?,
+        },
+        "PUSHB" => {
+            let jobs = match v.get("jobs") {
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| decode_job(item, Flavor::PushB).map_err(|e| e.in_batch(i)))
+                    .collect::<Result<Vec<_>, _>>()?,
+                // The server's own message for a PUSHB without `jobs`.
+                _ => {
+                    return Err(ValidationError {
+                        field: "jobs",
+                        message: "undefined is not an object (evaluating 'job of jobs')".into(),
+                    }
+                    .into())
+                }
+            };
+            Command::PushB {
+                queue: text("queue").unwrap_or_default(),
+                jobs,
+            }
+        }
+        "PULL" => Command::Pull(decode_pull(v)?),
+        "PULLB" => Command::PullB {
+            args: decode_pull(v)?,
+            count: opt_int(v, "count")?.unwrap_or(0),
+        },
+        "ACK" => Command::Ack {
+            id: id_field(),
+            result: v.get("result").filter(|r| !r.is_nullish()).cloned(),
+            token: text("token").filter(|t| !t.is_empty()),
+        },
+        "ACKB" => Command::AckB {
+            ids: string_list(v.get("ids")),
+            results: v
+                .get("results")
+                .and_then(Value::as_array)
+                .map(<[Value]>::to_vec),
+            tokens: v.get("tokens").and_then(Value::as_array).map(|a| {
+                a.iter()
+                    .map(|t| t.as_str().unwrap_or_default().to_owned())
+                    .collect()
+            }),
+        },
+        "FAIL" => Command::Fail {
+            id: id_field(),
+            error: text("error"),
+            token: text("token").filter(|t| !t.is_empty()),
+            unrecoverable: v
+                .get("unrecoverable")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        },
+        "GetJob" => Command::GetJob { id: id_field() },
+        "GetState" => Command::GetState { id: id_field() },
+        "GetResult" => Command::GetResult { id: id_field() },
+        "Count" => Command::Count {
+            queue: text("queue").unwrap_or_default(),
+        },
+        "GetJobCounts" => Command::GetJobCounts {
+            queue: text("queue").unwrap_or_default(),
+        },
+        other => Command::Other {
+            cmd: other.to_owned(),
+            body: v.clone(),
+        },
+    })
+}
+
+fn string_list(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(super::job::id_text).collect())
+        .unwrap_or_default()
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Flavor {
+    Push,
+    PushB,
+}
+
+fn job_field_count(job: &JobSpec, flavor: Flavor) -> usize {
+    let o = &job.opts;
+    let remove_flags = match flavor {
+        // The official client always sends both flags in PUSHB items…
+        Flavor::PushB => 2,
+        // …and in PUSH only when they are set.
+        Flavor::Push => {
+            usize::from(o.remove_on_complete.is_some()) + usize::from(o.remove_on_fail.is_some())
+        }
+    };
+    2 + remove_flags
+        + [
+            o.priority.is_some(),
+            o.delay.is_some(),
+            o.attempts.is_some(),
+            o.backoff.is_some(),
+            o.timeout.is_some(),
+            o.ttl.is_some(),
+            o.job_id.is_some(),
+            !o.tags.is_empty(),
+            o.group_id.is_some(),
+            !o.depends_on.is_empty(),
+            o.unique_key.is_some(),
+            o.dedup.is_some(),
+            o.lifo.is_some(),
+            o.stall_timeout.is_some(),
+            o.timestamp.is_some(),
+            o.durable.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count()
+}
+
+fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
+    let o = &job.opts;
+    e.kv_str("name", &job.name).str("data").value(&job.data);
+    let int = |e: &mut Encoder<'_>, k: &str, v: Option<i64>| {
+        if let Some(v) = v {
+            e.str(k).int(v);
+        }
+    };
+    int(e, "priority", o.priority);
+    int(e, "delay", o.delay);
+    int(e, "maxAttempts", o.attempts);
+    if let Some(b) = o.backoff {
+        e.str("backoff");
+        match b {
+            Backoff::Delay(d) => {
+                e.int(d);
+            }
+            Backoff::Fixed(d) => {
+                e.map(2).kv_str("type", "fixed").str("delay").int(d);
+            }
+            Backoff::Exponential(d) => {
+                e.map(2).kv_str("type", "exponential").str("delay").int(d);
+            }
+        }
+    }
+    int(e, "timeout", o.timeout);
+    int(e, "ttl", o.ttl);
+    if let Some(id) = &o.job_id {
+        e.kv_str(
+            if flavor == Flavor::Push {
+                "jobId"
+            } else {
+                "customId"
+            },
+            id,
+        );
+    }
+    let list = |e: &mut Encoder<'_>, k: &str, items: &[String]| {
+        if !items.is_empty() {
+            e.str(k).array(items.len());
+            for s in items {
+                e.str(s);
+            }
+        }
+    };
+    list(e, "tags", &o.tags);
+    if let Some(g) = &o.group_id {
+        e.kv_str("groupId", g);
+    }
+    list(e, "dependsOn", &o.depends_on);
+    if let Some(k) = &o.unique_key {
+        e.kv_str("uniqueKey", k);
+    }
+    if let Some(d) = &o.dedup {
+        let n = usize::from(d.ttl.is_some())
+            + usize::from(d.extend.is_some())
+            + usize::from(d.replace.is_some());
+        e.str("dedup").map(n);
+        int(e, "ttl", d.ttl);
+        if let Some(x) = d.extend {
+            e.str("extend").bool(x);
+        }
+        if let Some(x) = d.replace {
+            e.str("replace").bool(x);
+        }
+    }
+    if let Some(l) = o.lifo {
+        e.str("lifo").bool(l);
+    }
+    int(e, "stallTimeout", o.stall_timeout);
+    if let Some(ts) = o.timestamp {
+        e.str("timestamp").f64(ts);
+    }
+    if let Some(d) = o.durable {
+        e.str("durable").bool(d);
+    }
+    match flavor {
+        Flavor::PushB => {
+            e.str("removeOnComplete")
+                .bool(o.remove_on_complete.unwrap_or(false))
+                .str("removeOnFail")
+                .bool(o.remove_on_fail.unwrap_or(false));
+        }
+        Flavor::Push => {
+            if let Some(r) = o.remove_on_complete {
+                e.str("removeOnComplete").bool(r);
+            }
+            if let Some(r) = o.remove_on_fail {
+                e.str("removeOnFail").bool(r);
+            }
+        }
+    }
+}
+
+fn pull_field_count(a: &PullArgs) -> usize {
+    1 + usize::from(a.timeout.is_some())
+        + usize::from(a.owner.is_some())
+        + usize::from(a.lock_ttl.is_some())
+}
+
+fn write_pull_fields(e: &mut Encoder<'_>, a: &PullArgs) {
+    e.kv_str("queue", &a.queue);
+    if let Some(t) = a.timeout {
+        e.str("timeout").int(t);
+    }
+    if let Some(o) = &a.owner {
+        e.kv_str("owner", o);
+    }
+    if let Some(l) = a.lock_ttl {
+        e.str("lockTtl").int(l);
+    }
+}
+
+/// A numeric option read as the server reads it: absent/undefined/null → `None`; a non-number
+/// (a string, a BigInt) → "`<field>` must be a number".
+fn opt_number(v: &Value, field: &'static str) -> Result<Option<f64>, ValidationError> {
+    match v.get(field) {
+        None | Some(Value::Undefined) | Some(Value::Nil) => Ok(None),
+        Some(x) => match x.as_f64() {
+            Some(f) if f.is_finite() => Ok(Some(f)),
+            _ => Err(ValidationError {
+                field,
+                message: format!("{field} must be a number"),
+            }),
+        },
+    }
+}
+
+fn opt_int(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
+    match opt_number(v, field)? {
+        None => Ok(None),
+        Some(f) if f.fract() == 0.0 => Ok(Some(f as i64)),
+        Some(_) => Err(ValidationError {
+            field,
+            message: format!("{field} must be an integer"),
+        }),
+    }
+}
+
+/// Like [`opt_int`] but a fractional value is kept (rounded down) rather than refused: the server
+/// range-checks these without requiring integers.
+fn opt_ms(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
+    Ok(opt_number(v, field)?.map(|f| f as i64))
+}
+
+fn opt_bool(v: &Value, field: &str) -> Option<bool> {
+    match v.get(field) {
+        None | Some(Value::Undefined) => None,
+        // The server coerces with Boolean(): any value is accepted.
+        Some(Value::Bool(b)) => Some(*b),
+        Some(Value::Nil) => Some(false),
+        Some(Value::Int(i)) => Some(*i != 0),
+        Some(Value::F64(f)) => Some(*f != 0.0 && !f.is_nan()),
+        Some(Value::Str(s)) => Some(!s.is_empty()),
+        Some(_) => Some(true),
+    }
+}
+
+fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
+    let mut data = v.get("data").cloned().unwrap_or(Value::Undefined);
+    let name = match v.get("name") {
+        None | Some(Value::Undefined) => {
+            // Legacy envelope: with no `name`, a string `data.name` is moved into the job name.
+            let legacy = match &mut data {
+                Value::Map(entries) => {
+                    let pos = entries.iter().position(|(k, v)| {
+                        k.as_str() == Some("name") && matches!(v, Value::Str(_))
+                    });
+                    pos.map(|p| entries.remove(p).1)
+                }
+                _ => None,
+            };
+            match legacy {
+                Some(Value::Str(s)) => s,
+                _ => "default".to_owned(),
+            }
+        }
+        Some(Value::Str(s)) => s.clone(),
+        Some(_) => {
+            return Err(ValidationError {
+                field: "name",
+                message: "Job name must be a non-empty string of at most 256 characters".into(),
+            })
+        }
+    };
+    validate_data(&data)?;
+    let backoff = match v.get("backoff") {
+        None | Some(Value::Undefined) | Some(Value::Nil) => None,
+        Some(b @ Value::Map(_)) => {
+            let delay = opt_ms(b, "delay")?.unwrap_or(0);
+            match b.get("type").and_then(Value::as_str) {
+                Some("fixed") => Some(Backoff::Fixed(delay)),
+                Some("exponential") => Some(Backoff::Exponential(delay)),
+                _ => {
+                    return Err(ValidationError {
+                        field: "backoff",
+                        message: "backoff.type must be 'fixed' or 'exponential'".into(),
+                    })
+                }
+            }
+        }
+        Some(_) => opt_ms(v, "backoff")?.map(Backoff::Delay),
+    };
+    let custom_id_key = if flavor == Flavor::Push {
+        "jobId"
+    } else {
+        "customId"
+    };
+    let dedup = match v.get("dedup") {
+        Some(d @ Value::Map(_)) => Some(Dedup {
+            ttl: opt_ms(d, "ttl")?,
+            extend: opt_bool(d, "extend"),
+            replace: opt_bool(d, "replace"),
+        }),
+        _ => None,
+    };
+    let opts = JobOptions {
+        priority: opt_int(v, "priority")?,
+        delay: opt_ms(v, "delay")?,
+        attempts: opt_int(v, "maxAttempts")?,
+        backoff,
+        timeout: opt_ms(v, "timeout")?,
+        ttl: opt_ms(v, "ttl")?,
+        // An empty custom id counts as absent; a numeric one is kept as its text.
+        job_id: v
+            .get(custom_id_key)
+            .and_then(super::job::id_text)
+            .filter(|s| !s.is_empty()),
+        unique_key: v
+            .get("uniqueKey")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        dedup,
+        depends_on: string_list(v.get("dependsOn")),
+        tags: string_list(v.get("tags")),
+        group_id: v.get("groupId").and_then(Value::as_str).map(str::to_owned),
+        lifo: opt_bool(v, "lifo"),
+        stall_timeout: opt_ms(v, "stallTimeout")?,
+        timestamp: match v.get("timestamp") {
+            Some(Value::BigInt(_)) => {
+                return Err(ValidationError {
+                    field: "timestamp",
+                    message: "Invalid mix of BigInt and other type in addition.".into(),
+                })
+            }
+            _ => opt_number(v, "timestamp")?,
+        },
+        remove_on_complete: opt_bool(v, "removeOnComplete"),
+        remove_on_fail: opt_bool(v, "removeOnFail"),
+        durable: opt_bool(v, "durable"),
+    };
+    opts.validate()?;
+    let job = JobSpec { name, data, opts };
+    let chars = job.name.chars().count();
+    if chars == 0 || chars > super::job::MAX_NAME_CHARS {
+        return Err(ValidationError {
+            field: "name",
+            message: "Job name must be a non-empty string of at most 256 characters".into(),
+        });
+    }
+    Ok(job)
+}
+
+fn decode_pull(v: &Value) -> Result<PullArgs, ValidationError> {
+    Ok(PullArgs {
+        queue: v
+            .get("queue")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        timeout: opt_ms(v, "timeout")?,
+        owner: v.get("owner").and_then(Value::as_str).map(str::to_owned),
+        lock_ttl: v.get("lockTtl").and_then(Value::as_f64).map(|f| f as i64),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(cmd: &Command) -> Command {
+        let mut out = Vec::new();
+        cmd.encode(Some(&Value::from("7")), &mut out);
+        let v = Value::decode(&out).unwrap();
+        let (req_id, back) = Command::decode(&v);
+        assert_eq!(req_id, Value::from("7"));
+        back.unwrap()
+    }
+
+    #[test]
+    fn custom_id_key_depends_on_the_command() {
+        let job = JobSpec::new("j", Value::Int(1)).with_options(JobOptions::new().job_id("c1"));
+        let mut out = Vec::new();
+        Command::Push {
+            queue: "q".into(),
+            job: job.clone(),
+        }
+        .encode(None, &mut out);
+        let v = Value::decode(&out).unwrap();
+        assert_eq!(v.get("jobId"), Some(&Value::from("c1")));
+        assert_eq!(v.get("customId"), None);
+        out.clear();
+        Command::PushB {
+            queue: "q".into(),
+            jobs: vec![job],
+        }
+        .encode(None, &mut out);
+        let v = Value::decode(&out).unwrap();
+        let item = &v.get("jobs").unwrap().as_array().unwrap()[0];
+        assert_eq!(item.get("customId"), Some(&Value::from("c1")));
+        assert_eq!(item.get("jobId"), None);
+        assert_eq!(item.get("removeOnComplete"), Some(&Value::Bool(false)));
+    }
+
+    #[test]
+    fn every_command_round_trips() {
+        let job = JobSpec::new("n", Value::map([("x", Value::Int(1))])).with_options(JobOptions {
+            priority: Some(3),
+            delay: Some(8_640_000_000),
+            attempts: Some(2),
+            backoff: Some(Backoff::Exponential(100)),
+            tags: vec!["t".into()],
+            dedup: Some(Dedup {
+                ttl: Some(5),
+                extend: Some(true),
+                replace: None,
+            }),
+            unique_key: Some("u".into()),
+            remove_on_complete: Some(true),
+            remove_on_fail: Some(false),
+            durable: Some(true),
+            ..Default::default()
+        });
+        let pull = PullArgs {
+            queue: "q".into(),
+            timeout: Some(0),
+            owner: Some("w".into()),
+            lock_ttl: Some(30000),
+        };
+        for cmd in [
+            Command::Ping,
+            Command::Auth { token: "t".into() },
+            Command::Push {
+                queue: "q".into(),
+                job: job.clone(),
+            },
+            Command::PushB {
+                queue: "q".into(),
+                jobs: vec![job.clone(), job],
+            },
+            Command::Pull(pull.clone()),
+            Command::PullB {
+                args: pull,
+                count: 4,
+            },
+            Command::Ack {
+                id: "a".into(),
+                result: Some(Value::Int(1)),
+                token: Some("t".into()),
+            },
+            Command::AckB {
+                ids: vec!["a".into(), "b".into()],
+                results: Some(vec![Value::Nil, Value::Int(2)]),
+                tokens: Some(vec!["t1".into(), "t2".into()]),
+            },
+            Command::Fail {
+                id: "a".into(),
+                error: Some("boom".into()),
+                token: None,
+                unrecoverable: true,
+            },
+            Command::GetJob { id: "a".into() },
+            Command::GetState { id: "a".into() },
+            Command::Count { queue: "q".into() },
+            Command::GetJobCounts { queue: "q".into() },
+        ] {
+            assert_eq!(round_trip(&cmd), cmd, "{}", cmd.name());
+        }
+    }
+
+    #[test]
+    fn server_side_validation_messages() {
+        let req = |pairs: Vec<(&str, Value)>| {
+            let v = Value::map(pairs);
+            Command::decode(&v).1.unwrap_err().to_string()
+        };
+        assert_eq!(
+            req(vec![
+                ("cmd", "PUSH".into()),
+                ("queue", "q".into()),
+                ("delay", Value::BigInt(5))
+            ]),
+            "delay must be a number"
+        );
+        assert_eq!(
+            req(vec![
+                ("cmd", "PUSH".into()),
+                ("queue", "q".into()),
+                ("priority", Value::F64(1.5))
+            ]),
+            "priority must be an integer"
+        );
+        assert_eq!(req(vec![("reqId", "1".into())]), "Invalid command");
+        let v = Value::map([("cmd", Value::from("PUSHB")), ("queue", "q".into())]);
+        assert!(Command::decode(&v).1.is_err());
+    }
+
+    #[test]
+    fn legacy_envelope_moves_name_out_of_data() {
+        let v = Value::map([
+            ("cmd", Value::from("PUSH")),
+            ("queue", "q".into()),
+            (
+                "data",
+                Value::map([("name", Value::from("legacy")), ("x", Value::Int(1))]),
+            ),
+        ]);
+        let Command::Push { job, .. } = Command::decode(&v).1.unwrap() else {
+            panic!()
+        };
+        assert_eq!(job.name, "legacy");
+        assert_eq!(job.data, Value::map([("x", Value::Int(1))]));
+    }
+}

@@ -1,0 +1,170 @@
+//! Checks rule 8 of `batch`: once warm, and with batch vectors recycled, the batcher allocates
+//! nothing per item or per batch.
+//!
+//! A counting global allocator counts allocations made by the current thread only (the test
+//! harness's own threads would otherwise add noise), over many cycles after a warm-up.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use autobatch_core::batch::{BatchConfig, Batcher, OverflowPolicy};
+
+struct Counting;
+
+thread_local! {
+    // `const` and without a destructor, so touching it from the allocator cannot allocate.
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        System.alloc(layout)
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        System.alloc_zeroed(layout)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        System.realloc(ptr, layout, new_size)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations_during(mut f: impl FnMut()) -> u64 {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+/// Runs `cycle` enough times to warm up, then returns the allocations made by many more.
+fn steady(mut cycle: impl FnMut(u64)) -> u64 {
+    for i in 0..100 {
+        cycle(i);
+    }
+    allocations_during(|| {
+        for i in 100..10_100 {
+            cycle(i);
+        }
+    })
+}
+
+#[test]
+fn idle_burst_cycle_does_not_allocate() {
+    let now = Instant::now();
+    let mut b = Batcher::new(BatchConfig::default()).unwrap();
+    let n = steady(|_| {
+        for i in 0..50u64 {
+            b.push(now, i, 64).unwrap();
+        }
+        let batch = b.poll_batch(now).unwrap();
+        assert_eq!(batch.items.len(), 50);
+        b.complete(now, batch.id);
+        b.recycle(batch.items);
+    });
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn sequential_cycle_does_not_allocate() {
+    let now = Instant::now();
+    let mut b = Batcher::new(BatchConfig::default()).unwrap();
+    let n = steady(|i| {
+        b.push(now, i, 64).unwrap();
+        let batch = b.poll_batch(now).unwrap();
+        b.complete(now, batch.id);
+        b.recycle(batch.items);
+    });
+    assert_eq!(n, 0);
+}
+
+/// Busy traffic through every path that holds items: buffering, size, linger and completion
+/// flushes with several batches in flight, parking under backpressure, and cancels.
+#[test]
+fn busy_mixed_traffic_does_not_allocate() {
+    let t0 = Instant::now();
+    let mut b = Batcher::new(BatchConfig {
+        max_batch: 8,
+        max_in_flight: 3,
+        max_pending_items: 16,
+        overflow: OverflowPolicy::Backpressure,
+        ..BatchConfig::default()
+    })
+    .unwrap();
+    let mut flying = Vec::with_capacity(8);
+    let n = steady(|round| {
+        let now = t0 + Duration::from_millis(round * 3);
+        // 13 items a round against up to 24 sent: the buffer fills and parks some rounds.
+        let mut last = None;
+        for i in 0..13u64 {
+            last = Some(b.push(now, round * 100 + i, 10).unwrap().0);
+        }
+        if round % 7 == 0 {
+            b.cancel(last.unwrap());
+        }
+        while let Some(batch) = b.poll_batch(now) {
+            flying.push(batch);
+        }
+        if round % 2 == 0 && !flying.is_empty() {
+            let done = flying.remove(0);
+            b.complete(now, done.id);
+            b.recycle(done.items);
+            while let Some(batch) = b.poll_batch(now) {
+                flying.push(batch);
+            }
+        }
+        b.handle_timeout(now + Duration::from_millis(5));
+        while let Some(batch) = b.poll_batch(now + Duration::from_millis(5)) {
+            flying.push(batch);
+        }
+        if b.parked() > 20 {
+            // Keep the parked queue bounded, as a caller under backpressure would.
+            for done in flying.drain(..) {
+                b.complete(now, done.id);
+                b.recycle(done.items);
+            }
+        }
+    });
+    assert!(
+        b.stats().items_parked > 0,
+        "the parking path was not exercised"
+    );
+    assert!(b.stats().flushes.iter().filter(|&&f| f > 0).count() >= 3);
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn drop_oldest_does_not_allocate_once_warm() {
+    let now = Instant::now();
+    let mut b = Batcher::new(BatchConfig {
+        max_batch: 4,
+        max_in_flight: 1,
+        max_pending_items: 20,
+        overflow: OverflowPolicy::DropOldest,
+        ..BatchConfig::default()
+    })
+    .unwrap();
+    b.push(now, 0, 1).unwrap();
+    let stuck = b.poll_batch(now).unwrap();
+    let n = steady(|i| {
+        b.push(now, i, 1).unwrap();
+        while b.poll_rejected().is_some() {}
+    });
+    assert!(b.stats().items_dropped > 0);
+    assert_eq!(n, 0);
+    drop(stuck);
+}

@@ -3,8 +3,20 @@
 //! The sans-IO heart of autobatch: bunqueue's TCP wire protocol and transparent auto-batching,
 //! written as pure, deterministic state machines. Nothing in this crate performs I/O, reads a
 //! clock, spawns a thread or depends on an async runtime: every input carries `now`, every output
-//! is drained with a `poll_*` call.
+//! is drained with a `poll_*` call. That is what lets the same code run under tokio, smol,
+//! async-std or a loop of your own, and what makes the simulation tests and fuzzing possible.
+//!
+//! * [`wire`]: frames, MessagePack values with bunqueue's number rules, typed commands and
+//!   replies in both roles (client and broker).
+//! * [`batch`]: the generic batcher (idle flush, size, linger, completion; overflow policies).
+//! * [`session`]: one client connection (auth, correlation, window, timeouts, reconnect), with a
+//!   producer and a worker on top.
+//! * [`Error`]: per-operation outcomes, split by who is at fault.
 #![warn(missing_docs)]
 
 pub mod batch;
+mod error;
+pub mod session;
 pub mod wire;
+
+pub use error::{Error, Fault};

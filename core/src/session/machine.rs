@@ -1,0 +1,930 @@
+//! The connection state machine: commands, replies, the pipelining window, timeouts,
+//! reconnects. The producer and worker halves live in their own modules and plug in here.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::batch::BatchId;
+use crate::error::Error;
+use crate::wire::{write_frame, Command, FrameError, Incoming, Reply, Response, Value};
+
+use super::config::{ConfigError, SessionConfig};
+use super::producer::{AddItem, Producers};
+use super::rng::SplitMix64;
+use super::stats::SessionStats;
+use super::worker::{AckItem, WorkerState};
+
+/// Identifies one operation (an add, a bulk add, a lookup) to the caller. Its outcome comes
+/// back as exactly one [`Event::Done`] with the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub(crate) u64);
+
+impl OpId {
+    /// The raw number, for logs.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// What the session asks of its driver, or reports to it. Drain with [`Session::poll_event`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Open a connection now, then call [`Session::handle_connected`] or
+    /// [`Session::handle_connect_failed`].
+    Connect,
+    /// Close the socket now (the session already counts it as gone: feed it no more bytes from
+    /// it and do not call [`Session::handle_disconnected`] for it).
+    Disconnect,
+    /// The outcome of an operation: an add gives [`Response::Pushed`], a bulk add
+    /// [`Response::PushedBatch`], a lookup its typed response.
+    Done {
+        /// The operation.
+        op: OpId,
+        /// Its outcome.
+        result: Result<Response, Error>,
+    },
+    /// A worker job to process. Report the end with [`Session::complete_job`] or
+    /// [`Session::fail_job`].
+    Job {
+        /// The job.
+        job: crate::wire::Job,
+    },
+    /// The server's answer to a worker's completion or failure of a job: `Ok(true)` applied,
+    /// `Ok(false)` the server had already finalised it (it timed out, for example).
+    JobSettled {
+        /// Job id.
+        id: String,
+        /// Outcome.
+        result: Result<bool, Error>,
+    },
+    /// [`Session::close`] finished: everything was flushed and answered.
+    Closed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Conn {
+    /// Waiting to reconnect at the given time.
+    Disconnected(Instant),
+    /// [`Event::Connect`] was emitted; waiting for the driver.
+    Connecting,
+    /// Connected, Auth written, waiting for its reply: nothing else goes out yet.
+    Authenticating,
+    /// Connected and usable.
+    Ready,
+    /// Closed for good.
+    Closed,
+}
+
+/// Who is waiting on a command, and what to do with its reply.
+#[derive(Debug)]
+pub(super) enum Origin {
+    /// A PUSHB of batched adds: `ops[i]` is `jobs[i]`. `batch` is `None` for a re-sent or split
+    /// batch that no batcher tracks.
+    Adds {
+        queue: usize,
+        batch: Option<BatchId>,
+        ops: Vec<OpId>,
+    },
+    /// A single PUSH (durable, or batching off).
+    Push(OpId),
+    /// `add_bulk`: one PUSHB, one outcome.
+    Bulk(OpId),
+    /// A read-only request: safe to re-send.
+    Request(OpId),
+    Auth,
+    Ping,
+    Pull,
+    /// An ACKB of worker completions.
+    Acks { batch: Option<BatchId>, attempt: u32 },
+    /// A worker's FAIL.
+    Fail,
+}
+
+#[derive(Debug)]
+pub(super) struct Queued {
+    pub(super) cmd: Command,
+    pub(super) origin: Origin,
+    pub(super) deadline: Instant,
+}
+
+/// One client connection to a bunqueue server, as a deterministic state machine.
+///
+/// See the [module docs](super) for the contract and the canonical run loop.
+#[derive(Debug)]
+pub struct Session {
+    pub(super) config: SessionConfig,
+    conn: Conn,
+    reconnect_attempt: u32,
+    rng: SplitMix64,
+    frames: crate::wire::FrameDecoder,
+    next_op: u64,
+    next_req: u32,
+    /// Commands waiting to be written, in order.
+    pub(super) outgoing: VecDeque<Queued>,
+    /// Commands written and not yet answered, by reqId.
+    in_flight: HashMap<u32, Queued>,
+    /// `(deadline, reqId)` of every in-flight command, earliest first.
+    deadlines: BTreeSet<(Instant, u32)>,
+    consecutive_timeouts: u32,
+    next_ping: Option<Instant>,
+    pub(super) producers: Producers,
+    pub(super) worker: Option<WorkerState>,
+    pub(super) events: VecDeque<Event>,
+    closing: bool,
+    pub(super) stats: SessionStats,
+}
+
+impl Session {
+    /// A session that will ask to connect straight away ([`Event::Connect`]).
+    pub fn new(config: SessionConfig, now: Instant) -> Result<Session, ConfigError> {
+        config.validate()?;
+        let producers = Producers::new(config.batching.clone());
+        let worker = match &config.worker {
+            Some(w) => Some(WorkerState::new(w.clone()).map_err(ConfigError::Batching)?),
+            None => None,
+        };
+        let _ = now;
+        Ok(Session {
+            rng: SplitMix64::new(config.seed),
+            config,
+            conn: Conn::Connecting,
+            reconnect_attempt: 0,
+            frames: crate::wire::FrameDecoder::new(),
+            next_op: 0,
+            next_req: 0,
+            outgoing: VecDeque::new(),
+            in_flight: HashMap::new(),
+            deadlines: BTreeSet::new(),
+            consecutive_timeouts: 0,
+            next_ping: None,
+            producers,
+            worker,
+            events: VecDeque::from([Event::Connect]),
+            closing: false,
+            stats: SessionStats::default(),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// Counters of this session.
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    /// Whether the connection is up and authenticated.
+    pub fn is_connected(&self) -> bool {
+        self.conn == Conn::Ready
+    }
+
+    /// Whether [`close`](Self::close) has finished.
+    pub fn is_closed(&self) -> bool {
+        self.conn == Conn::Closed
+    }
+
+    /// Commands written and awaiting replies.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    pub(super) fn next_op_id(&mut self) -> OpId {
+        self.next_op += 1;
+        OpId(self.next_op)
+    }
+
+    pub(super) fn deadline(&self, now: Instant) -> Instant {
+        now + self.config.command_timeout
+    }
+
+    pub(super) fn is_closing(&self) -> bool {
+        self.closing || self.conn == Conn::Closed
+    }
+
+    /// Queues a command. Reads and worker traffic go through here; adds through the producer.
+    pub(super) fn enqueue(&mut self, now: Instant, cmd: Command, origin: Origin) {
+        let mut deadline = self.deadline(now);
+        if let Command::Pull(args) | Command::PullB { args, .. } = &cmd {
+            // A long-poll legitimately holds its reply for the poll time.
+            deadline += Duration::from_millis(args.timeout.unwrap_or(0).max(0) as u64);
+        }
+        self.outgoing.push_back(Queued {
+            cmd,
+            origin,
+            deadline,
+        });
+    }
+
+    /// Sends any command (a lookup such as `GetJob`, `GetState`, `Count`, `GetJobCounts`,
+    /// `GetResult`, `Ping`); its typed reply arrives as [`Event::Done`]. Lookups are re-sent
+    /// after a reconnect, since reading twice is harmless.
+    pub fn request(&mut self, now: Instant, cmd: Command) -> Result<OpId, Error> {
+        if self.is_closing() {
+            return Err(Error::Closed);
+        }
+        let op = self.next_op_id();
+        self.enqueue(now, cmd, Origin::Request(op));
+        Ok(op)
+    }
+
+    // ---------------------------------------------------------------- connection lifecycle
+
+    /// The driver connected the socket asked for by [`Event::Connect`].
+    ///
+    /// Follow with [`poll_transmit`](Self::poll_transmit).
+    pub fn handle_connected(&mut self, now: Instant) {
+        if self.conn != Conn::Connecting {
+            return;
+        }
+        self.frames.clear();
+        self.stats.connects += 1;
+        if let Some(token) = self.config.token.clone() {
+            // Auth goes first and alone: until its reply, the server refuses everything else.
+            self.conn = Conn::Authenticating;
+            let q = Queued {
+                cmd: Command::Auth { token },
+                origin: Origin::Auth,
+                deadline: self.deadline(now),
+            };
+            self.write_later_first(q);
+        } else {
+            self.conn = Conn::Ready;
+        }
+        self.next_ping = self.config.ping_interval.map(|p| now + p);
+    }
+
+    fn write_later_first(&mut self, q: Queued) {
+        self.outgoing.push_front(q);
+    }
+
+    /// The connection attempt failed. The session backs off and asks again later.
+    pub fn handle_connect_failed(&mut self, now: Instant) {
+        if self.conn == Conn::Connecting {
+            self.schedule_reconnect(now);
+        }
+    }
+
+    /// The socket closed or failed. In-flight requests resolve (or are re-sent where that is
+    /// safe) and the session backs off before asking to reconnect.
+    pub fn handle_disconnected(&mut self, now: Instant) {
+        match self.conn {
+            Conn::Disconnected(_) | Conn::Closed => {}
+            Conn::Connecting => self.schedule_reconnect(now),
+            Conn::Authenticating | Conn::Ready => {
+                self.fail_in_flight(now, FailKind::ConnectionLost);
+                self.schedule_reconnect(now);
+            }
+        }
+    }
+
+    fn schedule_reconnect(&mut self, now: Instant) {
+        self.frames.clear();
+        if self.closing && self.nothing_left() {
+            self.finish_close();
+            return;
+        }
+        self.reconnect_attempt += 1;
+        let delay = self
+            .config
+            .reconnect
+            .delay(self.reconnect_attempt, self.rng.next_f64());
+        self.conn = Conn::Disconnected(now + delay);
+        self.stats.reconnects_scheduled += 1;
+    }
+
+    /// The session drops the connection itself (protocol violation, auth failure, timeouts).
+    fn reset_connection(&mut self, now: Instant, why: FailKind) {
+        if matches!(self.conn, Conn::Authenticating | Conn::Ready) {
+            self.events.push_back(Event::Disconnect);
+            self.fail_in_flight(now, why);
+            self.schedule_reconnect(now);
+        }
+    }
+
+    // ---------------------------------------------------------------- input
+
+    /// Bytes received from the socket.
+    ///
+    /// Follow with [`poll_transmit`](Self::poll_transmit) and [`poll_event`](Self::poll_event).
+    pub fn handle_input(&mut self, now: Instant, bytes: &[u8]) {
+        if !matches!(self.conn, Conn::Authenticating | Conn::Ready) {
+            return;
+        }
+        self.stats.bytes_received += bytes.len() as u64;
+        self.frames.extend(bytes);
+        loop {
+            let frame = match self.frames.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    let why = match e {
+                        FrameError::TooLarge { .. } => format!("server sent an oversized frame: {e}"),
+                        FrameError::Empty => "server sent a zero-length frame".to_owned(),
+                    };
+                    self.reset_connection(now, FailKind::Protocol(why));
+                    return;
+                }
+            };
+            self.stats.frames_received += 1;
+            let incoming = Value::decode(&frame)
+                .map_err(|e| format!("undecodable reply: {e}"))
+                .and_then(|v| Incoming::from_value(v).map_err(|e| e.to_string()));
+            match incoming {
+                Ok(Incoming::Reply(reply)) => {
+                    if let Err(why) = self.on_reply(now, reply) {
+                        self.reset_connection(now, FailKind::Protocol(why));
+                        return;
+                    }
+                }
+                // Events only come after SubscribeEvents, which this session never sends.
+                Ok(Incoming::Event(_)) => {}
+                Err(why) => {
+                    self.reset_connection(now, FailKind::Protocol(why));
+                    return;
+                }
+            }
+            if !matches!(self.conn, Conn::Authenticating | Conn::Ready) {
+                return;
+            }
+        }
+    }
+
+    fn on_reply(&mut self, now: Instant, reply: Reply) -> Result<(), String> {
+        let req = match &reply.req_id {
+            Value::Str(s) => s.parse::<u32>().ok(),
+            _ => None,
+        }
+        .ok_or_else(|| format!("reply with a reqId we never send: {:?}", reply.req_id))?;
+        let Some(q) = self.in_flight.remove(&req) else {
+            // A late reply to a command that already timed out is harmless; one we never sent
+            // is not.
+            return if req <= self.next_req {
+                Ok(())
+            } else {
+                Err(format!("reply to unknown reqId {req}"))
+            };
+        };
+        self.deadlines.remove(&(q.deadline, req));
+        self.consecutive_timeouts = 0;
+        self.reconnect_attempt = 0;
+        let kind = q.cmd.kind();
+        let result = match reply.result {
+            Ok(()) => reply.response(kind).map_err(|e| e.to_string()),
+            Err(msg) => {
+                return {
+                    self.on_error_reply(now, q, msg);
+                    Ok(())
+                }
+            }
+        };
+        let response = match result {
+            Ok(r) => r,
+            Err(why) => {
+                // A success reply we cannot read: fail this request, then reset (the stream
+                // itself is suspect).
+                self.resolve(now, q, FailKind::Protocol(why.clone()));
+                return Err(why);
+            }
+        };
+        match q.origin {
+            Origin::Auth => {
+                self.conn = Conn::Ready;
+            }
+            Origin::Ping => {}
+            Origin::Adds { queue, batch, ops } => {
+                let Response::PushedBatch(ids) = response else {
+                    unreachable!("PUSHB replies decode as PushedBatch")
+                };
+                if ids.len() != ops.len() {
+                    let why = format!("PUSHB of {} jobs answered with {} ids", ops.len(), ids.len());
+                    for op in ops {
+                        self.done(op, Err(Error::Protocol(why.clone())));
+                    }
+                } else {
+                    for (op, id) in ops.into_iter().zip(ids) {
+                        self.stats.adds_ok += 1;
+                        self.done(op, Ok(Response::Pushed(id)));
+                    }
+                }
+                self.producers.complete(now, queue, batch);
+            }
+            Origin::Push(op) => {
+                self.stats.adds_ok += 1;
+                self.done(op, Ok(response));
+            }
+            Origin::Bulk(op) => {
+                if let Response::PushedBatch(ids) = &response {
+                    self.stats.adds_ok += ids.len() as u64;
+                }
+                self.done(op, Ok(response));
+            }
+            Origin::Request(op) => self.done(op, Ok(response)),
+            Origin::Pull => self.on_pulled(now, response),
+            Origin::Acks { batch, .. } => {
+                let Command::AckB { ids, .. } = q.cmd else {
+                    unreachable!("Acks origin holds an ACKB")
+                };
+                let ignored = match response {
+                    Response::AckedBatch {
+                        ignored_indices, ..
+                    } => ignored_indices,
+                    _ => Vec::new(),
+                };
+                for (i, id) in ids.into_iter().enumerate() {
+                    let applied = !ignored.contains(&i);
+                    self.events.push_back(Event::JobSettled {
+                        id,
+                        result: Ok(applied),
+                    });
+                }
+                self.ack_batch_done(now, batch);
+            }
+            Origin::Fail => {
+                let Command::Fail { id, .. } = q.cmd else {
+                    unreachable!("Fail origin holds a FAIL")
+                };
+                let applied = response == Response::Finalized { applied: true };
+                self.events.push_back(Event::JobSettled {
+                    id,
+                    result: Ok(applied),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn on_error_reply(&mut self, now: Instant, q: Queued, msg: String) {
+        self.stats.error_replies += 1;
+        match q.origin {
+            Origin::Auth => {
+                // Everything queued behind the Auth would be refused too: fail it now rather
+                // than time it out, then reconnect with backoff (the token may be fixed).
+                let queued: Vec<Queued> = self.outgoing.drain(..).collect();
+                for other in queued {
+                    self.resolve(now, other, FailKind::Auth(msg.clone()));
+                }
+                self.reset_connection(now, FailKind::Auth(msg));
+            }
+            Origin::Adds { queue, batch, ops } => {
+                let Command::PushB { queue: name, jobs } = q.cmd else {
+                    unreachable!("Adds origin holds a PUSHB")
+                };
+                // "jobs[i]: …" is a validation failure: the server inserted nothing, so the
+                // other jobs can safely go again without the bad one. One bad job fails alone.
+                match batch_index(&msg).filter(|&i| i < ops.len() && ops.len() > 1) {
+                    Some(bad) => {
+                        let mut keep_ops = Vec::with_capacity(ops.len() - 1);
+                        let mut keep_jobs = Vec::with_capacity(ops.len() - 1);
+                        for (i, (op, job)) in ops.into_iter().zip(jobs).enumerate() {
+                            if i == bad {
+                                self.stats.adds_failed += 1;
+                                self.done(op, Err(Error::Server(strip_index(&msg).to_owned())));
+                            } else {
+                                keep_ops.push(op);
+                                keep_jobs.push(job);
+                            }
+                        }
+                        self.stats.items_resent += keep_ops.len() as u64;
+                        self.outgoing.push_front(Queued {
+                            cmd: Command::PushB {
+                                queue: name,
+                                jobs: keep_jobs,
+                            },
+                            origin: Origin::Adds {
+                                queue,
+                                batch: None,
+                                ops: keep_ops,
+                            },
+                            deadline: q.deadline,
+                        });
+                    }
+                    None => {
+                        for op in ops {
+                            self.stats.adds_failed += 1;
+                            self.done(op, Err(Error::Server(strip_index(&msg).to_owned())));
+                        }
+                    }
+                }
+                self.producers.complete(now, queue, batch);
+            }
+            Origin::Acks { batch, attempt } => {
+                let Command::AckB {
+                    ids,
+                    results,
+                    tokens,
+                } = q.cmd
+                else {
+                    unreachable!("Acks origin holds an ACKB")
+                };
+                // The server names one job. A lock problem means nothing was applied, so the
+                // others go again; a missing job means the others were applied (§6.6).
+                let named = ids.iter().position(|id| msg.ends_with(id.as_str()));
+                let lock_problem = msg.starts_with("Lock token") || msg.starts_with("Invalid or expired lock token");
+                let results = results.unwrap_or_default();
+                let tokens = tokens.unwrap_or_default();
+                for (i, id) in ids.into_iter().enumerate() {
+                    if Some(i) == named || named.is_none() {
+                        self.events.push_back(Event::JobSettled {
+                            id,
+                            result: Err(Error::Server(msg.clone())),
+                        });
+                    } else if lock_problem {
+                        let item = AckItem {
+                            id,
+                            token: tokens.get(i).filter(|t| !t.is_empty()).cloned(),
+                            result: results.get(i).cloned().unwrap_or(Value::Nil),
+                            attempt,
+                        };
+                        self.requeue_ack(now, item);
+                    } else {
+                        self.events.push_back(Event::JobSettled {
+                            id,
+                            result: Ok(true),
+                        });
+                    }
+                }
+                self.ack_batch_done(now, batch);
+            }
+            Origin::Pull => self.on_pull_failed(now),
+            other => {
+                let q = Queued { origin: other, ..q };
+                self.resolve(now, q, FailKind::Server(msg));
+            }
+        }
+    }
+
+    pub(super) fn done(&mut self, op: OpId, result: Result<Response, Error>) {
+        self.events.push_back(Event::Done { op, result });
+    }
+
+    /// Resolves a command that will get no reply, with the error `why`.
+    fn resolve(&mut self, now: Instant, q: Queued, why: FailKind) {
+        let err = why.error(true);
+        match q.origin {
+            Origin::Adds { queue, batch, ops } => {
+                self.stats.adds_failed += ops.len() as u64;
+                for op in ops {
+                    self.done(op, Err(err.clone()));
+                }
+                self.producers.complete(now, queue, batch);
+            }
+            Origin::Push(op) | Origin::Bulk(op) => {
+                self.stats.adds_failed += 1;
+                self.done(op, Err(err));
+            }
+            Origin::Request(op) => self.done(op, Err(err)),
+            Origin::Auth | Origin::Ping => {}
+            Origin::Pull => self.on_pull_failed(now),
+            Origin::Acks { batch, .. } => {
+                if let Command::AckB { ids, .. } = q.cmd {
+                    for id in ids {
+                        self.events.push_back(Event::JobSettled {
+                            id,
+                            result: Err(err.clone()),
+                        });
+                    }
+                }
+                self.ack_batch_done(now, batch);
+            }
+            Origin::Fail => {
+                if let Command::Fail { id, .. } = q.cmd {
+                    self.events.push_back(Event::JobSettled {
+                        id,
+                        result: Err(err),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Every written command loses its connection: re-send what is safe, fail the rest.
+    fn fail_in_flight(&mut self, now: Instant, why: FailKind) {
+        let mut reqs: Vec<u32> = self.in_flight.keys().copied().collect();
+        reqs.sort_unstable();
+        self.deadlines.clear();
+        let mut resend = Vec::new();
+        for req in reqs {
+            let Some(q) = self.in_flight.remove(&req) else {
+                continue;
+            };
+            let retry_safe = why.allows_resend();
+            match q.origin {
+                Origin::Request(_) if retry_safe => resend.push(q),
+                Origin::Push(_) if retry_safe && has_custom_id(&q.cmd) => {
+                    self.stats.items_resent += 1;
+                    resend.push(q)
+                }
+                Origin::Adds { queue, batch, ops } if retry_safe => {
+                    // Items with a custom id are idempotent on the server: send them again.
+                    let Command::PushB { queue: name, jobs } = q.cmd else {
+                        unreachable!("Adds origin holds a PUSHB")
+                    };
+                    let mut again_ops = Vec::new();
+                    let mut again_jobs = Vec::new();
+                    for (op, job) in ops.into_iter().zip(jobs) {
+                        if job.opts.job_id.is_some() {
+                            again_ops.push(op);
+                            again_jobs.push(job);
+                        } else {
+                            self.stats.adds_failed += 1;
+                            self.done(op, Err(why.error(true)));
+                        }
+                    }
+                    if !again_ops.is_empty() {
+                        self.stats.items_resent += again_ops.len() as u64;
+                        resend.push(Queued {
+                            cmd: Command::PushB {
+                                queue: name,
+                                jobs: again_jobs,
+                            },
+                            origin: Origin::Adds {
+                                queue,
+                                batch: None,
+                                ops: again_ops,
+                            },
+                            deadline: q.deadline,
+                        });
+                    }
+                    self.producers.complete(now, queue, batch);
+                }
+                Origin::Auth => {}
+                _ => self.resolve(now, q, why.clone()),
+            }
+        }
+        for q in resend.into_iter().rev() {
+            self.outgoing.push_front(q);
+        }
+    }
+
+    // ---------------------------------------------------------------- output
+
+    /// Appends every frame that may be written now to `out`; returns whether it wrote any.
+    ///
+    /// Call after every input: it also moves due batches from the batchers into the send queue
+    /// and may produce events, so drain [`poll_event`](Self::poll_event) after it.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        self.drive(now);
+        let before = out.len();
+        loop {
+            let may_write = match self.conn {
+                Conn::Ready => self.in_flight.len() < self.config.max_in_flight_commands,
+                // Only the Auth itself goes out before Auth succeeds.
+                Conn::Authenticating => {
+                    self.in_flight.is_empty()
+                        && matches!(self.outgoing.front(), Some(q) if matches!(q.origin, Origin::Auth))
+                }
+                _ => false,
+            };
+            if !may_write {
+                break;
+            }
+            let Some(mut q) = self.outgoing.pop_front() else {
+                break;
+            };
+            self.next_req = self.next_req.wrapping_add(1) & 0x7fff_ffff;
+            let req = self.next_req;
+            let req_value = Value::Str(req.to_string());
+            if let Err(e) = write_frame(out, |buf| q.cmd.encode(Some(&req_value), buf)) {
+                // Only a job far over the data limit could get here; validation stops those.
+                let why = FailKind::Local(format!("request too large to send: {e}"));
+                self.resolve(now, q, why);
+                continue;
+            }
+            self.stats.frames_sent += 1;
+            self.stats.count_command(&q.cmd);
+            // The timeout restarts when the command is written, as in the official client.
+            let extra = q.deadline.saturating_duration_since(now).saturating_sub(self.config.command_timeout);
+            q.deadline = self.deadline(now) + extra;
+            self.deadlines.insert((q.deadline, req));
+            self.in_flight.insert(req, q);
+        }
+        let wrote = out.len() > before;
+        if wrote {
+            self.stats.bytes_sent += (out.len() - before) as u64;
+            if let Some(p) = self.config.ping_interval {
+                self.next_ping = Some(now + p);
+            }
+        }
+        wrote
+    }
+
+    /// The next event, until `None`. Drain after every input and after
+    /// [`poll_transmit`](Self::poll_transmit).
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must be called next, if ever.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut consider = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        if let Conn::Disconnected(at) = self.conn {
+            consider(Some(at));
+        }
+        consider(self.deadlines.first().map(|(d, _)| *d));
+        consider(self.outgoing.iter().map(|q| q.deadline).min());
+        consider(self.producers.poll_timeout());
+        if let Some(w) = &self.worker {
+            consider(w.poll_timeout());
+        }
+        if self.conn == Conn::Ready && self.in_flight.is_empty() {
+            consider(self.next_ping);
+        }
+        t
+    }
+
+    /// The time given by [`poll_timeout`](Self::poll_timeout) has come (calling early or late
+    /// is harmless). Follow with [`poll_transmit`](Self::poll_transmit) and
+    /// [`poll_event`](Self::poll_event).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Conn::Disconnected(at) = self.conn {
+            if now >= at {
+                self.conn = Conn::Connecting;
+                self.events.push_back(Event::Connect);
+            }
+        }
+        self.producers.handle_timeout(now);
+        self.worker_timeout(now);
+        // Written commands whose reply is overdue.
+        let mut overdue = Vec::new();
+        while let Some(&(d, req)) = self.deadlines.first() {
+            if d > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            overdue.push(req);
+        }
+        for req in overdue {
+            if let Some(q) = self.in_flight.remove(&req) {
+                self.stats.timeouts += 1;
+                self.consecutive_timeouts += 1;
+                self.resolve(now, q, FailKind::Timeout { written: true });
+            }
+        }
+        // Queued commands that never got written in time.
+        if self.outgoing.iter().any(|q| q.deadline <= now) {
+            let (late, keep): (Vec<Queued>, Vec<Queued>) =
+                self.outgoing.drain(..).partition(|q| q.deadline <= now);
+            self.outgoing = keep.into();
+            for q in late {
+                self.stats.timeouts += 1;
+                self.resolve(now, q, FailKind::Timeout { written: false });
+            }
+        }
+        if self.consecutive_timeouts >= self.config.max_command_timeouts {
+            self.consecutive_timeouts = 0;
+            self.reset_connection(now, FailKind::Timeout { written: true });
+        }
+        if self.conn == Conn::Ready
+            && self.in_flight.is_empty()
+            && self.outgoing.is_empty()
+            && self.next_ping.is_some_and(|p| now >= p)
+        {
+            self.enqueue(now, Command::Ping, Origin::Ping);
+            self.next_ping = self.config.ping_interval.map(|p| now + p);
+        }
+    }
+
+    // ---------------------------------------------------------------- close
+
+    /// Stops taking new work, flushes every pending add and ACK, waits for every reply, then
+    /// emits [`Event::Disconnect`] and [`Event::Closed`]. Nothing pending is dropped: every
+    /// operation still resolves (a request that cannot be sent times out).
+    pub fn close(&mut self, now: Instant) {
+        if self.closing {
+            return;
+        }
+        self.closing = true;
+        self.producers.close(now);
+        if let Some(w) = &mut self.worker {
+            w.stopping = true;
+        }
+    }
+
+    fn nothing_left(&self) -> bool {
+        self.outgoing.is_empty()
+            && self
+                .in_flight
+                .values()
+                .all(|q| matches!(q.origin, Origin::Ping | Origin::Pull))
+            && self.producers.is_drained()
+            && self.worker.as_ref().is_none_or(|w| w.is_drained())
+    }
+
+    fn finish_close(&mut self) {
+        if matches!(self.conn, Conn::Authenticating | Conn::Ready | Conn::Connecting) {
+            self.events.push_back(Event::Disconnect);
+        }
+        // A pull still out is abandoned: closing the connection hands its jobs back to the
+        // server (§4.4), so nothing is lost.
+        self.in_flight.clear();
+        self.deadlines.clear();
+        self.conn = Conn::Closed;
+        self.events.push_back(Event::Closed);
+    }
+
+    /// Moves due work into the send queue: batches from the batchers, worker pulls and ACKs,
+    /// and finishes a close when nothing is left.
+    fn drive(&mut self, now: Instant) {
+        if self.conn == Conn::Closed {
+            return;
+        }
+        self.drain_producers(now);
+        self.drive_worker(now);
+        if self.closing && self.nothing_left() {
+            self.finish_close();
+        }
+    }
+
+    pub(super) fn add_item_batch(&mut self, now: Instant, queue: usize, batch: BatchId, name: String, items: Vec<(crate::batch::ItemId, AddItem)>) {
+        let mut ops = Vec::with_capacity(items.len());
+        let mut jobs = Vec::with_capacity(items.len());
+        for (_, item) in items {
+            ops.push(item.op);
+            jobs.push(item.job);
+        }
+        self.stats.batches_sent += 1;
+        self.outgoing.push_back(Queued {
+            cmd: Command::PushB { queue: name, jobs },
+            origin: Origin::Adds {
+                queue,
+                batch: Some(batch),
+                ops,
+            },
+            deadline: self.deadline(now),
+        });
+    }
+}
+
+/// Why a command ended without a reply.
+#[derive(Debug, Clone)]
+pub(super) enum FailKind {
+    ConnectionLost,
+    Timeout { written: bool },
+    Protocol(String),
+    Auth(String),
+    Server(String),
+    Local(String),
+}
+
+impl FailKind {
+    fn error(&self, written: bool) -> Error {
+        match self {
+            FailKind::ConnectionLost => Error::ConnectionLost {
+                maybe_applied: written,
+            },
+            FailKind::Timeout { written } => Error::Timeout {
+                maybe_applied: *written,
+            },
+            FailKind::Protocol(m) => Error::Protocol(m.clone()),
+            FailKind::Auth(m) => Error::AuthFailed(m.clone()),
+            FailKind::Server(m) => Error::Server(m.clone()),
+            FailKind::Local(m) => Error::Protocol(m.clone()),
+        }
+    }
+
+    /// Whether idempotent requests may go again on the next connection.
+    fn allows_resend(&self) -> bool {
+        matches!(self, FailKind::ConnectionLost | FailKind::Protocol(_) | FailKind::Timeout { .. })
+    }
+}
+
+fn has_custom_id(cmd: &Command) -> bool {
+    match cmd {
+        Command::Push { job, .. } => job.opts.job_id.is_some(),
+        _ => false,
+    }
+}
+
+/// The index in a `"jobs[<i>]: …"` error message.
+fn batch_index(msg: &str) -> Option<usize> {
+    let rest = msg.strip_prefix("jobs[")?;
+    let end = rest.find("]: ")?;
+    rest[..end].parse().ok()
+}
+
+fn strip_index(msg: &str) -> &str {
+    match (msg.strip_prefix("jobs["), msg.find("]: ")) {
+        (Some(_), Some(end)) => &msg[end + 3..],
+        _ => msg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_error_index() {
+        assert_eq!(batch_index("jobs[3]: priority must be an integer"), Some(3));
+        assert_eq!(batch_index("Group g has reached its maximum size of 2"), None);
+        assert_eq!(strip_index("jobs[3]: priority must be an integer"), "priority must be an integer");
+        assert_eq!(strip_index("plain"), "plain");
+    }
+}

@@ -1,0 +1,95 @@
+//! One client connection as a deterministic state machine: auth, reqId correlation, the
+//! pipelining window, timeouts, pings, reconnect backoff; a producer (adds batched into PUSHB)
+//! and a worker (PULLB, ACKB, FAIL) on top.
+//!
+//! # Contract
+//!
+//! Inputs are method calls that carry `now`; outputs are drained with `poll_*`. After **any**
+//! input — [`Session::add`], [`Session::add_bulk`], [`Session::request`], [`Session::cancel`],
+//! [`Session::complete_job`], [`Session::fail_job`], [`Session::handle_input`],
+//! [`Session::handle_connected`], [`Session::handle_connect_failed`],
+//! [`Session::handle_disconnected`], [`Session::handle_timeout`], [`Session::close`] — the driver
+//! calls, in this order:
+//!
+//! 1. [`Session::poll_transmit`] and writes what it appended to the socket (it is also what
+//!    moves due batches into the send queue, so call it even while disconnected);
+//! 2. [`Session::poll_event`] until `None`, acting on each [`Event`];
+//! 3. [`Session::poll_timeout`], and arms its timer for that instant.
+//!
+//! Several inputs may be fed before one round of polls: adds made in one go while idle then
+//! leave in one batch.
+//!
+//! # Guarantees
+//!
+//! * Every operation that returned an [`OpId`] gets exactly one [`Event::Done`].
+//! * An add while nothing is in flight goes out in the next `poll_transmit`, with no timer.
+//! * No PUSHB holds more than `max_batch` jobs; per queue, at most `max_in_flight` batches are out.
+//! * At most `max_in_flight_commands` commands are written and unanswered.
+//! * A request that cannot be answered in `command_timeout` fails with [`Error::Timeout`](crate::Error::Timeout).
+//! * On a lost connection, lookups and adds with a custom job id are re-sent on the next
+//!   connection (the server deduplicates custom ids); other adds that were written fail with
+//!   [`Error::ConnectionLost`](crate::Error::ConnectionLost) `{ maybe_applied: true }`: they
+//!   may or may not be in the queue, and are never re-sent blindly.
+//! * A PUSHB the server refuses for one job (`jobs[i]: …`, where it inserts nothing) fails that
+//!   job alone and sends the others again.
+//! * [`Session::close`] resolves everything before [`Event::Closed`].
+//!
+//! # The canonical run loop
+//!
+//! A blocking driver over `std::net` (see `core/examples/blocking.rs` for the full one):
+//!
+//! ```no_run
+//! use std::io::{Read, Write};
+//! use std::net::TcpStream;
+//! use std::time::Instant;
+//! use autobatch_core::session::{Event, Session, SessionConfig};
+//! use autobatch_core::wire::{JobSpec, Value};
+//!
+//! let mut session = Session::new(SessionConfig::default(), Instant::now()).unwrap();
+//! let mut socket: Option<TcpStream> = None;
+//! let mut out = Vec::new();
+//! let op = session.add(Instant::now(), "emails", JobSpec::new("welcome", Value::from("a@b"))).unwrap();
+//! loop {
+//!     let now = Instant::now();
+//!     out.clear();
+//!     if session.poll_transmit(now, &mut out) {
+//!         socket.as_mut().unwrap().write_all(&out).unwrap();
+//!     }
+//!     while let Some(event) = session.poll_event() {
+//!         match event {
+//!             Event::Connect => match TcpStream::connect("127.0.0.1:6789") {
+//!                 Ok(s) => { socket = Some(s); session.handle_connected(Instant::now()); }
+//!                 Err(_) => session.handle_connect_failed(Instant::now()),
+//!             },
+//!             Event::Disconnect => socket = None,
+//!             Event::Done { op: done, result } if done == op => {
+//!                 println!("added: {result:?}");
+//!                 session.close(Instant::now());
+//!             }
+//!             Event::Closed => return,
+//!             _ => {}
+//!         }
+//!     }
+//!     // Wait for bytes until poll_timeout() (a real loop sets a read timeout from it).
+//!     if let Some(s) = socket.as_mut() {
+//!         let mut buf = [0u8; 4096];
+//!         match s.read(&mut buf) {
+//!             Ok(0) | Err(_) => { socket = None; session.handle_disconnected(Instant::now()); }
+//!             Ok(n) => session.handle_input(Instant::now(), &buf[..n]),
+//!         }
+//!     }
+//!     session.handle_timeout(Instant::now());
+//! }
+//! ```
+
+mod config;
+mod machine;
+mod producer;
+mod rng;
+mod stats;
+mod worker;
+
+pub use config::{ConfigError, ReconnectConfig, SessionConfig, WorkerConfig};
+pub use machine::{Event, OpId, Session};
+pub use producer::pushed_id;
+pub use stats::SessionStats;

@@ -1,0 +1,285 @@
+//! The worker half of a session: long-poll PULLB for as many jobs as there are free slots,
+//! hand jobs out, batch completions into ACKB (with lock tokens), send failures as FAIL.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::batch::{self, BatchId, Batcher};
+use crate::error::Error;
+use crate::wire::{Command, PullArgs, Response, Value};
+
+use super::config::WorkerConfig;
+use super::machine::{Event, Origin, Session};
+
+/// After an empty non-blocking poll or a refused pull, wait this long before polling again, so
+/// an idle worker does not spin (bunqueue's `drainDelay`).
+const IDLE_POLL_DELAY: Duration = Duration::from_millis(50);
+const ERROR_POLL_DELAY: Duration = Duration::from_millis(500);
+
+/// One completion on its way to an ACKB.
+#[derive(Debug, Clone)]
+pub(super) struct AckItem {
+    pub(super) id: String,
+    pub(super) token: Option<String>,
+    pub(super) result: Value,
+    /// How many times it has been sent already.
+    pub(super) attempt: u32,
+}
+
+#[derive(Debug)]
+pub(super) struct WorkerState {
+    config: WorkerConfig,
+    acks: Batcher<AckItem>,
+    /// Jobs handed out and not yet completed or failed, with their lock tokens.
+    active: HashMap<String, Option<String>>,
+    pull_in_flight: bool,
+    next_pull_at: Option<Instant>,
+    /// ACKs waiting to be retried, with when.
+    retries: Vec<(Instant, AckItem)>,
+    /// FAILs and ACKBs out and unanswered.
+    settling: usize,
+    /// `close` was called: no more pulls.
+    pub(super) stopping: bool,
+}
+
+impl WorkerState {
+    pub(super) fn new(config: WorkerConfig) -> Result<Self, batch::ConfigError> {
+        Ok(WorkerState {
+            acks: Batcher::new(config.acks.clone())?,
+            config,
+            active: HashMap::new(),
+            pull_in_flight: false,
+            next_pull_at: None,
+            retries: Vec::new(),
+            settling: 0,
+            stopping: false,
+        })
+    }
+
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.acks.poll_timeout(),
+            self.retries.iter().map(|(t, _)| *t).min(),
+            self.next_pull_at.filter(|_| !self.stopping),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    pub(super) fn is_drained(&self) -> bool {
+        self.active.is_empty()
+            && self.retries.is_empty()
+            && self.settling == 0
+            && self.acks.pending_items() == 0
+            && self.acks.parked() == 0
+            && self.acks.in_flight() == 0
+    }
+
+    fn free_slots(&self) -> usize {
+        self.config.concurrency.saturating_sub(self.active.len())
+    }
+}
+
+impl Session {
+    /// A job handed out by [`Event::Job`] finished: its result goes to the server in the next
+    /// ACKB. The server's answer arrives as [`Event::JobSettled`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`]-like misuse is reported as [`Error::Closed`] when there is no worker,
+    /// and as [`Error::Server`]-free `false` return when the job is not one this worker holds.
+    pub fn complete_job(&mut self, now: Instant, id: &str, result: Value) -> Result<(), Error> {
+        let worker = self.worker.as_mut().ok_or(Error::Closed)?;
+        let Some(token) = worker.active.remove(id) else {
+            return Err(Error::Protocol(format!("job {id} is not held by this worker")));
+        };
+        let item = AckItem {
+            id: id.to_owned(),
+            token,
+            result,
+            attempt: 0,
+        };
+        let bytes = item.id.len() + 64;
+        if let Err(e) = worker.acks.push(now, item, bytes) {
+            // The ACK batcher is never closed while jobs are held and never rejects (its
+            // policy is backpressure), so this is the oversized-result case: send it alone.
+            let item = e.into_inner();
+            self.send_acks(now, None, vec![item]);
+        }
+        self.stats.jobs_completed += 1;
+        Ok(())
+    }
+
+    /// A job handed out by [`Event::Job`] failed: a FAIL goes out at once. With
+    /// `unrecoverable`, the server does not retry it.
+    ///
+    /// # Errors
+    ///
+    /// As [`complete_job`](Self::complete_job).
+    pub fn fail_job(&mut self, now: Instant, id: &str, error: &str, unrecoverable: bool) -> Result<(), Error> {
+        let worker = self.worker.as_mut().ok_or(Error::Closed)?;
+        let Some(token) = worker.active.remove(id) else {
+            return Err(Error::Protocol(format!("job {id} is not held by this worker")));
+        };
+        worker.settling += 1;
+        self.stats.jobs_failed += 1;
+        self.enqueue(
+            now,
+            Command::Fail {
+                id: id.to_owned(),
+                error: Some(error.to_owned()),
+                token,
+                unrecoverable,
+                stack: Vec::new(),
+            },
+            Origin::Fail,
+        );
+        Ok(())
+    }
+
+    /// Jobs handed out and not yet completed or failed.
+    pub fn jobs_held(&self) -> usize {
+        self.worker.as_ref().map_or(0, |w| w.active.len())
+    }
+
+    pub(super) fn on_pulled(&mut self, now: Instant, response: Response) {
+        let Some(worker) = self.worker.as_mut() else {
+            return;
+        };
+        worker.pull_in_flight = false;
+        let jobs = match response {
+            Response::PulledBatch { jobs, tokens } => {
+                let mut tokens = tokens.into_iter();
+                jobs.into_iter()
+                    .map(|j| (j, tokens.next().filter(|t| !t.is_empty())))
+                    .collect()
+            }
+            Response::Pulled { job, token } => job.map(|j| (j, token)).into_iter().collect(),
+            _ => Vec::new(),
+        };
+        if jobs.is_empty() && worker.config.poll_timeout_ms == 0 {
+            worker.next_pull_at = Some(now + IDLE_POLL_DELAY);
+        }
+        for (job, token) in jobs {
+            worker.active.insert(job.id.clone(), token);
+            self.stats.jobs_received += 1;
+            self.events.push_back(Event::Job { job });
+        }
+    }
+
+    pub(super) fn on_pull_failed(&mut self, now: Instant) {
+        if let Some(w) = self.worker.as_mut() {
+            w.pull_in_flight = false;
+            w.next_pull_at = Some(now + ERROR_POLL_DELAY);
+        }
+    }
+
+    pub(super) fn ack_batch_done(&mut self, now: Instant, batch: Option<BatchId>) {
+        if let Some(w) = self.worker.as_mut() {
+            w.settling = w.settling.saturating_sub(1);
+            if let Some(b) = batch {
+                w.acks.complete(now, b);
+            }
+        }
+    }
+
+    /// Schedules another try of an ACK that failed for a reason that may pass, or gives up.
+    pub(super) fn requeue_ack(&mut self, now: Instant, mut item: AckItem) {
+        let Some(w) = self.worker.as_mut() else {
+            return;
+        };
+        item.attempt += 1;
+        if item.attempt > w.config.ack_retries {
+            self.events.push_back(Event::JobSettled {
+                id: item.id,
+                result: Err(Error::Server("ACK retries exhausted".into())),
+            });
+            return;
+        }
+        self.stats.ack_retries += 1;
+        let delay = w.config.ack_retry_base * (1u32 << (item.attempt - 1).min(16));
+        w.retries.push((now + delay, item));
+    }
+
+    fn send_acks(&mut self, now: Instant, batch: Option<BatchId>, items: Vec<AckItem>) {
+        let attempt = items.iter().map(|i| i.attempt).max().unwrap_or(0);
+        let any_token = items.iter().any(|i| i.token.is_some());
+        let mut ids = Vec::with_capacity(items.len());
+        let mut results = Vec::with_capacity(items.len());
+        let mut tokens = Vec::with_capacity(items.len());
+        for item in items {
+            ids.push(item.id);
+            results.push(item.result);
+            tokens.push(item.token.unwrap_or_default());
+        }
+        if let Some(w) = self.worker.as_mut() {
+            w.settling += 1;
+        }
+        self.stats.ack_batches_sent += 1;
+        self.enqueue(
+            now,
+            Command::AckB {
+                ids,
+                results: Some(results),
+                tokens: any_token.then_some(tokens),
+            },
+            Origin::Acks { batch, attempt },
+        );
+    }
+
+    pub(super) fn worker_timeout(&mut self, now: Instant) {
+        let Some(w) = self.worker.as_mut() else {
+            return;
+        };
+        w.acks.handle_timeout(now);
+        if w.next_pull_at.is_some_and(|t| t <= now) {
+            w.next_pull_at = None;
+        }
+        if w.retries.iter().any(|(t, _)| *t <= now) {
+            let (due, keep): (Vec<_>, Vec<_>) = w.retries.drain(..).partition(|(t, _)| *t <= now);
+            w.retries = keep;
+            let items: Vec<AckItem> = due.into_iter().map(|(_, i)| i).collect();
+            self.send_acks(now, None, items);
+        }
+    }
+
+    /// Moves due ACK batches into the send queue and asks for more jobs when slots are free.
+    pub(super) fn drive_worker(&mut self, now: Instant) {
+        let connected = self.is_connected();
+        let Some(w) = self.worker.as_mut() else {
+            return;
+        };
+        if w.stopping && w.active.is_empty() && !w.acks.is_closed() {
+            w.acks.close(now);
+        }
+        let mut batches = Vec::new();
+        while let Some(b) = w.acks.poll_batch(now) {
+            batches.push(b);
+        }
+        let pull = !w.stopping
+            && !w.pull_in_flight
+            && w.next_pull_at.is_none()
+            && w.free_slots() > 0
+            && connected;
+        let pull_cmd = pull.then(|| {
+            w.pull_in_flight = true;
+            Command::PullB {
+                args: PullArgs {
+                    queue: w.config.queue.clone(),
+                    timeout: Some(w.config.poll_timeout_ms),
+                    owner: Some(w.config.owner.clone()),
+                    lock_ttl: Some(w.config.lock_ttl_ms),
+                },
+                count: w.free_slots().min(1000) as i64,
+            }
+        });
+        for b in batches {
+            let items = b.items.into_iter().map(|(_, i)| i).collect();
+            self.send_acks(now, Some(b.id), items);
+        }
+        if let Some(cmd) = pull_cmd {
+            self.enqueue(now, cmd, Origin::Pull);
+        }
+    }
+}

@@ -75,6 +75,8 @@ pub enum Command {
         token: Option<String>,
         /// Do not retry.
         unrecoverable: bool,
+        /// Stack trace lines, as the official Worker sends them (empty = not sent).
+        stack: Vec<String>,
     },
     /// Look up a job.
     GetJob {
@@ -292,14 +294,22 @@ impl Command {
                 error,
                 token,
                 unrecoverable,
+                stack,
             } => {
                 let n = 2
                     + usize::from(error.is_some())
+                    + usize::from(!stack.is_empty())
                     + usize::from(token.is_some())
                     + usize::from(*unrecoverable);
                 e.map(n + extra).kv_str("cmd", "FAIL").kv_str("id", id);
                 if let Some(err) = error {
                     e.kv_str("error", err);
+                }
+                if !stack.is_empty() {
+                    e.str("stack").array(stack.len());
+                    for line in stack {
+                        e.str(line);
+                    }
                 }
                 if let Some(t) = token {
                     e.kv_str("token", t);
@@ -352,6 +362,13 @@ impl Command {
     /// Returns the `reqId` (as sent, [`Value::Undefined`] when absent) alongside the outcome, so
     /// that even a refused request can be answered. Errors carry bunqueue's own messages.
     pub fn decode(v: &Value) -> (Value, Result<Command, CommandError>) {
+        if v.is_nullish() {
+            // msgpackr yields null for `c0`; the server rejects that as a bad format.
+            return (
+                Value::Undefined,
+                Err(CommandError::Protocol(ProtocolError::InvalidFormat)),
+            );
+        }
         let req_id = v.get("reqId").cloned().unwrap_or(Value::Undefined);
         let Some(cmd) = v.get("cmd").and_then(Value::as_str) else {
             // "Invalid command" echoes the reqId only when it is a string.
@@ -394,10 +411,11 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
         },
         "Ping" => Command::Ping,
         "PUSH" => Command::Push {
-            queue: text("queue").unwrap_or_default(),
+            queue: queue_field(v)?,
             job: decode_job(v, Flavor::Push)?,
         },
         "PUSHB" => {
+            let queue = queue_field(v)?;
             let jobs = match v.get("jobs") {
                 Some(Value::Array(items)) => items
                     .iter()
@@ -413,33 +431,41 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
                     .into())
                 }
             };
-            Command::PushB {
-                queue: text("queue").unwrap_or_default(),
-                jobs,
-            }
+            Command::PushB { queue, jobs }
         }
         "PULL" => Command::Pull(decode_pull(v)?),
-        "PULLB" => Command::PullB {
-            args: decode_pull(v)?,
-            count: opt_int(v, "count")?.unwrap_or(0),
-        },
+        "PULLB" => {
+            let args = decode_pull(v)?;
+            // A missing count is accepted (the server then hands out nothing).
+            let count = opt_int(v, "count")?;
+            if let Some(c) = count {
+                super::job::range("count", c, 1, MAX_PULL_COUNT)?;
+            }
+            Command::PullB {
+                args,
+                count: count.unwrap_or(0),
+            }
+        }
         "ACK" => Command::Ack {
             id: id_field(),
             result: v.get("result").filter(|r| !r.is_nullish()).cloned(),
             token: text("token").filter(|t| !t.is_empty()),
         },
-        "ACKB" => Command::AckB {
-            ids: string_list(v.get("ids")),
-            results: v
-                .get("results")
-                .and_then(Value::as_array)
-                .map(<[Value]>::to_vec),
-            tokens: v.get("tokens").and_then(Value::as_array).map(|a| {
-                a.iter()
-                    .map(|t| t.as_str().unwrap_or_default().to_owned())
-                    .collect()
-            }),
-        },
+        "ACKB" => {
+            check_parallel_lengths(v)?;
+            Command::AckB {
+                ids: string_list(v.get("ids")),
+                results: v
+                    .get("results")
+                    .and_then(Value::as_array)
+                    .map(<[Value]>::to_vec),
+                tokens: v.get("tokens").and_then(Value::as_array).map(|a| {
+                    a.iter()
+                        .map(|t| t.as_str().unwrap_or_default().to_owned())
+                        .collect()
+                }),
+            }
+        }
         "FAIL" => Command::Fail {
             id: id_field(),
             error: text("error"),
@@ -448,6 +474,7 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
                 .get("unrecoverable")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            stack: string_list(v.get("stack")),
         },
         "GetJob" => Command::GetJob { id: id_field() },
         "GetState" => Command::GetState { id: id_field() },
@@ -774,14 +801,61 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
     Ok(job)
 }
 
+/// The largest PULLB `count`.
+const MAX_PULL_COUNT: i64 = 1000;
+/// The longest PULL/PULLB long-poll `timeout`, ms.
+const MAX_PULL_TIMEOUT_MS: i64 = 60_000;
+
+/// The `queue` of a PUSH or PUSHB, checked as the server checks it before anything else.
+fn queue_field(v: &Value) -> Result<String, ValidationError> {
+    let queue = v
+        .get("queue")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    super::job::validate_queue_name(&queue)?;
+    Ok(queue)
+}
+
+/// ACKB's optional arrays must be parallel to `ids` (bunqueue checks tokens, then results,
+/// then removeOnCompletes).
+fn check_parallel_lengths(v: &Value) -> Result<(), ValidationError> {
+    let ids = v
+        .get("ids")
+        .and_then(Value::as_array)
+        .map_or(0, <[Value]>::len);
+    for (key, message) in [
+        ("tokens", "ACKB tokens length must match ids length"),
+        ("results", "ACKB results length must match ids length"),
+        (
+            "removeOnCompletes",
+            "ACKB removeOnCompletes length must match ids length",
+        ),
+    ] {
+        if let Some(a) = v.get(key).and_then(Value::as_array) {
+            if a.len() != ids {
+                return Err(ValidationError {
+                    field: key,
+                    message: message.into(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 fn decode_pull(v: &Value) -> Result<PullArgs, ValidationError> {
+    let timeout = opt_ms(v, "timeout")?;
+    if let Some(t) = timeout {
+        super::job::range("timeout", t, 0, MAX_PULL_TIMEOUT_MS)?;
+    }
     Ok(PullArgs {
         queue: v
             .get("queue")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned(),
-        timeout: opt_ms(v, "timeout")?,
+        timeout,
         owner: v.get("owner").and_then(Value::as_str).map(str::to_owned),
         lock_ttl: v.get("lockTtl").and_then(Value::as_f64).map(|f| f as i64),
     })
@@ -881,6 +955,7 @@ mod tests {
                 error: Some("boom".into()),
                 token: None,
                 unrecoverable: true,
+                stack: vec!["Error: boom".into(), "at f (x.ts:1:1)".into()],
             },
             Command::GetJob { id: "a".into() },
             Command::GetState { id: "a".into() },
@@ -914,6 +989,50 @@ mod tests {
             "priority must be an integer"
         );
         assert_eq!(req(vec![("reqId", "1".into())]), "Invalid command");
+        // A nil body reads as an undecodable frame to the server [V `11`].
+        assert_eq!(
+            Command::decode(&Value::Nil).1.unwrap_err().to_string(),
+            "Invalid command format"
+        );
+        // Validation the server does before touching the jobs [V `10`, `14`].
+        let bad = |pairs: Vec<(&str, Value)>| {
+            Command::decode(&Value::map(pairs))
+                .1
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            bad(vec![
+                ("cmd", "PUSHB".into()),
+                ("queue", "bad queue!".into()),
+                ("jobs", Value::Array(vec![]))
+            ]),
+            "Queue name contains invalid characters"
+        );
+        assert_eq!(
+            bad(vec![
+                ("cmd", "PULLB".into()),
+                ("queue", "q".into()),
+                ("count", Value::Int(0))
+            ]),
+            "count must be at least 1"
+        );
+        assert_eq!(
+            bad(vec![
+                ("cmd", "PULL".into()),
+                ("queue", "q".into()),
+                ("timeout", Value::Int(60_001))
+            ]),
+            "timeout must be at most 60000"
+        );
+        assert_eq!(
+            bad(vec![
+                ("cmd", "ACKB".into()),
+                ("ids", Value::Array(vec!["a".into(), "b".into()])),
+                ("tokens", Value::Array(vec!["t".into()])),
+            ]),
+            "ACKB tokens length must match ids length"
+        );
         let v = Value::map([("cmd", Value::from("PUSHB")), ("queue", "q".into())]);
         assert!(Command::decode(&v).1.is_err());
     }

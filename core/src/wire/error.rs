@@ -76,4 +76,8 @@ pub enum ProtocolError {
     /// A reply frame that is not a map with a boolean `ok` (and not an event frame).
     #[error("reply is not a map with a boolean `ok`")]
     NotAReply,
+    /// The body decoded to nil (or `undefined`): bunqueue treats a nullish message like an
+    /// undecodable one and answers `"Invalid command format"`, not `"Invalid command"`.
+    #[error("Invalid command format")]
+    InvalidFormat,
 }

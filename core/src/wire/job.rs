@@ -244,7 +244,12 @@ impl JobOptions {
     }
 }
 
-fn range(field: &'static str, v: i64, min: i64, max: i64) -> Result<(), ValidationError> {
+pub(crate) fn range(
+    field: &'static str,
+    v: i64,
+    min: i64,
+    max: i64,
+) -> Result<(), ValidationError> {
     if v < min {
         return Err(ValidationError::new(
             field,

@@ -16,7 +16,10 @@
 //! let body = frames.next_frame().unwrap().unwrap();
 //! let (req_id, decoded) = Command::decode(&Value::decode(&body).unwrap());
 //! assert_eq!(req_id, Value::from("1"));
-//! assert_eq!(decoded.unwrap(), cmd);
+//! let Ok(Command::PushB { queue, jobs: back }) = decoded else { panic!("not a PUSHB") };
+//! assert_eq!((queue.as_str(), back.len()), ("emails", 2));
+//! // Like the official client, PUSHB items always carry both remove flags (false by default).
+//! assert_eq!(back[0].opts.remove_on_complete, Some(false));
 //! ```
 
 mod codec;

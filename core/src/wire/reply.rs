@@ -6,7 +6,7 @@
 //! it answers. Event frames (`{type:"event"}`) carry no `reqId` and are not replies.
 
 use super::codec::Encoder;
-use super::command::CommandKind;
+use super::command::{Command, CommandKind};
 use super::error::ProtocolError;
 use super::job::{id_text, Job};
 use super::value::Value;
@@ -461,6 +461,65 @@ impl Response {
                     e.value(k).value(v);
                 }
             }
+        }
+        e.str("reqId").value(req_id);
+    }
+}
+
+impl Response {
+    /// Appends the success reply to `request`, shaped exactly as bunqueue 2.9.5 shapes it.
+    ///
+    /// Like [`encode`](Self::encode), plus the few shapes that depend on the request rather than
+    /// on the typed content: GetState and GetResult echo the request's `id`; a PULL with an
+    /// `owner` always carries `token` (nil when no job came); a PULLB without an `owner` carries
+    /// no `tokens` key.
+    ///
+    /// ```
+    /// use autobatch_core::wire::{Command, Response, Value};
+    /// let mut out = Vec::new();
+    /// let req = Command::GetState { id: "j1".into() };
+    /// Response::State("waiting".into()).encode_for(&req, &Value::from("1"), &mut out);
+    /// assert_eq!(Value::decode(&out).unwrap().get("id"), Some(&Value::from("j1")));
+    /// ```
+    pub fn encode_for(&self, request: &Command, req_id: &Value, out: &mut Vec<u8>) {
+        let mut e = Encoder::new(out);
+        match (self, request) {
+            (Response::State(state), Command::GetState { id }) => {
+                e.map(4)
+                    .str("ok")
+                    .bool(true)
+                    .kv_str("id", id)
+                    .kv_str("state", state);
+            }
+            (Response::Result(result), Command::GetResult { id }) => {
+                e.map(4)
+                    .str("ok")
+                    .bool(true)
+                    .kv_str("id", id)
+                    .str("result")
+                    .value(result.as_ref().unwrap_or(&Value::Undefined));
+            }
+            (Response::Pulled { job, token }, Command::Pull(args)) if args.owner.is_some() => {
+                e.map(4).str("ok").bool(true).str("job");
+                match job {
+                    Some(j) => e.value(&j.to_value()),
+                    None => e.nil(),
+                };
+                e.str("token");
+                match token {
+                    Some(t) => e.str(t),
+                    None => e.nil(),
+                };
+            }
+            (Response::PulledBatch { jobs, .. }, Command::PullB { args, .. })
+                if args.owner.is_none() =>
+            {
+                e.map(3).str("ok").bool(true).str("jobs").array(jobs.len());
+                for j in jobs {
+                    e.value(&j.to_value());
+                }
+            }
+            _ => return self.encode(req_id, out),
         }
         e.str("reqId").value(req_id);
     }

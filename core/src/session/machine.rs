@@ -95,7 +95,10 @@ pub(super) enum Origin {
     Ping,
     Pull,
     /// An ACKB of worker completions.
-    Acks { batch: Option<BatchId>, attempt: u32 },
+    Acks {
+        batch: Option<BatchId>,
+        attempt: u32,
+    },
     /// A worker's FAIL.
     Fail,
 }
@@ -320,7 +323,9 @@ impl Session {
                 Ok(None) => break,
                 Err(e) => {
                     let why = match e {
-                        FrameError::TooLarge { .. } => format!("server sent an oversized frame: {e}"),
+                        FrameError::TooLarge { .. } => {
+                            format!("server sent an oversized frame: {e}")
+                        }
                         FrameError::Empty => "server sent a zero-length frame".to_owned(),
                     };
                     self.reset_connection(now, FailKind::Protocol(why));
@@ -398,7 +403,11 @@ impl Session {
                     unreachable!("PUSHB replies decode as PushedBatch")
                 };
                 if ids.len() != ops.len() {
-                    let why = format!("PUSHB of {} jobs answered with {} ids", ops.len(), ids.len());
+                    let why = format!(
+                        "PUSHB of {} jobs answered with {} ids",
+                        ops.len(),
+                        ids.len()
+                    );
                     for op in ops {
                         self.done(op, Err(Error::Protocol(why.clone())));
                     }
@@ -521,7 +530,8 @@ impl Session {
                 // The server names one job. A lock problem means nothing was applied, so the
                 // others go again; a missing job means the others were applied (§6.6).
                 let named = ids.iter().position(|id| msg.ends_with(id.as_str()));
-                let lock_problem = msg.starts_with("Lock token") || msg.starts_with("Invalid or expired lock token");
+                let lock_problem = msg.starts_with("Lock token")
+                    || msg.starts_with("Invalid or expired lock token");
                 let results = results.unwrap_or_default();
                 let tokens = tokens.unwrap_or_default();
                 for (i, id) in ids.into_iter().enumerate() {
@@ -695,7 +705,10 @@ impl Session {
             self.stats.frames_sent += 1;
             self.stats.count_command(&q.cmd);
             // The timeout restarts when the command is written, as in the official client.
-            let extra = q.deadline.saturating_duration_since(now).saturating_sub(self.config.command_timeout);
+            let extra = q
+                .deadline
+                .saturating_duration_since(now)
+                .saturating_sub(self.config.command_timeout);
             q.deadline = self.deadline(now) + extra;
             self.deadlines.insert((q.deadline, req));
             self.in_flight.insert(req, q);
@@ -818,7 +831,10 @@ impl Session {
     }
 
     fn finish_close(&mut self) {
-        if matches!(self.conn, Conn::Authenticating | Conn::Ready | Conn::Connecting) {
+        if matches!(
+            self.conn,
+            Conn::Authenticating | Conn::Ready | Conn::Connecting
+        ) {
             self.events.push_back(Event::Disconnect);
         }
         // A pull still out is abandoned: closing the connection hands its jobs back to the
@@ -842,7 +858,14 @@ impl Session {
         }
     }
 
-    pub(super) fn add_item_batch(&mut self, now: Instant, queue: usize, batch: BatchId, name: String, items: Vec<(crate::batch::ItemId, AddItem)>) {
+    pub(super) fn add_item_batch(
+        &mut self,
+        now: Instant,
+        queue: usize,
+        batch: BatchId,
+        name: String,
+        items: Vec<(crate::batch::ItemId, AddItem)>,
+    ) {
         let mut ops = Vec::with_capacity(items.len());
         let mut jobs = Vec::with_capacity(items.len());
         for (_, item) in items {
@@ -891,7 +914,10 @@ impl FailKind {
 
     /// Whether idempotent requests may go again on the next connection.
     fn allows_resend(&self) -> bool {
-        matches!(self, FailKind::ConnectionLost | FailKind::Protocol(_) | FailKind::Timeout { .. })
+        matches!(
+            self,
+            FailKind::ConnectionLost | FailKind::Protocol(_) | FailKind::Timeout { .. }
+        )
     }
 }
 
@@ -923,8 +949,14 @@ mod tests {
     #[test]
     fn batch_error_index() {
         assert_eq!(batch_index("jobs[3]: priority must be an integer"), Some(3));
-        assert_eq!(batch_index("Group g has reached its maximum size of 2"), None);
-        assert_eq!(strip_index("jobs[3]: priority must be an integer"), "priority must be an integer");
+        assert_eq!(
+            batch_index("Group g has reached its maximum size of 2"),
+            None
+        );
+        assert_eq!(
+            strip_index("jobs[3]: priority must be an integer"),
+            "priority must be an integer"
+        );
         assert_eq!(strip_index("plain"), "plain");
     }
 }

@@ -62,7 +62,10 @@ impl Producers {
     }
 
     pub(super) fn poll_timeout(&self) -> Option<Instant> {
-        self.queues.iter().filter_map(|(_, b)| b.poll_timeout()).min()
+        self.queues
+            .iter()
+            .filter_map(|(_, b)| b.poll_timeout())
+            .min()
     }
 
     pub(super) fn handle_timeout(&mut self, now: Instant) {
@@ -155,7 +158,12 @@ impl Session {
     /// # Errors
     ///
     /// [`Error::Invalid`] naming the first bad job (`jobs[i]: …`), or [`Error::Closed`].
-    pub fn add_bulk(&mut self, now: Instant, queue: &str, jobs: Vec<JobSpec>) -> Result<OpId, Error> {
+    pub fn add_bulk(
+        &mut self,
+        now: Instant,
+        queue: &str,
+        jobs: Vec<JobSpec>,
+    ) -> Result<OpId, Error> {
         validate_queue_name(queue)?;
         for (i, job) in jobs.iter().enumerate() {
             job.validate().map_err(|e| e.in_batch(i))?;

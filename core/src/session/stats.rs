@@ -74,7 +74,10 @@ impl SessionStats {
     }
 
     pub(super) fn record_flush(&mut self, reason: FlushReason, _items: usize) {
-        let i = FlushReason::ALL.iter().position(|r| *r == reason).unwrap_or(0);
+        let i = FlushReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0);
         self.flushes[i] += 1;
     }
 }

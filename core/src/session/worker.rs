@@ -92,7 +92,9 @@ impl Session {
     pub fn complete_job(&mut self, now: Instant, id: &str, result: Value) -> Result<(), Error> {
         let worker = self.worker.as_mut().ok_or(Error::Closed)?;
         let Some(token) = worker.active.remove(id) else {
-            return Err(Error::Protocol(format!("job {id} is not held by this worker")));
+            return Err(Error::Protocol(format!(
+                "job {id} is not held by this worker"
+            )));
         };
         let item = AckItem {
             id: id.to_owned(),
@@ -117,10 +119,18 @@ impl Session {
     /// # Errors
     ///
     /// As [`complete_job`](Self::complete_job).
-    pub fn fail_job(&mut self, now: Instant, id: &str, error: &str, unrecoverable: bool) -> Result<(), Error> {
+    pub fn fail_job(
+        &mut self,
+        now: Instant,
+        id: &str,
+        error: &str,
+        unrecoverable: bool,
+    ) -> Result<(), Error> {
         let worker = self.worker.as_mut().ok_or(Error::Closed)?;
         let Some(token) = worker.active.remove(id) else {
-            return Err(Error::Protocol(format!("job {id} is not held by this worker")));
+            return Err(Error::Protocol(format!(
+                "job {id} is not held by this worker"
+            )));
         };
         worker.settling += 1;
         self.stats.jobs_failed += 1;

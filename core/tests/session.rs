@@ -1,0 +1,646 @@
+//! The session state machine driven by hand: no sockets, no clock, every byte checked.
+//!
+//! Where a captured conversation exists (`vectors/04_add_concurrent.jsonl`,
+//! `vectors/06_worker_ack.jsonl`, `vectors/09_auth.jsonl`), the server's real reply frames are fed
+//! back verbatim: the official client numbers reqIds from "1" per connection, and so do we.
+
+use std::time::{Duration, Instant};
+
+use autobatch_core::batch::BatchConfig;
+use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
+use autobatch_core::wire::{
+    encode_error, write_frame, Command, FrameDecoder, JobOptions, JobSpec, Response, Value,
+};
+use autobatch_core::Error;
+
+struct Harness {
+    s: Session,
+    now: Instant,
+    frames: FrameDecoder,
+    /// Requests written since the last `take_sent`, decoded.
+    sent: Vec<Value>,
+    events: Vec<Event>,
+}
+
+impl Harness {
+    fn new(config: SessionConfig) -> Harness {
+        let now = Instant::now();
+        let s = Session::new(config, now).unwrap();
+        let mut h = Harness {
+            s,
+            now,
+            frames: FrameDecoder::new(),
+            sent: Vec::new(),
+            events: Vec::new(),
+        };
+        h.step();
+        assert!(h.take_events().contains(&Event::Connect));
+        h
+    }
+
+    fn connected(config: SessionConfig) -> Harness {
+        let mut h = Harness::new(config);
+        h.s.handle_connected(h.now);
+        h.step();
+        h
+    }
+
+    fn step(&mut self) {
+        let mut out = Vec::new();
+        self.s.poll_transmit(self.now, &mut out);
+        self.frames.extend(&out);
+        while let Some(f) = self.frames.next_frame().unwrap() {
+            self.sent.push(Value::decode(&f).unwrap());
+        }
+        while let Some(e) = self.s.poll_event() {
+            self.events.push(e);
+        }
+    }
+
+    fn take_sent(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.sent)
+    }
+
+    fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn add(&mut self, queue: &str, n: i64) -> OpId {
+        let op = self
+            .s
+            .add(
+                self.now,
+                queue,
+                JobSpec::new("job", Value::map([("n", Value::Int(n))])),
+            )
+            .unwrap();
+        self.step();
+        op
+    }
+
+    fn feed(&mut self, reply: &Value) {
+        let mut out = Vec::new();
+        write_frame(&mut out, |b| reply.encode(b)).unwrap();
+        self.s.handle_input(self.now, &out);
+        self.step();
+    }
+
+    fn feed_hex(&mut self, hex: &str) {
+        self.s.handle_input(self.now, &unhex(hex));
+        self.step();
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.s.handle_timeout(self.now);
+        self.step();
+    }
+
+    /// Answers a PUSHB/PUSH the way the server does, with ids `id-<reqId>-<i>`.
+    fn answer_push(&mut self, req: &Value) {
+        let req_id = req.get("reqId").unwrap().clone();
+        let reply = match req.get("cmd").and_then(Value::as_str) {
+            Some("PUSHB") => {
+                let n = req.get("jobs").unwrap().as_array().unwrap().len();
+                let ids = (0..n)
+                    .map(|i| Value::Str(format!("id-{}-{i}", req_id.as_str().unwrap())))
+                    .collect();
+                Value::map([
+                    ("ok", Value::Bool(true)),
+                    ("ids", Value::Array(ids)),
+                    ("reqId", req_id),
+                ])
+            }
+            Some("PUSH") => Value::map([
+                ("ok", Value::Bool(true)),
+                ("id", Value::Str(format!("id-{}", req_id.as_str().unwrap()))),
+                ("reqId", req_id),
+            ]),
+            other => panic!("not a push: {other:?}"),
+        };
+        self.feed(&reply);
+    }
+
+    fn done(&self, op: OpId) -> Option<&Result<Response, Error>> {
+        self.events.iter().find_map(|e| match e {
+            Event::Done { op: o, result } if *o == op => Some(result),
+            _ => None,
+        })
+    }
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn cmd(v: &Value) -> &str {
+    v.get("cmd").and_then(Value::as_str).unwrap()
+}
+
+fn jobs_in(v: &Value) -> usize {
+    v.get("jobs")
+        .and_then(Value::as_array)
+        .map_or(0, <[Value]>::len)
+}
+
+fn ok() -> SessionConfig {
+    SessionConfig {
+        ping_interval: None,
+        ..SessionConfig::default()
+    }
+}
+
+#[test]
+fn sequential_adds_go_out_at_once_with_no_timer() {
+    let mut h = Harness::connected(ok());
+    for i in 0..5 {
+        let op = h.add("q", i);
+        let sent = h.take_sent();
+        assert_eq!(sent.len(), 1, "one frame per add");
+        assert_eq!(cmd(&sent[0]), "PUSHB");
+        assert_eq!(jobs_in(&sent[0]), 1);
+        // Only the command timeout is pending: no linger timer for an idle add.
+        let t = h.s.poll_timeout().unwrap();
+        assert!(
+            t >= h.now + Duration::from_secs(29),
+            "no linger timer armed"
+        );
+        h.answer_push(&sent[0]);
+        assert!(matches!(h.done(op), Some(Ok(Response::Pushed(_)))));
+    }
+    let stats: Vec<_> = h.s.batch_stats().collect();
+    assert_eq!(stats.len(), 1);
+    assert_eq!(h.s.stats().flushes[0], 5, "five idle flushes");
+    assert_eq!(h.s.stats().flushes[1..].iter().sum::<u64>(), 0);
+}
+
+/// The official client turned 25 concurrent adds into PUSHB(1) + PUSHB(24) (vector 04). Feed the
+/// server's captured replies back: reqIds "1" and "2" line up.
+#[test]
+fn twenty_five_concurrent_adds_replay_vector_04() {
+    let lines: Vec<serde_json::Value> = include_str!("vectors/04_add_concurrent.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let replies: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["dir"] == "s2c")
+        .map(|l| l["hex"].as_str().unwrap())
+        .collect();
+    let mut h = Harness::connected(ok());
+    let ops: Vec<OpId> = (0..25).map(|i| h.add("thumbnails", i)).collect();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(jobs_in(&sent[0]), 1);
+    h.feed_hex(replies[0]);
+    let sent = h.take_sent();
+    assert_eq!(
+        sent.len(),
+        1,
+        "the 24 buffered adds leave in one PUSHB on completion"
+    );
+    assert_eq!(jobs_in(&sent[0]), 24);
+    assert_eq!(sent[0].get("reqId"), Some(&Value::from("2")));
+    h.feed_hex(replies[1]);
+    let ids: Vec<String> = ops
+        .iter()
+        .map(|op| match h.done(*op) {
+            Some(Ok(Response::Pushed(id))) => id.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(ids[0], "01a22bd0-1620-705f-a984-b42f5f85412a");
+    assert_eq!(ids[1], "01a22bd0-1624-71c8-8cb2-436ccaa23b07");
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 25);
+}
+
+#[test]
+fn linger_and_size_flush_while_a_batch_is_in_flight() {
+    let mut h = Harness::connected(ok());
+    h.add("q", 0);
+    let first = h.take_sent();
+    assert_eq!(first.len(), 1);
+    // Buffered behind the in-flight batch; the linger timer is armed.
+    h.add("q", 1);
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.s.poll_timeout(), Some(h.now + Duration::from_millis(5)));
+    h.advance(Duration::from_millis(5));
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1, "linger flush");
+    assert_eq!(jobs_in(&sent[0]), 1);
+    // 50 more: a size flush without waiting.
+    for i in 0..50 {
+        h.add("q", i);
+    }
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(jobs_in).collect::<Vec<_>>(), vec![50]);
+}
+
+#[test]
+fn durable_adds_bypass_the_batcher_as_push() {
+    let mut h = Harness::connected(ok());
+    h.add("q", 0); // a batch in flight
+    h.take_sent();
+    let job = JobSpec::new("j", Value::Nil).with_options(JobOptions::new().durable(true));
+    let op = h.s.add(h.now, "q", job).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(cmd(&sent[0]), "PUSH");
+    assert_eq!(sent[0].get("durable"), Some(&Value::Bool(true)));
+    h.answer_push(&sent[0]);
+    assert!(matches!(h.done(op), Some(Ok(Response::Pushed(_)))));
+}
+
+#[test]
+fn batching_off_sends_each_add_as_its_own_push() {
+    let mut h = Harness::connected(ok().without_batching());
+    for i in 0..10 {
+        h.add("q", i);
+    }
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 10);
+    assert!(sent.iter().all(|s| cmd(s) == "PUSH"));
+}
+
+#[test]
+fn bad_input_fails_alone_before_anything_is_sent() {
+    let mut h = Harness::connected(ok());
+    let bad_queue = h.s.add(h.now, "bad queue", JobSpec::new("j", Value::Nil));
+    assert!(matches!(bad_queue, Err(Error::Invalid(ref e)) if e.field == "queue"));
+    let bad_opts = h.s.add(
+        h.now,
+        "q",
+        JobSpec::new("j", Value::Nil).with_options(JobOptions::new().attempts(0)),
+    );
+    assert!(matches!(bad_opts, Err(Error::Invalid(ref e)) if e.field == "maxAttempts"));
+    let big = Value::Str("x".repeat(11 * 1024 * 1024));
+    assert!(matches!(
+        h.s.add(h.now, "q", JobSpec::new("j", big)),
+        Err(Error::Invalid(_))
+    ));
+    h.step();
+    assert!(h.take_sent().is_empty());
+}
+
+#[test]
+fn a_pushb_refused_for_one_job_fails_that_job_alone() {
+    let mut h = Harness::connected(ok());
+    h.add("q", 0);
+    let first = h.take_sent();
+    let ops: Vec<OpId> = (1..=3).map(|i| h.add("q", i)).collect();
+    h.answer_push(&first[0]);
+    let batch = h.take_sent();
+    assert_eq!(jobs_in(&batch[0]), 3);
+    let mut out = Vec::new();
+    encode_error(
+        batch[0].get("reqId").unwrap(),
+        "jobs[1]: priority must be an integer",
+        &mut out,
+    );
+    h.feed(&Value::decode(&out).unwrap());
+    assert_eq!(
+        h.done(ops[1]),
+        Some(&Err(Error::Server("priority must be an integer".into())))
+    );
+    assert!(
+        h.done(ops[0]).is_none() && h.done(ops[2]).is_none(),
+        "neighbours still pending"
+    );
+    let again = h.take_sent();
+    assert_eq!(again.len(), 1);
+    assert_eq!(jobs_in(&again[0]), 2, "the two good jobs go again");
+    h.answer_push(&again[0]);
+    assert!(matches!(h.done(ops[0]), Some(Ok(_))));
+    assert!(matches!(h.done(ops[2]), Some(Ok(_))));
+}
+
+#[test]
+fn lost_connection_fails_plain_adds_and_resends_custom_ids() {
+    let mut h = Harness::connected(ok());
+    let plain = h.add("q", 0);
+    let custom =
+        h.s.add(
+            h.now,
+            "q",
+            JobSpec::new("j", Value::Nil).with_options(JobOptions::new().job_id("c1")),
+        )
+        .unwrap();
+    h.step();
+    // First batch (plain) is out; the custom one waits behind it. Flush it by linger.
+    h.advance(Duration::from_millis(5));
+    assert_eq!(h.take_sent().len(), 2);
+    h.s.handle_disconnected(h.now);
+    h.step();
+    assert_eq!(
+        h.done(plain),
+        Some(&Err(Error::ConnectionLost {
+            maybe_applied: true
+        }))
+    );
+    assert!(
+        h.done(custom).is_none(),
+        "an add with a custom id is re-sent, not failed"
+    );
+    // Reconnect after the backoff (100 ms + up to 30 % jitter).
+    let at = h.s.poll_timeout().unwrap();
+    assert!(at >= h.now + Duration::from_millis(100) && at <= h.now + Duration::from_millis(130));
+    h.advance(at - h.now);
+    assert!(h.take_events().contains(&Event::Connect));
+    h.s.handle_connected(h.now);
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
+    let item = &sent[0].get("jobs").unwrap().as_array().unwrap()[0];
+    assert_eq!(item.get("customId"), Some(&Value::from("c1")));
+    h.answer_push(&sent[0]);
+    assert!(matches!(h.done(custom), Some(Ok(_))));
+}
+
+#[test]
+fn unanswered_commands_time_out_and_nothing_hangs() {
+    let config = SessionConfig {
+        command_timeout: Duration::from_secs(2),
+        ..ok()
+    };
+    let mut h = Harness::connected(config);
+    let op = h.add("q", 0);
+    h.take_sent();
+    let queued: Vec<OpId> = (0..3).map(|i| h.add("q", i)).collect();
+    h.advance(Duration::from_secs(2));
+    assert_eq!(
+        h.done(op),
+        Some(&Err(Error::Timeout {
+            maybe_applied: true
+        }))
+    );
+    // The batch that went out after the first completed is now in flight; let it time out too.
+    h.advance(Duration::from_secs(2));
+    for q in queued {
+        assert!(
+            matches!(h.done(q), Some(Err(Error::Timeout { .. }))),
+            "{q:?}"
+        );
+    }
+}
+
+#[test]
+fn auth_goes_first_and_alone_then_the_rest() {
+    let mut h = Harness::connected(ok().with_token("secret"));
+    h.add("q", 0);
+    h.add("q", 1);
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1, "nothing but Auth before its reply");
+    assert_eq!(cmd(&sent[0]), "Auth");
+    assert_eq!(sent[0].get("token"), Some(&Value::from("secret")));
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("id", Value::Undefined),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(cmd).collect::<Vec<_>>(), ["PUSHB"]);
+}
+
+#[test]
+fn a_bad_token_fails_everything_waiting_instead_of_hanging() {
+    let mut h = Harness::connected(ok().with_token("wrong"));
+    let op = h.add("q", 0);
+    let auth = h.take_sent();
+    let mut out = Vec::new();
+    encode_error(auth[0].get("reqId").unwrap(), "Invalid token", &mut out);
+    h.feed(&Value::decode(&out).unwrap());
+    assert_eq!(
+        h.done(op),
+        Some(&Err(Error::AuthFailed("Invalid token".into())))
+    );
+    assert!(h.take_events().contains(&Event::Disconnect));
+}
+
+#[test]
+fn a_reply_nobody_asked_for_resets_the_connection() {
+    let mut h = Harness::connected(ok());
+    let op = h.add("q", 0);
+    h.take_sent();
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("reqId", Value::from("999")),
+    ]));
+    assert!(h.take_events().iter().any(|e| *e == Event::Disconnect));
+    let _ = op;
+    // Garbage also resets, and never panics.
+    let mut h = Harness::connected(ok());
+    h.add("q", 0);
+    h.s.handle_input(h.now, &[0, 0, 0, 2, 0xc1, 0xc1]);
+    h.step();
+    assert!(h.take_events().contains(&Event::Disconnect));
+    let mut h = Harness::connected(ok());
+    h.s.handle_input(h.now, &[0xff, 0xff, 0xff, 0xff]);
+    h.step();
+    assert!(h.take_events().contains(&Event::Disconnect));
+}
+
+#[test]
+fn close_flushes_waits_and_reports_closed() {
+    let mut h = Harness::connected(ok());
+    let first = h.add("q", 0);
+    let rest: Vec<OpId> = (1..=10).map(|i| h.add("q", i)).collect();
+    let sent = h.take_sent();
+    h.s.close(h.now);
+    h.step();
+    assert!(matches!(
+        h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)),
+        Err(Error::Closed)
+    ));
+    // Close flushes the buffer at once (up to max_in_flight), without waiting for linger.
+    let flushed = h.take_sent();
+    assert_eq!(flushed.iter().map(jobs_in).sum::<usize>(), 10);
+    assert!(!h.take_events().contains(&Event::Closed));
+    for req in sent.iter().chain(&flushed) {
+        h.answer_push(req);
+    }
+    assert!(matches!(h.done(first), Some(Ok(_))));
+    assert!(rest.iter().all(|op| matches!(h.done(*op), Some(Ok(_)))));
+    let events = h.take_events();
+    assert!(events.contains(&Event::Closed));
+    assert!(h.s.is_closed());
+}
+
+#[test]
+fn cancel_before_send_withdraws_the_add() {
+    let mut h = Harness::connected(ok());
+    h.add("q", 0);
+    let first = h.take_sent();
+    let keep = h.add("q", 1);
+    let gone = h.add("q", 2);
+    assert!(h.s.cancel(gone));
+    h.answer_push(&first[0]);
+    let sent = h.take_sent();
+    assert_eq!(jobs_in(&sent[0]), 1);
+    h.answer_push(&sent[0]);
+    assert!(h.done(keep).is_some());
+    assert!(h.done(gone).is_none(), "a cancelled add gets no outcome");
+    assert!(!h.s.cancel(keep), "too late once sent");
+}
+
+#[test]
+fn worker_pulls_for_free_slots_and_batches_acks_replaying_vector_06() {
+    let lines: Vec<serde_json::Value> = include_str!("vectors/06_worker_ack.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The server's first PULLB reply on the worker connection: 4 jobs with tokens.
+    let pulled = lines
+        .iter()
+        .find(|l| l["dir"] == "s2c" && l["conn"] == 3 && l["decoded"]["jobs"].is_array())
+        .unwrap();
+    let mut reply = Value::decode(&unhex(pulled["hex"].as_str().unwrap())[4..]).unwrap();
+    let worker = WorkerConfig {
+        poll_timeout_ms: 0,
+        ..WorkerConfig::new("math").concurrency(4)
+    };
+    let mut h = Harness::connected(SessionConfig {
+        worker: Some(worker),
+        batching: Some(BatchConfig::default()),
+        ..ok()
+    });
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(cmd(&sent[0]), "PULLB");
+    assert_eq!(sent[0].get("count"), Some(&Value::Int(4)));
+    assert_eq!(sent[0].get("lockTtl"), Some(&Value::Int(30000)));
+    // Give the captured reply our reqId.
+    if let Value::Map(m) = &mut reply {
+        for (k, v) in m.iter_mut() {
+            if k.as_str() == Some("reqId") {
+                *v = sent[0].get("reqId").unwrap().clone();
+            }
+        }
+    }
+    h.feed(&reply);
+    let jobs: Vec<_> = h
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Job { job } => Some(job),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(jobs.len(), 4);
+    assert_eq!(h.s.jobs_held(), 4);
+    assert!(h.take_sent().is_empty(), "no free slot: no pull");
+    // Complete all four in one tick: the first ACK goes at once (idle), the rest batch up.
+    for j in &jobs {
+        let n = j.data.get("n").unwrap().as_i64().unwrap();
+        h.s.complete_job(h.now, &j.id, Value::map([("doubled", Value::Int(n * 2))]))
+            .unwrap();
+    }
+    h.step();
+    let sent = h.take_sent();
+    let acks: Vec<&Value> = sent.iter().filter(|s| cmd(s) == "ACKB").collect();
+    assert_eq!(acks.len(), 1, "four completions in one tick make one ACKB");
+    let ack = acks[0];
+    assert_eq!(ack.get("ids").unwrap().as_array().unwrap().len(), 4);
+    let tokens = ack.get("tokens").unwrap().as_array().unwrap();
+    assert!(
+        tokens
+            .iter()
+            .all(|t| t.as_str().is_some_and(|t| t.len() == 36)),
+        "lock tokens sent"
+    );
+    assert!(
+        sent.iter().any(|s| cmd(s) == "PULLB"),
+        "slots are free again"
+    );
+    // The server reports one of them as already finalised.
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        (
+            "data",
+            Value::map([
+                ("ignoredIndices", Value::Array(vec![Value::Int(2)])),
+                (
+                    "ignoredIds",
+                    Value::Array(vec![Value::from(jobs[2].id.as_str())]),
+                ),
+            ]),
+        ),
+        ("reqId", ack.get("reqId").unwrap().clone()),
+    ]));
+    let settled: Vec<(String, Result<bool, Error>)> = h
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::JobSettled { id, result } => Some((id, result)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(settled.len(), 4);
+    assert_eq!(settled[2], (jobs[2].id.clone(), Ok(false)));
+    assert!(settled
+        .iter()
+        .enumerate()
+        .all(|(i, (_, r))| i == 2 || *r == Ok(true)));
+}
+
+#[test]
+fn a_failed_job_goes_out_as_fail_with_its_token() {
+    let mut h = Harness::connected(SessionConfig {
+        worker: Some(WorkerConfig::new("w")),
+        ..ok()
+    });
+    let pull = h.take_sent();
+    assert_eq!(cmd(&pull[0]), "PULLB");
+    let job = Value::map([
+        ("id", Value::from("j1")),
+        ("name", Value::from("n")),
+        ("data", Value::Nil),
+    ]);
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("jobs", Value::Array(vec![job])),
+        ("tokens", Value::Array(vec![Value::from("tok")])),
+        ("reqId", pull[0].get("reqId").unwrap().clone()),
+    ]));
+    h.s.fail_job(h.now, "j1", "boom", true).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    let fail = sent.iter().find(|s| cmd(s) == "FAIL").unwrap();
+    assert_eq!(fail.get("token"), Some(&Value::from("tok")));
+    assert_eq!(fail.get("unrecoverable"), Some(&Value::Bool(true)));
+    assert_eq!(fail.get("error"), Some(&Value::from("boom")));
+    assert!(
+        h.s.complete_job(h.now, "j1", Value::Nil).is_err(),
+        "not held any more"
+    );
+}
+
+#[test]
+fn lookups_are_typed_and_resent_after_a_reconnect() {
+    let mut h = Harness::connected(ok());
+    let op =
+        h.s.request(h.now, Command::Count { queue: "q".into() })
+            .unwrap();
+    h.step();
+    assert_eq!(h.take_sent().len(), 1);
+    h.s.handle_disconnected(h.now);
+    h.step();
+    assert!(h.done(op).is_none(), "a lookup is re-sent, not failed");
+    h.advance(Duration::from_millis(200));
+    h.s.handle_connected(h.now);
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(cmd(&sent[0]), "Count");
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(7)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert_eq!(h.done(op), Some(&Ok(Response::Count(7))));
+}

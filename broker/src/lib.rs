@@ -1,1 +1,45 @@
-//! autobatch-broker (under construction).
+//! # autobatch-broker
+//!
+//! A small broker that speaks bunqueue 2.9.5's TCP protocol, so bunqueue's own clients (and
+//! autobatch's) can run against it: for demos, tests, benchmarks and single-node use.
+//!
+//! * Framing, pipelining and errors as bunqueue: replies by `reqId` in completion order, at
+//!   most 50 requests handled at once per connection, a 64 MiB frame cap, long-poll pulls that
+//!   never block other requests.
+//! * The queue state lives in memory ([`queue`](crate) internals); a [`store::Store`] is the
+//!   durable log behind it: nothing ([`store::MemoryStore`]) or SQLite
+//!   ([`store::SqliteStore`]: WAL, `synchronous=NORMAL`, group commit; `durable` pushes commit
+//!   before their reply, others just after).
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use autobatch_broker::{BrokerConfig, EmbeddedBroker};
+//! use autobatch_core::wire::{write_frame, Command, FrameDecoder, Value};
+//!
+//! let broker = EmbeddedBroker::start(BrokerConfig::default()).unwrap();
+//! let mut s = std::net::TcpStream::connect(broker.addr()).unwrap();
+//! let mut out = Vec::new();
+//! write_frame(&mut out, |b| Command::Ping.encode(Some(&Value::from("1")), b)).unwrap();
+//! s.write_all(&out).unwrap();
+//! let mut frames = FrameDecoder::new();
+//! let mut buf = [0u8; 256];
+//! let reply = loop {
+//!     let n = s.read(&mut buf).unwrap();
+//!     frames.extend(&buf[..n]);
+//!     if let Some(f) = frames.next_frame().unwrap() { break Value::decode(&f).unwrap(); }
+//! };
+//! assert_eq!(reply.get("ok"), Some(&Value::Bool(true)));
+//! ```
+#![warn(missing_docs)]
+
+pub mod auth;
+mod config;
+mod dispatch;
+mod embedded;
+mod queue;
+mod server;
+pub mod store;
+
+pub use config::BrokerConfig;
+pub use embedded::EmbeddedBroker;
+pub use server::{Broker, ShutdownHandle};

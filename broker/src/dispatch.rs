@@ -1,0 +1,463 @@
+//! Command handling: one request frame in, one reply frame out.
+//!
+//! Order of checks, as bunqueue 2.9.5: undecodable body → `Invalid command format`; not a map
+//! with a string `cmd` → `Invalid command`; not authenticated → `Not authenticated`; then the
+//! command's own validation and effect. Nothing here panics on client data.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use autobatch_core::wire::{
+    encode_error, validate_queue_name, Command, CommandError, JobSpec, PullArgs, Response, Value,
+};
+
+use crate::auth::token_matches;
+use crate::config::BrokerConfig;
+use crate::queue::{ConnId, FinishError, PullSpec, State, DEFAULT_LOCK_TTL};
+
+/// Longest long-poll, ms.
+const MAX_PULL_TIMEOUT: i64 = 60_000;
+/// Most jobs in one PULLB.
+const MAX_PULL_COUNT: i64 = 1000;
+/// Uncommitted store ops past which non-durable pushes wait for a commit (bounds the write
+/// buffer when producers outrun the disk).
+const MAX_BACKLOG: usize = 50_000;
+
+/// State shared by every connection of one broker.
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    pub config: BrokerConfig,
+    pub next_conn: AtomicU64,
+}
+
+impl Shared {
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock would be a bug; keep serving rather than cascade.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Per-connection context.
+pub(crate) struct Conn {
+    pub id: ConnId,
+    pub authed: AtomicBool,
+}
+
+/// Wall clock, epoch ms.
+pub(crate) fn now_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as f64)
+        .unwrap_or(0.0)
+}
+
+/// One reply frame (header included).
+fn frame(body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut out = Vec::new();
+    if autobatch_core::wire::write_frame(&mut out, body).is_err() {
+        // Only a reply above 64 MiB gets here (a huge PULLB): say so instead.
+        out.clear();
+        let _ = autobatch_core::wire::write_frame(&mut out, |b| {
+            encode_error(&Value::Undefined, "Reply too large", b)
+        });
+    }
+    out
+}
+
+/// An error reply frame.
+pub(crate) fn error_frame(req_id: &Value, msg: &str) -> Vec<u8> {
+    frame(|b| encode_error(req_id, msg, b))
+}
+
+fn ok_frame(req_id: &Value, r: &Response) -> Vec<u8> {
+    frame(|b| r.encode(req_id, b))
+}
+
+fn other(entries: Vec<(&str, Value)>) -> Response {
+    Response::Other(Value::map(entries))
+}
+
+/// Handles one frame body and returns the reply frame.
+pub(crate) async fn handle(shared: &Shared, conn: &Conn, body: &[u8]) -> Vec<u8> {
+    let v = match Value::decode(body) {
+        Ok(v) => v,
+        Err(_) => return error_frame(&Value::Undefined, "Invalid command format"),
+    };
+    let Some(cmd) = v.get("cmd").and_then(Value::as_str) else {
+        // "Invalid command", or "Invalid command format" for a nil body.
+        let (req_id, result) = Command::decode(&v);
+        let msg = result
+            .err()
+            .map_or("Invalid command".into(), |e| e.to_string());
+        return error_frame(&req_id, &msg);
+    };
+    let req_id = v.get("reqId").cloned().unwrap_or(Value::Undefined);
+    let tokens = &shared.config.auth_tokens;
+    if cmd == "Auth" {
+        let token = v.get("token").and_then(Value::as_str).unwrap_or_default();
+        if token_matches(tokens, token) {
+            conn.authed.store(true, Ordering::Release);
+            return ok_frame(&req_id, &Response::Done);
+        }
+        return error_frame(&req_id, "Invalid token");
+    }
+    if !tokens.is_empty() && !conn.authed.load(Ordering::Acquire) {
+        return error_frame(&req_id, "Not authenticated");
+    }
+    // bunqueue checks the queue name before anything else in the queue commands.
+    if matches!(cmd, "PUSH" | "PUSHB" | "PULL" | "PULLB") {
+        let queue = v.get("queue").and_then(Value::as_str).unwrap_or_default();
+        if let Err(e) = validate_queue_name(queue) {
+            return error_frame(&req_id, &e.message);
+        }
+    }
+    let command = match Command::decode(&v).1 {
+        Ok(c) => c,
+        Err(e @ CommandError::Invalid(_)) | Err(e @ CommandError::Protocol(_)) => {
+            return error_frame(&req_id, &e.to_string())
+        }
+    };
+    match run(shared, conn, command, &v).await {
+        Ok(r) => ok_frame(&req_id, &r),
+        Err(msg) => error_frame(&req_id, &msg),
+    }
+}
+
+async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<Response, String> {
+    let now = now_ms();
+    match cmd {
+        Command::Hello => Ok(Response::Hello {
+            protocol_version: 3,
+            server: "bunqueue".into(),
+            version: "2.9.5".into(),
+        }),
+        Command::Ping => Ok(Response::Pong { time: now }),
+        Command::Auth { .. } => Ok(Response::Done), // handled before dispatch
+        Command::Push { queue, job } => {
+            let ids = push(shared, &queue, vec![job], false).await?;
+            Ok(Response::Pushed(ids.into_iter().next().unwrap_or_default()))
+        }
+        Command::PushB { queue, jobs } => {
+            let ids = push(shared, &queue, jobs, true).await?;
+            Ok(Response::PushedBatch(ids))
+        }
+        Command::Pull(args) => pull(shared, conn, args, None, raw).await,
+        Command::PullB { args, count } => {
+            let count = if raw.get("count").is_none_or(Value::is_nullish) {
+                0 // bunqueue: a missing count returns no jobs
+            } else {
+                count
+            };
+            if raw.get("count").is_some_and(|c| !c.is_nullish()) {
+                range("count", count, 1, MAX_PULL_COUNT)?;
+            }
+            pull(shared, conn, args, Some(count as usize), raw).await
+        }
+        Command::Ack { id, result, token } => {
+            let remove = raw.get("removeOnComplete").and_then(Value::as_bool) == Some(true);
+            shared
+                .lock()
+                .ack(&id, token.as_deref(), result, remove)
+                .map_err(|e| e.to_string())?;
+            Ok(Response::Finalized { applied: true })
+        }
+        Command::AckB {
+            ids,
+            results,
+            tokens,
+            ..
+        } => ack_batch(shared, ids, results, tokens, raw),
+        Command::Fail {
+            id,
+            error,
+            token,
+            unrecoverable,
+            ..
+        } => {
+            let remove = raw.get("removeOnFail").and_then(Value::as_bool);
+            shared
+                .lock()
+                .fail(&id, token.as_deref(), error, unrecoverable, remove, now)
+                .map_err(|e| e.to_string())?;
+            Ok(Response::Finalized { applied: true })
+        }
+        Command::GetJob { id } => shared
+            .lock()
+            .get_job(&id, now)
+            .map(Response::Job)
+            .ok_or_else(|| "Job not found".to_owned()),
+        Command::GetState { id } => {
+            let state = shared.lock().get_state(&id, now);
+            let echoed = raw.get("id").cloned().unwrap_or(Value::Undefined);
+            Ok(other(vec![("id", echoed), ("state", Value::from(state))]))
+        }
+        Command::GetResult { id } => {
+            let result = shared.lock().get_result(&id).unwrap_or(Value::Undefined);
+            let echoed = raw.get("id").cloned().unwrap_or(Value::Undefined);
+            Ok(other(vec![("id", echoed), ("result", result)]))
+        }
+        Command::Count { queue } => {
+            let c = shared.lock().counts(&queue, now);
+            Ok(Response::Count(c.waiting + c.prioritized + c.delayed))
+        }
+        Command::GetJobCounts { queue } => Ok(Response::Counts(shared.lock().counts(&queue, now))),
+        Command::Other { cmd, body } => housekeeping(shared, conn, &cmd, &body, now),
+    }
+}
+
+fn range(field: &str, v: i64, min: i64, max: i64) -> Result<(), String> {
+    if v < min {
+        return Err(format!("{field} must be at least {min}"));
+    }
+    if v > max {
+        return Err(format!("{field} must be at most {max}"));
+    }
+    Ok(())
+}
+
+/// PUSH and PUSHB: dependencies checked for every item first (all or nothing), then admitted in
+/// order; replies wait for a commit when an item is durable (or the write buffer is too full).
+async fn push(
+    shared: &Shared,
+    queue: &str,
+    jobs: Vec<JobSpec>,
+    batch: bool,
+) -> Result<Vec<String>, String> {
+    let waiter = {
+        let mut state = shared.lock();
+        let batch_ids: std::collections::HashSet<&str> = jobs
+            .iter()
+            .filter_map(|j| j.opts.job_id.as_deref())
+            .collect();
+        for (i, job) in jobs.iter().enumerate() {
+            for dep in &job.opts.depends_on {
+                if job.opts.job_id.as_deref() == Some(dep.as_str()) {
+                    let msg = format!("Job cannot depend on itself: {dep}");
+                    return Err(if batch {
+                        format!("jobs[{i}]: {msg}")
+                    } else {
+                        msg
+                    });
+                }
+                if !(state.exists(dep) || batch && batch_ids.contains(dep.as_str())) {
+                    let msg = format!("Dependency job not found: {dep}");
+                    return Err(if batch {
+                        format!("jobs[{i}]: {msg}")
+                    } else {
+                        msg
+                    });
+                }
+            }
+        }
+        let durable = jobs.iter().any(|j| j.opts.is_durable());
+        let mut ids = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            ids.push(state.push(queue, job, now_ms()));
+        }
+        let waiter = if durable || state.backlog() > MAX_BACKLOG {
+            state.sync()
+        } else {
+            None
+        };
+        (ids, waiter, durable)
+    };
+    let (ids, waiter, durable) = waiter;
+    if let Some(w) = waiter {
+        if w.wait().await.is_err() && durable {
+            return Err("Internal server error".into());
+        }
+    }
+    Ok(ids)
+}
+
+/// PULL (`count: None`) and PULLB, with the long-poll.
+async fn pull(
+    shared: &Shared,
+    conn: &Conn,
+    args: PullArgs,
+    count: Option<usize>,
+    raw: &Value,
+) -> Result<Response, String> {
+    let timeout = args.timeout.unwrap_or(0);
+    range("timeout", timeout, 0, MAX_PULL_TIMEOUT)?;
+    let locked = args.owner.as_deref().is_some_and(|o| !o.is_empty());
+    let detach = raw.get("detach").and_then(Value::as_bool) == Some(true);
+    let spec = PullSpec {
+        queue: &args.queue,
+        count: count.unwrap_or(1),
+        locked,
+        lock_ttl: args.lock_ttl.unwrap_or(DEFAULT_LOCK_TTL),
+        tie_to: (locked || !detach).then_some(conn.id),
+    };
+    let deadline = Instant::now() + Duration::from_millis(timeout as u64);
+    let pulled = loop {
+        if spec.count == 0 {
+            break Vec::new();
+        }
+        let notify = shared.lock().notifier(spec.queue);
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let (pulled, next_due) = {
+            let mut state = shared.lock();
+            let now = now_ms();
+            let pulled = state.pull(&spec, now);
+            let next_due = state.next_due(spec.queue).map(|t| (t - now).max(0.0));
+            (pulled, next_due)
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !pulled.is_empty() || left.is_zero() {
+            break pulled;
+        }
+        let wait = match next_due {
+            Some(ms) => left.min(Duration::from_millis(ms as u64 + 1)),
+            None => left,
+        };
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    };
+    let (jobs, tokens): (Vec<_>, Vec<_>) = pulled.into_iter().map(|p| (p.job, p.token)).unzip();
+    Ok(match (count, locked) {
+        (None, true) => match (jobs.into_iter().next(), tokens.into_iter().next().flatten()) {
+            (Some(job), token) => Response::Pulled {
+                job: Some(job),
+                token,
+            },
+            (None, _) => other(vec![("job", Value::Nil), ("token", Value::Nil)]),
+        },
+        (None, false) => Response::Pulled {
+            job: jobs.into_iter().next(),
+            token: None,
+        },
+        (Some(_), true) => Response::PulledBatch {
+            jobs,
+            tokens: tokens.into_iter().map(Option::unwrap_or_default).collect(),
+        },
+        (Some(_), false) => other(vec![(
+            "jobs",
+            Value::Array(jobs.iter().map(|j| j.to_value()).collect()),
+        )]),
+    })
+}
+
+/// ACKB: lengths, then every lock, then each item; a missing job does not stop the others.
+fn ack_batch(
+    shared: &Shared,
+    ids: Vec<String>,
+    results: Option<Vec<Value>>,
+    tokens: Option<Vec<String>>,
+    raw: &Value,
+) -> Result<Response, String> {
+    let removes = raw.get("removeOnCompletes").and_then(Value::as_array);
+    for (name, len) in [
+        ("tokens", tokens.as_ref().map(Vec::len)),
+        ("results", results.as_ref().map(Vec::len)),
+        ("removeOnCompletes", removes.map(<[Value]>::len)),
+    ] {
+        if len.is_some_and(|n| n != ids.len()) {
+            return Err(format!("ACKB {name} length must match ids length"));
+        }
+    }
+    let token = |i: usize| tokens.as_ref().map(|t| t[i].as_str());
+    let mut state = shared.lock();
+    for (i, id) in ids.iter().enumerate() {
+        state.check_lock(id, token(i)).map_err(|e| e.to_string())?;
+    }
+    let mut first_missing: Option<FinishError> = None;
+    for (i, id) in ids.iter().enumerate() {
+        let result = results
+            .as_ref()
+            .map(|r| r[i].clone())
+            .filter(|r| !r.is_nullish());
+        let remove = removes.is_some_and(|r| r[i].as_bool() == Some(true));
+        if let Err(e) = state.ack(id, token(i), result, remove) {
+            first_missing.get_or_insert(e);
+        }
+    }
+    match first_missing {
+        Some(e) => Err(e.to_string()),
+        None => Ok(Response::AckedBatch {
+            ignored_indices: Vec::new(),
+            ignored_ids: Vec::new(),
+        }),
+    }
+}
+
+/// The official Worker's housekeeping commands; anything else is unknown.
+fn housekeeping(
+    shared: &Shared,
+    conn: &Conn,
+    cmd: &str,
+    body: &Value,
+    now: f64,
+) -> Result<Response, String> {
+    let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_owned);
+    let data = |d: Value| other(vec![("data", d)]);
+    match cmd {
+        // No events are pushed; the subscription is acknowledged only.
+        "SubscribeEvents" | "UnsubscribeEvents" => Ok(Response::Done),
+        "RegisterWorker" => {
+            let id = text("workerId").unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+            shared.lock().register_worker(id.clone(), conn.id);
+            let field = |k: &str| body.get(k).cloned().unwrap_or(Value::Nil);
+            Ok(data(Value::map([
+                ("workerId", Value::from(id)),
+                ("name", field("name")),
+                ("queues", field("queues")),
+                ("concurrency", field("concurrency")),
+                ("hostname", field("hostname")),
+                ("pid", field("pid")),
+                ("status", Value::from("active")),
+                ("registeredAt", Value::F64(now)),
+                ("lastSeen", Value::F64(now)),
+                ("activeJobs", Value::Int(0)),
+                ("processedJobs", Value::Int(0)),
+                ("failedJobs", Value::Int(0)),
+                ("currentJob", Value::Nil),
+            ])))
+        }
+        "Heartbeat" => {
+            let id = text("id").unwrap_or_default();
+            if shared.lock().has_worker(&id) {
+                Ok(data(Value::map([("ok", Value::Bool(true))])))
+            } else {
+                Err("Worker not found".into())
+            }
+        }
+        "UnregisterWorker" => {
+            let id = text("workerId").unwrap_or_default();
+            if shared.lock().unregister_worker(&id) {
+                Ok(data(Value::map([("removed", Value::Bool(true))])))
+            } else {
+                Err("Worker not found".into())
+            }
+        }
+        "JobHeartbeat" => {
+            let id = text("id").unwrap_or_default();
+            if shared.lock().heartbeat(&id, text("token").as_deref(), now) {
+                Ok(data(Value::map([("ok", Value::Bool(true))])))
+            } else {
+                Err("Job not found or not active (or invalid token)".into())
+            }
+        }
+        "JobHeartbeatB" => {
+            let ids = body.get("ids").and_then(Value::as_array).unwrap_or(&[]);
+            let tokens = body.get("tokens").and_then(Value::as_array);
+            let mut state = shared.lock();
+            let mut count = 0i64;
+            for (i, id) in ids.iter().enumerate() {
+                let Some(id) = id.as_str() else { continue };
+                let token = tokens.and_then(|t| t.get(i)).and_then(Value::as_str);
+                count += i64::from(state.heartbeat(id, token, now));
+            }
+            Ok(data(Value::map([
+                ("ok", Value::Bool(true)),
+                ("count", Value::Int(count)),
+            ])))
+        }
+        _ => Err(format!("Unknown command: {cmd}")),
+    }
+}

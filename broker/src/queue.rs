@@ -1,0 +1,751 @@
+//! The broker's queue state machine: every job, its state, the per-queue ready and delayed
+//! indexes, locks, and which connection holds which job. Pure and synchronous: every call that
+//! depends on time takes `now` (epoch ms); persistence goes through the [`Store`] it owns.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use autobatch_core::wire::{Backoff, Job, JobCounts, JobSpec, Value};
+use tokio::sync::Notify;
+
+use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
+
+/// Default `maxAttempts`.
+const DEFAULT_ATTEMPTS: i64 = 3;
+/// Default backoff base, ms.
+const DEFAULT_BACKOFF: i64 = 1000;
+/// Longest retry delay, ms.
+const MAX_RETRY_DELAY: f64 = 3_600_000.0;
+/// Default lock time to live, ms.
+pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
+
+/// A connection, as the state knows it.
+pub(crate) type ConnId = u64;
+
+struct Lock {
+    token: String,
+    expires_at: f64,
+}
+
+struct Entry {
+    rec: JobRecord,
+    lock: Option<Lock>,
+    conn: Option<ConnId>,
+}
+
+#[derive(Default)]
+struct QueueIndex {
+    /// (priority, descending; order: seq, or -seq for lifo) → id.
+    ready: BTreeMap<(Reverse<i64>, i64), String>,
+    /// (run_at rounded up, seq) → id.
+    delayed: BTreeMap<(i64, u64), String>,
+    prioritized: u64,
+    active: u64,
+    completed: u64,
+    failed: u64,
+    notify: Arc<Notify>,
+}
+
+/// What ACK, FAIL and the lock checks can refuse, with bunqueue's messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FinishError {
+    /// `Lock token required for job <id>`.
+    TokenRequired(String),
+    /// `Invalid or expired lock token for job <id>`.
+    BadToken(String),
+    /// `Job not found or not in processing state: <id>`.
+    NotActive(String),
+}
+
+impl std::fmt::Display for FinishError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FinishError::TokenRequired(id) => write!(f, "Lock token required for job {id}"),
+            FinishError::BadToken(id) => write!(f, "Invalid or expired lock token for job {id}"),
+            FinishError::NotActive(id) => {
+                write!(f, "Job not found or not in processing state: {id}")
+            }
+        }
+    }
+}
+
+/// One pulled job and its lock token (when pulled with an owner).
+pub(crate) struct Pulled {
+    pub job: Job,
+    pub token: Option<String>,
+}
+
+/// How a pull takes its jobs.
+pub(crate) struct PullSpec<'a> {
+    pub queue: &'a str,
+    pub count: usize,
+    /// With an owner: a lock token per job.
+    pub locked: bool,
+    pub lock_ttl: i64,
+    /// The connection the jobs are tied to (returned to waiting when it closes).
+    pub tie_to: Option<ConnId>,
+}
+
+/// A registered worker (the official Worker's housekeeping).
+struct Worker {
+    conn: ConnId,
+}
+
+/// The whole queue state.
+pub(crate) struct State {
+    jobs: HashMap<String, Entry>,
+    queues: HashMap<String, QueueIndex>,
+    unique: HashMap<(String, String), String>,
+    held: HashMap<ConnId, HashSet<String>>,
+    workers: HashMap<String, Worker>,
+    seq: u64,
+    rng: u64,
+    store: Box<dyn Store>,
+}
+
+impl State {
+    /// A state fed by `store`, with the jobs it recovered: waiting and delayed jobs wait again,
+    /// active ones go back to waiting.
+    pub fn new(mut store: Box<dyn Store>, now: f64) -> std::io::Result<State> {
+        let recovered = store.recover()?;
+        let mut s = State {
+            jobs: HashMap::new(),
+            queues: HashMap::new(),
+            unique: HashMap::new(),
+            held: HashMap::new(),
+            workers: HashMap::new(),
+            seq: 0,
+            rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
+            store,
+        };
+        for mut rec in recovered {
+            s.seq = s.seq.max(rec.seq + 1);
+            if rec.state == JobState::Active {
+                rec.state = JobState::Waiting;
+                s.store.record(update_op(&rec));
+            }
+            s.admit(rec);
+        }
+        Ok(s)
+    }
+
+    fn index(&mut self, queue: &str) -> &mut QueueIndex {
+        if !self.queues.contains_key(queue) {
+            self.queues.insert(queue.to_owned(), QueueIndex::default());
+        }
+        self.queues.get_mut(queue).expect("inserted above")
+    }
+
+    /// Files a record under its queue and state, and keeps it.
+    fn admit(&mut self, rec: JobRecord) {
+        let q = self.index(&rec.queue);
+        match rec.state {
+            JobState::Waiting => {
+                if rec.priority > 0 {
+                    q.prioritized += 1;
+                }
+                q.ready.insert(ready_key(&rec), rec.id.clone());
+            }
+            JobState::Delayed => {
+                q.delayed
+                    .insert((rec.run_at.ceil() as i64, rec.seq), rec.id.clone());
+            }
+            JobState::Active => q.active += 1,
+            JobState::Completed => q.completed += 1,
+            JobState::Failed => q.failed += 1,
+        }
+        if let Some(k) = &rec.unique_key {
+            self.unique
+                .insert((rec.queue.clone(), k.clone()), rec.id.clone());
+        }
+        self.jobs.insert(
+            rec.id.clone(),
+            Entry {
+                rec,
+                lock: None,
+                conn: None,
+            },
+        );
+    }
+
+    /// The long-poll signal of a queue (woken when jobs become ready).
+    pub fn notifier(&mut self, queue: &str) -> Arc<Notify> {
+        self.index(queue).notify.clone()
+    }
+
+    /// Whether a job id exists (any state), for `dependsOn`.
+    pub fn exists(&self, id: &str) -> bool {
+        self.jobs.contains_key(id)
+    }
+
+    /// Adds one validated job to `queue`. Returns its id: the existing one when its custom id
+    /// or unique key is live (nothing is added then).
+    pub fn push(&mut self, queue: &str, spec: JobSpec, now: f64) -> String {
+        let o = spec.opts;
+        if let Some(id) = &o.job_id {
+            if let Some(e) = self.jobs.get(id) {
+                if e.rec.state.is_live() {
+                    return id.clone();
+                }
+                // A finished custom id starts a new generation.
+                self.forget(id);
+            }
+        }
+        if let Some(k) = &o.unique_key {
+            if let Some(id) = self.unique.get(&(queue.to_owned(), k.clone())) {
+                if self.jobs.get(id).is_some_and(|e| e.rec.state.is_live()) {
+                    return id.clone();
+                }
+            }
+        }
+        let id = o
+            .job_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let delay = o.delay.unwrap_or(0).max(0) as f64;
+        let created_at = o.timestamp.unwrap_or(now);
+        let seq = self.seq;
+        self.seq += 1;
+        let rec = JobRecord {
+            id: id.clone(),
+            queue: queue.to_owned(),
+            name: spec.name,
+            data: spec.data,
+            priority: o.priority.unwrap_or(0),
+            attempts: 0,
+            max_attempts: o.attempts.unwrap_or(DEFAULT_ATTEMPTS),
+            backoff: o.backoff,
+            created_at,
+            run_at: now + delay,
+            seq,
+            lifo: o.lifo.unwrap_or(false),
+            remove_on_complete: o.remove_on_complete.unwrap_or(false),
+            remove_on_fail: o.remove_on_fail.unwrap_or(false),
+            durable: o.durable.unwrap_or(false),
+            unique_key: o.unique_key,
+            state: if delay > 0.0 {
+                JobState::Delayed
+            } else {
+                JobState::Waiting
+            },
+            result: None,
+            failed_reason: None,
+        };
+        self.store.record(StoreOp::Put(Box::new(rec.clone())));
+        let ready = rec.state == JobState::Waiting;
+        let queue = rec.queue.clone();
+        self.admit(rec);
+        if ready {
+            self.index(&queue).notify.notify_waiters();
+        }
+        id
+    }
+
+    /// Drops a finished job entirely (a new generation of its custom id, or remove-on-finish).
+    fn forget(&mut self, id: &str) {
+        let Some(e) = self.jobs.remove(id) else {
+            return;
+        };
+        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
+            match e.rec.state {
+                JobState::Completed => q.completed = q.completed.saturating_sub(1),
+                JobState::Failed => q.failed = q.failed.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if let Some(k) = &e.rec.unique_key {
+            let key = (e.rec.queue.clone(), k.clone());
+            if self.unique.get(&key).map(String::as_str) == Some(id) {
+                self.unique.remove(&key);
+            }
+        }
+    }
+
+    /// Moves the due delayed jobs of `queue` to ready.
+    fn promote(&mut self, queue: &str, now: f64) {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        let mut woke = false;
+        while let Some(entry) = q.delayed.first_entry() {
+            if (entry.key().0 as f64) > now {
+                break;
+            }
+            let id = entry.remove();
+            let Some(e) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            e.rec.state = JobState::Waiting;
+            if e.rec.priority > 0 {
+                q.prioritized += 1;
+            }
+            q.ready.insert(ready_key(&e.rec), id);
+            woke = true;
+        }
+        if woke {
+            q.notify.notify_waiters();
+        }
+    }
+
+    /// The earliest time a delayed job of `queue` becomes due.
+    pub fn next_due(&self, queue: &str) -> Option<f64> {
+        self.queues
+            .get(queue)?
+            .delayed
+            .first_key_value()
+            .map(|(k, _)| k.0 as f64)
+    }
+
+    /// Takes up to `spec.count` ready jobs, highest priority first, FIFO within a priority.
+    pub fn pull(&mut self, spec: &PullSpec<'_>, now: f64) -> Vec<Pulled> {
+        self.promote(spec.queue, now);
+        let mut out = Vec::new();
+        while out.len() < spec.count {
+            let Some(q) = self.queues.get_mut(spec.queue) else {
+                break;
+            };
+            let Some((_, id)) = q.ready.pop_first() else {
+                break;
+            };
+            let Some(e) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            if e.rec.priority > 0 {
+                q.prioritized = q.prioritized.saturating_sub(1);
+            }
+            q.active += 1;
+            e.rec.state = JobState::Active;
+            let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
+            let ttl = if spec.lock_ttl > 0 {
+                spec.lock_ttl
+            } else {
+                DEFAULT_LOCK_TTL
+            };
+            e.lock = token.clone().map(|token| Lock {
+                token,
+                expires_at: now + ttl as f64,
+            });
+            e.conn = spec.tie_to;
+            let job = wire_job(&e.rec);
+            let op = update_op(&e.rec);
+            if let Some(c) = spec.tie_to {
+                self.held.entry(c).or_default().insert(id);
+            }
+            self.store.record(op);
+            out.push(Pulled { job, token });
+        }
+        out
+    }
+
+    /// Checks the lock of one job for ACK/FAIL/ACKB (a job that is not active has no lock to
+    /// check: that case is reported by [`ack`](Self::ack) and [`fail`](Self::fail)).
+    pub fn check_lock(&self, id: &str, token: Option<&str>) -> Result<(), FinishError> {
+        let Some(e) = self.jobs.get(id) else {
+            return Ok(());
+        };
+        if e.rec.state != JobState::Active {
+            return Ok(());
+        }
+        let Some(lock) = &e.lock else {
+            return Ok(());
+        };
+        match token.filter(|t| !t.is_empty()) {
+            None => Err(FinishError::TokenRequired(id.to_owned())),
+            Some(t) if t == lock.token => Ok(()),
+            Some(_) => Err(FinishError::BadToken(id.to_owned())),
+        }
+    }
+
+    /// Takes an active job out of the active set (after its lock was checked).
+    fn finish(&mut self, id: &str) -> Result<&mut Entry, FinishError> {
+        let e = match self.jobs.get_mut(id) {
+            Some(e) if e.rec.state == JobState::Active => e,
+            _ => return Err(FinishError::NotActive(id.to_owned())),
+        };
+        e.lock = None;
+        if let Some(c) = e.conn.take() {
+            if let Some(set) = self.held.get_mut(&c) {
+                set.remove(id);
+            }
+        }
+        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
+            q.active = q.active.saturating_sub(1);
+        }
+        Ok(self.jobs.get_mut(id).expect("checked above"))
+    }
+
+    /// Completes an active job.
+    pub fn ack(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+        result: Option<Value>,
+        remove: bool,
+    ) -> Result<(), FinishError> {
+        self.check_lock(id, token)?;
+        let e = self.finish(id)?;
+        e.rec.state = JobState::Completed;
+        e.rec.result = result;
+        let remove = remove || e.rec.remove_on_complete;
+        let queue = e.rec.queue.clone();
+        let op = update_op(&e.rec);
+        self.index(&queue).completed += 1;
+        if remove {
+            self.forget(id);
+            self.store.record(StoreOp::Remove(id.to_owned()));
+        } else {
+            self.store.record(op);
+        }
+        Ok(())
+    }
+
+    /// Fails an active job: back to delayed with a backoff while attempts remain, else failed.
+    pub fn fail(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+        error: Option<String>,
+        unrecoverable: bool,
+        remove: Option<bool>,
+        now: f64,
+    ) -> Result<(), FinishError> {
+        self.check_lock(id, token)?;
+        let jitter = self.random();
+        let e = self.finish(id)?;
+        e.rec.attempts += 1;
+        e.rec.failed_reason = error;
+        let retry = !unrecoverable && e.rec.attempts < e.rec.max_attempts;
+        let queue = e.rec.queue.clone();
+        if retry {
+            let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
+            e.rec.run_at = now + delay;
+            e.rec.state = JobState::Delayed;
+            let key = (e.rec.run_at.ceil() as i64, e.rec.seq);
+            let op = update_op(&e.rec);
+            self.index(&queue).delayed.insert(key, id.to_owned());
+            self.store.record(op);
+        } else {
+            e.rec.state = JobState::Failed;
+            let remove = remove.unwrap_or(e.rec.remove_on_fail);
+            let op = update_op(&e.rec);
+            self.index(&queue).failed += 1;
+            if remove {
+                self.forget(id);
+                self.store.record(StoreOp::Remove(id.to_owned()));
+            } else {
+                self.store.record(op);
+            }
+        }
+        Ok(())
+    }
+
+    /// Renews the lock of an active job (JobHeartbeat). False if the job is not active or the
+    /// token does not match.
+    pub fn heartbeat(&mut self, id: &str, token: Option<&str>, now: f64) -> bool {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return false;
+        };
+        if e.rec.state != JobState::Active {
+            return false;
+        }
+        match &mut e.lock {
+            None => true,
+            Some(lock) => match token.filter(|t| !t.is_empty()) {
+                Some(t) if t != lock.token => false,
+                _ => {
+                    lock.expires_at = now + DEFAULT_LOCK_TTL as f64;
+                    true
+                }
+            },
+        }
+    }
+
+    /// Requeues active jobs whose lock expired, with one more attempt counted.
+    pub fn expire_locks(&mut self, now: f64) {
+        let expired: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|e| e.rec.state == JobState::Active)
+            .filter(|e| e.lock.as_ref().is_some_and(|l| l.expires_at <= now))
+            .map(|e| e.rec.id.clone())
+            .collect();
+        for id in expired {
+            self.requeue(&id, true);
+        }
+    }
+
+    /// Puts an active job back to waiting.
+    fn requeue(&mut self, id: &str, count_attempt: bool) {
+        let Ok(e) = self.finish(id) else {
+            return;
+        };
+        if count_attempt {
+            e.rec.attempts += 1;
+        }
+        e.rec.state = JobState::Waiting;
+        let key = ready_key(&e.rec);
+        let prioritized = e.rec.priority > 0;
+        let queue = e.rec.queue.clone();
+        let op = update_op(&e.rec);
+        let q = self.index(&queue);
+        q.ready.insert(key, id.to_owned());
+        if prioritized {
+            q.prioritized += 1;
+        }
+        q.notify.notify_waiters();
+        self.store.record(op);
+    }
+
+    /// A connection closed: its jobs go back to waiting, its workers are unregistered.
+    pub fn release_conn(&mut self, conn: ConnId) {
+        if let Some(ids) = self.held.remove(&conn) {
+            for id in ids {
+                if self.jobs.get(&id).is_some_and(|e| e.conn == Some(conn)) {
+                    self.requeue(&id, false);
+                }
+            }
+        }
+        self.workers.retain(|_, w| w.conn != conn);
+    }
+
+    /// A job as GetJob returns it: with its state, result and failure reason.
+    pub fn get_job(&mut self, id: &str, now: f64) -> Option<Job> {
+        let queue = self.jobs.get(id)?.rec.queue.clone();
+        self.promote(&queue, now);
+        let e = self.jobs.get(id)?;
+        let mut job = wire_job(&e.rec);
+        job.state = Some(state_name(&e.rec).to_owned());
+        job.returnvalue = e.rec.result.clone();
+        job.failed_reason = e.rec.failed_reason.clone();
+        Some(job)
+    }
+
+    /// A job's state name, `unknown` if there is no such job.
+    pub fn get_state(&mut self, id: &str, now: f64) -> &'static str {
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+            return "unknown";
+        };
+        self.promote(&queue, now);
+        self.jobs
+            .get(id)
+            .map(|e| state_name(&e.rec))
+            .unwrap_or("unknown")
+    }
+
+    /// A completed job's result.
+    pub fn get_result(&self, id: &str) -> Option<Value> {
+        self.jobs.get(id).and_then(|e| e.rec.result.clone())
+    }
+
+    /// Per-state counts of a queue (all zeros for an unknown queue).
+    pub fn counts(&mut self, queue: &str, now: f64) -> JobCounts {
+        self.promote(queue, now);
+        let Some(q) = self.queues.get(queue) else {
+            return JobCounts::default();
+        };
+        JobCounts {
+            waiting: q.ready.len() as u64 - q.prioritized.min(q.ready.len() as u64),
+            prioritized: q.prioritized,
+            delayed: q.delayed.len() as u64,
+            active: q.active,
+            completed: q.completed,
+            failed: q.failed,
+            waiting_children: 0,
+            paused: 0,
+        }
+    }
+
+    /// Registers a worker on a connection.
+    pub fn register_worker(&mut self, id: String, conn: ConnId) {
+        self.workers.insert(id, Worker { conn });
+    }
+
+    /// Whether a worker is registered.
+    pub fn has_worker(&self, id: &str) -> bool {
+        self.workers.contains_key(id)
+    }
+
+    /// Unregisters a worker; false if it was not registered.
+    pub fn unregister_worker(&mut self, id: &str) -> bool {
+        self.workers.remove(id).is_some()
+    }
+
+    /// A commit barrier for durable replies (see [`Store::sync`]).
+    pub fn sync(&mut self) -> Option<SyncWaiter> {
+        self.store.sync()
+    }
+
+    /// Ops recorded but not yet committed.
+    pub fn backlog(&self) -> usize {
+        self.store.backlog()
+    }
+
+    /// Commits what is pending and closes the store.
+    pub fn close_store(&mut self) {
+        self.store.close();
+    }
+
+    /// A uniform random number in [0, 1) (xorshift64*; only for retry jitter).
+    fn random(&mut self) -> f64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn ready_key(rec: &JobRecord) -> (Reverse<i64>, i64) {
+    let order = rec.seq as i64;
+    (Reverse(rec.priority), if rec.lifo { -order } else { order })
+}
+
+fn update_op(rec: &JobRecord) -> StoreOp {
+    StoreOp::Update {
+        id: rec.id.clone(),
+        state: rec.state,
+        attempts: rec.attempts,
+        run_at: rec.run_at,
+        result: rec.result.clone(),
+        failed_reason: rec.failed_reason.clone(),
+    }
+}
+
+fn state_name(rec: &JobRecord) -> &'static str {
+    match rec.state {
+        JobState::Waiting if rec.priority > 0 => "prioritized",
+        s => s.as_str(),
+    }
+}
+
+fn wire_job(rec: &JobRecord) -> Job {
+    Job {
+        id: rec.id.clone(),
+        queue: rec.queue.clone(),
+        name: rec.name.clone(),
+        data: rec.data.clone(),
+        priority: rec.priority,
+        attempts: rec.attempts,
+        max_attempts: rec.max_attempts,
+        created_at: rec.created_at,
+        run_at: rec.run_at,
+        state: None,
+        returnvalue: None,
+        failed_reason: None,
+    }
+}
+
+/// bunqueue's retry delay: a plain or exponential base doubles per attempt with a 0.5..1.5
+/// jitter, a fixed one gets 0.8..1.2; capped at one hour.
+fn retry_delay(backoff: Option<Backoff>, attempts: i64, jitter: f64) -> f64 {
+    let pow = 2f64.powi(attempts.clamp(0, 40) as i32);
+    let d = match backoff.unwrap_or(Backoff::Delay(DEFAULT_BACKOFF)) {
+        Backoff::Delay(b) | Backoff::Exponential(b) => b as f64 * pow * (0.5 + jitter),
+        Backoff::Fixed(b) => b as f64 * (0.8 + 0.4 * jitter),
+    };
+    d.clamp(0.0, MAX_RETRY_DELAY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+    use autobatch_core::wire::JobOptions;
+
+    fn state() -> State {
+        State::new(Box::new(MemoryStore::new()), 1000.0).unwrap()
+    }
+
+    fn pull(s: &mut State, n: usize, now: f64) -> Vec<Pulled> {
+        s.pull(
+            &PullSpec {
+                queue: "q",
+                count: n,
+                locked: true,
+                lock_ttl: 30_000,
+                tie_to: Some(1),
+            },
+            now,
+        )
+    }
+
+    #[test]
+    fn priority_then_fifo_then_lifo() {
+        let mut s = state();
+        let a = s.push("q", JobSpec::new("a", Value::Nil), 0.0);
+        let b = s.push(
+            "q",
+            JobSpec::new("b", Value::Nil).with_options(JobOptions::new().priority(5)),
+            0.0,
+        );
+        let c = s.push("q", JobSpec::new("c", Value::Nil), 0.0);
+        let d = s.push(
+            "q",
+            JobSpec::new("d", Value::Nil).with_options(JobOptions::new().lifo(true)),
+            0.0,
+        );
+        let got: Vec<String> = pull(&mut s, 10, 0.0)
+            .into_iter()
+            .map(|p| p.job.id)
+            .collect();
+        assert_eq!(got, [b, d, a, c]);
+    }
+
+    #[test]
+    fn delayed_jobs_become_due() {
+        let mut s = state();
+        s.push(
+            "q",
+            JobSpec::new("a", Value::Nil).with_options(JobOptions::new().delay(100)),
+            0.0,
+        );
+        assert!(pull(&mut s, 1, 50.0).is_empty());
+        assert_eq!(s.counts("q", 50.0).delayed, 1);
+        assert_eq!(s.next_due("q"), Some(100.0));
+        assert_eq!(pull(&mut s, 1, 100.0).len(), 1);
+    }
+
+    #[test]
+    fn fail_retries_then_fails() {
+        let mut s = state();
+        let id = s.push(
+            "q",
+            JobSpec::new("a", Value::Nil)
+                .with_options(JobOptions::new().attempts(2).backoff(Backoff::Fixed(10))),
+            0.0,
+        );
+        let t = pull(&mut s, 1, 0.0).remove(0).token;
+        s.fail(&id, t.as_deref(), Some("x".into()), false, None, 0.0)
+            .unwrap();
+        assert_eq!(s.get_state(&id, 0.0), "delayed");
+        let t = pull(&mut s, 1, 20.0).remove(0).token;
+        s.fail(&id, t.as_deref(), Some("y".into()), false, None, 20.0)
+            .unwrap();
+        assert_eq!(s.get_state(&id, 20.0), "failed");
+        assert_eq!(s.counts("q", 20.0).failed, 1);
+    }
+
+    #[test]
+    fn release_returns_jobs_to_waiting() {
+        let mut s = state();
+        let id = s.push("q", JobSpec::new("a", Value::Nil), 0.0);
+        let t = pull(&mut s, 1, 0.0).remove(0).token;
+        s.release_conn(1);
+        assert_eq!(s.get_state(&id, 0.0), "waiting");
+        assert_eq!(
+            s.ack(&id, t.as_deref(), None, false),
+            Err(FinishError::NotActive(id.clone()))
+        );
+    }
+
+    #[test]
+    fn retry_delay_is_capped() {
+        assert_eq!(
+            retry_delay(Some(Backoff::Delay(86_400_000)), 5, 0.5),
+            MAX_RETRY_DELAY
+        );
+        assert_eq!(retry_delay(Some(Backoff::Fixed(100)), 9, 0.5), 100.0);
+    }
+}

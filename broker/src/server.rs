@@ -1,0 +1,322 @@
+//! The TCP side: the accept loop, and one loop per connection that reads frames, runs each
+//! request as its own task (at most `max_handlers_per_connection` at once) and writes replies in
+//! completion order.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use autobatch_core::wire::{FrameDecoder, FrameError, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::config::BrokerConfig;
+use crate::dispatch::{error_frame, handle, now_ms, Conn, Shared};
+use crate::queue::State;
+use crate::store::{MemoryStore, SqliteStore, Store};
+
+/// How often expired job locks are looked for.
+const LOCK_SWEEP: Duration = Duration::from_millis(500);
+/// Largest chunk handed to one socket write.
+const WRITE_CHUNK: usize = 256 * 1024;
+
+/// A bound, not yet serving, bunqueue-compatible broker.
+///
+/// ```
+/// use autobatch_broker::{Broker, BrokerConfig};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let broker = Broker::bind(BrokerConfig::default()).await?;
+/// let addr = broker.local_addr();
+/// let stop = broker.shutdown_handle();
+/// let serving = tokio::spawn(broker.serve());
+/// // … clients connect to `addr` …
+/// # let _ = addr;
+/// stop.shutdown();
+/// serving.await.unwrap()?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Broker {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    shutdown: ShutdownHandle,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("addr", &self.local_addr())
+            .finish()
+    }
+}
+
+/// Stops a serving [`Broker`]: it stops accepting, closes every connection (their pulled jobs
+/// go back to waiting), commits what is pending and returns from [`Broker::serve`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let broker = autobatch_broker::Broker::bind(Default::default()).await?;
+/// let stop = broker.shutdown_handle();
+/// stop.shutdown(); // may come before serve(): serve then returns at once
+/// broker.serve().await
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ShutdownHandle {
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl ShutdownHandle {
+    /// Asks the broker to stop. Idempotent.
+    pub fn shutdown(&self) {
+        self.tx.send_replace(true);
+    }
+}
+
+impl Broker {
+    /// Opens the storage (recovering the jobs of an earlier run in SQLite mode) and binds the
+    /// listener. Port 0 picks a free port.
+    pub async fn bind(config: BrokerConfig) -> io::Result<Broker> {
+        let store: Box<dyn Store> = match &config.data_path {
+            Some(path) => Box::new(SqliteStore::open(path)?),
+            None => Box::new(MemoryStore::new()),
+        };
+        let state = State::new(store, now_ms())?;
+        let listener = TcpListener::bind((config.host.as_str(), config.port)).await?;
+        let (tx, _) = watch::channel(false);
+        Ok(Broker {
+            listener,
+            shared: Arc::new(Shared {
+                state: Mutex::new(state),
+                config,
+                next_conn: AtomicU64::new(1),
+            }),
+            shutdown: ShutdownHandle { tx: Arc::new(tx) },
+        })
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// A handle that stops [`serve`](Self::serve).
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.shutdown.clone()
+    }
+
+    /// Serves connections until [`ShutdownHandle::shutdown`], then closes every connection and
+    /// commits what the store still holds.
+    pub async fn serve(self) -> io::Result<()> {
+        let Broker {
+            listener,
+            shared,
+            shutdown,
+        } = self;
+        let mut stop = shutdown.tx.subscribe();
+        let mut conns = JoinSet::new();
+        let sweeper = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                let mut tick = tokio::time::interval(LOCK_SWEEP);
+                loop {
+                    tick.tick().await;
+                    shared.lock().expire_locks(now_ms());
+                }
+            }
+        });
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        conns.spawn(connection(shared.clone(), stream, shutdown.tx.subscribe()));
+                    }
+                    // Out of descriptors and the like: back off briefly, keep serving.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                },
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        drop(listener);
+        while conns.join_next().await.is_some() {}
+        sweeper.abort();
+        let shared2 = shared.clone();
+        tokio::task::spawn_blocking(move || shared2.lock().close_store())
+            .await
+            .map_err(io::Error::other)?;
+        Ok(())
+    }
+}
+
+/// Replies waiting to be written, with their byte count for the write budget.
+struct Outbox {
+    tx: mpsc::UnboundedSender<Option<Vec<u8>>>,
+    pending: AtomicUsize,
+    max: usize,
+    /// The write budget was exceeded or the socket failed: the connection must close.
+    broken: AtomicBool,
+    changed: Notify,
+}
+
+impl Outbox {
+    fn send(&self, frame: Vec<u8>) {
+        let n = frame.len();
+        if self.pending.fetch_add(n, Ordering::AcqRel) + n > self.max {
+            self.pending.fetch_sub(n, Ordering::AcqRel);
+            self.broken.store(true, Ordering::Release);
+            self.changed.notify_waiters();
+            return;
+        }
+        if self.tx.send(Some(frame)).is_err() {
+            self.pending.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+
+    fn close(&self) {
+        let _ = self.tx.send(None);
+    }
+
+    fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Acquire)
+    }
+}
+
+async fn write_loop(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Option<Vec<u8>>>,
+    out: Arc<Outbox>,
+) {
+    let mut buf = Vec::with_capacity(WRITE_CHUNK);
+    let mut closing = false;
+    while !closing {
+        let Some(first) = rx.recv().await else { break };
+        buf.clear();
+        match first {
+            Some(f) => buf.extend_from_slice(&f),
+            None => closing = true,
+        }
+        while !closing && buf.len() < WRITE_CHUNK {
+            match rx.try_recv() {
+                Ok(Some(f)) => buf.extend_from_slice(&f),
+                Ok(None) => closing = true,
+                Err(_) => break,
+            }
+        }
+        if out.is_broken() {
+            break;
+        }
+        if !buf.is_empty() && wr.write_all(&buf).await.is_err() {
+            out.broken.store(true, Ordering::Release);
+            out.changed.notify_waiters();
+            break;
+        }
+        out.pending.fetch_sub(buf.len(), Ordering::AcqRel);
+        out.changed.notify_waiters();
+    }
+    if out.is_broken() {
+        // Budget exceeded or socket dead: drop the connection without a graceful close.
+        return;
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// Serves one connection until it closes, fails, sends an oversized frame or the broker stops.
+async fn connection(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Receiver<bool>) {
+    let _ = stream.set_nodelay(true);
+    let config = &shared.config;
+    let conn = Arc::new(Conn {
+        id: shared.next_conn.fetch_add(1, Ordering::Relaxed),
+        authed: AtomicBool::new(false),
+    });
+    let (mut rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let out = Arc::new(Outbox {
+        tx,
+        pending: AtomicUsize::new(0),
+        max: config.max_write_queue_bytes,
+        broken: AtomicBool::new(false),
+        changed: Notify::new(),
+    });
+    let writer = tokio::spawn(write_loop(wr, rx, out.clone()));
+    let slots = Arc::new(Semaphore::new(config.max_handlers_per_connection.max(1)));
+    let mut handlers = JoinSet::new();
+    let mut decoder = FrameDecoder::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    'conn: loop {
+        // A slow reader: stop reading until its replies drain.
+        while out.pending.load(Ordering::Acquire) >= config.write_pause_bytes {
+            let drained = out.changed.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if out.is_broken() || out.pending.load(Ordering::Acquire) < config.write_pause_bytes {
+                break;
+            }
+            tokio::select! {
+                _ = &mut drained => {}
+                _ = stop.wait_for(|s| *s) => break 'conn,
+            }
+        }
+        if out.is_broken() {
+            break;
+        }
+        let stall = match config.partial_frame_timeout {
+            Some(t) if decoder.buffered() > 0 => t,
+            _ => Duration::from_secs(86_400 * 365),
+        };
+        let n = tokio::select! {
+            r = rd.read(&mut buf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            _ = tokio::time::sleep(stall) => break,
+            _ = stop.wait_for(|s| *s) => break,
+            _ = out.changed.notified(), if out.is_broken() => break,
+        };
+        decoder.extend(&buf[..n]);
+        loop {
+            match decoder.next_frame() {
+                Ok(None) => break,
+                Ok(Some(body)) => {
+                    // Waiting for a slot stops reading: a flood queues in the socket, not here.
+                    let permit = tokio::select! {
+                        p = slots.clone().acquire_owned() => match p {
+                            Ok(p) => p,
+                            Err(_) => break 'conn,
+                        },
+                        _ = stop.wait_for(|s| *s) => break 'conn,
+                    };
+                    let (shared, conn, out) = (shared.clone(), conn.clone(), out.clone());
+                    handlers.spawn(async move {
+                        let reply = handle(&shared, &conn, &body).await;
+                        out.send(reply);
+                        drop(permit);
+                    });
+                }
+                Err(FrameError::Empty) => {
+                    out.send(error_frame(&Value::Undefined, "Invalid command format"));
+                }
+                Err(e) => {
+                    // Oversized header: one error frame without reqId, then a graceful close.
+                    handlers.abort_all();
+                    out.send(error_frame(&Value::Undefined, &e.to_string()));
+                    break 'conn;
+                }
+            }
+            while handlers.try_join_next().is_some() {}
+        }
+    }
+    handlers.shutdown().await;
+    shared.lock().release_conn(conn.id);
+    out.close();
+    let _ = writer.await;
+}

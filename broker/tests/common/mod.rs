@@ -1,0 +1,148 @@
+//! A raw-frame client for the broker tests, built on `autobatch_core::wire` over a std socket.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use autobatch_core::wire::{write_frame, FrameDecoder, Value};
+
+/// One connection speaking raw frames.
+pub struct Raw {
+    pub s: TcpStream,
+    dec: FrameDecoder,
+    next: u64,
+}
+
+impl Raw {
+    pub fn connect(addr: SocketAddr) -> Raw {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.set_nodelay(true).unwrap();
+        Raw {
+            s,
+            dec: FrameDecoder::new(),
+            next: 0,
+        }
+    }
+
+    /// Writes raw bytes.
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).expect("write");
+    }
+
+    /// Writes one frame holding `body` bytes.
+    pub fn send_body(&mut self, body: &[u8]) {
+        let mut out = Vec::new();
+        write_frame(&mut out, |b| b.extend_from_slice(body)).unwrap();
+        self.send_bytes(&out);
+    }
+
+    /// Writes one frame holding `v`.
+    pub fn send_value(&mut self, v: &Value) {
+        self.send_body(&v.to_bytes());
+    }
+
+    /// Sends a command map (pairs plus a fresh string reqId) and returns the reqId.
+    pub fn send(&mut self, cmd: &str, pairs: Vec<(&str, Value)>) -> String {
+        self.next += 1;
+        let id = self.next.to_string();
+        let mut entries = vec![
+            ("cmd", Value::from(cmd)),
+            ("reqId", Value::from(id.as_str())),
+        ];
+        entries.extend(pairs);
+        self.send_value(&Value::map(entries));
+        id
+    }
+
+    /// The next frame, decoded. Panics on timeout or EOF.
+    pub fn recv(&mut self) -> Value {
+        self.try_recv().expect("a reply frame")
+    }
+
+    /// The next frame, or `None` at EOF.
+    pub fn try_recv(&mut self) -> Option<Value> {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            if let Some(f) = self
+                .dec
+                .next_frame()
+                .expect("well-formed frames from the broker")
+            {
+                return Some(Value::decode(&f).expect("a MessagePack value"));
+            }
+            let n = self.s.read(&mut buf).expect("read");
+            if n == 0 {
+                return None;
+            }
+            self.dec.extend(&buf[..n]);
+        }
+    }
+
+    /// Sends a command and waits for its reply (replies to other requests are not expected).
+    pub fn call(&mut self, cmd: &str, pairs: Vec<(&str, Value)>) -> Value {
+        let id = self.send(cmd, pairs);
+        let r = self.recv();
+        assert_eq!(r.get("reqId"), Some(&Value::from(id.as_str())), "{r:?}");
+        r
+    }
+
+    /// Whether the broker closed the connection (EOF) before sending anything more.
+    pub fn at_eof(&mut self) -> bool {
+        self.try_recv().is_none()
+    }
+}
+
+pub fn ok(r: &Value) -> bool {
+    r.get("ok") == Some(&Value::Bool(true))
+}
+
+pub fn err(r: &Value) -> &str {
+    assert_eq!(
+        r.get("ok"),
+        Some(&Value::Bool(false)),
+        "expected an error: {r:?}"
+    );
+    r.get("error").and_then(Value::as_str).unwrap_or_default()
+}
+
+pub fn s(v: &str) -> Value {
+    Value::from(v)
+}
+
+pub fn int(i: i64) -> Value {
+    Value::Int(i)
+}
+
+pub fn arr(items: Vec<Value>) -> Value {
+    Value::Array(items)
+}
+
+/// PUSH one job; returns its id.
+pub fn push(c: &mut Raw, queue: &str, data: Value, extra: Vec<(&str, Value)>) -> String {
+    let mut pairs = vec![("queue", s(queue)), ("name", s("job")), ("data", data)];
+    pairs.extend(extra);
+    let r = c.call("PUSH", pairs);
+    assert!(ok(&r), "{r:?}");
+    r.get("id").and_then(Value::as_str).unwrap().to_owned()
+}
+
+/// PULL with an owner; returns (id, token) or None.
+pub fn pull_owned(c: &mut Raw, queue: &str) -> Option<(String, String)> {
+    let r = c.call("PULL", vec![("queue", s(queue)), ("owner", s("w1"))]);
+    assert!(ok(&r), "{r:?}");
+    let job = r.get("job")?;
+    if job.is_nullish() {
+        return None;
+    }
+    Some((
+        job.get("id")?.as_str()?.to_owned(),
+        r.get("token")?.as_str()?.to_owned(),
+    ))
+}
+
+pub fn state(c: &mut Raw, id: &str) -> String {
+    let r = c.call("GetState", vec![("id", s(id))]);
+    r.get("state").and_then(Value::as_str).unwrap().to_owned()
+}

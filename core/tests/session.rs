@@ -644,3 +644,32 @@ fn lookups_are_typed_and_resent_after_a_reconnect() {
     ]));
     assert_eq!(h.done(op), Some(&Ok(Response::Count(7))));
 }
+
+#[test]
+fn many_adds_before_connecting_all_resolve_after_close() {
+    let mut h = Harness::new(ok());
+    let ops: Vec<OpId> = (0..5000)
+        .map(|i| {
+            h.s.add(h.now, "q", JobSpec::new("job", Value::Int(i)))
+                .unwrap()
+        })
+        .collect();
+    h.s.close(h.now);
+    h.step();
+    h.s.handle_connected(h.now);
+    h.step();
+    let mut rounds = 0;
+    loop {
+        let sent = h.take_sent();
+        if sent.is_empty() {
+            break;
+        }
+        for req in &sent {
+            h.answer_push(req);
+        }
+        rounds += 1;
+    }
+    let resolved = ops.iter().filter(|op| h.done(**op).is_some()).count();
+    assert_eq!(resolved, 5000, "after {rounds} rounds");
+    assert!(h.events.contains(&Event::Closed));
+}

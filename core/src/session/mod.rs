@@ -55,20 +55,28 @@
 //!     if session.poll_transmit(now, &mut out) {
 //!         socket.as_mut().unwrap().write_all(&out).unwrap();
 //!     }
+//!     let mut fed_input = false;
 //!     while let Some(event) = session.poll_event() {
 //!         match event {
-//!             Event::Connect => match TcpStream::connect("127.0.0.1:6789") {
-//!                 Ok(s) => { socket = Some(s); session.handle_connected(Instant::now()); }
-//!                 Err(_) => session.handle_connect_failed(Instant::now()),
-//!             },
+//!             Event::Connect => {
+//!                 fed_input = true;
+//!                 match TcpStream::connect("127.0.0.1:6789") {
+//!                     Ok(s) => { socket = Some(s); session.handle_connected(Instant::now()); }
+//!                     Err(_) => session.handle_connect_failed(Instant::now()),
+//!                 }
+//!             }
 //!             Event::Disconnect => socket = None,
 //!             Event::Done { op: done, result } if done == op => {
 //!                 println!("added: {result:?}");
 //!                 session.close(Instant::now());
+//!                 fed_input = true;
 //!             }
 //!             Event::Closed => return,
 //!             _ => {}
 //!         }
+//!     }
+//!     if fed_input {
+//!         continue; // a connect is an input too: transmit before blocking
 //!     }
 //!     // Wait for bytes until poll_timeout() (a real loop sets a read timeout from it).
 //!     if let Some(s) = socket.as_mut() {

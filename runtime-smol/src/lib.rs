@@ -1,1 +1,111 @@
-//! autobatch-smol (under construction).
+//! # autobatch-smol
+//!
+//! A [bunqueue](https://bunqueue.dev) 2.9.5 client for [smol] with transparent auto-batching:
+//! concurrent `add()` calls leave together as one PUSHB, sequential ones go out at once and
+//! pay nothing. The protocol and batching live in `autobatch-core`, the pump in
+//! `autobatch-driver`; this crate only fixes the runtime.
+//!
+//! Connection tasks run on smol's global executor (`smol::spawn`), so any thread may create
+//! and use clients; `smol::block_on` is enough to drive the caller.
+//!
+//! ```no_run
+//! use autobatch_smol::{Client, ClientOptions, JobOptions};
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     smol::block_on(async {
+//!         let client = Client::connect(ClientOptions::new("127.0.0.1", 6789)).await?;
+//!         let id = client.queue("emails").add("welcome", &"a@b.c", JobOptions::new()).await?;
+//!         println!("added {id}");
+//!         client.close().await;
+//!         Ok(())
+//!     })
+//! }
+//! ```
+#![warn(missing_docs)]
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use autobatch_driver::{AsyncTimer, BoxFuture, Runtime};
+
+pub use autobatch_driver::{
+    Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Error, Fault,
+    FlushReason, Job, JobCounts, JobOptions, JobOutput, OptionsError, OverflowPolicy, Raw,
+    ReconnectConfig, SessionStats, Value, WorkerOptions, DEFAULT_PORT,
+};
+
+/// A connection to a bunqueue server, on smol. See [`autobatch_driver::Client`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), autobatch_smol::ConnectError> {
+/// let client = autobatch_smol::Client::connect(autobatch_smol::ClientOptions::default()).await?;
+/// # Ok(()) }
+/// ```
+pub type Client = autobatch_driver::Client<SmolRuntime>;
+
+/// A handle on one queue, on smol. See [`autobatch_driver::Queue`].
+///
+/// ```no_run
+/// # async fn demo(client: autobatch_smol::Client) {
+/// let q: autobatch_smol::Queue = client.queue("emails");
+/// # }
+/// ```
+pub type Queue = autobatch_driver::Queue<SmolRuntime>;
+
+/// A worker, on smol. See [`autobatch_driver::Worker`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), autobatch_smol::ConnectError> {
+/// use autobatch_smol::{ClientOptions, Worker, WorkerOptions};
+/// let w = Worker::start(ClientOptions::default(), WorkerOptions::new("q"),
+///     |_job| async { Ok::<(), String>(()) }).await?;
+/// w.close().await;
+/// # Ok(()) }
+/// ```
+pub type Worker = autobatch_driver::Worker<SmolRuntime>;
+
+/// The smol [`Runtime`]: tasks on smol's global executor, sockets and timers from async-io.
+///
+/// ```
+/// let rt = autobatch_smol::SmolRuntime;
+/// # let _ = rt;
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SmolRuntime;
+
+impl Runtime for SmolRuntime {
+    type Socket = smol::net::TcpStream;
+
+    fn spawn(&self, task: BoxFuture<()>) {
+        smol::spawn(task).detach();
+    }
+
+    fn connect(&self, host: &str, port: u16) -> BoxFuture<io::Result<smol::net::TcpStream>> {
+        let host = host.to_owned();
+        Box::pin(async move {
+            let stream = smol::net::TcpStream::connect((host.as_str(), port)).await?;
+            stream.set_nodelay(true)?;
+            Ok(stream)
+        })
+    }
+
+    fn new_timer(&self, deadline: Instant) -> Pin<Box<dyn AsyncTimer>> {
+        Box::pin(SmolTimer(smol::Timer::at(deadline)))
+    }
+}
+
+#[derive(Debug)]
+struct SmolTimer(smol::Timer);
+
+impl AsyncTimer for SmolTimer {
+    fn reset(mut self: Pin<&mut Self>, deadline: Instant) {
+        self.0.set_at(deadline);
+    }
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.0).poll(cx).map(|_| ())
+    }
+}

@@ -1,1 +1,198 @@
-//! autobatch-tokio (under construction).
+//! # autobatch-tokio
+//!
+//! A [bunqueue](https://bunqueue.dev) 2.9.5 client for [tokio] with transparent
+//! auto-batching: concurrent `add()` calls leave together as one PUSHB, sequential ones go out
+//! at once and pay nothing. The protocol and batching live in `autobatch-core`, the pump in
+//! `autobatch-driver`; this crate only fixes the runtime.
+//!
+//! Call [`Client::connect`] and [`Worker::start`] from within a tokio runtime (any flavour).
+//!
+//! ```no_run
+//! use autobatch_tokio::{Client, ClientOptions, JobOptions};
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let client = Client::connect(ClientOptions::new("127.0.0.1", 6789)).await?;
+//!     let q = client.queue("emails");
+//!     let id = q.add("welcome", &"a@b.c", JobOptions::new()).await?;
+//!     println!("added {id}");
+//!     client.close().await;
+//!     Ok(())
+//! }
+//! ```
+#![warn(missing_docs)]
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use autobatch_driver::{AsyncTimer, BoxFuture, Runtime};
+use tokio::io::ReadBuf;
+
+pub use autobatch_driver::{
+    Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Error, Fault,
+    FlushReason, Job, JobCounts, JobOptions, JobOutput, OptionsError, OverflowPolicy, Raw,
+    ReconnectConfig, SessionStats, Value, WorkerOptions, DEFAULT_PORT,
+};
+
+/// A connection to a bunqueue server, on tokio. See [`autobatch_driver::Client`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), autobatch_tokio::ConnectError> {
+/// let client = autobatch_tokio::Client::connect(autobatch_tokio::ClientOptions::default()).await?;
+/// # Ok(()) }
+/// ```
+pub type Client = autobatch_driver::Client<TokioRuntime>;
+
+/// A handle on one queue, on tokio. See [`autobatch_driver::Queue`].
+///
+/// ```no_run
+/// # async fn demo(client: autobatch_tokio::Client) {
+/// let q: autobatch_tokio::Queue = client.queue("emails");
+/// # }
+/// ```
+pub type Queue = autobatch_driver::Queue<TokioRuntime>;
+
+/// A worker, on tokio. See [`autobatch_driver::Worker`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), autobatch_tokio::ConnectError> {
+/// use autobatch_tokio::{ClientOptions, Worker, WorkerOptions};
+/// let w = Worker::start(ClientOptions::default(), WorkerOptions::new("q"),
+///     |_job| async { Ok::<(), String>(()) }).await?;
+/// w.close().await;
+/// # Ok(()) }
+/// ```
+pub type Worker = autobatch_driver::Worker<TokioRuntime>;
+
+/// The tokio [`Runtime`]: tasks go to the runtime the handle was taken from.
+///
+/// `Default` takes the current runtime's handle, so it must be called from within one (it
+/// panics otherwise, as `tokio::spawn` does).
+///
+/// ```
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// let handle = autobatch_tokio::TokioRuntime::new(rt.handle().clone());
+/// # let _ = handle;
+/// ```
+#[derive(Debug, Clone)]
+pub struct TokioRuntime {
+    handle: tokio::runtime::Handle,
+}
+
+impl TokioRuntime {
+    /// A runtime handle that spawns on `handle`.
+    ///
+    /// ```
+    /// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// let _ = autobatch_tokio::TokioRuntime::new(rt.handle().clone());
+    /// ```
+    pub fn new(handle: tokio::runtime::Handle) -> Self {
+        TokioRuntime { handle }
+    }
+}
+
+impl Default for TokioRuntime {
+    fn default() -> Self {
+        TokioRuntime {
+            handle: tokio::runtime::Handle::current(),
+        }
+    }
+}
+
+impl Runtime for TokioRuntime {
+    type Socket = TokioSocket;
+
+    fn spawn(&self, task: BoxFuture<()>) {
+        drop(self.handle.spawn(task));
+    }
+
+    fn connect(&self, host: &str, port: u16) -> BoxFuture<io::Result<TokioSocket>> {
+        let host = host.to_owned();
+        // The pump is a task of this runtime, so the connect runs inside it.
+        Box::pin(async move {
+            let stream = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+            stream.set_nodelay(true)?;
+            Ok(TokioSocket(stream))
+        })
+    }
+
+    fn new_timer(&self, deadline: Instant) -> Pin<Box<dyn AsyncTimer>> {
+        let _guard = self.handle.enter();
+        Box::pin(TokioTimer(Box::pin(tokio::time::sleep_until(
+            deadline.into(),
+        ))))
+    }
+}
+
+/// A tokio `TcpStream` seen through the `futures-io` traits the driver uses.
+///
+/// ```no_run
+/// # fn demo(s: autobatch_tokio::TokioSocket) {
+/// let stream: &tokio::net::TcpStream = s.get_ref();
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct TokioSocket(tokio::net::TcpStream);
+
+impl TokioSocket {
+    /// The underlying stream.
+    ///
+    /// ```no_run
+    /// # fn demo(s: autobatch_tokio::TokioSocket) {
+    /// println!("{:?}", s.get_ref().peer_addr());
+    /// # }
+    /// ```
+    pub fn get_ref(&self) -> &tokio::net::TcpStream {
+        &self.0
+    }
+}
+
+impl futures_io::AsyncRead for TokioSocket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut rb = ReadBuf::new(buf);
+        match tokio::io::AsyncRead::poll_read(Pin::new(&mut self.get_mut().0), cx, &mut rb) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(rb.filled().len())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl futures_io::AsyncWrite for TokioSocket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        tokio::io::AsyncWrite::poll_write(Pin::new(&mut self.get_mut().0), cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        tokio::io::AsyncWrite::poll_flush(Pin::new(&mut self.get_mut().0), cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        tokio::io::AsyncWrite::poll_shutdown(Pin::new(&mut self.get_mut().0), cx)
+    }
+}
+
+/// `Sleep` is `!Unpin`; boxing it once per timer keeps this crate free of `unsafe`.
+#[derive(Debug)]
+struct TokioTimer(Pin<Box<tokio::time::Sleep>>);
+
+impl AsyncTimer for TokioTimer {
+    fn reset(mut self: Pin<&mut Self>, deadline: Instant) {
+        self.0.as_mut().reset(deadline.into());
+    }
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}

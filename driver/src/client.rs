@@ -1,0 +1,479 @@
+//! The producer side: [`Client`] (one connection) and [`Queue`] (a cheap handle on one queue).
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use autobatch_core::wire::{validate_queue_name, ValidationError};
+use autobatch_core::wire::{Command, Job, JobCounts, JobOptions, JobSpec, Response, Value};
+use autobatch_core::Error;
+use futures_channel::{mpsc, oneshot};
+use serde::Serialize;
+
+use crate::pump::{Cmd, Pump, PumpParts, Reply, Shared, Ticket};
+use crate::runtime::Runtime;
+use crate::{ClientOptions, ClientStats, ConnectError};
+
+/// One connection to a bunqueue server, with transparent auto-batching of adds.
+///
+/// A background task (one per client) pumps the connection; every handle talks to it through
+/// a channel. Cloning a client or a [`Queue`] is cheap and shares the connection.
+///
+/// ```no_run
+/// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
+/// use autobatch_driver::{Client, ClientOptions, JobOptions};
+///
+/// let client = Client::<R>::connect(ClientOptions::new("127.0.0.1", 6789)).await?;
+/// let emails = client.queue("emails");
+/// let id = emails.add("welcome", &"a@b.c", JobOptions::new()).await?;
+/// println!("added {id}");
+/// client.close().await;
+/// # Ok(()) }
+/// ```
+pub struct Client<R: Runtime> {
+    tx: mpsc::UnboundedSender<Cmd>,
+    shared: Arc<Shared>,
+    _runtime: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: Runtime> Clone for Client<R> {
+    fn clone(&self) -> Self {
+        Client {
+            tx: self.tx.clone(),
+            shared: self.shared.clone(),
+            _runtime: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<R: Runtime> fmt::Debug for Client<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("addr", &self.shared.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Spawns the pump of a new connection and waits for its first request to be answered.
+pub(crate) async fn start<R: Runtime>(
+    runtime: R,
+    options: &ClientOptions,
+    worker: Option<(
+        autobatch_core::session::WorkerConfig,
+        mpsc::UnboundedSender<Job>,
+    )>,
+) -> Result<(mpsc::UnboundedSender<Cmd>, Arc<Shared>), ConnectError> {
+    let (worker_config, jobs) = match worker {
+        Some((c, j)) => (Some(c), Some(j)),
+        None => (None, None),
+    };
+    let config = options.session_config(worker_config)?;
+    let session = autobatch_core::session::Session::new(config, std::time::Instant::now())
+        .map_err(crate::OptionsError::from)?;
+    let shared = Arc::new(Shared::new(format!("{}:{}", options.host, options.port)));
+    let (tx, rx) = mpsc::unbounded();
+    let (pump, started) = Pump::new(PumpParts {
+        runtime: runtime.clone(),
+        session,
+        host: options.host.clone(),
+        port: options.port,
+        connect_timeout: options.connect_timeout,
+        shared: shared.clone(),
+        rx,
+        jobs,
+    });
+    runtime.spawn(Box::pin(pump));
+    match started.await {
+        Ok(Ok(())) => Ok((tx, shared)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(ConnectError::Handshake(Error::Closed)),
+    }
+}
+
+impl<R: Runtime> Client<R> {
+    /// Connects with the runtime's default handle (for tokio: the current runtime, so call it
+    /// from within one). Returns once the server has answered a first Ping (after Auth, when
+    /// a token is set); later connection losses are handled by reconnecting.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError::Options`] for invalid options (nothing is attempted),
+    /// [`ConnectError::Io`] / [`ConnectError::Timeout`] when the first connect fails, and
+    /// [`ConnectError::Handshake`] with [`Error::AuthFailed`] for a refused token.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime + Default>() {
+    /// use autobatch_driver::{Client, ClientOptions};
+    /// match Client::<R>::connect(ClientOptions::default().token("secret")).await {
+    ///     Ok(client) => client.close().await,
+    ///     Err(e) => eprintln!("cannot connect: {e}"),
+    /// }
+    /// # }
+    /// ```
+    pub async fn connect(options: ClientOptions) -> Result<Self, ConnectError>
+    where
+        R: Default,
+    {
+        Self::connect_with(R::default(), options).await
+    }
+
+    /// Like [`connect`](Self::connect), on an explicit runtime handle.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), autobatch_driver::ConnectError> {
+    /// use autobatch_driver::{Client, ClientOptions};
+    /// let client = Client::connect_with(R::default(), ClientOptions::default()).await?;
+    /// # client.close().await; Ok(()) }
+    /// ```
+    pub async fn connect_with(runtime: R, options: ClientOptions) -> Result<Self, ConnectError> {
+        let (tx, shared) = start(runtime, &options, None).await?;
+        Ok(Client {
+            tx,
+            shared,
+            _runtime: std::marker::PhantomData,
+        })
+    }
+
+    /// A handle on `queue`. Cheap (no I/O); `Clone`, `Send` and `Sync`. An invalid name is
+    /// reported by each operation, as [`Error::Invalid`].
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) {
+    /// let emails = client.queue("emails");
+    /// let again = emails.clone(); // same connection, same batcher
+    /// # }
+    /// ```
+    pub fn queue(&self, name: impl AsRef<str>) -> Queue<R> {
+        Queue {
+            name: Arc::from(name.as_ref()),
+            client: self.clone(),
+        }
+    }
+
+    /// A snapshot of the connection's counters and of each queue's batcher.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) {
+    /// let stats = client.stats().await;
+    /// println!("{} adds in {} PUSHB frames", stats.session.adds, stats.session.pushb_frames);
+    /// # }
+    /// ```
+    pub async fn stats(&self) -> ClientStats {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.unbounded_send(Cmd::Stats(tx)).is_ok() {
+            if let Ok(stats) = rx.await {
+                return stats;
+            }
+        }
+        self.shared
+            .final_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default()
+    }
+
+    /// Stops taking new operations, flushes every pending add, waits for every batch in
+    /// flight to be answered, then disconnects. Every add made before resolves (none is
+    /// dropped); operations started afterwards fail with [`Error::Closed`]. Closing through
+    /// any clone closes the connection for all; closing twice is harmless.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) {
+    /// client.close().await;
+    /// # }
+    /// ```
+    pub async fn close(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.unbounded_send(Cmd::Close(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Sends `cmd` and waits for its outcome; a drop before the outcome withdraws the
+    /// operation if it has not been sent.
+    async fn call(&self, make: impl FnOnce(Ticket, Reply) -> Cmd) -> Result<Response, Error> {
+        let (reply, outcome) = oneshot::channel();
+        let ticket = self.shared.ticket();
+        self.tx
+            .unbounded_send(make(ticket, reply))
+            .map_err(|_| Error::Closed)?;
+        let guard = CancelOnDrop {
+            tx: &self.tx,
+            ticket,
+        };
+        let result = outcome.await;
+        std::mem::forget(guard);
+        result.unwrap_or(Err(Error::Closed))
+    }
+
+    pub(crate) fn sender(&self) -> &mpsc::UnboundedSender<Cmd> {
+        &self.tx
+    }
+
+    pub(crate) fn from_parts(tx: mpsc::UnboundedSender<Cmd>, shared: Arc<Shared>) -> Self {
+        Client {
+            tx,
+            shared,
+            _runtime: std::marker::PhantomData,
+        }
+    }
+}
+
+/// Withdraws an operation whose caller stopped waiting.
+struct CancelOnDrop<'a> {
+    tx: &'a mpsc::UnboundedSender<Cmd>,
+    ticket: Ticket,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.tx.unbounded_send(Cmd::Cancel(self.ticket));
+    }
+}
+
+/// A handle on one queue of a [`Client`]: adds (auto-batched) and lookups.
+///
+/// ```no_run
+/// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) -> Result<(), autobatch_driver::Error> {
+/// use autobatch_driver::JobOptions;
+/// let q = client.queue("emails");
+/// // Concurrent adds made in one go leave together as one PUSHB.
+/// let adds = (0..100).map(|i| q.add("welcome", &i, JobOptions::new()));
+/// let ids = futures_util::future::join_all(adds).await;
+/// assert!(ids.iter().all(|r| r.is_ok()));
+/// println!("{} jobs waiting", q.count().await?);
+/// # Ok(()) }
+/// ```
+pub struct Queue<R: Runtime> {
+    name: Arc<str>,
+    client: Client<R>,
+}
+
+impl<R: Runtime> Clone for Queue<R> {
+    fn clone(&self) -> Self {
+        Queue {
+            name: self.name.clone(),
+            client: self.client.clone(),
+        }
+    }
+}
+
+impl<R: Runtime> fmt::Debug for Queue<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("name", &&*self.name)
+            .field("addr", &self.client.shared.addr)
+            .finish()
+    }
+}
+
+fn data_value<T: Serialize + ?Sized>(data: &T) -> Result<Value, Error> {
+    Value::from_serialize(data).map_err(|e| {
+        Error::Invalid(ValidationError {
+            field: "data",
+            message: format!("Job data must be serializable: {}", e.0),
+        })
+    })
+}
+
+fn unexpected(what: &str, r: Response) -> Error {
+    Error::Protocol(format!("unexpected reply to {what}: {r:?}"))
+}
+
+impl<R: Runtime> Queue<R> {
+    /// The queue's name.
+    ///
+    /// ```no_run
+    /// # fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) {
+    /// assert_eq!(client.queue("emails").name(), "emails");
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Adds a job and returns its id once the server has it.
+    ///
+    /// Concurrent adds are batched into PUSHB transparently; a lone add goes out at once.
+    /// `data` is anything `Serialize`. With [`JobOptions::durable`] the job bypasses the
+    /// batcher and goes out alone as PUSH. `data` is converted when `add` is called, so the
+    /// future does not borrow it; nothing is sent until the future is polled. Dropping the
+    /// future before the job is sent withdraws it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] (caught before sending: bad queue name, name, options, data over
+    /// 10 MB) fails this add alone; [`Error::Server`] for a job the server refuses;
+    /// [`Error::ConnectionLost`] / [`Error::Timeout`] (see their `maybe_applied`);
+    /// [`Error::Closed`] after [`Client::close`].
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>) -> Result<(), autobatch_driver::Error> {
+    /// use autobatch_driver::JobOptions;
+    /// let id = q.add("invoice", &serde_json::json!({"order": 42}), JobOptions::new().attempts(3)).await?;
+    /// let durable = q.add("payment", &42, JobOptions::new().durable(true)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn add<T: Serialize + ?Sized>(
+        &self,
+        name: impl Into<String>,
+        data: &T,
+        opts: JobOptions,
+    ) -> impl Future<Output = Result<String, Error>> + Send + '_ {
+        // The data is converted now, so the future does not borrow it.
+        let job = data_value(data).map(|data| JobSpec {
+            name: name.into(),
+            data,
+            opts,
+        });
+        async move {
+            let job = job?;
+            let queue = self.name.clone();
+            match self
+                .client
+                .call(|ticket, reply| Cmd::Add {
+                    ticket,
+                    queue,
+                    job,
+                    reply,
+                })
+                .await?
+            {
+                Response::Pushed(id) => Ok(id),
+                other => Err(unexpected("PUSH", other)),
+            }
+        }
+    }
+
+    /// Adds many jobs as one PUSHB, all or nothing, and returns their ids in order.
+    ///
+    /// # Errors
+    ///
+    /// As [`add`](Self::add); a bad job fails the whole call with [`Error::Invalid`] naming
+    /// it (`jobs[i]: …`).
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>) -> Result<(), autobatch_driver::Error> {
+    /// use autobatch_driver::JobOptions;
+    /// let jobs = (0..10).map(|i| ("resize", i, JobOptions::new())).collect();
+    /// let ids = q.add_bulk(jobs).await?;
+    /// assert_eq!(ids.len(), 10);
+    /// # Ok(()) }
+    /// ```
+    pub async fn add_bulk<N: Into<String>, T: Serialize>(
+        &self,
+        jobs: Vec<(N, T, JobOptions)>,
+    ) -> Result<Vec<String>, Error> {
+        let n = jobs.len();
+        let mut specs = Vec::with_capacity(n);
+        for (i, (name, data, opts)) in jobs.into_iter().enumerate() {
+            let data = data_value(&data).map_err(|e| match e {
+                Error::Invalid(v) => Error::Invalid(v.in_batch(i)),
+                e => e,
+            })?;
+            specs.push(JobSpec {
+                name: name.into(),
+                data,
+                opts,
+            });
+        }
+        let queue = self.name.clone();
+        match self
+            .client
+            .call(|ticket, reply| Cmd::AddBulk {
+                ticket,
+                queue,
+                jobs: specs,
+                reply,
+            })
+            .await?
+        {
+            Response::PushedBatch(ids) if ids.len() == n => Ok(ids),
+            other => Err(unexpected("PUSHB", other)),
+        }
+    }
+
+    async fn request(&self, cmd: Command) -> Result<Response, Error> {
+        self.client
+            .call(|ticket, reply| Cmd::Request { ticket, cmd, reply })
+            .await
+    }
+
+    /// Looks a job up by id; `None` if the server does not know it.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>, id: String) -> Result<(), autobatch_driver::Error> {
+    /// if let Some(job) = q.get_job(&id).await? {
+    ///     println!("{} is {:?}", job.id, job.state);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_job(&self, id: &str) -> Result<Option<Job>, Error> {
+        match self.request(Command::GetJob { id: id.to_owned() }).await {
+            Ok(Response::Job(job)) => Ok(Some(job)),
+            Ok(other) => Err(unexpected("GetJob", other)),
+            Err(Error::Server(m)) if m == "Job not found" => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A job's state: `waiting`, `prioritized`, `delayed`, `active`, `completed`, `failed`,
+    /// `waiting-children`, or `unknown` for an id the server does not know.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>, id: String) -> Result<(), autobatch_driver::Error> {
+    /// let state = q.get_state(&id).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_state(&self, id: &str) -> Result<String, Error> {
+        match self
+            .request(Command::GetState { id: id.to_owned() })
+            .await?
+        {
+            Response::State(s) => Ok(s),
+            other => Err(unexpected("GetState", other)),
+        }
+    }
+
+    /// Jobs still to run in this queue (waiting + prioritized + delayed).
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>) -> Result<(), autobatch_driver::Error> {
+    /// let n = q.count().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn count(&self) -> Result<u64, Error> {
+        validate_queue_name(&self.name)?;
+        match self
+            .request(Command::Count {
+                queue: self.name.to_string(),
+            })
+            .await?
+        {
+            Response::Count(n) => Ok(n),
+            other => Err(unexpected("Count", other)),
+        }
+    }
+
+    /// Per-state counts of this queue.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>) -> Result<(), autobatch_driver::Error> {
+    /// let c = q.get_job_counts().await?;
+    /// println!("{} waiting, {} completed", c.waiting, c.completed);
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_job_counts(&self) -> Result<JobCounts, Error> {
+        validate_queue_name(&self.name)?;
+        match self
+            .request(Command::GetJobCounts {
+                queue: self.name.to_string(),
+            })
+            .await?
+        {
+            Response::Counts(c) => Ok(c),
+            other => Err(unexpected("GetJobCounts", other)),
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! # autobatch-driver
+//!
+//! The runtime-generic half of autobatch's async clients. One task per connection — the
+//! *pump* — moves bytes from the socket into the sans-IO [`Session`](autobatch_core::session::Session),
+//! writes what it transmits, sleeps until its next timeout, and hands outcomes to the callers
+//! waiting on them. Every protocol and batching decision stays in `autobatch-core`.
+//!
+//! The async runtime is a type parameter behind the small [`Runtime`] trait (spawn, connect,
+//! timer), in the style of quinn. Use an adapter crate, which fixes it:
+//! `autobatch-tokio`, `autobatch-smol` or `autobatch-async-std`.
+//!
+//! * [`Client`]: one connection; [`Client::queue`] gives a cheap [`Queue`] handle for adds
+//!   (auto-batched into PUSHB) and lookups.
+//! * [`Worker`]: pulls jobs and runs a processor on each, with completions batched into ACKB.
+//!
+//! ```no_run
+//! # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
+//! use autobatch_driver::{Client, ClientOptions, JobOptions};
+//!
+//! let client = Client::<R>::connect(ClientOptions::from_addr("127.0.0.1:6789")?).await?;
+//! let q = client.queue("emails");
+//! let adds = (0..100).map(|i| q.add("welcome", &i, JobOptions::new()));
+//! for id in futures_util::future::join_all(adds).await {
+//!     id?;
+//! }
+//! client.close().await;
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod client;
+mod options;
+mod pump;
+mod runtime;
+mod stats;
+mod worker;
+
+pub use client::{Client, Queue};
+pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFAULT_PORT};
+pub use runtime::{AsyncTimer, BoxFuture, Runtime};
+pub use stats::ClientStats;
+pub use worker::{JobOutput, Raw, Worker};
+
+pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
+pub use autobatch_core::session::{ReconnectConfig, SessionStats};
+pub use autobatch_core::wire::{Backoff, Job, JobCounts, JobOptions, Value};
+pub use autobatch_core::{Error, Fault};

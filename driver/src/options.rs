@@ -1,0 +1,390 @@
+//! Connection and worker options, validated before anything is spawned.
+
+use std::io;
+use std::time::Duration;
+
+use autobatch_core::batch::BatchConfig;
+use autobatch_core::session::{ConfigError, ReconnectConfig, SessionConfig, WorkerConfig};
+use autobatch_core::Error;
+
+/// The port bunqueue listens on by default.
+pub const DEFAULT_PORT: u16 = 6789;
+
+/// How to reach and talk to a bunqueue server.
+///
+/// Built with chained setters from [`ClientOptions::new`] (or [`ClientOptions::from_addr`]);
+/// [`validate`](Self::validate) (also run by `Client::connect`) refuses out-of-range values
+/// with a typed error instead of adjusting them.
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_driver::{BatchConfig, ClientOptions};
+///
+/// let opts = ClientOptions::new("127.0.0.1", 6789)
+///     .token("secret")
+///     .command_timeout(Duration::from_secs(5))
+///     .batching(Some(BatchConfig { max_batch: 100, ..BatchConfig::default() }));
+/// assert!(opts.validate().is_ok());
+/// assert!(ClientOptions::new("", 6789).validate().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ClientOptions {
+    /// Host name or IP address. Default `127.0.0.1`.
+    pub host: String,
+    /// TCP port. Default 6789.
+    pub port: u16,
+    /// Auth token, sent first on every connection. Default none.
+    pub token: Option<String>,
+    /// How long a command may wait for its reply. Default 30 s.
+    pub command_timeout: Duration,
+    /// How long one TCP connect attempt may take. Default 10 s.
+    pub connect_timeout: Duration,
+    /// Auto-batching of adds; `None` sends every add as its own PUSH. Default on, with
+    /// bunqueue's settings (50 jobs, 5 ms linger).
+    pub batching: Option<BatchConfig>,
+    /// Most commands written and unanswered on the connection. Default 100.
+    pub max_in_flight_commands: usize,
+    /// Consecutive command timeouts that force a reconnect. Default 3.
+    pub max_command_timeouts: u32,
+    /// Ping period on a quiet connection; `None` disables pings. Default 30 s.
+    pub ping_interval: Option<Duration>,
+    /// Reconnect backoff after the connection is lost. Default 100 ms doubling to 30 s.
+    pub reconnect: ReconnectConfig,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        let s = SessionConfig::default();
+        ClientOptions {
+            host: "127.0.0.1".into(),
+            port: DEFAULT_PORT,
+            token: None,
+            command_timeout: s.command_timeout,
+            connect_timeout: Duration::from_secs(10),
+            batching: s.batching,
+            max_in_flight_commands: s.max_in_flight_commands,
+            max_command_timeouts: s.max_command_timeouts,
+            ping_interval: s.ping_interval,
+            reconnect: s.reconnect,
+        }
+    }
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, value: $ty) -> Self {
+            self.$name = value;
+            self
+        }
+    )*};
+}
+
+impl ClientOptions {
+    /// Defaults, for `host:port`.
+    ///
+    /// ```
+    /// let opts = autobatch_driver::ClientOptions::new("localhost", 6789);
+    /// assert_eq!(opts.port, 6789);
+    /// ```
+    pub fn new(host: impl Into<String>, port: u16) -> Self {
+        ClientOptions {
+            host: host.into(),
+            port,
+            ..Self::default()
+        }
+    }
+
+    /// Defaults, for an address written `host:port` (or `host`, meaning port 6789).
+    ///
+    /// ```
+    /// use autobatch_driver::ClientOptions;
+    /// assert_eq!(ClientOptions::from_addr("10.0.0.1:7000").unwrap().port, 7000);
+    /// assert_eq!(ClientOptions::from_addr("queue.local").unwrap().port, 6789);
+    /// assert!(ClientOptions::from_addr("h:notaport").is_err());
+    /// ```
+    pub fn from_addr(addr: &str) -> Result<Self, OptionsError> {
+        match addr.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(':') => {
+                let port = port.parse().map_err(|_| OptionsError::Field {
+                    field: "port",
+                    problem: "must be a number within 1..=65535",
+                })?;
+                Ok(Self::new(host.trim_matches(|c| c == '[' || c == ']'), port))
+            }
+            _ => Ok(Self::new(addr, DEFAULT_PORT)),
+        }
+    }
+
+    /// Sets the auth token.
+    ///
+    /// ```
+    /// let opts = autobatch_driver::ClientOptions::default().token("secret");
+    /// assert_eq!(opts.token.as_deref(), Some("secret"));
+    /// ```
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    setters! {
+        /// Sets [`command_timeout`](Self::command_timeout).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let o = autobatch_driver::ClientOptions::default().command_timeout(Duration::from_secs(2));
+        /// assert_eq!(o.command_timeout, Duration::from_secs(2));
+        /// ```
+        command_timeout: Duration,
+        /// Sets [`connect_timeout`](Self::connect_timeout).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let o = autobatch_driver::ClientOptions::default().connect_timeout(Duration::from_secs(1));
+        /// assert_eq!(o.connect_timeout, Duration::from_secs(1));
+        /// ```
+        connect_timeout: Duration,
+        /// Sets [`batching`](Self::batching); `None` turns auto-batching off.
+        ///
+        /// ```
+        /// let o = autobatch_driver::ClientOptions::default().batching(None);
+        /// assert!(o.batching.is_none());
+        /// ```
+        batching: Option<BatchConfig>,
+        /// Sets [`max_in_flight_commands`](Self::max_in_flight_commands).
+        ///
+        /// ```
+        /// let o = autobatch_driver::ClientOptions::default().max_in_flight_commands(10);
+        /// assert_eq!(o.max_in_flight_commands, 10);
+        /// ```
+        max_in_flight_commands: usize,
+        /// Sets [`max_command_timeouts`](Self::max_command_timeouts).
+        ///
+        /// ```
+        /// let o = autobatch_driver::ClientOptions::default().max_command_timeouts(1);
+        /// assert_eq!(o.max_command_timeouts, 1);
+        /// ```
+        max_command_timeouts: u32,
+        /// Sets [`ping_interval`](Self::ping_interval).
+        ///
+        /// ```
+        /// let o = autobatch_driver::ClientOptions::default().ping_interval(None);
+        /// assert!(o.ping_interval.is_none());
+        /// ```
+        ping_interval: Option<Duration>,
+        /// Sets [`reconnect`](Self::reconnect).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// use autobatch_driver::ReconnectConfig;
+        /// let r = ReconnectConfig { base: Duration::from_millis(10), ..ReconnectConfig::default() };
+        /// let o = autobatch_driver::ClientOptions::default().reconnect(r);
+        /// assert_eq!(o.reconnect.base, Duration::from_millis(10));
+        /// ```
+        reconnect: ReconnectConfig,
+    }
+
+    /// Checks every field; the first problem is reported with the field's name.
+    ///
+    /// ```
+    /// use autobatch_driver::{ClientOptions, OptionsError};
+    /// let err = ClientOptions::default().max_in_flight_commands(0).validate().unwrap_err();
+    /// assert_eq!(err.to_string(), "max_in_flight_commands must be at least 1");
+    /// ```
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        self.session_config(None).map(|_| ())
+    }
+
+    pub(crate) fn session_config(
+        &self,
+        worker: Option<WorkerConfig>,
+    ) -> Result<SessionConfig, OptionsError> {
+        if self.host.is_empty() {
+            return Err(OptionsError::Field {
+                field: "host",
+                problem: "must not be empty",
+            });
+        }
+        if self.port == 0 {
+            return Err(OptionsError::Field {
+                field: "port",
+                problem: "must be within 1..=65535",
+            });
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(OptionsError::Field {
+                field: "connect_timeout",
+                problem: "must be positive",
+            });
+        }
+        let config = SessionConfig {
+            token: self.token.clone(),
+            batching: self.batching.clone(),
+            max_in_flight_commands: self.max_in_flight_commands,
+            command_timeout: self.command_timeout,
+            max_command_timeouts: self.max_command_timeouts,
+            ping_interval: self.ping_interval,
+            reconnect: self.reconnect,
+            worker,
+            ..SessionConfig::default()
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// What a [`Worker`](crate::Worker) works on and how.
+///
+/// ```
+/// use autobatch_driver::WorkerOptions;
+/// let opts = WorkerOptions::new("emails").concurrency(10);
+/// assert_eq!(opts.concurrency, 10);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WorkerOptions {
+    /// The queue to work.
+    pub queue: String,
+    /// Most jobs processed at once (1..=1000). Default 1.
+    pub concurrency: usize,
+    /// Long-poll time of each pull (at most 60 s). Default 1 s.
+    pub poll_timeout: Duration,
+    /// How long a pulled job stays locked to this worker. Default 30 s.
+    pub lock_ttl: Duration,
+    /// ACK batching: completions are sent together as ACKB. Default 10 per ACKB, 50 ms linger.
+    pub acks: BatchConfig,
+    /// Worker id sent as the pull `owner`. Default `autobatch-<queue>`.
+    pub owner: Option<String>,
+}
+
+impl WorkerOptions {
+    /// Defaults, for `queue`.
+    ///
+    /// ```
+    /// let opts = autobatch_driver::WorkerOptions::new("emails");
+    /// assert_eq!(opts.concurrency, 1);
+    /// ```
+    pub fn new(queue: impl Into<String>) -> Self {
+        let c = WorkerConfig::new(queue);
+        WorkerOptions {
+            queue: c.queue,
+            concurrency: c.concurrency,
+            poll_timeout: Duration::from_millis(c.poll_timeout_ms as u64),
+            lock_ttl: Duration::from_millis(c.lock_ttl_ms as u64),
+            acks: c.acks,
+            owner: None,
+        }
+    }
+
+    setters! {
+        /// Sets [`concurrency`](Self::concurrency).
+        ///
+        /// ```
+        /// let o = autobatch_driver::WorkerOptions::new("q").concurrency(4);
+        /// assert_eq!(o.concurrency, 4);
+        /// ```
+        concurrency: usize,
+        /// Sets [`poll_timeout`](Self::poll_timeout).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let o = autobatch_driver::WorkerOptions::new("q").poll_timeout(Duration::from_millis(200));
+        /// assert_eq!(o.poll_timeout, Duration::from_millis(200));
+        /// ```
+        poll_timeout: Duration,
+        /// Sets [`lock_ttl`](Self::lock_ttl).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let o = autobatch_driver::WorkerOptions::new("q").lock_ttl(Duration::from_secs(60));
+        /// assert_eq!(o.lock_ttl, Duration::from_secs(60));
+        /// ```
+        lock_ttl: Duration,
+        /// Sets [`acks`](Self::acks).
+        ///
+        /// ```
+        /// use autobatch_driver::BatchConfig;
+        /// let o = autobatch_driver::WorkerOptions::new("q")
+        ///     .acks(BatchConfig { max_batch: 20, ..BatchConfig::default() });
+        /// assert_eq!(o.acks.max_batch, 20);
+        /// ```
+        acks: BatchConfig,
+    }
+
+    /// Sets [`owner`](Self::owner).
+    ///
+    /// ```
+    /// let o = autobatch_driver::WorkerOptions::new("q").owner("host-1");
+    /// assert_eq!(o.owner.as_deref(), Some("host-1"));
+    /// ```
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    pub(crate) fn worker_config(&self) -> Result<WorkerConfig, OptionsError> {
+        let ms = |field: &'static str, d: Duration| {
+            i64::try_from(d.as_millis()).map_err(|_| OptionsError::Field {
+                field,
+                problem: "is out of range",
+            })
+        };
+        let mut c = WorkerConfig::new(self.queue.clone()).concurrency(self.concurrency);
+        c.poll_timeout_ms = ms("worker.poll_timeout", self.poll_timeout)?;
+        c.lock_ttl_ms = ms("worker.lock_ttl", self.lock_ttl)?;
+        c.acks = self.acks.clone();
+        if let Some(o) = &self.owner {
+            c.owner = o.clone();
+        }
+        Ok(c)
+    }
+}
+
+/// An option out of range. Local misuse: fix the options.
+///
+/// ```
+/// use autobatch_driver::{ClientOptions, OptionsError};
+/// let err = ClientOptions::new("h", 0).validate().unwrap_err();
+/// assert!(matches!(err, OptionsError::Field { field: "port", .. }));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// A field of the options.
+    #[error("{field} {problem}")]
+    Field {
+        /// The field's name.
+        field: &'static str,
+        /// What is wrong.
+        problem: &'static str,
+    },
+    /// A session setting (timeouts, window, batching, worker).
+    #[error(transparent)]
+    Session(#[from] ConfigError),
+}
+
+/// Why `Client::connect` or `Worker::start` did not give a connected client.
+///
+/// ```
+/// use autobatch_driver::{ConnectError, OptionsError};
+/// let e = ConnectError::Options(OptionsError::Field { field: "host", problem: "must not be empty" });
+/// assert_eq!(e.to_string(), "invalid options: host must not be empty");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The options are invalid; nothing was attempted.
+    #[error("invalid options: {0}")]
+    Options(#[from] OptionsError),
+    /// The TCP connection could not be opened.
+    #[error("connect failed: {0}")]
+    Io(#[from] io::Error),
+    /// The TCP connection did not open within `connect_timeout`.
+    #[error("connect timed out")]
+    Timeout,
+    /// The connection opened, but the server refused it ([`Error::AuthFailed`]) or did not
+    /// answer the first request ([`Error::Timeout`], [`Error::ConnectionLost`]).
+    #[error("handshake failed: {0}")]
+    Handshake(Error),
+}

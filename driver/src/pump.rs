@@ -1,0 +1,531 @@
+//! The pump: one task per connection that moves bytes, time and operations between the
+//! socket, the timer, the callers and the sans-IO [`Session`]. It makes no protocol or
+//! batching decision of its own.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use autobatch_core::session::{Event, OpId, Session};
+use autobatch_core::wire::{Command, Job, JobSpec, Response, Value};
+use autobatch_core::Error;
+use futures_channel::{mpsc, oneshot};
+use futures_io::{AsyncRead, AsyncWrite};
+use futures_util::StreamExt;
+
+use crate::runtime::{AsyncTimer, BoxFuture, Runtime};
+use crate::stats::ClientStats;
+use crate::ConnectError;
+
+/// Size of the read buffer: replies to a window of 100 PUSHB of 50 ids fit in one read.
+const READ_BUF: usize = 64 * 1024;
+/// Reads per wake-up before the pump gives other work (and other tasks) a turn.
+const READS_PER_TURN: usize = 16;
+
+/// Identifies a caller's operation before the session has given it an [`OpId`], so that a
+/// dropped future can withdraw it.
+pub(crate) type Ticket = u64;
+
+pub(crate) type Reply = oneshot::Sender<Result<Response, Error>>;
+
+/// An operation from a caller to the pump.
+pub(crate) enum Cmd {
+    Add {
+        ticket: Ticket,
+        queue: Arc<str>,
+        job: JobSpec,
+        reply: Reply,
+    },
+    AddBulk {
+        ticket: Ticket,
+        queue: Arc<str>,
+        jobs: Vec<JobSpec>,
+        reply: Reply,
+    },
+    Request {
+        ticket: Ticket,
+        cmd: Command,
+        reply: Reply,
+    },
+    /// The caller of `ticket` gave up.
+    Cancel(Ticket),
+    Complete {
+        id: String,
+        result: Value,
+    },
+    Fail {
+        id: String,
+        error: String,
+    },
+    Stats(oneshot::Sender<ClientStats>),
+    Close(oneshot::Sender<()>),
+}
+
+/// State shared by every handle of one connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    next_ticket: AtomicU64,
+    /// The stats when the pump ended, for `stats()` after `close()`.
+    pub(crate) final_stats: Mutex<Option<ClientStats>>,
+    /// `host:port`, for logs.
+    pub(crate) addr: String,
+}
+
+impl Shared {
+    pub(crate) fn new(addr: String) -> Self {
+        Shared {
+            next_ticket: AtomicU64::new(1),
+            final_stats: Mutex::new(None),
+            addr,
+        }
+    }
+
+    pub(crate) fn ticket(&self) -> Ticket {
+        self.next_ticket.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+struct Waiter {
+    ticket: Ticket,
+    reply: Reply,
+}
+
+/// The pump of one connection, a hand-written future so that the channel, the socket, the
+/// connect attempt and the timer are all watched at once, without a select macro.
+pub(crate) struct Pump<R: Runtime> {
+    runtime: R,
+    session: Session,
+    host: String,
+    port: u16,
+    connect_timeout: std::time::Duration,
+    shared: Arc<Shared>,
+    rx: mpsc::UnboundedReceiver<Cmd>,
+    rx_open: bool,
+    socket: Option<R::Socket>,
+    connecting: Option<(
+        BoxFuture<std::io::Result<R::Socket>>,
+        Pin<Box<dyn AsyncTimer>>,
+    )>,
+    timer: Option<Pin<Box<dyn AsyncTimer>>>,
+    timer_at: Option<Instant>,
+    /// Bytes to write, from `out_pos` on.
+    out: Vec<u8>,
+    out_pos: usize,
+    read_buf: Box<[u8]>,
+    waiters: HashMap<OpId, Waiter>,
+    tickets: HashMap<Ticket, OpId>,
+    closers: Vec<oneshot::Sender<()>>,
+    /// Until the first request is answered: who waits for `connect` to finish.
+    startup: Option<(OpId, oneshot::Sender<Result<(), ConnectError>>)>,
+    /// Where worker jobs go.
+    jobs: Option<mpsc::UnboundedSender<Job>>,
+    connected_once: bool,
+    /// `connect` was told it failed: nobody holds a client, so the pump stops.
+    startup_failed: bool,
+}
+
+pub(crate) struct PumpParts<R: Runtime> {
+    pub(crate) runtime: R,
+    pub(crate) session: Session,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) connect_timeout: std::time::Duration,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) rx: mpsc::UnboundedReceiver<Cmd>,
+    pub(crate) jobs: Option<mpsc::UnboundedSender<Job>>,
+}
+
+impl<R: Runtime> Pump<R> {
+    /// A pump whose first request is a Ping: its answer proves the connection (and the token),
+    /// and is reported through the returned receiver.
+    pub(crate) fn new(parts: PumpParts<R>) -> (Self, oneshot::Receiver<Result<(), ConnectError>>) {
+        let PumpParts {
+            runtime,
+            mut session,
+            host,
+            port,
+            connect_timeout,
+            shared,
+            rx,
+            jobs,
+        } = parts;
+        let (tx, started) = oneshot::channel();
+        let probe = session
+            .request(Instant::now(), Command::Ping)
+            .expect("a new session takes requests");
+        let pump = Pump {
+            runtime,
+            session,
+            host,
+            port,
+            connect_timeout,
+            shared,
+            rx,
+            rx_open: true,
+            socket: None,
+            connecting: None,
+            timer: None,
+            timer_at: None,
+            out: Vec::with_capacity(READ_BUF),
+            out_pos: 0,
+            read_buf: vec![0; READ_BUF].into_boxed_slice(),
+            waiters: HashMap::new(),
+            tickets: HashMap::new(),
+            closers: Vec::new(),
+            startup: Some((probe, tx)),
+            jobs,
+            connected_once: false,
+            startup_failed: false,
+        };
+        (pump, started)
+    }
+
+    fn stats(&self) -> ClientStats {
+        ClientStats::of(&self.session)
+    }
+
+    fn waiting(&mut self, op: OpId, ticket: Ticket, reply: Reply) {
+        self.tickets.insert(ticket, op);
+        self.waiters.insert(op, Waiter { ticket, reply });
+    }
+
+    fn on_cmd(&mut self, now: Instant, cmd: Cmd) {
+        match cmd {
+            Cmd::Add {
+                ticket,
+                queue,
+                job,
+                reply,
+            } => match self.session.add(now, &queue, job) {
+                Ok(op) => self.waiting(op, ticket, reply),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            Cmd::AddBulk {
+                ticket,
+                queue,
+                jobs,
+                reply,
+            } => match self.session.add_bulk(now, &queue, jobs) {
+                Ok(op) => self.waiting(op, ticket, reply),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            Cmd::Request { ticket, cmd, reply } => match self.session.request(now, cmd) {
+                Ok(op) => self.waiting(op, ticket, reply),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            Cmd::Cancel(ticket) => {
+                if let Some(op) = self.tickets.remove(&ticket) {
+                    if self.session.cancel(op) {
+                        self.waiters.remove(&op);
+                    }
+                }
+            }
+            Cmd::Complete { id, result } => {
+                if let Err(e) = self.session.complete_job(now, &id, result) {
+                    tracing::warn!(job = %id, error = %e, "completing a job failed");
+                }
+            }
+            Cmd::Fail { id, error } => {
+                if let Err(e) = self.session.fail_job(now, &id, &error, false) {
+                    tracing::warn!(job = %id, error = %e, "failing a job failed");
+                }
+            }
+            Cmd::Stats(reply) => {
+                let _ = reply.send(self.stats());
+            }
+            Cmd::Close(reply) => {
+                if !self.session.is_closed() {
+                    tracing::debug!(addr = %self.shared.addr, "closing: flushing pending work");
+                }
+                self.closers.push(reply);
+                self.session.close(now);
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Connect => {
+                if self.connected_once {
+                    tracing::info!(addr = %self.shared.addr, "reconnecting");
+                } else {
+                    tracing::debug!(addr = %self.shared.addr, "connecting");
+                }
+                let deadline = Instant::now() + self.connect_timeout;
+                let timer = self.runtime.new_timer(deadline);
+                let fut = self.runtime.connect(&self.host, self.port);
+                self.connecting = Some((fut, timer));
+            }
+            Event::Disconnect => {
+                self.drop_socket();
+            }
+            Event::Done { op, result } => {
+                if let Some((probe, _)) = &self.startup {
+                    if *probe == op {
+                        let (_, tx) = self.startup.take().expect("checked");
+                        self.startup_failed = result.is_err();
+                        let _ = tx.send(result.map(|_| ()).map_err(ConnectError::Handshake));
+                        return;
+                    }
+                }
+                if let Some(w) = self.waiters.remove(&op) {
+                    self.tickets.remove(&w.ticket);
+                    if let Err(e) = &result {
+                        tracing::debug!(op = op.get(), error = %e, "operation failed");
+                    }
+                    let _ = w.reply.send(result);
+                }
+            }
+            Event::Job { job } => {
+                let undelivered = match &self.jobs {
+                    Some(tx) => tx.unbounded_send(job).err().map(|e| e.into_inner()),
+                    None => Some(job),
+                };
+                if let Some(job) = undelivered {
+                    // Nobody processes it any more: hand it back as failed so it is retried.
+                    let now = Instant::now();
+                    let _ = self.session.fail_job(now, &job.id, "worker stopped", false);
+                }
+            }
+            Event::JobSettled { id, result } => match result {
+                Ok(true) => tracing::trace!(job = %id, "job settled"),
+                Ok(false) => tracing::debug!(job = %id, "job was already finalised by the server"),
+                Err(e) => tracing::warn!(job = %id, error = %e, "job could not be settled"),
+            },
+            Event::Closed => {
+                tracing::debug!(addr = %self.shared.addr, "closed");
+                for c in self.closers.drain(..) {
+                    let _ = c.send(());
+                }
+            }
+        }
+    }
+
+    fn drop_socket(&mut self) {
+        if self.socket.take().is_some() {
+            tracing::debug!(addr = %self.shared.addr, "disconnected");
+        }
+        self.connecting = None;
+        self.out.clear();
+        self.out_pos = 0;
+    }
+
+    fn lost(&mut self, now: Instant, why: &dyn std::fmt::Display) {
+        tracing::warn!(addr = %self.shared.addr, error = %why, "connection lost");
+        self.drop_socket();
+        self.session.handle_disconnected(now);
+    }
+
+    /// One turn: every input that is ready, then one round of transmit/events/timeout.
+    /// Returns whether anything happened (so another turn may be useful).
+    fn turn(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut busy = false;
+        let now = Instant::now();
+
+        // Callers: drain everything queued, so a burst of adds joins one batch.
+        while self.rx_open {
+            match self.rx.poll_next_unpin(cx) {
+                Poll::Ready(Some(cmd)) => {
+                    self.on_cmd(now, cmd);
+                    busy = true;
+                }
+                Poll::Ready(None) => {
+                    // Every handle is gone: finish what was asked, then stop.
+                    self.rx_open = false;
+                    self.session.close(now);
+                    busy = true;
+                }
+                Poll::Pending => break,
+            }
+        }
+
+        // A connect attempt.
+        if let Some((fut, timer)) = &mut self.connecting {
+            let outcome = match fut.as_mut().poll(cx) {
+                Poll::Ready(r) => Some(r.map_err(ConnectError::Io)),
+                Poll::Pending => match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Some(Err(ConnectError::Timeout)),
+                    Poll::Pending => None,
+                },
+            };
+            if let Some(outcome) = outcome {
+                busy = true;
+                self.connecting = None;
+                match outcome {
+                    Ok(socket) => {
+                        tracing::info!(addr = %self.shared.addr, "connected");
+                        self.connected_once = true;
+                        self.socket = Some(socket);
+                        self.out.clear();
+                        self.out_pos = 0;
+                        self.session.handle_connected(now);
+                    }
+                    Err(e) => {
+                        tracing::warn!(addr = %self.shared.addr, error = %e, "connect failed");
+                        self.session.handle_connect_failed(now);
+                        if !self.connected_once {
+                            // The first attempt decides `connect`: report and stop.
+                            if let Some((_, tx)) = self.startup.take() {
+                                self.startup_failed = true;
+                                let _ = tx.send(Err(e));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        // Bytes in, in large chunks.
+        if let Some(socket) = &mut self.socket {
+            let mut reads = 0;
+            loop {
+                match Pin::new(&mut *socket).poll_read(cx, &mut self.read_buf) {
+                    Poll::Ready(Ok(0)) => {
+                        self.lost(now, &"closed by the server");
+                        busy = true;
+                        break;
+                    }
+                    Poll::Ready(Ok(n)) => {
+                        self.session.handle_input(now, &self.read_buf[..n]);
+                        busy = true;
+                        reads += 1;
+                        if reads == READS_PER_TURN {
+                            break;
+                        }
+                    }
+                    Poll::Ready(Err(e)) => {
+                        self.lost(now, &e);
+                        busy = true;
+                        break;
+                    }
+                    Poll::Pending => break,
+                }
+            }
+        }
+
+        // Time.
+        if self.timer_at.is_some_and(|t| t <= now) {
+            self.timer_at = None;
+            self.session.handle_timeout(now);
+        }
+
+        // Outputs, in the contract's order.
+        let before = self.out.len();
+        if self.session.poll_transmit(now, &mut self.out) {
+            tracing::trace!(bytes = self.out.len() - before, "transmit");
+        }
+        while let Some(event) = self.session.poll_event() {
+            busy |= matches!(
+                event,
+                Event::Connect | Event::Disconnect | Event::Job { .. }
+            );
+            self.on_event(event);
+        }
+        busy |= self.write(cx, now);
+
+        // The timer, re-armed only when the deadline moves.
+        match self.session.poll_timeout() {
+            Some(at) if at <= now => {
+                self.session.handle_timeout(now);
+                busy = true;
+            }
+            Some(at) => {
+                if self.timer_at != Some(at) {
+                    self.timer_at = Some(at);
+                    match &mut self.timer {
+                        Some(t) => t.as_mut().reset(at),
+                        None => self.timer = Some(self.runtime.new_timer(at)),
+                    }
+                }
+                if let Some(t) = &mut self.timer {
+                    if t.as_mut().poll(cx).is_ready() {
+                        busy = true;
+                    }
+                }
+            }
+            None => self.timer_at = None,
+        }
+        busy
+    }
+
+    /// Writes what is buffered, usually in one call. Returns whether the connection changed.
+    fn write(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let Some(socket) = &mut self.socket else {
+            // Nothing may be written while disconnected; the session keeps its commands.
+            self.out.clear();
+            self.out_pos = 0;
+            return false;
+        };
+        while self.out_pos < self.out.len() {
+            match Pin::new(&mut *socket).poll_write(cx, &self.out[self.out_pos..]) {
+                Poll::Ready(Ok(0)) => {
+                    self.lost(now, &"write returned 0");
+                    return true;
+                }
+                Poll::Ready(Ok(n)) => self.out_pos += n,
+                Poll::Ready(Err(e)) => {
+                    self.lost(now, &e);
+                    return true;
+                }
+                Poll::Pending => return false,
+            }
+        }
+        self.out.clear();
+        self.out_pos = 0;
+        false
+    }
+
+    fn finished(&self) -> bool {
+        self.session.is_closed() || self.startup_failed
+    }
+}
+
+impl<R: Runtime> Future for Pump<R> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        // A bounded number of turns per wake-up keeps the pump fair to other tasks.
+        for _ in 0..64 {
+            let busy = this.turn(cx);
+            if this.finished() {
+                this.end();
+                return Poll::Ready(());
+            }
+            if !busy {
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl<R: Runtime> Pump<R> {
+    fn end(&mut self) {
+        *self
+            .shared
+            .final_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(self.stats());
+        // Whatever is still waiting resolves as closed (its sender is dropped).
+        self.waiters.clear();
+        self.tickets.clear();
+        for c in self.closers.drain(..) {
+            let _ = c.send(());
+        }
+        self.rx.close();
+        self.socket = None;
+        self.jobs = None;
+    }
+}

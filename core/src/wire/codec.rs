@@ -16,6 +16,13 @@ pub(crate) struct Decoder<'a> {
     buf: &'a [u8],
     pos: usize,
     depth: usize,
+    /// How many more [`Value`] slots may be reserved ahead of decoding them. Each container
+    /// header may announce up to "bytes left" elements, and nested headers all see the same
+    /// bytes left, so reserving the announced count at every level would let a frame of `n`
+    /// bytes reserve `depth × n` slots (gigabytes for a 64 MiB frame). Sharing one budget of
+    /// `buf.len()` slots bounds every reservation by the frame length; containers that announce
+    /// more than the budget grow as their elements actually arrive.
+    reserve_budget: usize,
 }
 
 impl<'a> Decoder<'a> {
@@ -24,7 +31,15 @@ impl<'a> Decoder<'a> {
             buf,
             pos: 0,
             depth: 0,
+            reserve_budget: buf.len(),
         }
+    }
+
+    /// Takes up to `n` slots from the reservation budget; returns how many were granted.
+    fn reserve(&mut self, n: usize) -> usize {
+        let k = n.min(self.reserve_budget);
+        self.reserve_budget -= k;
+        k
     }
 
     pub(crate) fn remaining(&self) -> usize {
@@ -179,7 +194,7 @@ impl<'a> Decoder<'a> {
             return Err(DecodeError::Truncated { at: self.pos });
         }
         self.enter()?;
-        let mut items = Vec::with_capacity(n);
+        let mut items = Vec::with_capacity(self.reserve(n));
         for _ in 0..n {
             items.push(self.value()?);
         }
@@ -192,7 +207,8 @@ impl<'a> Decoder<'a> {
             return Err(DecodeError::Truncated { at: self.pos });
         }
         self.enter()?;
-        let mut entries = Vec::with_capacity(n);
+        // An entry holds two values: it takes two slots of the budget.
+        let mut entries = Vec::with_capacity(self.reserve(n.saturating_mul(2)) / 2);
         for _ in 0..n {
             let k = self.value()?;
             let v = self.value()?;
@@ -433,6 +449,30 @@ mod tests {
             Value::decode(&[0xdb, 0xff, 0xff, 0xff, 0xff]),
             Err(DecodeError::Truncated { .. })
         ));
+    }
+
+    #[test]
+    fn nested_lying_lengths_do_not_multiply_reservations() {
+        // Found while bounding allocation per input byte: 200 nested array32 headers, each
+        // announcing "as many elements as bytes left", followed by fixints. Every level used to
+        // reserve ~32 bytes × the frame length before failing, so a 64 MiB frame could ask for
+        // 200 × 2 GiB. With a shared budget the reservations add up to at most one slot per byte.
+        let levels = 200;
+        let body_len = levels * 5 + 100_000;
+        let mut body = Vec::with_capacity(body_len);
+        for i in 0..levels {
+            let left = (body_len - (i + 1) * 5) as u32;
+            body.push(0xdd);
+            body.extend_from_slice(&left.to_be_bytes());
+        }
+        body.resize(body_len, 0x00);
+        let mut d = Decoder::new(&body);
+        assert!(matches!(d.value(), Err(DecodeError::Truncated { .. })));
+        assert!(d.reserve_budget <= body_len);
+        // A legitimate large array still gets its full reservation.
+        let mut ok = vec![0xdc, 0x03, 0xe8];
+        ok.resize(3 + 1000, 0x01);
+        assert_eq!(Value::decode(&ok).unwrap().as_array().unwrap().len(), 1000);
     }
 
     #[test]

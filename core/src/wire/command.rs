@@ -44,7 +44,8 @@ pub enum Command {
     PullB {
         /// Common pull arguments.
         args: PullArgs,
-        /// 1..1000.
+        /// 1..1000. `0` stands for an absent `count` (the server then hands out nothing) and
+        /// is encoded by leaving the field out, since the server refuses an explicit 0.
         count: i64,
     },
     /// Complete one job.
@@ -247,10 +248,12 @@ impl Command {
                 write_pull_fields(&mut e, args);
             }
             Command::PullB { args, count } => {
-                e.map(2 + pull_field_count(args) + extra)
-                    .kv_str("cmd", "PULLB")
-                    .str("count")
-                    .int(*count);
+                let has_count = *count != 0;
+                e.map(1 + usize::from(has_count) + pull_field_count(args) + extra)
+                    .kv_str("cmd", "PULLB");
+                if has_count {
+                    e.str("count").int(*count);
+                }
                 write_pull_fields(&mut e, args);
             }
             Command::Ack { id, result, token } => {
@@ -454,7 +457,17 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
         "ACKB" => {
             check_parallel_lengths(v)?;
             Command::AckB {
-                ids: string_list(v.get("ids")),
+                // Keep every position (a non-id entry reads as ""), so that `tokens` and
+                // `results` stay parallel to `ids`.
+                ids: v
+                    .get("ids")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .map(|x| super::job::id_text(x).unwrap_or_default())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
                 results: v
                     .get("results")
                     .and_then(Value::as_array)
@@ -1035,6 +1048,16 @@ mod tests {
         );
         let v = Value::map([("cmd", Value::from("PUSHB")), ("queue", "q".into())]);
         assert!(Command::decode(&v).1.is_err());
+    }
+
+    #[test]
+    fn pullb_without_count_round_trips() {
+        // Found by the value_command fuzz target: a PULLB without `count` decodes to count 0,
+        // which was re-encoded as `count: 0`, which the server (and our decoder) refuses.
+        let v = Value::map([("cmd", Value::from("PULLB")), ("queue", "q".into())]);
+        let cmd = Command::decode(&v).1.unwrap();
+        assert!(matches!(cmd, Command::PullB { count: 0, .. }));
+        assert_eq!(round_trip(&cmd), cmd);
     }
 
     #[test]

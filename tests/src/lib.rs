@@ -7,6 +7,10 @@
 //!   per direction, client frames per `cmd`, and the sizes of `PUSHB` / `ACKB` batches.
 //! * [`TsPeer`]: runs the TypeScript scripts in `tests/peers` (`produce.ts`, `consume.ts`,
 //!   `bench.ts`) with bunqueue's own client, and parses their JSON output.
+//! * [`RawClient`]: a blocking one-request-at-a-time client over `std::net` with
+//!   `autobatch_core::wire`, to check what landed on a server independently of the client
+//!   under test.
+//! * [`Target`]: the server a scenario runs against, as a parameter.
 //! * [`msgpack`]: a tiny hand-written MessagePack writer/scanner, independent of
 //!   `autobatch-core` (which is what the tests check).
 //!
@@ -34,10 +38,14 @@ pub mod install;
 pub mod msgpack;
 pub mod peer;
 pub mod proxy;
+pub mod raw;
 pub mod server;
 mod spawn;
+pub mod target;
 
 pub use install::{bunqueue_dir, workspace_root, BunqueueInstall};
 pub use peer::{PeerOutput, PeerProcess, TsPeer};
 pub use proxy::{CountingProxy, FrameCounts};
+pub use raw::RawClient;
 pub use server::{ping_addr, BunqueueServer, ServerOptions};
+pub use target::{OwnedServer, Target};

@@ -1,0 +1,111 @@
+//! A tiny blocking client over `std::net::TcpStream` that speaks frames with
+//! `autobatch_core::wire` directly: no session, no batching, no async runtime. Scenario tests
+//! use it to check what really landed on the server through a connection that shares nothing
+//! with the client under test.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use autobatch_core::wire::{
+    write_frame, Command, FrameDecoder, Incoming, Job, JobCounts, Response, Value,
+};
+
+/// How long a raw request may take.
+pub const RAW_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One blocking connection, one request at a time.
+#[derive(Debug)]
+pub struct RawClient {
+    stream: TcpStream,
+    frames: FrameDecoder,
+    next_req: u64,
+}
+
+impl RawClient {
+    /// Connects to `addr`, authenticating with `token` first when given.
+    pub fn connect(addr: SocketAddr, token: Option<&str>) -> io::Result<RawClient> {
+        let stream = TcpStream::connect_timeout(&addr, RAW_TIMEOUT)?;
+        stream.set_read_timeout(Some(RAW_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        let mut c = RawClient {
+            stream,
+            frames: FrameDecoder::new(),
+            next_req: 0,
+        };
+        if let Some(token) = token {
+            c.call(&Command::Auth {
+                token: token.to_owned(),
+            })
+            .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
+        }
+        Ok(c)
+    }
+
+    /// Sends `cmd` and reads its reply: `Err` carries the server's error text (or an I/O or
+    /// decoding problem).
+    pub fn call(&mut self, cmd: &Command) -> Result<Response, String> {
+        self.next_req += 1;
+        let req = Value::Str(format!("raw-{}", self.next_req));
+        let mut out = Vec::new();
+        write_frame(&mut out, |buf| cmd.encode(Some(&req), buf)).map_err(|e| e.to_string())?;
+        self.stream.write_all(&out).map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            if let Some(body) = self.frames.next_frame().map_err(|e| e.to_string())? {
+                let v = Value::decode(&body).map_err(|e| e.to_string())?;
+                let Incoming::Reply(reply) = Incoming::from_value(v).map_err(|e| e.to_string())?
+                else {
+                    continue;
+                };
+                if reply.req_id != req {
+                    continue;
+                }
+                reply.result.clone()?;
+                return reply.response(cmd.kind()).map_err(|e| e.to_string());
+            }
+            let n = self.stream.read(&mut buf).map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("connection closed".into());
+            }
+            self.frames.extend(&buf[..n]);
+        }
+    }
+
+    /// `Count` of `queue` (waiting + prioritized + delayed).
+    pub fn count(&mut self, queue: &str) -> u64 {
+        match self.call(&Command::Count {
+            queue: queue.into(),
+        }) {
+            Ok(Response::Count(n)) => n,
+            other => panic!("Count {queue}: {other:?}"),
+        }
+    }
+
+    /// `GetJobCounts` of `queue`.
+    pub fn counts(&mut self, queue: &str) -> JobCounts {
+        match self.call(&Command::GetJobCounts {
+            queue: queue.into(),
+        }) {
+            Ok(Response::Counts(c)) => c,
+            other => panic!("GetJobCounts {queue}: {other:?}"),
+        }
+    }
+
+    /// `GetState` of a job id.
+    pub fn state(&mut self, id: &str) -> String {
+        match self.call(&Command::GetState { id: id.into() }) {
+            Ok(Response::State(s)) => s,
+            other => panic!("GetState {id}: {other:?}"),
+        }
+    }
+
+    /// `GetJob`, `None` when the server does not know the id.
+    pub fn job(&mut self, id: &str) -> Option<Job> {
+        match self.call(&Command::GetJob { id: id.into() }) {
+            Ok(Response::Job(j)) => Some(j),
+            Err(e) if e == "Job not found" => None,
+            other => panic!("GetJob {id}: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,696 @@
+//! One set of scenarios for the async clients, run against every runtime adapter (tokio, smol,
+//! async-std) and every server target, by a macro: each scenario is written once, generic over
+//! the runtime.
+//!
+//! What landed on the server is checked through [`RawClient`]: a blocking connection over
+//! `std::net` that speaks frames with `autobatch_core::wire` and shares nothing with the
+//! client under test. Frames are counted by a [`CountingProxy`] between the client and the
+//! server. No assertion depends on timing; the only durations are hang guards and the short
+//! timeouts of the failure scenarios.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use autobatch_driver::{
+    BatchConfig, Client, ClientOptions, ConnectError, Error, FlushReason, Job, JobOptions,
+    OptionsError, ReconnectConfig, Runtime, Worker, WorkerOptions,
+};
+use autobatch_tests::target::AUTH_TOKEN;
+use autobatch_tests::{CountingProxy, RawClient, Target};
+use futures_util::future::{join, join_all, select, Either};
+use futures_util::FutureExt;
+
+// ------------------------------------------------------------------------------ runtimes
+
+type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A runtime under test: its adapter's [`Runtime`], a way to block on a future, a sleep.
+trait Rt: 'static {
+    type R: Runtime + Default;
+    const NAME: &'static str;
+    fn block_on<F: Future>(f: F) -> F::Output;
+    fn sleep(d: Duration) -> BoxFut<()>;
+}
+
+struct Tokio;
+impl Rt for Tokio {
+    type R = autobatch_tokio::TokioRuntime;
+    const NAME: &'static str = "tokio";
+    fn block_on<F: Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+            .block_on(f)
+    }
+    fn sleep(d: Duration) -> BoxFut<()> {
+        Box::pin(tokio::time::sleep(d))
+    }
+}
+
+struct Smol;
+impl Rt for Smol {
+    type R = autobatch_smol::SmolRuntime;
+    const NAME: &'static str = "smol";
+    fn block_on<F: Future>(f: F) -> F::Output {
+        smol::block_on(f)
+    }
+    fn sleep(d: Duration) -> BoxFut<()> {
+        Box::pin(async move {
+            smol::Timer::after(d).await;
+        })
+    }
+}
+
+struct AsyncStd;
+impl Rt for AsyncStd {
+    type R = autobatch_async_std::AsyncStdRuntime;
+    const NAME: &'static str = "async-std";
+    fn block_on<F: Future>(f: F) -> F::Output {
+        async_std::task::block_on(f)
+    }
+    fn sleep(d: Duration) -> BoxFut<()> {
+        Box::pin(async_std::task::sleep(d))
+    }
+}
+
+// ------------------------------------------------------------------------------ helpers
+
+/// Longest any scenario step may take before the test fails as hung.
+const HANG: Duration = Duration::from_secs(60);
+
+/// A queue name unique to this scenario, runtime and process.
+fn queue_name<T: Rt>(scenario: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{scenario}-{}-{}-{}",
+        T::NAME,
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn options(addr: SocketAddr) -> ClientOptions {
+    ClientOptions::new(addr.ip().to_string(), addr.port())
+        .command_timeout(Duration::from_secs(10))
+        .connect_timeout(Duration::from_secs(5))
+}
+
+/// Options for scenarios where the server goes away: short timeouts, quick reconnects.
+fn fragile_options(addr: SocketAddr) -> ClientOptions {
+    options(addr)
+        .command_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(1))
+        .reconnect(ReconnectConfig {
+            base: Duration::from_millis(50),
+            max: Duration::from_millis(200),
+            jitter: 0.0,
+        })
+}
+
+async fn connect<T: Rt>(opts: ClientOptions) -> Client<T::R> {
+    within::<T, _>("connect", Client::<T::R>::connect(opts))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
+/// Fails the test if `f` takes longer than [`HANG`]: a hang guard, not a timing assertion.
+async fn within<T: Rt, F: Future>(what: &str, f: F) -> F::Output {
+    let f = std::pin::pin!(f);
+    match select(f, T::sleep(HANG)).await {
+        Either::Left((out, _)) => out,
+        Either::Right(_) => panic!("{what} hung for {HANG:?}"),
+    }
+}
+
+/// Waits until `cond` holds (checked every 20 ms, yielding to the runtime meanwhile).
+async fn eventually<T: Rt>(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + HANG;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: not reached in {HANG:?}");
+        T::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn raw(addr: SocketAddr) -> RawClient {
+    RawClient::connect(addr, None).expect("raw connection")
+}
+
+fn is_transport(e: &Error) -> bool {
+    matches!(e, Error::ConnectionLost { .. } | Error::Timeout { .. })
+}
+
+// ------------------------------------------------------------------------------ scenarios
+
+/// Sequential adds pay nothing: one frame per add, every flush an idle flush, no timer.
+async fn sequential_adds<T: Rt>(target: Target) {
+    let server = target.shared();
+    let proxy = CountingProxy::start(server);
+    let client = connect::<T>(options(proxy.addr())).await;
+    let name = queue_name::<T>("seq");
+    let q = client.queue(&name);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(q.add("seq", &i, JobOptions::new()).await.expect("add"));
+    }
+    let c = proxy.snapshot();
+    assert_eq!(c.cmd("PUSHB") + c.cmd("PUSH"), 20, "{c:?}");
+    assert!(c.pushb_items.iter().all(|&n| n == 1), "{c:?}");
+    let stats = client.stats().await;
+    let qs = stats.queue(&name).expect("queue stats");
+    assert_eq!(qs.flushes_for(FlushReason::Idle), 20, "{qs:?}");
+    for r in [
+        FlushReason::Size,
+        FlushReason::Linger,
+        FlushReason::Completion,
+    ] {
+        assert_eq!(qs.flushes_for(r), 0, "{r:?} flush in {qs:?}");
+    }
+    client.close().await;
+    let mut raw = raw(server);
+    assert_eq!(raw.count(&name), 20);
+    for id in &ids {
+        assert_eq!(raw.state(id), "waiting");
+    }
+}
+
+/// Waves of concurrent adds are batched: a wave of 100 takes a handful of PUSHB, not 100.
+async fn concurrent_waves<T: Rt>(target: Target) {
+    let server = target.shared();
+    let proxy = CountingProxy::start(server);
+    let client = connect::<T>(options(proxy.addr())).await;
+    let name = queue_name::<T>("waves");
+    let q = client.queue(&name);
+    let mut all = std::collections::HashSet::new();
+    for wave in [10usize, 50, 100] {
+        proxy.reset();
+        let adds = (0..wave).map(|i| q.add("wave", &i, JobOptions::new()));
+        let ids = within::<T, _>("wave", join_all(adds)).await;
+        for id in ids {
+            assert!(all.insert(id.expect("add")), "duplicate id");
+        }
+        let c = proxy.snapshot();
+        assert_eq!(c.pushb_total(), wave, "{c:?}");
+        assert_eq!(c.cmd("PUSH"), 0);
+        if wave == 100 {
+            assert!(c.cmd("PUSHB") <= 10, "wave of 100 took {c:?}");
+        }
+    }
+    client.close().await;
+    assert_eq!(raw(server).count(&name), 160);
+}
+
+/// Concurrent adds across several queues each land in their own queue.
+async fn several_queues<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let names: Vec<String> = (0..3)
+        .map(|i| queue_name::<T>(&format!("multi{i}")))
+        .collect();
+    let queues: Vec<_> = names.iter().map(|n| client.queue(n)).collect();
+    let adds = (0..60).map(|i| queues[i % 3].add("multi", &i, JobOptions::new()));
+    for r in within::<T, _>("adds", join_all(adds)).await {
+        r.expect("add");
+    }
+    let stats = client.stats().await;
+    for n in &names {
+        assert_eq!(stats.queue(n).expect("queue stats").items_sent, 20);
+    }
+    client.close().await;
+    let mut raw = raw(server);
+    for n in &names {
+        assert_eq!(raw.count(n), 20, "{n}");
+    }
+}
+
+/// Durable adds bypass the batcher: one PUSH each, even when concurrent.
+async fn durable_adds<T: Rt>(target: Target) {
+    let server = target.shared();
+    let proxy = CountingProxy::start(server);
+    let client = connect::<T>(options(proxy.addr())).await;
+    let name = queue_name::<T>("durable");
+    let q = client.queue(&name);
+    let adds = (0..5).map(|i| q.add("durable", &i, JobOptions::new().durable(true)));
+    let ids: Vec<String> = within::<T, _>("adds", join_all(adds))
+        .await
+        .into_iter()
+        .map(|r| r.expect("durable add"))
+        .collect();
+    let c = proxy.snapshot();
+    assert_eq!(c.cmd("PUSH"), 5, "{c:?}");
+    assert_eq!(c.cmd("PUSHB"), 0, "{c:?}");
+    client.close().await;
+    let mut raw = raw(server);
+    for id in &ids {
+        assert!(raw.job(id).is_some(), "{id} not on the server");
+    }
+}
+
+/// `add_bulk` is one PUSHB with every job, ids in order.
+async fn add_bulk<T: Rt>(target: Target) {
+    let server = target.shared();
+    let proxy = CountingProxy::start(server);
+    let client = connect::<T>(options(proxy.addr())).await;
+    let name = queue_name::<T>("bulk");
+    let q = client.queue(&name);
+    let jobs = (0..25)
+        .map(|i| ("bulk", i, JobOptions::new().job_id(format!("{name}-{i}"))))
+        .collect();
+    let ids = within::<T, _>("add_bulk", q.add_bulk(jobs))
+        .await
+        .expect("add_bulk");
+    assert_eq!(ids.len(), 25);
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(id, &format!("{name}-{i}"));
+    }
+    let c = proxy.snapshot();
+    assert_eq!(c.cmd("PUSHB"), 1, "{c:?}");
+    assert_eq!(c.pushb_items, vec![25]);
+    // Lookups through the client under test agree with the raw connection.
+    assert_eq!(q.count().await.expect("count"), 25);
+    assert_eq!(q.get_job_counts().await.expect("counts").waiting, 25);
+    assert_eq!(q.get_state(&ids[0]).await.expect("state"), "waiting");
+    let job = q.get_job(&ids[3]).await.expect("get_job").expect("known");
+    assert_eq!(job.data.deserialize::<i64>().expect("data"), 3);
+    assert!(q.get_job("no-such-job").await.expect("lookup").is_none());
+    client.close().await;
+    assert_eq!(raw(server).count(&name), 25);
+}
+
+/// A worker with concurrency 10 drains a queue; completions go out as ACKB, never ACK.
+async fn worker_drains<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("work");
+    let client = connect::<T>(options(server)).await;
+    let q = client.queue(&name);
+    let adds = (0..50i64).map(|i| q.add("work", &i, JobOptions::new()));
+    let ids: Vec<String> = join_all(adds)
+        .await
+        .into_iter()
+        .map(|r| r.expect("add"))
+        .collect();
+    client.close().await;
+
+    let proxy = CountingProxy::start(server);
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (r, p) = (running.clone(), peak.clone());
+    let worker = within::<T, _>(
+        "worker start",
+        Worker::<T::R>::start(
+            options(proxy.addr()),
+            WorkerOptions::new(&name)
+                .concurrency(10)
+                .poll_timeout(Duration::from_millis(200)),
+            move |job: Job| {
+                let (r, p) = (r.clone(), p.clone());
+                async move {
+                    let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                    p.fetch_max(now, Ordering::SeqCst);
+                    // Hold the slot across a yield so that jobs overlap.
+                    T::sleep(Duration::from_millis(5)).await;
+                    r.fetch_sub(1, Ordering::SeqCst);
+                    let n: i64 = job.data.deserialize().map_err(|e| e.to_string())?;
+                    Ok::<_, String>(n * 2)
+                }
+            },
+        ),
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("all jobs completed", || raw.counts(&name).completed == 50).await;
+    within::<T, _>("worker close", worker.close()).await;
+    let c = proxy.snapshot();
+    assert!(c.cmd("ACKB") >= 1, "{c:?}");
+    assert_eq!(c.cmd("ACK"), 0, "{c:?}");
+    assert_eq!(c.ackb_total(), 50, "{c:?}");
+    assert_eq!(c.cmd("FAIL"), 0, "{c:?}");
+    let peak = peak.load(Ordering::SeqCst);
+    assert!((1..=10).contains(&peak), "peak concurrency {peak}");
+    assert_eq!(raw.state(&ids[7]), "completed");
+    let stats = worker.stats().await;
+    assert_eq!(stats.session.jobs_completed, 50);
+}
+
+/// A processor error becomes a FAIL: the job ends failed (no attempts left) with the message.
+async fn processor_error_fails<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("err");
+    let client = connect::<T>(options(server)).await;
+    let q = client.queue(&name);
+    let last = q
+        .add("err", &1, JobOptions::new().attempts(1))
+        .await
+        .expect("add");
+    let retried = q
+        .add(
+            "err",
+            &2,
+            JobOptions::new()
+                .attempts(5)
+                .backoff(autobatch_driver::Backoff::Fixed(60_000)),
+        )
+        .await
+        .expect("add");
+    client.close().await;
+
+    let proxy = CountingProxy::start(server);
+    let worker = Worker::<T::R>::start(
+        options(proxy.addr()),
+        WorkerOptions::new(&name).poll_timeout(Duration::from_millis(200)),
+        |_job: Job| async { Err::<(), _>("boom: the processor said no") },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("both jobs failed once", || {
+        raw.state(&last) == "failed" && raw.state(&retried) == "delayed"
+    })
+    .await;
+    within::<T, _>("worker close", worker.close()).await;
+    let job = raw.job(&last).expect("job");
+    assert!(
+        job.failed_reason.as_deref().unwrap_or("").contains("boom"),
+        "{job:?}"
+    );
+    let c = proxy.snapshot();
+    assert_eq!(c.cmd("FAIL"), 2, "{c:?}");
+    assert_eq!(c.ackb_total(), 0, "{c:?}");
+}
+
+/// A panicking processor fails only its own job; the others complete.
+async fn panicking_processor<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("panic");
+    let client = connect::<T>(options(server)).await;
+    let q = client.queue(&name);
+    let mut ids = Vec::new();
+    for job in ["ok", "ok", "panic", "ok"] {
+        ids.push(
+            q.add(job, &0, JobOptions::new().attempts(1))
+                .await
+                .expect("add"),
+        );
+    }
+    client.close().await;
+    let worker = Worker::<T::R>::start(
+        options(server),
+        WorkerOptions::new(&name)
+            .concurrency(4)
+            .poll_timeout(Duration::from_millis(200)),
+        |job: Job| async move {
+            if job.name == "panic" {
+                panic!("processor panics on purpose");
+            }
+            Ok::<_, String>("fine")
+        },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("3 completed, 1 failed", || {
+        let c = raw.counts(&name);
+        c.completed == 3 && c.failed == 1
+    })
+    .await;
+    within::<T, _>("worker close", worker.close()).await;
+    assert_eq!(raw.state(&ids[2]), "failed");
+    let job = raw.job(&ids[2]).expect("job");
+    assert!(
+        job.failed_reason.as_deref().unwrap_or("").contains("panic"),
+        "{job:?}"
+    );
+}
+
+/// A good token works; a bad one is refused at connect with AuthFailed, without hanging.
+async fn auth_tokens<T: Rt>(target: Target) {
+    let server = target.shared_auth();
+    let name = queue_name::<T>("auth");
+    let good = connect::<T>(options(server).token(AUTH_TOKEN)).await;
+    let id = good
+        .queue(&name)
+        .add("auth", &1, JobOptions::new())
+        .await
+        .expect("add with a good token");
+    good.close().await;
+    let mut raw = RawClient::connect(server, Some(AUTH_TOKEN)).expect("raw");
+    assert_eq!(raw.state(&id), "waiting");
+
+    let bad = within::<T, _>(
+        "connect with a bad token",
+        Client::<T::R>::connect(fragile_options(server).token("wrong")),
+    )
+    .await;
+    match bad {
+        Err(ConnectError::Handshake(Error::AuthFailed(_))) => {}
+        other => panic!("expected AuthFailed, got {other:?}"),
+    }
+}
+
+/// Bad input fails alone with a typed error; its neighbours in the same wave succeed.
+async fn bad_input_fails_alone<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("bad");
+    let q = client.queue(&name);
+    let bad_queue = client.queue("no spaces allowed");
+    let huge = "x".repeat(10 * 1024 * 1024 + 1);
+
+    let mut adds: Vec<BoxFut<Result<String, Error>>> = Vec::new();
+    for i in 0..5 {
+        let q = q.clone();
+        adds.push(Box::pin(async move {
+            q.add("good", &i, JobOptions::new()).await
+        }));
+    }
+    adds.push(Box::pin(async move {
+        bad_queue.add("bad", &0, JobOptions::new()).await
+    }));
+    let q2 = q.clone();
+    adds.push(Box::pin(async move {
+        q2.add("bad", &huge, JobOptions::new()).await
+    }));
+    let q3 = q.clone();
+    adds.push(Box::pin(async move {
+        q3.add("bad", &0, JobOptions::new().attempts(0)).await
+    }));
+    let q4 = q.clone();
+    adds.push(Box::pin(
+        async move { q4.add("", &0, JobOptions::new()).await },
+    ));
+    for i in 5..10 {
+        let q = q.clone();
+        adds.push(Box::pin(async move {
+            q.add("good", &i, JobOptions::new()).await
+        }));
+    }
+    let results = within::<T, _>("wave", join_all(adds)).await;
+    let field = |r: &Result<String, Error>| match r {
+        Err(Error::Invalid(v)) => v.field,
+        other => panic!("expected Invalid, got {other:?}"),
+    };
+    assert_eq!(field(&results[5]), "queue");
+    assert_eq!(field(&results[6]), "data");
+    assert_eq!(field(&results[7]), "maxAttempts");
+    assert_eq!(field(&results[8]), "name");
+    for r in results[..5].iter().chain(&results[9..]) {
+        r.as_ref().expect("good add");
+    }
+    // Bad options are refused before anything is attempted.
+    let err = Client::<T::R>::connect(options(server).max_in_flight_commands(0))
+        .await
+        .expect_err("invalid options");
+    assert!(
+        matches!(
+            err,
+            ConnectError::Options(OptionsError::Session(_) | OptionsError::Field { .. })
+        ),
+        "{err:?}"
+    );
+    client.close().await;
+    assert_eq!(raw(server).count(&name), 10);
+}
+
+/// The proxy cuts every connection mid-wave: every caller gets an outcome, each success is on
+/// the server, and the client reconnects for the next add.
+async fn connection_cut_mid_wave<T: Rt>(target: Target) {
+    let server = target.shared();
+    let proxy = CountingProxy::start(server);
+    let client = connect::<T>(fragile_options(proxy.addr())).await;
+    let name = queue_name::<T>("cut");
+    let q = client.queue(&name);
+    let wave = join_all((0..300).map(|i| q.add("cut", &i, JobOptions::new())));
+    let cutter = async {
+        eventually::<T>("a first PUSHB", || proxy.snapshot().cmd("PUSHB") >= 1).await;
+        proxy.cut_all();
+    };
+    let (results, ()) = within::<T, _>("wave with a cut", join(wave, cutter)).await;
+    let mut raw = raw(server);
+    let mut ok = 0;
+    for r in &results {
+        match r {
+            Ok(id) => {
+                ok += 1;
+                assert!(raw.job(id).is_some(), "{id} reported added but missing");
+            }
+            Err(e) => assert!(is_transport(e), "unexpected error {e:?}"),
+        }
+    }
+    assert!(ok >= 1, "the first PUSHB went through before the cut");
+    // The cut lands a moment after it is signalled, so an add right after the wave may still
+    // meet it: retry transport errors until the client has reconnected.
+    let mut after = None;
+    for _ in 0..100 {
+        match within::<T, _>("add after the cut", q.add("after", &0, JobOptions::new())).await {
+            Ok(id) => {
+                after = Some(id);
+                break;
+            }
+            Err(e) => assert!(is_transport(&e), "unexpected error {e:?}"),
+        }
+    }
+    let after = after.expect("an add succeeds after reconnecting");
+    assert!(raw.job(&after).is_some());
+    assert!(client.stats().await.session.connects >= 2);
+    within::<T, _>("close", client.close()).await;
+}
+
+/// The server is killed mid-wave: every caller still gets an outcome and close() returns.
+async fn server_killed_mid_wave<T: Rt>(target: Target) {
+    let mut server = target.dedicated();
+    let proxy = CountingProxy::start(server.addr());
+    let client = connect::<T>(fragile_options(proxy.addr())).await;
+    let q = client.queue(queue_name::<T>("kill"));
+    let wave = join_all((0..300).map(|i| q.add("kill", &i, JobOptions::new())));
+    let killer = async {
+        eventually::<T>("a first PUSHB", || proxy.snapshot().cmd("PUSHB") >= 1).await;
+        server.kill();
+    };
+    let (results, ()) = within::<T, _>("wave with a kill", join(wave, killer)).await;
+    for r in &results {
+        if let Err(e) = r {
+            assert!(is_transport(e), "unexpected error {e:?}");
+        }
+    }
+    let late = within::<T, _>("add to a dead server", q.add("late", &0, JobOptions::new())).await;
+    assert!(matches!(&late, Err(e) if is_transport(e)), "{late:?}");
+    within::<T, _>("close with the server gone", client.close()).await;
+    let after = q.add("closed", &0, JobOptions::new()).await;
+    assert_eq!(after, Err(Error::Closed));
+}
+
+/// close() with adds in flight and buffered: every add resolves and is on the server.
+async fn close_flushes_everything<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("close");
+    let q = client.queue(&name);
+    let wave = join_all((0..300).map(|i| q.add("close", &i, JobOptions::new())));
+    // `join` polls the wave first, so every add is queued before the close.
+    let (results, ()) =
+        within::<T, _>("close with work in flight", join(wave, client.close())).await;
+    let ids: Vec<String> = results.into_iter().map(|r| r.expect("add")).collect();
+    assert_eq!(ids.len(), 300);
+    let mut raw = raw(server);
+    assert_eq!(raw.count(&name), 300);
+    assert!(raw.job(&ids[299]).is_some());
+    assert_eq!(
+        q.add("late", &0, JobOptions::new()).await,
+        Err(Error::Closed)
+    );
+    let stats = client.stats().await;
+    assert_eq!(stats.session.adds_ok, 300);
+}
+
+/// Dropping an add future before its job is sent withdraws it: it never reaches the server.
+async fn dropped_add_is_cancelled<T: Rt>(target: Target) {
+    let server = target.shared();
+    let proxy = CountingProxy::start(server);
+    let batching = BatchConfig {
+        max_in_flight: 1,
+        linger: Duration::from_secs(60),
+        max_batch: 1000,
+        ..BatchConfig::default()
+    };
+    let client = connect::<T>(options(proxy.addr()).batching(Some(batching))).await;
+    let name = queue_name::<T>("cancel");
+    let q = client.queue(&name);
+    // Hold the only in-flight slot: the first add of a wave goes alone, the rest buffer
+    // behind it until it is answered.
+    let first = q.add("first", &0, JobOptions::new());
+    let mut first = Box::pin(first);
+    assert!((&mut first).now_or_never().is_none());
+    for i in 0..10 {
+        // Polled once (sent to the pump), then dropped: the drop guard cancels it.
+        assert!(q
+            .add("dropped", &i, JobOptions::new())
+            .now_or_never()
+            .is_none());
+    }
+    let kept = q.add("kept", &0, JobOptions::new());
+    let (first, kept) = within::<T, _>("adds", join(first, kept)).await;
+    let first = first.expect("first");
+    let kept = kept.expect("kept");
+    let stats = client.stats().await;
+    client.close().await;
+    let mut raw = raw(server);
+    assert!(raw.job(&first).is_some() && raw.job(&kept).is_some());
+    // Whether a dropped add was withdrawn depends on whether it was already sent; each is
+    // either cancelled or on the server, never lost in between.
+    let cancelled = stats.session.adds_cancelled;
+    assert_eq!(
+        raw.count(&name),
+        12 - cancelled,
+        "cancelled {cancelled}, {stats:?}"
+    );
+    assert_eq!(proxy.snapshot().pushb_total() as u64, 12 - cancelled);
+}
+
+// ------------------------------------------------------------------------------ the matrix
+
+macro_rules! scenarios {
+    ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            <$rt as super::Rt>::block_on(super::$name::<$rt>($target));
+        }
+    )*};
+}
+
+macro_rules! all_scenarios {
+    ($rt:ty, $target:expr) => {
+        scenarios!($rt, $target =>
+            sequential_adds,
+            concurrent_waves,
+            several_queues,
+            durable_adds,
+            add_bulk,
+            worker_drains,
+            processor_error_fails,
+            panicking_processor,
+            auth_tokens,
+            bad_input_fails_alone,
+            connection_cut_mid_wave,
+            server_killed_mid_wave,
+            close_flushes_everything,
+            dropped_add_is_cancelled,
+        );
+    };
+}
+
+mod tokio_bunqueue {
+    all_scenarios!(super::Tokio, autobatch_tests::Target::Bunqueue);
+}
+
+mod smol_bunqueue {
+    all_scenarios!(super::Smol, autobatch_tests::Target::Bunqueue);
+}
+
+mod async_std_bunqueue {
+    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
+}

@@ -136,7 +136,7 @@ impl Broker {
         });
         loop {
             tokio::select! {
-                _ = stop.wait_for(|s| *s) => break,
+                _ = stopped(&mut stop) => break,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
                         conns.spawn(connection(shared.clone(), stream, shutdown.tx.subscribe()));
@@ -156,6 +156,12 @@ impl Broker {
             .map_err(io::Error::other)?;
         Ok(())
     }
+}
+
+/// Resolves once the broker is asked to stop (at once if it already was). The watch guard is
+/// dropped inside, so the futures that await this stay `Send`.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 /// Replies waiting to be written, with their byte count for the write budget.
@@ -263,7 +269,7 @@ async fn connection(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Rec
             }
             tokio::select! {
                 _ = &mut drained => {}
-                _ = stop.wait_for(|s| *s) => break 'conn,
+                _ = stopped(&mut stop) => break 'conn,
             }
         }
         if out.is_broken() {
@@ -279,7 +285,7 @@ async fn connection(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Rec
                 Ok(n) => n,
             },
             _ = tokio::time::sleep(stall) => break,
-            _ = stop.wait_for(|s| *s) => break,
+            _ = stopped(&mut stop) => break,
             _ = out.changed.notified(), if out.is_broken() => break,
         };
         decoder.extend(&buf[..n]);
@@ -293,7 +299,7 @@ async fn connection(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Rec
                             Ok(p) => p,
                             Err(_) => break 'conn,
                         },
-                        _ = stop.wait_for(|s| *s) => break 'conn,
+                        _ = stopped(&mut stop) => break 'conn,
                     };
                     let (shared, conn, out) = (shared.clone(), conn.clone(), out.clone());
                     handlers.spawn(async move {

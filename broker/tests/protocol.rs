@@ -416,3 +416,24 @@ fn garbage_from_one_client_does_not_affect_others() {
         Some(&int(50))
     );
 }
+
+#[test]
+fn a_client_that_never_reads_does_not_stall_others() {
+    let b = broker();
+    let mut slow = Raw::connect(b.addr());
+    let big = Value::Bin(vec![7; 1024 * 1024]);
+    let id = push(&mut slow, "big", big, vec![]);
+    // ~300 MiB of replies asked for, none read: the broker stops reading this socket once its
+    // replies back up (and would close it past the 64 MiB budget) instead of buffering them.
+    for _ in 0..300 {
+        slow.send("GetJob", vec![("id", s(&id))]);
+    }
+    let mut other = Raw::connect(b.addr());
+    for _ in 0..20 {
+        assert!(ok(&other.call("Ping", vec![])));
+    }
+    assert_eq!(
+        other.call("Count", vec![("queue", s("big"))]).get("count"),
+        Some(&int(1))
+    );
+}

@@ -89,6 +89,12 @@ impl Shared {
     }
 }
 
+/// A connect attempt and its deadline.
+type Connecting<R> = (
+    BoxFuture<std::io::Result<<R as Runtime>::Socket>>,
+    Pin<Box<dyn AsyncTimer>>,
+);
+
 struct Waiter {
     ticket: Ticket,
     reply: Reply,
@@ -106,10 +112,7 @@ pub(crate) struct Pump<R: Runtime> {
     rx: mpsc::UnboundedReceiver<Cmd>,
     rx_open: bool,
     socket: Option<R::Socket>,
-    connecting: Option<(
-        BoxFuture<std::io::Result<R::Socket>>,
-        Pin<Box<dyn AsyncTimer>>,
-    )>,
+    connecting: Option<Connecting<R>>,
     timer: Option<Pin<Box<dyn AsyncTimer>>>,
     timer_at: Option<Instant>,
     /// Bytes to write, from `out_pos` on.

@@ -694,3 +694,59 @@ mod smol_bunqueue {
 mod async_std_bunqueue {
     all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
 }
+
+// ------------------------------------------------------------------------------ throughput
+
+/// Adds per second of one runtime: sequential and in waves of 100, batching on and off.
+async fn throughput_of<T: Rt>(server: SocketAddr) -> Vec<(String, f64)> {
+    const SEQUENTIAL: usize = 2_000;
+    const WAVES: usize = 200;
+    let mut rows = Vec::new();
+    for batching in [true, false] {
+        let mut opts = options(server);
+        if !batching {
+            opts = opts.batching(None);
+        }
+        let client = connect::<T>(opts).await;
+        let q = client.queue(queue_name::<T>("tput"));
+        let mode = if batching { "on" } else { "off" };
+        let t = Instant::now();
+        for i in 0..SEQUENTIAL {
+            q.add("tput", &i, JobOptions::new()).await.expect("add");
+        }
+        let rate = SEQUENTIAL as f64 / t.elapsed().as_secs_f64();
+        rows.push((
+            format!("{:<9} batching {mode:<3} sequential", T::NAME),
+            rate,
+        ));
+        let t = Instant::now();
+        for w in 0..WAVES {
+            let adds = (0..100).map(|i| q.add("tput", &(w * 100 + i), JobOptions::new()));
+            for r in join_all(adds).await {
+                r.expect("add");
+            }
+        }
+        let rate = (WAVES * 100) as f64 / t.elapsed().as_secs_f64();
+        rows.push((
+            format!("{:<9} batching {mode:<3} waves of 100", T::NAME),
+            rate,
+        ));
+        client.close().await;
+    }
+    rows
+}
+
+/// Prints adds/s for every runtime against the real server. Not an assertion; run with
+/// `cargo test --release -p autobatch-tests --test scenarios -- --ignored --nocapture throughput`.
+#[test]
+#[ignore = "measurement, not a check"]
+fn throughput() {
+    let server = Target::Bunqueue.shared();
+    let mut rows = Vec::new();
+    rows.extend(Tokio::block_on(throughput_of::<Tokio>(server)));
+    rows.extend(Smol::block_on(throughput_of::<Smol>(server)));
+    rows.extend(AsyncStd::block_on(throughput_of::<AsyncStd>(server)));
+    for (what, rate) in rows {
+        println!("{what:<40} {rate:>10.0} adds/s");
+    }
+}

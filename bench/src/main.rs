@@ -1,1 +1,254 @@
-fn main() {}
+//! `autobatch-bench`: the seed's add() throughput table, measured.
+//!
+//! With no arguments it starts the embedded broker in-process and measures the seed's four
+//! patterns (sequential `await add`, and waves of 10, 50 and 100 concurrent adds joined with
+//! `join_all`) with autobatch's batching off and on, interleaved, 5 repetitions each, and
+//! prints the seed's table with medians and spreads. `--compare` runs the same patterns against
+//! one real bunqueue 2.9.5 server with autobatch, bunqueue's own TS client and the official
+//! Rust client side by side, plus the loopback ping-pong floor. See `--help`.
+
+mod autobatch;
+mod floor;
+mod machine;
+mod official;
+mod report;
+mod run;
+mod stats;
+mod svg;
+mod table;
+mod ts;
+mod workload;
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+
+use crate::official::{Auditor, Official};
+use crate::report::RunInfo;
+use crate::run::Plan;
+use crate::workload::{Contender, Pattern};
+
+/// The async runtime the autobatch client runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RuntimeKind {
+    /// autobatch-tokio (a current-thread tokio runtime on the bench thread).
+    Tokio,
+    /// autobatch-smol.
+    Smol,
+    /// autobatch-async-std.
+    AsyncStd,
+}
+
+impl RuntimeKind {
+    /// As written on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            RuntimeKind::Tokio => "tokio",
+            RuntimeKind::Smol => "smol",
+            RuntimeKind::AsyncStd => "async-std",
+        }
+    }
+}
+
+/// add() throughput of autobatch with batching off and on: the seed's table.
+///
+/// Without arguments: the embedded broker in-process, the four patterns, 5 interleaved
+/// repetitions, the table on stdout and progress on stderr.
+#[derive(Debug, Parser)]
+#[command(name = "autobatch-bench", version, about, long_about = None)]
+struct Args {
+    /// Measure against this server (HOST:PORT, e.g. a real bunqueue) instead of starting one.
+    #[arg(long, value_name = "HOST:PORT")]
+    server: Option<String>,
+
+    /// Runtime adapter for the autobatch client.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
+    runtime: RuntimeKind,
+
+    /// Timed adds per cell [default: 20000; 5000 with --compare; 300 with --smoke].
+    #[arg(long, value_name = "N")]
+    adds: Option<usize>,
+
+    /// Repetitions of every cell [default: 5; 1 with --smoke].
+    #[arg(long, value_name = "N")]
+    reps: Option<usize>,
+
+    /// Untimed warm-up adds before each cell [default: adds/20, 50..=1000].
+    #[arg(long, value_name = "N")]
+    warmup: Option<usize>,
+
+    /// Patterns to run, comma-separated (seq, all10, all50, all100 or any allN).
+    #[arg(long, value_delimiter = ',', default_value = "seq,all10,all50,all100")]
+    patterns: Vec<String>,
+
+    /// Write machine-readable results (samples, summaries, ratios, machine, date) here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Write an SVG bar chart of the table here.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+
+    /// A quick run to check everything works (a few hundred adds per cell, 1 rep): what CI runs.
+    #[arg(long)]
+    smoke: bool,
+
+    /// Side by side against one real bunqueue 2.9.5 server: autobatch, bunqueue's TS client
+    /// and the official Rust client `bunqueue-client`, plus the ping-pong floor.
+    #[arg(long)]
+    compare: bool,
+
+    /// Skip counting each cell's jobs on the server afterwards (and emptying its queue).
+    #[arg(long)]
+    no_verify: bool,
+}
+
+/// The server measured against; kept alive for the whole run.
+enum Server {
+    Embedded(autobatch::Broker),
+    Bunqueue(Box<autobatch_tests::BunqueueServer>),
+    External(SocketAddr, String),
+}
+
+impl Server {
+    fn addr(&self) -> SocketAddr {
+        match self {
+            Server::Embedded(b) => b.addr(),
+            Server::Bunqueue(s) => s.addr(),
+            Server::External(a, _) => *a,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Server::Embedded(b) => format!(
+                "embedded autobatch-broker (in-process, memory) at {}",
+                b.addr()
+            ),
+            Server::Bunqueue(s) => format!(
+                "bunqueue {} (bun {}, memory, rate limit lifted) at {}",
+                autobatch_tests::install::BUNQUEUE_VERSION,
+                autobatch_tests::install::BUN_VERSION,
+                s.addr()
+            ),
+            Server::External(a, name) => format!("external server {name} ({a})"),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match real_main(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autobatch-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn resolve(s: &str) -> io::Result<SocketAddr> {
+    s.to_socket_addrs()?.next().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{s} resolves to no address"),
+        )
+    })
+}
+
+fn real_main(args: Args) -> io::Result<()> {
+    let mut patterns = Vec::new();
+    for p in &args.patterns {
+        patterns.push(Pattern::parse(p.trim()).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unknown pattern {p:?} (expected seq or allN)"),
+            )
+        })?);
+    }
+    let adds = args
+        .adds
+        .unwrap_or(match (args.smoke, args.compare) {
+            (true, _) => 300,
+            (false, true) => 5_000,
+            (false, false) => 20_000,
+        })
+        .max(1);
+    let reps = args.reps.unwrap_or(if args.smoke { 1 } else { 5 }).max(1);
+    let warmup = args.warmup.unwrap_or((adds / 20).clamp(50, 1000));
+    let plan = Plan {
+        patterns,
+        adds,
+        warmup,
+        reps,
+        queue_prefix: "autobatch-bench".into(),
+    };
+    let machine = machine::MachineInfo::collect();
+
+    let server = match (&args.server, args.compare) {
+        (Some(s), _) => Server::External(resolve(s)?, s.clone()),
+        (None, true) => {
+            eprintln!(
+                "starting bunqueue {} …",
+                autobatch_tests::install::BUNQUEUE_VERSION
+            );
+            Server::Bunqueue(Box::new(autobatch_tests::BunqueueServer::start(
+                autobatch_tests::ServerOptions::memory(),
+            )?))
+        }
+        (None, false) => Server::Embedded(autobatch::Broker::start()?),
+    };
+    let addr = server.addr();
+
+    let mut contenders: Vec<Box<dyn Contender>> = vec![
+        autobatch::contender(args.runtime, addr, false)?,
+        autobatch::contender(args.runtime, addr, true)?,
+    ];
+    if args.compare {
+        contenders.push(Box::new(ts::TsClient::new(addr, false)?));
+        contenders.push(Box::new(ts::TsClient::new(addr, true)?));
+        contenders.push(Box::new(Official::connect(addr)?));
+    }
+    contenders.push(Box::new(floor::PingFloor::connect(addr)?));
+
+    let mut auditor: Box<dyn run::AfterCell> = if args.no_verify {
+        Box::new(NoCheck)
+    } else {
+        Box::new(Auditor::connect(addr)?)
+    };
+    let measurements = run::run(&plan, &mut contenders, auditor.as_mut())?;
+    drop(contenders);
+
+    let info = RunInfo {
+        machine,
+        server: server.describe(),
+        runtime: args.runtime.name().into(),
+        plan,
+        compare: args.compare,
+        smoke: args.smoke,
+    };
+    print!("{}", report::render(&info, &measurements));
+    if let Some(path) = &args.json {
+        let doc = report::to_json(&info, &measurements);
+        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.svg {
+        std::fs::write(path, svg::render(&info, &measurements))?;
+        eprintln!("wrote {}", path.display());
+    }
+    drop(server);
+    Ok(())
+}
+
+/// `--no-verify`.
+struct NoCheck;
+
+impl run::AfterCell for NoCheck {
+    fn after(&mut self, _: &workload::Cell, _: Option<usize>) -> io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,193 @@
+//! autobatch itself: `Client::connect`, `client.queue(name)`, `queue.add(..).await`, on the
+//! runtime chosen with `--runtime`, and the embedded broker of the default run.
+//!
+//! The bench thread drives the client with its runtime's `block_on`; the client's pump task
+//! runs where the adapter spawns it: on the same thread for tokio (a current-thread runtime, like
+//! bunqueue's TS client on its single event loop), on smol's and async-std's global executors
+//! otherwise.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use autobatch_broker::{BrokerConfig, EmbeddedBroker};
+use autobatch_driver::{Client, ClientOptions, Error, JobOptions, Queue, Runtime};
+use futures::future::join_all;
+use serde::Serialize;
+
+use crate::workload::{waves, Cell, Contender, Pattern};
+use crate::RuntimeKind;
+
+/// The embedded broker of the default run: in-process, memory, own threads.
+pub struct Broker(EmbeddedBroker);
+
+impl Broker {
+    /// Start it on a free loopback port.
+    pub fn start() -> io::Result<Broker> {
+        EmbeddedBroker::start(BrokerConfig::default()).map(Broker)
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.0.addr()
+    }
+}
+
+/// The payload of every add: `{i}`, as bench.ts sends.
+#[derive(Serialize)]
+struct Data {
+    i: usize,
+}
+
+/// Runs a future to completion on the bench thread.
+trait BlockOn {
+    fn block_on<F: Future>(&self, f: F) -> F::Output;
+}
+
+struct TokioExec(tokio::runtime::Runtime);
+
+impl BlockOn for TokioExec {
+    fn block_on<F: Future>(&self, f: F) -> F::Output {
+        self.0.block_on(f)
+    }
+}
+
+struct SmolExec;
+
+impl BlockOn for SmolExec {
+    fn block_on<F: Future>(&self, f: F) -> F::Output {
+        smol::block_on(f)
+    }
+}
+
+struct AsyncStdExec;
+
+impl BlockOn for AsyncStdExec {
+    fn block_on<F: Future>(&self, f: F) -> F::Output {
+        async_std::task::block_on(f)
+    }
+}
+
+/// One autobatch client (one connection), batching on or off.
+struct Autobatch<R: Runtime, E: BlockOn> {
+    exec: E,
+    client: Client<R>,
+    batching: bool,
+    runtime: RuntimeKind,
+}
+
+/// The autobatch contender: `batching` false is `ClientOptions::batching(None)` (every add its
+/// own PUSH), true is the default batching configuration.
+pub fn contender(
+    runtime: RuntimeKind,
+    addr: SocketAddr,
+    batching: bool,
+) -> io::Result<Box<dyn Contender>> {
+    Ok(match runtime {
+        RuntimeKind::Tokio => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let exec = TokioExec(rt);
+            let handle = exec.0.handle().clone();
+            let rt = autobatch_tokio::TokioRuntime::new(handle);
+            Box::new(Autobatch::connect(exec, rt, runtime, addr, batching)?)
+        }
+        RuntimeKind::Smol => Box::new(Autobatch::connect(
+            SmolExec,
+            autobatch_smol::SmolRuntime,
+            runtime,
+            addr,
+            batching,
+        )?),
+        RuntimeKind::AsyncStd => Box::new(Autobatch::connect(
+            AsyncStdExec,
+            autobatch_async_std::AsyncStdRuntime,
+            runtime,
+            addr,
+            batching,
+        )?),
+    })
+}
+
+impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
+    fn connect(
+        exec: E,
+        rt: R,
+        runtime: RuntimeKind,
+        addr: SocketAddr,
+        batching: bool,
+    ) -> io::Result<Self> {
+        let mut opts = ClientOptions::new(addr.ip().to_string(), addr.port());
+        if !batching {
+            opts = opts.batching(None);
+        }
+        let client = exec
+            .block_on(Client::connect_with(rt, opts))
+            .map_err(io::Error::other)?;
+        Ok(Autobatch {
+            exec,
+            client,
+            batching,
+            runtime,
+        })
+    }
+}
+
+/// `n` adds to `q` in `pattern`: `await` one by one, or `join_all` over waves.
+async fn adds<R: Runtime>(q: &Queue<R>, pattern: Pattern, n: usize) -> Result<(), Error> {
+    match pattern {
+        Pattern::Seq => {
+            for i in 0..n {
+                q.add("bench", &Data { i }, JobOptions::new()).await?;
+            }
+        }
+        Pattern::All(w) => {
+            let mut i = 0;
+            for k in waves(n, w) {
+                let wave = (i..i + k).map(|i| q.add("bench", &Data { i }, JobOptions::new()));
+                for r in join_all(wave).await {
+                    r?;
+                }
+                i += k;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<R: Runtime, E: BlockOn> Contender for Autobatch<R, E> {
+    fn id(&self) -> String {
+        format!("autobatch-{}", if self.batching { "on" } else { "off" })
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "autobatch {} ({}), batching {}",
+            env!("CARGO_PKG_VERSION"),
+            self.runtime.name(),
+            if self.batching { "on" } else { "off" }
+        )
+    }
+
+    fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
+        let q = self.client.queue(&cell.queue);
+        self.exec.block_on(async {
+            adds(&q, cell.pattern, cell.warmup)
+                .await
+                .map_err(io::Error::other)?;
+            let t0 = Instant::now();
+            adds(&q, cell.pattern, cell.adds)
+                .await
+                .map_err(io::Error::other)?;
+            Ok(t0.elapsed())
+        })
+    }
+}
+
+impl<R: Runtime, E: BlockOn> Drop for Autobatch<R, E> {
+    fn drop(&mut self) {
+        self.exec.block_on(self.client.close());
+    }
+}

@@ -1,0 +1,388 @@
+//! Turning [`Measurements`] into the printed tables, the targets and the JSON document.
+
+use crate::machine::MachineInfo;
+use crate::run::{Measurements, Plan};
+use crate::stats::{paired_ratios, Summary};
+use crate::table::{compact, ratio, thousands, Align, Table};
+use crate::workload::Pattern;
+
+/// Contender ids used by the report.
+pub mod ids {
+    /// autobatch with batching off.
+    pub const AB_OFF: &str = "autobatch-off";
+    /// autobatch with batching on (the default).
+    pub const AB_ON: &str = "autobatch-on";
+    /// bunqueue's TS client, autoBatch off.
+    pub const TS_OFF: &str = "ts-off";
+    /// bunqueue's TS client, autoBatch on (its default).
+    pub const TS_ON: &str = "ts-on";
+    /// The official Rust client.
+    pub const OFFICIAL: &str = "official";
+    /// The ping-pong floor.
+    pub const FLOOR: &str = "floor";
+}
+use ids::*;
+
+/// What was run, against what, where.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    /// Machine, date, versions.
+    pub machine: MachineInfo,
+    /// The server measured against, in words.
+    pub server: String,
+    /// The autobatch runtime adapter.
+    pub runtime: String,
+    /// Sizes.
+    pub plan: Plan,
+    /// `--compare` run.
+    pub compare: bool,
+    /// `--smoke` run.
+    pub smoke: bool,
+}
+
+/// One target from the brief: reported, never asserted.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// What is compared.
+    pub name: String,
+    /// Measured value (a ratio: 0.9 means 90%).
+    pub measured: f64,
+    /// The goal for that value.
+    pub goal: f64,
+}
+
+impl Target {
+    /// Whether the measured median reaches the goal.
+    pub fn met(&self) -> bool {
+        self.measured >= self.goal
+    }
+}
+
+/// The paired ratio `a / b` over repetitions (same rep, run back to back).
+pub fn ratio_summary(m: &Measurements, a: &str, b: &str, p: Pattern) -> Option<Summary> {
+    Summary::of(&paired_ratios(&m.series(a, p), &m.series(b, p)))
+}
+
+/// Floor ratio: sequential adds of `a` over the ping-pong floor, paired by repetition.
+fn floor_ratio(m: &Measurements, a: &str) -> Option<Summary> {
+    Summary::of(&paired_ratios(
+        &m.series(a, Pattern::Seq),
+        &m.series(FLOOR, Pattern::Seq),
+    ))
+}
+
+fn ops_cell(s: Option<Summary>) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!(
+            "{} ({}–{})",
+            thousands(s.median),
+            compact(s.min),
+            compact(s.max)
+        ),
+        Some(s) => thousands(s.median),
+        None => "–".into(),
+    }
+}
+
+fn ratio_cell(s: Option<Summary>) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!(
+            "{} ({}–{})",
+            ratio(s.median),
+            ratio(s.min).trim_end_matches('x'),
+            ratio(s.max)
+        ),
+        Some(s) => ratio(s.median),
+        None => "–".into(),
+    }
+}
+
+fn pct_cell(s: Option<Summary>) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!(
+            "{:.0}% ({:.0}–{:.0}%)",
+            s.median * 100.0,
+            s.min * 100.0,
+            s.max * 100.0
+        ),
+        Some(s) => format!("{:.0}%", s.median * 100.0),
+        None => "–".into(),
+    }
+}
+
+/// The targets that apply to this run.
+pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
+    let mut t = Vec::new();
+    let mut push = |name: String, s: Option<Summary>, goal: f64| {
+        if let Some(s) = s {
+            t.push(Target {
+                name,
+                measured: s.median,
+                goal,
+            });
+        }
+    };
+    if info.compare {
+        push(
+            "sequential: autobatch ≥ TS client (both with batching on)".into(),
+            ratio_summary(m, AB_ON, TS_ON, Pattern::Seq),
+            1.0,
+        );
+    }
+    push(
+        "sequential: autobatch (batching on) ≥ 90% of the ping-pong floor".into(),
+        floor_ratio(m, AB_ON),
+        0.9,
+    );
+    if info.compare {
+        for p in info.plan.patterns.iter().filter(|p| **p != Pattern::Seq) {
+            push(
+                format!(
+                    "{}: autobatch ≥ 1.5x TS client with auto-batching",
+                    p.label()
+                ),
+                ratio_summary(m, AB_ON, TS_ON, *p),
+                1.5,
+            );
+        }
+    } else if info.plan.patterns.contains(&Pattern::All(100)) {
+        push(
+            "join_all(100): improvement (on ÷ off) ≥ 10x against the embedded broker".into(),
+            ratio_summary(m, AB_ON, AB_OFF, Pattern::All(100)),
+            10.0,
+        );
+    }
+    t
+}
+
+/// The whole text report.
+pub fn render(info: &RunInfo, m: &Measurements) -> String {
+    let mut out = String::new();
+    let plan = &info.plan;
+    out.push_str(&format!(
+        "autobatch-bench: add() throughput{}\n",
+        if info.compare {
+            " against bunqueue's own clients"
+        } else {
+            ", the seed's table"
+        }
+    ));
+    out.push_str(&format!("server:   {}\n", info.server));
+    out.push_str(&format!("client:   autobatch on {}\n", info.runtime));
+    out.push_str(&format!("machine:  {}\n", info.machine.one_line()));
+    out.push_str(&format!("versions: {}\n", info.machine.versions_line()));
+    out.push_str(&format!(
+        "cells:    {} timed adds each (after {} warm-up adds), {} rep{} interleaved{}; \
+         ops/s = median (min–max over reps); ratios = median (min–max) of per-rep ratios \
+         between cells run back to back\n\n",
+        thousands(plan.adds as f64),
+        plan.warmup,
+        plan.reps,
+        if plan.reps == 1 { "" } else { "s" },
+        if info.smoke {
+            " (SMOKE RUN: too small to mean anything)"
+        } else {
+            ""
+        }
+    ));
+
+    // The seed's table, for autobatch.
+    let mut t = Table::new(&[
+        ("Pattern", Align::Left),
+        ("Without batching ops/s", Align::Right),
+        ("With auto-batch ops/s", Align::Right),
+        ("Improvement", Align::Right),
+    ]);
+    for &p in &plan.patterns {
+        t.row(vec![
+            p.label(),
+            ops_cell(m.summary(AB_OFF, p)),
+            ops_cell(m.summary(AB_ON, p)),
+            ratio_cell(ratio_summary(m, AB_ON, AB_OFF, p)),
+        ]);
+    }
+    out.push_str(&format!("autobatch ({}):\n", info.runtime));
+    out.push_str(&t.render());
+
+    if info.compare {
+        out.push('\n');
+        let cols: Vec<&str> = [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL]
+            .into_iter()
+            .filter(|id| m.has(id))
+            .collect();
+        let heads: Vec<String> = cols.iter().map(|id| short_name(id).to_owned()).collect();
+        let mut header: Vec<(&str, Align)> = vec![("Pattern (ops/s)", Align::Left)];
+        header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
+        let mut t = Table::new(&header);
+        for &p in &plan.patterns {
+            let mut row = vec![p.label()];
+            row.extend(cols.iter().map(|id| ops_cell(m.summary(id, p))));
+            t.row(row);
+        }
+        out.push_str("All clients, same server, same run:\n");
+        out.push_str(&t.render());
+        out.push('\n');
+
+        let mut t = Table::new(&[
+            ("Pattern (ratio)", Align::Left),
+            ("autobatch on ÷ TS on", Align::Right),
+            ("autobatch off ÷ TS off", Align::Right),
+            ("bunqueue-client ÷ TS on", Align::Right),
+            ("TS on ÷ TS off", Align::Right),
+        ]);
+        for &p in &plan.patterns {
+            t.row(vec![
+                p.label(),
+                ratio_cell(ratio_summary(m, AB_ON, TS_ON, p)),
+                ratio_cell(ratio_summary(m, AB_OFF, TS_OFF, p)),
+                ratio_cell(ratio_summary(m, OFFICIAL, TS_ON, p)),
+                ratio_cell(ratio_summary(m, TS_ON, TS_OFF, p)),
+            ]);
+        }
+        out.push_str("Against bunqueue's TS client (>1x: faster than TS), pattern by pattern:\n");
+        out.push_str(&t.render());
+    }
+
+    if let Some(f) = m.summary(FLOOR, Pattern::Seq) {
+        out.push('\n');
+        out.push_str(&format!(
+            "Loopback floor (one Ping frame per round trip, std TcpStream, TCP_NODELAY): {} round trips/s\n",
+            ops_cell(Some(f))
+        ));
+        let mut t = Table::new(&[
+            ("Sequential adds", Align::Left),
+            ("ops/s", Align::Right),
+            ("% of floor", Align::Right),
+        ]);
+        for id in [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL] {
+            if m.has(id) {
+                t.row(vec![
+                    m.label(id),
+                    ops_cell(m.summary(id, Pattern::Seq)),
+                    pct_cell(floor_ratio(m, id)),
+                ]);
+            }
+        }
+        out.push_str(&t.render());
+    }
+
+    let targets = targets(info, m);
+    if !targets.is_empty() {
+        out.push_str("\nTargets (reported, not asserted; medians of paired ratios):\n");
+        for t in &targets {
+            out.push_str(&format!(
+                "  [{}] {}: {} (goal {})\n",
+                if t.met() { " ok " } else { "MISS" },
+                t.name,
+                fmt_goal(t.goal, t.measured),
+                fmt_goal(t.goal, t.goal)
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\n{} cells in {:.2} s wall time\n",
+        m.samples.len(),
+        m.wall.as_secs_f64()
+    ));
+    out
+}
+
+/// Percent for goals below 1 (floor share), a ratio otherwise.
+fn fmt_goal(goal: f64, x: f64) -> String {
+    if goal < 1.0 {
+        format!("{:.0}%", x * 100.0)
+    } else {
+        ratio(x)
+    }
+}
+
+/// Column heading of a contender.
+pub fn short_name(id: &str) -> &'static str {
+    match id {
+        AB_OFF => "autobatch off",
+        AB_ON => "autobatch on",
+        TS_OFF => "TS client off",
+        TS_ON => "TS client on",
+        OFFICIAL => "bunqueue-client (Rust)",
+        FLOOR => "ping floor",
+        _ => "?",
+    }
+}
+
+fn summary_json(s: Option<Summary>) -> serde_json::Value {
+    match s {
+        Some(s) => serde_json::json!({
+            "median": s.median, "min": s.min, "max": s.max, "q1": s.q1, "q3": s.q3, "n": s.n,
+        }),
+        None => serde_json::Value::Null,
+    }
+}
+
+/// The machine-readable document for `--json`.
+pub fn to_json(info: &RunInfo, m: &Measurements) -> serde_json::Value {
+    let plan = &info.plan;
+    let mut summary = Vec::new();
+    for (id, label) in &m.contenders {
+        for &p in &plan.patterns {
+            if let Some(s) = m.summary(id, p) {
+                summary.push(serde_json::json!({
+                    "contender": id, "label": label, "pattern": p.name(),
+                    "ops_per_sec": summary_json(Some(s)),
+                }));
+            }
+        }
+    }
+    let mut ratios = Vec::new();
+    let pairs: &[(&str, &str)] = &[
+        (AB_ON, AB_OFF),
+        (AB_ON, TS_ON),
+        (AB_OFF, TS_OFF),
+        (OFFICIAL, TS_ON),
+        (TS_ON, TS_OFF),
+    ];
+    for &(a, b) in pairs {
+        for &p in &plan.patterns {
+            if let Some(s) = ratio_summary(m, a, b, p) {
+                ratios.push(serde_json::json!({
+                    "numerator": a, "denominator": b, "pattern": p.name(),
+                    "ratio": summary_json(Some(s)),
+                }));
+            }
+        }
+    }
+    let floor: Vec<_> = m
+        .contenders
+        .iter()
+        .filter_map(|(id, _)| {
+            floor_ratio(m, id).map(|s| {
+                serde_json::json!({"contender": id, "sequential_share_of_floor": summary_json(Some(s))})
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "tool": "autobatch-bench",
+        "machine": info.machine.to_json(),
+        "server": info.server,
+        "runtime": info.runtime,
+        "mode": if info.compare { "compare" } else { "default" },
+        "smoke": info.smoke,
+        "plan": {
+            "patterns": plan.patterns.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            "adds_per_cell": plan.adds,
+            "warmup_adds": plan.warmup,
+            "reps": plan.reps,
+        },
+        "contenders": m.contenders.iter().map(|(id, l)| serde_json::json!({"id": id, "label": l})).collect::<Vec<_>>(),
+        "samples": m.samples.iter().map(|s| serde_json::json!({
+            "contender": s.contender, "pattern": s.pattern.name(), "rep": s.rep,
+            "adds": s.adds, "elapsed_s": s.elapsed.as_secs_f64(), "ops_per_sec": s.ops_per_sec(),
+        })).collect::<Vec<_>>(),
+        "summary": summary,
+        "ratios": ratios,
+        "floor": floor,
+        "targets": targets(info, m).iter().map(|t| serde_json::json!({
+            "name": t.name, "measured": t.measured, "goal": t.goal, "met": t.met(),
+        })).collect::<Vec<_>>(),
+        "wall_s": m.wall.as_secs_f64(),
+    })
+}

@@ -1,0 +1,245 @@
+//! Running the cells: every contender, every pattern, every repetition, interleaved.
+
+use std::collections::HashMap;
+use std::io::{self, IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use crate::official::Auditor;
+use crate::stats::Summary;
+use crate::workload::{Cell, Contender, Pattern};
+
+/// Sizes of a run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Rows of the table.
+    pub patterns: Vec<Pattern>,
+    /// Timed adds per cell.
+    pub adds: usize,
+    /// Untimed adds before each cell's timed ones.
+    pub warmup: usize,
+    /// Repetitions of every cell.
+    pub reps: usize,
+    /// Prefix of the queue names (each cell gets its own queue).
+    pub queue_prefix: String,
+}
+
+/// One timed cell.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Contender id.
+    pub contender: String,
+    /// Pattern.
+    pub pattern: Pattern,
+    /// Repetition, from 0.
+    pub rep: usize,
+    /// Timed adds.
+    pub adds: usize,
+    /// Time they took.
+    pub elapsed: Duration,
+}
+
+impl Sample {
+    /// Adds per second.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.adds as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Everything measured in one run.
+#[derive(Debug, Clone, Default)]
+pub struct Measurements {
+    /// `(id, label)` of every contender, in plan order.
+    pub contenders: Vec<(String, String)>,
+    /// All cells, in the order they ran.
+    pub samples: Vec<Sample>,
+    /// Wall-clock time of the whole run.
+    pub wall: Duration,
+}
+
+impl Measurements {
+    /// ops/s of `contender` in `pattern`, one per repetition, in repetition order.
+    pub fn series(&self, contender: &str, pattern: Pattern) -> Vec<f64> {
+        let mut v: Vec<&Sample> = self
+            .samples
+            .iter()
+            .filter(|s| s.contender == contender && s.pattern == pattern)
+            .collect();
+        v.sort_by_key(|s| s.rep);
+        v.into_iter().map(Sample::ops_per_sec).collect()
+    }
+
+    /// Median and spread of [`series`](Self::series).
+    pub fn summary(&self, contender: &str, pattern: Pattern) -> Option<Summary> {
+        Summary::of(&self.series(contender, pattern))
+    }
+
+    /// The label of a contender id.
+    pub fn label(&self, id: &str) -> String {
+        self.contenders
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, l)| l.clone())
+            .unwrap_or_else(|| id.to_owned())
+    }
+
+    /// Whether a contender took part.
+    pub fn has(&self, id: &str) -> bool {
+        self.contenders.iter().any(|(i, _)| i == id)
+    }
+}
+
+/// Checks and cleans up each cell's queue after it ran (outside the timed region).
+pub trait AfterCell {
+    /// Called with the cell and the number of jobs it should have left in its queue (`None`
+    /// when the contender cleans up itself or adds nothing).
+    fn after(&mut self, cell: &Cell, expected_jobs: Option<usize>) -> io::Result<()>;
+}
+
+impl AfterCell for Auditor {
+    fn after(&mut self, cell: &Cell, expected_jobs: Option<usize>) -> io::Result<()> {
+        if let Some(expected) = expected_jobs {
+            let found = self.jobs_in(&cell.queue)?;
+            if found != expected as i64 {
+                return Err(io::Error::other(format!(
+                    "queue {} holds {found} jobs after the cell, expected {expected}: \
+                     adds were lost or duplicated",
+                    cell.queue
+                )));
+            }
+            self.obliterate(&cell.queue);
+        }
+        Ok(())
+    }
+}
+
+/// Whether a contender's jobs stay in its queue for the [`AfterCell`] check.
+pub fn leaves_jobs(id: &str) -> bool {
+    !(id == "floor" || id.starts_with("ts-"))
+}
+
+/// Run every cell of `plan` for every contender. Order: for each repetition, for each
+/// pattern, every contender back to back, starting one further along the list at each
+/// repetition (so no contender always runs first or right after a given other one).
+pub fn run(
+    plan: &Plan,
+    contenders: &mut [Box<dyn Contender>],
+    after: &mut dyn AfterCell,
+) -> io::Result<Measurements> {
+    let started = Instant::now();
+    let mut m = Measurements {
+        contenders: contenders.iter().map(|c| (c.id(), c.label())).collect(),
+        ..Measurements::default()
+    };
+    let total: usize = plan
+        .patterns
+        .iter()
+        .map(|p| contenders.iter().filter(|c| c.applies(*p)).count())
+        .sum::<usize>()
+        * plan.reps;
+    let mut progress = Progress::new(total);
+    let n = contenders.len();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    for rep in 0..plan.reps {
+        for &pattern in &plan.patterns {
+            for k in 0..n {
+                let c = &mut contenders[(k + rep) % n];
+                if !c.applies(pattern) {
+                    continue;
+                }
+                let id = c.id();
+                let seq = names.entry(id.clone()).or_default();
+                *seq += 1;
+                let cell = Cell {
+                    pattern,
+                    adds: plan.adds,
+                    warmup: plan.warmup,
+                    queue: format!(
+                        "{}-{}-{id}-{}-{seq}",
+                        plan.queue_prefix,
+                        std::process::id(),
+                        pattern.name()
+                    ),
+                };
+                progress.start(&format!(
+                    "{} {} rep {}/{}",
+                    pattern.name(),
+                    c.label(),
+                    rep + 1,
+                    plan.reps
+                ));
+                let elapsed = c.run(&cell).map_err(|e| {
+                    progress.finish();
+                    io::Error::new(
+                        e.kind(),
+                        format!("{} / {} / rep {}: {e}", c.label(), pattern.name(), rep + 1),
+                    )
+                })?;
+                let expected = leaves_jobs(&id).then_some(cell.warmup + cell.adds);
+                after
+                    .after(&cell, expected)
+                    .inspect_err(|_| progress.finish())?;
+                let sample = Sample {
+                    contender: id,
+                    pattern,
+                    rep,
+                    adds: plan.adds,
+                    elapsed,
+                };
+                progress.done(sample.ops_per_sec());
+                m.samples.push(sample);
+            }
+        }
+    }
+    progress.finish();
+    m.wall = started.elapsed();
+    Ok(m)
+}
+
+/// The progress line on stderr: rewritten in place on a terminal, one line per cell otherwise.
+struct Progress {
+    total: usize,
+    k: usize,
+    tty: bool,
+    line: String,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            k: 0,
+            tty: io::stderr().is_terminal(),
+            line: String::new(),
+        }
+    }
+
+    fn start(&mut self, what: &str) {
+        self.k += 1;
+        self.line = format!("[{}/{}] {what} …", self.k, self.total);
+        if self.tty {
+            eprint!("\r\x1b[2K{}", self.line);
+            let _ = io::stderr().flush();
+        }
+    }
+
+    fn done(&mut self, ops: f64) {
+        let line = format!(
+            "{} {} ops/s",
+            self.line.trim_end_matches(" …"),
+            crate::table::thousands(ops)
+        );
+        if self.tty {
+            eprint!("\r\x1b[2K{line}");
+            let _ = io::stderr().flush();
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.tty && self.k > 0 {
+            eprintln!();
+            self.k = 0;
+        }
+    }
+}

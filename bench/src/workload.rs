@@ -1,0 +1,103 @@
+//! The seed's four patterns and the interface every measured client implements.
+
+use std::io;
+use std::time::Duration;
+
+/// How adds are issued: the rows of the seed's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pattern {
+    /// `for i in 0..n { queue.add(..).await }`.
+    Seq,
+    /// Waves of `w` concurrent adds: `join_all(w adds).await`, then the next wave.
+    All(usize),
+}
+
+impl Pattern {
+    /// Short name, as bench.ts spells it: `seq`, `all10`, ...
+    pub fn name(self) -> String {
+        match self {
+            Pattern::Seq => "seq".into(),
+            Pattern::All(w) => format!("all{w}"),
+        }
+    }
+
+    /// Row label for the table.
+    pub fn label(self) -> String {
+        match self {
+            Pattern::Seq => "Sequential `await`".into(),
+            Pattern::All(w) => format!("join_all({w})"),
+        }
+    }
+
+    /// Adds in flight at once: 1 for `Seq`.
+    pub fn wave(self) -> usize {
+        match self {
+            Pattern::Seq => 1,
+            Pattern::All(w) => w.max(1),
+        }
+    }
+
+    /// Parse `seq` or `allN`.
+    pub fn parse(s: &str) -> Option<Pattern> {
+        if s == "seq" {
+            return Some(Pattern::Seq);
+        }
+        let w: usize = s.strip_prefix("all")?.parse().ok()?;
+        (w > 0).then_some(Pattern::All(w))
+    }
+}
+
+/// One measurement: `adds` timed adds in `pattern` to a fresh queue, after `warmup` untimed ones.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    /// The pattern.
+    pub pattern: Pattern,
+    /// Timed adds.
+    pub adds: usize,
+    /// Untimed adds before the timed ones, same queue, same pattern.
+    pub warmup: usize,
+    /// Queue name, unique to this cell.
+    pub queue: String,
+}
+
+/// The sizes of the waves that make up `n` adds in waves of `w` (the last one may be short).
+pub fn waves(n: usize, w: usize) -> impl Iterator<Item = usize> {
+    let w = w.max(1);
+    (0..n.div_ceil(w)).map(move |i| w.min(n - i * w))
+}
+
+/// Something that can be measured: a client in one configuration (or the ping-pong floor).
+pub trait Contender {
+    /// Stable id for JSON and lookups, e.g. `autobatch-on`.
+    fn id(&self) -> String;
+    /// Human label, e.g. `autobatch (tokio), batching on`.
+    fn label(&self) -> String;
+    /// Whether this contender runs `pattern` at all (the floor only runs `Seq`).
+    fn applies(&self, pattern: Pattern) -> bool {
+        let _ = pattern;
+        true
+    }
+    /// Run one cell and return the time the timed adds took.
+    fn run(&mut self, cell: &Cell) -> io::Result<Duration>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for p in [Pattern::Seq, Pattern::All(10), Pattern::All(100)] {
+            assert_eq!(Pattern::parse(&p.name()), Some(p));
+        }
+        assert_eq!(Pattern::parse("all0"), None);
+        assert_eq!(Pattern::parse("nope"), None);
+    }
+
+    #[test]
+    fn waves_cover_n_exactly() {
+        assert_eq!(waves(250, 100).collect::<Vec<_>>(), vec![100, 100, 50]);
+        assert_eq!(waves(3, 1).collect::<Vec<_>>(), vec![1, 1, 1]);
+        assert_eq!(waves(0, 10).count(), 0);
+    }
+}

@@ -78,8 +78,8 @@ enum Conn {
 /// Who is waiting on a command, and what to do with its reply.
 #[derive(Debug)]
 pub(super) enum Origin {
-    /// A PUSHB of batched adds: `ops[i]` is `jobs[i]`. `batch` is `None` for a re-sent or split
-    /// batch that no batcher tracks.
+    /// A PUSHB of batched adds: `ops[i]` is `jobs[i]`. A re-sent or split batch keeps its
+    /// `batch`, so its in-flight slot stays taken until it is answered.
     Adds {
         queue: usize,
         batch: Option<BatchId>,
@@ -108,6 +108,8 @@ pub(super) struct Queued {
     pub(super) cmd: Command,
     pub(super) origin: Origin,
     pub(super) deadline: Instant,
+    /// Written at least once (a re-send waiting in `outgoing` may already have been applied).
+    pub(super) written: bool,
 }
 
 /// One client connection to a bunqueue server, as a deterministic state machine.
@@ -217,6 +219,7 @@ impl Session {
             cmd,
             origin,
             deadline,
+            written: false,
         });
     }
 
@@ -250,6 +253,7 @@ impl Session {
                 cmd: Command::Auth { token },
                 origin: Origin::Auth,
                 deadline: self.deadline(now),
+                written: false,
             };
             self.write_later_first(q);
         } else {
@@ -459,6 +463,8 @@ impl Session {
                     id,
                     result: Ok(applied),
                 });
+                // The FAIL is answered: it no longer holds up `close`.
+                self.ack_batch_done(now, None);
             }
         }
         Ok(())
@@ -496,6 +502,8 @@ impl Session {
                             }
                         }
                         self.stats.items_resent += keep_ops.len() as u64;
+                        // The rest keeps the batch's in-flight slot until it is answered, so
+                        // the queue never has more than `max_in_flight` batches out.
                         self.outgoing.push_front(Queued {
                             cmd: Command::PushB {
                                 queue: name,
@@ -503,10 +511,11 @@ impl Session {
                             },
                             origin: Origin::Adds {
                                 queue,
-                                batch: None,
+                                batch,
                                 ops: keep_ops,
                             },
                             deadline: q.deadline,
+                            written: true,
                         });
                     }
                     None => {
@@ -514,9 +523,9 @@ impl Session {
                             self.stats.adds_failed += 1;
                             self.done(op, Err(Error::Server(strip_index(&msg).to_owned())));
                         }
+                        self.producers.complete(now, queue, batch);
                     }
                 }
-                self.producers.complete(now, queue, batch);
             }
             Origin::Acks { batch, attempt } => {
                 let Command::AckB {
@@ -605,6 +614,7 @@ impl Session {
                         result: Err(err),
                     });
                 }
+                self.ack_batch_done(now, None);
             }
         }
     }
@@ -642,7 +652,10 @@ impl Session {
                             self.done(op, Err(why.error(true)));
                         }
                     }
-                    if !again_ops.is_empty() {
+                    if again_ops.is_empty() {
+                        self.producers.complete(now, queue, batch);
+                    } else {
+                        // The re-sent part keeps the batch's in-flight slot (max_in_flight).
                         self.stats.items_resent += again_ops.len() as u64;
                         resend.push(Queued {
                             cmd: Command::PushB {
@@ -651,13 +664,13 @@ impl Session {
                             },
                             origin: Origin::Adds {
                                 queue,
-                                batch: None,
+                                batch,
                                 ops: again_ops,
                             },
                             deadline: q.deadline,
+                            written: true,
                         });
                     }
-                    self.producers.complete(now, queue, batch);
                 }
                 Origin::Auth => {}
                 _ => self.resolve(now, q, why.clone()),
@@ -710,6 +723,7 @@ impl Session {
                 .saturating_duration_since(now)
                 .saturating_sub(self.config.command_timeout);
             q.deadline = self.deadline(now) + extra;
+            q.written = true;
             self.deadlines.insert((q.deadline, req));
             self.in_flight.insert(req, q);
         }
@@ -787,7 +801,9 @@ impl Session {
             self.outgoing = keep.into();
             for q in late {
                 self.stats.timeouts += 1;
-                self.resolve(now, q, FailKind::Timeout { written: false });
+                // A re-send was written on an earlier connection: it may have been applied.
+                let written = q.written;
+                self.resolve(now, q, FailKind::Timeout { written });
             }
         }
         if self.consecutive_timeouts >= self.config.max_command_timeouts {
@@ -881,6 +897,7 @@ impl Session {
                 ops,
             },
             deadline: self.deadline(now),
+            written: false,
         });
     }
 }

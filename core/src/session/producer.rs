@@ -193,8 +193,11 @@ impl Session {
                 return true;
             }
         }
+        // A re-send waiting after a reconnect was written before and may have been applied:
+        // it can no longer be withdrawn.
         let pos = self.outgoing.iter().position(|q| {
-            matches!(q.origin, Origin::Push(o) | Origin::Bulk(o) | Origin::Request(o) if o == op)
+            !q.written
+                && matches!(q.origin, Origin::Push(o) | Origin::Bulk(o) | Origin::Request(o) if o == op)
         });
         if let Some(pos) = pos {
             self.outgoing.remove(pos);

@@ -40,6 +40,7 @@ pub mod peer;
 pub mod proxy;
 pub mod raw;
 pub mod server;
+pub mod sim;
 mod spawn;
 pub mod target;
 

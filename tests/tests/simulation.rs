@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use autobatch_tests::sim::{run, FaultCounts, SimReport};
+use autobatch_tests::sim::{run, run_with, FaultCounts, SimOptions, SimReport};
 
 /// Seeds per CI run (kept well under a minute on a 2-core machine in a debug build).
 const CI_SEEDS: u64 = 4_000;
@@ -191,7 +191,8 @@ fn regression_seeds() {
         // `cancel()` withdrew a custom-id PUSH queued for re-send after it had been applied.
         (5268, "cancel withdrew an applied re-send"),
     ] {
-        if let Err(f) = run(seed) {
+        // Without hostile frames: the scenarios these seeds had when they found the bugs.
+        if let Err(f) = run_with(seed, SimOptions { hostile: false }) {
             panic!("regression ({bug}):\n{f}");
         }
     }

@@ -318,6 +318,10 @@ impl Ledger {
 /// One request the broker has read and not answered.
 #[derive(Debug, Clone)]
 struct Open {
+    /// The request's reqId.
+    req_id: Value,
+    /// A PUSHB (of any kind).
+    pushb: bool,
     /// `Some(queue)` for a PUSHB of batched adds.
     batched: Option<String>,
     /// When the client stops waiting for it at the latest (written + its timeout).
@@ -401,7 +405,15 @@ impl WireWatch {
         if open.contains_key(&key) {
             return Err(format!("reqId {key} reused while in flight"));
         }
-        open.insert(key, Open { batched, gives_up });
+        open.insert(
+            key,
+            Open {
+                req_id: req_id.clone(),
+                pushb: matches!(cmd, Command::PushB { .. }),
+                batched,
+                gives_up,
+            },
+        );
         self.max_commands_seen = self.max_commands_seen.max(open.len());
         if open.len() > c.max_in_flight_commands {
             return Err(format!(
@@ -411,6 +423,15 @@ impl WireWatch {
             ));
         }
         Ok(())
+    }
+
+    /// The reqId of a PUSHB read on `conn` and not answered yet, if any.
+    pub fn open_pushb(&self, conn: ConnId) -> Option<Value> {
+        self.open
+            .get(&conn)?
+            .values()
+            .find(|o| o.pushb)
+            .map(|o| o.req_id.clone())
     }
 
     /// The broker answered (or dropped) a request.

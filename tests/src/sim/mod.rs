@@ -24,7 +24,7 @@ pub mod network;
 pub mod runner;
 pub mod workload;
 
-pub use runner::{run, run_traced, FaultCounts, SimFailure, SimReport};
+pub use runner::{run, run_traced, run_with, FaultCounts, SimFailure, SimOptions, SimReport};
 
 use std::time::Duration;
 

@@ -134,6 +134,8 @@ enum Ev {
     Timer(usize, Instant),
     ToBroker(ConnId, Vec<u8>),
     ToClient(ConnId, Vec<u8>),
+    /// The last chunk of a hostile frame: after it, the session must (or must not) have reset.
+    HostileToClient(ConnId, Vec<u8>, &'static str, bool),
     Process(ConnId, Box<Request>),
     ConnectDone(usize),
     ClientNotice(usize, ConnId),
@@ -161,7 +163,7 @@ impl Ev {
             | Ev::Plan(c, _)
             | Ev::Finish(c, _, _)
             | Ev::Close(c) => Some(*c),
-            Ev::ToClient(conn, _) => net.client(*conn),
+            Ev::ToClient(conn, _) | Ev::HostileToClient(conn, ..) => net.client(*conn),
             _ => None,
         }
     }
@@ -218,6 +220,8 @@ struct World {
     rng_broker: Rng,
     rng_work: Rng,
     rng_fault: Rng,
+    /// Hostile frames draw from their own stream, so they move no other fault.
+    rng_hostile: Rng,
     sc: Scenario,
     net: Net,
     broker: Broker,
@@ -261,9 +265,26 @@ macro_rules! tr {
 
 type Step = Result<(), String>;
 
+/// Knobs of a run beyond its seed.
+#[derive(Debug, Clone, Copy)]
+pub struct SimOptions {
+    /// Keep the hostile-frame fault class (part of the seed's scenario). Off, seeds replay
+    /// exactly as they did before that class existed (the regression seeds need that).
+    pub hostile: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions { hostile: true }
+    }
+}
+
 impl World {
-    fn new(seed: u64, trace: bool) -> Result<World, String> {
-        let sc = Scenario::from_seed(seed);
+    fn new(seed: u64, trace: bool, opts: SimOptions) -> Result<World, String> {
+        let mut sc = Scenario::from_seed(seed);
+        if !opts.hostile {
+            sc.faults.hostile_rate = 0.0;
+        }
         let mut rng = Rng::new(seed ^ 0xdead_beef);
         let base = Instant::now();
         let mut clients = Vec::new();
@@ -298,6 +319,7 @@ impl World {
             rng_broker: rng.fork(),
             rng_work: rng.fork(),
             rng_fault: rng.fork(),
+            rng_hostile: rng.fork(),
             net: Net::new(sc.net.clone()),
             broker,
             clients,
@@ -372,14 +394,13 @@ impl World {
             }
         }
         if sc.faults.hostile_rate > 0.0 {
-            let first = self.exp_delay(sc.faults.hostile_rate);
+            let first = exp_delay(&mut self.rng_hostile, sc.faults.hostile_rate);
             self.push(first, Ev::Hostile);
         }
     }
 
     fn exp_delay(&mut self, rate: f64) -> Duration {
-        let u = self.rng_fault.f64().max(1e-9);
-        Duration::from_secs_f64((-u.ln() / rate).min(1e6))
+        exp_delay(&mut self.rng_fault, rate)
     }
 
     // ------------------------------------------------------------------ the loop
@@ -699,7 +720,105 @@ impl World {
                 self.clients[c].hang_at = hang_at;
                 self.pump(c)
             }
-            Ev::Hostile => Ok(()),
+            Ev::Hostile => {
+                if self.now < self.sc.close_at {
+                    let next =
+                        self.now + exp_delay(&mut self.rng_hostile, self.sc.faults.hostile_rate);
+                    self.push(next, Ev::Hostile);
+                }
+                let live: Vec<ConnId> = self
+                    .net
+                    .live()
+                    .into_iter()
+                    .filter(|c| {
+                        self.net
+                            .client(*c)
+                            .is_some_and(|cl| self.clients[cl].conn == Some(*c))
+                    })
+                    .collect();
+                if live.is_empty() {
+                    return Ok(());
+                }
+                let conn = *self.rng_hostile.pick(&live);
+                let reply = |v: Value| {
+                    let mut out = Vec::new();
+                    autobatch_core::wire::write_frame(&mut out, |b| v.encode(b)).unwrap();
+                    out
+                };
+                let (bytes, kind, reset) = match self.rng_hostile.below(6) {
+                    // A truncated MessagePack array.
+                    0 => (vec![0, 0, 0, 2, 0x92, 0x01], "undecodable payload", true),
+                    // A header one byte over the 64 MiB limit.
+                    1 => (vec![0x04, 0, 0, 1, 0xc0], "oversized frame", true),
+                    2 => (
+                        reply(Value::map([
+                            ("ok", Value::Bool(true)),
+                            ("reqId", Value::from("999999999")),
+                        ])),
+                        "reply to a reqId never sent",
+                        true,
+                    ),
+                    3 => (reply(Value::Int(5)), "not a map", true),
+                    4 => match self.watch.open_pushb(conn) {
+                        Some(req_id) => (
+                            reply(Value::map([
+                                ("ok", Value::Bool(true)),
+                                ("ids", Value::Int(5)),
+                                ("reqId", req_id),
+                            ])),
+                            "PUSHB reply with ids of the wrong type",
+                            true,
+                        ),
+                        None => return Ok(()),
+                    },
+                    // reqIds start at 1: "0" reads as a late reply, harmless.
+                    _ => (
+                        reply(Value::map([
+                            ("ok", Value::Bool(false)),
+                            ("error", Value::from("late")),
+                            ("reqId", Value::from("0")),
+                        ])),
+                        "stale reqId",
+                        false,
+                    ),
+                };
+                self.faults.hostile += 1;
+                tr!(self, "hostile -> {conn}: {kind}");
+                let mut chunks =
+                    self.net
+                        .send(&mut self.rng_hostile, self.now, conn, Dir::ToClient, &bytes);
+                if let Some((at, last)) = chunks.pop() {
+                    for (at, chunk) in chunks {
+                        self.push(at, Ev::ToClient(conn, chunk));
+                    }
+                    self.push(at, Ev::HostileToClient(conn, last, kind, reset));
+                }
+                Ok(())
+            }
+            Ev::HostileToClient(conn, bytes, kind, reset) => {
+                let Some(c) = self.net.client(conn) else {
+                    return Ok(());
+                };
+                if !self.net.arrive(conn, Dir::ToClient) || self.clients[c].conn != Some(conn) {
+                    return Ok(());
+                }
+                tr!(self, "c{c} <- hostile {kind}");
+                let at = self.at();
+                self.clients[c].s.handle_input(at, &bytes);
+                self.pump(c)?;
+                let still = self.clients[c].conn == Some(conn);
+                if reset && still {
+                    return Err(format!(
+                        "client {c} kept connection {conn} after a hostile frame: {kind}"
+                    ));
+                }
+                if !reset && !still {
+                    return Err(format!(
+                        "client {c} dropped connection {conn} over a harmless frame: {kind}"
+                    ));
+                }
+                Ok(())
+            }
         }
     }
 
@@ -1225,6 +1344,12 @@ impl World {
     }
 }
 
+/// An exponentially distributed delay (a Poisson process of `rate` per second).
+fn exp_delay(rng: &mut Rng, rate: f64) -> Duration {
+    let u = rng.f64().max(1e-9);
+    Duration::from_secs_f64((-u.ln() / rate).min(1e6))
+}
+
 fn summary(cmd: &Command, req_id: &Value) -> String {
     let r = req_id.as_str().unwrap_or("?");
     match cmd {
@@ -1276,9 +1401,9 @@ fn result_summary(r: &Result<Response, Error>) -> String {
 }
 
 /// Runs `seed`; with `trace`, keeps the last steps for the report.
-pub fn run_traced(seed: u64, trace: bool) -> Result<SimReport, SimFailure> {
+pub fn run_traced(seed: u64, trace: bool, opts: SimOptions) -> Result<SimReport, SimFailure> {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut w = match World::new(seed, trace) {
+        let mut w = match World::new(seed, trace, opts) {
             Ok(w) => w,
             Err(e) => return (Err(e), Vec::new(), SimReport::default()),
         };
@@ -1308,7 +1433,10 @@ pub fn run_traced(seed: u64, trace: bool) -> Result<SimReport, SimFailure> {
     match result {
         Ok((Ok(()), _, report)) => Ok(report),
         Ok((Err(message), trace, _)) => {
-            let sc = Scenario::from_seed(seed);
+            let mut sc = Scenario::from_seed(seed);
+            if !opts.hostile {
+                sc.faults.hostile_rate = 0.0;
+            }
             let message = format!(
                 "{message}\nscenario: faults {:?}; net {:?}; sessions {:?}",
                 sc.faults,
@@ -1339,9 +1467,14 @@ pub fn run_traced(seed: u64, trace: bool) -> Result<SimReport, SimFailure> {
 /// Runs `seed`. On failure, runs it again with the step trace on (the run is deterministic,
 /// so it fails the same way) and returns that report.
 pub fn run(seed: u64) -> Result<SimReport, SimFailure> {
-    match run_traced(seed, false) {
+    run_with(seed, SimOptions::default())
+}
+
+/// [`run`] with options.
+pub fn run_with(seed: u64, opts: SimOptions) -> Result<SimReport, SimFailure> {
+    match run_traced(seed, false, opts) {
         Ok(r) => Ok(r),
-        Err(first) => match run_traced(seed, true) {
+        Err(first) => match run_traced(seed, true, opts) {
             Err(traced) => Err(traced),
             Ok(_) => Err(SimFailure {
                 message: format!(

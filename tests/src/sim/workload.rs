@@ -224,6 +224,11 @@ impl Scenario {
             if rng.chance(0.3) {
                 faults.stall_rate = *rng.pick(&[0.5, 2.0]);
             }
+            // Drawn from its own stream, so adding this class did not move older seeds.
+            let mut hostile = Rng::new(seed ^ 0x4057_11e5);
+            if hostile.chance(0.25) {
+                faults.hostile_rate = *hostile.pick(&[0.5, 2.0, 5.0]);
+            }
         }
         let nq = rng.range(1, 3);
         let queues: Vec<String> = (0..nq).map(|i| format!("q{i}")).collect();

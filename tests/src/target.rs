@@ -1,10 +1,12 @@
 //! The server a scenario runs against, as a parameter: the real bunqueue 2.9.5 server, or
-//! (once it exists) autobatch's embedded broker. Scenarios ask for a shared server (one per
+//! autobatch's embedded broker. Scenarios ask for a shared server (one per
 //! test binary and target, queues kept apart by name), a shared server with auth, or a
 //! dedicated one they may kill.
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
+
+use autobatch_broker::{BrokerConfig, EmbeddedBroker};
 
 use crate::{BunqueueServer, ServerOptions};
 
@@ -16,6 +18,8 @@ pub const AUTH_TOKEN: &str = "secret";
 pub enum Target {
     /// The real bunqueue 2.9.5 server (bun child process).
     Bunqueue,
+    /// autobatch's own broker, in memory, on its own thread ([`EmbeddedBroker`]).
+    Broker,
 }
 
 /// A server a scenario owns: it can be killed mid-test.
@@ -36,6 +40,21 @@ impl OwnedServer for BunqueueServer {
     }
 }
 
+impl OwnedServer for EmbeddedBroker {
+    fn addr(&self) -> SocketAddr {
+        EmbeddedBroker::addr(self)
+    }
+
+    fn kill(&mut self) {
+        // Closes every connection at once; the thread ends when the value is dropped.
+        self.shutdown_handle().shutdown();
+    }
+}
+
+fn broker(config: BrokerConfig) -> EmbeddedBroker {
+    EmbeddedBroker::start(config).unwrap_or_else(|e| panic!("embedded broker: {e}"))
+}
+
 fn bunqueue(opts: ServerOptions) -> BunqueueServer {
     BunqueueServer::start(opts).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -44,14 +63,19 @@ impl Target {
     /// A server shared by every scenario of this test binary (no auth).
     pub fn shared(self) -> SocketAddr {
         static BQ: OnceLock<BunqueueServer> = OnceLock::new();
+        static BROKER: OnceLock<EmbeddedBroker> = OnceLock::new();
         match self {
             Target::Bunqueue => BQ.get_or_init(|| bunqueue(ServerOptions::memory())).addr(),
+            Target::Broker => BROKER
+                .get_or_init(|| broker(BrokerConfig::default()))
+                .addr(),
         }
     }
 
     /// A shared server that requires [`AUTH_TOKEN`].
     pub fn shared_auth(self) -> SocketAddr {
         static BQ: OnceLock<BunqueueServer> = OnceLock::new();
+        static BROKER: OnceLock<EmbeddedBroker> = OnceLock::new();
         match self {
             Target::Bunqueue => BQ
                 .get_or_init(|| {
@@ -61,6 +85,9 @@ impl Target {
                     })
                 })
                 .addr(),
+            Target::Broker => BROKER
+                .get_or_init(|| broker(BrokerConfig::default().auth_token(AUTH_TOKEN)))
+                .addr(),
         }
     }
 
@@ -68,6 +95,7 @@ impl Target {
     pub fn dedicated(self) -> Box<dyn OwnedServer> {
         match self {
             Target::Bunqueue => Box::new(bunqueue(ServerOptions::memory())),
+            Target::Broker => Box::new(broker(BrokerConfig::default())),
         }
     }
 }

@@ -750,3 +750,15 @@ fn throughput() {
         println!("{what:<40} {rate:>10.0} adds/s");
     }
 }
+
+mod tokio_broker {
+    all_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
+}
+
+mod smol_broker {
+    all_scenarios!(super::Smol, autobatch_tests::Target::Broker);
+}
+
+mod async_std_broker {
+    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
+}

@@ -676,3 +676,99 @@ fn many_adds_before_connecting_all_resolve_after_close() {
     assert_eq!(resolved, 5000, "after {rounds} rounds");
     assert!(h.events.contains(&Event::Closed));
 }
+
+/// Simulation finding K3: an add buffered behind batches that cannot be written waited one
+/// command timeout per batch ahead of it. Its time in the buffer now counts.
+#[test]
+fn an_add_waits_at_most_one_timeout_to_be_written() {
+    let config = SessionConfig {
+        command_timeout: Duration::from_secs(2),
+        batching: Some(BatchConfig {
+            max_batch: 1,
+            max_in_flight: 1,
+            ..BatchConfig::default()
+        }),
+        ..ok()
+    };
+    // Never connected: nothing can be written.
+    let mut h = Harness::new(config);
+    h.s.handle_connect_failed(h.now);
+    let ops: Vec<OpId> = (0..5).map(|i| h.add("q", i)).collect();
+    h.advance(Duration::from_secs(2));
+    for op in &ops {
+        assert_eq!(
+            h.done(*op),
+            Some(&Err(Error::Timeout {
+                maybe_applied: false
+            })),
+            "{op:?} resolved within one timeout"
+        );
+    }
+}
+
+/// Simulation finding K1: the server names one missing job in an ACKB error, but others may be
+/// missing too; they are checked with GetState rather than assumed applied.
+#[test]
+fn acks_the_server_did_not_name_are_checked_not_assumed() {
+    let mut h = Harness::connected(SessionConfig {
+        worker: Some(WorkerConfig::new("w").concurrency(3)),
+        ..ok()
+    });
+    let pull = h.take_sent();
+    let jobs: Vec<Value> = ["a", "b", "c"]
+        .iter()
+        .map(|id| Value::map([("id", Value::from(*id)), ("name", Value::from("n"))]))
+        .collect();
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("jobs", Value::Array(jobs)),
+        (
+            "tokens",
+            Value::Array(vec!["t1".into(), "t2".into(), "t3".into()]),
+        ),
+        ("reqId", pull[0].get("reqId").unwrap().clone()),
+    ]));
+    for id in ["a", "b", "c"] {
+        h.s.complete_job(h.now, id, Value::Nil).unwrap();
+    }
+    h.step();
+    let sent = h.take_sent();
+    let ack = sent.iter().find(|s| cmd(s) == "ACKB").unwrap();
+    let mut out = Vec::new();
+    encode_error(
+        ack.get("reqId").unwrap(),
+        "Job not found or not in processing state: a",
+        &mut out,
+    );
+    h.feed(&Value::decode(&out).unwrap());
+    let checks: Vec<Value> = h
+        .take_sent()
+        .into_iter()
+        .filter(|s| cmd(s) == "GetState")
+        .collect();
+    assert_eq!(checks.len(), 2, "b and c are checked");
+    for (check, state) in checks.iter().zip(["completed", "active"]) {
+        h.feed(&Value::map([
+            ("ok", Value::Bool(true)),
+            ("id", check.get("id").unwrap().clone()),
+            ("state", Value::from(state)),
+            ("reqId", check.get("reqId").unwrap().clone()),
+        ]));
+    }
+    let settled: Vec<(String, bool)> = h
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::JobSettled { id, result } => Some((id, result == Ok(true))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        settled,
+        [
+            ("a".to_string(), false),
+            ("b".to_string(), true),
+            ("c".to_string(), false)
+        ]
+    );
+}

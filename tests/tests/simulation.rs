@@ -11,7 +11,6 @@
 //!   `SIM_SEED=1234 cargo test -p autobatch-tests --test simulation -- --nocapture`
 //! * `SIM_SEEDS=N` runs seeds `0..N` instead of the CI default (a nightly campaign):
 //!   `SIM_SEEDS=200000 cargo test --release -p autobatch-tests --test simulation -- --nocapture`
-//! * `SIM_STRICT=1` fails on known, not yet fixed issues instead of counting them.
 //! * `SIM_START=S` starts the campaign at seed `S` (to spread campaigns over machines).
 //!
 //! A failing seed prints a one-line reproduction command and the last steps before the failure.
@@ -141,7 +140,7 @@ fn simulation_campaign() {
     println!(
         "{} seeds ({} without faults): {} events, {:?} virtual, {} ops, {} adds ok, failed {:?}, \
          {} custom-id jobs re-inserted after a loss, {} re-inserted after completion (K2), {} worker jobs finished, {} completions misreported as \
-         applied (known issue K1), {} adds slow behind buffered batches (known issue K3)\n\
+         applied (K1, fixed: 0), {} adds slow behind buffered batches (K3, fixed: 0)\n\
          faults: {:#?}",
         t.runs,
         t.lossless,

@@ -101,6 +101,8 @@ pub(super) enum Origin {
     },
     /// A worker's FAIL.
     Fail,
+    /// A GetState that checks whether an ACK of an ACKB the server refused took effect.
+    AckCheck,
 }
 
 #[derive(Debug)]
@@ -454,6 +456,20 @@ impl Session {
                 }
                 self.ack_batch_done(now, batch);
             }
+            Origin::AckCheck => {
+                let Command::GetState { id } = q.cmd else {
+                    unreachable!("AckCheck origin holds a GetState")
+                };
+                let result = match response {
+                    Response::State(s) if s == "completed" => Ok(true),
+                    Response::State(s) => Err(Error::Server(format!(
+                        "the ACK of job {id} did not take effect (state {s})"
+                    ))),
+                    _ => Err(Error::Protocol("GetState reply without a state".into())),
+                };
+                self.events.push_back(Event::JobSettled { id, result });
+                self.ack_batch_done(now, None);
+            }
             Origin::Fail => {
                 let Command::Fail { id, .. } = q.cmd else {
                     unreachable!("Fail origin holds a FAIL")
@@ -537,8 +553,10 @@ impl Session {
                     unreachable!("Acks origin holds an ACKB")
                 };
                 // The server names one job. A lock problem means nothing was applied, so the
-                // others go again; a missing job means the others were applied (§6.6).
-                let named = ids.iter().position(|id| msg.ends_with(id.as_str()));
+                // others go again. A missing job means the others were applied (§6.6) — unless
+                // they are missing too (after a lost connection, usually several are), and the
+                // server names only the first: so each of the others is checked, not assumed.
+                let named = ids.iter().position(|id| names_job(&msg, id));
                 let lock_problem = msg.starts_with("Lock token")
                     || msg.starts_with("Invalid or expired lock token");
                 let results = results.unwrap_or_default();
@@ -558,13 +576,20 @@ impl Session {
                         };
                         self.requeue_ack(now, item);
                     } else {
-                        self.events.push_back(Event::JobSettled {
-                            id,
-                            result: Ok(true),
-                        });
+                        self.check_ack(now, id);
                     }
                 }
                 self.ack_batch_done(now, batch);
+            }
+            Origin::AckCheck => {
+                let Command::GetState { id } = q.cmd else {
+                    unreachable!("AckCheck origin holds a GetState")
+                };
+                self.events.push_back(Event::JobSettled {
+                    id,
+                    result: Err(Error::Server(msg)),
+                });
+                self.ack_batch_done(now, None);
             }
             Origin::Pull => self.on_pull_failed(now),
             other => {
@@ -616,6 +641,15 @@ impl Session {
                 }
                 self.ack_batch_done(now, None);
             }
+            Origin::AckCheck => {
+                if let Command::GetState { id } = q.cmd {
+                    self.events.push_back(Event::JobSettled {
+                        id,
+                        result: Err(err),
+                    });
+                }
+                self.ack_batch_done(now, None);
+            }
         }
     }
 
@@ -631,7 +665,7 @@ impl Session {
             };
             let retry_safe = why.allows_resend();
             match q.origin {
-                Origin::Request(_) if retry_safe => resend.push(q),
+                Origin::Request(_) | Origin::AckCheck if retry_safe => resend.push(q),
                 Origin::Push(_) if retry_safe && has_custom_id(&q.cmd) => {
                     self.stats.items_resent += 1;
                     resend.push(q)
@@ -757,6 +791,7 @@ impl Session {
         consider(self.deadlines.first().map(|(d, _)| *d));
         consider(self.outgoing.iter().map(|q| q.deadline).min());
         consider(self.producers.poll_timeout());
+        consider(self.producers.next_expiry());
         if let Some(w) = &self.worker {
             consider(w.poll_timeout());
         }
@@ -777,6 +812,7 @@ impl Session {
             }
         }
         self.producers.handle_timeout(now);
+        self.expire_buffered_adds(now);
         self.worker_timeout(now);
         // Written commands whose reply is overdue.
         let mut overdue = Vec::new();
@@ -810,9 +846,12 @@ impl Session {
             self.consecutive_timeouts = 0;
             self.reset_connection(now, FailKind::Timeout { written: true });
         }
+        // Ping only a connection with nothing to do: not even adds waiting to be flushed, or
+        // the Ping could take the window slot they need.
         if self.conn == Conn::Ready
             && self.in_flight.is_empty()
             && self.outgoing.is_empty()
+            && self.producers.pending() == (0, 0, 0)
             && self.next_ping.is_some_and(|p| now >= p)
         {
             self.enqueue(now, Command::Ping, Origin::Ping);
@@ -884,7 +923,12 @@ impl Session {
     ) {
         let mut ops = Vec::with_capacity(items.len());
         let mut jobs = Vec::with_capacity(items.len());
+        // The batch must be written before its oldest add's deadline: time spent buffered
+        // counts against the command timeout, so an add never waits more than one timeout
+        // for its write however many batches queue up ahead of it.
+        let mut deadline = self.deadline(now);
         for (_, item) in items {
+            deadline = deadline.min(item.deadline);
             ops.push(item.op);
             jobs.push(item.job);
         }
@@ -896,7 +940,7 @@ impl Session {
                 batch: Some(batch),
                 ops,
             },
-            deadline: self.deadline(now),
+            deadline,
             written: false,
         });
     }
@@ -945,6 +989,12 @@ fn has_custom_id(cmd: &Command) -> bool {
     }
 }
 
+/// Whether a server message ends by naming job `id` ("… for job <id>", "…: <id>"), as a whole
+/// word: id "7" is not named by a message about job "17".
+fn names_job(msg: &str, id: &str) -> bool {
+    !id.is_empty() && msg.strip_suffix(id).is_some_and(|head| head.ends_with(' '))
+}
+
 /// The index in a `"jobs[<i>]: …"` error message.
 fn batch_index(msg: &str) -> Option<usize> {
     let rest = msg.strip_prefix("jobs[")?;
@@ -962,6 +1012,20 @@ fn strip_index(msg: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_is_named_as_a_whole_word() {
+        assert!(names_job(
+            "Job not found or not in processing state: 17",
+            "17"
+        ));
+        assert!(!names_job(
+            "Job not found or not in processing state: 17",
+            "7"
+        ));
+        assert!(names_job("Lock token required for job abc", "abc"));
+        assert!(!names_job("anything", ""));
+    }
 
     #[test]
     fn batch_error_index() {

@@ -1,7 +1,7 @@
 //! The producer half of a session: adds go through one batcher per queue into PUSHB; durable
 //! adds and adds with batching off go out alone as PUSH; `add_bulk` is one PUSHB.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use crate::batch::{Admission, BatchConfig, BatchId, Batcher, ItemId, PushError};
@@ -15,6 +15,8 @@ use super::machine::{OpId, Origin, Session};
 pub(super) struct AddItem {
     pub(super) op: OpId,
     pub(super) job: JobSpec,
+    /// When the add must have been written: `command_timeout` after `add`.
+    pub(super) deadline: Instant,
 }
 
 /// The batchers, one per queue (a PUSHB names one queue), in creation order so that draining
@@ -26,6 +28,10 @@ pub(super) struct Producers {
     by_name: HashMap<String, usize>,
     /// Where each buffered add sits, so a caller can cancel it.
     items: HashMap<OpId, (usize, ItemId)>,
+    /// `(deadline, op)` of buffered adds in add order. Entries of adds that already left the
+    /// buffer are skipped lazily, and popped from the front as they go, so this stays about as
+    /// long as the buffer.
+    expiry: VecDeque<(Instant, OpId)>,
     closed: bool,
 }
 
@@ -36,6 +42,7 @@ impl Producers {
             queues: Vec::new(),
             by_name: HashMap::new(),
             items: HashMap::new(),
+            expiry: VecDeque::new(),
             closed: false,
         }
     }
@@ -66,6 +73,20 @@ impl Producers {
             .iter()
             .filter_map(|(_, b)| b.poll_timeout())
             .min()
+    }
+
+    /// The deadline of the oldest add still buffered.
+    pub(super) fn next_expiry(&self) -> Option<Instant> {
+        self.expiry.front().map(|(t, _)| *t)
+    }
+
+    fn forget_sent(&mut self) {
+        while let Some((_, op)) = self.expiry.front() {
+            if self.items.contains_key(op) {
+                break;
+            }
+            self.expiry.pop_front();
+        }
     }
 
     pub(super) fn handle_timeout(&mut self, now: Instant) {
@@ -134,12 +155,14 @@ impl Session {
         let bytes = job.approx_size();
         let qi = self.producers.queue_index(now, queue);
         let batcher = &mut self.producers.queues[qi].1;
-        match batcher.push(now, AddItem { op, job }, bytes) {
+        let deadline = now + self.config.command_timeout;
+        match batcher.push(now, AddItem { op, job, deadline }, bytes) {
             Ok((item, admission)) => {
                 if admission == Admission::Parked {
                     self.stats.adds_parked += 1;
                 }
                 self.producers.items.insert(op, (qi, item));
+                self.producers.expiry.push_back((deadline, op));
                 self.collect_rejected(qi);
                 Ok(op)
             }
@@ -207,6 +230,31 @@ impl Session {
         false
     }
 
+    /// Adds still buffered (or parked) at their deadline fail with a timeout: they were never
+    /// written, so they were certainly not applied.
+    pub(super) fn expire_buffered_adds(&mut self, now: Instant) {
+        self.producers.forget_sent();
+        while let Some(&(deadline, op)) = self.producers.expiry.front() {
+            if deadline > now {
+                break;
+            }
+            self.producers.expiry.pop_front();
+            if let Some((qi, item)) = self.producers.items.remove(&op) {
+                if self.producers.queues[qi].1.cancel(item).is_some() {
+                    self.stats.timeouts += 1;
+                    self.stats.adds_failed += 1;
+                    self.done(
+                        op,
+                        Err(Error::Timeout {
+                            maybe_applied: false,
+                        }),
+                    );
+                }
+            }
+            self.producers.forget_sent();
+        }
+    }
+
     /// DropOldest victims resolve with an overflow error.
     fn collect_rejected(&mut self, qi: usize) {
         while let Some((_, item, _)) = self.producers.queues[qi].1.poll_rejected() {
@@ -228,6 +276,7 @@ impl Session {
                 self.add_item_batch(now, qi, batch.id, name, batch.items);
             }
         }
+        self.producers.forget_sent();
     }
 
     /// Per-queue batcher statistics: items, batches, flushes by reason, batch sizes.

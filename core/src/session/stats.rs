@@ -61,6 +61,9 @@ pub struct SessionStats {
     pub ack_batches_sent: u64,
     /// ACKs retried.
     pub ack_retries: u64,
+    /// ACKs whose effect was checked with GetState after the server refused their ACKB for
+    /// another job.
+    pub ack_checks: u64,
 }
 
 impl SessionStats {

@@ -194,6 +194,15 @@ impl Session {
         }
     }
 
+    /// Asks the server whether an ACK took effect: the answer settles the job.
+    pub(super) fn check_ack(&mut self, now: Instant, id: String) {
+        if let Some(w) = self.worker.as_mut() {
+            w.settling += 1;
+        }
+        self.stats.ack_checks += 1;
+        self.enqueue(now, Command::GetState { id }, Origin::AckCheck);
+    }
+
     /// Schedules another try of an ACK that failed for a reason that may pass, or gives up.
     pub(super) fn requeue_ack(&mut self, now: Instant, mut item: AckItem) {
         let Some(w) = self.worker.as_mut() else {

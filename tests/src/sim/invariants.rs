@@ -72,7 +72,7 @@ pub struct OutcomeCounts {
     pub ok: u64,
     /// Adds that failed, by error kind.
     pub failed: BTreeMap<&'static str, u64>,
-    /// Known issue K3: adds that waited behind buffered batches beyond the per-command bound
+    /// K3 (fixed, so always 0): adds that waited behind buffered batches beyond the per-command bound
     /// (a batch gets its deadline only when it leaves the batcher).
     pub slow_behind_batches: u64,
     /// Custom-id jobs inserted again by a re-send after their first generation was lost in a
@@ -210,16 +210,6 @@ impl Ledger {
             let bound = bounds[client];
             let took = *at - rec.created;
             if !rec.parked && took > bound {
-                // Known issue K3: a batch gets its deadline when it leaves the batcher, so an
-                // add waits for every batch ahead of it (each up to a command timeout or two).
-                let c = &configs[client];
-                if let (Some(b), false) = (&c.batching, super::runner::strict()) {
-                    let batches = rec.ahead.div_ceil(b.max_batch) + b.max_in_flight + 1;
-                    if rec.ahead > 0 && took <= bound + 2 * c.command_timeout * batches as u32 {
-                        counts.slow_behind_batches += 1;
-                        continue;
-                    }
-                }
                 return Err(format!(
                     "{who}: resolved {:?} after it was made ({} adds ahead), beyond the bound \
                      {bound:?} (timeout {:?}): {result:?}",

@@ -97,7 +97,7 @@ pub struct SimReport {
     pub max_batch_seen: usize,
     /// Whether the run had no fault at all.
     pub lossless: bool,
-    /// Known issue K1: worker completions reported applied (`JobSettled Ok(true)`) that the
+    /// K1 (fixed; a run with one fails): worker completions reported applied (`JobSettled Ok(true)`) that the
     /// broker never applied.
     pub settle_misreports: u64,
 }
@@ -239,11 +239,6 @@ struct World {
     settle_misreports: u64,
     outcomes: OutcomeCounts,
     out: Vec<u8>,
-}
-
-/// `SIM_STRICT=1`: known issues fail the run instead of being counted.
-pub(crate) fn strict() -> bool {
-    std::env::var_os("SIM_STRICT").is_some_and(|v| v == "1")
 }
 
 /// Steps kept for a failure report; `SIM_TRACE_LINES` overrides.
@@ -995,15 +990,13 @@ impl World {
                     && !self.broker.acks_applied.contains(&(c, id.clone()))
                     && !self.broker.fails_applied.contains(&(c, id.clone()))
                 {
-                    // Known issue K1: after an ACKB error naming one missing job, the session
-                    // reports every other item as applied, though more may have been missing.
+                    // Regression guard for K1 (fixed): after an ACKB error naming one missing
+                    // job, the session once reported every other item as applied.
                     self.settle_misreports += 1;
-                    if strict() {
-                        return Err(format!(
-                            "client {c}: job {id} reported settled (applied) but the broker \
-                             never applied an ACK or FAIL of it from this client"
-                        ));
-                    }
+                    return Err(format!(
+                        "client {c}: job {id} reported settled (applied) but the broker \
+                         never applied an ACK or FAIL of it from this client"
+                    ));
                 }
             }
             Event::Closed => {

@@ -187,7 +187,8 @@ impl<R: Runtime> Worker<R> {
     }
 
     /// Stops pulling, waits for every job held to finish, flushes their ACKs and FAILs, then
-    /// disconnects. Jobs not yet pulled stay in the queue.
+    /// disconnects. Jobs not yet pulled stay in the queue. Dropping the worker does the same
+    /// in the background.
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime>(w: autobatch_driver::Worker<R>) {
@@ -197,6 +198,16 @@ impl<R: Runtime> Worker<R> {
     pub async fn close(&self) {
         tracing::debug!(queue = %self.queue, "worker closing");
         self.client.close().await;
+    }
+}
+
+impl<R: Runtime> Drop for Worker<R> {
+    /// A dropped worker closes as [`close`](Worker::close) does, in the background: the
+    /// processors running keep their own handle on the connection, so without this it would
+    /// never end.
+    fn drop(&mut self) {
+        let (tx, _) = futures_channel::oneshot::channel();
+        let _ = self.client.sender().unbounded_send(Cmd::Close(tx));
     }
 }
 

@@ -75,6 +75,7 @@ struct Autobatch<R: Runtime, E: BlockOn> {
     client: Client<R>,
     batching: bool,
     runtime: RuntimeKind,
+    frames: Option<u64>,
 }
 
 /// The autobatch contender: `batching` false is `ClientOptions::batching(None)` (every add its
@@ -131,6 +132,7 @@ impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
             client,
             batching,
             runtime,
+            frames: None,
         })
     }
 }
@@ -173,16 +175,26 @@ impl<R: Runtime, E: BlockOn> Contender for Autobatch<R, E> {
 
     fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
         let q = self.client.queue(&cell.queue);
-        self.exec.block_on(async {
+        let client = &self.client;
+        let (elapsed, frames) = self.exec.block_on(async {
             adds(&q, cell.pattern, cell.warmup)
                 .await
                 .map_err(io::Error::other)?;
+            let before = client.stats().await.session.frames_sent;
             let t0 = Instant::now();
             adds(&q, cell.pattern, cell.adds)
                 .await
                 .map_err(io::Error::other)?;
-            Ok(t0.elapsed())
-        })
+            let elapsed = t0.elapsed();
+            let after = client.stats().await.session.frames_sent;
+            io::Result::Ok((elapsed, after - before))
+        })?;
+        self.frames = Some(frames);
+        Ok(elapsed)
+    }
+
+    fn last_frames(&self) -> Option<u64> {
+        self.frames
     }
 }
 

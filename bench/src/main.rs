@@ -101,9 +101,34 @@ struct Args {
     #[arg(long)]
     compare: bool,
 
+    /// Which batching modes to run (one mode alone is for profiling; ratios need both).
+    #[arg(long, value_enum, default_value_t = Batching::Both)]
+    batching: Batching,
+
     /// Skip counting each cell's jobs on the server afterwards (and emptying its queue).
     #[arg(long)]
     no_verify: bool,
+}
+
+/// `--batching`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Batching {
+    /// Batching off and on, interleaved.
+    Both,
+    /// Batching off only.
+    Off,
+    /// Batching on only.
+    On,
+}
+
+impl Batching {
+    fn modes(self) -> &'static [bool] {
+        match self {
+            Batching::Both => &[false, true],
+            Batching::Off => &[false],
+            Batching::On => &[true],
+        }
+    }
 }
 
 /// The server measured against; kept alive for the whole run.
@@ -203,16 +228,18 @@ fn real_main(args: Args) -> io::Result<()> {
     };
     let addr = server.addr();
 
-    let mut contenders: Vec<Box<dyn Contender>> = vec![
-        autobatch::contender(args.runtime, addr, false)?,
-        autobatch::contender(args.runtime, addr, true)?,
-    ];
+    let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
+    for &on in args.batching.modes() {
+        contenders.push(autobatch::contender(args.runtime, addr, on)?);
+    }
     if args.compare {
-        contenders.push(Box::new(ts::TsClient::new(addr, false)?));
-        contenders.push(Box::new(ts::TsClient::new(addr, true)?));
+        for &on in args.batching.modes() {
+            contenders.push(Box::new(ts::TsClient::new(addr, on)?));
+        }
         contenders.push(Box::new(Official::connect(addr)?));
     }
-    contenders.push(Box::new(floor::PingFloor::connect(addr)?));
+    contenders.push(Box::new(floor::PingFloor::ping(addr)?));
+    contenders.push(Box::new(floor::PingFloor::push(addr)?));
 
     let mut auditor: Box<dyn run::AfterCell> = if args.no_verify {
         Box::new(NoCheck)

@@ -20,6 +20,8 @@ pub mod ids {
     pub const OFFICIAL: &str = "official";
     /// The ping-pong floor.
     pub const FLOOR: &str = "floor";
+    /// The raw PUSH ping-pong.
+    pub const FLOOR_PUSH: &str = "floor-push";
 }
 use ids::*;
 
@@ -63,11 +65,11 @@ pub fn ratio_summary(m: &Measurements, a: &str, b: &str, p: Pattern) -> Option<S
     Summary::of(&paired_ratios(&m.series(a, p), &m.series(b, p)))
 }
 
-/// Floor ratio: sequential adds of `a` over the ping-pong floor, paired by repetition.
-fn floor_ratio(m: &Measurements, a: &str) -> Option<Summary> {
+/// Floor ratio: sequential adds of `a` over the `floor` contender, paired by repetition.
+fn floor_ratio(m: &Measurements, a: &str, floor: &str) -> Option<Summary> {
     Summary::of(&paired_ratios(
         &m.series(a, Pattern::Seq),
-        &m.series(FLOOR, Pattern::Seq),
+        &m.series(floor, Pattern::Seq),
     ))
 }
 
@@ -131,7 +133,7 @@ pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
     }
     push(
         "sequential: autobatch (batching on) ≥ 90% of the ping-pong floor".into(),
-        floor_ratio(m, AB_ON),
+        floor_ratio(m, AB_ON, FLOOR),
         0.9,
     );
     if info.compare {
@@ -192,13 +194,20 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
         ("Without batching ops/s", Align::Right),
         ("With auto-batch ops/s", Align::Right),
         ("Improvement", Align::Right),
+        ("Adds per frame off / on", Align::Right),
     ]);
+    let per_frame = |id: &str, p: Pattern| {
+        m.adds_per_frame(id, p)
+            .map(|x| format!("{x:.1}"))
+            .unwrap_or_else(|| "–".into())
+    };
     for &p in &plan.patterns {
         t.row(vec![
             p.label(),
             ops_cell(m.summary(AB_OFF, p)),
             ops_cell(m.summary(AB_ON, p)),
             ratio_cell(ratio_summary(m, AB_ON, AB_OFF, p)),
+            format!("{} / {}", per_frame(AB_OFF, p), per_frame(AB_ON, p)),
         ]);
     }
     out.push_str(&format!("autobatch ({}):\n", info.runtime));
@@ -249,17 +258,27 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
             "Loopback floor (one Ping frame per round trip, std TcpStream, TCP_NODELAY): {} round trips/s\n",
             ops_cell(Some(f))
         ));
+        if let Some(fp) = m.summary(FLOOR_PUSH, Pattern::Seq) {
+            out.push_str(&format!(
+                "Raw PUSH ping-pong (same loop, one pre-encoded PUSH per round trip):       {} round trips/s \
+                 = {} of the Ping floor (the server's cost of a PUSH)\n",
+                ops_cell(Some(fp)),
+                pct_cell(floor_ratio(m, FLOOR_PUSH, FLOOR))
+            ));
+        }
         let mut t = Table::new(&[
             ("Sequential adds", Align::Left),
             ("ops/s", Align::Right),
-            ("% of floor", Align::Right),
+            ("% of Ping floor", Align::Right),
+            ("% of raw PUSH", Align::Right),
         ]);
         for id in [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL] {
             if m.has(id) {
                 t.row(vec![
                     m.label(id),
                     ops_cell(m.summary(id, Pattern::Seq)),
-                    pct_cell(floor_ratio(m, id)),
+                    pct_cell(floor_ratio(m, id, FLOOR)),
+                    pct_cell(floor_ratio(m, id, FLOOR_PUSH)),
                 ]);
             }
         }
@@ -305,6 +324,7 @@ pub fn short_name(id: &str) -> &'static str {
         TS_ON => "TS client on",
         OFFICIAL => "bunqueue-client (Rust)",
         FLOOR => "ping floor",
+        FLOOR_PUSH => "raw PUSH ping-pong",
         _ => "?",
     }
 }
@@ -354,8 +374,12 @@ pub fn to_json(info: &RunInfo, m: &Measurements) -> serde_json::Value {
         .contenders
         .iter()
         .filter_map(|(id, _)| {
-            floor_ratio(m, id).map(|s| {
-                serde_json::json!({"contender": id, "sequential_share_of_floor": summary_json(Some(s))})
+            floor_ratio(m, id, FLOOR).map(|s| {
+                serde_json::json!({
+                    "contender": id,
+                    "sequential_share_of_floor": summary_json(Some(s)),
+                    "sequential_share_of_raw_push": summary_json(floor_ratio(m, id, FLOOR_PUSH)),
+                })
             })
         })
         .collect();
@@ -376,6 +400,7 @@ pub fn to_json(info: &RunInfo, m: &Measurements) -> serde_json::Value {
         "samples": m.samples.iter().map(|s| serde_json::json!({
             "contender": s.contender, "pattern": s.pattern.name(), "rep": s.rep,
             "adds": s.adds, "elapsed_s": s.elapsed.as_secs_f64(), "ops_per_sec": s.ops_per_sec(),
+            "frames_sent": s.frames,
         })).collect::<Vec<_>>(),
         "summary": summary,
         "ratios": ratios,

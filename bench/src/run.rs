@@ -36,6 +36,8 @@ pub struct Sample {
     pub adds: usize,
     /// Time they took.
     pub elapsed: Duration,
+    /// Frames the client wrote during the timed adds, where it can tell.
+    pub frames: Option<u64>,
 }
 
 impl Sample {
@@ -66,6 +68,18 @@ impl Measurements {
             .collect();
         v.sort_by_key(|s| s.rep);
         v.into_iter().map(Sample::ops_per_sec).collect()
+    }
+
+    /// Adds per frame written, over all repetitions, where the client reports frames.
+    pub fn adds_per_frame(&self, contender: &str, pattern: Pattern) -> Option<f64> {
+        let (adds, frames) = self
+            .samples
+            .iter()
+            .filter(|s| s.contender == contender && s.pattern == pattern)
+            .try_fold((0u64, 0u64), |(a, f), s| {
+                Some((a + s.adds as u64, f + s.frames?))
+            })?;
+        (frames > 0).then(|| adds as f64 / frames as f64)
     }
 
     /// Median and spread of [`series`](Self::series).
@@ -184,6 +198,7 @@ pub fn run(
                     rep,
                     adds: plan.adds,
                     elapsed,
+                    frames: c.last_frames(),
                 };
                 progress.done(sample.ops_per_sec());
                 m.samples.push(sample);

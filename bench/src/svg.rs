@@ -101,10 +101,16 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
     );
 
     // Legend.
-    let item_w = 190.0;
-    let lx0 = W / 2.0 - item_w * series.len() as f64 / 2.0;
-    for (i, id) in series.iter().enumerate() {
-        let x = lx0 + i as f64 * item_w;
+    // Legend items as wide as their text (about 6.6 px per character at 12 px).
+    let widths: Vec<f64> = series
+        .iter()
+        .map(|id| 20.0 + short_name(id).chars().count() as f64 * 6.6 + 22.0)
+        .collect();
+    let mut x = W / 2.0 - widths.iter().sum::<f64>() / 2.0;
+    for (id, w) in series.iter().zip(&widths) {
+        let item_x = x;
+        x += w;
+        let x = item_x;
         let _ = writeln!(
             s,
             r##"<rect x="{x:.1}" y="80" width="14" height="14" fill="{}"/><text x="{:.1}" y="92" font-size="12" fill="#333">{}</text>"##,

@@ -79,6 +79,10 @@ pub trait Contender {
     }
     /// Run one cell and return the time the timed adds took.
     fn run(&mut self, cell: &Cell) -> io::Result<Duration>;
+    /// Frames written during the last cell's timed adds, if the client counts them.
+    fn last_frames(&self) -> Option<u64> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,65 @@
+//! CI smoke: the binary's `--smoke` run end to end against the embedded broker (no bun
+//! needed), checking that it measures every cell and writes readable JSON and SVG. No
+//! performance thresholds: the numbers of a few hundred adds mean nothing.
+
+use std::process::Command;
+
+#[test]
+fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
+    let dir = std::env::temp_dir().join(format!("autobatch-bench-smoke-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.json");
+    let svg = dir.join("out.svg");
+    let out = Command::new(env!("CARGO_BIN_EXE_autobatch-bench"))
+        .arg("--smoke")
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .expect("run autobatch-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    for row in [
+        "Sequential `await`",
+        "join_all(10)",
+        "join_all(50)",
+        "join_all(100)",
+    ] {
+        assert!(stdout.contains(row), "no {row} row in:\n{stdout}");
+    }
+    assert!(
+        stderr.contains("[1/"),
+        "no progress line on stderr:\n{stderr}"
+    );
+
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let samples = doc["samples"].as_array().unwrap();
+    // 4 patterns x batching off/on, plus the two sequential floors.
+    assert_eq!(samples.len(), 10, "{samples:#?}");
+    for s in samples {
+        assert_eq!(s["adds"], 300);
+        assert!(s["ops_per_sec"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    let on_100 = samples
+        .iter()
+        .find(|s| s["contender"] == "autobatch-on" && s["pattern"] == "all100")
+        .unwrap();
+    assert!(
+        on_100["frames_sent"].as_u64().unwrap() < 300,
+        "batching on sent one frame per add: {on_100}"
+    );
+    assert!(doc["machine"]["cores"].as_u64().unwrap() >= 1);
+    assert!(doc["machine"]["date_utc"].as_str().unwrap().ends_with('Z'));
+
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
+    assert!(chart.contains("join_all(100)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

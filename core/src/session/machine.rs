@@ -908,6 +908,11 @@ impl Session {
         }
         self.drain_producers(now);
         self.drive_worker(now);
+        let (items, bytes, parked) = self.producers.pending();
+        self.stats.buffered_adds = items as u64;
+        self.stats.buffered_bytes = bytes as u64;
+        self.stats.parked_adds = parked as u64;
+        self.stats.in_flight_commands = self.in_flight.len() as u64;
         if self.closing && self.nothing_left() {
             self.finish_close();
         }

@@ -61,6 +61,15 @@ pub struct SessionStats {
     pub ack_batches_sent: u64,
     /// ACKs retried.
     pub ack_retries: u64,
+    /// Gauge: adds buffered in the batchers (not yet in a PUSHB), as of the last
+    /// `poll_transmit`. Bounded by `max_pending_items` per queue.
+    pub buffered_adds: u64,
+    /// Gauge: bytes of the buffered adds. Bounded by `max_pending_bytes` per queue.
+    pub buffered_bytes: u64,
+    /// Gauge: adds waiting for room under backpressure (one per blocked caller).
+    pub parked_adds: u64,
+    /// Gauge: commands written and unanswered.
+    pub in_flight_commands: u64,
     /// ACKs whose effect was checked with GetState after the server refused their ACKB for
     /// another job.
     pub ack_checks: u64,

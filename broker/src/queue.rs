@@ -94,7 +94,8 @@ struct Worker {
 
 /// The whole queue state.
 pub(crate) struct State {
-    jobs: HashMap<String, Entry>,
+    /// Boxed: the map grows to millions of jobs, and a resize then moves pointers, not records.
+    jobs: HashMap<String, Box<Entry>>,
     queues: HashMap<String, QueueIndex>,
     unique: HashMap<(String, String), String>,
     held: HashMap<ConnId, HashSet<String>>,
@@ -161,11 +162,11 @@ impl State {
         }
         self.jobs.insert(
             rec.id.clone(),
-            Entry {
+            Box::new(Entry {
                 rec,
                 lock: None,
                 conn: None,
-            },
+            }),
         );
     }
 

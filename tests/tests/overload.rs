@@ -59,10 +59,20 @@ impl BrokerProcess {
     fn binary() -> PathBuf {
         // target/<profile>/deps/overload-… → target/<profile>/autobatch-broker
         let exe = std::env::current_exe().expect("test binary path");
-        let bin = exe.parent().and_then(|d| d.parent()).expect("target dir").join("autobatch-broker");
+        let bin = exe
+            .parent()
+            .and_then(|d| d.parent())
+            .expect("target dir")
+            .join("autobatch-broker");
         if !bin.exists() {
             let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "autobatch-broker", "--bin", "autobatch-broker"])
+                .args([
+                    "build",
+                    "-p",
+                    "autobatch-broker",
+                    "--bin",
+                    "autobatch-broker",
+                ])
                 .status()
                 .expect("cargo build autobatch-broker");
             assert!(status.success(), "could not build the broker binary");
@@ -71,7 +81,11 @@ impl BrokerProcess {
     }
 
     fn start() -> BrokerProcess {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let mut b = BrokerProcess { child: None, port };
         b.spawn();
         b
@@ -172,7 +186,10 @@ fn stalled_server_under_backpressure(server: &mut dyn Server, queue: &str) {
     let rt = runtime();
     let addr = server.addr();
     let client = rt
-        .block_on(Client::connect(options(server, OverflowPolicy::Backpressure)))
+        .block_on(Client::connect(options(
+            server,
+            OverflowPolicy::Backpressure,
+        )))
         .expect("connect");
     let ok = Arc::new(AtomicU64::new(0));
     let producers: Vec<_> = (0..PRODUCERS)
@@ -182,7 +199,9 @@ fn stalled_server_under_backpressure(server: &mut dyn Server, queue: &str) {
             rt.spawn(async move {
                 for i in 0..PER_PRODUCER {
                     let data = serde_json::json!({ "p": p, "i": i, "pad": "x".repeat(512) });
-                    q.add("load", &data, JobOptions::new()).await.expect("add under backpressure");
+                    q.add("load", &data, JobOptions::new())
+                        .await
+                        .expect("add under backpressure");
                     ok.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -220,10 +239,21 @@ fn stalled_server_under_backpressure(server: &mut dyn Server, queue: &str) {
     rt.block_on(client.close());
     let total = PRODUCERS as u64 * PER_PRODUCER;
     assert_eq!(ok.load(Ordering::Relaxed), total, "every add completed");
-    assert!(max_buffered as usize <= MAX_PENDING, "buffer {max_buffered} > {MAX_PENDING}");
-    assert!(max_parked > 0, "the buffer filled and callers waited for room");
-    assert!(max_parked as usize <= PRODUCERS, "{max_parked} parked adds for {PRODUCERS} callers");
-    let landed = RawClient::connect(addr, None).expect("raw connect").count(queue);
+    assert!(
+        max_buffered as usize <= MAX_PENDING,
+        "buffer {max_buffered} > {MAX_PENDING}"
+    );
+    assert!(
+        max_parked > 0,
+        "the buffer filled and callers waited for room"
+    );
+    assert!(
+        max_parked as usize <= PRODUCERS,
+        "{max_parked} parked adds for {PRODUCERS} callers"
+    );
+    let landed = RawClient::connect(addr, None)
+        .expect("raw connect")
+        .count(queue);
     assert_eq!(landed, total, "each add landed exactly once");
     eprintln!(
         "[{queue}] frozen 2 s: {progressed_while_frozen} adds completed while frozen, \
@@ -240,7 +270,8 @@ fn stalled_server_drop_oldest(server: &mut dyn Server, queue: &str) {
         .block_on(Client::connect(options(server, OverflowPolicy::DropOldest)))
         .expect("connect");
     // One add first, so the connection is up and the queue's batcher exists.
-    rt.block_on(client.queue(queue).add("warm", &0, JobOptions::new())).unwrap();
+    rt.block_on(client.queue(queue).add("warm", &0, JobOptions::new()))
+        .unwrap();
     server.suspend();
     let q = client.queue(queue);
     let adds: Vec<_> = (0..ADDS)
@@ -274,12 +305,31 @@ fn stalled_server_drop_oldest(server: &mut dyn Server, queue: &str) {
     let stats = rt.block_on(client.stats()).session;
     rt.block_on(client.close());
     let ok = results.iter().filter(|r| r.is_ok()).count();
-    let overflow = results.iter().filter(|r| matches!(r, Err(Error::Overflow))).count();
-    assert_eq!(ok + overflow, ADDS, "only Ok or Overflow: {:?}", results.iter().find(|r| !matches!(r, Ok(_) | Err(Error::Overflow))));
-    assert!(overflow > 0, "the buffer overflowed while the server was frozen");
+    let overflow = results
+        .iter()
+        .filter(|r| matches!(r, Err(Error::Overflow)))
+        .count();
+    assert_eq!(
+        ok + overflow,
+        ADDS,
+        "only Ok or Overflow: {:?}",
+        results
+            .iter()
+            .find(|r| !matches!(r, Ok(_) | Err(Error::Overflow)))
+    );
+    assert!(
+        overflow > 0,
+        "the buffer overflowed while the server was frozen"
+    );
     assert_eq!(stats.adds_rejected as usize, overflow, "drops are counted");
-    let landed = RawClient::connect(addr, None).expect("raw connect").count(queue);
-    assert_eq!(landed as usize, ok + 1, "exactly the adds reported Ok landed (+ the warm-up)");
+    let landed = RawClient::connect(addr, None)
+        .expect("raw connect")
+        .count(queue);
+    assert_eq!(
+        landed as usize,
+        ok + 1,
+        "exactly the adds reported Ok landed (+ the warm-up)"
+    );
     eprintln!("[{queue}] DropOldest: {overflow} of {ADDS} adds dropped and reported, {ok} landed");
 }
 
@@ -331,7 +381,11 @@ fn server_killed_and_restarted(server: &mut dyn Server, queue: &str) {
     assert!(after.is_some());
     let stats = rt.block_on(client.stats()).session;
     rt.block_on(client.close());
-    assert!(stats.connects >= 2, "reconnected: {} connects", stats.connects);
+    assert!(
+        stats.connects >= 2,
+        "reconnected: {} connects",
+        stats.connects
+    );
     eprintln!(
         "[{queue}] killed mid-wave: {} ok, {failed} failed with typed errors, {} connects",
         outcomes.len() - failed,

@@ -1,6 +1,6 @@
 //! Adds jobs to a bunqueue server on async-std (discontinued upstream; prefer smol): sequential adds, then waves of 100 (auto-batched).
 //!
-//! `cargo run -p autobatch-async-std --example producer -- [host:port] [jobs]`
+//! `cargo run -p autobatch-async-std --example async_std_producer -- [host:port] [jobs]`
 //! (or `BUNQUEUE_ADDR`; default 127.0.0.1:6789).
 
 use std::time::Instant;

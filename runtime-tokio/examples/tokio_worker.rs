@@ -1,6 +1,6 @@
 //! Processes jobs from a bunqueue queue with concurrency 10 until no job is left waiting.
 //!
-//! `cargo run -p autobatch-tokio --example worker -- [host:port] [queue]`
+//! `cargo run -p autobatch-tokio --example tokio_worker -- [host:port] [queue]`
 //! (or `BUNQUEUE_ADDR`; default 127.0.0.1:6789, queue `autobatch-example`).
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! Adds jobs to a bunqueue server: sequential adds, then concurrent waves (auto-batched).
 //!
-//! `cargo run -p autobatch-tokio --example producer -- [host:port] [jobs]`
+//! `cargo run -p autobatch-tokio --example tokio_producer -- [host:port] [jobs]`
 //! (or `BUNQUEUE_ADDR`; default 127.0.0.1:6789).
 
 use std::time::Instant;

@@ -392,12 +392,7 @@ impl State {
         let queue = e.rec.queue.clone();
         let op = update_op(&e.rec);
         self.index(&queue).completed += 1;
-        if remove {
-            self.forget(id);
-            self.store.record(StoreOp::Remove(id.to_owned()));
-        } else {
-            self.store.record(op);
-        }
+        self.retire(id, remove, op);
         Ok(())
     }
 
@@ -431,14 +426,20 @@ impl State {
             let remove = remove.unwrap_or(e.rec.remove_on_fail);
             let op = update_op(&e.rec);
             self.index(&queue).failed += 1;
-            if remove {
-                self.forget(id);
-                self.store.record(StoreOp::Remove(id.to_owned()));
-            } else {
-                self.store.record(op);
-            }
+            self.retire(id, remove, op);
         }
         Ok(())
+    }
+
+    /// A finished job either leaves for good (`removeOnComplete` / `removeOnFail`) or is
+    /// persisted in its final state.
+    fn retire(&mut self, id: &str, remove: bool, final_state: StoreOp) {
+        if remove {
+            self.forget(id);
+            self.store.record(StoreOp::Remove(id.to_owned()));
+        } else {
+            self.store.record(final_state);
+        }
     }
 
     /// Renews the lock of an active job (JobHeartbeat). False if the job is not active or the

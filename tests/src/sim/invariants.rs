@@ -58,6 +58,21 @@ pub struct OpRec {
     pub done: Option<(Duration, Result<Response, Error>)>,
 }
 
+impl OpRec {
+    /// A fresh, unresolved record of an operation made at `created`.
+    pub fn new(tag: i64, kind: OpKind, created: Duration) -> OpRec {
+        OpRec {
+            tag,
+            kind,
+            created,
+            parked: false,
+            withdrawn: false,
+            ahead: 0,
+            done: None,
+        }
+    }
+}
+
 /// Every operation of every session.
 #[derive(Debug, Default)]
 pub struct Ledger {

@@ -1120,17 +1120,18 @@ impl World {
                 self.ledger.ops.insert(
                     (c, op),
                     OpRec {
-                        tag,
-                        kind: OpKind::Add {
-                            queue: queue.to_owned(),
-                            custom,
-                            durable,
-                        },
-                        created: self.now,
                         parked,
                         withdrawn,
                         ahead: buffered + parked_before,
-                        done: None,
+                        ..OpRec::new(
+                            tag,
+                            OpKind::Add {
+                                queue: queue.to_owned(),
+                                custom,
+                                durable,
+                            },
+                            self.now,
+                        )
                     },
                 );
                 Ok(Some(op))
@@ -1211,15 +1212,7 @@ impl World {
                         );
                         self.ledger.ops.insert(
                             (c, op),
-                            OpRec {
-                                tag,
-                                kind: OpKind::Bulk { queue, customs },
-                                created: self.now,
-                                parked: false,
-                                withdrawn: false,
-                                ahead: 0,
-                                done: None,
-                            },
+                            OpRec::new(tag, OpKind::Bulk { queue, customs }, self.now),
                         );
                     }
                     Err(Error::Closed) if self.clients[c].close_called => {}
@@ -1247,18 +1240,9 @@ impl World {
                 let at = self.at();
                 match self.clients[c].s.request(at, cmd) {
                     Ok(op) => {
-                        self.ledger.ops.insert(
-                            (c, op),
-                            OpRec {
-                                tag: 0,
-                                kind: OpKind::Lookup,
-                                created: self.now,
-                                parked: false,
-                                withdrawn: false,
-                                ahead: 0,
-                                done: None,
-                            },
-                        );
+                        self.ledger
+                            .ops
+                            .insert((c, op), OpRec::new(0, OpKind::Lookup, self.now));
                     }
                     Err(Error::Closed) if self.clients[c].close_called => {}
                     Err(e) => return Err(format!("client {c}: request failed at once: {e:?}")),

@@ -114,9 +114,6 @@ mod config;
 mod stats;
 mod types;
 
-#[cfg(test)]
-mod tests;
-
 pub use batcher::Batcher;
 pub use config::{BatchConfig, ConfigError, OverflowPolicy, MAX_LINGER};
 pub use stats::{BatchStats, SizeHistogram};

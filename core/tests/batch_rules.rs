@@ -1,12 +1,38 @@
-//! Unit tests, one group per rule of the module documentation. Time is virtual: one base
+//! The batcher's rules, one group of tests per rule of `autobatch_core::batch`'s documentation.
+//! (Here rather than in `core/src`, so the only clock read in the crate's sources is none.) Time is virtual: one base
 //! `Instant` plus offsets.
 
 use std::time::{Duration, Instant};
 
-use super::*;
+use autobatch_core::batch::*;
 
 fn base() -> Instant {
     Instant::now()
+}
+
+/// The id the `n`-th push (from 0) of any batcher gets: ids are assigned in push order.
+fn nth_item_id(n: u64) -> ItemId {
+    let mut b = Batcher::new(BatchConfig {
+        max_pending_items: 100_000,
+        ..BatchConfig::default()
+    })
+    .unwrap();
+    let t0 = base();
+    (0..=n).map(|i| b.push(t0, i, 0).unwrap().0).last().unwrap()
+}
+
+/// The id of the `n`-th batch (from 0) any batcher hands out.
+fn nth_batch_id(n: u64) -> BatchId {
+    let mut b = Batcher::new(cfg(1, 1)).unwrap();
+    let t0 = base();
+    let mut last = None;
+    for i in 0..=n {
+        b.push(t0, i, 0).unwrap();
+        let batch = b.poll_batch(t0).unwrap();
+        b.complete(t0, batch.id);
+        last = Some(batch.id);
+    }
+    last.unwrap()
 }
 
 fn at(t0: Instant, ms: u64) -> Instant {
@@ -487,7 +513,7 @@ fn cancel_removes_buffered_and_parked_items_until_sent() {
     assert_eq!(b.parked(), 1);
 
     // Cancelling a buffered item makes room: the parked one is admitted right away.
-    let buffered = ItemId(2); // item 1 (the idle one) was id 0; item `0` is id 1, `1` is id 2
+    let buffered = nth_item_id(2); // item 1 (the idle one) was id 0; item `0` is id 1, `1` is id 2
     assert_eq!(b.cancel(buffered), Some(1));
     assert_eq!(
         (b.pending_items(), b.parked(), b.pending_bytes()),
@@ -499,7 +525,7 @@ fn cancel_removes_buffered_and_parked_items_until_sent() {
     let batch = b.poll_batch(t0).unwrap();
     assert_eq!(payloads(&batch), vec![0, 2]);
     assert_eq!(b.cancel(batch.items[0].0), None, "already sent");
-    assert_eq!(b.cancel(ItemId(999)), None, "unknown");
+    assert_eq!(b.cancel(nth_item_id(999)), None, "unknown");
     assert_eq!(b.cancel(parked_id2), Some(5));
     assert_eq!(b.stats().items_cancelled, 3);
 }
@@ -576,11 +602,11 @@ fn empty_close_is_drained_at_once() {
 fn unknown_and_repeated_completions_are_ignored() {
     let t0 = base();
     let mut b = Batcher::new(cfg(50, 1)).unwrap();
-    b.complete(t0, BatchId(0));
+    b.complete(t0, nth_batch_id(0));
     b.push(t0, 0, 1).unwrap();
     let first = b.poll_batch(t0).unwrap();
     b.push(t0, 1, 1).unwrap();
-    b.complete(t0, BatchId(42));
+    b.complete(t0, nth_batch_id(42));
     assert_eq!(b.in_flight(), 1);
     b.complete(t0, first.id);
     b.complete(t0, first.id);

@@ -233,7 +233,9 @@ impl State {
             result: None,
             failed_reason: None,
         };
-        self.store.record(StoreOp::Put(Box::new(rec.clone())));
+        if self.store.persistent() {
+            self.store.record(StoreOp::Put(Box::new(rec.clone())));
+        }
         let ready = rec.state == JobState::Waiting;
         let queue = rec.queue.clone();
         self.admit(rec);

@@ -29,6 +29,10 @@ impl Store for MemoryStore {
 
     fn record(&mut self, _op: StoreOp) {}
 
+    fn persistent(&self) -> bool {
+        false
+    }
+
     fn sync(&mut self) -> Option<SyncWaiter> {
         None
     }

@@ -157,6 +157,12 @@ pub trait Store: Send {
     fn recover(&mut self) -> io::Result<Vec<JobRecord>>;
     /// Enqueues one state change (may be committed later, in a group).
     fn record(&mut self, op: StoreOp);
+    /// Whether recorded ops are kept at all. A store that drops them (memory) lets the broker
+    /// skip building them: a new job's record, data included, would otherwise be cloned for
+    /// nothing on every push.
+    fn persistent(&self) -> bool {
+        true
+    }
     /// A barrier: resolves once every op recorded so far is committed. `None` when there is
     /// nothing to wait for (memory).
     fn sync(&mut self) -> Option<SyncWaiter>;

@@ -772,3 +772,45 @@ fn acks_the_server_did_not_name_are_checked_not_assumed() {
         ]
     );
 }
+
+/// A long-poll that waited to be written still gets its whole poll time after the write.
+#[test]
+fn a_delayed_long_poll_keeps_its_whole_poll_time() {
+    let mut worker = WorkerConfig::new("w");
+    worker.poll_timeout_ms = 5000;
+    let mut h = Harness::new(SessionConfig {
+        command_timeout: Duration::from_secs(2),
+        max_in_flight_commands: 1,
+        worker: Some(worker),
+        ..ok()
+    });
+    let count =
+        h.s.request(h.now, Command::Count { queue: "q".into() })
+            .unwrap();
+    h.s.handle_connected(h.now);
+    h.step();
+    let first = h.take_sent();
+    assert_eq!(
+        first.iter().map(cmd).collect::<Vec<_>>(),
+        ["Count"],
+        "window of one"
+    );
+    h.now += Duration::from_millis(1500);
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(0)),
+        ("reqId", first[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(count), Some(Ok(Response::Count(0)))));
+    let pull = h.take_sent();
+    assert_eq!(
+        pull.iter().map(cmd).collect::<Vec<_>>(),
+        ["PULLB"],
+        "written 1.5 s late"
+    );
+    // Written at 1.5 s: command timeout 2 s + poll 5 s = due at 8.5 s, not at 7 s.
+    h.advance(Duration::from_millis(6900));
+    assert_eq!(h.s.stats().timeouts, 0, "still inside its poll time");
+    h.advance(Duration::from_millis(200));
+    assert_eq!(h.s.stats().timeouts, 1, "then it times out");
+}

@@ -212,11 +212,7 @@ impl Session {
 
     /// Queues a command. Reads and worker traffic go through here; adds through the producer.
     pub(super) fn enqueue(&mut self, now: Instant, cmd: Command, origin: Origin) {
-        let mut deadline = self.deadline(now);
-        if let Command::Pull(args) | Command::PullB { args, .. } = &cmd {
-            // A long-poll legitimately holds its reply for the poll time.
-            deadline += Duration::from_millis(args.timeout.unwrap_or(0).max(0) as u64);
-        }
+        let deadline = self.deadline(now) + long_poll(&cmd);
         self.outgoing.push_back(Queued {
             cmd,
             origin,
@@ -751,12 +747,9 @@ impl Session {
             }
             self.stats.frames_sent += 1;
             self.stats.count_command(&q.cmd);
-            // The timeout restarts when the command is written, as in the official client.
-            let extra = q
-                .deadline
-                .saturating_duration_since(now)
-                .saturating_sub(self.config.command_timeout);
-            q.deadline = self.deadline(now) + extra;
+            // The timeout restarts when the command is written, as in the official client; a
+            // long-poll gets its whole poll time on top, however long it waited to be written.
+            q.deadline = self.deadline(now) + long_poll(&q.cmd);
             q.written = true;
             self.deadlines.insert((q.deadline, req));
             self.in_flight.insert(req, q);
@@ -984,6 +977,17 @@ impl FailKind {
             self,
             FailKind::ConnectionLost | FailKind::Protocol(_) | FailKind::Timeout { .. }
         )
+    }
+}
+
+/// How long the server may legitimately hold the reply to `cmd` beyond the command timeout:
+/// the poll time of a long-poll.
+fn long_poll(cmd: &Command) -> Duration {
+    match cmd {
+        Command::Pull(args) | Command::PullB { args, .. } => {
+            Duration::from_millis(args.timeout.unwrap_or(0).max(0) as u64)
+        }
+        _ => Duration::ZERO,
     }
 }
 

@@ -196,3 +196,8 @@ impl AsyncTimer for TokioTimer {
         self.0.as_mut().poll(cx)
     }
 }
+
+/// The code blocks of the workspace README, compiled as doctests so the front page stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

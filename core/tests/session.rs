@@ -814,3 +814,55 @@ fn a_delayed_long_poll_keeps_its_whole_poll_time() {
     h.advance(Duration::from_millis(200));
     assert_eq!(h.s.stats().timeouts, 1, "then it times out");
 }
+
+/// A worker renews the locks of the jobs it holds, so a job that runs longer than its lock TTL
+/// is not handed to another worker.
+#[test]
+fn a_worker_renews_the_locks_of_held_jobs() {
+    let mut worker = WorkerConfig::new("w").concurrency(2);
+    worker.heartbeat_interval = Some(Duration::from_secs(10));
+    let mut h = Harness::connected(SessionConfig {
+        worker: Some(worker),
+        ..ok()
+    });
+    let pull = h.take_sent();
+    let jobs: Vec<Value> = ["b", "a"]
+        .iter()
+        .map(|id| Value::map([("id", Value::from(*id)), ("name", Value::from("n"))]))
+        .collect();
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("jobs", Value::Array(jobs)),
+        ("tokens", Value::Array(vec!["tb".into(), "ta".into()])),
+        ("reqId", pull[0].get("reqId").unwrap().clone()),
+    ]));
+    h.advance(Duration::from_millis(9_999));
+    assert!(h.take_sent().is_empty(), "not yet due");
+    h.advance(Duration::from_millis(1));
+    let sent = h.take_sent();
+    let hb = sent
+        .iter()
+        .find(|s| cmd(s) == "JobHeartbeatB")
+        .expect("heartbeat");
+    assert_eq!(
+        hb.get("ids"),
+        Some(&Value::Array(vec!["a".into(), "b".into()]))
+    );
+    assert_eq!(
+        hb.get("tokens"),
+        Some(&Value::Array(vec!["ta".into(), "tb".into()]))
+    );
+    // Disconnected while due: rescheduled, not spinning (the next deadline is in the future).
+    h.s.complete_job(h.now, "a", Value::Nil).unwrap();
+    h.s.handle_disconnected(h.now);
+    h.advance(Duration::from_secs(10));
+    assert!(h.s.poll_timeout().is_some_and(|t| t > h.now));
+    // Nothing held: no heartbeat.
+    let mut h2 = Harness::connected(SessionConfig {
+        worker: Some(WorkerConfig::new("w")),
+        ..ok()
+    });
+    h2.take_sent();
+    h2.advance(Duration::from_secs(30));
+    assert!(h2.take_sent().iter().all(|s| cmd(s) != "JobHeartbeatB"));
+}

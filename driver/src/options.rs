@@ -256,7 +256,14 @@ pub struct WorkerOptions {
     pub acks: BatchConfig,
     /// Worker id sent as the pull `owner`. Default `autobatch-<queue>`.
     pub owner: Option<String>,
+    /// How often the locks of the jobs being processed are renewed (JobHeartbeatB), so a job
+    /// that runs longer than `lock_ttl` stays with this worker. Default 10 s (bunqueue's), or
+    /// half of `lock_ttl` when that is shorter; `None` sends no heartbeats.
+    pub heartbeat_interval: Option<Duration>,
 }
+
+/// bunqueue's worker heartbeat period.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 
 impl WorkerOptions {
     /// Defaults, for `queue`.
@@ -274,6 +281,7 @@ impl WorkerOptions {
             lock_ttl: Duration::from_millis(c.lock_ttl_ms as u64),
             acks: c.acks,
             owner: None,
+            heartbeat_interval: Some(DEFAULT_HEARTBEAT),
         }
     }
 
@@ -310,6 +318,14 @@ impl WorkerOptions {
         /// assert_eq!(o.acks.max_batch, 20);
         /// ```
         acks: BatchConfig,
+        /// Sets [`heartbeat_interval`](Self::heartbeat_interval).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let o = autobatch_driver::WorkerOptions::new("q").heartbeat_interval(None);
+        /// assert_eq!(o.heartbeat_interval, None);
+        /// ```
+        heartbeat_interval: Option<Duration>,
     }
 
     /// Sets [`owner`](Self::owner).
@@ -334,6 +350,14 @@ impl WorkerOptions {
         c.poll_timeout_ms = ms("worker.poll_timeout", self.poll_timeout)?;
         c.lock_ttl_ms = ms("worker.lock_ttl", self.lock_ttl)?;
         c.acks = self.acks.clone();
+        c.heartbeat_interval = match self.heartbeat_interval {
+            // The default adapts to a short lock; an interval the caller chose is kept as is
+            // (and refused if it is not shorter than the lock).
+            Some(DEFAULT_HEARTBEAT) if self.lock_ttl <= DEFAULT_HEARTBEAT => {
+                Some(self.lock_ttl / 2)
+            }
+            other => other,
+        };
         if let Some(o) = &self.owner {
             c.owner = o.clone();
         }

@@ -337,6 +337,51 @@ async fn worker_drains<T: Rt>(target: Target) {
     assert_eq!(stats.session.jobs_completed, 50);
 }
 
+/// A job that runs longer than its lock TTL keeps its lock (JobHeartbeatB) and runs once: the
+/// server does not hand it out again. (The broker sweeps expired locks every 500 ms, so without
+/// heartbeats this job would be pulled a second time.)
+async fn long_job_keeps_its_lock<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("long");
+    let client = connect::<T>(options(server)).await;
+    let id = client
+        .queue(&name)
+        .add("long", &0, JobOptions::new().attempts(5))
+        .await
+        .expect("add");
+    client.close().await;
+    let proxy = CountingProxy::start(server);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let worker = within::<T, _>(
+        "worker start",
+        Worker::<T::R>::start(
+            options(proxy.addr()),
+            WorkerOptions::new(&name)
+                .concurrency(2)
+                .lock_ttl(Duration::from_millis(1000))
+                .poll_timeout(Duration::from_millis(200)),
+            move |_job: Job| {
+                let r = r.clone();
+                async move {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    // Three lock lifetimes.
+                    T::sleep(Duration::from_millis(3000)).await;
+                    Ok::<_, String>(())
+                }
+            },
+        ),
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("the long job completed", || raw.state(&id) == "completed").await;
+    within::<T, _>("worker close", worker.close()).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "processed exactly once");
+    let c = proxy.snapshot();
+    assert!(c.cmd("JobHeartbeatB") >= 2, "locks renewed: {c:?}");
+}
+
 /// A processor error becomes a FAIL: the job ends failed (no attempts left) with the message.
 async fn processor_error_fails<T: Rt>(target: Target) {
     let server = target.shared();
@@ -676,6 +721,7 @@ macro_rules! all_scenarios {
             durable_adds,
             add_bulk,
             worker_drains,
+            long_job_keeps_its_lock,
             processor_error_fails,
             panicking_processor,
             auth_tokens,

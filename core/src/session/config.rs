@@ -176,6 +176,10 @@ pub struct WorkerConfig {
     pub ack_retries: u32,
     /// First retry delay; doubles per retry. Default 100 ms.
     pub ack_retry_base: Duration,
+    /// How often the locks of held jobs are renewed (one JobHeartbeatB for all of them), so a
+    /// job that runs longer than `lock_ttl_ms` is not handed to another worker. Default 10 s,
+    /// as bunqueue's worker; `None` sends none. Must be shorter than the lock TTL.
+    pub heartbeat_interval: Option<Duration>,
 }
 
 impl WorkerConfig {
@@ -195,6 +199,7 @@ impl WorkerConfig {
             },
             ack_retries: 3,
             ack_retry_base: Duration::from_millis(100),
+            heartbeat_interval: Some(Duration::from_secs(10)),
         }
     }
 
@@ -225,6 +230,15 @@ impl WorkerConfig {
             return Err(ConfigError::Field {
                 field: "worker.lock_ttl_ms",
                 problem: "must be positive",
+            });
+        }
+        if self
+            .heartbeat_interval
+            .is_some_and(|h| h.is_zero() || h.as_millis() >= self.lock_ttl_ms as u128)
+        {
+            return Err(ConfigError::Field {
+                field: "worker.heartbeat_interval",
+                problem: "must be positive and shorter than worker.lock_ttl_ms",
             });
         }
         if self.owner.is_empty() {

@@ -103,6 +103,8 @@ pub(super) enum Origin {
     Fail,
     /// A GetState that checks whether an ACK of an ACKB the server refused took effect.
     AckCheck,
+    /// A worker's JobHeartbeatB, renewing the locks of the jobs it holds.
+    Heartbeat,
 }
 
 #[derive(Debug)]
@@ -399,7 +401,9 @@ impl Session {
             Origin::Auth => {
                 self.conn = Conn::Ready;
             }
-            Origin::Ping => {}
+            // A lost heartbeat is covered by the next one; a refused one means the lock is
+            // gone, which the job's ACK will report.
+            Origin::Ping | Origin::Heartbeat => {}
             Origin::Adds { queue, batch, ops } => {
                 let Response::PushedBatch(ids) = response else {
                     unreachable!("PUSHB replies decode as PushedBatch")
@@ -615,7 +619,7 @@ impl Session {
                 self.done(op, Err(err));
             }
             Origin::Request(op) => self.done(op, Err(err)),
-            Origin::Auth | Origin::Ping => {}
+            Origin::Auth | Origin::Ping | Origin::Heartbeat => {}
             Origin::Pull => self.on_pull_failed(now),
             Origin::Acks { batch, .. } => {
                 if let Command::AckB { ids, .. } = q.cmd {
@@ -841,14 +845,15 @@ impl Session {
         }
         // Ping only a connection with nothing to do: not even adds waiting to be flushed, or
         // the Ping could take the window slot they need.
-        if self.conn == Conn::Ready
-            && self.in_flight.is_empty()
-            && self.outgoing.is_empty()
-            && self.producers.pending() == (0, 0, 0)
-            && self.next_ping.is_some_and(|p| now >= p)
-        {
-            self.enqueue(now, Command::Ping, Origin::Ping);
+        if self.conn == Conn::Ready && self.next_ping.is_some_and(|p| now >= p) {
+            // Rescheduled whether or not it goes out, so a due time never stays in the past.
             self.next_ping = self.config.ping_interval.map(|p| now + p);
+            if self.in_flight.is_empty()
+                && self.outgoing.is_empty()
+                && self.producers.pending() == (0, 0, 0)
+            {
+                self.enqueue(now, Command::Ping, Origin::Ping);
+            }
         }
     }
 
@@ -873,7 +878,7 @@ impl Session {
             && self
                 .in_flight
                 .values()
-                .all(|q| matches!(q.origin, Origin::Ping | Origin::Pull))
+                .all(|q| matches!(q.origin, Origin::Ping | Origin::Pull | Origin::Heartbeat))
             && self.producers.is_drained()
             && self.worker.as_ref().is_none_or(|w| w.is_drained())
     }

@@ -61,6 +61,8 @@ pub struct SessionStats {
     pub ack_batches_sent: u64,
     /// ACKs retried.
     pub ack_retries: u64,
+    /// JobHeartbeatB frames queued to renew held jobs' locks.
+    pub heartbeats_sent: u64,
     /// Gauge: adds buffered in the batchers (not yet in a PUSHB), as of the last
     /// `poll_transmit`. Bounded by `max_pending_items` per queue.
     pub buffered_adds: u64,

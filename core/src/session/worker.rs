@@ -16,6 +16,28 @@ use super::machine::{Event, Origin, Session};
 const IDLE_POLL_DELAY: Duration = Duration::from_millis(50);
 const ERROR_POLL_DELAY: Duration = Duration::from_millis(500);
 
+/// JobHeartbeatB for every held job, in a stable order, with its token (`""` for none).
+fn heartbeat_command(active: &HashMap<String, Option<String>>) -> Command {
+    let mut held: Vec<(&String, &Option<String>)> = active.iter().collect();
+    held.sort();
+    let ids = held
+        .iter()
+        .map(|(id, _)| Value::from(id.as_str()))
+        .collect();
+    let tokens = held
+        .iter()
+        .map(|(_, t)| Value::from(t.as_deref().unwrap_or_default()))
+        .collect();
+    Command::Other {
+        cmd: "JobHeartbeatB".into(),
+        body: Value::map([
+            ("cmd", Value::from("JobHeartbeatB")),
+            ("ids", Value::Array(ids)),
+            ("tokens", Value::Array(tokens)),
+        ]),
+    }
+}
+
 /// One completion on its way to an ACKB.
 #[derive(Debug, Clone)]
 pub(super) struct AckItem {
@@ -40,6 +62,8 @@ pub(super) struct WorkerState {
     settling: usize,
     /// `close` was called: no more pulls.
     pub(super) stopping: bool,
+    /// When the held jobs' locks are renewed next (while any are held).
+    next_heartbeat: Option<Instant>,
 }
 
 impl WorkerState {
@@ -53,6 +77,7 @@ impl WorkerState {
             retries: Vec::new(),
             settling: 0,
             stopping: false,
+            next_heartbeat: None,
         })
     }
 
@@ -61,6 +86,7 @@ impl WorkerState {
             self.acks.poll_timeout(),
             self.retries.iter().map(|(t, _)| *t).min(),
             self.next_pull_at.filter(|_| !self.stopping),
+            self.next_heartbeat.filter(|_| !self.active.is_empty()),
         ]
         .into_iter()
         .flatten()
@@ -170,6 +196,9 @@ impl Session {
         };
         if jobs.is_empty() && worker.config.poll_timeout_ms == 0 {
             worker.next_pull_at = Some(now + IDLE_POLL_DELAY);
+        }
+        if worker.active.is_empty() && !jobs.is_empty() {
+            worker.next_heartbeat = worker.config.heartbeat_interval.map(|h| now + h);
         }
         for (job, token) in jobs {
             worker.active.insert(job.id.clone(), token);
@@ -293,9 +322,22 @@ impl Session {
                 count: w.free_slots().min(1000) as i64,
             }
         });
+        // Due heartbeats are rescheduled even when they cannot go out (disconnected): a due
+        // time left in the past would make the driver's timer fire in a loop.
+        let mut heartbeat = None;
+        if !w.active.is_empty() && w.next_heartbeat.is_some_and(|t| t <= now) {
+            w.next_heartbeat = w.config.heartbeat_interval.map(|h| now + h);
+            if connected {
+                heartbeat = Some(heartbeat_command(&w.active));
+            }
+        }
         for b in batches {
             let items = b.items.into_iter().map(|(_, i)| i).collect();
             self.send_acks(now, Some(b.id), items);
+        }
+        if let Some(cmd) = heartbeat {
+            self.stats.heartbeats_sent += 1;
+            self.enqueue(now, cmd, Origin::Heartbeat);
         }
         if let Some(cmd) = pull_cmd {
             self.enqueue(now, cmd, Origin::Pull);

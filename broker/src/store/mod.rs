@@ -1,5 +1,5 @@
 //! Where jobs are kept across restarts. The broker's queue state always lives in memory
-//! ([`crate::queue`]); a [`Store`] is the durable log behind it, fed one [`StoreOp`] per state
+//! (the `queue` module); a [`Store`] is the durable log behind it, fed one [`StoreOp`] per state
 //! change, in the order the changes happened.
 
 mod memory;

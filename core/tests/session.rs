@@ -866,3 +866,22 @@ fn a_worker_renews_the_locks_of_held_jobs() {
     h2.advance(Duration::from_secs(30));
     assert!(h2.take_sent().iter().all(|s| cmd(s) != "JobHeartbeatB"));
 }
+
+/// Each job within the 10 MB data limit, but together past the 64 MiB frame limit: the bulk add
+/// fails with a typed error naming the data, nothing is written, and the session goes on.
+#[test]
+fn a_request_past_the_frame_limit_fails_alone() {
+    let mut h = Harness::connected(ok());
+    let big = Value::Str("x".repeat(10 * 1024 * 1024 - 16));
+    let jobs = (0..7).map(|_| JobSpec::new("big", big.clone())).collect();
+    let bulk = h.s.add_bulk(h.now, "q", jobs).unwrap();
+    h.step();
+    assert!(h.take_sent().is_empty(), "nothing written");
+    assert!(
+        matches!(h.done(bulk), Some(Err(Error::Invalid(e))) if e.field == "data"),
+        "{:?}",
+        h.done(bulk)
+    );
+    h.add("q", 1);
+    assert_eq!(h.take_sent().len(), 1, "the next add goes out as usual");
+}

@@ -152,6 +152,8 @@ impl Session {
             Some(w) => Some(WorkerState::new(w.clone()).map_err(ConfigError::Batching)?),
             None => None,
         };
+        // `now` is not needed yet (the first connect is asked for at once); it is taken so that
+        // construction reads like every other input, and so a future deadline can use it.
         let _ = now;
         Ok(Session {
             rng: SplitMix64::new(config.seed),
@@ -255,15 +257,11 @@ impl Session {
                 deadline: self.deadline(now),
                 written: false,
             };
-            self.write_later_first(q);
+            self.outgoing.push_front(q);
         } else {
             self.conn = Conn::Ready;
         }
         self.next_ping = self.config.ping_interval.map(|p| now + p);
-    }
-
-    fn write_later_first(&mut self, q: Queued) {
-        self.outgoing.push_front(q);
     }
 
     /// The connection attempt failed. The session backs off and asks again later.
@@ -745,7 +743,7 @@ impl Session {
             let req_value = Value::Str(req.to_string());
             if let Err(e) = write_frame(out, |buf| q.cmd.encode(Some(&req_value), buf)) {
                 // Only a job far over the data limit could get here; validation stops those.
-                let why = FailKind::Local(format!("request too large to send: {e}"));
+                let why = FailKind::TooLarge(e.to_string());
                 self.resolve(now, q, why);
                 continue;
             }
@@ -953,11 +951,14 @@ impl Session {
 #[derive(Debug, Clone)]
 pub(super) enum FailKind {
     ConnectionLost,
-    Timeout { written: bool },
+    Timeout {
+        written: bool,
+    },
     Protocol(String),
     Auth(String),
     Server(String),
-    Local(String),
+    /// The encoded request would exceed the 64 MiB frame limit.
+    TooLarge(String),
 }
 
 impl FailKind {
@@ -972,7 +973,10 @@ impl FailKind {
             FailKind::Protocol(m) => Error::Protocol(m.clone()),
             FailKind::Auth(m) => Error::AuthFailed(m.clone()),
             FailKind::Server(m) => Error::Server(m.clone()),
-            FailKind::Local(m) => Error::Protocol(m.clone()),
+            FailKind::TooLarge(m) => Error::Invalid(crate::wire::ValidationError {
+                field: "data",
+                message: format!("request too large to send: {m}"),
+            }),
         }
     }
 

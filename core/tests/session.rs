@@ -129,6 +129,14 @@ impl Harness {
     }
 }
 
+/// The lines of a captured conversation (`vectors/*.jsonl`).
+fn vector(jsonl: &str) -> Vec<serde_json::Value> {
+    jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)
@@ -181,10 +189,7 @@ fn sequential_adds_go_out_at_once_with_no_timer() {
 /// server's captured replies back: reqIds "1" and "2" line up.
 #[test]
 fn twenty_five_concurrent_adds_replay_vector_04() {
-    let lines: Vec<serde_json::Value> = include_str!("vectors/04_add_concurrent.jsonl")
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = vector(include_str!("vectors/04_add_concurrent.jsonl"));
     let replies: Vec<&str> = lines
         .iter()
         .filter(|l| l["dir"] == "s2c")
@@ -494,10 +499,7 @@ fn cancel_before_send_withdraws_the_add() {
 
 #[test]
 fn worker_pulls_for_free_slots_and_batches_acks_replaying_vector_06() {
-    let lines: Vec<serde_json::Value> = include_str!("vectors/06_worker_ack.jsonl")
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = vector(include_str!("vectors/06_worker_ack.jsonl"));
     // The server's first PULLB reply on the worker connection: 4 jobs with tokens.
     let pulled = lines
         .iter()

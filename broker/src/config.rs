@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::store::SqliteOptions;
+
 /// How a [`Broker`](crate::Broker) listens, stores and limits.
 ///
 /// ```
@@ -32,6 +34,8 @@ pub struct BrokerConfig {
     pub partial_frame_timeout: Option<Duration>,
     /// Runtime threads of an [`EmbeddedBroker`](crate::EmbeddedBroker).
     pub worker_threads: usize,
+    /// How the SQLite store waits and retries when a commit fails (SQLite mode only).
+    pub sqlite: SqliteOptions,
 }
 
 impl Default for BrokerConfig {
@@ -46,6 +50,7 @@ impl Default for BrokerConfig {
             max_write_queue_bytes: 64 * 1024 * 1024,
             partial_frame_timeout: Some(Duration::from_secs(60)),
             worker_threads: 2,
+            sqlite: SqliteOptions::default(),
         }
     }
 }

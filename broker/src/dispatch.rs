@@ -251,21 +251,45 @@ async fn push(
             }
         }
         let durable = jobs.iter().any(|j| j.opts.is_durable());
+        let before = state.recorded();
         let mut ids = Vec::with_capacity(jobs.len());
+        // The jobs this push created (a live custom id or unique key returns an existing job,
+        // which is not this push's to take back).
+        let mut created = Vec::new();
         for job in jobs {
-            ids.push(state.push(queue, job, now_ms()));
+            let recorded = state.recorded();
+            let id = state.push(queue, job, now_ms());
+            if durable && state.recorded() > recorded {
+                created.push(id.clone());
+            }
+            ids.push(id);
         }
-        let waiter = if durable || state.backlog() > MAX_BACKLOG {
-            state.sync()
+        // A durable reply covers this push's own rows: it waits for their commit and fails if
+        // they were lost. A reply behind a long backlog only waits (flow control).
+        let waiter = if durable {
+            let covering = state.recorded() - before;
+            state.sync(covering)
+        } else if state.backlog() > MAX_BACKLOG {
+            state.sync(0)
         } else {
             None
         };
-        (ids, waiter, durable)
+        (ids, created, waiter)
     };
-    let (ids, waiter, durable) = waiter;
+    let (ids, created, waiter) = waiter;
     if let Some(w) = waiter {
-        if w.wait().await.is_err() && durable {
-            return Err("Internal server error".into());
+        if let Err(e) = w.wait().await {
+            // Only a durable push gets here with an error (a flow-control barrier covers
+            // nothing). Its jobs are taken back, so the error means "not added".
+            let kept = shared.lock().withdraw(&created);
+            if !kept.is_empty() {
+                eprintln!(
+                    "autobatch-broker: {} jobs of a failed durable push were already pulled \
+                     and stay in memory only",
+                    kept.len()
+                );
+            }
+            return Err(format!("Durable write failed, jobs not added: {e}"));
         }
     }
     Ok(ids)

@@ -103,6 +103,8 @@ pub(crate) struct State {
     seq: u64,
     rng: u64,
     store: Box<dyn Store>,
+    /// State changes handed to the store so far.
+    recorded: u64,
 }
 
 impl State {
@@ -119,12 +121,13 @@ impl State {
             seq: 0,
             rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
             store,
+            recorded: 0,
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
             if rec.state == JobState::Active {
                 rec.state = JobState::Waiting;
-                s.store.record(update_op(&rec));
+                s.record(update_op(&rec));
             }
             s.admit(rec);
         }
@@ -234,7 +237,7 @@ impl State {
             failed_reason: None,
         };
         if self.store.persistent() {
-            self.store.record(StoreOp::Put(Box::new(rec.clone())));
+            self.record(StoreOp::Put(Box::new(rec.clone())));
         }
         let ready = rec.state == JobState::Waiting;
         let queue = rec.queue.clone();
@@ -335,7 +338,7 @@ impl State {
             if let Some(c) = spec.tie_to {
                 self.held.entry(c).or_default().insert(id);
             }
-            self.store.record(op);
+            self.record(op);
             out.push(Pulled { job, token });
         }
         out
@@ -422,7 +425,7 @@ impl State {
             let key = (e.rec.run_at.ceil() as i64, e.rec.seq);
             let op = update_op(&e.rec);
             self.index(&queue).delayed.insert(key, id.to_owned());
-            self.store.record(op);
+            self.record(op);
         } else {
             e.rec.state = JobState::Failed;
             let remove = remove.unwrap_or(e.rec.remove_on_fail);
@@ -438,9 +441,9 @@ impl State {
     fn retire(&mut self, id: &str, remove: bool, final_state: StoreOp) {
         if remove {
             self.forget(id);
-            self.store.record(StoreOp::Remove(id.to_owned()));
+            self.record(StoreOp::Remove(id.to_owned()));
         } else {
-            self.store.record(final_state);
+            self.record(final_state);
         }
     }
 
@@ -498,7 +501,7 @@ impl State {
             q.prioritized += 1;
         }
         q.notify.notify_waiters();
-        self.store.record(op);
+        self.record(op);
     }
 
     /// A connection closed: its jobs go back to waiting, its workers are unregistered.
@@ -575,9 +578,53 @@ impl State {
         self.workers.remove(id).is_some()
     }
 
-    /// A commit barrier for durable replies (see [`Store::sync`]).
-    pub fn sync(&mut self) -> Option<SyncWaiter> {
-        self.store.sync()
+    /// Hands one state change to the store, counting it (see [`State::recorded`]).
+    fn record(&mut self, op: StoreOp) {
+        self.recorded += 1;
+        self.store.record(op);
+    }
+
+    /// How many state changes were handed to the store so far: the difference across a call
+    /// is what a commit barrier for that call covers.
+    pub fn recorded(&self) -> u64 {
+        self.recorded
+    }
+
+    /// A commit barrier for durable replies covering the last `covering` recorded changes
+    /// (see [`Store::sync`]).
+    pub fn sync(&mut self, covering: u64) -> Option<SyncWaiter> {
+        self.store.sync(covering as usize)
+    }
+
+    /// Takes back jobs whose rows a failed commit lost, so that a refused durable push leaves
+    /// nothing behind. Only jobs still waiting or delayed are taken back; one that a worker
+    /// already pulled stays (its id is returned) and runs from memory.
+    pub fn withdraw(&mut self, ids: &[String]) -> Vec<String> {
+        let mut kept = Vec::new();
+        for id in ids {
+            let Some(e) = self.jobs.get(id) else { continue };
+            let rec = &e.rec;
+            let Some(q) = self.queues.get_mut(&rec.queue) else {
+                continue;
+            };
+            match rec.state {
+                JobState::Waiting => {
+                    q.ready.remove(&ready_key(rec));
+                    if rec.priority > 0 {
+                        q.prioritized = q.prioritized.saturating_sub(1);
+                    }
+                }
+                JobState::Delayed => {
+                    q.delayed.remove(&(rec.run_at.ceil() as i64, rec.seq));
+                }
+                _ => {
+                    kept.push(id.clone());
+                    continue;
+                }
+            }
+            self.forget(id);
+        }
+        kept
     }
 
     /// Ops recorded but not yet committed.

@@ -85,7 +85,7 @@ impl Broker {
     /// listener. Port 0 picks a free port.
     pub async fn bind(config: BrokerConfig) -> io::Result<Broker> {
         let store: Box<dyn Store> = match &config.data_path {
-            Some(path) => Box::new(SqliteStore::open(path)?),
+            Some(path) => Box::new(SqliteStore::open_with(path, config.sqlite.clone())?),
             None => Box::new(MemoryStore::new()),
         };
         let state = State::new(store, now_ms())?;

@@ -33,7 +33,7 @@ impl Store for MemoryStore {
         false
     }
 
-    fn sync(&mut self) -> Option<SyncWaiter> {
+    fn sync(&mut self, _covering: usize) -> Option<SyncWaiter> {
         None
     }
 

@@ -10,7 +10,7 @@ use std::io;
 use autobatch_core::wire::{Backoff, Value};
 
 pub use memory::MemoryStore;
-pub use sqlite::{count_rows, SqliteStore};
+pub use sqlite::{count_rows, SqliteOptions, SqliteStore};
 
 /// The life-cycle state of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,7 +150,7 @@ impl SyncWaiter {
 /// use autobatch_broker::store::{MemoryStore, Store};
 /// let mut store = MemoryStore::new();
 /// assert!(store.recover().unwrap().is_empty());
-/// assert!(store.sync().is_none(), "memory has nothing to wait for");
+/// assert!(store.sync(1).is_none(), "memory has nothing to wait for");
 /// ```
 pub trait Store: Send {
     /// The jobs persisted by an earlier run, in insertion order. Called once, before serving.
@@ -163,11 +163,17 @@ pub trait Store: Send {
     fn persistent(&self) -> bool {
         true
     }
-    /// A barrier: resolves once every op recorded so far is committed. `None` when there is
-    /// nothing to wait for (memory).
-    fn sync(&mut self) -> Option<SyncWaiter>;
+    /// A barrier: resolves once every op recorded so far has been committed or lost, `Ok` only
+    /// if none of the last `covering` ops recorded before it was lost to a failed commit (a
+    /// durable push covers its own rows; 0 just waits). `None` when there is nothing to wait for
+    /// (memory).
+    fn sync(&mut self, covering: usize) -> Option<SyncWaiter>;
     /// Ops recorded but not committed yet (to push back on producers that outrun the disk).
     fn backlog(&self) -> usize;
+    /// Writes lost to failed commits since the store was opened.
+    fn lost_writes(&self) -> u64 {
+        0
+    }
     /// Commits what is pending and stops. Blocks until done.
     fn close(&mut self);
 }

@@ -6,10 +6,17 @@
 //! [`GROUP_LINGER`] while another commits. A non-durable push is acknowledged as soon as its op is
 //! queued (before the commit, as bunqueue's write buffer does); a durable one waits for a
 //! [`Store::sync`] barrier, which resolves once the transaction holding it has committed.
+//!
+//! A commit that fails (disk full, the file locked by another process past the busy timeout,
+//! an I/O error) loses its group's writes: SQLite rolls the transaction back. The writer numbers
+//! writes in the order they were recorded and remembers the last one lost, so a barrier that
+//! covers the writes recorded just before it (a durable push's own rows) is answered `Ok` only
+//! if none of them was lost, even when the barrier itself lands in a later group that commits.
+//! Lost writes are counted ([`Store::lost_writes`]) and logged.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -27,9 +34,65 @@ pub const GROUP_MAX: usize = 100;
 /// How long a group may wait for more ops while a commit is in flight (bunqueue: 10 ms).
 pub const GROUP_LINGER: Duration = Duration::from_millis(10);
 
+/// How a [`SqliteStore`] waits and retries when a commit fails.
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_broker::store::SqliteOptions;
+/// let fast_failing = SqliteOptions::default()
+///     .busy_timeout(Duration::from_millis(10))
+///     .commit_retries(0);
+/// assert_eq!(fast_failing.commit_retries, 0);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// How long one statement waits for a lock held by another connection (default 5 s).
+    pub busy_timeout: Duration,
+    /// Further attempts after a failed commit (default 5), each after a delay that doubles
+    /// from [`retry_delay`](Self::retry_delay). A group that still fails is lost.
+    pub commit_retries: u32,
+    /// Delay before the first retry (default 100 ms).
+    pub retry_delay: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+            commit_retries: 5,
+            retry_delay: Duration::from_millis(100),
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets [`busy_timeout`](Self::busy_timeout).
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Sets [`commit_retries`](Self::commit_retries).
+    pub fn commit_retries(mut self, retries: u32) -> Self {
+        self.commit_retries = retries;
+        self
+    }
+
+    /// Sets [`retry_delay`](Self::retry_delay).
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+}
+
 enum Msg {
     Op(StoreOp),
-    Sync(tokio::sync::oneshot::Sender<io::Result<()>>),
+    /// A barrier covering the `covers` ops recorded just before it.
+    Sync {
+        tx: tokio::sync::oneshot::Sender<io::Result<()>>,
+        covers: u64,
+    },
 }
 
 /// A SQLite-backed [`Store`].
@@ -46,6 +109,7 @@ pub struct SqliteStore {
     thread: Option<JoinHandle<()>>,
     recovered: Option<Vec<JobRecord>>,
     backlog: Arc<AtomicUsize>,
+    lost: Arc<AtomicU64>,
     path: PathBuf,
 }
 
@@ -54,6 +118,7 @@ impl std::fmt::Debug for SqliteStore {
         f.debug_struct("SqliteStore")
             .field("path", &self.path)
             .field("backlog", &self.backlog())
+            .field("lost_writes", &self.lost_writes())
             .finish()
     }
 }
@@ -87,13 +152,19 @@ CREATE TABLE IF NOT EXISTS jobs (
 
 impl SqliteStore {
     /// Opens (or creates) the database file at `path`, reads back the jobs of an earlier run and
-    /// starts the writer thread.
+    /// starts the writer thread, with the default [`SqliteOptions`].
     pub fn open(path: impl AsRef<Path>) -> io::Result<SqliteStore> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// [`open`](Self::open) with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> io::Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
         let conn = Connection::open(&path).map_err(sql_err)?;
+        conn.busy_timeout(options.busy_timeout).map_err(sql_err)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
             .map_err(sql_err)?;
@@ -106,17 +177,27 @@ impl SqliteStore {
         let recovered = load(&conn).map_err(sql_err)?;
         let (tx, rx) = mpsc::channel();
         let backlog = Arc::new(AtomicUsize::new(0));
+        let lost = Arc::new(AtomicU64::new(0));
         let thread = std::thread::Builder::new()
             .name("autobatch-broker-sqlite".into())
             .spawn({
-                let backlog = backlog.clone();
-                move || writer(conn, rx, backlog)
+                let committer = Committer {
+                    conn,
+                    options,
+                    backlog: backlog.clone(),
+                    lost: lost.clone(),
+                    recorded: 0,
+                    last_lost: 0,
+                    last_error: String::new(),
+                };
+                move || writer(committer, rx)
             })?;
         Ok(SqliteStore {
             tx: Some(tx),
             thread: Some(thread),
             recovered: Some(recovered),
             backlog,
+            lost,
             path,
         })
     }
@@ -141,9 +222,10 @@ impl Store for SqliteStore {
         }
     }
 
-    fn sync(&mut self) -> Option<SyncWaiter> {
+    fn sync(&mut self, covering: usize) -> Option<SyncWaiter> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if let Err(Msg::Sync(tx)) = self.send(Msg::Sync(tx)) {
+        let covers = covering as u64;
+        if let Err(Msg::Sync { tx, .. }) = self.send(Msg::Sync { tx, covers }) {
             let _ = tx.send(Err(io::Error::other("store closed")));
         }
         Some(SyncWaiter(rx))
@@ -151,6 +233,10 @@ impl Store for SqliteStore {
 
     fn backlog(&self) -> usize {
         self.backlog.load(Ordering::Relaxed)
+    }
+
+    fn lost_writes(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
     }
 
     fn close(&mut self) {
@@ -170,7 +256,7 @@ impl Drop for SqliteStore {
 /// The writer thread: feeds queued messages to a [`Batcher`] (at most [`GROUP_MAX`] per group,
 /// one group in flight, [`GROUP_LINGER`] at most for a partial group while another commits) and
 /// commits each group it hands out as one transaction, until the channel closes.
-fn writer(mut conn: Connection, rx: mpsc::Receiver<Msg>, backlog: Arc<AtomicUsize>) {
+fn writer(mut committer: Committer, rx: mpsc::Receiver<Msg>) {
     let config = BatchConfig {
         max_batch: GROUP_MAX,
         linger: GROUP_LINGER,
@@ -213,7 +299,7 @@ fn writer(mut conn: Connection, rx: mpsc::Receiver<Msg>, backlog: Arc<AtomicUsiz
         batcher.handle_timeout(now);
         if let Some(batch) = batcher.poll_batch(now) {
             let mut items = batch.items;
-            commit_group(&mut conn, &mut items, &backlog);
+            committer.commit_group(&mut items);
             batcher.complete(Instant::now(), batch.id);
             batcher.recycle(items);
             continue;
@@ -237,38 +323,73 @@ fn writer(mut conn: Connection, rx: mpsc::Receiver<Msg>, backlog: Arc<AtomicUsiz
     }
 }
 
-/// Commits one group and answers its sync barriers.
-fn commit_group(conn: &mut Connection, items: &mut Vec<(ItemId, Msg)>, backlog: &AtomicUsize) {
-    let ops = items
-        .iter()
-        .filter(|(_, m)| matches!(m, Msg::Op(_)))
-        .count();
-    let result = commit_with_retry(conn, items);
-    backlog.fetch_sub(ops, Ordering::Relaxed);
-    for (_, msg) in items.drain(..) {
-        if let Msg::Sync(tx) = msg {
-            let _ = tx.send(match &result {
-                Ok(()) => Ok(()),
-                Err(e) => Err(io::Error::other(e.to_string())),
-            });
-        }
-    }
-    if let Err(e) = result {
-        eprintln!("autobatch-broker: SQLite commit failed, {ops} ops lost: {e}");
-    }
+/// The writer thread's side of the database: commits groups and remembers which writes were
+/// lost, for the barriers that cover them.
+struct Committer {
+    conn: Connection,
+    options: SqliteOptions,
+    backlog: Arc<AtomicUsize>,
+    lost: Arc<AtomicU64>,
+    /// Ops taken so far, in recording order (the number of the last one).
+    recorded: u64,
+    /// The number of the last op lost to a failed commit (0: none).
+    last_lost: u64,
+    /// Why the last failed commit failed, for the barriers that fail because of it.
+    last_error: String,
 }
 
-fn commit_with_retry(conn: &mut Connection, batch: &[(ItemId, Msg)]) -> rusqlite::Result<()> {
-    let mut delay = Duration::from_millis(100);
-    let mut tries = 0;
-    loop {
-        match commit(conn, batch) {
-            Ok(()) => return Ok(()),
-            Err(e) if tries >= 5 => return Err(e),
-            Err(_) => {
-                tries += 1;
-                std::thread::sleep(delay);
-                delay *= 2;
+impl Committer {
+    /// Commits one group as one transaction and answers its barriers, in order.
+    fn commit_group(&mut self, items: &mut Vec<(ItemId, Msg)>) {
+        let ops = items
+            .iter()
+            .filter(|(_, m)| matches!(m, Msg::Op(_)))
+            .count();
+        let result = self.commit_with_retry(items);
+        self.backlog.fetch_sub(ops, Ordering::Relaxed);
+        if let Err(e) = &result {
+            // SQLite rolled the whole transaction back: every write in it is gone.
+            self.lost.fetch_add(ops as u64, Ordering::Relaxed);
+            self.last_lost = self.recorded + ops as u64;
+            self.last_error = e.to_string();
+            eprintln!(
+                "autobatch-broker: SQLite commit failed, {ops} writes lost ({} in all): {e}",
+                self.lost.load(Ordering::Relaxed)
+            );
+        }
+        for (_, msg) in items.drain(..) {
+            match msg {
+                Msg::Op(_) => self.recorded += 1,
+                Msg::Sync { tx, covers } => {
+                    // The writes it covers are numbered (recorded - covers, recorded]; a group
+                    // that failed lost them all, an earlier failed group may have lost some.
+                    let first = self.recorded.saturating_sub(covers) + 1;
+                    let answer = if covers > 0 && self.last_lost >= first {
+                        Err(io::Error::other(format!(
+                            "the commit failed: {}",
+                            self.last_error
+                        )))
+                    } else {
+                        Ok(())
+                    };
+                    let _ = tx.send(answer);
+                }
+            }
+        }
+    }
+
+    fn commit_with_retry(&mut self, batch: &[(ItemId, Msg)]) -> rusqlite::Result<()> {
+        let mut delay = self.options.retry_delay;
+        let mut tries = 0;
+        loop {
+            match commit(&mut self.conn, batch) {
+                Ok(()) => return Ok(()),
+                Err(e) if tries >= self.options.commit_retries => return Err(e),
+                Err(_) => {
+                    tries += 1;
+                    std::thread::sleep(delay);
+                    delay *= 2;
+                }
             }
         }
     }

@@ -152,6 +152,8 @@ fn sigkill_keeps_every_acknowledged_durable_job() {
             match j
                 .get("data")
                 .unwrap()
+                .expanded()
+                .unwrap()
                 .get("kind")
                 .unwrap()
                 .as_str()

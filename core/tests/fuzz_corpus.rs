@@ -9,7 +9,9 @@ mod checks;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use autobatch_core::wire::{FrameDecoder, Value};
+use autobatch_core::wire::{
+    DecodeError, Encoder, FrameDecoder, Value, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_FRAME,
+};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/corpus");
 
@@ -196,4 +198,103 @@ fn decoding_allocates_within_a_constant_factor_of_the_input() {
         worst.1,
         bound(1) - 4096
     );
+}
+
+/// Frames of the largest size the protocol allows, shaped to cost the most memory per byte.
+/// Before the byte budget, the first of them took 2.1 GiB to decode (32 bytes of tree for each
+/// nil); now every one stays within `DECODE_BUDGET_FACTOR × n + DECODE_BUDGET_FLOOR`, failing
+/// with `TooExpensive` where the tree would not fit, or decoding in full where payloads stay
+/// encoded.
+///
+/// Unoptimised builds use 16 MiB frames to keep the suite quick; `cargo test --release -p
+/// autobatch-core --test fuzz_corpus hostile -- --nocapture` runs the full 64 MiB and prints
+/// each peak.
+#[test]
+fn hostile_frames_of_64_mib_stay_within_the_byte_budget() {
+    let n = if cfg!(debug_assertions) {
+        MAX_FRAME / 4
+    } else {
+        MAX_FRAME
+    };
+    let fill = |mut body: Vec<u8>, byte: &[u8]| {
+        while body.len() + byte.len() <= n {
+            body.extend_from_slice(byte);
+        }
+        body
+    };
+    let array32 = |prefix: &mut Vec<u8>, count: usize| {
+        prefix.push(0xdd);
+        prefix.extend_from_slice(&(count as u32).to_be_bytes());
+    };
+    let mut shapes: Vec<(&str, Vec<u8>, bool)> = Vec::new();
+
+    // An array32 of nils: one value per byte.
+    let mut b = Vec::new();
+    array32(&mut b, n - 5);
+    shapes.push(("array of nils", fill(b, &[0xc0]), false));
+
+    // A map32 of empty keys to nils: two values per two bytes.
+    // (One 3-byte entry first, so that the 2-byte entries fill the frame exactly.)
+    let mut b = vec![0xdf];
+    b.extend_from_slice(&((1 + (n - 8) / 2) as u32).to_be_bytes());
+    b.extend_from_slice(&[0xa1, b'a', 0xc0]);
+    shapes.push(("map of empty keys", fill(b, &[0xa0, 0xc0]), false));
+
+    // A request that looks valid, its jobs array full of nils.
+    let mut b = Vec::new();
+    Encoder::new(&mut b)
+        .map(2)
+        .kv_str("cmd", "PUSHB")
+        .str("jobs");
+    let count = n - b.len() - 5;
+    array32(&mut b, count);
+    shapes.push(("PUSHB of nils", fill(b, &[0xc0]), false));
+
+    // Deep nesting: MAX_DEPTH - 1 arrays, each announcing as many elements as bytes remain.
+    let mut b = Vec::new();
+    for i in 0..200 {
+        array32(&mut b, n - (i + 1) * 5);
+    }
+    shapes.push(("nested lying arrays", fill(b, &[0x00]), false));
+
+    // A PUSH whose data is a dense array: a payload, kept encoded, so it decodes in full.
+    let mut b = Vec::new();
+    Encoder::new(&mut b)
+        .map(3)
+        .kv_str("cmd", "PUSH")
+        .kv_str("queue", "q")
+        .str("data");
+    let count = n - b.len() - 5;
+    array32(&mut b, count);
+    shapes.push(("PUSH with a dense data array", fill(b, &[0x00]), true));
+
+    // A reply whose top-level data (its envelope, decoded as a tree) is a dense array.
+    let mut b = Vec::new();
+    Encoder::new(&mut b).map(2).str("ok").bool(true).str("data");
+    let count = n - b.len() - 5;
+    array32(&mut b, count);
+    shapes.push(("reply with a dense envelope", fill(b, &[0xc0]), false));
+
+    for (name, body, decodes) in shapes {
+        assert_eq!(body.len(), n, "{name}: a frame of exactly {n} bytes");
+        let mut outcome = None;
+        let peak = peak_of(|| {
+            outcome = Some(Value::decode(&body).map(|_| ()));
+        });
+        let budget = DECODE_BUDGET_FACTOR * n + DECODE_BUDGET_FLOOR;
+        eprintln!(
+            "{name}: {n} bytes, peak {peak} bytes ({:.2}x), {:?}",
+            peak as f64 / n as f64,
+            outcome
+        );
+        assert!(peak <= budget, "{name}: peaked at {peak} > {budget}");
+        match outcome {
+            Some(Ok(())) => assert!(decodes, "{name}: decoded"),
+            Some(Err(DecodeError::TooExpensive { frame_len })) => {
+                assert!(!decodes, "{name}: refused");
+                assert_eq!(frame_len, n);
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
 }

@@ -227,6 +227,13 @@ fn expected_out(line: &Line) -> Out {
 
 /// Checks a decoded [`Value`] against the capture's JSON, honouring the markers and the notes.
 fn check_json(j: &J, v: &Value, path: &str, notes: &HashMap<String, String>) -> Result<(), String> {
+    if let Value::Raw(raw) = v {
+        // A payload kept encoded: its tree must match just the same.
+        let tree = raw
+            .decode()
+            .map_err(|e| format!("{path}: raw payload: {e}"))?;
+        return check_json(j, &tree, path, notes);
+    }
     let fail = |what: &str| Err(format!("{path}: {what}: json {j} vs {v:?}"));
     if let Some(note) = notes.get(path) {
         if note.contains("uint64") || note.contains("int64") {

@@ -542,7 +542,14 @@ fn worker_pulls_for_free_slots_and_batches_acks_replaying_vector_06() {
     assert!(h.take_sent().is_empty(), "no free slot: no pull");
     // Complete all four in one tick: the first ACK goes at once (idle), the rest batch up.
     for j in &jobs {
-        let n = j.data.get("n").unwrap().as_i64().unwrap();
+        let n = j
+            .data
+            .expanded()
+            .unwrap()
+            .get("n")
+            .unwrap()
+            .as_i64()
+            .unwrap();
         h.s.complete_job(h.now, &j.id, Value::map([("doubled", Value::Int(n * 2))]))
             .unwrap();
     }

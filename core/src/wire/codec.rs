@@ -10,36 +10,108 @@ use super::value::{Value, JS_INT_MAX, JS_INT_MIN};
 /// hostile input. Real bunqueue traffic nests a handful of levels.
 pub const MAX_DEPTH: usize = 256;
 
+/// Decoding one frame may allocate at most this many times the frame's length …
+pub const DECODE_BUDGET_FACTOR: usize = 4;
+/// … plus this many bytes, so that small frames of many tiny items (a PUSHB of thousands of
+/// small jobs, a PULLB reply) are never refused.
+pub const DECODE_BUDGET_FLOOR: usize = 8 * 1024 * 1024;
+
+/// Keys whose value is a user payload (job data, a result) when it sits in a nested map, or in
+/// a request's top-level map. Such a value, when it is an array or a map, is kept encoded
+/// ([`Value::Raw`]) instead of being decoded into a tree: the library only carries payloads,
+/// and a tree costs up to 32 bytes for every byte of a dense array.
+const PAYLOAD_KEYS: [&str; 3] = ["data", "result", "returnvalue"];
+/// Keys whose value is an array of payloads (ACKB's `results`).
+const PAYLOAD_LIST_KEYS: [&str; 1] = ["results"];
+
+/// What a walk over encoded bytes learns without allocating: the length `JSON.stringify` would
+/// give the value, and whether it holds a 64-bit integer (a JS BigInt, which is not
+/// JSON-serialisable).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Scan {
+    pub json_len: usize,
+    pub has_bigint: bool,
+}
+
 /// A reader over one frame body. Every length is checked against the bytes left before
-/// anything is allocated, so a lying header cannot make us allocate more than the frame holds.
+/// anything is allocated, and every allocation is charged to a byte budget first, so a frame
+/// of `n` bytes never makes the decoder allocate more than
+/// `DECODE_BUDGET_FACTOR × n + DECODE_BUDGET_FLOOR` bytes, whatever its shape.
 pub(crate) struct Decoder<'a> {
     buf: &'a [u8],
     pos: usize,
     depth: usize,
-    /// How many more [`Value`] slots may be reserved ahead of decoding them. Each container
+    /// Bytes the decoder may still allocate.
+    budget: usize,
+    /// How many more container slots may be reserved ahead of decoding them. Each container
     /// header may announce up to "bytes left" elements, and nested headers all see the same
-    /// bytes left, so reserving the announced count at every level would let a frame of `n`
-    /// bytes reserve `depth × n` slots (gigabytes for a 64 MiB frame). Sharing one budget of
-    /// `buf.len()` slots bounds every reservation by the frame length; containers that announce
-    /// more than the budget grow as their elements actually arrive.
-    reserve_budget: usize,
+    /// bytes left, so reserving the announced count at every level would let a small frame
+    /// reserve `depth × n` slots. Sharing one budget of `buf.len()` slots bounds reservations
+    /// by the frame length; containers that announce more grow as their elements arrive.
+    reserve_slots: usize,
+    /// Whether payloads stay encoded (frames) or are decoded too (an explicit expansion).
+    keep_payloads: bool,
 }
 
 impl<'a> Decoder<'a> {
+    /// A decoder for one frame body: payloads stay encoded, allocation is budgeted.
     pub(crate) fn new(buf: &'a [u8]) -> Self {
         Decoder {
             buf,
             pos: 0,
             depth: 0,
-            reserve_budget: buf.len(),
+            budget: buf
+                .len()
+                .saturating_mul(DECODE_BUDGET_FACTOR)
+                .saturating_add(DECODE_BUDGET_FLOOR),
+            reserve_slots: buf.len(),
+            keep_payloads: true,
         }
     }
 
-    /// Takes up to `n` slots from the reservation budget; returns how many were granted.
-    fn reserve(&mut self, n: usize) -> usize {
-        let k = n.min(self.reserve_budget);
-        self.reserve_budget -= k;
-        k
+    /// A decoder that builds the whole tree, payloads included, without a budget: for a value
+    /// the caller asked to see in full ([`RawValue::decode`](super::RawValue::decode)).
+    pub(crate) fn expanding(buf: &'a [u8]) -> Self {
+        Decoder {
+            buf,
+            pos: 0,
+            depth: 0,
+            budget: usize::MAX,
+            reserve_slots: buf.len(),
+            keep_payloads: false,
+        }
+    }
+
+    /// An empty container for `n` announced elements, with as much reserved as the slot and
+    /// byte budgets allow (the reservation is charged).
+    fn container<T>(&mut self, n: usize) -> Result<Vec<T>, DecodeError> {
+        let size = std::mem::size_of::<T>().max(1);
+        let k = n.min(self.reserve_slots).min(self.budget / size);
+        self.reserve_slots -= k;
+        self.charge(k * size)?;
+        Ok(Vec::with_capacity(k))
+    }
+
+    /// Appends to a container, charging its growth before it happens.
+    fn grow_push<T>(&mut self, items: &mut Vec<T>, item: T) -> Result<(), DecodeError> {
+        if items.len() == items.capacity() {
+            let extra = items.len().max(4);
+            self.charge(extra.saturating_mul(std::mem::size_of::<T>()))?;
+            items.reserve_exact(extra);
+        }
+        items.push(item);
+        Ok(())
+    }
+
+    /// Takes `bytes` from the allocation budget, before they are allocated.
+    fn charge(&mut self, bytes: usize) -> Result<(), DecodeError> {
+        if bytes > self.budget {
+            return Err(DecodeError::TooExpensive {
+                frame_len: self.buf.len(),
+            });
+        }
+        self.budget -= bytes;
+        Ok(())
     }
 
     pub(crate) fn remaining(&self) -> usize {
@@ -53,6 +125,13 @@ impl<'a> Decoder<'a> {
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
         Ok(s)
+    }
+
+    /// Bytes copied out of the frame (a binary, an extension), charged first.
+    fn take_owned(&mut self, n: usize) -> Result<Vec<u8>, DecodeError> {
+        let bytes = self.take(n)?;
+        self.charge(n)?;
+        Ok(bytes.to_vec())
     }
 
     fn u8(&mut self) -> Result<u8, DecodeError> {
@@ -73,111 +152,81 @@ impl<'a> Decoder<'a> {
         Ok(u32::from_be_bytes(self.be()?) as usize)
     }
 
-    pub(crate) fn value(&mut self) -> Result<Value, DecodeError> {
+    /// Reads one header byte (and its length bytes) and says what follows.
+    fn header(&mut self) -> Result<Header, DecodeError> {
         let at = self.pos;
         let b = self.u8()?;
         Ok(match b {
-            0x00..=0x7f => Value::Int(b as i64),
-            0x80..=0x8f => self.map((b & 0x0f) as usize)?,
-            0x90..=0x9f => self.array((b & 0x0f) as usize)?,
-            0xa0..=0xbf => self.str((b & 0x1f) as usize)?,
-            0xc0 => Value::Nil,
+            0x00..=0x7f => Header::Int(b as i64),
+            0x80..=0x8f => Header::Map((b & 0x0f) as usize),
+            0x90..=0x9f => Header::Array((b & 0x0f) as usize),
+            0xa0..=0xbf => Header::Str((b & 0x1f) as usize),
+            0xc0 => Header::Nil,
             0xc1 => return Err(DecodeError::ReservedByte { at }),
-            0xc2 => Value::Bool(false),
-            0xc3 => Value::Bool(true),
-            0xc4 => {
-                let n = self.u8()? as usize;
-                Value::Bin(self.take(n)?.to_vec())
+            0xc2 => Header::Bool(false),
+            0xc3 => Header::Bool(true),
+            0xc4 => Header::Bin(self.u8()? as usize),
+            0xc5 => Header::Bin(self.len16()?),
+            0xc6 => Header::Bin(self.len32()?),
+            0xc7 => Header::Ext(self.u8()? as usize),
+            0xc8 => Header::Ext(self.len16()?),
+            0xc9 => Header::Ext(self.len32()?),
+            0xca => Header::F64(f32::from_be_bytes(self.be()?) as f64),
+            0xcb => Header::F64(f64::from_be_bytes(self.be()?)),
+            0xcc => Header::Int(self.u8()? as i64),
+            0xcd => Header::Int(u16::from_be_bytes(self.be()?) as i64),
+            0xce => Header::Int(u32::from_be_bytes(self.be()?) as i64),
+            0xcf => Header::BigInt(u64::from_be_bytes(self.be()?) as i128),
+            0xd0 => Header::Int(i8::from_be_bytes(self.be()?) as i64),
+            0xd1 => Header::Int(i16::from_be_bytes(self.be()?) as i64),
+            0xd2 => Header::Int(i32::from_be_bytes(self.be()?) as i64),
+            0xd3 => Header::BigInt(i64::from_be_bytes(self.be()?) as i128),
+            0xd4 => Header::Ext(1),
+            0xd5 => Header::Ext(2),
+            0xd6 => Header::Ext(4),
+            0xd7 => Header::Ext(8),
+            0xd8 => Header::Ext(16),
+            0xd9 => Header::Str(self.u8()? as usize),
+            0xda => Header::Str(self.len16()?),
+            0xdb => Header::Str(self.len32()?),
+            0xdc => Header::Array(self.len16()?),
+            0xdd => Header::Array(self.len32()?),
+            0xde => Header::Map(self.len16()?),
+            0xdf => Header::Map(self.len32()?),
+            0xe0..=0xff => Header::Int(b as i8 as i64),
+        })
+    }
+
+    pub(crate) fn value(&mut self) -> Result<Value, DecodeError> {
+        Ok(match self.header()? {
+            Header::Nil => Value::Nil,
+            Header::Bool(b) => Value::Bool(b),
+            Header::Int(i) => Value::Int(i),
+            Header::F64(f) => Value::F64(f),
+            Header::BigInt(i) => Value::BigInt(i),
+            Header::Str(n) => self.str(n)?,
+            Header::Bin(n) => Value::Bin(self.take_owned(n)?),
+            Header::Ext(n) => {
+                let ty = self.u8()? as i8;
+                if ty == 0 {
+                    self.take(n)?;
+                    Value::Undefined
+                } else {
+                    Value::Ext(ty, self.take_owned(n)?)
+                }
             }
-            0xc5 => {
-                let n = self.len16()?;
-                Value::Bin(self.take(n)?.to_vec())
-            }
-            0xc6 => {
-                let n = self.len32()?;
-                Value::Bin(self.take(n)?.to_vec())
-            }
-            0xc7 => {
-                let n = self.u8()? as usize;
-                self.ext(n)?
-            }
-            0xc8 => {
-                let n = self.len16()?;
-                self.ext(n)?
-            }
-            0xc9 => {
-                let n = self.len32()?;
-                self.ext(n)?
-            }
-            0xca => Value::F64(f32::from_be_bytes(self.be()?) as f64),
-            0xcb => Value::F64(f64::from_be_bytes(self.be()?)),
-            0xcc => Value::Int(self.u8()? as i64),
-            0xcd => Value::Int(u16::from_be_bytes(self.be()?) as i64),
-            0xce => Value::Int(u32::from_be_bytes(self.be()?) as i64),
-            0xcf => Value::BigInt(u64::from_be_bytes(self.be()?) as i128),
-            0xd0 => Value::Int(i8::from_be_bytes(self.be()?) as i64),
-            0xd1 => Value::Int(i16::from_be_bytes(self.be()?) as i64),
-            0xd2 => Value::Int(i32::from_be_bytes(self.be()?) as i64),
-            0xd3 => Value::BigInt(i64::from_be_bytes(self.be()?) as i128),
-            0xd4 => self.ext(1)?,
-            0xd5 => self.ext(2)?,
-            0xd6 => self.ext(4)?,
-            0xd7 => self.ext(8)?,
-            0xd8 => self.ext(16)?,
-            0xd9 => {
-                let n = self.u8()? as usize;
-                self.str(n)?
-            }
-            0xda => {
-                let n = self.len16()?;
-                self.str(n)?
-            }
-            0xdb => {
-                let n = self.len32()?;
-                self.str(n)?
-            }
-            0xdc => {
-                let n = self.len16()?;
-                self.array(n)?
-            }
-            0xdd => {
-                let n = self.len32()?;
-                self.array(n)?
-            }
-            0xde => {
-                let n = self.len16()?;
-                self.map(n)?
-            }
-            0xdf => {
-                let n = self.len32()?;
-                self.map(n)?
-            }
-            0xe0..=0xff => Value::Int(b as i8 as i64),
+            Header::Array(n) => self.array(n)?,
+            Header::Map(n) => self.map(n)?,
         })
     }
 
     fn str(&mut self, n: usize) -> Result<Value, DecodeError> {
-        let at = self.pos;
         let bytes = self.take(n)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(Value::Str(s.to_owned())),
-            // The server decodes invalid UTF-8 leniently (replacement characters), then
-            // validates what it got; doing the same keeps the broker's answers aligned.
-            Err(_) => {
-                let _ = at;
-                Ok(Value::Str(String::from_utf8_lossy(bytes).into_owned()))
-            }
-        }
-    }
-
-    fn ext(&mut self, n: usize) -> Result<Value, DecodeError> {
-        let ty = self.u8()? as i8;
-        let data = self.take(n)?;
-        Ok(if ty == 0 {
-            Value::Undefined
-        } else {
-            Value::Ext(ty, data.to_vec())
-        })
+        // The server decodes invalid UTF-8 leniently (replacement characters), then validates
+        // what it got; doing the same keeps the broker's answers aligned.
+        let s = String::from_utf8_lossy(bytes);
+        self.charge(s.len())?;
+        Ok(Value::Str(s.into_owned()))
     }
 
     fn enter(&mut self) -> Result<(), DecodeError> {
@@ -194,9 +243,10 @@ impl<'a> Decoder<'a> {
             return Err(DecodeError::Truncated { at: self.pos });
         }
         self.enter()?;
-        let mut items = Vec::with_capacity(self.reserve(n));
+        let mut items = self.container(n)?;
         for _ in 0..n {
-            items.push(self.value()?);
+            let item = self.value()?;
+            self.grow_push(&mut items, item)?;
         }
         self.depth -= 1;
         Ok(Value::Array(items))
@@ -207,16 +257,169 @@ impl<'a> Decoder<'a> {
             return Err(DecodeError::Truncated { at: self.pos });
         }
         self.enter()?;
-        // An entry holds two values: it takes two slots of the budget.
-        let mut entries = Vec::with_capacity(self.reserve(n.saturating_mul(2)) / 2);
+        let top = self.depth == 1;
+        let mut entries = self.container(n)?;
+        let mut request = false;
+        // A top-level `data` is a payload in a request and the envelope in a reply (Ping's
+        // `pong`, ACKB's `ignoredIndices`), which typed readers look into; which one is known
+        // only once the whole map has been seen (`cmd` need not come first).
+        let mut top_data = None;
         for _ in 0..n {
             let k = self.value()?;
-            let v = self.value()?;
-            entries.push((k, v));
+            let key = k.as_str().unwrap_or_default();
+            request |= top && key == "cmd";
+            let v = if !self.keep_payloads {
+                self.value()?
+            } else if top && key == "data" && self.at_container() {
+                let start = self.pos;
+                self.skip()?;
+                top_data = Some((entries.len(), start, self.pos));
+                Value::Undefined // filled in below
+            } else if PAYLOAD_KEYS.contains(&key) {
+                self.payload()?
+            } else if PAYLOAD_LIST_KEYS.contains(&key) {
+                self.payload_list()?
+            } else {
+                self.value()?
+            };
+            self.grow_push(&mut entries, (k, v))?;
+        }
+        if let Some((i, start, end)) = top_data {
+            let v = if request {
+                self.raw(start, end)?
+            } else {
+                let resume = std::mem::replace(&mut self.pos, start);
+                let v = self.value()?;
+                self.pos = resume;
+                v
+            };
+            if let Some(entry) = entries.get_mut(i) {
+                entry.1 = v;
+            }
         }
         self.depth -= 1;
         Ok(Value::Map(entries))
     }
+
+    /// Whether the next value is an array or a map.
+    fn at_container(&self) -> bool {
+        matches!(self.buf.get(self.pos), Some(0x80..=0x9f | 0xdc..=0xdf))
+    }
+
+    /// The already checked bytes `start..end` of this frame, kept encoded (and charged).
+    fn raw(&mut self, start: usize, end: usize) -> Result<Value, DecodeError> {
+        let bytes = &self.buf[start..end];
+        self.charge(bytes.len())?;
+        Ok(Value::Raw(super::RawValue::from_trusted(bytes.to_vec())))
+    }
+
+    /// A payload: an array or a map stays encoded (its bytes copied once); a scalar is decoded.
+    fn payload(&mut self) -> Result<Value, DecodeError> {
+        if !self.at_container() {
+            return self.value();
+        }
+        let start = self.pos;
+        self.skip()?;
+        self.raw(start, self.pos)
+    }
+
+    /// An array of payloads; anything else is read as one payload.
+    fn payload_list(&mut self) -> Result<Value, DecodeError> {
+        let n = match self.buf.get(self.pos) {
+            Some(0x90..=0x9f | 0xdc | 0xdd) => match self.header()? {
+                Header::Array(n) => n,
+                _ => return Err(DecodeError::Truncated { at: self.pos }),
+            },
+            _ => return self.payload(),
+        };
+        if n > self.remaining() {
+            return Err(DecodeError::Truncated { at: self.pos });
+        }
+        self.enter()?;
+        let mut items = self.container(n)?;
+        for _ in 0..n {
+            let item = self.payload()?;
+            self.grow_push(&mut items, item)?;
+        }
+        self.depth -= 1;
+        Ok(Value::Array(items))
+    }
+
+    /// Steps over one value without allocating, checking it as [`value`](Self::value) would.
+    pub(crate) fn skip(&mut self) -> Result<(), DecodeError> {
+        self.scan(&mut Scan::default())
+    }
+
+    /// Steps over one value without allocating, adding what it learns to `scan`.
+    pub(crate) fn scan(&mut self, scan: &mut Scan) -> Result<(), DecodeError> {
+        use super::value::{float_json_len, itoa_len, json_str_len};
+        let json = match self.header()? {
+            Header::Nil => 4,
+            Header::Bool(b) => 4 + usize::from(!b),
+            Header::Int(i) => itoa_len(i),
+            Header::F64(f) => float_json_len(f),
+            Header::BigInt(i) => {
+                scan.has_bigint = true;
+                i.to_string().len()
+            }
+            Header::Str(n) => json_str_len(&String::from_utf8_lossy(self.take(n)?)),
+            // See `Value::json_len`: about 8 characters a byte.
+            Header::Bin(n) => 2 + self.take(n)?.len() * 8,
+            Header::Ext(n) => {
+                let ty = self.u8()?;
+                self.take(n)?;
+                if ty == 0 {
+                    4
+                } else {
+                    2 + n * 8
+                }
+            }
+            Header::Array(n) => {
+                if n > self.remaining() {
+                    return Err(DecodeError::Truncated { at: self.pos });
+                }
+                self.enter()?;
+                scan.json_len = scan.json_len.saturating_add(2 + n.saturating_sub(1));
+                for _ in 0..n {
+                    self.scan(scan)?;
+                }
+                self.depth -= 1;
+                0
+            }
+            Header::Map(n) => {
+                if n.saturating_mul(2) > self.remaining() {
+                    return Err(DecodeError::Truncated { at: self.pos });
+                }
+                self.enter()?;
+                scan.json_len = scan.json_len.saturating_add(2 + n.saturating_sub(1));
+                for _ in 0..n {
+                    // A key is stringified as a key: `"k":` (a non-string key gains quotes).
+                    let str_key = matches!(self.buf.get(self.pos), Some(0xa0..=0xbf | 0xd9..=0xdb));
+                    self.scan(scan)?;
+                    scan.json_len = scan.json_len.saturating_add(if str_key { 1 } else { 3 });
+                    self.scan(scan)?;
+                }
+                self.depth -= 1;
+                0
+            }
+        };
+        scan.json_len = scan.json_len.saturating_add(json);
+        Ok(())
+    }
+}
+
+/// One MessagePack header: a scalar, or the length of what follows.
+enum Header {
+    Nil,
+    Bool(bool),
+    Int(i64),
+    F64(f64),
+    BigInt(i128),
+    Str(usize),
+    Bin(usize),
+    Ext(usize),
+    Array(usize),
+    Map(usize),
 }
 
 /// A MessagePack writer into a caller-owned buffer.
@@ -363,6 +566,10 @@ impl<'a> Encoder<'a> {
                 self
             }
             Value::Str(s) => self.str(s),
+            Value::Raw(raw) => {
+                self.out.extend_from_slice(raw.as_bytes());
+                self
+            }
             Value::Bin(b) => {
                 let n = b.len();
                 if n <= u8::MAX as usize {
@@ -456,7 +663,7 @@ mod tests {
         // Found while bounding allocation per input byte: 200 nested array32 headers, each
         // announcing "as many elements as bytes left", followed by fixints. Every level used to
         // reserve ~32 bytes × the frame length before failing, so a 64 MiB frame could ask for
-        // 200 × 2 GiB. With a shared budget the reservations add up to at most one slot per byte.
+        // 200 × 2 GiB. Every reservation is now charged to one byte budget first.
         let levels = 200;
         let body_len = levels * 5 + 100_000;
         let mut body = Vec::with_capacity(body_len);
@@ -467,12 +674,71 @@ mod tests {
         }
         body.resize(body_len, 0x00);
         let mut d = Decoder::new(&body);
-        assert!(matches!(d.value(), Err(DecodeError::Truncated { .. })));
-        assert!(d.reserve_budget <= body_len);
-        // A legitimate large array still gets its full reservation.
+        assert!(matches!(
+            d.value(),
+            Err(DecodeError::Truncated { .. } | DecodeError::TooExpensive { .. })
+        ));
+        // A legitimate large array still decodes.
         let mut ok = vec![0xdc, 0x03, 0xe8];
         ok.resize(3 + 1000, 0x01);
         assert_eq!(Value::decode(&ok).unwrap().as_array().unwrap().len(), 1000);
+    }
+
+    #[test]
+    fn a_dense_array_past_the_budget_is_refused_before_it_is_allocated() {
+        // 8 M nils in one array: 8 MiB of frame, 256 MiB of tree.
+        let n = 8 << 20;
+        let mut body = vec![0xdd];
+        body.extend_from_slice(&(n as u32).to_be_bytes());
+        body.resize(5 + n, 0xc0);
+        assert_eq!(
+            Value::decode(&body),
+            Err(DecodeError::TooExpensive {
+                frame_len: body.len()
+            })
+        );
+    }
+
+    #[test]
+    fn payloads_stay_encoded_and_scalars_do_not() {
+        // {cmd:"PUSHB", jobs:[{name:"n", data:[1,2,3]}, {name:"n", data:"s"}]}
+        let mut body = Vec::new();
+        let mut e = Encoder::new(&mut body);
+        e.map(2).kv_str("cmd", "PUSHB").str("jobs").array(2);
+        e.map(2)
+            .kv_str("name", "n")
+            .str("data")
+            .array(3)
+            .int(1)
+            .int(2)
+            .int(3);
+        e.map(2).kv_str("name", "n").kv_str("data", "s");
+        let v = Value::decode(&body).unwrap();
+        let jobs = v.get("jobs").unwrap().as_array().unwrap();
+        let Some(Value::Raw(raw)) = jobs[0].get("data") else {
+            panic!("container data stays encoded: {:?}", jobs[0]);
+        };
+        assert_eq!(raw.as_bytes(), &[0x93, 1, 2, 3]);
+        assert_eq!(jobs[1].get("data"), Some(&Value::from("s")));
+        // Re-encoding gives the same bytes.
+        assert_eq!(v.to_bytes(), body);
+    }
+
+    #[test]
+    fn a_replys_top_level_data_is_its_envelope() {
+        // Ping's reply {ok:true, data:{pong:true}}: typed readers look into `data`.
+        let mut body = Vec::new();
+        Encoder::new(&mut body)
+            .map(2)
+            .str("ok")
+            .bool(true)
+            .str("data")
+            .map(1)
+            .str("pong")
+            .bool(true);
+        let v = Value::decode(&body).unwrap();
+        assert!(matches!(v.get("data"), Some(Value::Map(_))));
+        assert_eq!(v.get("data").unwrap().get("pong"), Some(&Value::Bool(true)));
     }
 
     #[test]

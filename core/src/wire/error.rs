@@ -29,6 +29,15 @@ pub enum DecodeError {
         /// The limit.
         limit: usize,
     },
+    /// Decoding would allocate more than the budget for a frame of this length
+    /// ([`DECODE_BUDGET_FACTOR`](super::codec::DECODE_BUDGET_FACTOR) × its length +
+    /// [`DECODE_BUDGET_FLOOR`](super::codec::DECODE_BUDGET_FLOOR)): a frame of many tiny
+    /// items, nothing bunqueue's clients send. Refused before the memory is taken.
+    #[error("a frame of {frame_len} bytes would take too much memory to decode")]
+    TooExpensive {
+        /// The frame's length in bytes.
+        frame_len: usize,
+    },
 }
 
 /// A framing violation: the 4-byte length header itself is unacceptable.

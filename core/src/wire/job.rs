@@ -313,7 +313,7 @@ impl JobSpec {
 
 /// Checks job data: JSON-serialisable (no BigInt) and at most 10 MiB once stringified.
 pub fn validate_data(data: &Value) -> Result<(), ValidationError> {
-    if contains_bigint(data) {
+    if data.contains_bigint() {
         return Err(ValidationError::new(
             "data",
             "Job data must be JSON serializable",
@@ -332,17 +332,6 @@ pub fn validate_data(data: &Value) -> Result<(), ValidationError> {
     Ok(())
 }
 
-fn contains_bigint(v: &Value) -> bool {
-    match v {
-        Value::BigInt(_) => true,
-        Value::Array(a) => a.iter().any(contains_bigint),
-        Value::Map(m) => m
-            .iter()
-            .any(|(k, v)| contains_bigint(k) || contains_bigint(v)),
-        _ => false,
-    }
-}
-
 /// An upper-ish estimate of a value's MessagePack size, without encoding it.
 pub(crate) fn approx_value_size(v: &Value) -> usize {
     match v {
@@ -350,6 +339,7 @@ pub(crate) fn approx_value_size(v: &Value) -> usize {
         Value::Undefined => 3,
         Value::Int(_) | Value::F64(_) | Value::BigInt(_) => 9,
         Value::Str(s) => s.len() + 5,
+        Value::Raw(raw) => raw.as_bytes().len(),
         Value::Bin(b) | Value::Ext(_, b) => b.len() + 6,
         Value::Array(a) => 5 + a.iter().map(approx_value_size).sum::<usize>(),
         Value::Map(m) => {

@@ -30,7 +30,7 @@ mod job;
 mod reply;
 mod value;
 
-pub use codec::{Encoder, MAX_DEPTH};
+pub use codec::{Encoder, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_DEPTH};
 pub use command::{Command, CommandError, CommandKind, PullArgs};
 pub use error::{DecodeError, FrameError, ProtocolError};
 pub use frame::{write_frame, FrameDecoder, MAX_FRAME};
@@ -39,4 +39,4 @@ pub use job::{
     MAX_ATTEMPTS, MAX_DATA_JSON_LEN, MAX_DELAY_MS, MAX_NAME_CHARS, MAX_PRIORITY, MAX_TIMEOUT_MS,
 };
 pub use reply::{encode_error, Incoming, JobCounts, Reply, Response};
-pub use value::{DataError, Value, JS_INT_MAX, JS_INT_MIN};
+pub use value::{DataError, RawValue, Value, JS_INT_MAX, JS_INT_MIN};

@@ -11,11 +11,105 @@
 //! msgpackr's `undefined` (fixext1 type 0, bytes `d4 00 00`) is real traffic: it reads as
 //! [`Value::Undefined`], which every typed reader treats as "absent".
 
-use super::codec::{Decoder, Encoder};
+use super::codec::{Decoder, Encoder, Scan};
 use super::error::DecodeError;
 
+/// One MessagePack value (an array or a map) kept encoded: how frames carry user payloads.
+///
+/// Decoding a frame copies a payload's bytes once instead of building a tree of [`Value`]s,
+/// which would cost up to 32 bytes of memory for each byte of a dense array. The bytes were
+/// checked when the frame was decoded (well-formed, nesting within
+/// [`MAX_DEPTH`](super::MAX_DEPTH)). [`decode`](Self::decode) builds the tree on request;
+/// [`Value::deserialize`] reads a user type from it.
+///
+/// ```
+/// use autobatch_core::wire::Value;
+/// // A PUSH whose data is a map: the data stays encoded.
+/// let body = [0x82, 0xa3, b'c', b'm', b'd', 0xa4, b'P', b'U', b'S', b'H',
+///             0xa4, b'd', b'a', b't', b'a', 0x81, 0xa1, b'x', 0x01];
+/// let push = Value::decode(&body).unwrap();
+/// let Some(Value::Raw(data)) = push.get("data") else { panic!("kept encoded") };
+/// assert_eq!(data.as_bytes(), &[0x81, 0xa1, b'x', 0x01]);
+/// assert_eq!(data.decode().unwrap(), Value::map([("x", Value::Int(1))]));
+/// assert_eq!(push.get("data").unwrap(), &Value::map([("x", Value::Int(1))]));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct RawValue(Box<[u8]>);
+
+impl RawValue {
+    /// Bytes the decoder has already checked.
+    pub(crate) fn from_trusted(bytes: Vec<u8>) -> RawValue {
+        RawValue(bytes.into_boxed_slice())
+    }
+
+    /// Checks that `bytes` hold exactly one well-formed value and keeps them.
+    pub fn from_bytes(bytes: &[u8]) -> Result<RawValue, DecodeError> {
+        let mut d = Decoder::expanding(bytes);
+        d.skip()?;
+        if d.remaining() != 0 {
+            return Err(DecodeError::TrailingBytes {
+                extra: d.remaining(),
+            });
+        }
+        Ok(RawValue(bytes.into()))
+    }
+
+    /// The encoded bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The whole value as a tree (nested payloads decoded too). This allocates as much as the
+    /// value's shape needs: up to 32 bytes for each encoded byte.
+    pub fn decode(&self) -> Result<Value, DecodeError> {
+        let mut d = Decoder::expanding(&self.0);
+        d.value()
+    }
+
+    fn scan(&self) -> Scan {
+        let mut scan = Scan::default();
+        // Checked when it was made: a failure here cannot happen, and would only undercount.
+        let _ = Decoder::expanding(&self.0).scan(&mut scan);
+        scan
+    }
+}
+
+impl std::fmt::Debug for RawValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Small payloads show as what they hold (test failures read better); large ones by size.
+        match self.decode() {
+            Ok(v) if self.0.len() <= 4096 => write!(f, "Raw({v:?})"),
+            _ => write!(f, "Raw({} bytes)", self.0.len()),
+        }
+    }
+}
+
+impl PartialEq for Value {
+    /// Structural equality, as the JS peer would see it: a [`Value::Raw`] equals the value it
+    /// encodes. Floats compare as `f64` (NaN is unequal to itself).
+    fn eq(&self, other: &Value) -> bool {
+        use Value::*;
+        match (self, other) {
+            (Raw(a), Raw(b)) if a == b => true,
+            (Raw(a), b) => a.decode().is_ok_and(|a| a == *b),
+            (a, Raw(b)) => b.decode().is_ok_and(|b| *a == b),
+            (Nil, Nil) | (Undefined, Undefined) => true,
+            (Bool(a), Bool(b)) => a == b,
+            (Int(a), Int(b)) => a == b,
+            (F64(a), F64(b)) => a == b,
+            (BigInt(a), BigInt(b)) => a == b,
+            (Str(a), Str(b)) => a == b,
+            (Bin(a), Bin(b)) => a == b,
+            (Array(a), Array(b)) => a == b,
+            (Map(a), Map(b)) => a == b,
+            (Ext(ta, a), Ext(tb, b)) => ta == tb && a == b,
+            _ => false,
+        }
+    }
+}
+
 /// A decoded MessagePack value, as a JavaScript peer sees it.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, Default)]
 pub enum Value {
     /// `nil` (JS `null`).
     Nil,
@@ -32,6 +126,10 @@ pub enum Value {
     BigInt(i128),
     /// A UTF-8 string.
     Str(String),
+    /// A user payload (job data, a result) that arrived as an array or a map and is kept in
+    /// its encoded form: decoding a frame never builds a tree for it (see [`RawValue`]).
+    /// It compares equal to the value it encodes, and re-encodes byte for byte.
+    Raw(RawValue),
     /// Binary data (`bin8/16/32`).
     Bin(Vec<u8>),
     /// An array.
@@ -50,8 +148,11 @@ pub const JS_INT_MAX: i64 = (1 << 32) - 1;
 impl Value {
     /// Decodes exactly one value that must span the whole of `bytes` (a frame body).
     ///
-    /// Trailing bytes are an error, as they are for the server. Allocation is bounded by
-    /// `bytes.len()`: a header that announces more elements than bytes remain fails.
+    /// Trailing bytes are an error, as they are for the server. User payloads that are arrays
+    /// or maps stay encoded ([`Value::Raw`]). Allocation is bounded in bytes: at most
+    /// [`DECODE_BUDGET_FACTOR`](super::DECODE_BUDGET_FACTOR) times `bytes.len()` plus
+    /// [`DECODE_BUDGET_FLOOR`](super::DECODE_BUDGET_FLOOR), whatever the shape; a frame that
+    /// would need more fails with [`DecodeError::TooExpensive`] before allocating it.
     ///
     /// ```
     /// use autobatch_core::wire::Value;
@@ -185,6 +286,38 @@ impl Value {
         rmpv::ext::from_value(rmpv::Value::from(self)).map_err(|e| DataError(e.to_string()))
     }
 
+    /// This value as a tree: a [`Value::Raw`] payload decoded, anything else cloned. Typed data
+    /// is better read with [`deserialize`](Self::deserialize); this is for looking into a
+    /// payload generically.
+    ///
+    /// ```
+    /// use autobatch_core::wire::Value;
+    /// let frame = Value::map([("cmd", "PUSH".into()), ("data", Value::map([("n", 5i64.into())]))]);
+    /// let decoded = Value::decode(&frame.to_bytes()).unwrap();
+    /// let data = decoded.get("data").unwrap();
+    /// assert_eq!(data.get("n"), None, "kept encoded");
+    /// assert_eq!(data.expanded().unwrap().get("n"), Some(&Value::Int(5)));
+    /// ```
+    pub fn expanded(&self) -> Result<Value, DecodeError> {
+        match self {
+            Value::Raw(raw) => raw.decode(),
+            v => Ok(v.clone()),
+        }
+    }
+
+    /// Whether this is, or encodes, a 64-bit integer anywhere (a JS BigInt: not JSON).
+    pub(crate) fn contains_bigint(&self) -> bool {
+        match self {
+            Value::BigInt(_) => true,
+            Value::Raw(raw) => raw.scan().has_bigint,
+            Value::Array(a) => a.iter().any(Value::contains_bigint),
+            Value::Map(m) => m
+                .iter()
+                .any(|(k, v)| k.contains_bigint() || v.contains_bigint()),
+            _ => false,
+        }
+    }
+
     /// The length `JSON.stringify` would give this value, in UTF-16 code units, stopping early
     /// once it exceeds `limit`. bunqueue bounds job data by this length (10 MiB).
     pub fn json_len(&self, limit: usize) -> usize {
@@ -204,10 +337,10 @@ fn json_len_into(v: &Value, n: &mut usize, limit: usize) {
         Value::Int(i) => *n += itoa_len(*i),
         // JS prints floats with its own shortest form; Rust's shortest round-trip form has the
         // same digits, and the exponent spelling differs by at most a character or two.
-        Value::F64(f) if f.is_finite() => *n += format!("{f}").len(),
-        Value::F64(_) => *n += 4, // NaN and infinities stringify as null
+        Value::F64(f) => *n += float_json_len(*f),
         Value::BigInt(i) => *n += i.to_string().len(),
         Value::Str(s) => *n += json_str_len(s),
+        Value::Raw(raw) => *n += raw.scan().json_len,
         // A Uint8Array stringifies as {"0":b0,"1":b1,...}: about 6 chars a byte on average.
         Value::Bin(b) => *n += 2 + b.len() * 8,
         Value::Ext(_, b) => *n += 2 + b.len() * 8,
@@ -233,7 +366,18 @@ fn json_len_into(v: &Value, n: &mut usize, limit: usize) {
     }
 }
 
-fn itoa_len(i: i64) -> usize {
+/// The length of a JS number's `JSON.stringify` form.
+pub(crate) fn float_json_len(f: f64) -> usize {
+    if f.is_finite() {
+        // JS prints floats with its own shortest form; Rust's shortest round-trip form has
+        // the same digits, and the exponent spelling differs by at most a character or two.
+        format!("{f}").len()
+    } else {
+        4 // NaN and infinities stringify as null
+    }
+}
+
+pub(crate) fn itoa_len(i: i64) -> usize {
     let mut len = if i < 0 { 2 } else { 1 };
     let mut u = i.unsigned_abs();
     while u >= 10 {
@@ -244,7 +388,7 @@ fn itoa_len(i: i64) -> usize {
 }
 
 /// `JSON.stringify(s).length`: quotes, escapes, and UTF-16 code units.
-fn json_str_len(s: &str) -> usize {
+pub(crate) fn json_str_len(s: &str) -> usize {
     let mut n = 2;
     for c in s.chars() {
         n += match c {
@@ -301,6 +445,10 @@ impl From<&Value> for rmpv::Value {
                 Err(_) => rmpv::Value::from(*i as u64),
             },
             Value::Str(s) => rmpv::Value::from(s.as_str()),
+            Value::Raw(raw) => raw
+                .decode()
+                .map(|v| rmpv::Value::from(&v))
+                .unwrap_or(rmpv::Value::Nil),
             Value::Bin(b) => rmpv::Value::Binary(b.clone()),
             Value::Array(a) => rmpv::Value::Array(a.iter().map(rmpv::Value::from).collect()),
             Value::Map(m) => rmpv::Value::Map(

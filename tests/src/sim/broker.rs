@@ -159,6 +159,8 @@ pub struct Broker {
 }
 
 fn tag_of(data: &Value) -> Option<(i64, i64)> {
+    // Job data arrives kept encoded (a payload): look into its tree.
+    let data = data.expanded().ok()?;
     let t = data.get("t")?.as_i64()?;
     Some((t, data.get("i").and_then(Value::as_i64).unwrap_or(0)))
 }

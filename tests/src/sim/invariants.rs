@@ -348,9 +348,8 @@ pub struct WireWatch {
 /// Whether a PUSHB carries batched adds (tag kind 0) rather than a bulk add.
 fn is_batched(jobs: &[autobatch_core::wire::JobSpec]) -> bool {
     jobs.first()
-        .and_then(|j| j.data.get("k"))
-        .and_then(Value::as_str)
-        == Some("a")
+        .and_then(|j| j.data.expanded().ok()?.get("k").cloned())
+        .is_some_and(|k| k.as_str() == Some("a"))
 }
 
 impl WireWatch {
@@ -373,10 +372,10 @@ impl WireWatch {
         let mut batched = None;
         if let Command::PushB { queue, jobs } = cmd {
             if is_batched(jobs) {
-                if jobs
-                    .iter()
-                    .any(|j| !matches!(j.data.get("k").and_then(Value::as_str), Some("a")))
-                {
+                if jobs.iter().any(|j| {
+                    let data = j.data.expanded().unwrap_or_default();
+                    !matches!(data.get("k").and_then(Value::as_str), Some("a"))
+                }) {
                     return Err("a PUSHB mixes batched adds with other jobs".into());
                 }
                 let b = c

@@ -1334,7 +1334,8 @@ fn summary(cmd: &Command, req_id: &Value) -> String {
             let tags: Vec<String> = jobs
                 .iter()
                 .map(|j| {
-                    let t = j.data.get("t").and_then(Value::as_i64).unwrap_or(-1);
+                    let data = j.data.expanded().unwrap_or_default();
+                    let t = data.get("t").and_then(Value::as_i64).unwrap_or(-1);
                     match &j.opts.job_id {
                         Some(c) => format!("{t}:{c}"),
                         None => t.to_string(),
@@ -1345,7 +1346,12 @@ fn summary(cmd: &Command, req_id: &Value) -> String {
         }
         Command::Push { queue, job } => format!(
             "#{r} PUSH {queue} {}",
-            job.data.get("t").and_then(Value::as_i64).unwrap_or(-1)
+            job.data
+                .expanded()
+                .unwrap_or_default()
+                .get("t")
+                .and_then(Value::as_i64)
+                .unwrap_or(-1)
         ),
         Command::AckB { ids, .. } => format!("#{r} ACKB {ids:?}"),
         Command::Fail { id, .. } => format!("#{r} FAIL {id}"),

@@ -968,3 +968,50 @@ fn a_job_too_large_for_any_frame_is_refused_before_sending() {
     h.add("q", 1);
     assert_eq!(h.take_sent().len(), 1, "the session goes on");
 }
+
+/// Issue #10 item 6: a FAIL can carry the error's stack; more than bunqueue keeps (100 lines) is
+/// not sent, and an overlong line is cut at a character boundary.
+#[test]
+fn a_failed_job_carries_its_stack_bounded() {
+    use autobatch_core::session::{MAX_STACK_LINES, MAX_STACK_LINE_BYTES};
+    let mut h = Harness::connected(SessionConfig {
+        worker: Some(WorkerConfig::new("w").concurrency(2)),
+        ..ok()
+    });
+    let pull = h.take_sent();
+    let job = |id: &str| {
+        Value::map([
+            ("id", Value::from(id)),
+            ("name", Value::from("n")),
+            ("data", Value::Nil),
+        ])
+    };
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("jobs", Value::Array(vec![job("j1"), job("j2")])),
+        ("reqId", pull[0].get("reqId").unwrap().clone()),
+    ]));
+    let stack = vec!["parse failed".to_owned(), "caused by: bad digit".to_owned()];
+    h.s.fail_job_with_stack(h.now, "j1", "parse failed", false, stack.clone())
+        .unwrap();
+    let mut long = vec!["é".repeat(MAX_STACK_LINE_BYTES)];
+    long.extend((0..200).map(|i| format!("at frame {i}")));
+    h.s.fail_job_with_stack(h.now, "j2", "deep", false, long)
+        .unwrap();
+    h.step();
+    let sent = h.take_sent();
+    let fails: Vec<&Value> = sent.iter().filter(|s| cmd(s) == "FAIL").collect();
+    let lines = |v: &Value| -> Vec<String> {
+        v.get("stack")
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(lines(fails[0]), stack);
+    let deep = lines(fails[1]);
+    assert_eq!(deep.len(), MAX_STACK_LINES);
+    assert_eq!(deep[0], "é".repeat(MAX_STACK_LINE_BYTES / 2));
+    assert_eq!(deep[1], "at frame 0");
+}

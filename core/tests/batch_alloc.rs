@@ -147,6 +147,40 @@ fn busy_mixed_traffic_does_not_allocate() {
     assert_eq!(n, 0);
 }
 
+/// Batches cut by the byte cap (and an item over it, alone) allocate nothing more.
+#[test]
+fn byte_capped_traffic_does_not_allocate() {
+    let now = Instant::now();
+    let mut b = Batcher::new(BatchConfig {
+        max_batch: 8,
+        max_in_flight: 2,
+        ..BatchConfig::default()
+    })
+    .unwrap()
+    .with_max_batch_bytes(100)
+    .unwrap();
+    let mut flying = Vec::with_capacity(8);
+    let n = steady(|round| {
+        for i in 0..9u64 {
+            let bytes = if i == 4 { 250 } else { 30 };
+            b.push(now, round * 100 + i, bytes).unwrap();
+        }
+        loop {
+            while let Some(batch) = b.poll_batch(now) {
+                flying.push(batch);
+            }
+            let Some(done) = flying.pop() else { break };
+            b.complete(now, done.id);
+            b.recycle(done.items);
+        }
+    });
+    assert!(
+        b.stats().batches > b.stats().items_sent / 8,
+        "the cap cut batches"
+    );
+    assert_eq!(n, 0);
+}
+
 #[test]
 fn drop_oldest_does_not_allocate_once_warm() {
     let now = Instant::now();

@@ -41,6 +41,8 @@ enum PushOutcome {
 /// The rules of `batch`'s module docs, written as plainly as possible.
 struct Model {
     cfg: BatchConfig,
+    /// The batch byte cap (`usize::MAX` when the batcher has none).
+    cap: usize,
     buffer: Vec<Waiting>,
     parked: Vec<Waiting>,
     in_flight: Vec<BatchId>,
@@ -51,9 +53,10 @@ struct Model {
 }
 
 impl Model {
-    fn new(cfg: BatchConfig, now: Instant) -> Self {
+    fn new(cfg: BatchConfig, cap: usize, now: Instant) -> Self {
         Self {
             cfg,
+            cap,
             buffer: Vec::new(),
             parked: Vec::new(),
             in_flight: Vec::new(),
@@ -66,6 +69,13 @@ impl Model {
 
     fn buffered_bytes(&self) -> usize {
         self.buffer.iter().map(|w| w.bytes).sum()
+    }
+
+    /// Whether everything waiting (buffered and parked) makes a full batch, by count or bytes.
+    fn full_batch_waiting(&self) -> bool {
+        let parked: usize = self.parked.iter().map(|w| w.bytes).sum();
+        self.buffer.len() + self.parked.len() >= self.cfg.max_batch
+            || (self.buffered_bytes() + parked) > self.cap
     }
 
     fn fits(&self, bytes: usize) -> bool {
@@ -165,7 +175,7 @@ impl Model {
             FlushReason::Completion
         } else if self.in_flight.is_empty() {
             FlushReason::Idle
-        } else if self.buffer.len() + self.parked.len() >= self.cfg.max_batch {
+        } else if self.full_batch_waiting() {
             FlushReason::Size
         } else if self.now >= self.deadline() {
             FlushReason::Linger
@@ -178,8 +188,15 @@ impl Model {
     fn poll(&mut self) -> Option<(FlushReason, Vec<u64>)> {
         let reason = self.due()?;
         let mut seqs = Vec::new();
+        let mut bytes = 0;
         while seqs.len() < self.cfg.max_batch && !self.buffer.is_empty() {
-            seqs.push(self.buffer.remove(0).seq);
+            // The first item always goes; later ones only while the batch stays within the cap.
+            if !seqs.is_empty() && bytes + self.buffer[0].bytes > self.cap {
+                break;
+            }
+            let w = self.buffer.remove(0);
+            bytes += w.bytes;
+            seqs.push(w.seq);
             self.admit();
         }
         if self.buffer.is_empty() {
@@ -196,7 +213,7 @@ impl Model {
             && !self.in_flight.is_empty()
             && self.free() > 0
             && self.owed == 0
-            && self.buffer.len() + self.parked.len() < self.cfg.max_batch;
+            && !self.full_batch_waiting();
         waiting.then(|| self.deadline())
     }
 }
@@ -229,6 +246,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// A batch byte cap, or none: often below one item's size (it then goes alone), often between.
+fn cap() -> impl Strategy<Value = Option<usize>> {
+    prop_oneof![2 => Just(None), 1 => (1usize..=20).prop_map(Some), 2 => (20usize..=150).prop_map(Some)]
+}
+
 fn config(overflow: OverflowPolicy) -> impl Strategy<Value = BatchConfig> {
     // Small buffers overflow often; some larger ones (past 10 items) make DropOldest's "10%"
     // differ from "one item".
@@ -257,6 +279,7 @@ enum Fate {
 
 struct Harness {
     cfg: BatchConfig,
+    cap: usize,
     real: Batcher<u64>,
     model: Model,
     now: Instant,
@@ -270,12 +293,19 @@ struct Harness {
 }
 
 impl Harness {
-    fn new(cfg: BatchConfig) -> Self {
+    fn new(cfg: BatchConfig, cap: Option<usize>) -> Self {
         let now = Instant::now();
+        let mut real = Batcher::new(cfg.clone()).expect("valid config");
+        if let Some(cap) = cap {
+            real = real.with_max_batch_bytes(cap).expect("valid cap");
+        }
+        let cap = cap.unwrap_or(usize::MAX);
+        assert_eq!(real.max_batch_bytes(), cap);
         Self {
-            real: Batcher::new(cfg.clone()).expect("valid config"),
-            model: Model::new(cfg.clone(), now),
+            real,
+            model: Model::new(cfg.clone(), cap, now),
             cfg,
+            cap,
             now,
             items: Vec::new(),
             by_id: HashMap::new(),
@@ -312,6 +342,14 @@ impl Harness {
             prop_assert!(batch.items.len() <= self.cfg.max_batch);
             let bytes: usize = seqs.iter().map(|&s| self.items[s as usize].1).sum();
             prop_assert_eq!(batch.bytes, bytes);
+            // The byte cap holds, except for one item that alone exceeds it.
+            prop_assert!(
+                bytes <= self.cap || seqs.len() == 1,
+                "batch of {} items and {} bytes over the cap {}",
+                seqs.len(),
+                bytes,
+                self.cap
+            );
             for (id, _) in &batch.items {
                 // FIFO across batches.
                 prop_assert!(self.last_sent < Some(*id), "out of order");
@@ -367,6 +405,8 @@ impl Harness {
                 // must still be inside it, and the timer must be armed for exactly its end.
                 prop_assert!(!r.is_closed(), "closed with a free slot and items waiting");
                 prop_assert!(waiting.len() < self.cfg.max_batch, "full batch not sent");
+                let waiting_bytes: usize = waiting.iter().map(|i| i.1).sum();
+                prop_assert!(waiting_bytes <= self.cap, "batch full by bytes not sent");
                 let deadline = oldest.2 + self.cfg.linger;
                 prop_assert!(
                     self.now < deadline,
@@ -442,7 +482,18 @@ impl Harness {
             // Rule 1: the burst leaves at once, in one idle batch (as far as max_batch allows).
             let (reason, seqs) = &batches[0];
             prop_assert_eq!(*reason, FlushReason::Idle);
-            let n = accepted.len().min(self.cfg.max_batch);
+            // As far as max_batch and the byte cap allow: a prefix of the burst, cut before the
+            // first item that would take the batch over the cap (never before the first item).
+            let mut n = 0;
+            let mut bytes = 0;
+            for &seq in accepted.iter().take(self.cfg.max_batch) {
+                let b = self.items[seq as usize].1;
+                if n > 0 && bytes + b > self.cap {
+                    break;
+                }
+                bytes += b;
+                n += 1;
+            }
             prop_assert_eq!(&seqs[..], &accepted[..n]);
             if accepted.len() == 1 {
                 prop_assert_eq!(self.real.poll_timeout(), None);
@@ -547,8 +598,8 @@ impl Harness {
     }
 }
 
-fn run(cfg: BatchConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let mut h = Harness::new(cfg);
+fn run(cfg: BatchConfig, cap: Option<usize>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut h = Harness::new(cfg, cap);
     for op in &ops {
         h.apply(op)?;
     }
@@ -561,24 +612,27 @@ proptest! {
     #[test]
     fn backpressure_matches_model(
         cfg in config(OverflowPolicy::Backpressure),
+        cap in cap(),
         ops in prop::collection::vec(op(), 0..80),
     ) {
-        run(cfg, ops)?;
+        run(cfg, cap, ops)?;
     }
 
     #[test]
     fn reject_matches_model(
         cfg in config(OverflowPolicy::Reject),
+        cap in cap(),
         ops in prop::collection::vec(op(), 0..80),
     ) {
-        run(cfg, ops)?;
+        run(cfg, cap, ops)?;
     }
 
     #[test]
     fn drop_oldest_matches_model(
         cfg in config(OverflowPolicy::DropOldest),
+        cap in cap(),
         ops in prop::collection::vec(op(), 0..80),
     ) {
-        run(cfg, ops)?;
+        run(cfg, cap, ops)?;
     }
 }

@@ -680,3 +680,92 @@ fn stats_add_up() {
     assert_eq!(s.batch_sizes.total(), s.batches);
     assert_eq!(b.pending_items() as u64, s.items_pushed - s.items_sent);
 }
+
+// ---- the byte cap --------------------------------------------------------------------------
+
+#[test]
+fn a_zero_byte_cap_is_refused_by_name() {
+    let err = Batcher::<u8>::new(BatchConfig::default())
+        .unwrap()
+        .with_max_batch_bytes(0)
+        .unwrap_err();
+    assert_eq!(err, ConfigError::MaxBatchBytesZero);
+    assert_eq!(err.field(), "max_batch_bytes");
+    assert_eq!(err.to_string(), "max_batch_bytes must be at least 1");
+}
+
+/// Eight items that fit the buffer together but not one batch: the idle flush takes what fits,
+/// and the rest, more than a batch by bytes, leaves at once as a size flush when a slot is free.
+#[test]
+fn batches_stop_at_the_byte_cap_and_a_full_one_leaves_at_once() {
+    let t0 = base();
+    let mut b = Batcher::new(cfg(50, 2))
+        .unwrap()
+        .with_max_batch_bytes(100)
+        .unwrap();
+    for i in 0..8 {
+        b.push(t0, i, 30).unwrap();
+    }
+    let first = b.poll_batch(t0).unwrap();
+    assert_eq!(
+        (first.reason, payloads(&first)),
+        (FlushReason::Idle, vec![0, 1, 2])
+    );
+    assert_eq!(first.bytes, 90);
+    // 5 × 30 waiting > 100: a full batch by bytes, no linger wait.
+    let second = b.poll_batch(t0).unwrap();
+    assert_eq!(
+        (second.reason, payloads(&second)),
+        (FlushReason::Size, vec![3, 4, 5])
+    );
+    // 2 × 30 left: not full, and both slots are taken anyway.
+    assert!(b.poll_batch(t0).is_none());
+    b.complete(t0, first.id);
+    let third = b.poll_batch(t0).unwrap();
+    assert_eq!(
+        (third.reason, payloads(&third)),
+        (FlushReason::Completion, vec![6, 7])
+    );
+}
+
+/// An item over the cap by itself goes out alone, and does not hold up its neighbours.
+#[test]
+fn an_item_over_the_cap_goes_alone() {
+    let t0 = base();
+    let mut b = Batcher::new(cfg(50, 4))
+        .unwrap()
+        .with_max_batch_bytes(100)
+        .unwrap();
+    for (i, bytes) in [(0, 10), (1, 500), (2, 0), (3, 10)] {
+        b.push(t0, i, bytes).unwrap();
+    }
+    let mut got = Vec::new();
+    while let Some(batch) = b.poll_batch(t0) {
+        got.push(payloads(&batch));
+    }
+    // The big one leaves as a size flush (the waiting bytes fill a batch); its small
+    // neighbours, no longer a full batch, wait for linger as usual.
+    assert_eq!(got, [vec![0], vec![1]]);
+    let rest = b.poll_batch(at(t0, 5)).unwrap();
+    assert_eq!(
+        (rest.reason, payloads(&rest)),
+        (FlushReason::Linger, vec![2, 3])
+    );
+    // Linger is only armed for batches that are not full by bytes.
+    let mut b = Batcher::new(cfg(50, 4))
+        .unwrap()
+        .with_max_batch_bytes(100)
+        .unwrap();
+    b.push(t0, 0, 1).unwrap();
+    let _flying = b.poll_batch(t0).unwrap();
+    b.push(at(t0, 1), 1, 60).unwrap();
+    assert!(b.poll_batch(at(t0, 1)).is_none());
+    assert_eq!(b.poll_timeout(), Some(at(t0, 6)));
+    b.push(at(t0, 2), 2, 60).unwrap();
+    assert_eq!(
+        b.poll_timeout(),
+        None,
+        "120 bytes waiting fill a batch of 100"
+    );
+    assert_eq!(b.poll_batch(at(t0, 2)).unwrap().reason, FlushReason::Size);
+}

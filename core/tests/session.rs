@@ -19,6 +19,8 @@ struct Harness {
     frames: FrameDecoder,
     /// Requests written since the last `take_sent`, decoded.
     sent: Vec<Value>,
+    /// Body length of every frame written, read from its header before anything decodes it.
+    frame_lens: Vec<usize>,
     events: Vec<Event>,
 }
 
@@ -31,6 +33,7 @@ impl Harness {
             now,
             frames: FrameDecoder::new(),
             sent: Vec::new(),
+            frame_lens: Vec::new(),
             events: Vec::new(),
         };
         h.step();
@@ -48,6 +51,12 @@ impl Harness {
     fn step(&mut self) {
         let mut out = Vec::new();
         self.s.poll_transmit(self.now, &mut out);
+        let mut i = 0;
+        while i + 4 <= out.len() {
+            let n = u32::from_be_bytes([out[i], out[i + 1], out[i + 2], out[i + 3]]) as usize;
+            self.frame_lens.push(n);
+            i += 4 + n;
+        }
         self.frames.extend(&out);
         while let Some(f) = self.frames.next_frame().unwrap() {
             self.sent.push(Value::decode(&f).unwrap());
@@ -893,4 +902,123 @@ fn a_request_past_the_frame_limit_fails_alone() {
     );
     h.add("q", 1);
     assert_eq!(h.take_sent().len(), 1, "the next add goes out as usual");
+}
+
+/// Issue #10 item 4: eight concurrent valid adds of 8.4 MB each, every one accepted alone, used to
+/// leave as one PUSHB of 67,108,893 bytes — past the 64 MiB frame limit — and all eight failed
+/// with `Invalid(data)`. Each PUSHB is now capped at what a frame holds: the adds leave as two
+/// frames, each within the limit, and all eight succeed.
+#[test]
+fn valid_adds_never_sink_together_in_a_pushb_past_the_frame_limit() {
+    let mut h = Harness::connected(ok());
+    let big = Value::Str("x".repeat(8_400_000));
+    let job = JobSpec::new("big", big);
+    assert!(job.validate().is_ok(), "each job is valid alone");
+    assert!(
+        8 * job.pushb_len() > autobatch_core::wire::MAX_FRAME,
+        "together they overflow"
+    );
+    let ops: Vec<OpId> = (0..8)
+        .map(|_| h.s.add(h.now, "q", job.clone()).unwrap())
+        .collect();
+    h.step();
+    let mut pushb = 0;
+    for _ in 0..20 {
+        let sent = h.take_sent();
+        if sent.is_empty() {
+            if ops.iter().all(|&op| h.done(op).is_some()) {
+                break;
+            }
+            h.advance(Duration::from_millis(5)); // linger
+            continue;
+        }
+        for req in &sent {
+            assert_eq!(cmd(req), "PUSHB");
+            pushb += 1;
+            h.answer_push(req);
+        }
+    }
+    assert!(pushb >= 2, "the wave is split, not sent as one frame");
+    for &len in &h.frame_lens {
+        assert!(
+            len <= autobatch_core::wire::MAX_FRAME,
+            "a frame of {len} bytes was written"
+        );
+    }
+    for op in ops {
+        assert!(
+            matches!(h.done(op), Some(Ok(Response::Pushed(_)))),
+            "{:?}",
+            h.done(op)
+        );
+    }
+}
+
+/// A job that would not fit in a frame even alone (here: 70 MB of tags, which no option limit
+/// bounds) is refused at once, naming the data, and nothing is sent.
+#[test]
+fn a_job_too_large_for_any_frame_is_refused_before_sending() {
+    let mut h = Harness::connected(ok());
+    let tag = "t".repeat(1_000_000);
+    let job = JobSpec::new("j", Value::Nil).with_options(JobOptions {
+        tags: vec![tag; 70],
+        ..JobOptions::new()
+    });
+    assert!(job.validate().is_ok());
+    let err = h.s.add(h.now, "q", job).unwrap_err();
+    assert!(
+        matches!(&err, Error::Invalid(e) if e.field == "data"),
+        "{err:?}"
+    );
+    h.step();
+    assert!(h.take_sent().is_empty());
+    h.add("q", 1);
+    assert_eq!(h.take_sent().len(), 1, "the session goes on");
+}
+
+/// Issue #10 item 6: a FAIL can carry the error's stack; more than bunqueue keeps (100 lines) is
+/// not sent, and an overlong line is cut at a character boundary.
+#[test]
+fn a_failed_job_carries_its_stack_bounded() {
+    use autobatch_core::session::{MAX_STACK_LINES, MAX_STACK_LINE_BYTES};
+    let mut h = Harness::connected(SessionConfig {
+        worker: Some(WorkerConfig::new("w").concurrency(2)),
+        ..ok()
+    });
+    let pull = h.take_sent();
+    let job = |id: &str| {
+        Value::map([
+            ("id", Value::from(id)),
+            ("name", Value::from("n")),
+            ("data", Value::Nil),
+        ])
+    };
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("jobs", Value::Array(vec![job("j1"), job("j2")])),
+        ("reqId", pull[0].get("reqId").unwrap().clone()),
+    ]));
+    let stack = vec!["parse failed".to_owned(), "caused by: bad digit".to_owned()];
+    h.s.fail_job_with_stack(h.now, "j1", "parse failed", false, stack.clone())
+        .unwrap();
+    let mut long = vec!["é".repeat(MAX_STACK_LINE_BYTES)];
+    long.extend((0..200).map(|i| format!("at frame {i}")));
+    h.s.fail_job_with_stack(h.now, "j2", "deep", false, long)
+        .unwrap();
+    h.step();
+    let sent = h.take_sent();
+    let fails: Vec<&Value> = sent.iter().filter(|s| cmd(s) == "FAIL").collect();
+    let lines = |v: &Value| -> Vec<String> {
+        v.get("stack")
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(lines(fails[0]), stack);
+    let deep = lines(fails[1]);
+    assert_eq!(deep.len(), MAX_STACK_LINES);
+    assert_eq!(deep[0], "é".repeat(MAX_STACK_LINE_BYTES / 2));
+    assert_eq!(deep[1], "at frame 0");
 }

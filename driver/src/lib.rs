@@ -39,7 +39,7 @@ pub use client::{Client, Queue};
 pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFAULT_PORT};
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
-pub use worker::{JobOutput, Raw, Worker};
+pub use worker::{JobError, JobOutput, Raw, Worker};
 
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
 pub use autobatch_core::session::{ReconnectConfig, SessionStats};

@@ -60,6 +60,8 @@ pub(crate) enum Cmd {
     Fail {
         id: String,
         error: String,
+        /// The error's stack lines (message, causes, backtrace), for the job's `stacktrace`.
+        stack: Vec<String>,
     },
     Stats(oneshot::Sender<ClientStats>),
     Close(oneshot::Sender<()>),
@@ -238,8 +240,11 @@ impl<R: Runtime> Pump<R> {
                     tracing::warn!(job = %id, error = %e, "completing a job failed");
                 }
             }
-            Cmd::Fail { id, error } => {
-                if let Err(e) = self.session.fail_job(now, &id, &error, false) {
+            Cmd::Fail { id, error, stack } => {
+                if let Err(e) = self
+                    .session
+                    .fail_job_with_stack(now, &id, &error, false, stack)
+                {
                     tracing::warn!(job = %id, error = %e, "failing a job failed");
                 }
             }

@@ -1,6 +1,9 @@
 //! The consumer side: a [`Worker`] pulls jobs, runs a processor on each, and reports the
 //! outcomes (completions batched into ACKB, failures as FAIL).
 
+use std::any::Any;
+use std::backtrace::{Backtrace, BacktraceStatus};
+use std::error::Error as StdError;
 use std::fmt::{self, Display};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -52,12 +55,165 @@ impl JobOutput for Raw {
     }
 }
 
+/// A processor error with its cause chain and, when enabled, the backtrace of where it was made:
+/// what a failed job's `stacktrace` holds on the server.
+///
+/// Any `std::error::Error + Send + Sync` converts into it with `?`, capturing a
+/// [`Backtrace`] at that point (`Backtrace::capture`: only when `RUST_BACKTRACE` or
+/// `RUST_LIB_BACKTRACE` enables it, otherwise free). The FAIL then carries as `stack` the
+/// error's `Display`, one `caused by: …` line per [`source`](std::error::Error::source), then
+/// the backtrace's lines — at most 100, what bunqueue keeps.
+///
+/// A processor may return `Result<T, JobError>`, or `Result<T, Box<dyn Error + Send + Sync>>`
+/// (the cause chain, no backtrace), or keep returning a plain `String` or any other `Display`
+/// error (its text is the only line). To send a backtrace that your own error type captured,
+/// build the `JobError` with [`with_backtrace`](Self::with_backtrace).
+///
+/// ```
+/// use autobatch_driver::JobError;
+/// #[derive(Debug)]
+/// struct Parse(std::num::ParseIntError);
+/// impl std::fmt::Display for Parse {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("bad order id") }
+/// }
+/// impl std::error::Error for Parse {
+///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> { Some(&self.0) }
+/// }
+/// fn parse(s: &str) -> Result<u32, JobError> {
+///     Ok(s.parse().map_err(Parse)?) // `?` makes the JobError
+/// }
+/// let err = parse("x1").unwrap_err();
+/// assert_eq!(err.to_string(), "bad order id");
+/// assert_eq!(&err.stack_lines()[..2], ["bad order id", "caused by: invalid digit found in string"]);
+/// ```
+pub struct JobError {
+    error: Box<dyn StdError + Send + Sync>,
+    backtrace: Backtrace,
+}
+
+impl JobError {
+    /// Wraps `error`, capturing a backtrace here (if enabled, see the type's docs).
+    pub fn new(error: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        JobError {
+            error: error.into(),
+            backtrace: Backtrace::capture(),
+        }
+    }
+
+    /// Wraps `error` with a backtrace captured elsewhere (by your own error type, say).
+    pub fn with_backtrace(
+        error: impl Into<Box<dyn StdError + Send + Sync>>,
+        backtrace: Backtrace,
+    ) -> Self {
+        JobError {
+            error: error.into(),
+            backtrace,
+        }
+    }
+
+    /// The error wrapped.
+    pub fn error(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        &*self.error
+    }
+
+    /// The backtrace (check its [`status`](Backtrace::status): empty unless enabled).
+    pub fn backtrace(&self) -> &Backtrace {
+        &self.backtrace
+    }
+
+    /// The lines a FAIL carries as `stack`: the message, one `caused by: …` per source, then the
+    /// backtrace's lines if one was captured; at most
+    /// [`MAX_STACK_LINES`](autobatch_core::session::MAX_STACK_LINES).
+    pub fn stack_lines(&self) -> Vec<String> {
+        let mut lines = chain_lines(&*self.error);
+        if self.backtrace.status() == BacktraceStatus::Captured {
+            lines.extend(self.backtrace.to_string().lines().map(str::to_owned));
+        }
+        lines.truncate(autobatch_core::session::MAX_STACK_LINES);
+        lines
+    }
+}
+
+impl<E: StdError + Send + Sync + 'static> From<E> for JobError {
+    fn from(error: E) -> Self {
+        JobError::new(error)
+    }
+}
+
+impl fmt::Debug for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobError")
+            .field("error", &self.error)
+            .field("backtrace", &self.backtrace.status())
+            .finish()
+    }
+}
+
+impl Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Display::fmt(&self.error, f)
+    }
+}
+
+/// An error's message, then one `caused by: …` line per source, each cause's message kept on
+/// one line (a multi-line message becomes several lines).
+fn chain_lines(error: &(dyn StdError + 'static)) -> Vec<String> {
+    let max = autobatch_core::session::MAX_STACK_LINES;
+    let mut lines: Vec<String> = error.to_string().lines().map(str::to_owned).collect();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        if lines.len() >= max {
+            break;
+        }
+        lines.push(format!("caused by: {c}"));
+        cause = c.source();
+    }
+    lines.truncate(max);
+    lines
+}
+
+/// What a failed processor reports: the FAIL's `error` text and its `stack` lines.
+pub(crate) struct Failure {
+    pub(crate) message: String,
+    pub(crate) stack: Vec<String>,
+}
+
+impl Failure {
+    fn plain(message: String) -> Self {
+        let stack = message.lines().map(str::to_owned).collect();
+        Failure { message, stack }
+    }
+
+    /// Reads what the processor's error type can tell: a [`JobError`] or a boxed
+    /// `std::error::Error` gives its cause chain (and backtrace), anything else its text.
+    fn of<E: Display + 'static>(e: E) -> Self {
+        let any: &dyn Any = &e;
+        let stack = if let Some(j) = any.downcast_ref::<JobError>() {
+            j.stack_lines()
+        } else if let Some(b) = any.downcast_ref::<Box<dyn StdError + Send + Sync>>() {
+            chain_lines(&**b)
+        } else if let Some(b) = any.downcast_ref::<Box<dyn StdError + Send>>() {
+            chain_lines(&**b)
+        } else if let Some(b) = any.downcast_ref::<Box<dyn StdError>>() {
+            chain_lines(&**b)
+        } else {
+            return Failure::plain(e.to_string());
+        };
+        Failure {
+            message: e.to_string(),
+            stack,
+        }
+    }
+}
+
 /// A worker on its own connection: pulls jobs from one queue, runs up to `concurrency`
 /// processors at once, and reports each outcome.
 ///
 /// A processor's `Ok` value becomes the job's result (sent in a batched ACKB); an `Err`
-/// becomes a FAIL with its `Display` text (the server retries the job while attempts remain);
-/// a panic fails only that job.
+/// becomes a FAIL with its `Display` text (the server retries the job while attempts remain)
+/// and, as the job's `stacktrace`, its cause chain and backtrace when the error is a
+/// [`JobError`] or a `Box<dyn Error + Send + Sync>` (see [`JobError`]); a panic fails only that
+/// job.
 ///
 /// ```no_run
 /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
@@ -158,9 +314,13 @@ impl<R: Runtime> Worker<R> {
                     let id = job.id.clone();
                     let cmd = match run(&*processor, job).await {
                         Ok(result) => Cmd::Complete { id, result },
-                        Err(error) => {
+                        Err(Failure { message, stack }) => {
                             tracing::debug!(job = %id, "job failed");
-                            Cmd::Fail { id, error }
+                            Cmd::Fail {
+                                id,
+                                error: message,
+                                stack,
+                            }
                         }
                     };
                     let _ = done.unbounded_send(cmd);
@@ -212,23 +372,23 @@ impl<R: Runtime> Drop for Worker<R> {
 }
 
 /// Runs the processor on one job; a panic (when called or while polled) fails the job alone.
-async fn run<F, Fut, T, E>(processor: &F, job: Job) -> Result<Value, String>
+async fn run<F, Fut, T, E>(processor: &F, job: Job) -> Result<Value, Failure>
 where
     F: Fn(Job) -> Fut,
     Fut: Future<Output = Result<T, E>>,
     T: JobOutput,
-    E: Display,
+    E: Display + 'static,
 {
     let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| processor(job))) {
         Ok(fut) => fut,
-        Err(p) => return Err(panic_message(&*p)),
+        Err(p) => return Err(Failure::plain(panic_message(&*p))),
     };
     match AssertUnwindSafe(fut).catch_unwind().await {
         Ok(Ok(v)) => v
             .into_value()
-            .map_err(|e| format!("job result is not serializable: {e}")),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(p) => Err(panic_message(&*p)),
+            .map_err(|e| Failure::plain(format!("job result is not serializable: {e}"))),
+        Ok(Err(e)) => Err(Failure::of(e)),
+        Err(p) => Err(Failure::plain(panic_message(&*p))),
     }
 }
 
@@ -239,4 +399,56 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic payload".into());
     format!("processor panicked: {msg}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Outer(std::num::ParseIntError);
+    impl Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("bad order id")
+        }
+    }
+    impl StdError for Outer {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn outer() -> Outer {
+        Outer("x".parse::<u32>().unwrap_err())
+    }
+
+    #[test]
+    fn failures_carry_what_their_error_type_can_tell() {
+        let plain = Failure::of(String::from("boom"));
+        assert_eq!(
+            (plain.message.as_str(), plain.stack),
+            ("boom", vec!["boom".to_owned()])
+        );
+
+        let chain = ["bad order id", "caused by: invalid digit found in string"];
+        let boxed: Box<dyn StdError + Send + Sync> = Box::new(outer());
+        let f = Failure::of(boxed);
+        assert_eq!(f.message, "bad order id");
+        assert_eq!(f.stack, chain);
+
+        let f = Failure::of(JobError::with_backtrace(outer(), Backtrace::disabled()));
+        assert_eq!(f.stack, chain);
+
+        // A captured backtrace follows the causes; the whole stays within bunqueue's 100 lines.
+        let f = Failure::of(JobError::with_backtrace(
+            outer(),
+            Backtrace::force_capture(),
+        ));
+        assert_eq!(f.stack[..2], chain);
+        assert!(
+            f.stack.len() > 2 && f.stack.len() <= 100,
+            "{}",
+            f.stack.len()
+        );
+    }
 }

@@ -42,9 +42,22 @@ impl RawClient {
         Ok(c)
     }
 
+    /// Sends `cmd` and returns its whole reply map, untyped: for fields the typed [`Response`]
+    /// does not keep (a job's `stacktrace`, for example).
+    pub fn call_value(&mut self, cmd: &Command) -> Result<Value, String> {
+        let (reply, _) = self.exchange(cmd)?;
+        Ok(reply)
+    }
+
     /// Sends `cmd` and reads its reply: `Err` carries the server's error text (or an I/O or
     /// decoding problem).
     pub fn call(&mut self, cmd: &Command) -> Result<Response, String> {
+        self.exchange(cmd)?.1
+    }
+
+    /// Sends `cmd`; returns its reply map and the typed reading of it.
+    #[allow(clippy::type_complexity)]
+    fn exchange(&mut self, cmd: &Command) -> Result<(Value, Result<Response, String>), String> {
         self.next_req += 1;
         let req = Value::Str(format!("raw-{}", self.next_req));
         let mut out = Vec::new();
@@ -54,15 +67,19 @@ impl RawClient {
         loop {
             if let Some(body) = self.frames.next_frame().map_err(|e| e.to_string())? {
                 let v = Value::decode(&body).map_err(|e| e.to_string())?;
-                let Incoming::Reply(reply) = Incoming::from_value(v).map_err(|e| e.to_string())?
+                let Incoming::Reply(reply) =
+                    Incoming::from_value(v.clone()).map_err(|e| e.to_string())?
                 else {
                     continue;
                 };
                 if reply.req_id != req {
                     continue;
                 }
-                reply.result.clone()?;
-                return reply.response(cmd.kind()).map_err(|e| e.to_string());
+                let typed = reply
+                    .result
+                    .clone()
+                    .and_then(|()| reply.response(cmd.kind()).map_err(|e| e.to_string()));
+                return Ok((v, typed));
             }
             let n = self.stream.read(&mut buf).map_err(|e| e.to_string())?;
             if n == 0 {
@@ -98,6 +115,20 @@ impl RawClient {
             Ok(Response::State(s)) => s,
             other => panic!("GetState {id}: {other:?}"),
         }
+    }
+
+    /// The `stacktrace` GetJob reports for a job: `None` when absent or null.
+    pub fn stacktrace(&mut self, id: &str) -> Option<Vec<String>> {
+        let reply = self
+            .call_value(&Command::GetJob { id: id.into() })
+            .unwrap_or_else(|e| panic!("GetJob {id}: {e}"));
+        let lines = reply.get("job")?.get("stacktrace")?.as_array()?;
+        Some(
+            lines
+                .iter()
+                .map(|l| l.as_str().unwrap_or_default().to_owned())
+                .collect(),
+        )
     }
 
     /// `GetJob`, `None` when the server does not know the id.

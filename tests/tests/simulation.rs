@@ -191,7 +191,13 @@ fn regression_seeds() {
         (5268, "cancel withdrew an applied re-send"),
     ] {
         // Without hostile frames: the scenarios these seeds had when they found the bugs.
-        if let Err(f) = run_with(seed, SimOptions { hostile: false }) {
+        if let Err(f) = run_with(
+            seed,
+            SimOptions {
+                hostile: false,
+                huge: false,
+            },
+        ) {
             panic!("regression ({bug}):\n{f}");
         }
     }

@@ -24,6 +24,9 @@ struct Entry<T> {
 /// a oneshot sender. The batcher never looks inside it.
 pub struct Batcher<T> {
     config: BatchConfig,
+    /// Most bytes in one batch, except an item that alone exceeds it; see
+    /// [`with_max_batch_bytes`](Self::with_max_batch_bytes). `usize::MAX` when uncapped.
+    max_batch_bytes: usize,
     /// Buffered items, oldest first. Sorted by id, because items enter it in push order (pushes
     /// made while anything is parked are parked too), which lets `cancel` binary-search it.
     buffer: VecDeque<Entry<T>>,
@@ -32,6 +35,9 @@ pub struct Batcher<T> {
     /// Backpressure overflow, oldest first, all newer than anything in `buffer`. Invariant: if it
     /// is non-empty then so is `buffer` (an empty buffer always has room for the front item).
     parked: VecDeque<Entry<T>>,
+    /// Sum of `bytes` over `parked`, so whether the waiting items fill a batch by bytes is O(1).
+    /// Wide, because the parked queue has no byte bound and the sum must never overflow.
+    parked_bytes: u128,
     /// Batches handed out and not yet completed. At most `max_in_flight` long, so a linear
     /// search is cheaper than hashing.
     in_flight: Vec<BatchId>,
@@ -57,6 +63,7 @@ impl<T> std::fmt::Debug for Batcher<T> {
         // Items are the caller's business (and may not be Debug): show the shape only.
         f.debug_struct("Batcher")
             .field("config", &self.config)
+            .field("max_batch_bytes", &self.max_batch_bytes)
             .field("pending_items", &self.buffer.len())
             .field("pending_bytes", &self.pending_bytes)
             .field("parked", &self.parked.len())
@@ -76,9 +83,11 @@ impl<T> Batcher<T> {
     pub fn new(config: BatchConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         Ok(Self {
+            max_batch_bytes: usize::MAX,
             buffer: VecDeque::with_capacity(config.max_batch.min(PREALLOCATE_MAX)),
             pending_bytes: 0,
             parked: VecDeque::new(),
+            parked_bytes: 0,
             in_flight: Vec::with_capacity(config.max_in_flight.min(PREALLOCATE_MAX)),
             completion_credits: 0,
             rejected: VecDeque::new(),
@@ -92,9 +101,59 @@ impl<T> Batcher<T> {
         })
     }
 
+    /// Caps the bytes of one batch (as declared on each push) at `max_batch_bytes`: a flush
+    /// takes items, oldest first, while they fit; an item that alone declares more goes out
+    /// alone. Without this, batches are bounded by `max_batch` items only.
+    ///
+    /// Waiting items that no longer fit in one batch make it full, as `max_batch` items do:
+    /// it leaves at once ([`FlushReason::Size`]) when a slot is free. The producer caps each
+    /// queue's batcher at the frame's budget for PUSHB items, so that no batch of valid jobs
+    /// can overflow a frame.
+    ///
+    /// It is a setting of the batcher rather than a [`BatchConfig`] field so that configurations
+    /// written out field by field keep compiling.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::MaxBatchBytesZero`] for 0: no batch could hold anything.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use autobatch_core::batch::{BatchConfig, Batcher};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut b = Batcher::new(BatchConfig::default())?.with_max_batch_bytes(100)?;
+    /// let now = Instant::now();
+    /// for (item, bytes) in [("a", 60), ("b", 30), ("c", 20), ("huge", 500), ("d", 1)] {
+    ///     b.push(now, item, bytes)?;
+    /// }
+    /// let mut sizes = Vec::new();
+    /// while let Some(batch) = b.poll_batch(now) {
+    ///     sizes.push((batch.items.len(), batch.bytes));
+    ///     b.complete(now, batch.id);
+    /// }
+    /// // "a" and "b" fit in 100 bytes, "c" does not; "huge" goes alone.
+    /// assert_eq!(sizes, [(2, 90), (1, 20), (1, 500), (1, 1)]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_max_batch_bytes(mut self, max_batch_bytes: usize) -> Result<Self, ConfigError> {
+        if max_batch_bytes == 0 {
+            return Err(ConfigError::MaxBatchBytesZero);
+        }
+        self.max_batch_bytes = max_batch_bytes;
+        Ok(self)
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &BatchConfig {
         &self.config
+    }
+
+    /// The per-batch byte cap in force (`usize::MAX` when uncapped); see
+    /// [`with_max_batch_bytes`](Self::with_max_batch_bytes).
+    pub fn max_batch_bytes(&self) -> usize {
+        self.max_batch_bytes
     }
 
     /// Offers one item declaring `bytes` of payload (the unit is the caller's; it is only summed
@@ -136,6 +195,7 @@ impl<T> Batcher<T> {
                         bytes,
                         pushed_at: now,
                     });
+                    self.parked_bytes += bytes as u128;
                     self.stats.items_pushed += 1;
                     self.stats.items_parked += 1;
                     return Ok((id, Admission::Parked));
@@ -170,7 +230,9 @@ impl<T> Batcher<T> {
             self.pending_bytes -= entry.bytes;
             entry
         } else if let Ok(pos) = self.parked.binary_search_by_key(&id, |e| e.id) {
-            self.parked.remove(pos)?
+            let entry = self.parked.remove(pos)?;
+            self.parked_bytes -= entry.bytes as u128;
+            entry
         } else {
             return None;
         };
@@ -198,8 +260,15 @@ impl<T> Batcher<T> {
             .min(self.buffer.len() + self.parked.len());
         let mut items = self.spare.pop().unwrap_or_default();
         items.reserve(take);
-        let mut bytes = 0;
+        let mut bytes: usize = 0;
         while items.len() < take {
+            let Some(front) = self.buffer.front() else {
+                break;
+            };
+            // The first item always goes, even alone over the cap; later ones only if they fit.
+            if !items.is_empty() && bytes.saturating_add(front.bytes) > self.max_batch_bytes {
+                break;
+            }
             let Some(entry) = self.buffer.pop_front() else {
                 break;
             };
@@ -277,7 +346,7 @@ impl<T> Batcher<T> {
             && !self.in_flight.is_empty()
             && self.free_slots() > 0
             && self.completion_credits == 0
-            && self.buffer.len() + self.parked.len() < self.config.max_batch;
+            && !self.waiting_fill_a_batch();
         waiting_on_time.then(|| self.linger_deadline(front))
     }
 
@@ -365,13 +434,21 @@ impl<T> Batcher<T> {
             Some(FlushReason::Completion)
         } else if self.in_flight.is_empty() {
             Some(FlushReason::Idle)
-        } else if self.buffer.len() + self.parked.len() >= self.config.max_batch {
+        } else if self.waiting_fill_a_batch() {
             Some(FlushReason::Size)
         } else if now >= self.linger_deadline(front) {
             Some(FlushReason::Linger)
         } else {
             None
         }
+    }
+
+    /// Whether the waiting items (buffered and parked) make at least one full batch: `max_batch`
+    /// of them, or more bytes than one batch may hold (then the next batch stops at an item that
+    /// does not fit, so waiting longer cannot make it bigger).
+    fn waiting_fill_a_batch(&self) -> bool {
+        self.buffer.len() + self.parked.len() >= self.config.max_batch
+            || self.pending_bytes as u128 + self.parked_bytes > self.max_batch_bytes as u128
     }
 
     fn linger_deadline(&self, entry: &Entry<T>) -> Instant {
@@ -405,6 +482,7 @@ impl<T> Batcher<T> {
             let Some(entry) = self.parked.pop_front() else {
                 break;
             };
+            self.parked_bytes -= entry.bytes as u128;
             self.pending_bytes += entry.bytes;
             self.buffer.push_back(entry);
         }

@@ -62,6 +62,15 @@ pub struct BatchConfig {
     /// least `max_batch`, or a full batch could never form.
     pub max_pending_items: usize,
     /// Most bytes, as declared on each push, held in the buffer. Default 64 MiB. Must be non-zero.
+    ///
+    /// A memory bound on what waits, not a batch size: each batch is bounded separately, by
+    /// `max_batch` and by the batcher's byte cap
+    /// ([`Batcher::with_max_batch_bytes`](super::Batcher::with_max_batch_bytes)). The producer
+    /// caps each PUSHB at the frame's budget for items (64 MiB less its envelope, see
+    /// [`pushb_jobs_budget`](crate::wire::pushb_jobs_budget)), so the default holds one full
+    /// frame's worth of adds waiting, per queue, besides the batches in flight. A smaller value
+    /// makes smaller batches, never larger frames; an add that declares more than this alone is
+    /// refused with [`PushError::TooLarge`](super::PushError::TooLarge).
     pub max_pending_bytes: usize,
     /// What to do with a push that does not fit. Default [`OverflowPolicy::Backpressure`].
     pub overflow: OverflowPolicy,
@@ -130,6 +139,10 @@ pub enum ConfigError {
     /// `max_pending_bytes` is 0.
     #[error("max_pending_bytes must be at least 1")]
     MaxPendingBytesZero,
+    /// The per-batch byte cap given to
+    /// [`Batcher::with_max_batch_bytes`](super::Batcher::with_max_batch_bytes) is 0.
+    #[error("max_batch_bytes must be at least 1")]
+    MaxBatchBytesZero,
     /// `linger` is longer than [`MAX_LINGER`].
     #[error("linger ({linger:?}) must be at most {MAX_LINGER:?}")]
     LingerTooLong {
@@ -146,6 +159,7 @@ impl ConfigError {
             ConfigError::MaxInFlightZero => "max_in_flight",
             ConfigError::MaxPendingItemsBelowMaxBatch { .. } => "max_pending_items",
             ConfigError::MaxPendingBytesZero => "max_pending_bytes",
+            ConfigError::MaxBatchBytesZero => "max_batch_bytes",
             ConfigError::LingerTooLong { .. } => "linger",
         }
     }

@@ -20,14 +20,17 @@
 //!    that `poll_batch` share the batch (up to `max_batch`). Once a batch is in flight the
 //!    batcher is no longer idle.
 //! 2. **Busy buffers.** While a batch is in flight, items are buffered and flushed when a flush
-//!    completes ([`FlushReason::Completion`]), when the waiting items reach `max_batch`
+//!    completes ([`FlushReason::Completion`]), when the waiting items fill a batch — `max_batch`
+//!    items, or more bytes than the batch byte cap ([`Batcher::with_max_batch_bytes`]) —
 //!    ([`FlushReason::Size`]) or when `linger` has passed since the oldest buffered item was
 //!    pushed ([`FlushReason::Linger`]), whichever comes first, but never with more than
 //!    `max_in_flight` batches in flight: a due flush without a free slot waits for a completion.
 //!    After a completion, flushing goes on while slots are free and full batches or
 //!    linger-expired items remain. No item waits longer than `linger` once a slot is free.
-//! 3. **Bounded and ordered.** No batch is empty or exceeds `max_batch` items. Items are sent in
-//!    push order across batches.
+//! 3. **Bounded and ordered.** No batch is empty or exceeds `max_batch` items. With a byte cap,
+//!    a flush takes items while their bytes fit under it, so no batch exceeds the cap unless it
+//!    is a single item that alone declares more (it goes out alone). Items are sent in push
+//!    order across batches.
 //! 4. **Bounded buffer.** `max_pending_items` and `max_pending_bytes` bound the *buffered* items
 //!    (in-flight ones are the caller's). A push that does not fit follows the
 //!    [`OverflowPolicy`]: `Backpressure` parks it in a FIFO outside the buffer (nothing is lost;

@@ -65,7 +65,9 @@ pub struct Batch<T> {
     pub id: BatchId,
     /// What made this batch go out now.
     pub reason: FlushReason,
-    /// The items, oldest first; never empty and never more than `max_batch`.
+    /// The items, oldest first; never empty and never more than `max_batch`; their bytes never
+    /// above the batcher's [byte cap](super::Batcher::with_max_batch_bytes) unless this is a
+    /// single item that alone declares more.
     pub items: Vec<(ItemId, T)>,
     /// Sum of the bytes declared for these items when they were pushed.
     pub bytes: usize,

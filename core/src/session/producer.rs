@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use crate::batch::{Admission, BatchConfig, BatchId, Batcher, ItemId, PushError};
 use crate::error::Error;
-use crate::wire::{validate_queue_name, Command, JobSpec, Response};
+use crate::wire::{
+    pushb_jobs_budget, validate_queue_name, Command, JobSpec, Response, ValidationError,
+};
 
 use super::machine::{OpId, Origin, Session};
 
@@ -52,8 +54,12 @@ impl Producers {
             return i;
         }
         let config = self.config.clone().unwrap_or_default();
-        // The config was validated with the session, so this cannot fail.
-        let mut batcher = Batcher::new(config).expect("batch config validated with the session");
+        // The config was validated with the session and the budget is far above 0, so this
+        // cannot fail. Every PUSHB of this queue stays within one frame: its items are capped
+        // at what the frame holds besides the envelope.
+        let mut batcher = Batcher::new(config)
+            .and_then(|b| b.with_max_batch_bytes(pushb_jobs_budget(name)))
+            .expect("batch config validated with the session");
         if self.closed {
             batcher.close(now);
         }
@@ -123,13 +129,16 @@ impl Session {
     /// [`Event::Done`](super::Event::Done) with the returned id.
     ///
     /// Validation happens here, so a bad job fails alone, at once, with an error naming the
-    /// field; it never sinks the jobs batched with it. With batching on, the add is flushed at
+    /// field; it never sinks the jobs batched with it. Nor do good jobs sink together: each
+    /// PUSHB is capped by encoded bytes at what one frame holds, so a batch that would overflow
+    /// the 64 MiB frame limit leaves as several. With batching on, the add is flushed at
     /// once when no batch is in flight (sequential code pays nothing) and otherwise joins the
     /// next PUSHB. `durable` jobs bypass the batcher and go out alone as PUSH.
     ///
     /// # Errors
     ///
-    /// [`Error::Invalid`] for a bad queue name or job, [`Error::Closed`] after
+    /// [`Error::Invalid`] for a bad queue name or job (field `data` for a job that alone would
+    /// not fit in a frame), [`Error::Closed`] after
     /// [`close`](Session::close), [`Error::Overflow`] when the buffer is full under the
     /// `Reject` policy.
     pub fn add(&mut self, now: Instant, queue: &str, job: JobSpec) -> Result<OpId, Error> {
@@ -152,7 +161,19 @@ impl Session {
             );
             return Ok(op);
         }
-        let bytes = job.approx_size();
+        // Exact: what this job adds to a PUSHB. The batcher caps every batch at the frame's
+        // budget, so valid jobs never sink together in a PUSHB too large to send.
+        let bytes = job.pushb_len();
+        let budget = pushb_jobs_budget(queue);
+        if bytes > budget {
+            // Even alone it would not fit in a frame: refused before anything is sent.
+            return Err(Error::Invalid(ValidationError {
+                field: "data",
+                message: format!(
+                    "job too large to send: {bytes} bytes encoded, at most {budget} fit in one frame"
+                ),
+            }));
+        }
         let qi = self.producers.queue_index(now, queue);
         let batcher = &mut self.producers.queues[qi].1;
         let deadline = now + self.config.command_timeout;

@@ -16,6 +16,12 @@ use super::machine::{Event, Origin, Session};
 const IDLE_POLL_DELAY: Duration = Duration::from_millis(50);
 const ERROR_POLL_DELAY: Duration = Duration::from_millis(500);
 
+/// Most stack lines a FAIL carries: bunqueue keeps at most 100 (protocol reference §6.7).
+pub const MAX_STACK_LINES: usize = 100;
+/// Longest stack line a FAIL carries, in bytes (longer ones are cut at a character boundary),
+/// so 100 lines stay a small frame whatever an error's text holds.
+pub const MAX_STACK_LINE_BYTES: usize = 2048;
+
 /// JobHeartbeatB for every held job, in a stable order, with its token (`""` for none).
 fn heartbeat_command(active: &HashMap<String, Option<String>>) -> Command {
     let mut held: Vec<(&String, &Option<String>)> = active.iter().collect();
@@ -140,7 +146,8 @@ impl Session {
     }
 
     /// A job handed out by [`Event::Job`] failed: a FAIL goes out at once. With
-    /// `unrecoverable`, the server does not retry it.
+    /// `unrecoverable`, the server does not retry it. Sends no stack; see
+    /// [`fail_job_with_stack`](Self::fail_job_with_stack).
     ///
     /// # Errors
     ///
@@ -152,12 +159,51 @@ impl Session {
         error: &str,
         unrecoverable: bool,
     ) -> Result<(), Error> {
+        self.fail_job_with_stack(now, id, error, unrecoverable, Vec::new())
+    }
+
+    /// As [`fail_job`](Self::fail_job), with `stack` lines the server stores as the job's
+    /// `stacktrace` (bunqueue's own workers send the raise site there). Only the first
+    /// [`MAX_STACK_LINES`] are sent, each cut to at most [`MAX_STACK_LINE_BYTES`] bytes, so a
+    /// FAIL stays small whatever the error holds.
+    ///
+    /// # Errors
+    ///
+    /// As [`complete_job`](Self::complete_job).
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use autobatch_core::session::{Session, SessionConfig, WorkerConfig};
+    /// let config = SessionConfig { worker: Some(WorkerConfig::new("q")), ..Default::default() };
+    /// let mut s = Session::new(config, Instant::now()).unwrap();
+    /// let stack = vec!["parse failed".into(), "caused by: bad digit".into()];
+    /// // Only jobs the worker holds can be failed.
+    /// assert!(s.fail_job_with_stack(Instant::now(), "not-held", "parse failed", false, stack).is_err());
+    /// ```
+    pub fn fail_job_with_stack(
+        &mut self,
+        now: Instant,
+        id: &str,
+        error: &str,
+        unrecoverable: bool,
+        mut stack: Vec<String>,
+    ) -> Result<(), Error> {
         let worker = self.worker.as_mut().ok_or(Error::Closed)?;
         let Some(token) = worker.active.remove(id) else {
             return Err(Error::Protocol(format!(
                 "job {id} is not held by this worker"
             )));
         };
+        stack.truncate(MAX_STACK_LINES);
+        for line in &mut stack {
+            if line.len() > MAX_STACK_LINE_BYTES {
+                let mut end = MAX_STACK_LINE_BYTES;
+                while !line.is_char_boundary(end) {
+                    end -= 1;
+                }
+                line.truncate(end);
+            }
+        }
         worker.settling += 1;
         self.stats.jobs_failed += 1;
         self.enqueue(
@@ -167,7 +213,7 @@ impl Session {
                 error: Some(error.to_owned()),
                 token,
                 unrecoverable,
-                stack: Vec::new(),
+                stack,
             },
             Origin::Fail,
         );

@@ -645,6 +645,113 @@ fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
     }
 }
 
+/// The exact length of `job` encoded as one PUSHB item, as [`write_job_fields`] writes it with
+/// its map header: name, data and every option key and value.
+pub(crate) fn pushb_item_len(job: &JobSpec) -> usize {
+    use super::size::{array_header_len, int_len, map_header_len, str_len, value_len};
+    let o = &job.opts;
+    let key = str_len;
+    let kv_str = |k: &str, v: &str| key(k.len()) + str_len(v.len());
+    let int = |k: &str, v: Option<i64>| v.map_or(0, |v| key(k.len()) + int_len(v));
+    let list = |k: &str, items: &[String]| {
+        if items.is_empty() {
+            0
+        } else {
+            key(k.len())
+                + array_header_len(items.len())
+                + items.iter().map(|s| str_len(s.len())).sum::<usize>()
+        }
+    };
+    let flag = |k: &str, v: Option<bool>| v.map_or(0, |_| key(k.len()) + 1);
+    let mut n = map_header_len(job_field_count(job, Flavor::PushB))
+        + kv_str("name", &job.name)
+        + key("data".len())
+        + value_len(&job.data)
+        + int("priority", o.priority)
+        + int("delay", o.delay)
+        + int("maxAttempts", o.attempts)
+        + int("timeout", o.timeout)
+        + int("ttl", o.ttl)
+        + o.job_id.as_deref().map_or(0, |id| kv_str("customId", id))
+        + list("tags", &o.tags)
+        + o.group_id.as_deref().map_or(0, |g| kv_str("groupId", g))
+        + list("dependsOn", &o.depends_on)
+        + o.unique_key.as_deref().map_or(0, |k| kv_str("uniqueKey", k))
+        + flag("lifo", o.lifo)
+        + int("stallTimeout", o.stall_timeout)
+        + o.timestamp.map_or(0, |_| key("timestamp".len()) + 9)
+        + flag("durable", o.durable)
+        // PUSHB items always carry both remove flags.
+        + key("removeOnComplete".len())
+        + 1
+        + key("removeOnFail".len())
+        + 1;
+    if let Some(b) = o.backoff {
+        n += key("backoff".len())
+            + match b {
+                Backoff::Delay(d) => int_len(d),
+                Backoff::Fixed(d) => 1 + kv_str("type", "fixed") + key("delay".len()) + int_len(d),
+                Backoff::Exponential(d) => {
+                    1 + kv_str("type", "exponential") + key("delay".len()) + int_len(d)
+                }
+            };
+    }
+    if let Some(d) = &o.dedup {
+        let entries = usize::from(d.ttl.is_some())
+            + usize::from(d.extend.is_some())
+            + usize::from(d.replace.is_some());
+        n += key("dedup".len())
+            + map_header_len(entries)
+            + int("ttl", d.ttl)
+            + flag("extend", d.extend)
+            + flag("replace", d.replace);
+    }
+    n
+}
+
+/// Longest reqId the bound of [`pushb_jobs_budget`] allows for: a string of 10 characters, as
+/// long as any `u32` in decimal (the session's reqIds).
+const REQ_ID_MAX_CHARS: usize = 10;
+
+/// An upper bound on everything a PUSHB to `queue` holds besides its items: the map header,
+/// `cmd`, `queue`, `reqId` (a string of up to 10 characters) and the `jobs` array header.
+fn pushb_envelope_max_len(queue: &str) -> usize {
+    use super::size::{array_header_len, map_header_len, str_len};
+    map_header_len(4)
+        + str_len("cmd".len())
+        + str_len("PUSHB".len())
+        + str_len("queue".len())
+        + str_len(queue.len())
+        + str_len("reqId".len())
+        + str_len(REQ_ID_MAX_CHARS)
+        + str_len("jobs".len())
+        + array_header_len(usize::MAX)
+}
+
+/// The most bytes of items — the sum of [`JobSpec::pushb_len`] over its jobs — that one PUSHB
+/// to `queue` may carry and still fit in one frame ([`MAX_FRAME`](super::MAX_FRAME)), whatever
+/// the number of jobs and for any reqId of up to 10 characters.
+///
+/// The producer caps every batch at this, so a batch of valid jobs never overflows a frame.
+///
+/// ```
+/// use autobatch_core::wire::{pushb_jobs_budget, write_frame, Command, JobSpec, Value, MAX_FRAME};
+/// let budget = pushb_jobs_budget("emails");
+/// assert!(budget < MAX_FRAME && budget > MAX_FRAME - 100);
+/// // Jobs that fill the budget exactly still make a frame.
+/// let job = |n| JobSpec::new("j", Value::Str("x".repeat(n)));
+/// let first = job(budget / 2);
+/// let rest = budget - first.pushb_len();
+/// let second = job(rest - (job(rest).pushb_len() - rest));
+/// assert_eq!(first.pushb_len() + second.pushb_len(), budget);
+/// let cmd = Command::PushB { queue: "emails".into(), jobs: vec![first, second] };
+/// let mut out = Vec::new();
+/// write_frame(&mut out, |b| cmd.encode(Some(&Value::from("4294967295")), b)).unwrap();
+/// ```
+pub fn pushb_jobs_budget(queue: &str) -> usize {
+    super::MAX_FRAME.saturating_sub(pushb_envelope_max_len(queue))
+}
+
 fn pull_field_count(a: &PullArgs) -> usize {
     1 + usize::from(a.timeout.is_some())
         + usize::from(a.owner.is_some())
@@ -1075,5 +1182,170 @@ mod tests {
         };
         assert_eq!(job.name, "legacy");
         assert_eq!(job.data, Value::map([("x", Value::Int(1))]));
+    }
+}
+
+/// The byte sizes the producer relies on: a job's computed PUSHB length is its real encoding,
+/// and the budget leaves room for any envelope.
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+    use crate::wire::{pushb_jobs_budget, Dedup, MAX_FRAME};
+    use proptest::prelude::*;
+
+    /// Lengths on both sides of every header boundary (fix, 8, 16, 32 bits).
+    fn len() -> impl Strategy<Value = usize> {
+        prop_oneof![
+            4 => 0usize..40,
+            1 => 250usize..260,
+            1 => 65_530usize..65_540,
+            1 => Just(70_000usize),
+        ]
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => "[a-z0-9é€😀]{0,40}",
+            1 => len().prop_map(|n| "y".repeat(n)),
+        ]
+    }
+
+    fn int() -> impl Strategy<Value = i64> {
+        prop_oneof![
+            3 => -300i64..70_000,
+            1 => any::<i64>(),
+            1 => prop::sample::select(vec![
+                i64::MIN, -(1 << 31) - 1, -(1 << 31), -32769, -32768, -129, -128, -33, -32, -1,
+                0, 127, 128, 255, 256, 65535, 65536, (1 << 32) - 1, 1 << 32, i64::MAX,
+            ]),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Nil),
+            Just(Value::Undefined),
+            any::<bool>().prop_map(Value::Bool),
+            int().prop_map(Value::Int),
+            any::<f64>().prop_map(Value::F64),
+            any::<i64>().prop_map(|i| Value::BigInt(i as i128)),
+            text().prop_map(Value::Str),
+            len().prop_map(|n| Value::Bin(vec![7; n])),
+            (any::<i8>(), len()).prop_map(|(t, n)| Value::Ext(t, vec![1; n])),
+        ];
+        leaf.prop_recursive(3, 64, 20, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..20).prop_map(Value::Array),
+                prop::collection::vec((text().prop_map(Value::Str), inner), 0..20)
+                    .prop_map(Value::Map),
+            ]
+        })
+    }
+
+    fn backoff() -> impl Strategy<Value = Backoff> {
+        prop_oneof![
+            int().prop_map(Backoff::Delay),
+            int().prop_map(Backoff::Fixed),
+            int().prop_map(Backoff::Exponential),
+        ]
+    }
+
+    fn options() -> impl Strategy<Value = JobOptions> {
+        let ints = prop::array::uniform7(prop::option::of(int()));
+        let texts = prop::array::uniform3(prop::option::of(text()));
+        let bools = prop::array::uniform7(prop::option::of(any::<bool>()));
+        let lists = (
+            prop::collection::vec(text(), 0..20),
+            prop::collection::vec(text(), 0..20),
+        );
+        (
+            ints,
+            texts,
+            bools,
+            lists,
+            prop::option::of(backoff()),
+            prop::option::of(any::<f64>()),
+        )
+            .prop_map(|(i, t, b, (tags, deps), backoff, timestamp)| JobOptions {
+                priority: i[0],
+                delay: i[1],
+                attempts: i[2],
+                backoff,
+                timeout: i[3],
+                ttl: i[4],
+                job_id: t[0].clone(),
+                unique_key: t[1].clone(),
+                dedup: (i[5].is_some() || b[5].is_some() || b[6].is_some()).then_some(Dedup {
+                    ttl: i[5],
+                    extend: b[5],
+                    replace: b[6],
+                }),
+                depends_on: deps,
+                tags,
+                group_id: t[2].clone(),
+                lifo: b[0],
+                stall_timeout: i[6],
+                timestamp,
+                remove_on_complete: b[1],
+                remove_on_fail: b[2],
+                durable: b[3],
+            })
+    }
+
+    fn job() -> impl Strategy<Value = JobSpec> {
+        (text(), value(), options()).prop_map(|(name, data, opts)| JobSpec { name, data, opts })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Whatever the jobs, the queue and the reqId: the computed item lengths plus the
+        /// envelope bound are never below the real PUSHB, and each item length is exact.
+        #[test]
+        fn pushb_len_is_the_real_encoded_size(
+            jobs in prop::collection::vec(job(), 0..6),
+            queue in "[a-zA-Z0-9_.:-]{1,256}",
+            req in any::<u32>(),
+        ) {
+            let req = Value::Str(req.to_string());
+            let encode = |jobs: Vec<JobSpec>| {
+                let mut out = Vec::new();
+                Command::PushB { queue: queue.clone(), jobs }.encode(Some(&req), &mut out);
+                out.len()
+            };
+            let items: usize = jobs.iter().map(JobSpec::pushb_len).sum();
+            let real = encode(jobs.clone());
+            // The bound the producer relies on.
+            prop_assert!(real <= MAX_FRAME - pushb_jobs_budget(&queue) + items,
+                "PUSHB of {} bytes above its bound", real);
+            // Exactness, item by item: adding a job adds exactly its length (plus the growth of
+            // the array header, which the envelope bound covers).
+            let header = |n: usize| crate::wire::size::array_header_len(n);
+            let empty = encode(Vec::new()) - header(0);
+            prop_assert_eq!(real, empty + header(jobs.len()) + items);
+        }
+    }
+
+    #[test]
+    fn budget_leaves_room_for_the_longest_queue_and_req_id() {
+        let queue = "q".repeat(256);
+        let budget = pushb_jobs_budget(&queue);
+        // One job filling the budget exactly, sent with the longest reqId: it fits.
+        let mut data_len = budget - JobSpec::new("j", Value::Str(String::new())).pushb_len();
+        let job = loop {
+            let job = JobSpec::new("j", Value::Str("x".repeat(data_len)));
+            if job.pushb_len() <= budget {
+                break job;
+            }
+            data_len -= 1;
+        };
+        assert!(budget - job.pushb_len() < 4, "job fills the budget");
+        let mut out = Vec::new();
+        Command::PushB {
+            queue,
+            jobs: vec![job],
+        }
+        .encode(Some(&Value::from("4294967295")), &mut out);
+        assert!(out.len() <= MAX_FRAME, "{} > {MAX_FRAME}", out.len());
     }
 }

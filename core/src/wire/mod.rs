@@ -28,10 +28,11 @@ mod error;
 mod frame;
 mod job;
 mod reply;
+mod size;
 mod value;
 
 pub use codec::{Encoder, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_DEPTH};
-pub use command::{Command, CommandError, CommandKind, PullArgs};
+pub use command::{pushb_jobs_budget, Command, CommandError, CommandKind, PullArgs};
 pub use error::{DecodeError, FrameError, ProtocolError};
 pub use frame::{write_frame, FrameDecoder, MAX_FRAME};
 pub use job::{

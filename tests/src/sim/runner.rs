@@ -48,6 +48,8 @@ pub struct FaultCounts {
     pub stalls: u64,
     /// Hostile frames sent to clients.
     pub hostile: u64,
+    /// Bursts of adds near the frame limit (eight of 8.4 MB).
+    pub huge_bursts: u64,
     /// Commands the clients timed out.
     pub client_timeouts: u64,
     /// Items the clients re-sent.
@@ -71,6 +73,7 @@ impl FaultCounts {
         self.jobs_lost += o.jobs_lost;
         self.stalls += o.stalls;
         self.hostile += o.hostile;
+        self.huge_bursts += o.huge_bursts;
         self.client_timeouts += o.client_timeouts;
         self.client_resends += o.client_resends;
     }
@@ -266,11 +269,17 @@ pub struct SimOptions {
     /// Keep the hostile-frame fault class (part of the seed's scenario). Off, seeds replay
     /// exactly as they did before that class existed (the regression seeds need that).
     pub hostile: bool,
+    /// Keep the "frames near the size limit" class (a burst of eight 8.4 MB adds). Off, seeds
+    /// replay exactly as they did before that class existed.
+    pub huge: bool,
 }
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { hostile: true }
+        SimOptions {
+            hostile: true,
+            huge: true,
+        }
     }
 }
 
@@ -279,6 +288,12 @@ impl World {
         let mut sc = Scenario::from_seed(seed);
         if !opts.hostile {
             sc.faults.hostile_rate = 0.0;
+        }
+        if !opts.huge && sc.faults.huge_adds {
+            sc.faults.huge_adds = false;
+            sc.plan.retain(|(_, _, a)| {
+                !matches!(a, Action::Burst { pad, .. } if *pad == super::workload::HUGE_PAD)
+            });
         }
         let mut rng = Rng::new(seed ^ 0xdead_beef);
         let base = Instant::now();
@@ -871,6 +886,11 @@ impl World {
                     let mut i = 0;
                     while i + 4 <= out.len() {
                         let n = u32::from_be_bytes([out[i], out[i + 1], out[i + 2], out[i + 3]]);
+                        if n as usize > autobatch_core::wire::MAX_FRAME {
+                            return Err(format!(
+                                "client {c} wrote a frame of {n} bytes, past the 64 MiB limit"
+                            ));
+                        }
                         w.push_back(self.now);
                         i += 4 + n as usize;
                     }
@@ -945,6 +965,15 @@ impl World {
                     op.get(),
                     result_summary(&result)
                 );
+                // Every add the workload makes is valid (the invalid ones are refused at once):
+                // one failing as invalid later means good jobs sank together, e.g. in a PUSHB
+                // past the frame limit.
+                if let Err(e @ Error::Invalid(_)) = &result {
+                    return Err(format!(
+                        "client {c}: op {} failed as invalid: {e}",
+                        op.get()
+                    ));
+                }
                 self.ledger.on_done(c, op, self.now, result.clone())?;
                 if let Some((queue, left, custom)) = self.chains.remove(&(c, op)) {
                     if left > 0 && !self.clients[c].close_called {
@@ -1108,7 +1137,7 @@ impl World {
             opts = opts.durable(true);
         }
         let spec = JobSpec::new("job", data).with_options(opts);
-        let size = spec.approx_size();
+        let size = spec.pushb_len();
         let at = self.at();
         let cl = &mut self.clients[c];
         let (buffered, _, parked_before) = cl.s.pending_adds();
@@ -1170,6 +1199,9 @@ impl World {
                 cancel,
                 pad,
             } => {
+                if pad == super::workload::HUGE_PAD {
+                    self.faults.huge_bursts += 1;
+                }
                 for _ in 0..n {
                     let cu = self.rng_work.chance(custom);
                     let du = self.rng_work.chance(durable);

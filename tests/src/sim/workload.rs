@@ -74,6 +74,10 @@ pub struct Faults {
     pub stall_rate: f64,
     /// Hostile frames from the server per second of workload (part 2).
     pub hostile_rate: f64,
+    /// Frames near the size limit: one burst of eight valid adds of 8.4 MB each, which one
+    /// PUSHB could not hold (64 MiB). Not a fault of the transport: every one of these adds must
+    /// succeed or fail for a transport reason, and no frame written may exceed the limit.
+    pub huge_adds: bool,
 }
 
 impl Faults {
@@ -122,6 +126,10 @@ pub struct Scenario {
     /// Longest broker downtime.
     pub max_down: Duration,
 }
+
+/// Data padding of the "frames near the size limit" burst: 8.4 MB, valid alone (under bunqueue's
+/// 10 MB), eight of them past one 64 MiB frame.
+pub const HUGE_PAD: usize = 8_400_000;
 
 const TRICKY_IDS: [&str; 8] = ["7", "17", "117", "r", "or", "error", "1", "11"];
 
@@ -281,6 +289,25 @@ impl Scenario {
                 _ => Action::CancelLast,
             };
             plan.push((at, client, action));
+        }
+        // Drawn from its own stream, so adding this class did not move older seeds.
+        let mut huge = Rng::new(seed ^ 0x6f7e_2511);
+        if huge.chance(0.003) {
+            faults.huge_adds = true;
+            let at = Duration::from_millis(huge.below(close_at.as_millis() as u64));
+            let client = huge.below(np as u64) as usize;
+            plan.push((
+                at,
+                client,
+                Action::Burst {
+                    queue: queues[0].clone(),
+                    n: 8,
+                    custom: 0.0,
+                    durable: 0.0,
+                    cancel: 0.0,
+                    pad: HUGE_PAD,
+                },
+            ));
         }
         plan.sort_by_key(|(at, c, _)| (*at, *c));
         Scenario {

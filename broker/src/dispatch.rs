@@ -4,7 +4,7 @@
 //! with a string `cmd` → `Invalid command`; not authenticated → `Not authenticated`; then the
 //! command's own validation and effect. Nothing here panics on client data.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -29,6 +29,11 @@ pub(crate) struct Shared {
     pub state: Mutex<State>,
     pub config: BrokerConfig,
     pub next_conn: AtomicU64,
+    /// Connections being served (for `max_connections`).
+    pub connections: AtomicUsize,
+    /// Bytes allocated for incomplete frames across every connection (for
+    /// `partial_frame_budget`).
+    pub partial_bytes: AtomicUsize,
 }
 
 impl Shared {

@@ -585,6 +585,11 @@ impl State {
         self.store.backlog()
     }
 
+    /// Queues with an index entry.
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+
     /// Commits what is pending and closes the store.
     pub fn close_store(&mut self) {
         self.store.close();

@@ -97,6 +97,8 @@ impl Broker {
                 state: Mutex::new(state),
                 config,
                 next_conn: AtomicU64::new(1),
+                connections: AtomicUsize::new(0),
+                partial_bytes: AtomicUsize::new(0),
             }),
             shutdown: ShutdownHandle { tx: Arc::new(tx) },
         })
@@ -107,6 +109,12 @@ impl Broker {
         self.listener
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// The state every connection shares (for [`EmbeddedBroker`](crate::EmbeddedBroker)'s
+    /// introspection).
+    pub(crate) fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
     }
 
     /// A handle that stops [`serve`](Self::serve).

@@ -97,7 +97,7 @@ impl EmbeddedBroker {
     /// Bytes held in incomplete frames across every connection (introspection for tests).
     #[doc(hidden)]
     pub fn partial_frame_bytes(&self) -> usize {
-        self.shared.partial_bytes.load(Ordering::Acquire)
+        self.shared.budget.used.load(Ordering::Acquire)
     }
 
     /// A handle that stops the broker from anywhere.

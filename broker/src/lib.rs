@@ -36,6 +36,8 @@ pub mod auth;
 mod config;
 mod dispatch;
 mod embedded;
+mod error;
+mod framing;
 mod queue;
 mod server;
 pub mod store;

@@ -175,6 +175,24 @@ impl State {
         self.index(queue).notify.clone()
     }
 
+    /// Frees the index of `queue` if it holds nothing: no job in any state and no long-poll
+    /// waiting on its signal (each waiter holds a clone of it). Without this, every distinct
+    /// queue name ever pulled from would keep an entry for good.
+    pub fn forget_queue_if_idle(&mut self, queue: &str) {
+        let idle = self.queues.get(queue).is_some_and(|q| {
+            q.ready.is_empty()
+                && q.delayed.is_empty()
+                && q.prioritized == 0
+                && q.active == 0
+                && q.completed == 0
+                && q.failed == 0
+                && Arc::strong_count(&q.notify) == 1
+        });
+        if idle {
+            self.queues.remove(queue);
+        }
+    }
+
     /// Whether a job id exists (any state), for `dependsOn`.
     pub fn exists(&self, id: &str) -> bool {
         self.jobs.contains_key(id)
@@ -263,6 +281,7 @@ impl State {
                 self.unique.remove(&key);
             }
         }
+        self.forget_queue_if_idle(&e.rec.queue);
     }
 
     /// Moves the due delayed jobs of `queue` to ready.

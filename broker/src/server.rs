@@ -58,8 +58,10 @@ impl std::fmt::Debug for Broker {
     }
 }
 
-/// Stops a serving [`Broker`]: it stops accepting, closes every connection (their pulled jobs
-/// go back to waiting), commits what is pending and returns from [`Broker::serve`].
+/// Stops a serving [`Broker`]: it stops accepting and reading, lets the requests already in
+/// flight finish and answers them (a long-poll answers at once, empty), closes every connection
+/// (their pulled jobs go back to waiting), commits what is pending and returns from
+/// [`Broker::serve`].
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -148,8 +150,8 @@ impl Broker {
         self.shutdown.clone()
     }
 
-    /// Serves connections until [`ShutdownHandle::shutdown`], then closes every connection and
-    /// commits what the store still holds.
+    /// Serves connections until [`ShutdownHandle::shutdown`], then answers the requests in
+    /// flight, closes every connection and commits what the store still holds.
     pub async fn serve(self) -> io::Result<()> {
         let Broker {
             listener,

@@ -4,16 +4,19 @@
 //! with a string `cmd` → `Invalid command`; not authenticated → `Not authenticated`; then the
 //! command's own validation and effect. Nothing here panics on client data.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use autobatch_core::wire::{
     encode_error, validate_queue_name, Command, CommandError, JobSpec, PullArgs, Response, Value,
 };
 
+use tokio::sync::{watch, Semaphore};
+
 use crate::auth::token_matches;
 use crate::config::BrokerConfig;
+use crate::framing::Budget;
 use crate::queue::{ConnId, FinishError, PullSpec, State, DEFAULT_LOCK_TTL};
 
 /// Longest long-poll, ms.
@@ -24,11 +27,32 @@ const MAX_PULL_COUNT: i64 = 1000;
 /// buffer when producers outrun the disk).
 const MAX_BACKLOG: usize = 50_000;
 
+/// Frame bodies above this many bytes are decoded on the blocking pool, not on a runtime
+/// worker: a 64 MiB body of tiny values takes seconds to decode (and to drop), and a few of them
+/// inline would stall every other connection for that long.
+pub(crate) const LARGE_FRAME: usize = 64 * 1024;
+
+/// How many large frames may be decoded at once: half the cores (at least one), so that a
+/// flood of huge frames leaves the other half to the runtime, and bounds the memory their
+/// decoded values take.
+pub(crate) fn max_large_decodes() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
 /// State shared by every connection of one broker.
 pub(crate) struct Shared {
     pub state: Mutex<State>,
     pub config: BrokerConfig,
     pub next_conn: AtomicU64,
+    /// Connections being served (for `max_connections`).
+    pub connections: AtomicUsize,
+    /// Bytes allocated for incomplete frames across every connection (for
+    /// `partial_frame_budget`).
+    pub budget: Arc<Budget>,
+    /// Decodes of large frames running at once (they run off the reactor, see [`handle`]).
+    pub large_decodes: Semaphore,
+    /// Becomes true when the broker stops: long-polls return at once.
+    pub stop: watch::Receiver<bool>,
 }
 
 impl Shared {
@@ -78,15 +102,36 @@ fn other(entries: Vec<(&str, Value)>) -> Response {
     Response::Other(Value::map(entries))
 }
 
-/// Handles one frame body and returns the reply frame.
-pub(crate) async fn handle(shared: &Shared, conn: &Conn, body: &[u8]) -> Vec<u8> {
-    let v = match Value::decode(body) {
-        Ok(v) => v,
-        Err(_) => return error_frame(&Value::Undefined, "Invalid command format"),
+/// Handles one frame body and returns the reply frame. A large body is decoded, and its value
+/// dropped, on the blocking pool (at most [`max_large_decodes`] at once).
+pub(crate) async fn handle(shared: &Shared, conn: &Conn, body: Vec<u8>) -> Vec<u8> {
+    if body.len() <= LARGE_FRAME {
+        return match Value::decode(&body) {
+            Ok(v) => handle_value(shared, conn, &v).await,
+            Err(_) => error_frame(&Value::Undefined, "Invalid command format"),
+        };
+    }
+    let decoded = {
+        // Closed never: the semaphore lives as long as `shared`.
+        let Ok(_permit) = shared.large_decodes.acquire().await else {
+            return error_frame(&Value::Undefined, "Internal server error");
+        };
+        tokio::task::spawn_blocking(move || Value::decode(&body).ok()).await
     };
+    let Ok(Some(v)) = decoded else {
+        return error_frame(&Value::Undefined, "Invalid command format");
+    };
+    let reply = handle_value(shared, conn, &v).await;
+    // Dropping millions of values is as slow as decoding them: not on a worker either.
+    drop(tokio::task::spawn_blocking(move || drop(v)));
+    reply
+}
+
+/// Handles one decoded request.
+async fn handle_value(shared: &Shared, conn: &Conn, v: &Value) -> Vec<u8> {
     let Some(cmd) = v.get("cmd").and_then(Value::as_str) else {
         // "Invalid command", or "Invalid command format" for a nil body.
-        let (req_id, result) = Command::decode(&v);
+        let (req_id, result) = Command::decode(v);
         let msg = result
             .err()
             .map_or("Invalid command".into(), |e| e.to_string());
@@ -112,13 +157,13 @@ pub(crate) async fn handle(shared: &Shared, conn: &Conn, body: &[u8]) -> Vec<u8>
             return error_frame(&req_id, &e.message);
         }
     }
-    let command = match Command::decode(&v).1 {
+    let command = match Command::decode(v).1 {
         Ok(c) => c,
         Err(e @ CommandError::Invalid(_)) | Err(e @ CommandError::Protocol(_)) => {
             return error_frame(&req_id, &e.to_string())
         }
     };
-    match run(shared, conn, command, &v).await {
+    match run(shared, conn, command, v).await {
         Ok(r) => ok_frame(&req_id, &r),
         Err(msg) => error_frame(&req_id, &msg),
     }
@@ -315,6 +360,7 @@ async fn pull(
         tie_to: (locked || !detach).then_some(conn.id),
     };
     let deadline = Instant::now() + Duration::from_millis(timeout as u64);
+    let mut stop = shared.stop.clone();
     let pulled = loop {
         if spec.count == 0 {
             break Vec::new();
@@ -338,11 +384,19 @@ async fn pull(
             Some(ms) => left.min(Duration::from_millis(ms as u64 + 1)),
             None => left,
         };
-        tokio::select! {
-            _ = &mut notified => {}
-            _ = tokio::time::sleep(wait) => {}
+        let stopping = tokio::select! {
+            _ = &mut notified => false,
+            _ = tokio::time::sleep(wait) => false,
+            // The broker is stopping: answer now (empty) so that shutdown need not wait for
+            // the long-poll to run out.
+            _ = stop.wait_for(|s| *s) => true,
+        };
+        if stopping {
+            break Vec::new();
         }
     };
+    // This pull's hold on the queue's signal is gone: an index left with nothing in it is freed.
+    shared.lock().forget_queue_if_idle(spec.queue);
     let (jobs, tokens): (Vec<_>, Vec<_>) = pulled.into_iter().map(|p| (p.job, p.token)).unzip();
     Ok(match (count, locked) {
         (None, true) => match (jobs.into_iter().next(), tokens.into_iter().next().flatten()) {

@@ -3,9 +3,12 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::config::BrokerConfig;
+use crate::dispatch::Shared;
 use crate::server::{Broker, ShutdownHandle};
 
 /// A [`Broker`] serving from a background thread. Dropping it stops the broker cleanly (like
@@ -18,10 +21,10 @@ use crate::server::{Broker, ShutdownHandle};
 /// drop(stream);
 /// broker.stop().unwrap();
 /// ```
-#[derive(Debug)]
 pub struct EmbeddedBroker {
     addr: SocketAddr,
     handle: ShutdownHandle,
+    shared: Arc<Shared>,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
 
@@ -48,7 +51,11 @@ impl EmbeddedBroker {
                 rt.block_on(async move {
                     match Broker::bind(config).await {
                         Ok(broker) => {
-                            let _ = tx.send(Ok((broker.local_addr(), broker.shutdown_handle())));
+                            let _ = tx.send(Ok((
+                                broker.local_addr(),
+                                broker.shutdown_handle(),
+                                broker.shared(),
+                            )));
                             broker.serve().await
                         }
                         Err(e) => {
@@ -58,12 +65,13 @@ impl EmbeddedBroker {
                     }
                 })
             })?;
-        let (addr, handle) = rx
+        let (addr, handle, shared) = rx
             .recv()
             .map_err(|_| io::Error::other("broker thread exited during start"))??;
         Ok(EmbeddedBroker {
             addr,
             handle,
+            shared,
             thread: Some(thread),
         })
     }
@@ -71,6 +79,25 @@ impl EmbeddedBroker {
     /// The address clients connect to.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Queues the broker keeps an index for (introspection for tests: an index must not
+    /// outlive what it holds).
+    #[doc(hidden)]
+    pub fn queue_count(&self) -> usize {
+        self.shared.lock().queue_count()
+    }
+
+    /// Connections being served (introspection for tests).
+    #[doc(hidden)]
+    pub fn connection_count(&self) -> usize {
+        self.shared.connections.load(Ordering::Acquire)
+    }
+
+    /// Bytes held in incomplete frames across every connection (introspection for tests).
+    #[doc(hidden)]
+    pub fn partial_frame_bytes(&self) -> usize {
+        self.shared.budget.used.load(Ordering::Acquire)
     }
 
     /// A handle that stops the broker from anywhere.
@@ -91,6 +118,14 @@ impl EmbeddedBroker {
                 .map_err(|_| io::Error::other("broker thread panicked"))?,
             None => Ok(()),
         }
+    }
+}
+
+impl std::fmt::Debug for EmbeddedBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedBroker")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 

@@ -6,6 +6,10 @@
 //! * Framing, pipelining and errors as bunqueue: replies by `reqId` in completion order, at
 //!   most 50 requests handled at once per connection, a 64 MiB frame cap, long-poll pulls that
 //!   never block other requests.
+//! * Limits a hostile client cannot get around (see [`BrokerConfig`]): a small frame cap
+//!   before Auth, checked from the length header; a partial-frame deadline counted from the
+//!   frame's first byte; one budget for the bytes of incomplete frames across all connections;
+//!   a connection cap. Large frames are decoded off the runtime's workers.
 //! * The queue state lives in memory ([`queue`](crate) internals); a [`store::Store`] is the
 //!   durable log behind it: nothing ([`store::MemoryStore`]) or SQLite
 //!   ([`store::SqliteStore`]: WAL, `synchronous=NORMAL`, group commit; `durable` pushes commit
@@ -36,6 +40,8 @@ pub mod auth;
 mod config;
 mod dispatch;
 mod embedded;
+mod error;
+mod framing;
 mod queue;
 mod server;
 pub mod store;

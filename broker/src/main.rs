@@ -1,6 +1,12 @@
 //! `autobatch-broker`: serve bunqueue's TCP protocol from the command line.
+//!
+//! Every flag can also come from the environment: bunqueue's own names where it has the
+//! setting (`HOST`, `TCP_PORT`, `DATA_PATH`, `AUTH_TOKENS`, `TCP_IDLE_TIMEOUT_MS`), an
+//! `AUTOBATCH_` name otherwise. A flag wins over its variable.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
 
 use autobatch_broker::{Broker, BrokerConfig};
 use clap::Parser;
@@ -10,36 +16,121 @@ use clap::Parser;
 #[command(name = "autobatch-broker", version)]
 struct Args {
     /// Address to bind.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, env = "HOST", default_value = "127.0.0.1")]
     host: String,
     /// Port to bind (0 = pick a free one).
-    #[arg(long, default_value_t = 6789)]
+    #[arg(
+        long,
+        visible_alias = "tcp-port",
+        env = "TCP_PORT",
+        default_value_t = 6789
+    )]
     port: u16,
     /// SQLite database file; without it jobs live in memory only.
-    #[arg(long)]
+    #[arg(long, env = "DATA_PATH")]
     data_path: Option<PathBuf>,
-    /// Accepted auth token (repeatable); with any, clients must Auth first.
-    #[arg(long = "auth-token")]
+    /// Accepted auth tokens (repeatable, or comma-separated, so a token cannot hold a comma);
+    /// with any, clients must Auth first.
+    #[arg(
+        long = "auth-token",
+        visible_alias = "auth-tokens",
+        env = "AUTH_TOKENS",
+        value_delimiter = ',',
+        // --help would otherwise print the tokens found in the environment.
+        hide_env_values = true
+    )]
     auth_tokens: Vec<String>,
+    /// Open connections past which new ones get an error frame and are closed [default: 10000].
+    #[arg(long, env = "AUTOBATCH_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Milliseconds an incomplete frame may take from its first byte; 0 disables
+    /// [default: 60000].
+    #[arg(long, env = "TCP_IDLE_TIMEOUT_MS")]
+    partial_frame_timeout_ms: Option<u64>,
+    /// Bytes all connections together may hold in incomplete frames [default: 268435456].
+    #[arg(long, env = "AUTOBATCH_PARTIAL_FRAME_BUDGET")]
+    partial_frame_budget: Option<usize>,
+    /// Requests handled at once per connection [default: 50].
+    #[arg(long, env = "AUTOBATCH_MAX_HANDLERS_PER_CONNECTION")]
+    max_handlers_per_connection: Option<usize>,
+    /// Largest frame, in bytes, accepted before Auth when tokens are set [default: 65536].
+    #[arg(long, env = "AUTOBATCH_MAX_UNAUTHENTICATED_FRAME")]
+    max_unauthenticated_frame: Option<usize>,
+}
+
+impl Args {
+    fn config(self) -> BrokerConfig {
+        let d = BrokerConfig::default();
+        BrokerConfig {
+            host: self.host,
+            port: self.port,
+            data_path: self.data_path,
+            auth_tokens: self
+                .auth_tokens
+                .into_iter()
+                .filter(|t| !t.is_empty())
+                .collect(),
+            max_connections: self.max_connections.unwrap_or(d.max_connections),
+            partial_frame_timeout: match self.partial_frame_timeout_ms {
+                Some(0) => None,
+                Some(ms) => Some(Duration::from_millis(ms)),
+                None => d.partial_frame_timeout,
+            },
+            partial_frame_budget: self.partial_frame_budget.unwrap_or(d.partial_frame_budget),
+            max_handlers_per_connection: self
+                .max_handlers_per_connection
+                .unwrap_or(d.max_handlers_per_connection),
+            max_unauthenticated_frame: self
+                .max_unauthenticated_frame
+                .unwrap_or(d.max_unauthenticated_frame),
+            ..d
+        }
+    }
 }
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
-    let args = Args::parse();
-    let config = BrokerConfig {
-        host: args.host,
-        port: args.port,
-        data_path: args.data_path,
-        auth_tokens: args.auth_tokens,
-        ..BrokerConfig::default()
-    };
+async fn main() -> ExitCode {
+    let config = Args::parse().config();
+    match run(config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Display: the message names what failed and on what path (see Broker::bind).
+            eprintln!("autobatch-broker: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(config: BrokerConfig) -> std::io::Result<()> {
     let broker = Broker::bind(config).await?;
     println!("listening on {}", broker.local_addr());
     let stop = broker.shutdown_handle();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            stop.shutdown();
-        }
+        stop_signal().await;
+        // Stop accepting, answer what is in flight, commit the store, exit 0.
+        stop.shutdown();
     });
     broker.serve().await
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM (what `kill`, systemd and container runtimes send).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+                return;
+            }
+            Err(e) => eprintln!("autobatch-broker: SIGTERM will not stop cleanly: {e}"),
+        }
+    }
+    if tokio::signal::ctrl_c().await.is_err() {
+        // No signal handling at all: serve until killed.
+        std::future::pending::<()>().await;
+    }
 }

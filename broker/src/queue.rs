@@ -178,6 +178,24 @@ impl State {
         self.index(queue).notify.clone()
     }
 
+    /// Frees the index of `queue` if it holds nothing: no job in any state and no long-poll
+    /// waiting on its signal (each waiter holds a clone of it). Without this, every distinct
+    /// queue name ever pulled from would keep an entry for good.
+    pub fn forget_queue_if_idle(&mut self, queue: &str) {
+        let idle = self.queues.get(queue).is_some_and(|q| {
+            q.ready.is_empty()
+                && q.delayed.is_empty()
+                && q.prioritized == 0
+                && q.active == 0
+                && q.completed == 0
+                && q.failed == 0
+                && Arc::strong_count(&q.notify) == 1
+        });
+        if idle {
+            self.queues.remove(queue);
+        }
+    }
+
     /// Whether a job id exists (any state), for `dependsOn`.
     pub fn exists(&self, id: &str) -> bool {
         self.jobs.contains_key(id)
@@ -266,6 +284,7 @@ impl State {
                 self.unique.remove(&key);
             }
         }
+        self.forget_queue_if_idle(&e.rec.queue);
     }
 
     /// Moves the due delayed jobs of `queue` to ready.
@@ -630,6 +649,11 @@ impl State {
     /// Ops recorded but not yet committed.
     pub fn backlog(&self) -> usize {
         self.store.backlog()
+    }
+
+    /// Queues with an index entry.
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
     }
 
     /// Commits what is pending and closes the store.

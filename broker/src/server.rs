@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use autobatch_core::wire::{FrameDecoder, FrameError, Value};
+use autobatch_core::wire::{Value, MAX_FRAME};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -16,7 +16,9 @@ use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::config::BrokerConfig;
-use crate::dispatch::{error_frame, handle, now_ms, Conn, Shared};
+use crate::dispatch::{error_frame, handle, max_large_decodes, now_ms, Conn, Shared};
+use crate::error::context;
+use crate::framing::{Assembler, Budget, Refusal};
 use crate::queue::State;
 use crate::store::{MemoryStore, SqliteStore, Store};
 
@@ -56,8 +58,10 @@ impl std::fmt::Debug for Broker {
     }
 }
 
-/// Stops a serving [`Broker`]: it stops accepting, closes every connection (their pulled jobs
-/// go back to waiting), commits what is pending and returns from [`Broker::serve`].
+/// Stops a serving [`Broker`]: it stops accepting and reading, lets the requests already in
+/// flight finish and answers them (a long-poll answers at once, empty), closes every connection
+/// (their pulled jobs go back to waiting), commits what is pending and returns from
+/// [`Broker::serve`].
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -85,18 +89,46 @@ impl Broker {
     /// listener. Port 0 picks a free port.
     pub async fn bind(config: BrokerConfig) -> io::Result<Broker> {
         let store: Box<dyn Store> = match &config.data_path {
-            Some(path) => Box::new(SqliteStore::open_with(path, config.sqlite.clone())?),
+            Some(path) => Box::new(
+                SqliteStore::open_with(path, config.sqlite.clone()).map_err(|e| {
+                    context(
+                        e,
+                        format_args!("cannot open the SQLite database at {}", path.display()),
+                    )
+                })?,
+            ),
             None => Box::new(MemoryStore::new()),
         };
-        let state = State::new(store, now_ms())?;
-        let listener = TcpListener::bind((config.host.as_str(), config.port)).await?;
-        let (tx, _) = watch::channel(false);
+        let state = State::new(store, now_ms()).map_err(|e| match &config.data_path {
+            Some(path) => context(
+                e,
+                format_args!("cannot recover the jobs stored at {}", path.display()),
+            ),
+            None => e,
+        })?;
+        let listener = TcpListener::bind((config.host.as_str(), config.port))
+            .await
+            .map_err(|e| {
+                context(
+                    e,
+                    format_args!("cannot listen on {}:{}", config.host, config.port),
+                )
+            })?;
+        let (tx, stop) = watch::channel(false);
+        let budget = Arc::new(Budget {
+            used: AtomicUsize::new(0),
+            max: config.partial_frame_budget,
+        });
         Ok(Broker {
             listener,
             shared: Arc::new(Shared {
                 state: Mutex::new(state),
                 config,
                 next_conn: AtomicU64::new(1),
+                connections: AtomicUsize::new(0),
+                budget,
+                large_decodes: Semaphore::new(max_large_decodes()),
+                stop,
             }),
             shutdown: ShutdownHandle { tx: Arc::new(tx) },
         })
@@ -109,13 +141,19 @@ impl Broker {
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
     }
 
+    /// The state every connection shares (for [`EmbeddedBroker`](crate::EmbeddedBroker)'s
+    /// introspection).
+    pub(crate) fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
     /// A handle that stops [`serve`](Self::serve).
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         self.shutdown.clone()
     }
 
-    /// Serves connections until [`ShutdownHandle::shutdown`], then closes every connection and
-    /// commits what the store still holds.
+    /// Serves connections until [`ShutdownHandle::shutdown`], then answers the requests in
+    /// flight, closes every connection and commits what the store still holds.
     pub async fn serve(self) -> io::Result<()> {
         let Broker {
             listener,
@@ -139,7 +177,13 @@ impl Broker {
                 _ = stopped(&mut stop) => break,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
-                        conns.spawn(connection(shared.clone(), stream, shutdown.tx.subscribe()));
+                        // Only this loop adds connections, so the count cannot overshoot.
+                        if shared.connections.load(Ordering::Acquire) >= shared.config.max_connections {
+                            refuse(stream);
+                        } else {
+                            shared.connections.fetch_add(1, Ordering::AcqRel);
+                            conns.spawn(connection(shared.clone(), stream, shutdown.tx.subscribe()));
+                        }
                     }
                     // Out of descriptors and the like: back off briefly, keep serving.
                     Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
@@ -156,6 +200,16 @@ impl Broker {
             .map_err(io::Error::other)?;
         Ok(())
     }
+}
+
+/// A connection past `max_connections`: accepted and closed at once, after one error frame
+/// that says why. Accepted rather than left in the listen backlog, where the client would sit
+/// connected (the kernel completes the handshake) and unanswered until its own timeout, and
+/// where it would hold a backlog slot that a client could use once a connection closes.
+fn refuse(stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    // A fresh socket's send buffer is empty: this small write does not block or come short.
+    let _ = stream.try_write(&error_frame(&Value::Undefined, "Too many connections"));
 }
 
 /// Resolves once the broker is asked to stop (at once if it already was). The watch guard is
@@ -236,14 +290,44 @@ async fn write_loop(
     let _ = wr.shutdown().await;
 }
 
-/// Serves one connection until it closes, fails, sends an oversized frame or the broker stops.
+/// How long a connection closed with an error frame keeps reading (and discarding) what the
+/// client still sends, so that closing with unread bytes does not turn into a reset that
+/// destroys the error frame before the client reads it.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Why a connection's read loop ended.
+enum Close {
+    /// The peer closed or failed, or its replies could not be written: nothing more to say.
+    Gone,
+    /// The broker is stopping: in-flight requests finish and are answered.
+    Stop,
+    /// An incomplete frame outlived its deadline: in-flight requests finish, then the
+    /// connection closes without a reply for the frame (as bunqueue).
+    Stalled,
+    /// A protocol limit: in-flight requests finish and are answered, then this error frame
+    /// (without reqId) and a graceful close.
+    Refuse(String),
+}
+
+/// Counts a connection out when its task ends, however it ends.
+struct Counted(Arc<Shared>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serves one connection until it closes, fails, breaks a limit or the broker stops.
 async fn connection(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Receiver<bool>) {
+    let _counted = Counted(shared.clone());
     let _ = stream.set_nodelay(true);
     let config = &shared.config;
     let conn = Arc::new(Conn {
         id: shared.next_conn.fetch_add(1, Ordering::Relaxed),
         authed: AtomicBool::new(false),
     });
+    let needs_auth = !config.auth_tokens.is_empty();
     let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
     let out = Arc::new(Outbox {
@@ -256,9 +340,9 @@ async fn connection(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Rec
     let writer = tokio::spawn(write_loop(wr, rx, out.clone()));
     let slots = Arc::new(Semaphore::new(config.max_handlers_per_connection.max(1)));
     let mut handlers = JoinSet::new();
-    let mut decoder = FrameDecoder::new();
+    let mut frames = Assembler::new(shared.budget.clone());
     let mut buf = vec![0u8; 64 * 1024];
-    'conn: loop {
+    let close = 'conn: loop {
         // A slow reader: stop reading until its replies drain.
         while out.pending.load(Ordering::Acquire) >= config.write_pause_bytes {
             let drained = out.changed.notified();
@@ -269,60 +353,120 @@ async fn connection(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Rec
             }
             tokio::select! {
                 _ = &mut drained => {}
-                _ = stopped(&mut stop) => break 'conn,
+                _ = stopped(&mut stop) => break 'conn Close::Stop,
             }
         }
         if out.is_broken() {
-            break;
+            break Close::Gone;
         }
-        let stall = match config.partial_frame_timeout {
-            Some(t) if decoder.buffered() > 0 => t,
-            _ => Duration::from_secs(86_400 * 365),
-        };
+        // Fixed when the frame's first byte arrived: later bytes do not move it.
+        let deadline = frames
+            .started()
+            .zip(config.partial_frame_timeout)
+            .map(|(t, d)| t + d);
         let n = tokio::select! {
             r = rd.read(&mut buf) => match r {
-                Ok(0) | Err(_) => break,
+                Ok(0) | Err(_) => break Close::Gone,
                 Ok(n) => n,
             },
-            _ = tokio::time::sleep(stall) => break,
-            _ = stopped(&mut stop) => break,
-            _ = out.changed.notified(), if out.is_broken() => break,
+            _ = sleep_until(deadline) => break Close::Stalled,
+            _ = stopped(&mut stop) => break Close::Stop,
+            _ = out.changed.notified(), if out.is_broken() => break Close::Gone,
         };
-        decoder.extend(&buf[..n]);
+        let now = tokio::time::Instant::now();
+        let mut input = &buf[..n];
         loop {
-            match decoder.next_frame() {
+            let authed = !needs_auth || conn.authed.load(Ordering::Acquire);
+            let limit = if authed {
+                MAX_FRAME
+            } else {
+                config.max_unauthenticated_frame
+            };
+            match frames.feed(&mut input, limit, now) {
                 Ok(None) => break,
+                Ok(Some(body)) if body.is_empty() => {
+                    out.send(error_frame(&Value::Undefined, "Invalid command format"));
+                }
                 Ok(Some(body)) => {
                     // Waiting for a slot stops reading: a flood queues in the socket, not here.
                     let permit = tokio::select! {
                         p = slots.clone().acquire_owned() => match p {
                             Ok(p) => p,
-                            Err(_) => break 'conn,
+                            Err(_) => break 'conn Close::Gone,
                         },
-                        _ = stopped(&mut stop) => break 'conn,
+                        _ = stopped(&mut stop) => break 'conn Close::Stop,
                     };
                     let (shared, conn, out) = (shared.clone(), conn.clone(), out.clone());
                     handlers.spawn(async move {
-                        let reply = handle(&shared, &conn, &body).await;
+                        let reply = handle(&shared, &conn, body).await;
                         out.send(reply);
                         drop(permit);
                     });
                 }
-                Err(FrameError::Empty) => {
-                    out.send(error_frame(&Value::Undefined, "Invalid command format"));
+                Err(Refusal::TooLarge { len }) if len > MAX_FRAME => {
+                    break 'conn Close::Refuse(format!(
+                        "Frame too large: {len} bytes exceeds maximum {MAX_FRAME}"
+                    ));
                 }
-                Err(e) => {
-                    // Oversized header: one error frame without reqId, then a graceful close.
-                    handlers.abort_all();
-                    out.send(error_frame(&Value::Undefined, &e.to_string()));
-                    break 'conn;
+                Err(Refusal::TooLarge { len }) => {
+                    // Too large before Auth, unless an Auth pipelined just before it is still
+                    // in flight: let the running requests finish (all of them are quick while
+                    // the connection is unauthenticated) and look again.
+                    if handlers.is_empty() {
+                        break 'conn Close::Refuse(format!(
+                            "Frame too large: {len} bytes exceeds maximum {} before Auth",
+                            config.max_unauthenticated_frame
+                        ));
+                    }
+                    while !conn.authed.load(Ordering::Acquire) {
+                        tokio::select! {
+                            j = handlers.join_next() => if j.is_none() { break },
+                            _ = stopped(&mut stop) => break 'conn Close::Stop,
+                        }
+                    }
+                }
+                Err(Refusal::OverBudget) => {
+                    break 'conn Close::Refuse(format!(
+                        "Server busy: incomplete frames would exceed the broker's buffer of {} bytes",
+                        config.partial_frame_budget
+                    ));
                 }
             }
             while handlers.try_join_next().is_some() {}
         }
+    };
+    // Nothing more is read into it: give its bytes back to the shared budget now.
+    frames.reset();
+    match close {
+        Close::Gone => handlers.shutdown().await,
+        // Requests already handed to a handler may already have taken effect: their clients
+        // are owed a reply, before any error frame. Long-polls end early when the broker stops.
+        Close::Stop | Close::Stalled | Close::Refuse(_) => {
+            while handlers.join_next().await.is_some() {}
+        }
     }
-    handlers.shutdown().await;
     shared.lock().release_conn(conn.id);
+    let linger = match close {
+        Close::Refuse(msg) => {
+            out.send(error_frame(&Value::Undefined, &msg));
+            true
+        }
+        _ => false,
+    };
     out.close();
     let _ = writer.await;
+    if linger && !out.is_broken() {
+        let _ = tokio::time::timeout(LINGER, async {
+            while let Ok(1..) = rd.read(&mut buf).await {}
+        })
+        .await;
+    }
+}
+
+/// Sleeps until `deadline`, or for ever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
 }

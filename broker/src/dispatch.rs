@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use autobatch_core::wire::{
-    encode_error, validate_queue_name, Command, CommandError, JobSpec, PullArgs, Response, Value,
+    encode_error, validate_queue_name, Command, CommandError, DecodeError, JobSpec, PullArgs,
+    Response, Value,
 };
 
 use tokio::sync::{watch, Semaphore};
@@ -108,7 +109,7 @@ pub(crate) async fn handle(shared: &Shared, conn: &Conn, body: Vec<u8>) -> Vec<u
     if body.len() <= LARGE_FRAME {
         return match Value::decode(&body) {
             Ok(v) => handle_value(shared, conn, &v).await,
-            Err(_) => error_frame(&Value::Undefined, "Invalid command format"),
+            Err(e) => decode_error_frame(&e),
         };
     }
     let decoded = {
@@ -116,15 +117,26 @@ pub(crate) async fn handle(shared: &Shared, conn: &Conn, body: Vec<u8>) -> Vec<u
         let Ok(_permit) = shared.large_decodes.acquire().await else {
             return error_frame(&Value::Undefined, "Internal server error");
         };
-        tokio::task::spawn_blocking(move || Value::decode(&body).ok()).await
+        tokio::task::spawn_blocking(move || Value::decode(&body)).await
     };
-    let Ok(Some(v)) = decoded else {
-        return error_frame(&Value::Undefined, "Invalid command format");
+    let v = match decoded {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => return decode_error_frame(&e),
+        Err(_) => return error_frame(&Value::Undefined, "Internal server error"),
     };
     let reply = handle_value(shared, conn, &v).await;
     // Dropping millions of values is as slow as decoding them: not on a worker either.
     drop(tokio::task::spawn_blocking(move || drop(v)));
     reply
+}
+
+/// The reply to a body that did not decode: bunqueue's "Invalid command format", except for a
+/// frame refused because its tree would not fit the decode budget, which says so.
+fn decode_error_frame(e: &DecodeError) -> Vec<u8> {
+    match e {
+        DecodeError::TooExpensive { .. } => error_frame(&Value::Undefined, &e.to_string()),
+        _ => error_frame(&Value::Undefined, "Invalid command format"),
+    }
 }
 
 /// Handles one decoded request.

@@ -89,14 +89,14 @@ impl Broker {
     /// listener. Port 0 picks a free port.
     pub async fn bind(config: BrokerConfig) -> io::Result<Broker> {
         let store: Box<dyn Store> = match &config.data_path {
-            Some(path) => Box::new(
-                SqliteStore::open_with(path, config.sqlite.clone()).map_err(|e| {
+            Some(path) => Box::new(SqliteStore::open_with(path, config.sqlite.clone()).map_err(
+                |e| {
                     context(
                         e,
                         format_args!("cannot open the SQLite database at {}", path.display()),
                     )
-                })?,
-            ),
+                },
+            )?),
             None => Box::new(MemoryStore::new()),
         };
         let state = State::new(store, now_ms()).map_err(|e| match &config.data_path {

@@ -161,7 +161,6 @@ fn huge_hostile_frames_do_not_stall_other_connections() {
         })
         .collect();
     // Once the flood is being decoded (a first hostile reply is out), many decodes remain.
-    // Once the flood is being decoded (a first hostile reply is out), many decodes remain.
     eventually("a first hostile reply", || done.load(Ordering::SeqCst) > 0);
     let before = done.load(Ordering::SeqCst);
     const PINGS: usize = 40;

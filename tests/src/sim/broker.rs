@@ -97,6 +97,9 @@ pub struct BrokerFaults {
     pub drop_reply: f64,
     /// A PUSHB refused for one item, `jobs[i]: …`, nothing inserted.
     pub invalid_item: f64,
+    /// A durable PUSH whose commit fails (disk full): refused as autobatch-broker refuses it,
+    /// `Durable write failed, …`, with nothing inserted.
+    pub commit_fail: f64,
 }
 
 /// Counts of the faults the broker injected.
@@ -112,6 +115,8 @@ pub struct BrokerFaultCounts {
     pub dropped_unapplied: u64,
     /// `jobs[i]` refusals.
     pub invalid_items: u64,
+    /// Durable pushes refused because their commit failed.
+    pub failed_commits: u64,
 }
 
 /// What handling a request gave.
@@ -293,6 +298,13 @@ impl Broker {
                 self.counts.dropped_unapplied += 1;
             }
             return Handled::NoReply;
+        }
+        if let Command::Push { job, .. } = &cmd {
+            if job.opts.is_durable() && rng.chance(self.faults.commit_fail) {
+                self.counts.failed_commits += 1;
+                let msg = "Durable write failed, jobs not added: the commit failed: disk full";
+                return Handled::Reply(frame(|b| encode_error(&req_id, msg, b)));
+            }
         }
         if let Command::PushB { queue, jobs } = &cmd {
             if !jobs.is_empty() && rng.chance(self.faults.invalid_item) {

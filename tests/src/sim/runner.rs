@@ -38,6 +38,8 @@ pub struct FaultCounts {
     pub dropped_unapplied: u64,
     /// PUSHBs refused for one item (`jobs[i]: …`).
     pub invalid_items: u64,
+    /// Durable pushes refused because the broker's commit failed.
+    pub failed_commits: u64,
     /// Broker restarts that lost memory.
     pub restarts_memory: u64,
     /// Broker restarts that kept persisted jobs.
@@ -68,6 +70,7 @@ impl FaultCounts {
         self.dropped_applied += o.dropped_applied;
         self.dropped_unapplied += o.dropped_unapplied;
         self.invalid_items += o.invalid_items;
+        self.failed_commits += o.failed_commits;
         self.restarts_memory += o.restarts_memory;
         self.restarts_persistent += o.restarts_persistent;
         self.jobs_lost += o.jobs_lost;
@@ -562,7 +565,12 @@ impl World {
                         self.watch.on_answer(conn, &req_id);
                         self.send(conn, Dir::ToClient, &bytes);
                     }
-                    Handled::NoReply => tr!(self, "broker {conn} no reply to {what}"),
+                    Handled::NoReply => {
+                        tr!(self, "broker {conn} no reply to {what}");
+                        // A dropped reply never comes: the client will give up on it, so a
+                        // hostile "reply" to it later may be a harmless stale one.
+                        self.watch.on_answer(conn, &req_id);
+                    }
                     Handled::Parked(until) => {
                         tr!(self, "broker {conn} parks {what}");
                         self.push(until, Ev::Waiters);
@@ -755,7 +763,7 @@ impl World {
                     autobatch_core::wire::write_frame(&mut out, |b| v.encode(b)).unwrap();
                     out
                 };
-                let (bytes, kind, reset) = match self.rng_hostile.below(6) {
+                let (bytes, kind, reset) = match self.rng_hostile.below(7) {
                     // A truncated MessagePack array.
                     0 => (vec![0, 0, 0, 2, 0x92, 0x01], "undecodable payload", true),
                     // A header one byte over the 64 MiB limit.
@@ -769,6 +777,23 @@ impl World {
                         true,
                     ),
                     3 => (reply(Value::Int(5)), "not a map", true),
+                    // A reply that would take 32 bytes of tree for each of its 512 Ki bytes:
+                    // refused by the decode budget before the memory is taken.
+                    6 => {
+                        let n = 512 * 1024;
+                        let mut body = Vec::with_capacity(n + 16);
+                        autobatch_core::wire::Encoder::new(&mut body)
+                            .map(2)
+                            .str("ok")
+                            .bool(true)
+                            .str("ids")
+                            .array(n);
+                        body.resize(body.len() + n, 0xc0);
+                        let mut out = Vec::new();
+                        autobatch_core::wire::write_frame(&mut out, |b| b.extend_from_slice(&body))
+                            .unwrap();
+                        (out, "reply too expensive to decode", true)
+                    }
                     4 => match self.watch.open_pushb(conn) {
                         Some(req_id) => (
                             reply(Value::map([
@@ -1431,6 +1456,7 @@ pub fn run_traced(seed: u64, trace: bool, opts: SimOptions) -> Result<SimReport,
         faults.dropped_applied = b.dropped_applied;
         faults.dropped_unapplied = b.dropped_unapplied;
         faults.invalid_items = b.invalid_items;
+        faults.failed_commits = b.failed_commits;
         let report = SimReport {
             seed,
             events: w.events,

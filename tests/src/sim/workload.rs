@@ -88,6 +88,7 @@ impl Faults {
             && self.broker.internal_error == 0.0
             && self.broker.drop_reply == 0.0
             && self.broker.invalid_item == 0.0
+            && self.broker.commit_fail == 0.0
             && self.restarts == 0
             && self.stall_rate == 0.0
             && self.hostile_rate == 0.0
@@ -236,6 +237,11 @@ impl Scenario {
             let mut hostile = Rng::new(seed ^ 0x4057_11e5);
             if hostile.chance(0.25) {
                 faults.hostile_rate = *hostile.pick(&[0.5, 2.0, 5.0]);
+            }
+            // Likewise: a store whose durable commits fail.
+            let mut store = Rng::new(seed ^ 0x5707_e0ff);
+            if store.chance(0.2) {
+                faults.broker.commit_fail = *store.pick(&[0.1, 0.5, 1.0]);
             }
         }
         let nq = rng.range(1, 3);

@@ -160,7 +160,7 @@ impl<R: Runtime> Pump<R> {
         } = parts;
         let (tx, started) = oneshot::channel();
         let probe = session
-            .request(Instant::now(), Command::Ping)
+            .request(runtime.now(), Command::Ping)
             .expect("a new session takes requests");
         let pump = Pump {
             runtime,
@@ -269,7 +269,7 @@ impl<R: Runtime> Pump<R> {
                 } else {
                     tracing::debug!(addr = %self.shared.addr, "connecting");
                 }
-                let deadline = Instant::now() + self.connect_timeout;
+                let deadline = self.runtime.now() + self.connect_timeout;
                 let timer = self.runtime.new_timer(deadline);
                 let fut = self.runtime.connect(&self.host, self.port);
                 self.connecting = Some((fut, timer));
@@ -301,7 +301,7 @@ impl<R: Runtime> Pump<R> {
                 };
                 if let Some(job) = undelivered {
                     // Nobody processes it any more: hand it back as failed so it is retried.
-                    let now = Instant::now();
+                    let now = self.runtime.now();
                     let _ = self.session.fail_job(now, &job.id, "worker stopped", false);
                 }
             }
@@ -338,7 +338,7 @@ impl<R: Runtime> Pump<R> {
     /// Returns whether anything happened (so another turn may be useful).
     fn turn(&mut self, cx: &mut Context<'_>) -> bool {
         let mut busy = false;
-        let now = Instant::now();
+        let now = self.runtime.now();
 
         // Callers: drain everything queued, so a burst of adds joins one batch.
         while self.rx_open {

@@ -125,6 +125,13 @@ impl Runtime for TokioRuntime {
             deadline.into(),
         ))))
     }
+
+    /// tokio's clock, so that `tokio::time::pause` and `advance` move every deadline of the
+    /// driver (read through the handle's runtime, wherever this is called from).
+    fn now(&self) -> Instant {
+        let _guard = self.handle.enter();
+        tokio::time::Instant::now().into_std()
+    }
 }
 
 /// A tokio `TcpStream` seen through the `futures-io` traits the driver uses.

@@ -68,7 +68,7 @@ pub(crate) async fn start<R: Runtime>(
         None => (None, None),
     };
     let config = options.session_config(worker_config)?;
-    let session = autobatch_core::session::Session::new(config, std::time::Instant::now())
+    let session = autobatch_core::session::Session::new(config, runtime.now())
         .map_err(crate::OptionsError::from)?;
     let shared = Arc::new(Shared::new(format!("{}:{}", options.host, options.port)));
     let (tx, rx) = mpsc::unbounded();

@@ -6,7 +6,7 @@
 //! waiting on them. Every protocol and batching decision stays in `autobatch-core`.
 //!
 //! The async runtime is a type parameter behind the small [`Runtime`] trait (spawn, connect,
-//! timer), in the style of quinn. Use an adapter crate, which fixes it:
+//! timer, clock), in the style of quinn. Use an adapter crate, which fixes it:
 //! `autobatch-tokio`, `autobatch-smol` or `autobatch-async-std`.
 //!
 //! * [`Client`]: one connection; [`Client::queue`] gives a cheap [`Queue`] handle for adds

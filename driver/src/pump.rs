@@ -120,6 +120,11 @@ pub(crate) struct Pump<R: Runtime> {
     /// Bytes to write, from `out_pos` on.
     out: Vec<u8>,
     out_pos: usize,
+    /// Bytes were written and `poll_flush` has not yet completed since: a buffering stream
+    /// (TLS, a `BufWriter`) may hold them until flushed.
+    unflushed: bool,
+    /// The session is done: the socket is being closed (`poll_close`) before the pump ends.
+    shutting_down: bool,
     read_buf: Box<[u8]>,
     waiters: HashMap<OpId, Waiter>,
     tickets: HashMap<Ticket, OpId>,
@@ -160,7 +165,7 @@ impl<R: Runtime> Pump<R> {
         } = parts;
         let (tx, started) = oneshot::channel();
         let probe = session
-            .request(Instant::now(), Command::Ping)
+            .request(runtime.now(), Command::Ping)
             .expect("a new session takes requests");
         let pump = Pump {
             runtime,
@@ -177,6 +182,8 @@ impl<R: Runtime> Pump<R> {
             timer_at: None,
             out: Vec::with_capacity(READ_BUF),
             out_pos: 0,
+            unflushed: false,
+            shutting_down: false,
             read_buf: vec![0; READ_BUF].into_boxed_slice(),
             waiters: HashMap::new(),
             tickets: HashMap::new(),
@@ -269,13 +276,21 @@ impl<R: Runtime> Pump<R> {
                 } else {
                     tracing::debug!(addr = %self.shared.addr, "connecting");
                 }
-                let deadline = Instant::now() + self.connect_timeout;
+                let deadline = self.runtime.now() + self.connect_timeout;
                 let timer = self.runtime.new_timer(deadline);
                 let fut = self.runtime.connect(&self.host, self.port);
                 self.connecting = Some((fut, timer));
             }
             Event::Disconnect => {
-                self.drop_socket();
+                if self.session.is_closed() {
+                    // The end: the socket is closed gracefully (`poll_shutdown`) once this
+                    // turn's output is written.
+                    self.connecting = None;
+                } else {
+                    // The session gave up on this connection (timeouts, a protocol error):
+                    // nothing more is owed to the peer, the socket is dropped.
+                    self.drop_socket();
+                }
             }
             Event::Done { op, result } => {
                 if let Some((probe, _)) = &self.startup {
@@ -301,7 +316,7 @@ impl<R: Runtime> Pump<R> {
                 };
                 if let Some(job) = undelivered {
                     // Nobody processes it any more: hand it back as failed so it is retried.
-                    let now = Instant::now();
+                    let now = self.runtime.now();
                     let _ = self.session.fail_job(now, &job.id, "worker stopped", false);
                 }
             }
@@ -311,10 +326,8 @@ impl<R: Runtime> Pump<R> {
                 Err(e) => tracing::warn!(job = %id, error = %e, "job could not be settled"),
             },
             Event::Closed => {
+                // `close()` returns once the socket is closed too (`end`).
                 tracing::debug!(addr = %self.shared.addr, "closed");
-                for c in self.closers.drain(..) {
-                    let _ = c.send(());
-                }
             }
         }
     }
@@ -326,6 +339,7 @@ impl<R: Runtime> Pump<R> {
         self.connecting = None;
         self.out.clear();
         self.out_pos = 0;
+        self.unflushed = false;
     }
 
     fn lost(&mut self, now: Instant, why: &dyn std::fmt::Display) {
@@ -338,7 +352,7 @@ impl<R: Runtime> Pump<R> {
     /// Returns whether anything happened (so another turn may be useful).
     fn turn(&mut self, cx: &mut Context<'_>) -> bool {
         let mut busy = false;
-        let now = Instant::now();
+        let now = self.runtime.now();
 
         // Callers: drain everything queued, so a burst of adds joins one batch.
         while self.rx_open {
@@ -376,6 +390,7 @@ impl<R: Runtime> Pump<R> {
                         self.socket = Some(socket);
                         self.out.clear();
                         self.out_pos = 0;
+                        self.unflushed = false;
                         self.session.handle_connected(now);
                     }
                     Err(e) => {
@@ -466,7 +481,9 @@ impl<R: Runtime> Pump<R> {
         busy
     }
 
-    /// Writes what is buffered, usually in one call. Returns whether the connection changed.
+    /// Writes what is buffered, usually in one call, then flushes it (the futures-io contract:
+    /// a stream may hold written bytes until `poll_flush`). Returns whether the connection
+    /// changed.
     fn write(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
         let Some(socket) = &mut self.socket else {
             // Nothing may be written while disconnected; the session keeps its commands.
@@ -480,7 +497,10 @@ impl<R: Runtime> Pump<R> {
                     self.lost(now, &"write returned 0");
                     return true;
                 }
-                Poll::Ready(Ok(n)) => self.out_pos += n,
+                Poll::Ready(Ok(n)) => {
+                    self.out_pos += n;
+                    self.unflushed = true;
+                }
                 Poll::Ready(Err(e)) => {
                     self.lost(now, &e);
                     return true;
@@ -490,7 +510,69 @@ impl<R: Runtime> Pump<R> {
         }
         self.out.clear();
         self.out_pos = 0;
+        if self.unflushed {
+            match Pin::new(&mut *socket).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.unflushed = false,
+                Poll::Ready(Err(e)) => {
+                    self.lost(now, &e);
+                    return true;
+                }
+                // Woken when the stream can go on; the next turn flushes again.
+                Poll::Pending => {}
+            }
+        }
         false
+    }
+
+    /// Ends the connection the futures-io way: what is still buffered is written, then
+    /// `poll_close` flushes and shuts the stream down (a TLS stream sends its close_notify).
+    /// Gives up at the close deadline, or on an error: the socket is then just dropped.
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        // Callers may still ask for stats or close (and wait for the end); anything else
+        // the closed session refuses.
+        while let Poll::Ready(Some(cmd)) = self.rx.poll_next_unpin(cx) {
+            let now = self.runtime.now();
+            self.on_cmd(now, cmd);
+        }
+        let Some(socket) = &mut self.socket else {
+            return Poll::Ready(());
+        };
+        let done = loop {
+            if self.out_pos < self.out.len() {
+                match Pin::new(&mut *socket).poll_write(cx, &self.out[self.out_pos..]) {
+                    Poll::Ready(Ok(n)) if n > 0 => {
+                        self.out_pos += n;
+                        continue;
+                    }
+                    Poll::Ready(_) => break true,
+                    Poll::Pending => break false,
+                }
+            }
+            match Pin::new(&mut *socket).poll_close(cx) {
+                Poll::Ready(Ok(())) => break true,
+                Poll::Ready(Err(e)) => {
+                    tracing::debug!(addr = %self.shared.addr, error = %e, "closing the socket failed");
+                    break true;
+                }
+                Poll::Pending => break false,
+            }
+        };
+        let timed_out = !done
+            && self
+                .timer
+                .as_mut()
+                .is_some_and(|t| t.as_mut().poll(cx).is_ready());
+        if done || timed_out {
+            if timed_out {
+                tracing::debug!(addr = %self.shared.addr, "closing the socket timed out");
+            }
+            self.socket = None;
+            self.out.clear();
+            self.out_pos = 0;
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 
     fn finished(&self) -> bool {
@@ -503,29 +585,56 @@ impl<R: Runtime> Future for Pump<R> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        // A bounded number of turns per wake-up keeps the pump fair to other tasks.
-        for _ in 0..64 {
-            let busy = this.turn(cx);
-            if this.finished() {
-                this.end();
-                return Poll::Ready(());
-            }
-            if !busy {
-                return Poll::Pending;
+        if !this.shutting_down {
+            // A bounded number of turns per wake-up keeps the pump fair to other tasks.
+            let mut turns = 0;
+            loop {
+                let busy = this.turn(cx);
+                if this.finished() {
+                    this.begin_shutdown();
+                    break;
+                }
+                if !busy {
+                    return Poll::Pending;
+                }
+                turns += 1;
+                if turns == 64 {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
             }
         }
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        match this.poll_shutdown(cx) {
+            Poll::Ready(()) => {
+                this.end();
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
 impl<R: Runtime> Pump<R> {
-    fn end(&mut self) {
+    /// The session is over: record the final stats and give closing the socket at most the
+    /// connect timeout.
+    fn begin_shutdown(&mut self) {
+        self.shutting_down = true;
         *self
             .shared
             .final_stats
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(self.stats());
+        if self.socket.is_some() {
+            let deadline = self.runtime.now() + self.connect_timeout;
+            match &mut self.timer {
+                Some(t) => t.as_mut().reset(deadline),
+                None => self.timer = Some(self.runtime.new_timer(deadline)),
+            }
+            self.timer_at = None;
+        }
+    }
+
+    fn end(&mut self) {
         // Whatever is still waiting resolves as closed (its sender is dropped).
         self.waiters.clear();
         self.tickets.clear();

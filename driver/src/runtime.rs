@@ -1,4 +1,5 @@
-//! The little an async runtime must provide: spawn a task, open a TCP stream, a resettable timer.
+//! The little an async runtime must provide: spawn a task, open a TCP stream, a resettable
+//! timer and the clock it runs on.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -59,6 +60,30 @@ pub trait Runtime: Clone + Debug + Send + Sync + Unpin + 'static {
 
     /// A timer that fires at `deadline` and can be moved.
     fn new_timer(&self, deadline: Instant) -> Pin<Box<dyn AsyncTimer>>;
+
+    /// The current time on the clock that [`new_timer`](Self::new_timer)'s deadlines are
+    /// measured against.
+    ///
+    /// The driver reads the time only through this, so a runtime whose clock can be
+    /// simulated (tokio's `time::pause`) keeps every deadline of the driver — batch linger,
+    /// command timeouts, pings, reconnect backoff — on that clock. The default is the system
+    /// clock, right for any runtime whose timers follow it.
+    ///
+    /// ```
+    /// # #[derive(Debug, Clone)] struct Nothing;
+    /// # impl autobatch_driver::Runtime for Nothing {
+    /// #     type Socket = futures_util::io::Cursor<Vec<u8>>;
+    /// #     fn spawn(&self, _: autobatch_driver::BoxFuture<()>) {}
+    /// #     fn connect(&self, _: &str, _: u16) -> autobatch_driver::BoxFuture<std::io::Result<Self::Socket>> { unimplemented!() }
+    /// #     fn new_timer(&self, _: std::time::Instant) -> std::pin::Pin<Box<dyn autobatch_driver::AsyncTimer>> { unimplemented!() }
+    /// # }
+    /// use autobatch_driver::Runtime;
+    /// let before = std::time::Instant::now();
+    /// assert!(Nothing.now() >= before); // the default: the system clock
+    /// ```
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
 }
 
 /// A timer that can be re-armed without allocating (one per connection, moved on every

@@ -29,7 +29,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use autobatch_driver::{AsyncTimer, BoxFuture, Runtime};
-use tokio::io::ReadBuf;
+use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 
 pub use autobatch_driver::{
     Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Error, Fault,
@@ -115,7 +115,7 @@ impl Runtime for TokioRuntime {
         Box::pin(async move {
             let stream = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
             stream.set_nodelay(true)?;
-            Ok(TokioSocket(stream))
+            Ok(stream.compat())
         })
     }
 
@@ -125,63 +125,24 @@ impl Runtime for TokioRuntime {
             deadline.into(),
         ))))
     }
+
+    /// tokio's clock, so that `tokio::time::pause` and `advance` move every deadline of the
+    /// driver (read through the handle's runtime, wherever this is called from).
+    fn now(&self) -> Instant {
+        let _guard = self.handle.enter();
+        tokio::time::Instant::now().into_std()
+    }
 }
 
-/// A tokio `TcpStream` seen through the `futures-io` traits the driver uses.
+/// A tokio `TcpStream` seen through the `futures-io` traits the driver uses:
+/// `tokio_util`'s compat adapter (`poll_close` is tokio's `poll_shutdown`).
 ///
 /// ```no_run
 /// # fn demo(s: autobatch_tokio::TokioSocket) {
 /// let stream: &tokio::net::TcpStream = s.get_ref();
 /// # }
 /// ```
-#[derive(Debug)]
-pub struct TokioSocket(tokio::net::TcpStream);
-
-impl TokioSocket {
-    /// The underlying stream.
-    ///
-    /// ```no_run
-    /// # fn demo(s: autobatch_tokio::TokioSocket) {
-    /// println!("{:?}", s.get_ref().peer_addr());
-    /// # }
-    /// ```
-    pub fn get_ref(&self) -> &tokio::net::TcpStream {
-        &self.0
-    }
-}
-
-impl futures_io::AsyncRead for TokioSocket {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        let mut rb = ReadBuf::new(buf);
-        match tokio::io::AsyncRead::poll_read(Pin::new(&mut self.get_mut().0), cx, &mut rb) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(rb.filled().len())),
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl futures_io::AsyncWrite for TokioSocket {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        tokio::io::AsyncWrite::poll_write(Pin::new(&mut self.get_mut().0), cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        tokio::io::AsyncWrite::poll_flush(Pin::new(&mut self.get_mut().0), cx)
-    }
-
-    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        tokio::io::AsyncWrite::poll_shutdown(Pin::new(&mut self.get_mut().0), cx)
-    }
-}
+pub type TokioSocket = Compat<tokio::net::TcpStream>;
 
 /// `Sleep` is `!Unpin`; boxing it once per timer keeps this crate free of `unsafe`.
 #[derive(Debug)]

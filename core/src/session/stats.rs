@@ -92,6 +92,8 @@ impl SessionStats {
             .iter()
             .position(|r| *r == reason)
             .unwrap_or(0);
-        self.flushes[i] += 1;
+        if let Some(n) = self.flushes.get_mut(i) {
+            *n += 1;
+        }
     }
 }

@@ -189,14 +189,24 @@ impl Session {
     /// use autobatch_core::session::{Replay, Session, SessionConfig};
     /// use autobatch_core::wire::{Command, Value};
     ///
-    /// let mut s = Session::new(SessionConfig::default(), Instant::now()).unwrap();
-    /// // Pausing a queue is not a read: never write it twice.
+    /// use autobatch_core::session::Event;
+    /// use autobatch_core::Error;
+    ///
+    /// let now = Instant::now();
+    /// let mut s = Session::new(SessionConfig::default(), now).unwrap();
+    /// while s.poll_event().is_some() {} // Connect
+    /// s.handle_connected(now);
+    /// // Pausing a queue is not a read: it must never be written twice.
     /// let pause = Command::Other {
     ///     cmd: "Pause".into(),
     ///     body: Value::map([("cmd", Value::from("Pause")), ("queue", Value::from("emails"))]),
     /// };
-    /// let op = s.request_raw(Instant::now(), pause, Replay::NotSafe).unwrap();
-    /// # let _ = op;
+    /// let op = s.request_raw(now, pause, Replay::NotSafe).unwrap();
+    /// let mut out = Vec::new();
+    /// assert!(s.poll_transmit(now, &mut out)); // written
+    /// s.handle_disconnected(now); // ...and the connection drops before its reply
+    /// let lost = Error::ConnectionLost { maybe_applied: true };
+    /// assert_eq!(s.poll_event(), Some(Event::Done { op, result: Err(lost) }));
     /// ```
     pub fn request_raw(
         &mut self,

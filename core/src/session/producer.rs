@@ -270,7 +270,7 @@ impl Producers {
             let Some(batch) = batcher.poll_batch(now) else {
                 continue;
             };
-            out.stats.record_flush(batch.reason, batch.items.len());
+            out.stats.record_flush(batch.reason);
             let mut ops = Vec::with_capacity(batch.items.len());
             let mut jobs = Vec::with_capacity(batch.items.len());
             // The batch must be written before its oldest add's deadline: time spent buffered

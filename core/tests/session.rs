@@ -1376,3 +1376,41 @@ mod replay_safety {
         assert_eq!(r.writes.get("u3"), Some(&1), "an unwritten FAIL is sent");
     }
 }
+
+/// 5,000 commands waiting to be written (no connection): `poll_timeout` names the earliest of
+/// their deadlines (read from an index, see `session::queue`), and `handle_timeout` times out
+/// exactly those due, as never written.
+#[test]
+fn five_thousand_queued_commands_time_out_in_deadline_order() {
+    let t0 = Instant::now();
+    let mut s = Session::new(SessionConfig::default().without_batching(), t0).unwrap();
+    while s.poll_event().is_some() {}
+    let timeout = s.config().command_timeout;
+    let ops: Vec<OpId> = (0..5_000u64)
+        .map(|i| {
+            let at = t0 + Duration::from_millis(i);
+            s.request(at, Command::GetState { id: format!("{i}") })
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(s.poll_timeout(), Some(t0 + timeout));
+    let now = t0 + timeout + Duration::from_millis(2_499);
+    s.handle_timeout(now);
+    let mut timed_out = Vec::new();
+    while let Some(e) = s.poll_event() {
+        if let Event::Done { op, result } = e {
+            assert_eq!(
+                result,
+                Err(Error::Timeout {
+                    maybe_applied: false
+                })
+            );
+            timed_out.push(op);
+        }
+    }
+    assert_eq!(timed_out, ops[..2_500].to_vec());
+    assert_eq!(
+        s.poll_timeout(),
+        Some(t0 + timeout + Duration::from_millis(2_500))
+    );
+}

@@ -146,6 +146,7 @@ mod tests {
         assert_eq!(q.next_deadline(), Some(t0 + Duration::from_millis(1)));
         let mut model: Vec<Instant> = q.items.iter().map(|(_, e)| e.deadline).collect();
         while !q.is_empty() {
+            assert_eq!(q.deadlines.len(), q.items.len(), "index out of step");
             let expect = model.iter().min().copied();
             assert_eq!(q.next_deadline(), expect);
             let popped = q.pop_front().map(|e| e.deadline);

@@ -1022,3 +1022,395 @@ fn a_failed_job_carries_its_stack_bounded() {
     assert_eq!(deep[0], "é".repeat(MAX_STACK_LINE_BYTES / 2));
     assert_eq!(deep[1], "at frame 0");
 }
+
+/// Replay safety by type: across random cuts, no command that must not be applied twice is ever
+/// written twice, whoever made it (a typed `request`, `request_raw`, the batcher), and every
+/// operation still resolves exactly once.
+mod replay_safety {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use autobatch_core::session::Replay;
+
+    #[derive(Debug, Clone)]
+    enum Action {
+        /// A typed or raw request of kind `0..9`.
+        Request(u8),
+        /// A batched add, with a custom id or not.
+        Add(bool),
+        /// The server answers the oldest `n` requests still open.
+        Answer(u8),
+        /// The connection drops.
+        Cut,
+        /// Time passes.
+        Advance(u16),
+    }
+
+    fn action() -> impl Strategy<Value = Action> {
+        prop_oneof![
+            3 => (0u8..9).prop_map(Action::Request),
+            2 => any::<bool>().prop_map(Action::Add),
+            2 => (0u8..4).prop_map(Action::Answer),
+            1 => Just(Action::Cut),
+            2 => (0u16..400).prop_map(Action::Advance),
+        ]
+    }
+
+    struct Run {
+        s: Session,
+        now: Instant,
+        connected: bool,
+        frames: FrameDecoder,
+        /// Requests written on this connection and not answered: (reqId, cmd, tags).
+        open: Vec<(Value, String, Vec<String>)>,
+        /// Times each tag was written.
+        writes: HashMap<String, usize>,
+        /// Tags that must never be written twice (the test's own list, not the crate's).
+        once: Vec<String>,
+        /// Outcomes per operation.
+        done: HashMap<OpId, Vec<Result<Response, Error>>>,
+        ops: Vec<OpId>,
+        closed: bool,
+        serial: u64,
+    }
+
+    /// Every `u<n>` tag string in a request.
+    fn tags(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Str(s) if s.starts_with('u') && s[1..].parse::<u64>().is_ok() => {
+                out.push(s.clone())
+            }
+            Value::Array(items) => items.iter().for_each(|i| tags(i, out)),
+            Value::Map(kvs) => kvs.iter().for_each(|(_, v)| tags(v, out)),
+            _ => {}
+        }
+    }
+
+    impl Run {
+        fn new() -> Run {
+            let now = Instant::now();
+            let s = Session::new(SessionConfig::default(), now).unwrap();
+            let mut r = Run {
+                s,
+                now,
+                connected: false,
+                frames: FrameDecoder::new(),
+                open: Vec::new(),
+                writes: HashMap::new(),
+                once: Vec::new(),
+                done: HashMap::new(),
+                ops: Vec::new(),
+                closed: false,
+                serial: 0,
+            };
+            r.step();
+            r
+        }
+
+        fn tag(&mut self) -> String {
+            self.serial += 1;
+            format!("u{}", self.serial)
+        }
+
+        /// The contract's round of polls, connecting when asked.
+        fn step(&mut self) {
+            loop {
+                let mut out = Vec::new();
+                self.s.poll_transmit(self.now, &mut out);
+                self.frames.extend(&out);
+                while let Some(f) = self.frames.next_frame().unwrap() {
+                    let v = Value::decode(&f).unwrap();
+                    let mut t = Vec::new();
+                    tags(&v, &mut t);
+                    for tag in &t {
+                        *self.writes.entry(tag.clone()).or_default() += 1;
+                    }
+                    let cmd = v.get("cmd").and_then(Value::as_str).unwrap().to_owned();
+                    self.open.push((v.get("reqId").unwrap().clone(), cmd, t));
+                }
+                let mut connect = false;
+                while let Some(e) = self.s.poll_event() {
+                    match e {
+                        Event::Connect => connect = true,
+                        Event::Disconnect => {
+                            self.connected = false;
+                            self.open.clear();
+                            self.frames = FrameDecoder::new();
+                        }
+                        Event::Done { op, result } => self.done.entry(op).or_default().push(result),
+                        Event::Closed => self.closed = true,
+                        _ => {}
+                    }
+                }
+                if !connect {
+                    break;
+                }
+                self.s.handle_connected(self.now);
+                self.connected = true;
+            }
+        }
+
+        fn request(&mut self, kind: u8) {
+            let t = self.tag();
+            let (cmd, replay, once) = match kind {
+                0 => (
+                    Command::Fail {
+                        id: t.clone(),
+                        error: Some("boom".into()),
+                        token: None,
+                        unrecoverable: false,
+                        stack: Vec::new(),
+                    },
+                    None,
+                    true,
+                ),
+                1 => (
+                    Command::Ack {
+                        id: t.clone(),
+                        result: None,
+                        token: None,
+                    },
+                    None,
+                    true,
+                ),
+                2 => (
+                    Command::AckB {
+                        ids: vec![t.clone()],
+                        results: None,
+                        tokens: None,
+                    },
+                    None,
+                    true,
+                ),
+                3 => (
+                    Command::Push {
+                        queue: "q".into(),
+                        job: JobSpec::new(t.clone(), Value::Int(1)),
+                    },
+                    None,
+                    true,
+                ),
+                4 => (
+                    Command::Push {
+                        queue: "q".into(),
+                        job: JobSpec::new(t.clone(), Value::Int(1))
+                            .with_options(JobOptions::new().job_id(format!("id-{t}"))),
+                    },
+                    None,
+                    false,
+                ),
+                5 => (
+                    Command::Other {
+                        cmd: "Pause".into(),
+                        body: Value::map([
+                            ("cmd", Value::from("Pause")),
+                            ("queue", Value::from(t.as_str())),
+                        ]),
+                    },
+                    None,
+                    true,
+                ),
+                6 => (Command::GetState { id: t.clone() }, None, false),
+                // The caller of an untyped command decides.
+                7 => (
+                    Command::GetJob { id: t.clone() },
+                    Some(Replay::NotSafe),
+                    true,
+                ),
+                _ => (
+                    Command::Other {
+                        cmd: "GetJobs".into(),
+                        body: Value::map([
+                            ("cmd", Value::from("GetJobs")),
+                            ("queue", Value::from(t.as_str())),
+                        ]),
+                    },
+                    Some(Replay::Safe),
+                    false,
+                ),
+            };
+            let op = match replay {
+                None => self.s.request(self.now, cmd),
+                Some(r) => self.s.request_raw(self.now, cmd, r),
+            };
+            self.ops.push(op.unwrap());
+            if once {
+                self.once.push(t);
+            }
+        }
+
+        fn add(&mut self, custom: bool) {
+            let t = self.tag();
+            let mut job = JobSpec::new(t.clone(), Value::Int(1));
+            if custom {
+                job = job.with_options(JobOptions::new().job_id(format!("id-{t}")));
+            } else {
+                self.once.push(t);
+            }
+            self.ops.push(self.s.add(self.now, "q", job).unwrap());
+        }
+
+        /// Answers the oldest `n` open requests: adds get ids, the rest a refusal.
+        fn answer(&mut self, n: usize) {
+            let n = n.min(self.open.len());
+            let mut bytes = Vec::new();
+            for (req_id, cmd, t) in self.open.drain(..n) {
+                let reply = match cmd.as_str() {
+                    "PUSH" => Value::map([
+                        ("ok", Value::Bool(true)),
+                        ("id", Value::from("1")),
+                        ("reqId", req_id),
+                    ]),
+                    "PUSHB" => Value::map([
+                        ("ok", Value::Bool(true)),
+                        (
+                            "ids",
+                            Value::Array(t.iter().map(|_| Value::from("1")).collect()),
+                        ),
+                        ("reqId", req_id),
+                    ]),
+                    _ => Value::map([
+                        ("ok", Value::Bool(false)),
+                        ("error", Value::from("refused")),
+                        ("reqId", req_id),
+                    ]),
+                };
+                write_frame(&mut bytes, |b| reply.encode(b)).unwrap();
+            }
+            self.s.handle_input(self.now, &bytes);
+        }
+
+        fn apply(&mut self, a: &Action) {
+            match *a {
+                Action::Request(k) => self.request(k),
+                Action::Add(custom) => self.add(custom),
+                Action::Answer(n) => self.answer(n as usize),
+                Action::Cut => {
+                    if self.connected {
+                        self.s.handle_disconnected(self.now);
+                        self.connected = false;
+                        self.open.clear();
+                        self.frames = FrameDecoder::new();
+                    }
+                }
+                Action::Advance(ms) => {
+                    self.now += Duration::from_millis(ms as u64);
+                    self.s.handle_timeout(self.now);
+                }
+            }
+            self.step();
+        }
+
+        /// Closes, answering everything, until the session has closed.
+        fn finish(&mut self) {
+            self.s.close(self.now);
+            self.step();
+            for _ in 0..10_000 {
+                if self.closed {
+                    return;
+                }
+                self.answer(usize::MAX);
+                self.step();
+                self.now += Duration::from_millis(250);
+                self.s.handle_timeout(self.now);
+                self.step();
+            }
+            panic!("the session did not close");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn no_unsafe_command_is_written_twice(actions in prop::collection::vec(action(), 1..80)) {
+            let mut r = Run::new();
+            for a in &actions {
+                r.apply(a);
+            }
+            r.finish();
+            for t in &r.once {
+                let n = r.writes.get(t).copied().unwrap_or(0);
+                prop_assert!(n <= 1, "{t} must not be replayed but was written {n} times");
+            }
+            for op in &r.ops {
+                let outcomes = r.done.get(op).map_or(0, Vec::len);
+                prop_assert_eq!(outcomes, 1, "op {:?} resolved {} times", op, outcomes);
+            }
+        }
+    }
+
+    /// The rule by hand: a FAIL written before the cut fails as maybe applied and is never
+    /// written again; one never written goes out on the next connection; a lookup is re-sent.
+    #[test]
+    fn a_written_fail_is_not_replayed_an_unwritten_one_is_sent() {
+        let mut r = Run::new();
+        r.request(0); // u1: FAIL, written
+        r.request(6); // u2: GetState, written
+        r.step();
+        assert_eq!(r.writes.get("u1"), Some(&1));
+        // Keep the next one unwritten: the connection drops before the session can write it.
+        r.s.handle_disconnected(r.now);
+        r.connected = false;
+        r.open.clear();
+        r.request(0); // u3: FAIL, queued while disconnected
+        r.step();
+        let lost = r.done.get(&r.ops[0]).cloned().unwrap_or_default();
+        assert!(
+            matches!(
+                lost.as_slice(),
+                [Err(Error::ConnectionLost {
+                    maybe_applied: true
+                })]
+            ),
+            "{lost:?}"
+        );
+        r.now += Duration::from_secs(1);
+        r.s.handle_timeout(r.now);
+        r.step();
+        assert!(r.connected);
+        assert_eq!(r.writes.get("u1"), Some(&1), "a written FAIL was replayed");
+        assert_eq!(r.writes.get("u2"), Some(&2), "a lookup is re-sent");
+        assert_eq!(r.writes.get("u3"), Some(&1), "an unwritten FAIL is sent");
+    }
+}
+
+/// 5,000 commands waiting to be written (no connection): `poll_timeout` names the earliest of
+/// their deadlines (read from an index, see `session::queue`), and `handle_timeout` times out
+/// exactly those due, as never written.
+#[test]
+fn five_thousand_queued_commands_time_out_in_deadline_order() {
+    let t0 = Instant::now();
+    let mut s = Session::new(SessionConfig::default().without_batching(), t0).unwrap();
+    while s.poll_event().is_some() {}
+    let timeout = s.config().command_timeout;
+    let ops: Vec<OpId> = (0..5_000u64)
+        .map(|i| {
+            let at = t0 + Duration::from_millis(i);
+            s.request(at, Command::GetState { id: format!("{i}") })
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(s.poll_timeout(), Some(t0 + timeout));
+    let now = t0 + timeout + Duration::from_millis(2_499);
+    s.handle_timeout(now);
+    let mut timed_out = Vec::new();
+    while let Some(e) = s.poll_event() {
+        if let Event::Done { op, result } = e {
+            assert_eq!(
+                result,
+                Err(Error::Timeout {
+                    maybe_applied: false
+                })
+            );
+            timed_out.push(op);
+        }
+    }
+    assert_eq!(timed_out, ops[..2_500].to_vec());
+    assert_eq!(
+        s.poll_timeout(),
+        Some(t0 + timeout + Duration::from_millis(2_500))
+    );
+}

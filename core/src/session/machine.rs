@@ -1,64 +1,33 @@
-//! The connection state machine: commands, replies, the pipelining window, timeouts,
-//! reconnects. The producer and worker halves live in their own modules and plug in here.
+//! The connection state machine, and the one owner of [`Session`]: commands, replies, the
+//! pipelining window, timeouts, reconnects. It drives the producer and worker parts, which own
+//! their state, return the requests they want sent, and get their replies handed back.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::batch::BatchId;
 use crate::error::Error;
-use crate::wire::{write_frame, Command, FrameError, Incoming, Reply, Response, Value};
+use crate::wire::{validate_queue_name, Response};
+use crate::wire::{write_frame, Command, FrameError, Incoming, JobSpec, Reply, Value};
 
 use super::config::{ConfigError, SessionConfig};
-use super::producer::{AddItem, Producers};
+use super::event::{Event, FailKind, OpId, Out};
+use super::producer::{AddRequest, Producers};
+use super::queue::{Queued, SendQueue};
+use super::replay::Replay;
+use super::request::Request;
 use super::rng::SplitMix64;
 use super::stats::SessionStats;
-use super::worker::{AckItem, WorkerState};
+use super::worker::{WorkRequest, WorkerState};
 
-/// Identifies one operation (an add, a bulk add, a lookup) to the caller. Its outcome comes
-/// back as exactly one [`Event::Done`] with the same id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct OpId(pub(crate) u64);
-
-impl OpId {
-    /// The raw number, for logs.
-    pub fn get(self) -> u64 {
-        self.0
-    }
-}
-
-/// What the session asks of its driver, or reports to it. Drain with [`Session::poll_event`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    /// Open a connection now, then call [`Session::handle_connected`] or
-    /// [`Session::handle_connect_failed`].
-    Connect,
-    /// Close the socket now (the session already counts it as gone: feed it no more bytes from
-    /// it and do not call [`Session::handle_disconnected`] for it).
-    Disconnect,
-    /// The outcome of an operation: an add gives [`Response::Pushed`], a bulk add
-    /// [`Response::PushedBatch`], a lookup its typed response.
-    Done {
-        /// The operation.
-        op: OpId,
-        /// Its outcome.
-        result: Result<Response, Error>,
-    },
-    /// A worker job to process. Report the end with [`Session::complete_job`] or
-    /// [`Session::fail_job`].
-    Job {
-        /// The job.
-        job: crate::wire::Job,
-    },
-    /// The server's answer to a worker's completion or failure of a job: `Ok(true)` applied,
-    /// `Ok(false)` the server had already finalised it (it timed out, for example).
-    JobSettled {
-        /// Job id.
-        id: String,
-        /// Outcome.
-        result: Result<bool, Error>,
-    },
-    /// [`Session::close`] finished: everything was flushed and answered.
-    Closed,
+/// The session's events and counters, lent to a part of it (borrows two fields only, so the
+/// part itself can be borrowed alongside).
+macro_rules! out {
+    ($s:ident) => {
+        &mut Out {
+            events: &mut $s.events,
+            stats: &mut $s.stats,
+        }
+    };
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,53 +44,12 @@ enum Conn {
     Closed,
 }
 
-/// Who is waiting on a command, and what to do with its reply.
-#[derive(Debug)]
-pub(super) enum Origin {
-    /// A PUSHB of batched adds: `ops[i]` is `jobs[i]`. A re-sent or split batch keeps its
-    /// `batch`, so its in-flight slot stays taken until it is answered.
-    Adds {
-        queue: usize,
-        batch: Option<BatchId>,
-        ops: Vec<OpId>,
-    },
-    /// A single PUSH (durable, or batching off).
-    Push(OpId),
-    /// `add_bulk`: one PUSHB, one outcome.
-    Bulk(OpId),
-    /// A read-only request: safe to re-send.
-    Request(OpId),
-    Auth,
-    Ping,
-    Pull,
-    /// An ACKB of worker completions.
-    Acks {
-        batch: Option<BatchId>,
-        attempt: u32,
-    },
-    /// A worker's FAIL.
-    Fail,
-    /// A GetState that checks whether an ACK of an ACKB the server refused took effect.
-    AckCheck,
-    /// A worker's JobHeartbeatB, renewing the locks of the jobs it holds.
-    Heartbeat,
-}
-
-#[derive(Debug)]
-pub(super) struct Queued {
-    pub(super) cmd: Command,
-    pub(super) origin: Origin,
-    pub(super) deadline: Instant,
-    /// Written at least once (a re-send waiting in `outgoing` may already have been applied).
-    pub(super) written: bool,
-}
-
 /// One client connection to a bunqueue server, as a deterministic state machine.
 ///
 /// See the [module docs](super) for the contract and the canonical run loop.
 #[derive(Debug)]
 pub struct Session {
-    pub(super) config: SessionConfig,
+    config: SessionConfig,
     conn: Conn,
     reconnect_attempt: u32,
     rng: SplitMix64,
@@ -129,18 +57,18 @@ pub struct Session {
     next_op: u64,
     next_req: u32,
     /// Commands waiting to be written, in order.
-    pub(super) outgoing: VecDeque<Queued>,
+    outgoing: SendQueue,
     /// Commands written and not yet answered, by reqId.
     in_flight: HashMap<u32, Queued>,
     /// `(deadline, reqId)` of every in-flight command, earliest first.
     deadlines: BTreeSet<(Instant, u32)>,
     consecutive_timeouts: u32,
     next_ping: Option<Instant>,
-    pub(super) producers: Producers,
-    pub(super) worker: Option<WorkerState>,
-    pub(super) events: VecDeque<Event>,
+    producers: Producers,
+    worker: Option<WorkerState>,
+    events: VecDeque<Event>,
     closing: bool,
-    pub(super) stats: SessionStats,
+    stats: SessionStats,
 }
 
 impl Session {
@@ -163,7 +91,7 @@ impl Session {
             frames: crate::wire::FrameDecoder::new(),
             next_op: 0,
             next_req: 0,
-            outgoing: VecDeque::new(),
+            outgoing: SendQueue::default(),
             in_flight: HashMap::new(),
             deadlines: BTreeSet::new(),
             consecutive_timeouts: 0,
@@ -201,40 +129,265 @@ impl Session {
         self.in_flight.len()
     }
 
-    pub(super) fn next_op_id(&mut self) -> OpId {
+    fn next_op_id(&mut self) -> OpId {
         self.next_op += 1;
         OpId(self.next_op)
     }
 
-    pub(super) fn deadline(&self, now: Instant) -> Instant {
+    fn deadline(&self, now: Instant) -> Instant {
         now + self.config.command_timeout
     }
 
-    pub(super) fn is_closing(&self) -> bool {
+    fn is_closing(&self) -> bool {
         self.closing || self.conn == Conn::Closed
     }
 
-    /// Queues a command. Reads and worker traffic go through here; adds through the producer.
-    pub(super) fn enqueue(&mut self, now: Instant, cmd: Command, origin: Origin) {
-        let deadline = self.deadline(now) + long_poll(&cmd);
+    /// Queues a request, due `command_timeout` from now (plus a long-poll's poll time).
+    fn enqueue(&mut self, now: Instant, req: Request) {
+        let deadline = self.deadline(now) + req.long_poll();
         self.outgoing.push_back(Queued {
-            cmd,
-            origin,
+            req,
             deadline,
             written: false,
         });
     }
 
-    /// Sends any command (a lookup such as `GetJob`, `GetState`, `Count`, `GetJobCounts`,
-    /// `GetResult`, `Ping`); its typed reply arrives as [`Event::Done`]. Lookups are re-sent
-    /// after a reconnect, since reading twice is harmless.
+    fn enqueue_work(&mut self, now: Instant, reqs: impl IntoIterator<Item = WorkRequest>) {
+        for w in reqs {
+            self.enqueue(now, Request::Work(w));
+        }
+    }
+
+    // ---------------------------------------------------------------- requests
+
+    /// Sends a typed command (a lookup such as `GetJob`, `GetState`, `Count`, `GetJobCounts`,
+    /// `GetResult`, `Ping`); its typed reply arrives as [`Event::Done`].
+    ///
+    /// Whether it is written again after a lost connection is decided by
+    /// [`Command::replay_safety`]: lookups and adds with a custom job id are; anything else
+    /// that was written fails with [`Error::ConnectionLost`] `{ maybe_applied: true }`. A
+    /// command that was never written is always sent on the next connection.
     pub fn request(&mut self, now: Instant, cmd: Command) -> Result<OpId, Error> {
+        let replay = cmd.replay_safety();
+        self.request_raw(now, cmd, replay)
+    }
+
+    /// Sends any command, the caller saying whether it is safe to write again after a lost
+    /// connection (see [`Replay`]): the escape hatch for commands this crate does not type,
+    /// such as [`Command::Other`]. Its reply arrives as [`Event::Done`].
+    ///
+    /// With [`Replay::NotSafe`], a command written on a connection that is lost before its
+    /// reply fails with [`Error::ConnectionLost`] `{ maybe_applied: true }` and is never
+    /// written again; with [`Replay::Safe`] it is written again on the next connection.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] after [`close`](Self::close).
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use autobatch_core::session::{Replay, Session, SessionConfig};
+    /// use autobatch_core::wire::{Command, Value};
+    ///
+    /// use autobatch_core::session::Event;
+    /// use autobatch_core::Error;
+    ///
+    /// let now = Instant::now();
+    /// let mut s = Session::new(SessionConfig::default(), now).unwrap();
+    /// while s.poll_event().is_some() {} // Connect
+    /// s.handle_connected(now);
+    /// // Pausing a queue is not a read: it must never be written twice.
+    /// let pause = Command::Other {
+    ///     cmd: "Pause".into(),
+    ///     body: Value::map([("cmd", Value::from("Pause")), ("queue", Value::from("emails"))]),
+    /// };
+    /// let op = s.request_raw(now, pause, Replay::NotSafe).unwrap();
+    /// let mut out = Vec::new();
+    /// assert!(s.poll_transmit(now, &mut out)); // written
+    /// s.handle_disconnected(now); // ...and the connection drops before its reply
+    /// let lost = Error::ConnectionLost { maybe_applied: true };
+    /// assert_eq!(s.poll_event(), Some(Event::Done { op, result: Err(lost) }));
+    /// ```
+    pub fn request_raw(
+        &mut self,
+        now: Instant,
+        cmd: Command,
+        replay: Replay,
+    ) -> Result<OpId, Error> {
         if self.is_closing() {
             return Err(Error::Closed);
         }
         let op = self.next_op_id();
-        self.enqueue(now, cmd, Origin::Request(op));
+        self.enqueue(
+            now,
+            Request::User {
+                op,
+                cmd: Box::new(cmd),
+                replay,
+            },
+        );
         Ok(op)
+    }
+
+    /// Adds one job to `queue`. Its outcome (the job id, or why not) arrives as
+    /// [`Event::Done`] with the returned id.
+    ///
+    /// Validation happens here, so a bad job fails alone, at once, with an error naming the
+    /// field; it never sinks the jobs batched with it. Nor do good jobs sink together: each
+    /// PUSHB is capped by encoded bytes at what one frame holds, so a batch that would overflow
+    /// the 64 MiB frame limit leaves as several. With batching on, the add is flushed at
+    /// once when no batch is in flight (sequential code pays nothing) and otherwise joins the
+    /// next PUSHB. `durable` jobs bypass the batcher and go out alone as PUSH.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] for a bad queue name or job (field `data` for a job that alone would
+    /// not fit in a frame), [`Error::Closed`] after
+    /// [`close`](Session::close), [`Error::Overflow`] when the buffer is full under the
+    /// `Reject` policy.
+    pub fn add(&mut self, now: Instant, queue: &str, job: JobSpec) -> Result<OpId, Error> {
+        validate_queue_name(queue)?;
+        job.validate()?;
+        if self.is_closing() {
+            return Err(Error::Closed);
+        }
+        let op = self.next_op_id();
+        let deadline = self.deadline(now);
+        if let Some(push) = self
+            .producers
+            .add(now, op, queue, job, deadline, out!(self))?
+        {
+            self.enqueue(now, Request::Add(push));
+        }
+        Ok(op)
+    }
+
+    /// Adds many jobs to `queue` as one PUSHB; the outcome is one
+    /// [`Response::PushedBatch`] with the ids in order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] naming the first bad job (`jobs[i]: …`), or [`Error::Closed`].
+    pub fn add_bulk(
+        &mut self,
+        now: Instant,
+        queue: &str,
+        jobs: Vec<JobSpec>,
+    ) -> Result<OpId, Error> {
+        validate_queue_name(queue)?;
+        for (i, job) in jobs.iter().enumerate() {
+            job.validate().map_err(|e| e.in_batch(i))?;
+        }
+        if self.is_closing() {
+            return Err(Error::Closed);
+        }
+        let op = self.next_op_id();
+        self.stats.adds += jobs.len() as u64;
+        let bulk = AddRequest::Bulk {
+            op,
+            queue: queue.to_owned(),
+            jobs,
+        };
+        self.enqueue(now, Request::Add(bulk));
+        Ok(op)
+    }
+
+    /// Withdraws an operation whose request has not been sent yet (its caller gave up). Returns
+    /// whether it was withdrawn; if not, its outcome still arrives as usual.
+    pub fn cancel(&mut self, op: OpId) -> bool {
+        // A re-send waiting after a reconnect was written before and may have been applied:
+        // it can no longer be withdrawn.
+        let withdrawn = self.producers.cancel(op)
+            || self
+                .outgoing
+                .remove_first(|q| !q.written && q.req.single_op() == Some(op))
+                .is_some();
+        if withdrawn {
+            self.stats.adds_cancelled += 1;
+        }
+        withdrawn
+    }
+
+    /// Per-queue batcher statistics: items, batches, flushes by reason, batch sizes.
+    pub fn batch_stats(&self) -> impl Iterator<Item = (&str, &crate::batch::BatchStats)> {
+        self.producers.stats()
+    }
+
+    /// Adds buffered (items, bytes) and parked (waiting for room under backpressure).
+    pub fn pending_adds(&self) -> (usize, usize, usize) {
+        self.producers.pending()
+    }
+
+    // ---------------------------------------------------------------- worker
+
+    /// A job handed out by [`Event::Job`] finished: its result goes to the server in the next
+    /// ACKB. The server's answer arrives as [`Event::JobSettled`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] when the session has no worker, [`Error::Protocol`] when the job is
+    /// not one this worker holds.
+    pub fn complete_job(&mut self, now: Instant, id: &str, result: Value) -> Result<(), Error> {
+        let worker = self.worker.as_mut().ok_or(Error::Closed)?;
+        if let Some(alone) = worker.complete_job(now, id, result, &mut self.stats)? {
+            self.enqueue(now, Request::Work(alone));
+        }
+        Ok(())
+    }
+
+    /// A job handed out by [`Event::Job`] failed: a FAIL goes out at once. With
+    /// `unrecoverable`, the server does not retry it. Sends no stack; see
+    /// [`fail_job_with_stack`](Self::fail_job_with_stack).
+    ///
+    /// # Errors
+    ///
+    /// As [`complete_job`](Self::complete_job).
+    pub fn fail_job(
+        &mut self,
+        now: Instant,
+        id: &str,
+        error: &str,
+        unrecoverable: bool,
+    ) -> Result<(), Error> {
+        self.fail_job_with_stack(now, id, error, unrecoverable, Vec::new())
+    }
+
+    /// As [`fail_job`](Self::fail_job), with `stack` lines the server stores as the job's
+    /// `stacktrace` (bunqueue's own workers send the raise site there). Only the first
+    /// [`MAX_STACK_LINES`](super::MAX_STACK_LINES) are sent, each cut to at most
+    /// [`MAX_STACK_LINE_BYTES`](super::MAX_STACK_LINE_BYTES) bytes, so a FAIL stays small
+    /// whatever the error holds.
+    ///
+    /// # Errors
+    ///
+    /// As [`complete_job`](Self::complete_job).
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use autobatch_core::session::{Session, SessionConfig, WorkerConfig};
+    /// let config = SessionConfig { worker: Some(WorkerConfig::new("q")), ..Default::default() };
+    /// let mut s = Session::new(config, Instant::now()).unwrap();
+    /// let stack = vec!["parse failed".into(), "caused by: bad digit".into()];
+    /// // Only jobs the worker holds can be failed.
+    /// assert!(s.fail_job_with_stack(Instant::now(), "not-held", "parse failed", false, stack).is_err());
+    /// ```
+    pub fn fail_job_with_stack(
+        &mut self,
+        now: Instant,
+        id: &str,
+        error: &str,
+        unrecoverable: bool,
+        stack: Vec<String>,
+    ) -> Result<(), Error> {
+        let worker = self.worker.as_mut().ok_or(Error::Closed)?;
+        let fail = worker.fail_job(id, error, unrecoverable, stack, &mut self.stats)?;
+        self.enqueue(now, Request::Work(fail));
+        Ok(())
+    }
+
+    /// Jobs handed out and not yet completed or failed.
+    pub fn jobs_held(&self) -> usize {
+        self.worker.as_ref().map_or(0, |w| w.jobs_held())
     }
 
     // ---------------------------------------------------------------- connection lifecycle
@@ -252,8 +405,7 @@ impl Session {
             // Auth goes first and alone: until its reply, the server refuses everything else.
             self.conn = Conn::Authenticating;
             let q = Queued {
-                cmd: Command::Auth { token },
-                origin: Origin::Auth,
+                req: Request::Auth { token },
                 deadline: self.deadline(now),
                 written: false,
             };
@@ -376,282 +528,102 @@ impl Session {
         self.deadlines.remove(&(q.deadline, req));
         self.consecutive_timeouts = 0;
         self.reconnect_attempt = 0;
-        let kind = q.cmd.kind();
-        let result = match reply.result {
-            Ok(()) => reply.response(kind).map_err(|e| e.to_string()),
-            Err(msg) => {
-                return {
-                    self.on_error_reply(now, q, msg);
-                    Ok(())
-                }
-            }
-        };
-        let response = match result {
+        let kind = q.req.kind();
+        if let Err(msg) = reply.result {
+            self.on_error_reply(now, q, msg);
+            return Ok(());
+        }
+        let response = match reply.response(kind) {
             Ok(r) => r,
-            Err(why) => {
+            Err(e) => {
                 // A success reply we cannot read: fail this request, then reset (the stream
                 // itself is suspect).
+                let why = e.to_string();
                 self.resolve(now, q, FailKind::Protocol(why.clone()));
                 return Err(why);
             }
         };
-        match q.origin {
-            Origin::Auth => {
-                self.conn = Conn::Ready;
-            }
-            // A lost heartbeat is covered by the next one; a refused one means the lock is
-            // gone, which the job's ACK will report.
-            Origin::Ping | Origin::Heartbeat => {}
-            Origin::Adds { queue, batch, ops } => {
-                let Response::PushedBatch(ids) = response else {
-                    unreachable!("PUSHB replies decode as PushedBatch")
-                };
-                if ids.len() != ops.len() {
-                    let why = format!(
-                        "PUSHB of {} jobs answered with {} ids",
-                        ops.len(),
-                        ids.len()
-                    );
-                    for op in ops {
-                        self.done(op, Err(Error::Protocol(why.clone())));
-                    }
-                } else {
-                    for (op, id) in ops.into_iter().zip(ids) {
-                        self.stats.adds_ok += 1;
-                        self.done(op, Ok(Response::Pushed(id)));
-                    }
+        self.on_response(now, q.req, response);
+        Ok(())
+    }
+
+    /// A success reply, handed to whoever made the request.
+    fn on_response(&mut self, now: Instant, req: Request, response: Response) {
+        match req {
+            Request::Auth { .. } => self.conn = Conn::Ready,
+            Request::Ping => {}
+            Request::User { op, .. } => self.events.push_back(Event::Done {
+                op,
+                result: Ok(response),
+            }),
+            Request::Add(a) => self.producers.on_reply(now, a, response, out!(self)),
+            Request::Work(w) => {
+                // Work requests are made by the worker only, so it exists.
+                if let Some(worker) = self.worker.as_mut() {
+                    worker.on_reply(now, w, response, out!(self));
                 }
-                self.producers.complete(now, queue, batch);
-            }
-            Origin::Push(op) => {
-                self.stats.adds_ok += 1;
-                self.done(op, Ok(response));
-            }
-            Origin::Bulk(op) => {
-                if let Response::PushedBatch(ids) = &response {
-                    self.stats.adds_ok += ids.len() as u64;
-                }
-                self.done(op, Ok(response));
-            }
-            Origin::Request(op) => self.done(op, Ok(response)),
-            Origin::Pull => self.on_pulled(now, response),
-            Origin::Acks { batch, .. } => {
-                let Command::AckB { ids, .. } = q.cmd else {
-                    unreachable!("Acks origin holds an ACKB")
-                };
-                let ignored = match response {
-                    Response::AckedBatch {
-                        ignored_indices, ..
-                    } => ignored_indices,
-                    _ => Vec::new(),
-                };
-                for (i, id) in ids.into_iter().enumerate() {
-                    let applied = !ignored.contains(&i);
-                    self.events.push_back(Event::JobSettled {
-                        id,
-                        result: Ok(applied),
-                    });
-                }
-                self.ack_batch_done(now, batch);
-            }
-            Origin::AckCheck => {
-                let Command::GetState { id } = q.cmd else {
-                    unreachable!("AckCheck origin holds a GetState")
-                };
-                let result = match response {
-                    Response::State(s) if s == "completed" => Ok(true),
-                    Response::State(s) => Err(Error::Server(format!(
-                        "the ACK of job {id} did not take effect (state {s})"
-                    ))),
-                    _ => Err(Error::Protocol("GetState reply without a state".into())),
-                };
-                self.events.push_back(Event::JobSettled { id, result });
-                self.ack_batch_done(now, None);
-            }
-            Origin::Fail => {
-                let Command::Fail { id, .. } = q.cmd else {
-                    unreachable!("Fail origin holds a FAIL")
-                };
-                let applied = response == Response::Finalized { applied: true };
-                self.events.push_back(Event::JobSettled {
-                    id,
-                    result: Ok(applied),
-                });
-                // The FAIL is answered: it no longer holds up `close`.
-                self.ack_batch_done(now, None);
             }
         }
-        Ok(())
     }
 
     fn on_error_reply(&mut self, now: Instant, q: Queued, msg: String) {
         self.stats.error_replies += 1;
-        match q.origin {
-            Origin::Auth => {
+        let Queued { req, deadline, .. } = q;
+        match req {
+            Request::Auth { .. } => {
                 // Everything queued behind the Auth would be refused too: fail it now rather
                 // than time it out, then reconnect with backoff (the token may be fixed).
-                let queued: Vec<Queued> = self.outgoing.drain(..).collect();
-                for other in queued {
+                for other in self.outgoing.drain() {
                     self.resolve(now, other, FailKind::Auth(msg.clone()));
                 }
                 self.reset_connection(now, FailKind::Auth(msg));
             }
-            Origin::Adds { queue, batch, ops } => {
-                let Command::PushB { queue: name, jobs } = q.cmd else {
-                    unreachable!("Adds origin holds a PUSHB")
-                };
-                // "jobs[i]: …" is a validation failure: the server inserted nothing, so the
-                // other jobs can safely go again without the bad one. One bad job fails alone.
-                match batch_index(&msg).filter(|&i| i < ops.len() && ops.len() > 1) {
-                    Some(bad) => {
-                        let mut keep_ops = Vec::with_capacity(ops.len() - 1);
-                        let mut keep_jobs = Vec::with_capacity(ops.len() - 1);
-                        for (i, (op, job)) in ops.into_iter().zip(jobs).enumerate() {
-                            if i == bad {
-                                self.stats.adds_failed += 1;
-                                self.done(op, Err(Error::Server(strip_index(&msg).to_owned())));
-                            } else {
-                                keep_ops.push(op);
-                                keep_jobs.push(job);
-                            }
-                        }
-                        self.stats.items_resent += keep_ops.len() as u64;
-                        // The rest keeps the batch's in-flight slot until it is answered, so
-                        // the queue never has more than `max_in_flight` batches out.
-                        self.outgoing.push_front(Queued {
-                            cmd: Command::PushB {
-                                queue: name,
-                                jobs: keep_jobs,
-                            },
-                            origin: Origin::Adds {
-                                queue,
-                                batch,
-                                ops: keep_ops,
-                            },
-                            deadline: q.deadline,
-                            written: true,
-                        });
-                    }
-                    None => {
-                        for op in ops {
-                            self.stats.adds_failed += 1;
-                            self.done(op, Err(Error::Server(strip_index(&msg).to_owned())));
-                        }
-                        self.producers.complete(now, queue, batch);
-                    }
+            Request::Add(a) => {
+                if let Some(rest) = self.producers.on_error(now, a, &msg, out!(self)) {
+                    self.outgoing.push_front(Queued {
+                        req: Request::Add(rest),
+                        deadline,
+                        written: true,
+                    });
                 }
             }
-            Origin::Acks { batch, attempt } => {
-                let Command::AckB {
-                    ids,
-                    results,
-                    tokens,
-                } = q.cmd
-                else {
-                    unreachable!("Acks origin holds an ACKB")
-                };
-                // The server names one job. A lock problem means nothing was applied, so the
-                // others go again. A missing job means the others were applied (§6.6) — unless
-                // they are missing too (after a lost connection, usually several are), and the
-                // server names only the first: so each of the others is checked, not assumed.
-                let named = ids.iter().position(|id| names_job(&msg, id));
-                let lock_problem = msg.starts_with("Lock token")
-                    || msg.starts_with("Invalid or expired lock token");
-                let results = results.unwrap_or_default();
-                let tokens = tokens.unwrap_or_default();
-                for (i, id) in ids.into_iter().enumerate() {
-                    if Some(i) == named || named.is_none() {
-                        self.events.push_back(Event::JobSettled {
-                            id,
-                            result: Err(Error::Server(msg.clone())),
-                        });
-                    } else if lock_problem {
-                        let item = AckItem {
-                            id,
-                            token: tokens.get(i).filter(|t| !t.is_empty()).cloned(),
-                            result: results.get(i).cloned().unwrap_or(Value::Nil),
-                            attempt,
-                        };
-                        self.requeue_ack(now, item);
-                    } else {
-                        self.check_ack(now, id);
-                    }
+            Request::Work(w) => {
+                if let Some(worker) = self.worker.as_mut() {
+                    let checks = worker.on_error(now, w, msg, out!(self));
+                    self.enqueue_work(now, checks);
                 }
-                self.ack_batch_done(now, batch);
             }
-            Origin::AckCheck => {
-                let Command::GetState { id } = q.cmd else {
-                    unreachable!("AckCheck origin holds a GetState")
+            req @ (Request::Ping | Request::User { .. }) => {
+                let q = Queued {
+                    req,
+                    deadline,
+                    written: true,
                 };
-                self.events.push_back(Event::JobSettled {
-                    id,
-                    result: Err(Error::Server(msg)),
-                });
-                self.ack_batch_done(now, None);
-            }
-            Origin::Pull => self.on_pull_failed(now),
-            other => {
-                let q = Queued { origin: other, ..q };
                 self.resolve(now, q, FailKind::Server(msg));
             }
         }
     }
 
-    pub(super) fn done(&mut self, op: OpId, result: Result<Response, Error>) {
-        self.events.push_back(Event::Done { op, result });
-    }
-
     /// Resolves a command that will get no reply, with the error `why`.
     fn resolve(&mut self, now: Instant, q: Queued, why: FailKind) {
         let err = why.error(true);
-        match q.origin {
-            Origin::Adds { queue, batch, ops } => {
-                self.stats.adds_failed += ops.len() as u64;
-                for op in ops {
-                    self.done(op, Err(err.clone()));
+        match q.req {
+            Request::Auth { .. } | Request::Ping => {}
+            Request::User { op, .. } => self.events.push_back(Event::Done {
+                op,
+                result: Err(err),
+            }),
+            Request::Add(a) => self.producers.resolve(now, a, err, out!(self)),
+            Request::Work(w) => {
+                if let Some(worker) = self.worker.as_mut() {
+                    worker.resolve(now, w, err, out!(self));
                 }
-                self.producers.complete(now, queue, batch);
-            }
-            Origin::Push(op) | Origin::Bulk(op) => {
-                self.stats.adds_failed += 1;
-                self.done(op, Err(err));
-            }
-            Origin::Request(op) => self.done(op, Err(err)),
-            Origin::Auth | Origin::Ping | Origin::Heartbeat => {}
-            Origin::Pull => self.on_pull_failed(now),
-            Origin::Acks { batch, .. } => {
-                if let Command::AckB { ids, .. } = q.cmd {
-                    for id in ids {
-                        self.events.push_back(Event::JobSettled {
-                            id,
-                            result: Err(err.clone()),
-                        });
-                    }
-                }
-                self.ack_batch_done(now, batch);
-            }
-            Origin::Fail => {
-                if let Command::Fail { id, .. } = q.cmd {
-                    self.events.push_back(Event::JobSettled {
-                        id,
-                        result: Err(err),
-                    });
-                }
-                self.ack_batch_done(now, None);
-            }
-            Origin::AckCheck => {
-                if let Command::GetState { id } = q.cmd {
-                    self.events.push_back(Event::JobSettled {
-                        id,
-                        result: Err(err),
-                    });
-                }
-                self.ack_batch_done(now, None);
             }
         }
     }
 
-    /// Every written command loses its connection: re-send what is safe, fail the rest.
+    /// Every written command loses its connection: re-send what is safe to replay (see
+    /// [`Replay`]), fail the rest as maybe applied.
     fn fail_in_flight(&mut self, now: Instant, why: FailKind) {
         let mut reqs: Vec<u32> = self.in_flight.keys().copied().collect();
         reqs.sort_unstable();
@@ -661,51 +633,38 @@ impl Session {
             let Some(q) = self.in_flight.remove(&req) else {
                 continue;
             };
-            let retry_safe = why.allows_resend();
-            match q.origin {
-                Origin::Request(_) | Origin::AckCheck if retry_safe => resend.push(q),
-                Origin::Push(_) if retry_safe && has_custom_id(&q.cmd) => {
-                    self.stats.items_resent += 1;
-                    resend.push(q)
-                }
-                Origin::Adds { queue, batch, ops } if retry_safe => {
-                    // Items with a custom id are idempotent on the server: send them again.
-                    let Command::PushB { queue: name, jobs } = q.cmd else {
-                        unreachable!("Adds origin holds a PUSHB")
+            let deadline = q.deadline;
+            let again = match q.req {
+                Request::Auth { .. } => None,
+                Request::User {
+                    replay: Replay::Safe,
+                    ..
+                } if why.allows_resend() => Some(q.req),
+                Request::Add(a) => self
+                    .producers
+                    .on_lost(now, a, &why, out!(self))
+                    .map(Request::Add),
+                Request::Work(w) => self
+                    .worker
+                    .as_mut()
+                    .and_then(|worker| worker.on_lost(now, w, &why, out!(self)))
+                    .map(Request::Work),
+                req @ (Request::Ping | Request::User { .. }) => {
+                    let q = Queued {
+                        req,
+                        deadline,
+                        written: true,
                     };
-                    let mut again_ops = Vec::new();
-                    let mut again_jobs = Vec::new();
-                    for (op, job) in ops.into_iter().zip(jobs) {
-                        if job.opts.job_id.is_some() {
-                            again_ops.push(op);
-                            again_jobs.push(job);
-                        } else {
-                            self.stats.adds_failed += 1;
-                            self.done(op, Err(why.error(true)));
-                        }
-                    }
-                    if again_ops.is_empty() {
-                        self.producers.complete(now, queue, batch);
-                    } else {
-                        // The re-sent part keeps the batch's in-flight slot (max_in_flight).
-                        self.stats.items_resent += again_ops.len() as u64;
-                        resend.push(Queued {
-                            cmd: Command::PushB {
-                                queue: name,
-                                jobs: again_jobs,
-                            },
-                            origin: Origin::Adds {
-                                queue,
-                                batch,
-                                ops: again_ops,
-                            },
-                            deadline: q.deadline,
-                            written: true,
-                        });
-                    }
+                    self.resolve(now, q, why.clone());
+                    None
                 }
-                Origin::Auth => {}
-                _ => self.resolve(now, q, why.clone()),
+            };
+            if let Some(req) = again {
+                resend.push(Queued {
+                    req,
+                    deadline,
+                    written: true,
+                });
             }
         }
         for q in resend.into_iter().rev() {
@@ -728,7 +687,13 @@ impl Session {
                 // Only the Auth itself goes out before Auth succeeds.
                 Conn::Authenticating => {
                     self.in_flight.is_empty()
-                        && matches!(self.outgoing.front(), Some(q) if matches!(q.origin, Origin::Auth))
+                        && matches!(
+                            self.outgoing.front(),
+                            Some(Queued {
+                                req: Request::Auth { .. },
+                                ..
+                            })
+                        )
                 }
                 _ => false,
             };
@@ -741,17 +706,24 @@ impl Session {
             self.next_req = self.next_req.wrapping_add(1) & 0x7fff_ffff;
             let req = self.next_req;
             let req_value = Value::Str(req.to_string());
-            if let Err(e) = write_frame(out, |buf| q.cmd.encode(Some(&req_value), buf)) {
+            let stats = &mut self.stats;
+            let written = q.req.with_command(|cmd| {
+                let r = write_frame(out, |buf| cmd.encode(Some(&req_value), buf));
+                if r.is_ok() {
+                    stats.frames_sent += 1;
+                    stats.count_command(cmd);
+                }
+                r
+            });
+            if let Err(e) = written {
                 // Only a job far over the data limit could get here; validation stops those.
                 let why = FailKind::TooLarge(e.to_string());
                 self.resolve(now, q, why);
                 continue;
             }
-            self.stats.frames_sent += 1;
-            self.stats.count_command(&q.cmd);
             // The timeout restarts when the command is written, as in the official client; a
             // long-poll gets its whole poll time on top, however long it waited to be written.
-            q.deadline = self.deadline(now) + long_poll(&q.cmd);
+            q.deadline = self.deadline(now) + q.req.long_poll();
             q.written = true;
             self.deadlines.insert((q.deadline, req));
             self.in_flight.insert(req, q);
@@ -773,6 +745,9 @@ impl Session {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must be called next, if ever.
+    ///
+    /// Every source answers in O(log n) or better: the send queue and the in-flight commands
+    /// keep their deadlines ordered, so a long queue costs nothing here.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
         let mut consider = |x: Option<Instant>| {
@@ -784,7 +759,7 @@ impl Session {
             consider(Some(at));
         }
         consider(self.deadlines.first().map(|(d, _)| *d));
-        consider(self.outgoing.iter().map(|q| q.deadline).min());
+        consider(self.outgoing.next_deadline());
         consider(self.producers.poll_timeout());
         consider(self.producers.next_expiry());
         if let Some(w) = &self.worker {
@@ -807,8 +782,12 @@ impl Session {
             }
         }
         self.producers.handle_timeout(now);
-        self.expire_buffered_adds(now);
-        self.worker_timeout(now);
+        self.producers.expire(now, out!(self));
+        if let Some(w) = self.worker.as_mut() {
+            if let Some(retry) = w.handle_timeout(now, &mut self.stats) {
+                self.enqueue(now, Request::Work(retry));
+            }
+        }
         // Written commands whose reply is overdue.
         let mut overdue = Vec::new();
         while let Some(&(d, req)) = self.deadlines.first() {
@@ -826,16 +805,11 @@ impl Session {
             }
         }
         // Queued commands that never got written in time.
-        if self.outgoing.iter().any(|q| q.deadline <= now) {
-            let (late, keep): (Vec<Queued>, Vec<Queued>) =
-                self.outgoing.drain(..).partition(|q| q.deadline <= now);
-            self.outgoing = keep.into();
-            for q in late {
-                self.stats.timeouts += 1;
-                // A re-send was written on an earlier connection: it may have been applied.
-                let written = q.written;
-                self.resolve(now, q, FailKind::Timeout { written });
-            }
+        for q in self.outgoing.take_expired(now) {
+            self.stats.timeouts += 1;
+            // A re-send was written on an earlier connection: it may have been applied.
+            let written = q.written;
+            self.resolve(now, q, FailKind::Timeout { written });
         }
         if self.consecutive_timeouts >= self.config.max_command_timeouts {
             self.consecutive_timeouts = 0;
@@ -850,7 +824,7 @@ impl Session {
                 && self.outgoing.is_empty()
                 && self.producers.pending() == (0, 0, 0)
             {
-                self.enqueue(now, Command::Ping, Origin::Ping);
+                self.enqueue(now, Request::Ping);
             }
         }
     }
@@ -867,16 +841,13 @@ impl Session {
         self.closing = true;
         self.producers.close(now);
         if let Some(w) = &mut self.worker {
-            w.stopping = true;
+            w.stop();
         }
     }
 
     fn nothing_left(&self) -> bool {
         self.outgoing.is_empty()
-            && self
-                .in_flight
-                .values()
-                .all(|q| matches!(q.origin, Origin::Ping | Origin::Pull | Origin::Heartbeat))
+            && self.in_flight.values().all(|q| q.req.is_background())
             && self.producers.is_drained()
             && self.worker.as_ref().is_none_or(|w| w.is_drained())
     }
@@ -902,8 +873,22 @@ impl Session {
         if self.conn == Conn::Closed {
             return;
         }
-        self.drain_producers(now);
-        self.drive_worker(now);
+        let default_deadline = self.deadline(now);
+        while let Some((batch, deadline)) =
+            self.producers
+                .poll_request(now, default_deadline, out!(self))
+        {
+            self.outgoing.push_back(Queued {
+                req: Request::Add(batch),
+                deadline,
+                written: false,
+            });
+        }
+        let connected = self.is_connected();
+        if let Some(w) = self.worker.as_mut() {
+            let reqs = w.poll_requests(now, connected, &mut self.stats);
+            self.enqueue_work(now, reqs);
+        }
         let (items, bytes, parked) = self.producers.pending();
         self.stats.buffered_adds = items as u64;
         self.stats.buffered_bytes = bytes as u64;
@@ -912,150 +897,5 @@ impl Session {
         if self.closing && self.nothing_left() {
             self.finish_close();
         }
-    }
-
-    pub(super) fn add_item_batch(
-        &mut self,
-        now: Instant,
-        queue: usize,
-        batch: BatchId,
-        name: String,
-        items: Vec<(crate::batch::ItemId, AddItem)>,
-    ) {
-        let mut ops = Vec::with_capacity(items.len());
-        let mut jobs = Vec::with_capacity(items.len());
-        // The batch must be written before its oldest add's deadline: time spent buffered
-        // counts against the command timeout, so an add never waits more than one timeout
-        // for its write however many batches queue up ahead of it.
-        let mut deadline = self.deadline(now);
-        for (_, item) in items {
-            deadline = deadline.min(item.deadline);
-            ops.push(item.op);
-            jobs.push(item.job);
-        }
-        self.stats.batches_sent += 1;
-        self.outgoing.push_back(Queued {
-            cmd: Command::PushB { queue: name, jobs },
-            origin: Origin::Adds {
-                queue,
-                batch: Some(batch),
-                ops,
-            },
-            deadline,
-            written: false,
-        });
-    }
-}
-
-/// Why a command ended without a reply.
-#[derive(Debug, Clone)]
-pub(super) enum FailKind {
-    ConnectionLost,
-    Timeout {
-        written: bool,
-    },
-    Protocol(String),
-    Auth(String),
-    Server(String),
-    /// The encoded request would exceed the 64 MiB frame limit.
-    TooLarge(String),
-}
-
-impl FailKind {
-    fn error(&self, written: bool) -> Error {
-        match self {
-            FailKind::ConnectionLost => Error::ConnectionLost {
-                maybe_applied: written,
-            },
-            FailKind::Timeout { written } => Error::Timeout {
-                maybe_applied: *written,
-            },
-            FailKind::Protocol(m) => Error::Protocol(m.clone()),
-            FailKind::Auth(m) => Error::AuthFailed(m.clone()),
-            FailKind::Server(m) => Error::Server(m.clone()),
-            FailKind::TooLarge(m) => Error::Invalid(crate::wire::ValidationError {
-                field: "data",
-                message: format!("request too large to send: {m}"),
-            }),
-        }
-    }
-
-    /// Whether idempotent requests may go again on the next connection.
-    fn allows_resend(&self) -> bool {
-        matches!(
-            self,
-            FailKind::ConnectionLost | FailKind::Protocol(_) | FailKind::Timeout { .. }
-        )
-    }
-}
-
-/// How long the server may legitimately hold the reply to `cmd` beyond the command timeout:
-/// the poll time of a long-poll.
-fn long_poll(cmd: &Command) -> Duration {
-    match cmd {
-        Command::Pull(args) | Command::PullB { args, .. } => {
-            Duration::from_millis(args.timeout.unwrap_or(0).max(0) as u64)
-        }
-        _ => Duration::ZERO,
-    }
-}
-
-fn has_custom_id(cmd: &Command) -> bool {
-    match cmd {
-        Command::Push { job, .. } => job.opts.job_id.is_some(),
-        _ => false,
-    }
-}
-
-/// Whether a server message ends by naming job `id` ("… for job <id>", "…: <id>"), as a whole
-/// word: id "7" is not named by a message about job "17".
-fn names_job(msg: &str, id: &str) -> bool {
-    !id.is_empty() && msg.strip_suffix(id).is_some_and(|head| head.ends_with(' '))
-}
-
-/// The index in a `"jobs[<i>]: …"` error message.
-fn batch_index(msg: &str) -> Option<usize> {
-    let rest = msg.strip_prefix("jobs[")?;
-    let end = rest.find("]: ")?;
-    rest[..end].parse().ok()
-}
-
-fn strip_index(msg: &str) -> &str {
-    match (msg.strip_prefix("jobs["), msg.find("]: ")) {
-        (Some(_), Some(end)) => &msg[end + 3..],
-        _ => msg,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_job_is_named_as_a_whole_word() {
-        assert!(names_job(
-            "Job not found or not in processing state: 17",
-            "17"
-        ));
-        assert!(!names_job(
-            "Job not found or not in processing state: 17",
-            "7"
-        ));
-        assert!(names_job("Lock token required for job abc", "abc"));
-        assert!(!names_job("anything", ""));
-    }
-
-    #[test]
-    fn batch_error_index() {
-        assert_eq!(batch_index("jobs[3]: priority must be an integer"), Some(3));
-        assert_eq!(
-            batch_index("Group g has reached its maximum size of 2"),
-            None
-        );
-        assert_eq!(
-            strip_index("jobs[3]: priority must be an integer"),
-            "priority must be an integer"
-        );
-        assert_eq!(strip_index("plain"), "plain");
     }
 }

@@ -5,7 +5,8 @@
 //! # Contract
 //!
 //! Inputs are method calls that carry `now`; outputs are drained with `poll_*`. After **any**
-//! input — [`Session::add`], [`Session::add_bulk`], [`Session::request`], [`Session::cancel`],
+//! input — [`Session::add`], [`Session::add_bulk`], [`Session::request`],
+//! [`Session::request_raw`], [`Session::cancel`],
 //! [`Session::complete_job`], [`Session::fail_job`], [`Session::handle_input`],
 //! [`Session::handle_connected`], [`Session::handle_connect_failed`],
 //! [`Session::handle_disconnected`], [`Session::handle_timeout`], [`Session::close`] — the driver
@@ -27,9 +28,12 @@
 //! * At most `max_in_flight_commands` commands are written and unanswered.
 //! * A request that cannot be answered in `command_timeout` fails with [`Error::Timeout`](crate::Error::Timeout).
 //! * On a lost connection, lookups and adds with a custom job id are re-sent on the next
-//!   connection (the server deduplicates custom ids); other adds that were written fail with
-//!   [`Error::ConnectionLost`](crate::Error::ConnectionLost) `{ maybe_applied: true }`: they
-//!   may or may not be in the queue, and are never re-sent blindly.
+//!   connection (the server deduplicates custom ids); everything else that was written — other
+//!   adds, ACK/ACKB/FAIL, pulls, any [`Command::Other`](crate::wire::Command::Other) — fails
+//!   with [`Error::ConnectionLost`](crate::Error::ConnectionLost) `{ maybe_applied: true }`: it
+//!   may or may not have been applied, and is never written twice. Which is which is decided by
+//!   [`Command::replay_safety`](crate::wire::Command::replay_safety), or by the caller of
+//!   [`Session::request_raw`]. A request not yet written is sent on the next connection.
 //! * A PUSHB the server refuses for one job (`jobs[i]: …`, where it inserts nothing) fails that
 //!   job alone and sends the others again.
 //! * [`Session::close`] resolves everything before [`Event::Closed`].
@@ -90,15 +94,31 @@
 //! }
 //! ```
 
+//!
+//! # Module layout
+//!
+//! `machine` owns [`Session`] and drives the parts below it; none of them knows the machine.
+//! `producer` ([`Session::add`]'s batchers) and `worker` (pulls, ACKs, FAILs) own their state,
+//! return the requests they want sent, and take back the replies to them. `request` types every
+//! request by kind, each carrying what its reply needs; `queue` keeps the send queue with its
+//! deadlines indexed; `replay` decides, once, which commands may be written again after a lost
+//! connection ([`Replay`]).
+
 mod config;
+mod event;
 mod machine;
 mod producer;
+mod queue;
+mod replay;
+mod request;
 mod rng;
 mod stats;
 mod worker;
 
 pub use config::{ConfigError, ReconnectConfig, SessionConfig, WorkerConfig};
-pub use machine::{Event, OpId, Session};
+pub use event::{Event, OpId};
+pub use machine::Session;
 pub use producer::pushed_id;
+pub use replay::Replay;
 pub use stats::SessionStats;
 pub use worker::{MAX_STACK_LINES, MAX_STACK_LINE_BYTES};

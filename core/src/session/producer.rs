@@ -1,5 +1,8 @@
 //! The producer half of a session: adds go through one batcher per queue into PUSHB; durable
 //! adds and adds with batching off go out alone as PUSH; `add_bulk` is one PUSHB.
+//!
+//! [`Producers`] owns the batchers and the requests they make ([`AddRequest`]); the machine
+//! queues what it returns and hands each reply back to it.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
@@ -7,18 +10,99 @@ use std::time::Instant;
 use crate::batch::{Admission, BatchConfig, BatchId, Batcher, ItemId, PushError};
 use crate::error::Error;
 use crate::wire::{
-    pushb_jobs_budget, validate_queue_name, Command, JobSpec, Response, ValidationError,
+    pushb_jobs_budget, Command, CommandKind, JobSpec, Response, ValidationError, Value,
 };
 
-use super::machine::{OpId, Origin, Session};
+use super::event::{FailKind, OpId, Out};
+use super::replay::{job_replay, Replay};
 
 /// One add waiting in a batcher.
 #[derive(Debug)]
 pub(super) struct AddItem {
-    pub(super) op: OpId,
-    pub(super) job: JobSpec,
+    op: OpId,
+    job: JobSpec,
     /// When the add must have been written: `command_timeout` after `add`.
-    pub(super) deadline: Instant,
+    deadline: Instant,
+}
+
+/// An add on its way to the server, with what its reply needs.
+#[derive(Debug)]
+pub(super) enum AddRequest {
+    /// A PUSHB of batched adds: `ops[i]` is `jobs[i]`. A re-sent or split batch keeps its
+    /// `batch`, so its in-flight slot stays taken until it is answered.
+    Batch {
+        queue: usize,
+        batch: Option<BatchId>,
+        name: String,
+        ops: Vec<OpId>,
+        jobs: Vec<JobSpec>,
+    },
+    /// A single PUSH (durable, or batching off).
+    Push {
+        op: OpId,
+        queue: String,
+        job: Box<JobSpec>,
+    },
+    /// `add_bulk`: one PUSHB, one outcome.
+    Bulk {
+        op: OpId,
+        queue: String,
+        jobs: Vec<JobSpec>,
+    },
+}
+
+impl AddRequest {
+    /// What its reply decodes as.
+    pub(super) fn kind(&self) -> CommandKind {
+        match self {
+            AddRequest::Push { .. } => CommandKind::Push,
+            AddRequest::Batch { .. } | AddRequest::Bulk { .. } => CommandKind::PushB,
+        }
+    }
+
+    /// The operation a request not yet written stands for alone, so a caller can withdraw it.
+    pub(super) fn single_op(&self) -> Option<OpId> {
+        match self {
+            AddRequest::Push { op, .. } | AddRequest::Bulk { op, .. } => Some(*op),
+            AddRequest::Batch { .. } => None,
+        }
+    }
+
+    /// Lends the wire command to `f` (to encode it), without copying the jobs: they move into
+    /// the command and back.
+    pub(super) fn with_command<R>(&mut self, f: impl FnOnce(&Command) -> R) -> R {
+        match self {
+            AddRequest::Batch { name, jobs, .. }
+            | AddRequest::Bulk {
+                queue: name, jobs, ..
+            } => {
+                let cmd = Command::PushB {
+                    queue: std::mem::take(name),
+                    jobs: std::mem::take(jobs),
+                };
+                let r = f(&cmd);
+                // `cmd` was built as a PUSHB just above: this always matches.
+                if let Command::PushB { queue, jobs: j } = cmd {
+                    *name = queue;
+                    *jobs = j;
+                }
+                r
+            }
+            AddRequest::Push { queue, job, .. } => {
+                let cmd = Command::Push {
+                    queue: std::mem::take(queue),
+                    job: std::mem::replace(&mut **job, JobSpec::new(String::new(), Value::Nil)),
+                };
+                let r = f(&cmd);
+                // `cmd` was built as a PUSH just above: this always matches.
+                if let Command::Push { queue: q, job: j } = cmd {
+                    *queue = q;
+                    **job = j;
+                }
+                r
+            }
+        }
+    }
 }
 
 /// The batchers, one per queue (a PUSHB names one queue), in creation order so that draining
@@ -49,28 +133,355 @@ impl Producers {
         }
     }
 
-    fn queue_index(&mut self, now: Instant, name: &str) -> usize {
+    fn queue_index(&mut self, now: Instant, name: &str) -> Result<usize, Error> {
         if let Some(&i) = self.by_name.get(name) {
-            return i;
+            return Ok(i);
         }
         let config = self.config.clone().unwrap_or_default();
-        // The config was validated with the session and the budget is far above 0, so this
-        // cannot fail. Every PUSHB of this queue stays within one frame: its items are capped
-        // at what the frame holds besides the envelope.
+        // Every PUSHB of this queue stays within one frame: its items are capped at what the
+        // frame holds besides the envelope. (The config was validated with the session and a
+        // valid queue name leaves a budget far above 0, so neither step fails in practice.)
         let mut batcher = Batcher::new(config)
             .and_then(|b| b.with_max_batch_bytes(pushb_jobs_budget(name)))
-            .expect("batch config validated with the session");
+            .map_err(|e| {
+                Error::Invalid(ValidationError {
+                    field: "queue",
+                    message: format!("no batcher for this queue: {e}"),
+                })
+            })?;
         if self.closed {
             batcher.close(now);
         }
         self.queues.push((name.to_owned(), batcher));
         self.by_name.insert(name.to_owned(), self.queues.len() - 1);
-        self.queues.len() - 1
+        Ok(self.queues.len() - 1)
     }
 
-    pub(super) fn complete(&mut self, now: Instant, queue: usize, batch: Option<BatchId>) {
+    /// Adds one validated job: buffered in its queue's batcher (`Ok(None)`), or, durable or
+    /// with batching off, returned as a PUSH to queue at once.
+    pub(super) fn add(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        queue: &str,
+        job: JobSpec,
+        deadline: Instant,
+        out: &mut Out<'_>,
+    ) -> Result<Option<AddRequest>, Error> {
+        out.stats.adds += 1;
+        if job.opts.is_durable() || self.config.is_none() {
+            out.stats.adds_direct += 1;
+            return Ok(Some(AddRequest::Push {
+                op,
+                queue: queue.to_owned(),
+                job: Box::new(job),
+            }));
+        }
+        // Exact: what this job adds to a PUSHB. The batcher caps every batch at the frame's
+        // budget, so valid jobs never sink together in a PUSHB too large to send.
+        let bytes = job.pushb_len();
+        let budget = pushb_jobs_budget(queue);
+        if bytes > budget {
+            // Even alone it would not fit in a frame: refused before anything is sent.
+            return Err(Error::Invalid(ValidationError {
+                field: "data",
+                message: format!(
+                    "job too large to send: {bytes} bytes encoded, at most {budget} fit in one frame"
+                ),
+            }));
+        }
+        let qi = self.queue_index(now, queue)?;
+        let Some((_, batcher)) = self.queues.get_mut(qi) else {
+            return Err(Error::Closed);
+        };
+        match batcher.push(now, AddItem { op, job, deadline }, bytes) {
+            Ok((item, admission)) => {
+                if admission == Admission::Parked {
+                    out.stats.adds_parked += 1;
+                }
+                self.items.insert(op, (qi, item));
+                self.expiry.push_back((deadline, op));
+                self.collect_rejected(qi, out);
+                Ok(None)
+            }
+            Err(PushError::Closed(_)) => Err(Error::Closed),
+            Err(PushError::Rejected(_)) => {
+                out.stats.adds_rejected += 1;
+                Err(Error::Overflow)
+            }
+            Err(PushError::TooLarge(_)) => Err(Error::Overflow),
+        }
+    }
+
+    /// Withdraws a buffered add; whether it was one.
+    pub(super) fn cancel(&mut self, op: OpId) -> bool {
+        let Some((qi, item)) = self.items.remove(&op) else {
+            return false;
+        };
+        self.queues
+            .get_mut(qi)
+            .is_some_and(|(_, b)| b.cancel(item).is_some())
+    }
+
+    /// DropOldest victims resolve with an overflow error.
+    fn collect_rejected(&mut self, qi: usize, out: &mut Out<'_>) {
+        let Some((_, batcher)) = self.queues.get_mut(qi) else {
+            return;
+        };
+        while let Some((_, item, _)) = batcher.poll_rejected() {
+            self.items.remove(&item.op);
+            out.stats.adds_rejected += 1;
+            out.done(item.op, Err(Error::Overflow));
+        }
+    }
+
+    /// Adds still buffered (or parked) at their deadline fail with a timeout: they were never
+    /// written, so they were certainly not applied.
+    pub(super) fn expire(&mut self, now: Instant, out: &mut Out<'_>) {
+        self.forget_sent();
+        while let Some(&(deadline, op)) = self.expiry.front() {
+            if deadline > now {
+                break;
+            }
+            self.expiry.pop_front();
+            if self.cancel(op) {
+                out.stats.timeouts += 1;
+                out.stats.adds_failed += 1;
+                out.done(
+                    op,
+                    Err(Error::Timeout {
+                        maybe_applied: false,
+                    }),
+                );
+            }
+            self.forget_sent();
+        }
+    }
+
+    /// The next due batch, as a PUSHB to queue with the time it must be written by.
+    /// `default_deadline` is when a command queued now times out.
+    pub(super) fn poll_request(
+        &mut self,
+        now: Instant,
+        default_deadline: Instant,
+        out: &mut Out<'_>,
+    ) -> Option<(AddRequest, Instant)> {
+        for (qi, (name, batcher)) in self.queues.iter_mut().enumerate() {
+            let Some(batch) = batcher.poll_batch(now) else {
+                continue;
+            };
+            out.stats.record_flush(batch.reason);
+            let mut ops = Vec::with_capacity(batch.items.len());
+            let mut jobs = Vec::with_capacity(batch.items.len());
+            // The batch must be written before its oldest add's deadline: time spent buffered
+            // counts against the command timeout, so an add never waits more than one timeout
+            // for its write however many batches queue up ahead of it.
+            let mut deadline = default_deadline;
+            for (_, item) in batch.items {
+                self.items.remove(&item.op);
+                deadline = deadline.min(item.deadline);
+                ops.push(item.op);
+                jobs.push(item.job);
+            }
+            out.stats.batches_sent += 1;
+            let req = AddRequest::Batch {
+                queue: qi,
+                batch: Some(batch.id),
+                name: name.clone(),
+                ops,
+                jobs,
+            };
+            return Some((req, deadline));
+        }
+        self.forget_sent();
+        None
+    }
+
+    /// A batch's in-flight slot is free again.
+    fn complete(&mut self, now: Instant, queue: usize, batch: Option<BatchId>) {
         if let (Some(batch), Some((_, b))) = (batch, self.queues.get_mut(queue)) {
             b.complete(now, batch);
+        }
+    }
+
+    /// The server accepted `req`.
+    pub(super) fn on_reply(
+        &mut self,
+        now: Instant,
+        req: AddRequest,
+        response: Response,
+        out: &mut Out<'_>,
+    ) {
+        match req {
+            AddRequest::Batch {
+                queue, batch, ops, ..
+            } => {
+                match response {
+                    Response::PushedBatch(ids) if ids.len() == ops.len() => {
+                        for (op, id) in ops.into_iter().zip(ids) {
+                            out.stats.adds_ok += 1;
+                            out.done(op, Ok(Response::Pushed(id)));
+                        }
+                    }
+                    other => {
+                        let n = match other {
+                            Response::PushedBatch(ids) => ids.len(),
+                            _ => 0,
+                        };
+                        let why = format!("PUSHB of {} jobs answered with {n} ids", ops.len());
+                        for op in ops {
+                            out.done(op, Err(Error::Protocol(why.clone())));
+                        }
+                    }
+                }
+                self.complete(now, queue, batch);
+            }
+            AddRequest::Push { op, .. } => {
+                out.stats.adds_ok += 1;
+                out.done(op, Ok(response));
+            }
+            AddRequest::Bulk { op, .. } => {
+                if let Response::PushedBatch(ids) = &response {
+                    out.stats.adds_ok += ids.len() as u64;
+                }
+                out.done(op, Ok(response));
+            }
+        }
+    }
+
+    /// The server refused `req` with `msg`. Returns what goes again at once: the rest of a
+    /// batch the server refused for one job ("jobs[i]: …", where it inserts nothing).
+    pub(super) fn on_error(
+        &mut self,
+        now: Instant,
+        req: AddRequest,
+        msg: &str,
+        out: &mut Out<'_>,
+    ) -> Option<AddRequest> {
+        let AddRequest::Batch {
+            queue,
+            batch,
+            name,
+            ops,
+            jobs,
+        } = req
+        else {
+            self.resolve(now, req, Error::Server(msg.to_owned()), out);
+            return None;
+        };
+        // "jobs[i]: …" is a validation failure: the server inserted nothing, so the other jobs
+        // can safely go again without the bad one. One bad job fails alone.
+        let Some(bad) = batch_index(msg).filter(|&i| i < ops.len() && ops.len() > 1) else {
+            for op in ops {
+                out.stats.adds_failed += 1;
+                out.done(op, Err(Error::Server(strip_index(msg).to_owned())));
+            }
+            self.complete(now, queue, batch);
+            return None;
+        };
+        let mut keep_ops = Vec::with_capacity(ops.len() - 1);
+        let mut keep_jobs = Vec::with_capacity(ops.len() - 1);
+        for (i, (op, job)) in ops.into_iter().zip(jobs).enumerate() {
+            if i == bad {
+                out.stats.adds_failed += 1;
+                out.done(op, Err(Error::Server(strip_index(msg).to_owned())));
+            } else {
+                keep_ops.push(op);
+                keep_jobs.push(job);
+            }
+        }
+        out.stats.items_resent += keep_ops.len() as u64;
+        // The rest keeps the batch's in-flight slot until it is answered, so the queue never
+        // has more than `max_in_flight` batches out.
+        Some(AddRequest::Batch {
+            queue,
+            batch,
+            name,
+            ops: keep_ops,
+            jobs: keep_jobs,
+        })
+    }
+
+    /// The connection `req` was written on is gone (`why`). Returns the part that is safe to
+    /// send again (adds with a custom id, which the server deduplicates); the rest fails as
+    /// maybe applied.
+    pub(super) fn on_lost(
+        &mut self,
+        now: Instant,
+        req: AddRequest,
+        why: &FailKind,
+        out: &mut Out<'_>,
+    ) -> Option<AddRequest> {
+        if !why.allows_resend() {
+            self.resolve(now, req, why.error(true), out);
+            return None;
+        }
+        match req {
+            AddRequest::Batch {
+                queue,
+                batch,
+                name,
+                ops,
+                jobs,
+            } => {
+                let mut again_ops = Vec::new();
+                let mut again_jobs = Vec::new();
+                for (op, job) in ops.into_iter().zip(jobs) {
+                    if job_replay(&job) == Replay::Safe {
+                        again_ops.push(op);
+                        again_jobs.push(job);
+                    } else {
+                        out.stats.adds_failed += 1;
+                        out.done(op, Err(why.error(true)));
+                    }
+                }
+                if again_ops.is_empty() {
+                    self.complete(now, queue, batch);
+                    return None;
+                }
+                // The re-sent part keeps the batch's in-flight slot (max_in_flight).
+                out.stats.items_resent += again_ops.len() as u64;
+                Some(AddRequest::Batch {
+                    queue,
+                    batch,
+                    name,
+                    ops: again_ops,
+                    jobs: again_jobs,
+                })
+            }
+            AddRequest::Push { ref job, .. } if job_replay(job) == Replay::Safe => {
+                out.stats.items_resent += 1;
+                Some(req)
+            }
+            AddRequest::Bulk { ref jobs, .. }
+                if jobs.iter().all(|j| job_replay(j) == Replay::Safe) =>
+            {
+                out.stats.items_resent += jobs.len() as u64;
+                Some(req)
+            }
+            other => {
+                self.resolve(now, other, why.error(true), out);
+                None
+            }
+        }
+    }
+
+    /// `req` will get no reply: every add in it fails with `err`.
+    pub(super) fn resolve(&mut self, now: Instant, req: AddRequest, err: Error, out: &mut Out<'_>) {
+        match req {
+            AddRequest::Batch {
+                queue, batch, ops, ..
+            } => {
+                out.stats.adds_failed += ops.len() as u64;
+                for op in ops {
+                    out.done(op, Err(err.clone()));
+                }
+                self.complete(now, queue, batch);
+            }
+            AddRequest::Push { op, .. } | AddRequest::Bulk { op, .. } => {
+                out.stats.adds_failed += 1;
+                out.done(op, Err(err));
+            }
         }
     }
 
@@ -124,197 +535,43 @@ impl Producers {
     }
 }
 
-impl Session {
-    /// Adds one job to `queue`. Its outcome (the job id, or why not) arrives as
-    /// [`Event::Done`](super::Event::Done) with the returned id.
-    ///
-    /// Validation happens here, so a bad job fails alone, at once, with an error naming the
-    /// field; it never sinks the jobs batched with it. Nor do good jobs sink together: each
-    /// PUSHB is capped by encoded bytes at what one frame holds, so a batch that would overflow
-    /// the 64 MiB frame limit leaves as several. With batching on, the add is flushed at
-    /// once when no batch is in flight (sequential code pays nothing) and otherwise joins the
-    /// next PUSHB. `durable` jobs bypass the batcher and go out alone as PUSH.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Invalid`] for a bad queue name or job (field `data` for a job that alone would
-    /// not fit in a frame), [`Error::Closed`] after
-    /// [`close`](Session::close), [`Error::Overflow`] when the buffer is full under the
-    /// `Reject` policy.
-    pub fn add(&mut self, now: Instant, queue: &str, job: JobSpec) -> Result<OpId, Error> {
-        validate_queue_name(queue)?;
-        job.validate()?;
-        if self.is_closing() {
-            return Err(Error::Closed);
-        }
-        let op = self.next_op_id();
-        self.stats.adds += 1;
-        if job.opts.is_durable() || self.producers.config.is_none() {
-            self.stats.adds_direct += 1;
-            self.enqueue(
-                now,
-                Command::Push {
-                    queue: queue.to_owned(),
-                    job,
-                },
-                Origin::Push(op),
-            );
-            return Ok(op);
-        }
-        // Exact: what this job adds to a PUSHB. The batcher caps every batch at the frame's
-        // budget, so valid jobs never sink together in a PUSHB too large to send.
-        let bytes = job.pushb_len();
-        let budget = pushb_jobs_budget(queue);
-        if bytes > budget {
-            // Even alone it would not fit in a frame: refused before anything is sent.
-            return Err(Error::Invalid(ValidationError {
-                field: "data",
-                message: format!(
-                    "job too large to send: {bytes} bytes encoded, at most {budget} fit in one frame"
-                ),
-            }));
-        }
-        let qi = self.producers.queue_index(now, queue);
-        let batcher = &mut self.producers.queues[qi].1;
-        let deadline = now + self.config.command_timeout;
-        match batcher.push(now, AddItem { op, job, deadline }, bytes) {
-            Ok((item, admission)) => {
-                if admission == Admission::Parked {
-                    self.stats.adds_parked += 1;
-                }
-                self.producers.items.insert(op, (qi, item));
-                self.producers.expiry.push_back((deadline, op));
-                self.collect_rejected(qi);
-                Ok(op)
-            }
-            Err(PushError::Closed(_)) => Err(Error::Closed),
-            Err(PushError::Rejected(_)) => {
-                self.stats.adds_rejected += 1;
-                Err(Error::Overflow)
-            }
-            Err(PushError::TooLarge(_)) => Err(Error::Overflow),
-        }
-    }
-
-    /// Adds many jobs to `queue` as one PUSHB; the outcome is one
-    /// [`Response::PushedBatch`] with the ids in order.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Invalid`] naming the first bad job (`jobs[i]: …`), or [`Error::Closed`].
-    pub fn add_bulk(
-        &mut self,
-        now: Instant,
-        queue: &str,
-        jobs: Vec<JobSpec>,
-    ) -> Result<OpId, Error> {
-        validate_queue_name(queue)?;
-        for (i, job) in jobs.iter().enumerate() {
-            job.validate().map_err(|e| e.in_batch(i))?;
-        }
-        if self.is_closing() {
-            return Err(Error::Closed);
-        }
-        let op = self.next_op_id();
-        self.stats.adds += jobs.len() as u64;
-        self.enqueue(
-            now,
-            Command::PushB {
-                queue: queue.to_owned(),
-                jobs,
-            },
-            Origin::Bulk(op),
-        );
-        Ok(op)
-    }
-
-    /// Withdraws an operation whose request has not been sent yet (its caller gave up). Returns
-    /// whether it was withdrawn; if not, its outcome still arrives as usual.
-    pub fn cancel(&mut self, op: OpId) -> bool {
-        if let Some((qi, item)) = self.producers.items.remove(&op) {
-            if self.producers.queues[qi].1.cancel(item).is_some() {
-                self.stats.adds_cancelled += 1;
-                return true;
-            }
-        }
-        // A re-send waiting after a reconnect was written before and may have been applied:
-        // it can no longer be withdrawn.
-        let pos = self.outgoing.iter().position(|q| {
-            !q.written
-                && matches!(q.origin, Origin::Push(o) | Origin::Bulk(o) | Origin::Request(o) if o == op)
-        });
-        if let Some(pos) = pos {
-            self.outgoing.remove(pos);
-            self.stats.adds_cancelled += 1;
-            return true;
-        }
-        false
-    }
-
-    /// Adds still buffered (or parked) at their deadline fail with a timeout: they were never
-    /// written, so they were certainly not applied.
-    pub(super) fn expire_buffered_adds(&mut self, now: Instant) {
-        self.producers.forget_sent();
-        while let Some(&(deadline, op)) = self.producers.expiry.front() {
-            if deadline > now {
-                break;
-            }
-            self.producers.expiry.pop_front();
-            if let Some((qi, item)) = self.producers.items.remove(&op) {
-                if self.producers.queues[qi].1.cancel(item).is_some() {
-                    self.stats.timeouts += 1;
-                    self.stats.adds_failed += 1;
-                    self.done(
-                        op,
-                        Err(Error::Timeout {
-                            maybe_applied: false,
-                        }),
-                    );
-                }
-            }
-            self.producers.forget_sent();
-        }
-    }
-
-    /// DropOldest victims resolve with an overflow error.
-    fn collect_rejected(&mut self, qi: usize) {
-        while let Some((_, item, _)) = self.producers.queues[qi].1.poll_rejected() {
-            self.producers.items.remove(&item.op);
-            self.stats.adds_rejected += 1;
-            self.done(item.op, Err(Error::Overflow));
-        }
-    }
-
-    /// Moves every due batch into the send queue.
-    pub(super) fn drain_producers(&mut self, now: Instant) {
-        for qi in 0..self.producers.queues.len() {
-            while let Some(batch) = self.producers.queues[qi].1.poll_batch(now) {
-                for (_, item) in &batch.items {
-                    self.producers.items.remove(&item.op);
-                }
-                self.stats.record_flush(batch.reason, batch.items.len());
-                let name = self.producers.queues[qi].0.clone();
-                self.add_item_batch(now, qi, batch.id, name, batch.items);
-            }
-        }
-        self.producers.forget_sent();
-    }
-
-    /// Per-queue batcher statistics: items, batches, flushes by reason, batch sizes.
-    pub fn batch_stats(&self) -> impl Iterator<Item = (&str, &crate::batch::BatchStats)> {
-        self.producers.stats()
-    }
-
-    /// Adds buffered (items, bytes) and parked (waiting for room under backpressure).
-    pub fn pending_adds(&self) -> (usize, usize, usize) {
-        self.producers.pending()
-    }
-}
-
 /// Turns an add's [`Response`] into its job id.
 pub fn pushed_id(response: Response) -> Option<String> {
     match response {
         Response::Pushed(id) => Some(id),
         _ => None,
+    }
+}
+
+/// The index in a `"jobs[<i>]: …"` error message.
+fn batch_index(msg: &str) -> Option<usize> {
+    let rest = msg.strip_prefix("jobs[")?;
+    let end = rest.find("]: ")?;
+    rest[..end].parse().ok()
+}
+
+fn strip_index(msg: &str) -> &str {
+    match (msg.strip_prefix("jobs["), msg.find("]: ")) {
+        (Some(_), Some(end)) => &msg[end + 3..],
+        _ => msg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_error_index() {
+        assert_eq!(batch_index("jobs[3]: priority must be an integer"), Some(3));
+        assert_eq!(
+            batch_index("Group g has reached its maximum size of 2"),
+            None
+        );
+        assert_eq!(
+            strip_index("jobs[3]: priority must be an integer"),
+            "priority must be an integer"
+        );
+        assert_eq!(strip_index("plain"), "plain");
     }
 }

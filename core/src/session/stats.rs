@@ -87,11 +87,13 @@ impl SessionStats {
         }
     }
 
-    pub(super) fn record_flush(&mut self, reason: FlushReason, _items: usize) {
+    pub(super) fn record_flush(&mut self, reason: FlushReason) {
         let i = FlushReason::ALL
             .iter()
             .position(|r| *r == reason)
             .unwrap_or(0);
-        self.flushes[i] += 1;
+        if let Some(n) = self.flushes.get_mut(i) {
+            *n += 1;
+        }
     }
 }

@@ -1,15 +1,19 @@
 //! The worker half of a session: long-poll PULLB for as many jobs as there are free slots,
 //! hand jobs out, batch completions into ACKB (with lock tokens), send failures as FAIL.
+//!
+//! [`WorkerState`] owns the worker's state and the requests it makes ([`WorkRequest`]); the
+//! machine queues what it returns and hands each reply back to it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::batch::{self, BatchId, Batcher};
 use crate::error::Error;
-use crate::wire::{Command, PullArgs, Response, Value};
+use crate::wire::{Command, CommandKind, PullArgs, Response, Value};
 
 use super::config::WorkerConfig;
-use super::machine::{Event, Origin, Session};
+use super::event::{Event, FailKind, Out};
+use super::stats::SessionStats;
 
 /// After an empty non-blocking poll or a refused pull, wait this long before polling again, so
 /// an idle worker does not spin (bunqueue's `drainDelay`).
@@ -22,8 +26,167 @@ pub const MAX_STACK_LINES: usize = 100;
 /// so 100 lines stay a small frame whatever an error's text holds.
 pub const MAX_STACK_LINE_BYTES: usize = 2048;
 
+/// The wire name of the lock renewal.
+const HEARTBEAT: &str = "JobHeartbeatB";
+
+/// A worker request on its way to the server, with what its reply needs.
+#[derive(Debug)]
+pub(super) enum WorkRequest {
+    /// A PULLB for free slots.
+    Pull { args: PullArgs, count: i64 },
+    /// A JobHeartbeatB renewing the locks of the jobs held (the whole request map).
+    Heartbeat { body: Value },
+    /// An ACKB of completions: `results[i]` and `tokens[i]` belong to `ids[i]`.
+    Acks {
+        batch: Option<BatchId>,
+        attempt: u32,
+        ids: Vec<String>,
+        results: Vec<Value>,
+        tokens: Option<Vec<String>>,
+    },
+    /// A FAIL of one job.
+    Fail {
+        id: String,
+        error: String,
+        token: Option<String>,
+        unrecoverable: bool,
+        stack: Vec<String>,
+    },
+    /// A GetState that checks whether an ACK of an ACKB the server refused took effect.
+    AckCheck { id: String },
+}
+
+impl WorkRequest {
+    /// What its reply decodes as.
+    pub(super) fn kind(&self) -> CommandKind {
+        match self {
+            WorkRequest::Pull { .. } => CommandKind::PullB,
+            WorkRequest::Heartbeat { .. } => CommandKind::Other,
+            WorkRequest::Acks { .. } => CommandKind::AckB,
+            WorkRequest::Fail { .. } => CommandKind::Fail,
+            WorkRequest::AckCheck { .. } => CommandKind::GetState,
+        }
+    }
+
+    /// How long the server may hold the reply beyond the command timeout: a pull's poll time.
+    pub(super) fn long_poll(&self) -> Duration {
+        match self {
+            WorkRequest::Pull { args, .. } => {
+                Duration::from_millis(args.timeout.unwrap_or(0).max(0) as u64)
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Whether `close` may abandon it unanswered: a pull (closing the connection hands its jobs
+    /// back) or a heartbeat.
+    pub(super) fn is_background(&self) -> bool {
+        matches!(
+            self,
+            WorkRequest::Pull { .. } | WorkRequest::Heartbeat { .. }
+        )
+    }
+
+    /// Lends the wire command to `f` (to encode it), without copying: the fields move into the
+    /// command and back.
+    pub(super) fn with_command<R>(&mut self, f: impl FnOnce(&Command) -> R) -> R {
+        use std::mem::take;
+        match self {
+            WorkRequest::Pull { args, count } => {
+                let cmd = Command::PullB {
+                    args: take(args),
+                    count: *count,
+                };
+                let r = f(&cmd);
+                // `cmd` was built as a PULLB just above: this always matches.
+                if let Command::PullB { args: a, .. } = cmd {
+                    *args = a;
+                }
+                r
+            }
+            WorkRequest::Heartbeat { body } => {
+                let cmd = Command::Other {
+                    cmd: HEARTBEAT.into(),
+                    body: std::mem::replace(body, Value::Nil),
+                };
+                let r = f(&cmd);
+                // `cmd` was built as Other just above: this always matches.
+                if let Command::Other { body: b, .. } = cmd {
+                    *body = b;
+                }
+                r
+            }
+            WorkRequest::Acks {
+                ids,
+                results,
+                tokens,
+                ..
+            } => {
+                let cmd = Command::AckB {
+                    ids: take(ids),
+                    results: Some(take(results)),
+                    tokens: tokens.take(),
+                };
+                let r = f(&cmd);
+                // `cmd` was built as an ACKB just above: this always matches.
+                if let Command::AckB {
+                    ids: i,
+                    results: rs,
+                    tokens: t,
+                } = cmd
+                {
+                    *ids = i;
+                    *results = rs.unwrap_or_default();
+                    *tokens = t;
+                }
+                r
+            }
+            WorkRequest::Fail {
+                id,
+                error,
+                token,
+                unrecoverable,
+                stack,
+            } => {
+                let cmd = Command::Fail {
+                    id: take(id),
+                    error: Some(take(error)),
+                    token: token.take(),
+                    unrecoverable: *unrecoverable,
+                    stack: take(stack),
+                };
+                let r = f(&cmd);
+                // `cmd` was built as a FAIL just above: this always matches.
+                if let Command::Fail {
+                    id: i,
+                    error: e,
+                    token: t,
+                    stack: s,
+                    ..
+                } = cmd
+                {
+                    *id = i;
+                    *error = e.unwrap_or_default();
+                    *token = t;
+                    *stack = s;
+                }
+                r
+            }
+            WorkRequest::AckCheck { id } => {
+                let cmd = Command::GetState { id: take(id) };
+                let r = f(&cmd);
+                // `cmd` was built as a GetState just above: this always matches.
+                if let Command::GetState { id: i } = cmd {
+                    *id = i;
+                }
+                r
+            }
+        }
+    }
+}
+
 /// JobHeartbeatB for every held job, in a stable order, with its token (`""` for none).
-fn heartbeat_command(active: &HashMap<String, Option<String>>) -> Command {
+fn heartbeat_request(active: &HashMap<String, Option<String>>) -> WorkRequest {
     let mut held: Vec<(&String, &Option<String>)> = active.iter().collect();
     held.sort();
     let ids = held
@@ -34,10 +197,9 @@ fn heartbeat_command(active: &HashMap<String, Option<String>>) -> Command {
         .iter()
         .map(|(_, t)| Value::from(t.as_deref().unwrap_or_default()))
         .collect();
-    Command::Other {
-        cmd: "JobHeartbeatB".into(),
+    WorkRequest::Heartbeat {
         body: Value::map([
-            ("cmd", Value::from("JobHeartbeatB")),
+            ("cmd", Value::from(HEARTBEAT)),
             ("ids", Value::Array(ids)),
             ("tokens", Value::Array(tokens)),
         ]),
@@ -46,12 +208,12 @@ fn heartbeat_command(active: &HashMap<String, Option<String>>) -> Command {
 
 /// One completion on its way to an ACKB.
 #[derive(Debug, Clone)]
-pub(super) struct AckItem {
-    pub(super) id: String,
-    pub(super) token: Option<String>,
-    pub(super) result: Value,
+struct AckItem {
+    id: String,
+    token: Option<String>,
+    result: Value,
     /// How many times it has been sent already.
-    pub(super) attempt: u32,
+    attempt: u32,
 }
 
 #[derive(Debug)]
@@ -67,7 +229,7 @@ pub(super) struct WorkerState {
     /// FAILs and ACKBs out and unanswered.
     settling: usize,
     /// `close` was called: no more pulls.
-    pub(super) stopping: bool,
+    stopping: bool,
     /// When the held jobs' locks are renewed next (while any are held).
     next_heartbeat: Option<Instant>,
 }
@@ -108,26 +270,36 @@ impl WorkerState {
             && self.acks.in_flight() == 0
     }
 
+    /// `close` was called: no more pulls.
+    pub(super) fn stop(&mut self) {
+        self.stopping = true;
+    }
+
     fn free_slots(&self) -> usize {
         self.config.concurrency.saturating_sub(self.active.len())
     }
-}
 
-impl Session {
-    /// A job handed out by [`Event::Job`] finished: its result goes to the server in the next
-    /// ACKB. The server's answer arrives as [`Event::JobSettled`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Invalid`]-like misuse is reported as [`Error::Closed`] when there is no worker,
-    /// and as [`Error::Server`]-free `false` return when the job is not one this worker holds.
-    pub fn complete_job(&mut self, now: Instant, id: &str, result: Value) -> Result<(), Error> {
-        let worker = self.worker.as_mut().ok_or(Error::Closed)?;
-        let Some(token) = worker.active.remove(id) else {
-            return Err(Error::Protocol(format!(
-                "job {id} is not held by this worker"
-            )));
-        };
+    /// Jobs handed out and not yet completed or failed.
+    pub(super) fn jobs_held(&self) -> usize {
+        self.active.len()
+    }
+
+    fn release(&mut self, id: &str) -> Result<Option<String>, Error> {
+        self.active
+            .remove(id)
+            .ok_or_else(|| Error::Protocol(format!("job {id} is not held by this worker")))
+    }
+
+    /// Job `id` finished: its result joins the next ACKB, or, too large to batch, is returned
+    /// as an ACKB of its own.
+    pub(super) fn complete_job(
+        &mut self,
+        now: Instant,
+        id: &str,
+        result: Value,
+        stats: &mut SessionStats,
+    ) -> Result<Option<WorkRequest>, Error> {
+        let token = self.release(id)?;
         let item = AckItem {
             id: id.to_owned(),
             token,
@@ -135,65 +307,26 @@ impl Session {
             attempt: 0,
         };
         let bytes = item.id.len() + 64;
-        if let Err(e) = worker.acks.push(now, item, bytes) {
+        stats.jobs_completed += 1;
+        match self.acks.push(now, item, bytes) {
+            Ok(_) => Ok(None),
             // The ACK batcher is never closed while jobs are held and never rejects (its
             // policy is backpressure), so this is the oversized-result case: send it alone.
-            let item = e.into_inner();
-            self.send_acks(now, None, vec![item]);
+            Err(e) => Ok(Some(self.ack_request(None, vec![e.into_inner()], stats))),
         }
-        self.stats.jobs_completed += 1;
-        Ok(())
     }
 
-    /// A job handed out by [`Event::Job`] failed: a FAIL goes out at once. With
-    /// `unrecoverable`, the server does not retry it. Sends no stack; see
-    /// [`fail_job_with_stack`](Self::fail_job_with_stack).
-    ///
-    /// # Errors
-    ///
-    /// As [`complete_job`](Self::complete_job).
-    pub fn fail_job(
+    /// Job `id` failed: returns its FAIL, with at most [`MAX_STACK_LINES`] stack lines of at
+    /// most [`MAX_STACK_LINE_BYTES`] bytes each.
+    pub(super) fn fail_job(
         &mut self,
-        now: Instant,
-        id: &str,
-        error: &str,
-        unrecoverable: bool,
-    ) -> Result<(), Error> {
-        self.fail_job_with_stack(now, id, error, unrecoverable, Vec::new())
-    }
-
-    /// As [`fail_job`](Self::fail_job), with `stack` lines the server stores as the job's
-    /// `stacktrace` (bunqueue's own workers send the raise site there). Only the first
-    /// [`MAX_STACK_LINES`] are sent, each cut to at most [`MAX_STACK_LINE_BYTES`] bytes, so a
-    /// FAIL stays small whatever the error holds.
-    ///
-    /// # Errors
-    ///
-    /// As [`complete_job`](Self::complete_job).
-    ///
-    /// ```
-    /// use std::time::Instant;
-    /// use autobatch_core::session::{Session, SessionConfig, WorkerConfig};
-    /// let config = SessionConfig { worker: Some(WorkerConfig::new("q")), ..Default::default() };
-    /// let mut s = Session::new(config, Instant::now()).unwrap();
-    /// let stack = vec!["parse failed".into(), "caused by: bad digit".into()];
-    /// // Only jobs the worker holds can be failed.
-    /// assert!(s.fail_job_with_stack(Instant::now(), "not-held", "parse failed", false, stack).is_err());
-    /// ```
-    pub fn fail_job_with_stack(
-        &mut self,
-        now: Instant,
         id: &str,
         error: &str,
         unrecoverable: bool,
         mut stack: Vec<String>,
-    ) -> Result<(), Error> {
-        let worker = self.worker.as_mut().ok_or(Error::Closed)?;
-        let Some(token) = worker.active.remove(id) else {
-            return Err(Error::Protocol(format!(
-                "job {id} is not held by this worker"
-            )));
-        };
+        stats: &mut SessionStats,
+    ) -> Result<WorkRequest, Error> {
+        let token = self.release(id)?;
         stack.truncate(MAX_STACK_LINES);
         for line in &mut stack {
             if line.len() > MAX_STACK_LINE_BYTES {
@@ -204,99 +337,23 @@ impl Session {
                 line.truncate(end);
             }
         }
-        worker.settling += 1;
-        self.stats.jobs_failed += 1;
-        self.enqueue(
-            now,
-            Command::Fail {
-                id: id.to_owned(),
-                error: Some(error.to_owned()),
-                token,
-                unrecoverable,
-                stack,
-            },
-            Origin::Fail,
-        );
-        Ok(())
+        self.settling += 1;
+        stats.jobs_failed += 1;
+        Ok(WorkRequest::Fail {
+            id: id.to_owned(),
+            error: error.to_owned(),
+            token,
+            unrecoverable,
+            stack,
+        })
     }
 
-    /// Jobs handed out and not yet completed or failed.
-    pub fn jobs_held(&self) -> usize {
-        self.worker.as_ref().map_or(0, |w| w.active.len())
-    }
-
-    pub(super) fn on_pulled(&mut self, now: Instant, response: Response) {
-        let Some(worker) = self.worker.as_mut() else {
-            return;
-        };
-        worker.pull_in_flight = false;
-        let jobs = match response {
-            Response::PulledBatch { jobs, tokens } => {
-                let mut tokens = tokens.into_iter();
-                jobs.into_iter()
-                    .map(|j| (j, tokens.next().filter(|t| !t.is_empty())))
-                    .collect()
-            }
-            Response::Pulled { job, token } => job.map(|j| (j, token)).into_iter().collect(),
-            _ => Vec::new(),
-        };
-        if jobs.is_empty() && worker.config.poll_timeout_ms == 0 {
-            worker.next_pull_at = Some(now + IDLE_POLL_DELAY);
-        }
-        if worker.active.is_empty() && !jobs.is_empty() {
-            worker.next_heartbeat = worker.config.heartbeat_interval.map(|h| now + h);
-        }
-        for (job, token) in jobs {
-            worker.active.insert(job.id.clone(), token);
-            self.stats.jobs_received += 1;
-            self.events.push_back(Event::Job { job });
-        }
-    }
-
-    pub(super) fn on_pull_failed(&mut self, now: Instant) {
-        if let Some(w) = self.worker.as_mut() {
-            w.pull_in_flight = false;
-            w.next_pull_at = Some(now + ERROR_POLL_DELAY);
-        }
-    }
-
-    pub(super) fn ack_batch_done(&mut self, now: Instant, batch: Option<BatchId>) {
-        if let Some(w) = self.worker.as_mut() {
-            w.settling = w.settling.saturating_sub(1);
-            if let Some(b) = batch {
-                w.acks.complete(now, b);
-            }
-        }
-    }
-
-    /// Asks the server whether an ACK took effect: the answer settles the job.
-    pub(super) fn check_ack(&mut self, now: Instant, id: String) {
-        if let Some(w) = self.worker.as_mut() {
-            w.settling += 1;
-        }
-        self.stats.ack_checks += 1;
-        self.enqueue(now, Command::GetState { id }, Origin::AckCheck);
-    }
-
-    /// Schedules another try of an ACK that failed for a reason that may pass, or gives up.
-    pub(super) fn requeue_ack(&mut self, now: Instant, mut item: AckItem) {
-        let Some(w) = self.worker.as_mut() else {
-            return;
-        };
-        item.attempt += 1;
-        if item.attempt > w.config.ack_retries {
-            self.events.push_back(Event::JobSettled {
-                id: item.id,
-                result: Err(Error::Server("ACK retries exhausted".into())),
-            });
-            return;
-        }
-        self.stats.ack_retries += 1;
-        let delay = w.config.ack_retry_base * (1u32 << (item.attempt - 1).min(16));
-        w.retries.push((now + delay, item));
-    }
-
-    fn send_acks(&mut self, now: Instant, batch: Option<BatchId>, items: Vec<AckItem>) {
+    fn ack_request(
+        &mut self,
+        batch: Option<BatchId>,
+        items: Vec<AckItem>,
+        stats: &mut SessionStats,
+    ) -> WorkRequest {
         let attempt = items.iter().map(|i| i.attempt).max().unwrap_or(0);
         let any_token = items.iter().any(|i| i.token.is_some());
         let mut ids = Vec::with_capacity(items.len());
@@ -307,86 +364,311 @@ impl Session {
             results.push(item.result);
             tokens.push(item.token.unwrap_or_default());
         }
-        if let Some(w) = self.worker.as_mut() {
-            w.settling += 1;
-        }
-        self.stats.ack_batches_sent += 1;
-        self.enqueue(
-            now,
-            Command::AckB {
-                ids,
-                results: Some(results),
-                tokens: any_token.then_some(tokens),
-            },
-            Origin::Acks { batch, attempt },
-        );
-    }
-
-    pub(super) fn worker_timeout(&mut self, now: Instant) {
-        let Some(w) = self.worker.as_mut() else {
-            return;
-        };
-        w.acks.handle_timeout(now);
-        if w.next_pull_at.is_some_and(|t| t <= now) {
-            w.next_pull_at = None;
-        }
-        if w.retries.iter().any(|(t, _)| *t <= now) {
-            let (due, keep): (Vec<_>, Vec<_>) = w.retries.drain(..).partition(|(t, _)| *t <= now);
-            w.retries = keep;
-            let items: Vec<AckItem> = due.into_iter().map(|(_, i)| i).collect();
-            self.send_acks(now, None, items);
+        self.settling += 1;
+        stats.ack_batches_sent += 1;
+        WorkRequest::Acks {
+            batch,
+            attempt,
+            ids,
+            results,
+            tokens: any_token.then_some(tokens),
         }
     }
 
-    /// Moves due ACK batches into the send queue and asks for more jobs when slots are free.
-    pub(super) fn drive_worker(&mut self, now: Instant) {
-        let connected = self.is_connected();
-        let Some(w) = self.worker.as_mut() else {
-            return;
-        };
-        if w.stopping && w.active.is_empty() && !w.acks.is_closed() {
-            w.acks.close(now);
+    /// Time passed: returns the ACKB of the retries now due, if any.
+    pub(super) fn handle_timeout(
+        &mut self,
+        now: Instant,
+        stats: &mut SessionStats,
+    ) -> Option<WorkRequest> {
+        self.acks.handle_timeout(now);
+        if self.next_pull_at.is_some_and(|t| t <= now) {
+            self.next_pull_at = None;
+        }
+        if !self.retries.iter().any(|(t, _)| *t <= now) {
+            return None;
+        }
+        let (due, keep): (Vec<_>, Vec<_>) = self.retries.drain(..).partition(|(t, _)| *t <= now);
+        self.retries = keep;
+        let items: Vec<AckItem> = due.into_iter().map(|(_, i)| i).collect();
+        Some(self.ack_request(None, items, stats))
+    }
+
+    /// The requests due now, in order: ACK batches, a heartbeat, a pull for the free slots.
+    pub(super) fn poll_requests(
+        &mut self,
+        now: Instant,
+        connected: bool,
+        stats: &mut SessionStats,
+    ) -> Vec<WorkRequest> {
+        if self.stopping && self.active.is_empty() && !self.acks.is_closed() {
+            self.acks.close(now);
         }
         let mut batches = Vec::new();
-        while let Some(b) = w.acks.poll_batch(now) {
+        while let Some(b) = self.acks.poll_batch(now) {
             batches.push(b);
         }
-        let pull = !w.stopping
-            && !w.pull_in_flight
-            && w.next_pull_at.is_none()
-            && w.free_slots() > 0
+        let pull = !self.stopping
+            && !self.pull_in_flight
+            && self.next_pull_at.is_none()
+            && self.free_slots() > 0
             && connected;
-        let pull_cmd = pull.then(|| {
-            w.pull_in_flight = true;
-            Command::PullB {
+        let pull = pull.then(|| {
+            self.pull_in_flight = true;
+            WorkRequest::Pull {
                 args: PullArgs {
-                    queue: w.config.queue.clone(),
-                    timeout: Some(w.config.poll_timeout_ms),
-                    owner: Some(w.config.owner.clone()),
-                    lock_ttl: Some(w.config.lock_ttl_ms),
+                    queue: self.config.queue.clone(),
+                    timeout: Some(self.config.poll_timeout_ms),
+                    owner: Some(self.config.owner.clone()),
+                    lock_ttl: Some(self.config.lock_ttl_ms),
                 },
-                count: w.free_slots().min(1000) as i64,
+                count: self.free_slots().min(1000) as i64,
             }
         });
         // Due heartbeats are rescheduled even when they cannot go out (disconnected): a due
         // time left in the past would make the driver's timer fire in a loop.
         let mut heartbeat = None;
-        if !w.active.is_empty() && w.next_heartbeat.is_some_and(|t| t <= now) {
-            w.next_heartbeat = w.config.heartbeat_interval.map(|h| now + h);
+        if !self.active.is_empty() && self.next_heartbeat.is_some_and(|t| t <= now) {
+            self.next_heartbeat = self.config.heartbeat_interval.map(|h| now + h);
             if connected {
-                heartbeat = Some(heartbeat_command(&w.active));
+                heartbeat = Some(heartbeat_request(&self.active));
             }
         }
+        let mut reqs = Vec::new();
         for b in batches {
             let items = b.items.into_iter().map(|(_, i)| i).collect();
-            self.send_acks(now, Some(b.id), items);
+            reqs.push(self.ack_request(Some(b.id), items, stats));
         }
-        if let Some(cmd) = heartbeat {
-            self.stats.heartbeats_sent += 1;
-            self.enqueue(now, cmd, Origin::Heartbeat);
+        if let Some(h) = heartbeat {
+            stats.heartbeats_sent += 1;
+            reqs.push(h);
         }
-        if let Some(cmd) = pull_cmd {
-            self.enqueue(now, cmd, Origin::Pull);
+        reqs.extend(pull);
+        reqs
+    }
+
+    fn on_pulled(&mut self, now: Instant, response: Response, out: &mut Out<'_>) {
+        self.pull_in_flight = false;
+        let jobs = match response {
+            Response::PulledBatch { jobs, tokens } => {
+                let mut tokens = tokens.into_iter();
+                jobs.into_iter()
+                    .map(|j| (j, tokens.next().filter(|t| !t.is_empty())))
+                    .collect()
+            }
+            Response::Pulled { job, token } => job.map(|j| (j, token)).into_iter().collect(),
+            _ => Vec::new(),
+        };
+        if jobs.is_empty() && self.config.poll_timeout_ms == 0 {
+            self.next_pull_at = Some(now + IDLE_POLL_DELAY);
         }
+        if self.active.is_empty() && !jobs.is_empty() {
+            self.next_heartbeat = self.config.heartbeat_interval.map(|h| now + h);
+        }
+        for (job, token) in jobs {
+            self.active.insert(job.id.clone(), token);
+            out.stats.jobs_received += 1;
+            out.events.push_back(Event::Job { job });
+        }
+    }
+
+    fn on_pull_failed(&mut self, now: Instant) {
+        self.pull_in_flight = false;
+        self.next_pull_at = Some(now + ERROR_POLL_DELAY);
+    }
+
+    /// An ACKB, FAIL or ACK check is answered: it no longer holds up `close`.
+    fn settled(&mut self, now: Instant, batch: Option<BatchId>) {
+        self.settling = self.settling.saturating_sub(1);
+        if let Some(b) = batch {
+            self.acks.complete(now, b);
+        }
+    }
+
+    /// Asks the server whether an ACK took effect: the answer settles the job.
+    fn check_ack(&mut self, id: String, stats: &mut SessionStats) -> WorkRequest {
+        self.settling += 1;
+        stats.ack_checks += 1;
+        WorkRequest::AckCheck { id }
+    }
+
+    /// Schedules another try of an ACK that failed for a reason that may pass, or gives up.
+    fn requeue_ack(&mut self, now: Instant, mut item: AckItem, out: &mut Out<'_>) {
+        item.attempt += 1;
+        if item.attempt > self.config.ack_retries {
+            out.settled(item.id, Err(Error::Server("ACK retries exhausted".into())));
+            return;
+        }
+        out.stats.ack_retries += 1;
+        let factor = 1u32 << (item.attempt - 1).min(16);
+        let delay = self
+            .config
+            .ack_retry_base
+            .checked_mul(factor)
+            .unwrap_or(Duration::MAX);
+        match now.checked_add(delay) {
+            Some(at) => self.retries.push((at, item)),
+            None => out.settled(item.id, Err(Error::Server("ACK retries exhausted".into()))),
+        }
+    }
+
+    /// The server accepted `req`.
+    pub(super) fn on_reply(
+        &mut self,
+        now: Instant,
+        req: WorkRequest,
+        response: Response,
+        out: &mut Out<'_>,
+    ) {
+        match req {
+            WorkRequest::Pull { .. } => self.on_pulled(now, response, out),
+            // A lost heartbeat is covered by the next one; a refused one means the lock is
+            // gone, which the job's ACK will report.
+            WorkRequest::Heartbeat { .. } => {}
+            WorkRequest::Acks { batch, ids, .. } => {
+                let ignored = match response {
+                    Response::AckedBatch {
+                        ignored_indices, ..
+                    } => ignored_indices,
+                    _ => Vec::new(),
+                };
+                for (i, id) in ids.into_iter().enumerate() {
+                    out.settled(id, Ok(!ignored.contains(&i)));
+                }
+                self.settled(now, batch);
+            }
+            WorkRequest::AckCheck { id } => {
+                let result = match response {
+                    Response::State(s) if s == "completed" => Ok(true),
+                    Response::State(s) => Err(Error::Server(format!(
+                        "the ACK of job {id} did not take effect (state {s})"
+                    ))),
+                    _ => Err(Error::Protocol("GetState reply without a state".into())),
+                };
+                out.settled(id, result);
+                self.settled(now, None);
+            }
+            WorkRequest::Fail { id, .. } => {
+                let applied = response == Response::Finalized { applied: true };
+                out.settled(id, Ok(applied));
+                self.settled(now, None);
+            }
+        }
+    }
+
+    /// The server refused `req` with `msg`. Returns the ACK checks to send.
+    pub(super) fn on_error(
+        &mut self,
+        now: Instant,
+        req: WorkRequest,
+        msg: String,
+        out: &mut Out<'_>,
+    ) -> Vec<WorkRequest> {
+        let WorkRequest::Acks {
+            batch,
+            attempt,
+            ids,
+            results,
+            tokens,
+        } = req
+        else {
+            self.resolve(now, req, Error::Server(msg), out);
+            return Vec::new();
+        };
+        // The server names one job. A lock problem means nothing was applied, so the others go
+        // again. A missing job means the others were applied (§6.6) — unless they are missing
+        // too (after a lost connection, usually several are), and the server names only the
+        // first: so each of the others is checked, not assumed.
+        let named = ids.iter().position(|id| names_job(&msg, id));
+        let lock_problem =
+            msg.starts_with("Lock token") || msg.starts_with("Invalid or expired lock token");
+        let tokens = tokens.unwrap_or_default();
+        let mut results = results.into_iter();
+        let mut checks = Vec::new();
+        for (i, id) in ids.into_iter().enumerate() {
+            let result = results.next().unwrap_or(Value::Nil);
+            if Some(i) == named || named.is_none() {
+                out.settled(id, Err(Error::Server(msg.clone())));
+            } else if lock_problem {
+                let item = AckItem {
+                    id,
+                    token: tokens.get(i).filter(|t| !t.is_empty()).cloned(),
+                    result,
+                    attempt,
+                };
+                self.requeue_ack(now, item, out);
+            } else {
+                checks.push(self.check_ack(id, out.stats));
+            }
+        }
+        self.settled(now, batch);
+        checks
+    }
+
+    /// The connection `req` was written on is gone (`why`). Returns it if it is safe to send
+    /// again (an ACK check is a read); everything else resolves.
+    pub(super) fn on_lost(
+        &mut self,
+        now: Instant,
+        req: WorkRequest,
+        why: &FailKind,
+        out: &mut Out<'_>,
+    ) -> Option<WorkRequest> {
+        match req {
+            WorkRequest::AckCheck { .. } if why.allows_resend() => Some(req),
+            other => {
+                self.resolve(now, other, why.error(true), out);
+                None
+            }
+        }
+    }
+
+    /// `req` will get no reply: the jobs it settles fail with `err`.
+    pub(super) fn resolve(
+        &mut self,
+        now: Instant,
+        req: WorkRequest,
+        err: Error,
+        out: &mut Out<'_>,
+    ) {
+        match req {
+            WorkRequest::Pull { .. } => self.on_pull_failed(now),
+            WorkRequest::Heartbeat { .. } => {}
+            WorkRequest::Acks { batch, ids, .. } => {
+                for id in ids {
+                    out.settled(id, Err(err.clone()));
+                }
+                self.settled(now, batch);
+            }
+            WorkRequest::Fail { id, .. } | WorkRequest::AckCheck { id } => {
+                out.settled(id, Err(err));
+                self.settled(now, None);
+            }
+        }
+    }
+}
+
+/// Whether a server message ends by naming job `id` ("… for job <id>", "…: <id>"), as a whole
+/// word: id "7" is not named by a message about job "17".
+fn names_job(msg: &str, id: &str) -> bool {
+    !id.is_empty() && msg.strip_suffix(id).is_some_and(|head| head.ends_with(' '))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_is_named_as_a_whole_word() {
+        assert!(names_job(
+            "Job not found or not in processing state: 17",
+            "17"
+        ));
+        assert!(!names_job(
+            "Job not found or not in processing state: 17",
+            "7"
+        ));
+        assert!(names_job("Lock token required for job abc", "abc"));
+        assert!(!names_job("anything", ""));
     }
 }

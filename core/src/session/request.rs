@@ -1,0 +1,97 @@
+//! Every request a session sends, typed by kind: each variant carries what its reply needs,
+//! so a reply is handled without looking back into the command.
+
+use std::time::Duration;
+
+use crate::wire::{Command, CommandKind};
+
+use super::event::OpId;
+use super::producer::AddRequest;
+use super::replay::Replay;
+use super::worker::WorkRequest;
+
+#[derive(Debug)]
+pub(super) enum Request {
+    /// Goes first and alone on a connection with a token.
+    Auth { token: String },
+    /// Keeps an idle connection alive.
+    Ping,
+    /// A caller's request ([`Session::request`](super::Session::request)): written again
+    /// after a lost connection only if `replay` allows it.
+    User {
+        op: OpId,
+        cmd: Box<Command>,
+        replay: Replay,
+    },
+    /// An add (the producer's).
+    Add(AddRequest),
+    /// A pull, an ACK, a FAIL... (the worker's).
+    Work(WorkRequest),
+}
+
+impl Request {
+    /// What its reply decodes as.
+    pub(super) fn kind(&self) -> CommandKind {
+        match self {
+            Request::Auth { .. } => CommandKind::Auth,
+            Request::Ping => CommandKind::Ping,
+            Request::User { cmd, .. } => cmd.kind(),
+            Request::Add(a) => a.kind(),
+            Request::Work(w) => w.kind(),
+        }
+    }
+
+    /// How long the server may legitimately hold the reply beyond the command timeout: the
+    /// poll time of a long-poll.
+    pub(super) fn long_poll(&self) -> Duration {
+        match self {
+            Request::User { cmd, .. } => match cmd.as_ref() {
+                Command::Pull(args) | Command::PullB { args, .. } => {
+                    Duration::from_millis(args.timeout.unwrap_or(0).max(0) as u64)
+                }
+                _ => Duration::ZERO,
+            },
+            Request::Work(w) => w.long_poll(),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Whether `close` may abandon it unanswered.
+    pub(super) fn is_background(&self) -> bool {
+        match self {
+            Request::Ping => true,
+            Request::Work(w) => w.is_background(),
+            _ => false,
+        }
+    }
+
+    /// The operation it stands for alone, so a caller can withdraw it while it is unwritten.
+    pub(super) fn single_op(&self) -> Option<OpId> {
+        match self {
+            Request::User { op, .. } => Some(*op),
+            Request::Add(a) => a.single_op(),
+            _ => None,
+        }
+    }
+
+    /// Lends the wire command to `f`, to encode it.
+    pub(super) fn with_command<R>(&mut self, f: impl FnOnce(&Command) -> R) -> R {
+        match self {
+            Request::Auth { token } => {
+                let cmd = Command::Auth {
+                    token: std::mem::take(token),
+                };
+                let r = f(&cmd);
+                // `cmd` was built as an Auth just above: this always matches.
+                if let Command::Auth { token: t } = cmd {
+                    *token = t;
+                }
+                r
+            }
+            Request::Ping => f(&Command::Ping),
+            Request::User { cmd, .. } => f(cmd.as_ref()),
+            Request::Add(a) => a.with_command(f),
+            Request::Work(w) => w.with_command(f),
+        }
+    }
+}

@@ -12,6 +12,7 @@
 //! * [`session`]: one client connection (auth, correlation, window, timeouts, reconnect), with a
 //!   producer and a worker on top.
 //! * [`Error`]: per-operation outcomes, split by who is at fault.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod batch;

@@ -26,6 +26,7 @@
 //! client.close().await;
 //! # Ok(()) }
 //! ```
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod client;

@@ -254,7 +254,9 @@ pub struct WorkerOptions {
     pub lock_ttl: Duration,
     /// ACK batching: completions are sent together as ACKB. Default 10 per ACKB, 50 ms linger.
     pub acks: BatchConfig,
-    /// Worker id sent as the pull `owner`. Default `autobatch-<queue>`.
+    /// Worker id sent as the pull `owner`. Default `autobatch-<queue>-<pid>-<n>`: unique per
+    /// process (the pid) and per worker within it (a process-wide counter), so two processes
+    /// working the same queue never share an owner.
     pub owner: Option<String>,
     /// How often the locks of the jobs being processed are renewed (JobHeartbeatB), so a job
     /// that runs longer than `lock_ttl` stays with this worker. Default 10 s (bunqueue's), or
@@ -358,11 +360,19 @@ impl WorkerOptions {
             }
             other => other,
         };
-        if let Some(o) = &self.owner {
-            c.owner = o.clone();
-        }
+        c.owner = match &self.owner {
+            Some(o) => o.clone(),
+            None => default_owner(&self.queue),
+        };
         Ok(c)
     }
+}
+
+/// `autobatch-<queue>-<pid>-<n>`: the core cannot read the pid, the driver can.
+fn default_owner(queue: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("autobatch-{queue}-{}-{n}", std::process::id())
 }
 
 /// An option out of range. Local misuse: fix the options.

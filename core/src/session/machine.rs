@@ -768,11 +768,13 @@ impl Session {
 
     /// The next event, until `None`. Drain after every input and after
     /// [`poll_transmit`](Self::poll_transmit).
+    #[must_use = "an event left in the queue is never seen"]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must be called next, if ever.
+    #[must_use = "a deadline that is not armed never fires"]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
         let mut consider = |x: Option<Instant>| {

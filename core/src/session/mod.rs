@@ -99,6 +99,5 @@ mod worker;
 
 pub use config::{ConfigError, ReconnectConfig, SessionConfig, WorkerConfig};
 pub use machine::{Event, OpId, Session};
-pub use producer::pushed_id;
 pub use stats::SessionStats;
 pub use worker::{MAX_STACK_LINES, MAX_STACK_LINE_BYTES};

@@ -6,9 +6,7 @@ use std::time::Instant;
 
 use crate::batch::{Admission, BatchConfig, BatchId, Batcher, ItemId, PushError};
 use crate::error::Error;
-use crate::wire::{
-    pushb_jobs_budget, validate_queue_name, Command, JobSpec, Response, ValidationError,
-};
+use crate::wire::{pushb_jobs_budget, validate_queue_name, Command, JobSpec, ValidationError};
 
 use super::machine::{OpId, Origin, Session};
 
@@ -292,7 +290,7 @@ impl Session {
                 for (_, item) in &batch.items {
                     self.producers.items.remove(&item.op);
                 }
-                self.stats.record_flush(batch.reason, batch.items.len());
+                self.stats.record_flush(batch.reason);
                 let name = self.producers.queues[qi].0.clone();
                 self.add_item_batch(now, qi, batch.id, name, batch.items);
             }
@@ -308,13 +306,5 @@ impl Session {
     /// Adds buffered (items, bytes) and parked (waiting for room under backpressure).
     pub fn pending_adds(&self) -> (usize, usize, usize) {
         self.producers.pending()
-    }
-}
-
-/// Turns an add's [`Response`] into its job id.
-pub fn pushed_id(response: Response) -> Option<String> {
-    match response {
-        Response::Pushed(id) => Some(id),
-        _ => None,
     }
 }

@@ -87,7 +87,7 @@ impl SessionStats {
         }
     }
 
-    pub(super) fn record_flush(&mut self, reason: FlushReason, _items: usize) {
+    pub(super) fn record_flush(&mut self, reason: FlushReason) {
         let i = FlushReason::ALL
             .iter()
             .position(|r| *r == reason)

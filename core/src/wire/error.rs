@@ -71,9 +71,6 @@ pub enum ProtocolError {
     /// The body is not a map with a string `cmd` (bunqueue: `"Invalid command"`).
     #[error("Invalid command")]
     NotACommand,
-    /// A `cmd` this crate does not know (bunqueue: `"Unknown command: <cmd>"`).
-    #[error("Unknown command: {0}")]
-    UnknownCommand(String),
     /// A field is missing or has the wrong type.
     #[error("field `{field}`: {problem}")]
     BadField {

@@ -182,16 +182,6 @@ impl Value {
         out
     }
 
-    /// A value for a JS number `n`: [`Value::Int`] when integral and exactly representable,
-    /// [`Value::F64`] otherwise.
-    pub fn number(n: f64) -> Value {
-        if n.fract() == 0.0 && n.abs() < 9.007_199_254_740_992e15 {
-            Value::Int(n as i64)
-        } else {
-            Value::F64(n)
-        }
-    }
-
     /// Looks up a string key in a map; `None` for other values or a missing key.
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {

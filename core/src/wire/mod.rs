@@ -30,6 +30,7 @@ mod job;
 mod reply;
 mod size;
 mod value;
+mod value_serde;
 
 pub use codec::{Encoder, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_DEPTH};
 pub use command::{pushb_jobs_budget, Command, CommandError, CommandKind, PullArgs};

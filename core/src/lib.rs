@@ -20,4 +20,4 @@ mod error;
 pub mod session;
 pub mod wire;
 
-pub use error::{Error, Fault};
+pub use error::{Error, Fault, ServerError, ServerErrorKind};

@@ -316,6 +316,8 @@ impl<R: Runtime> Pump<R> {
                     let _ = c.send(());
                 }
             }
+            // An event a newer core may add: nothing this driver must act on.
+            other => tracing::trace!(event = ?other, "unhandled session event"),
         }
     }
 

@@ -52,6 +52,15 @@ fn drain(d: &mut FrameDecoder, out: &mut Vec<Out>) -> bool {
                 assert!(matches!(d.next_frame(), Err(FrameError::TooLarge { .. })));
                 return false;
             }
+            // A kind a newer core may add: treat it like the fatal one.
+            Err(e) => {
+                assert!(
+                    e.is_fatal(),
+                    "a non-fatal frame error this check does not know: {e}"
+                );
+                out.push(Out::TooLarge);
+                return false;
+            }
         }
     }
 }

@@ -28,6 +28,7 @@ impl OpId {
 
 /// What the session asks of its driver, or reports to it. Drain with [`Session::poll_event`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Event {
     /// Open a connection now, then call [`Session::handle_connected`] or
     /// [`Session::handle_connect_failed`].
@@ -460,7 +461,7 @@ impl Session {
                 };
                 let result = match response {
                     Response::State(s) if s == "completed" => Ok(true),
-                    Response::State(s) => Err(Error::Server(format!(
+                    Response::State(s) => Err(Error::server(format!(
                         "the ACK of job {id} did not take effect (state {s})"
                     ))),
                     _ => Err(Error::Protocol("GetState reply without a state".into())),
@@ -509,7 +510,7 @@ impl Session {
                         for (i, (op, job)) in ops.into_iter().zip(jobs).enumerate() {
                             if i == bad {
                                 self.stats.adds_failed += 1;
-                                self.done(op, Err(Error::Server(strip_index(&msg).to_owned())));
+                                self.done(op, Err(Error::server(strip_index(&msg).to_owned())));
                             } else {
                                 keep_ops.push(op);
                                 keep_jobs.push(job);
@@ -535,7 +536,7 @@ impl Session {
                     None => {
                         for op in ops {
                             self.stats.adds_failed += 1;
-                            self.done(op, Err(Error::Server(strip_index(&msg).to_owned())));
+                            self.done(op, Err(Error::server(strip_index(&msg).to_owned())));
                         }
                         self.producers.complete(now, queue, batch);
                     }
@@ -563,7 +564,7 @@ impl Session {
                     if Some(i) == named || named.is_none() {
                         self.events.push_back(Event::JobSettled {
                             id,
-                            result: Err(Error::Server(msg.clone())),
+                            result: Err(Error::server(msg.clone())),
                         });
                     } else if lock_problem {
                         let item = AckItem {
@@ -585,7 +586,7 @@ impl Session {
                 };
                 self.events.push_back(Event::JobSettled {
                     id,
-                    result: Err(Error::Server(msg)),
+                    result: Err(Error::server(msg)),
                 });
                 self.ack_batch_done(now, None);
             }
@@ -974,7 +975,7 @@ impl FailKind {
             },
             FailKind::Protocol(m) => Error::Protocol(m.clone()),
             FailKind::Auth(m) => Error::AuthFailed(m.clone()),
-            FailKind::Server(m) => Error::Server(m.clone()),
+            FailKind::Server(m) => Error::server(m.clone()),
             FailKind::TooLarge(m) => Error::Invalid(crate::wire::ValidationError {
                 field: "data",
                 message: format!("request too large to send: {m}"),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::batch::{self, BatchId, Batcher};
 use crate::error::Error;
-use crate::wire::{Command, PullArgs, Response, Value};
+use crate::wire::{millis, Command, PullArgs, Response, Value};
 
 use super::config::WorkerConfig;
 use super::machine::{Event, Origin, Session};
@@ -174,7 +174,7 @@ impl Session {
     /// ```
     /// use std::time::Instant;
     /// use autobatch_core::session::{Session, SessionConfig, WorkerConfig};
-    /// let config = SessionConfig { worker: Some(WorkerConfig::new("q")), ..Default::default() };
+    /// let config = SessionConfig::default().worker(Some(WorkerConfig::new("q")));
     /// let mut s = Session::new(config, Instant::now()).unwrap();
     /// let stack = vec!["parse failed".into(), "caused by: bad digit".into()];
     /// // Only jobs the worker holds can be failed.
@@ -240,7 +240,7 @@ impl Session {
             Response::Pulled { job, token } => job.map(|j| (j, token)).into_iter().collect(),
             _ => Vec::new(),
         };
-        if jobs.is_empty() && worker.config.poll_timeout_ms == 0 {
+        if jobs.is_empty() && worker.config.poll_timeout.as_millis() == 0 {
             worker.next_pull_at = Some(now + IDLE_POLL_DELAY);
         }
         if worker.active.is_empty() && !jobs.is_empty() {
@@ -287,7 +287,7 @@ impl Session {
         if item.attempt > w.config.ack_retries {
             self.events.push_back(Event::JobSettled {
                 id: item.id,
-                result: Err(Error::Server("ACK retries exhausted".into())),
+                result: Err(Error::server("ACK retries exhausted")),
             });
             return;
         }
@@ -361,9 +361,9 @@ impl Session {
             Command::PullB {
                 args: PullArgs {
                     queue: w.config.queue.clone(),
-                    timeout: Some(w.config.poll_timeout_ms),
+                    timeout: Some(millis(w.config.poll_timeout)),
                     owner: Some(w.config.owner.clone()),
-                    lock_ttl: Some(w.config.lock_ttl_ms),
+                    lock_ttl: Some(millis(w.config.lock_ttl)),
                 },
                 count: w.free_slots().min(1000) as i64,
             }

@@ -36,9 +36,11 @@ pub use codec::{Encoder, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_DEPTH};
 pub use command::{pushb_jobs_budget, Command, CommandError, CommandKind, PullArgs};
 pub use error::{DecodeError, FrameError, ProtocolError};
 pub use frame::{write_frame, FrameDecoder, MAX_FRAME};
+pub(crate) use job::millis;
 pub use job::{
-    validate_data, validate_queue_name, Backoff, Dedup, Job, JobOptions, JobSpec, ValidationError,
-    MAX_ATTEMPTS, MAX_DATA_JSON_LEN, MAX_DELAY_MS, MAX_NAME_CHARS, MAX_PRIORITY, MAX_TIMEOUT_MS,
+    validate_data, validate_queue_name, Backoff, Dedup, Job, JobOptions, JobSpec, JobState,
+    ValidationError, MAX_ATTEMPTS, MAX_DATA_JSON_LEN, MAX_DELAY_MS, MAX_NAME_CHARS, MAX_PRIORITY,
+    MAX_TIMEOUT_MS,
 };
 pub use reply::{encode_error, Incoming, JobCounts, Reply, Response};
 pub use value::{DataError, RawValue, Value, JS_INT_MAX, JS_INT_MIN};

@@ -113,6 +113,7 @@ impl JobCounts {
 
 /// The typed content of a successful reply.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Response {
     /// Hello.
     Hello {

@@ -412,6 +412,7 @@ pub(crate) fn json_str_len(s: &str) -> usize {
 /// Job data or a result that could not be converted to or from a user type.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("job data could not be converted: {0}")]
+#[non_exhaustive]
 pub struct DataError(pub String);
 
 impl From<&str> for Value {

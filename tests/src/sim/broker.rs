@@ -450,17 +450,12 @@ impl Broker {
     }
 
     fn job_value(&self, id: &str, j: &JobRec) -> Job {
-        Job {
-            id: id.to_owned(),
-            queue: j.queue.clone(),
-            name: j.name.clone(),
-            data: j.data.clone(),
-            attempts: j.attempts,
-            max_attempts: j.max_attempts,
-            created_at: j.inserted.as_secs_f64() * 1000.0,
-            run_at: j.inserted.as_secs_f64() * 1000.0,
-            ..Job::default()
-        }
+        let mut job = Job::new(id, j.queue.clone(), j.name.clone(), j.data.clone());
+        job.attempts = j.attempts;
+        job.max_attempts = j.max_attempts;
+        job.created_at = j.inserted.as_secs_f64() * 1000.0;
+        job.run_at = j.inserted.as_secs_f64() * 1000.0;
+        job
     }
 
     /// Completes (ACK) an active job; false when it is not active.

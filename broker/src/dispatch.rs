@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use autobatch_core::wire::server::{encode_error, DecodeCommand, EncodeResponse};
 use autobatch_core::wire::{
-    encode_error, validate_queue_name, Command, DecodeError, JobSpec, PullArgs, Response, Value,
+    validate_queue_name, Command, DecodeError, JobSpec, PullArgs, Response, Value,
 };
 
 use tokio::sync::{watch, Semaphore};

@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use autobatch_core::session::{Event, Session, SessionConfig};
+use autobatch_core::wire::server::EncodeResponse;
 use autobatch_core::wire::{write_frame, FrameDecoder, JobSpec, Response, Value};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 

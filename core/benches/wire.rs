@@ -14,6 +14,7 @@
 
 use std::hint::black_box;
 
+use autobatch_core::wire::server::{DecodeCommand, EncodeResponse};
 use autobatch_core::wire::{
     write_frame, Command, CommandKind, FrameDecoder, Incoming, JobSpec, Response, Value,
 };

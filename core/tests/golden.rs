@@ -14,9 +14,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use autobatch_core::wire::server::{encode_error, CommandError, DecodeCommand, EncodeResponse};
 use autobatch_core::wire::{
-    encode_error, write_frame, Backoff, Command, CommandError, CommandKind, DecodeError,
-    FrameDecoder, FrameError, Incoming, ProtocolError, Reply, Response, Value, MAX_FRAME,
+    write_frame, Backoff, Command, CommandKind, DecodeError, FrameDecoder, FrameError, Incoming,
+    ProtocolError, Reply, Response, Value, MAX_FRAME,
 };
 use serde_json::Value as J;
 

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use autobatch_core::batch::BatchConfig;
 use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
+use autobatch_core::wire::server::encode_error;
 use autobatch_core::wire::{
-    encode_error, write_frame, Command, FrameDecoder, JobOptions, JobSpec, Response, Value,
+    write_frame, Command, FrameDecoder, JobOptions, JobSpec, Response, Value,
 };
 use autobatch_core::Error;
 

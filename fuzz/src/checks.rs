@@ -6,9 +6,8 @@
 
 #![allow(dead_code)]
 
-use autobatch_core::wire::{
-    encode_error, Command, CommandKind, FrameDecoder, FrameError, Incoming, Value,
-};
+use autobatch_core::wire::server::{encode_error, DecodeCommand, EncodeResponse};
+use autobatch_core::wire::{Command, CommandKind, FrameDecoder, FrameError, Incoming, Value};
 
 /// Every kind a reply can be read as.
 pub const KINDS: [CommandKind; 16] = [

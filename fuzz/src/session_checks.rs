@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use autobatch_core::batch::{BatchConfig, Batcher, OverflowPolicy};
 use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
+use autobatch_core::wire::server::EncodeResponse;
 use autobatch_core::wire::{write_frame, FrameDecoder, JobOptions, JobSpec, Response, Value};
 
 struct Bytes<'a>(&'a [u8]);

@@ -368,11 +368,9 @@ impl Command {
         }
     }
 
-    /// Reads a request map in the server role.
-    ///
-    /// Returns the `reqId` (as sent, [`Value::Undefined`] when absent) alongside the outcome, so
-    /// that even a refused request can be answered. Errors carry bunqueue's own messages.
-    pub fn decode(v: &Value) -> (Value, Result<Command, CommandError>) {
+    /// Reads a request map in the server role: see
+    /// [`DecodeCommand::decode`](super::server::DecodeCommand::decode).
+    pub(crate) fn decode_request(v: &Value) -> (Value, Result<Command, CommandError>) {
         if v.is_nullish() {
             // msgpackr yields null for `c0`; the server rejects that as a bad format.
             return (
@@ -1015,6 +1013,7 @@ fn decode_pull(v: &Value) -> Result<PullArgs, ValidationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::server::DecodeCommand;
     use std::time::Duration;
 
     fn round_trip(cmd: &Command) -> Command {

@@ -18,9 +18,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use autobatch_core::wire::{
-    encode_error, write_frame, Command, FrameDecoder, Job, JobSpec, Response, Value,
-};
+use autobatch_core::wire::server::{encode_error, DecodeCommand, EncodeResponse};
+use autobatch_core::wire::{write_frame, Command, FrameDecoder, Job, JobSpec, Response, Value};
 
 use super::network::ConnId;
 use super::Rng;

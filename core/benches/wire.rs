@@ -10,7 +10,8 @@
 //! * `reply50/decode`: client side, FrameDecoder + Value::decode + Incoming::from_value +
 //!   `response(PushB)`.
 //! * `data/from_serialize`: what an add does to the caller's data (a small struct) before it
-//!   is queued; `data/deserialize`: a worker reading it back from a decoded frame.
+//!   is queued (`from_serialize_json`: the same data as a `serde_json::Value`);
+//!   `data/deserialize`: a worker reading it back from a decoded frame.
 
 use std::hint::black_box;
 
@@ -139,6 +140,16 @@ fn data(c: &mut Criterion) {
     let mut g = c.benchmark_group("data");
     g.bench_function("from_serialize", |b| {
         b.iter(|| black_box(Value::from_serialize(black_box(&email)).unwrap()))
+    });
+    // The same data as a dynamic JSON value: a map either way, whatever the serializer.
+    let json = serde_json::json!({
+        "to": "user-1@example.com",
+        "attempt": 1,
+        "tags": ["welcome", "email"],
+        "sent_at": 1_700_000_000_000u64,
+    });
+    g.bench_function("from_serialize_json", |b| {
+        b.iter(|| black_box(Value::from_serialize(black_box(&json)).unwrap()))
     });
     let v = Value::from_serialize(&email).unwrap();
     let push = Value::map([("cmd", Value::from("PUSH")), ("data", v)]).to_bytes();

@@ -6,8 +6,8 @@
 //! is drained with a `poll_*` call. That is what lets the same code run under tokio, smol,
 //! async-std or a loop of your own, and what makes the simulation tests and fuzzing possible.
 //!
-//! * [`wire`]: frames, MessagePack values with bunqueue's number rules, typed commands and
-//!   replies in both roles (client and broker).
+//! * [`wire`]: frames, MessagePack values with bunqueue's number rules (and serde for them),
+//!   typed commands and replies; the broker's role is kept apart in [`wire::server`].
 //! * [`batch`]: the generic batcher (idle flush, size, linger, completion; overflow policies).
 //! * [`session`]: one client connection (auth, correlation, window, timeouts, reconnect), with a
 //!   producer and a worker on top.

@@ -195,7 +195,7 @@ impl Session {
     }
 
     /// Adds many jobs to `queue` as one PUSHB; the outcome is one
-    /// [`Response::PushedBatch`] with the ids in order.
+    /// [`Response::PushedBatch`](crate::wire::Response::PushedBatch) with the ids in order.
     ///
     /// # Errors
     ///

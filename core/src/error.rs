@@ -200,3 +200,45 @@ impl PartialEq<&str> for ServerError {
         self.message == *other
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_messages_get_their_kind() {
+        let kind = |m: &str| ServerError::from(m).kind();
+        assert_eq!(kind("Job not found"), ServerErrorKind::JobNotFound);
+        assert_eq!(
+            kind("Job not found or not in processing state: j1"),
+            ServerErrorKind::JobNotFound
+        );
+        assert_eq!(kind("Rate limit exceeded"), ServerErrorKind::RateLimited);
+        assert_eq!(
+            kind("jobs[2]: priority must be at most 1000000"),
+            ServerErrorKind::Validation
+        );
+        assert_eq!(
+            kind("Invalid or expired lock token"),
+            ServerErrorKind::LockToken
+        );
+        assert_eq!(kind("Queue is paused"), ServerErrorKind::Other);
+    }
+
+    #[test]
+    fn a_missing_or_refused_token_is_an_auth_failure() {
+        assert_eq!(
+            Error::server("Not authenticated"),
+            Error::AuthFailed("Not authenticated".into())
+        );
+        assert_eq!(
+            Error::server("Invalid token"),
+            Error::AuthFailed("Invalid token".into())
+        );
+        let Error::Server(e) = Error::server("Job not found") else {
+            panic!("a server error")
+        };
+        assert_eq!(e.kind(), ServerErrorKind::JobNotFound);
+        assert!(e == "Job not found");
+    }
+}

@@ -1051,6 +1051,37 @@ mod tests {
     }
 
     #[test]
+    fn negative_spans_are_refused_as_the_server_refuses_them() {
+        // Durations cannot be negative: the decoder checks the wire value before converting.
+        for (key, message) in [
+            ("delay", "delay must be at least 0"),
+            ("timeout", "timeout must be at least 0"),
+            ("ttl", "ttl must be at least 0"),
+            ("backoff", "backoff must be at least 0"),
+        ] {
+            let v = Value::map([
+                ("cmd", Value::from("PUSH")),
+                ("queue", Value::from("q")),
+                ("name", Value::from("n")),
+                ("data", Value::Nil),
+                (key, Value::Int(-1)),
+            ]);
+            assert_eq!(Command::decode(&v).1.unwrap_err().to_string(), message);
+        }
+        let v = Value::map([
+            ("cmd", Value::from("PUSH")),
+            ("queue", Value::from("q")),
+            ("name", Value::from("n")),
+            ("data", Value::Nil),
+            ("delay", Value::F64(1500.7)),
+        ]);
+        let Ok(Command::Push { job, .. }) = Command::decode(&v).1 else {
+            panic!("a PUSH")
+        };
+        assert_eq!(job.opts.delay, Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
     fn every_command_round_trips() {
         let job = JobSpec::new("n", Value::map([("x", Value::Int(1))])).with_options(JobOptions {
             priority: Some(3),

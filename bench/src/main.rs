@@ -6,6 +6,7 @@
 //! prints the seed's table with medians and spreads. `--compare` runs the same patterns against
 //! one real bunqueue 2.9.5 server with autobatch, bunqueue's own TS client and the official
 //! Rust client side by side, plus the loopback ping-pong floor. See `--help`.
+#![forbid(unsafe_code)]
 
 mod autobatch;
 mod floor;

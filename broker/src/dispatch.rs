@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use autobatch_core::wire::server::{encode_error, DecodeCommand, EncodeResponse};
 use autobatch_core::wire::{
-    encode_error, validate_queue_name, Command, CommandError, DecodeError, JobSpec, PullArgs,
-    Response, Value,
+    validate_queue_name, Command, DecodeError, JobSpec, PullArgs, Response, Value,
 };
 
 use tokio::sync::{watch, Semaphore};
@@ -171,9 +171,7 @@ async fn handle_value(shared: &Shared, conn: &Conn, v: &Value) -> Vec<u8> {
     }
     let command = match Command::decode(v).1 {
         Ok(c) => c,
-        Err(e @ CommandError::Invalid(_)) | Err(e @ CommandError::Protocol(_)) => {
-            return error_frame(&req_id, &e.to_string())
-        }
+        Err(e) => return error_frame(&req_id, &e.to_string()),
     };
     match run(shared, conn, command, v).await {
         Ok(r) => ok_frame(&req_id, &r),
@@ -260,6 +258,8 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
         }
         Command::GetJobCounts { queue } => Ok(Response::Counts(shared.lock().counts(&queue, now))),
         Command::Other { cmd, body } => housekeeping(shared, conn, &cmd, &body, now),
+        // A command a newer core decodes that this broker does not serve yet.
+        other => Err(format!("Unknown command: {}", other.name())),
     }
 }
 

@@ -34,6 +34,7 @@
 //! };
 //! assert_eq!(reply.get("ok"), Some(&Value::Bool(true)));
 //! ```
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auth;

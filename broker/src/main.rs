@@ -3,6 +3,7 @@
 //! Every flag can also come from the environment: bunqueue's own names where it has the
 //! setting (`HOST`, `TCP_PORT`, `DATA_PATH`, `AUTH_TOKENS`, `TCP_IDLE_TIMEOUT_MS`), an
 //! `AUTOBATCH_` name otherwise. A flag wins over its variable.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -5,6 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use autobatch_core::wire::{Backoff, Job, JobCounts, JobSpec, Value};
 use tokio::sync::Notify;
@@ -14,7 +15,7 @@ use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
 /// Default backoff base, ms.
-const DEFAULT_BACKOFF: i64 = 1000;
+const DEFAULT_BACKOFF: Duration = Duration::from_millis(1000);
 /// Longest retry delay, ms.
 const MAX_RETRY_DELAY: f64 = 3_600_000.0;
 /// Default lock time to live, ms.
@@ -225,7 +226,7 @@ impl State {
             .job_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let delay = o.delay.unwrap_or(0).max(0) as f64;
+        let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
         let created_at = o.timestamp.unwrap_or(now);
         let seq = self.seq;
         self.seq += 1;
@@ -541,7 +542,7 @@ impl State {
         self.promote(&queue, now);
         let e = self.jobs.get(id)?;
         let mut job = wire_job(&e.rec);
-        job.state = Some(state_name(&e.rec).to_owned());
+        job.state = Some(autobatch_core::wire::JobState::from(state_name(&e.rec)));
         job.returnvalue = e.rec.result.clone();
         job.failed_reason = e.rec.failed_reason.clone();
         Some(job)
@@ -696,29 +697,33 @@ fn state_name(rec: &JobRecord) -> &'static str {
 }
 
 fn wire_job(rec: &JobRecord) -> Job {
-    Job {
-        id: rec.id.clone(),
-        queue: rec.queue.clone(),
-        name: rec.name.clone(),
-        data: rec.data.clone(),
-        priority: rec.priority,
-        attempts: rec.attempts,
-        max_attempts: rec.max_attempts,
-        created_at: rec.created_at,
-        run_at: rec.run_at,
-        state: None,
-        returnvalue: None,
-        failed_reason: None,
-    }
+    let mut job = Job::new(
+        rec.id.clone(),
+        rec.queue.clone(),
+        rec.name.clone(),
+        rec.data.clone(),
+    );
+    job.priority = rec.priority;
+    job.attempts = rec.attempts;
+    job.max_attempts = rec.max_attempts;
+    job.created_at = rec.created_at;
+    job.run_at = rec.run_at;
+    job
 }
 
 /// bunqueue's retry delay: a plain or exponential base doubles per attempt with a 0.5..1.5
 /// jitter, a fixed one gets 0.8..1.2; capped at one hour.
+fn ms(d: Duration) -> f64 {
+    d.as_millis() as f64
+}
+
 fn retry_delay(backoff: Option<Backoff>, attempts: i64, jitter: f64) -> f64 {
     let pow = 2f64.powi(attempts.clamp(0, 40) as i32);
     let d = match backoff.unwrap_or(Backoff::Delay(DEFAULT_BACKOFF)) {
-        Backoff::Delay(b) | Backoff::Exponential(b) => b as f64 * pow * (0.5 + jitter),
-        Backoff::Fixed(b) => b as f64 * (0.8 + 0.4 * jitter),
+        Backoff::Delay(b) | Backoff::Exponential(b) => ms(b) * pow * (0.5 + jitter),
+        Backoff::Fixed(b) => ms(b) * (0.8 + 0.4 * jitter),
+        // A strategy a newer core may add: as bunqueue's default.
+        other => ms(other.delay()) * pow * (0.5 + jitter),
     };
     d.clamp(0.0, MAX_RETRY_DELAY)
 }
@@ -773,7 +778,8 @@ mod tests {
         let mut s = state();
         s.push(
             "q",
-            JobSpec::new("a", Value::Nil).with_options(JobOptions::new().delay(100)),
+            JobSpec::new("a", Value::Nil)
+                .with_options(JobOptions::new().delay(Duration::from_millis(100))),
             0.0,
         );
         assert!(pull(&mut s, 1, 50.0).is_empty());
@@ -787,8 +793,11 @@ mod tests {
         let mut s = state();
         let id = s.push(
             "q",
-            JobSpec::new("a", Value::Nil)
-                .with_options(JobOptions::new().attempts(2).backoff(Backoff::Fixed(10))),
+            JobSpec::new("a", Value::Nil).with_options(
+                JobOptions::new()
+                    .attempts(2)
+                    .backoff(Backoff::Fixed(Duration::from_millis(10))),
+            ),
             0.0,
         );
         let t = pull(&mut s, 1, 0.0).remove(0).token;
@@ -818,9 +827,12 @@ mod tests {
     #[test]
     fn retry_delay_is_capped() {
         assert_eq!(
-            retry_delay(Some(Backoff::Delay(86_400_000)), 5, 0.5),
+            retry_delay(Some(Backoff::Delay(Duration::from_secs(86_400))), 5, 0.5),
             MAX_RETRY_DELAY
         );
-        assert_eq!(retry_delay(Some(Backoff::Fixed(100)), 9, 0.5), 100.0);
+        assert_eq!(
+            retry_delay(Some(Backoff::Fixed(Duration::from_millis(100))), 9, 0.5),
+            100.0
+        );
     }
 }

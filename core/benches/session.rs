@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use autobatch_core::session::{Event, Session, SessionConfig};
+use autobatch_core::wire::server::EncodeResponse;
 use autobatch_core::wire::{write_frame, FrameDecoder, JobSpec, Response, Value};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
@@ -37,14 +38,7 @@ fn wave(c: &mut Criterion) {
         group.throughput(Throughput::Elements(wave as u64));
         group.bench_function(format!("wave_of_{wave}"), |b| {
             let start = Instant::now();
-            let mut s = Session::new(
-                SessionConfig {
-                    ping_interval: None,
-                    ..SessionConfig::default()
-                },
-                start,
-            )
-            .unwrap();
+            let mut s = Session::new(SessionConfig::default().ping_interval(None), start).unwrap();
             let mut out = Vec::new();
             s.poll_transmit(start, &mut out);
             while s.poll_event().is_some() {}

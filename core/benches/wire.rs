@@ -9,9 +9,13 @@
 //! * `reply50/encode`: broker side, the `{ok, ids:[50 UUIDs], reqId}` reply into a frame;
 //! * `reply50/decode`: client side, FrameDecoder + Value::decode + Incoming::from_value +
 //!   `response(PushB)`.
+//! * `data/from_serialize`: what an add does to the caller's data (a small struct) before it
+//!   is queued (`from_serialize_json`: the same data as a `serde_json::Value`);
+//!   `data/deserialize`: a worker reading it back from a decoded frame.
 
 use std::hint::black_box;
 
+use autobatch_core::wire::server::{DecodeCommand, EncodeResponse};
 use autobatch_core::wire::{
     write_frame, Command, CommandKind, FrameDecoder, Incoming, JobSpec, Response, Value,
 };
@@ -118,5 +122,44 @@ fn wire(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, wire);
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Email {
+    to: String,
+    attempt: u32,
+    tags: Vec<String>,
+    sent_at: u64,
+}
+
+fn data(c: &mut Criterion) {
+    let email = Email {
+        to: "user-1@example.com".into(),
+        attempt: 1,
+        tags: vec!["welcome".into(), "email".into()],
+        sent_at: 1_700_000_000_000,
+    };
+    let mut g = c.benchmark_group("data");
+    g.bench_function("from_serialize", |b| {
+        b.iter(|| black_box(Value::from_serialize(black_box(&email)).unwrap()))
+    });
+    // The same data as a dynamic JSON value: a map either way, whatever the serializer.
+    let json = serde_json::json!({
+        "to": "user-1@example.com",
+        "attempt": 1,
+        "tags": ["welcome", "email"],
+        "sent_at": 1_700_000_000_000u64,
+    });
+    g.bench_function("from_serialize_json", |b| {
+        b.iter(|| black_box(Value::from_serialize(black_box(&json)).unwrap()))
+    });
+    let v = Value::from_serialize(&email).unwrap();
+    let push = Value::map([("cmd", Value::from("PUSH")), ("data", v)]).to_bytes();
+    let decoded = Value::decode(&push).unwrap();
+    let data = decoded.get("data").unwrap();
+    g.bench_function("deserialize", |b| {
+        b.iter(|| black_box(black_box(data).deserialize::<Email>().unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, wire, data);
 criterion_main!(benches);

@@ -6,12 +6,13 @@
 //! is drained with a `poll_*` call. That is what lets the same code run under tokio, smol,
 //! async-std or a loop of your own, and what makes the simulation tests and fuzzing possible.
 //!
-//! * [`wire`]: frames, MessagePack values with bunqueue's number rules, typed commands and
-//!   replies in both roles (client and broker).
+//! * [`wire`]: frames, MessagePack values with bunqueue's number rules (and serde for them),
+//!   typed commands and replies; the broker's role is kept apart in [`wire::server`].
 //! * [`batch`]: the generic batcher (idle flush, size, linger, completion; overflow policies).
 //! * [`session`]: one client connection (auth, correlation, window, timeouts, reconnect), with a
 //!   producer and a worker on top.
 //! * [`Error`]: per-operation outcomes, split by who is at fault.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod batch;
@@ -19,4 +20,4 @@ mod error;
 pub mod session;
 pub mod wire;
 
-pub use error::{Error, Fault};
+pub use error::{Error, Fault, ServerError, ServerErrorKind};

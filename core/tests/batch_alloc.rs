@@ -97,13 +97,13 @@ fn sequential_cycle_does_not_allocate() {
 #[test]
 fn busy_mixed_traffic_does_not_allocate() {
     let t0 = Instant::now();
-    let mut b = Batcher::new(BatchConfig {
-        max_batch: 8,
-        max_in_flight: 3,
-        max_pending_items: 16,
-        overflow: OverflowPolicy::Backpressure,
-        ..BatchConfig::default()
-    })
+    let mut b = Batcher::new(
+        BatchConfig::new()
+            .max_batch(8)
+            .max_in_flight(3)
+            .max_pending_items(16)
+            .overflow(OverflowPolicy::Backpressure),
+    )
     .unwrap();
     let mut flying = Vec::with_capacity(8);
     let n = steady(|round| {
@@ -151,14 +151,10 @@ fn busy_mixed_traffic_does_not_allocate() {
 #[test]
 fn byte_capped_traffic_does_not_allocate() {
     let now = Instant::now();
-    let mut b = Batcher::new(BatchConfig {
-        max_batch: 8,
-        max_in_flight: 2,
-        ..BatchConfig::default()
-    })
-    .unwrap()
-    .with_max_batch_bytes(100)
-    .unwrap();
+    let mut b = Batcher::new(BatchConfig::new().max_batch(8).max_in_flight(2))
+        .unwrap()
+        .with_max_batch_bytes(100)
+        .unwrap();
     let mut flying = Vec::with_capacity(8);
     let n = steady(|round| {
         for i in 0..9u64 {
@@ -184,13 +180,13 @@ fn byte_capped_traffic_does_not_allocate() {
 #[test]
 fn drop_oldest_does_not_allocate_once_warm() {
     let now = Instant::now();
-    let mut b = Batcher::new(BatchConfig {
-        max_batch: 4,
-        max_in_flight: 1,
-        max_pending_items: 20,
-        overflow: OverflowPolicy::DropOldest,
-        ..BatchConfig::default()
-    })
+    let mut b = Batcher::new(
+        BatchConfig::new()
+            .max_batch(4)
+            .max_in_flight(1)
+            .max_pending_items(20)
+            .overflow(OverflowPolicy::DropOldest),
+    )
     .unwrap();
     b.push(now, 0, 1).unwrap();
     let stuck = b.poll_batch(now).unwrap();

@@ -124,6 +124,7 @@ impl Model {
                         dropped.push(self.buffer.remove(0).seq);
                     }
                 }
+                other => unreachable!("the model does not know {other:?}"),
             }
         }
         self.next_seq += 1;
@@ -256,13 +257,14 @@ fn config(overflow: OverflowPolicy) -> impl Strategy<Value = BatchConfig> {
     // differ from "one item".
     let extra = prop_oneof![3 => 0usize..=6, 1 => 10usize..=22];
     (1usize..=5, 1usize..=3, extra, 10usize..=80, 0u64..=8).prop_map(
-        move |(max_batch, max_in_flight, extra, max_pending_bytes, linger)| BatchConfig {
-            max_batch,
-            max_in_flight,
-            max_pending_items: max_batch + extra,
-            max_pending_bytes,
-            linger: Duration::from_millis(linger),
-            overflow,
+        move |(max_batch, max_in_flight, extra, max_pending_bytes, linger)| {
+            BatchConfig::new()
+                .max_batch(max_batch)
+                .max_in_flight(max_in_flight)
+                .max_pending_items(max_batch + extra)
+                .max_pending_bytes(max_pending_bytes)
+                .linger(Duration::from_millis(linger))
+                .overflow(overflow)
         },
     )
 }

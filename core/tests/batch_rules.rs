@@ -12,11 +12,7 @@ fn base() -> Instant {
 
 /// The id the `n`-th push (from 0) of any batcher gets: ids are assigned in push order.
 fn nth_item_id(n: u64) -> ItemId {
-    let mut b = Batcher::new(BatchConfig {
-        max_pending_items: 100_000,
-        ..BatchConfig::default()
-    })
-    .unwrap();
+    let mut b = Batcher::new(BatchConfig::new().max_pending_items(100_000)).unwrap();
     let t0 = base();
     (0..=n).map(|i| b.push(t0, i, 0).unwrap().0).last().unwrap()
 }
@@ -40,12 +36,10 @@ fn at(t0: Instant, ms: u64) -> Instant {
 }
 
 fn cfg(max_batch: usize, max_in_flight: usize) -> BatchConfig {
-    BatchConfig {
-        max_batch,
-        max_in_flight,
-        linger: Duration::from_millis(5),
-        ..BatchConfig::default()
-    }
+    BatchConfig::new()
+        .max_batch(max_batch)
+        .max_in_flight(max_in_flight)
+        .linger(Duration::from_millis(5))
 }
 
 fn ids<T>(batch: &Batch<T>) -> Vec<ItemId> {
@@ -73,40 +67,15 @@ fn default_config_is_valid_and_matches_bunqueue() {
 #[test]
 fn invalid_configs_name_the_field_and_are_not_coerced() {
     let cases = [
+        (BatchConfig::new().max_batch(0), "max_batch"),
+        (BatchConfig::new().max_in_flight(0), "max_in_flight"),
         (
-            BatchConfig {
-                max_batch: 0,
-                ..BatchConfig::default()
-            },
-            "max_batch",
-        ),
-        (
-            BatchConfig {
-                max_in_flight: 0,
-                ..BatchConfig::default()
-            },
-            "max_in_flight",
-        ),
-        (
-            BatchConfig {
-                max_batch: 10,
-                max_pending_items: 9,
-                ..BatchConfig::default()
-            },
+            BatchConfig::new().max_batch(10).max_pending_items(9),
             "max_pending_items",
         ),
+        (BatchConfig::new().max_pending_bytes(0), "max_pending_bytes"),
         (
-            BatchConfig {
-                max_pending_bytes: 0,
-                ..BatchConfig::default()
-            },
-            "max_pending_bytes",
-        ),
-        (
-            BatchConfig {
-                linger: MAX_LINGER + Duration::from_nanos(1),
-                ..BatchConfig::default()
-            },
+            BatchConfig::new().linger(MAX_LINGER + Duration::from_nanos(1)),
             "linger",
         ),
     ];
@@ -116,14 +85,12 @@ fn invalid_configs_name_the_field_and_are_not_coerced() {
         assert!(err.to_string().contains(field), "{err}");
         assert_eq!(Batcher::<()>::new(config).unwrap_err().field(), field);
     }
-    let edge = BatchConfig {
-        max_batch: 7,
-        max_pending_items: 7,
-        max_pending_bytes: 1,
-        max_in_flight: 1,
-        linger: MAX_LINGER,
-        ..BatchConfig::default()
-    };
+    let edge = BatchConfig::new()
+        .max_batch(7)
+        .max_pending_items(7)
+        .max_pending_bytes(1)
+        .max_in_flight(1)
+        .linger(MAX_LINGER);
     assert_eq!(edge.validate(), Ok(()));
 }
 
@@ -345,14 +312,12 @@ fn batches_are_bounded_and_fifo() {
 // ---- rule 4: overflow ------------------------------------------------------------------------
 
 fn overflow_cfg(overflow: OverflowPolicy) -> BatchConfig {
-    BatchConfig {
-        max_batch: 2,
-        max_in_flight: 1,
-        max_pending_items: 4,
-        max_pending_bytes: 100,
-        overflow,
-        ..BatchConfig::default()
-    }
+    BatchConfig::new()
+        .max_batch(2)
+        .max_in_flight(1)
+        .max_pending_items(4)
+        .max_pending_bytes(100)
+        .overflow(overflow)
 }
 
 /// A batcher with one batch in flight and `n` items buffered, so pushes are not idle.
@@ -397,12 +362,12 @@ fn backpressure_parks_in_order_and_admits_before_newer_pushes() {
 #[test]
 fn backpressure_by_bytes_and_parked_items_fill_the_same_batch() {
     let t0 = base();
-    let mut b = Batcher::new(BatchConfig {
-        max_batch: 3,
-        max_in_flight: 1,
-        max_pending_bytes: 10,
-        ..BatchConfig::default()
-    })
+    let mut b = Batcher::new(
+        BatchConfig::new()
+            .max_batch(3)
+            .max_in_flight(1)
+            .max_pending_bytes(10),
+    )
     .unwrap();
     b.push(t0, 0, 1).unwrap();
     let first = b.poll_batch(t0).unwrap();
@@ -465,13 +430,13 @@ fn drop_oldest_drops_enough_to_make_room_for_bytes() {
 fn drop_oldest_takes_ten_percent_of_a_large_buffer() {
     let t0 = base();
     // One slot, taken: the buffer fills (size flushes are due but have no slot) to the bound.
-    let mut b = Batcher::new(BatchConfig {
-        max_batch: 50,
-        max_in_flight: 1,
-        max_pending_items: 100,
-        overflow: OverflowPolicy::DropOldest,
-        ..BatchConfig::default()
-    })
+    let mut b = Batcher::new(
+        BatchConfig::new()
+            .max_batch(50)
+            .max_in_flight(1)
+            .max_pending_items(100)
+            .overflow(OverflowPolicy::DropOldest),
+    )
     .unwrap();
     b.push(t0, 0, 1).unwrap();
     b.poll_batch(t0).unwrap();

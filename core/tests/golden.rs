@@ -14,9 +14,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use autobatch_core::wire::server::{encode_error, CommandError, DecodeCommand, EncodeResponse};
 use autobatch_core::wire::{
-    encode_error, write_frame, Backoff, Command, CommandError, CommandKind, DecodeError,
-    FrameDecoder, FrameError, Incoming, ProtocolError, Reply, Response, Value, MAX_FRAME,
+    write_frame, Backoff, Command, CommandKind, DecodeError, FrameDecoder, FrameError, Incoming,
+    ProtocolError, Reply, Response, Value, MAX_FRAME,
 };
 use serde_json::Value as J;
 
@@ -705,6 +706,7 @@ fn check_command_facts(cmd: &Command, v: &Value, at: &str) {
             assert_eq!(Some(cmd.clone()), s("cmd"), "{at}");
             assert_eq!(body, v, "{at}: Other keeps the whole request");
         }
+        other => panic!("{at}: a command the vectors do not cover: {other:?}"),
     }
 }
 
@@ -714,16 +716,18 @@ fn check_job_facts(job: &autobatch_core::wire::JobSpec, item: &Value, at: &str) 
         assert_eq!(&job.name, n, "{at}");
     }
     let opt = |k: &str| item.get(k).and_then(Value::as_f64).map(|f| f as i64);
+    // Time spans are Durations; the wire carries whole ms (a negative one was refused).
+    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_millis() as i64);
     assert_eq!(job.opts.priority, opt("priority"), "{at}: priority");
-    assert_eq!(job.opts.delay, opt("delay"), "{at}: delay");
+    assert_eq!(ms(job.opts.delay), opt("delay"), "{at}: delay");
     assert_eq!(job.opts.attempts, opt("maxAttempts"), "{at}: maxAttempts");
-    assert_eq!(job.opts.timeout, opt("timeout"), "{at}: timeout");
-    assert_eq!(job.opts.ttl, opt("ttl"), "{at}: ttl");
+    assert_eq!(ms(job.opts.timeout), opt("timeout"), "{at}: timeout");
+    assert_eq!(ms(job.opts.ttl), opt("ttl"), "{at}: ttl");
     match (job.opts.backoff, item.get("backoff")) {
         (None, None) => {}
-        (Some(Backoff::Delay(d)), Some(b)) => assert_eq!(Some(d), b.as_i64(), "{at}"),
+        (Some(Backoff::Delay(d)), Some(b)) => assert_eq!(ms(Some(d)), b.as_i64(), "{at}"),
         (Some(Backoff::Exponential(d)), Some(b)) | (Some(Backoff::Fixed(d)), Some(b)) => {
-            assert_eq!(Some(d), b.get("delay").and_then(Value::as_i64), "{at}")
+            assert_eq!(ms(Some(d)), b.get("delay").and_then(Value::as_i64), "{at}")
         }
         other => panic!("{at}: backoff {other:?}"),
     }
@@ -1139,7 +1143,10 @@ fn check_response(
         (Command::GetJob { id }, Response::Job(job)) => {
             assert_eq!(&job.id, id, "{at}");
             let j = reply.get("job").unwrap();
-            assert_eq!(job.state.as_deref(), j.get("state").and_then(Value::as_str));
+            assert_eq!(
+                job.state.as_ref().map(|s| s.as_str()),
+                j.get("state").and_then(Value::as_str)
+            );
             assert!(
                 matches!(j.get("createdAt"), Some(Value::F64(_))),
                 "{at}: float64 timestamps"

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use autobatch_core::batch::BatchConfig;
 use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
+use autobatch_core::wire::server::encode_error;
 use autobatch_core::wire::{
-    encode_error, write_frame, Command, FrameDecoder, JobOptions, JobSpec, Response, Value,
+    write_frame, Command, FrameDecoder, JobOptions, JobSpec, Response, Value,
 };
 use autobatch_core::Error;
 
@@ -164,10 +165,7 @@ fn jobs_in(v: &Value) -> usize {
 }
 
 fn ok() -> SessionConfig {
-    SessionConfig {
-        ping_interval: None,
-        ..SessionConfig::default()
-    }
+    SessionConfig::default().ping_interval(None)
 }
 
 #[test]
@@ -379,10 +377,7 @@ fn lost_connection_fails_plain_adds_and_resends_custom_ids() {
 
 #[test]
 fn unanswered_commands_time_out_and_nothing_hangs() {
-    let config = SessionConfig {
-        command_timeout: Duration::from_secs(2),
-        ..ok()
-    };
+    let config = SessionConfig::default().command_timeout(Duration::from_secs(2));
     let mut h = Harness::connected(config);
     let op = h.add("q", 0);
     h.take_sent();
@@ -515,15 +510,14 @@ fn worker_pulls_for_free_slots_and_batches_acks_replaying_vector_06() {
         .find(|l| l["dir"] == "s2c" && l["conn"] == 3 && l["decoded"]["jobs"].is_array())
         .unwrap();
     let mut reply = Value::decode(&unhex(pulled["hex"].as_str().unwrap())[4..]).unwrap();
-    let worker = WorkerConfig {
-        poll_timeout_ms: 0,
-        ..WorkerConfig::new("math").concurrency(4)
-    };
-    let mut h = Harness::connected(SessionConfig {
-        worker: Some(worker),
-        batching: Some(BatchConfig::default()),
-        ..ok()
-    });
+    let worker = WorkerConfig::new("math")
+        .concurrency(4)
+        .poll_timeout(Duration::ZERO);
+    let mut h = Harness::connected(
+        SessionConfig::default()
+            .worker(Some(worker))
+            .batching(Some(BatchConfig::default())),
+    );
     let sent = h.take_sent();
     assert_eq!(sent.len(), 1);
     assert_eq!(cmd(&sent[0]), "PULLB");
@@ -612,10 +606,7 @@ fn worker_pulls_for_free_slots_and_batches_acks_replaying_vector_06() {
 
 #[test]
 fn a_failed_job_goes_out_as_fail_with_its_token() {
-    let mut h = Harness::connected(SessionConfig {
-        worker: Some(WorkerConfig::new("w")),
-        ..ok()
-    });
+    let mut h = Harness::connected(SessionConfig::default().worker(Some(WorkerConfig::new("w"))));
     let pull = h.take_sent();
     assert_eq!(cmd(&pull[0]), "PULLB");
     let job = Value::map([
@@ -699,15 +690,9 @@ fn many_adds_before_connecting_all_resolve_after_close() {
 /// command timeout per batch ahead of it. Its time in the buffer now counts.
 #[test]
 fn an_add_waits_at_most_one_timeout_to_be_written() {
-    let config = SessionConfig {
-        command_timeout: Duration::from_secs(2),
-        batching: Some(BatchConfig {
-            max_batch: 1,
-            max_in_flight: 1,
-            ..BatchConfig::default()
-        }),
-        ..ok()
-    };
+    let config = SessionConfig::default()
+        .command_timeout(Duration::from_secs(2))
+        .batching(Some(BatchConfig::new().max_batch(1).max_in_flight(1)));
     // Never connected: nothing can be written.
     let mut h = Harness::new(config);
     h.s.handle_connect_failed(h.now);
@@ -728,10 +713,9 @@ fn an_add_waits_at_most_one_timeout_to_be_written() {
 /// missing too; they are checked with GetState rather than assumed applied.
 #[test]
 fn acks_the_server_did_not_name_are_checked_not_assumed() {
-    let mut h = Harness::connected(SessionConfig {
-        worker: Some(WorkerConfig::new("w").concurrency(3)),
-        ..ok()
-    });
+    let mut h = Harness::connected(
+        SessionConfig::default().worker(Some(WorkerConfig::new("w").concurrency(3))),
+    );
     let pull = h.take_sent();
     let jobs: Vec<Value> = ["a", "b", "c"]
         .iter()
@@ -795,13 +779,13 @@ fn acks_the_server_did_not_name_are_checked_not_assumed() {
 #[test]
 fn a_delayed_long_poll_keeps_its_whole_poll_time() {
     let mut worker = WorkerConfig::new("w");
-    worker.poll_timeout_ms = 5000;
-    let mut h = Harness::new(SessionConfig {
-        command_timeout: Duration::from_secs(2),
-        max_in_flight_commands: 1,
-        worker: Some(worker),
-        ..ok()
-    });
+    worker.poll_timeout = Duration::from_secs(5);
+    let mut h = Harness::new(
+        SessionConfig::default()
+            .command_timeout(Duration::from_secs(2))
+            .max_in_flight_commands(1)
+            .worker(Some(worker)),
+    );
     let count =
         h.s.request(h.now, Command::Count { queue: "q".into() })
             .unwrap();
@@ -839,10 +823,7 @@ fn a_delayed_long_poll_keeps_its_whole_poll_time() {
 fn a_worker_renews_the_locks_of_held_jobs() {
     let mut worker = WorkerConfig::new("w").concurrency(2);
     worker.heartbeat_interval = Some(Duration::from_secs(10));
-    let mut h = Harness::connected(SessionConfig {
-        worker: Some(worker),
-        ..ok()
-    });
+    let mut h = Harness::connected(SessionConfig::default().worker(Some(worker)));
     let pull = h.take_sent();
     let jobs: Vec<Value> = ["b", "a"]
         .iter()
@@ -876,10 +857,7 @@ fn a_worker_renews_the_locks_of_held_jobs() {
     h.advance(Duration::from_secs(10));
     assert!(h.s.poll_timeout().is_some_and(|t| t > h.now));
     // Nothing held: no heartbeat.
-    let mut h2 = Harness::connected(SessionConfig {
-        worker: Some(WorkerConfig::new("w")),
-        ..ok()
-    });
+    let mut h2 = Harness::connected(SessionConfig::default().worker(Some(WorkerConfig::new("w"))));
     h2.take_sent();
     h2.advance(Duration::from_secs(30));
     assert!(h2.take_sent().iter().all(|s| cmd(s) != "JobHeartbeatB"));
@@ -960,10 +938,7 @@ fn valid_adds_never_sink_together_in_a_pushb_past_the_frame_limit() {
 fn a_job_too_large_for_any_frame_is_refused_before_sending() {
     let mut h = Harness::connected(ok());
     let tag = "t".repeat(1_000_000);
-    let job = JobSpec::new("j", Value::Nil).with_options(JobOptions {
-        tags: vec![tag; 70],
-        ..JobOptions::new()
-    });
+    let job = JobSpec::new("j", Value::Nil).with_options(JobOptions::new().tags(vec![tag; 70]));
     assert!(job.validate().is_ok());
     let err = h.s.add(h.now, "q", job).unwrap_err();
     assert!(
@@ -981,10 +956,9 @@ fn a_job_too_large_for_any_frame_is_refused_before_sending() {
 #[test]
 fn a_failed_job_carries_its_stack_bounded() {
     use autobatch_core::session::{MAX_STACK_LINES, MAX_STACK_LINE_BYTES};
-    let mut h = Harness::connected(SessionConfig {
-        worker: Some(WorkerConfig::new("w").concurrency(2)),
-        ..ok()
-    });
+    let mut h = Harness::connected(
+        SessionConfig::default().worker(Some(WorkerConfig::new("w").concurrency(2))),
+    );
     let pull = h.take_sent();
     let job = |id: &str| {
         Value::map([

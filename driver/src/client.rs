@@ -5,8 +5,10 @@ use std::future::Future;
 use std::sync::Arc;
 
 use autobatch_core::wire::{validate_queue_name, ValidationError};
-use autobatch_core::wire::{Command, Job, JobCounts, JobOptions, JobSpec, Response, Value};
-use autobatch_core::Error;
+use autobatch_core::wire::{
+    Command, Job, JobCounts, JobOptions, JobSpec, JobState, Response, Value,
+};
+use autobatch_core::{Error, ServerErrorKind};
 use futures_channel::{mpsc, oneshot};
 use serde::Serialize;
 
@@ -270,10 +272,10 @@ impl<R: Runtime> fmt::Debug for Queue<R> {
 
 fn data_value<T: Serialize + ?Sized>(data: &T) -> Result<Value, Error> {
     Value::from_serialize(data).map_err(|e| {
-        Error::Invalid(ValidationError {
-            field: "data",
-            message: format!("Job data must be serializable: {}", e.0),
-        })
+        Error::Invalid(ValidationError::new(
+            "data",
+            format!("Job data must be serializable: {}", e.0),
+        ))
     })
 }
 
@@ -413,25 +415,25 @@ impl<R: Runtime> Queue<R> {
         match self.request(Command::GetJob { id: id.to_owned() }).await {
             Ok(Response::Job(job)) => Ok(Some(job)),
             Ok(other) => Err(unexpected("GetJob", other)),
-            Err(Error::Server(m)) if m == "Job not found" => Ok(None),
+            Err(Error::Server(e)) if e.kind() == ServerErrorKind::JobNotFound => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    /// A job's state: `waiting`, `prioritized`, `delayed`, `active`, `completed`, `failed`,
-    /// `waiting-children`, or `unknown` for an id the server does not know.
+    /// A job's state ([`JobState`]); [`JobState::Unknown`] with `"unknown"` for an id the
+    /// server does not know.
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>, id: String) -> Result<(), autobatch_driver::Error> {
     /// let state = q.get_state(&id).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn get_state(&self, id: &str) -> Result<String, Error> {
+    pub async fn get_state(&self, id: &str) -> Result<JobState, Error> {
         match self
             .request(Command::GetState { id: id.to_owned() })
             .await?
         {
-            Response::State(s) => Ok(s),
+            Response::State(s) => Ok(JobState::from(s)),
             other => Err(unexpected("GetState", other)),
         }
     }

@@ -26,6 +26,7 @@
 //! client.close().await;
 //! # Ok(()) }
 //! ```
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod client;
@@ -43,5 +44,7 @@ pub use worker::{JobError, JobOutput, Raw, Worker};
 
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
 pub use autobatch_core::session::{ReconnectConfig, SessionStats};
-pub use autobatch_core::wire::{Backoff, Job, JobCounts, JobOptions, Value};
-pub use autobatch_core::{Error, Fault};
+pub use autobatch_core::wire::{
+    Backoff, Dedup, Job, JobCounts, JobOptions, JobState, ValidationError, Value,
+};
+pub use autobatch_core::{Error, Fault, ServerError, ServerErrorKind};

@@ -23,7 +23,7 @@ pub const DEFAULT_PORT: u16 = 6789;
 /// let opts = ClientOptions::new("127.0.0.1", 6789)
 ///     .token("secret")
 ///     .command_timeout(Duration::from_secs(5))
-///     .batching(Some(BatchConfig { max_batch: 100, ..BatchConfig::default() }));
+///     .batching(Some(BatchConfig::new().max_batch(100)));
 /// assert!(opts.validate().is_ok());
 /// assert!(ClientOptions::new("", 6789).validate().is_err());
 /// ```
@@ -178,7 +178,7 @@ impl ClientOptions {
         /// ```
         /// # use std::time::Duration;
         /// use autobatch_driver::ReconnectConfig;
-        /// let r = ReconnectConfig { base: Duration::from_millis(10), ..ReconnectConfig::default() };
+        /// let r = ReconnectConfig::default().base(Duration::from_millis(10));
         /// let o = autobatch_driver::ClientOptions::default().reconnect(r);
         /// assert_eq!(o.reconnect.base, Duration::from_millis(10));
         /// ```
@@ -218,17 +218,18 @@ impl ClientOptions {
                 problem: "must be positive",
             });
         }
-        let config = SessionConfig {
-            token: self.token.clone(),
-            batching: self.batching.clone(),
-            max_in_flight_commands: self.max_in_flight_commands,
-            command_timeout: self.command_timeout,
-            max_command_timeouts: self.max_command_timeouts,
-            ping_interval: self.ping_interval,
-            reconnect: self.reconnect,
-            worker,
-            ..SessionConfig::default()
+        let config = match &self.token {
+            Some(t) => SessionConfig::default().with_token(t.clone()),
+            None => SessionConfig::default(),
         };
+        let config = config
+            .batching(self.batching.clone())
+            .max_in_flight_commands(self.max_in_flight_commands)
+            .command_timeout(self.command_timeout)
+            .max_command_timeouts(self.max_command_timeouts)
+            .ping_interval(self.ping_interval)
+            .reconnect(self.reconnect)
+            .worker(worker);
         config.validate()?;
         Ok(config)
     }
@@ -254,7 +255,9 @@ pub struct WorkerOptions {
     pub lock_ttl: Duration,
     /// ACK batching: completions are sent together as ACKB. Default 10 per ACKB, 50 ms linger.
     pub acks: BatchConfig,
-    /// Worker id sent as the pull `owner`. Default `autobatch-<queue>`.
+    /// Worker id sent as the pull `owner`. Default `autobatch-<queue>-<pid>-<n>`: unique per
+    /// process (the pid) and per worker within it (a process-wide counter), so two processes
+    /// working the same queue never share an owner.
     pub owner: Option<String>,
     /// How often the locks of the jobs being processed are renewed (JobHeartbeatB), so a job
     /// that runs longer than `lock_ttl` stays with this worker. Default 10 s (bunqueue's), or
@@ -277,8 +280,8 @@ impl WorkerOptions {
         WorkerOptions {
             queue: c.queue,
             concurrency: c.concurrency,
-            poll_timeout: Duration::from_millis(c.poll_timeout_ms as u64),
-            lock_ttl: Duration::from_millis(c.lock_ttl_ms as u64),
+            poll_timeout: c.poll_timeout,
+            lock_ttl: c.lock_ttl,
             acks: c.acks,
             owner: None,
             heartbeat_interval: Some(DEFAULT_HEARTBEAT),
@@ -314,7 +317,7 @@ impl WorkerOptions {
         /// ```
         /// use autobatch_driver::BatchConfig;
         /// let o = autobatch_driver::WorkerOptions::new("q")
-        ///     .acks(BatchConfig { max_batch: 20, ..BatchConfig::default() });
+        ///     .acks(BatchConfig::new().max_batch(20));
         /// assert_eq!(o.acks.max_batch, 20);
         /// ```
         acks: BatchConfig,
@@ -340,16 +343,11 @@ impl WorkerOptions {
     }
 
     pub(crate) fn worker_config(&self) -> Result<WorkerConfig, OptionsError> {
-        let ms = |field: &'static str, d: Duration| {
-            i64::try_from(d.as_millis()).map_err(|_| OptionsError::Field {
-                field,
-                problem: "is out of range",
-            })
-        };
-        let mut c = WorkerConfig::new(self.queue.clone()).concurrency(self.concurrency);
-        c.poll_timeout_ms = ms("worker.poll_timeout", self.poll_timeout)?;
-        c.lock_ttl_ms = ms("worker.lock_ttl", self.lock_ttl)?;
-        c.acks = self.acks.clone();
+        let mut c = WorkerConfig::new(self.queue.clone())
+            .concurrency(self.concurrency)
+            .poll_timeout(self.poll_timeout)
+            .lock_ttl(self.lock_ttl)
+            .acks(self.acks.clone());
         c.heartbeat_interval = match self.heartbeat_interval {
             // The default adapts to a short lock; an interval the caller chose is kept as is
             // (and refused if it is not shorter than the lock).
@@ -358,11 +356,19 @@ impl WorkerOptions {
             }
             other => other,
         };
-        if let Some(o) = &self.owner {
-            c.owner = o.clone();
-        }
+        c.owner = match &self.owner {
+            Some(o) => o.clone(),
+            None => default_owner(&self.queue),
+        };
         Ok(c)
     }
+}
+
+/// `autobatch-<queue>-<pid>-<n>`: the core cannot read the pid, the driver can.
+fn default_owner(queue: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("autobatch-{queue}-{}-{n}", std::process::id())
 }
 
 /// An option out of range. Local misuse: fix the options.

@@ -329,6 +329,8 @@ impl<R: Runtime> Pump<R> {
                 // `close()` returns once the socket is closed too (`end`).
                 tracing::debug!(addr = %self.shared.addr, "closed");
             }
+            // An event a newer core may add: nothing this driver must act on.
+            other => tracing::trace!(event = ?other, "unhandled session event"),
         }
     }
 

@@ -6,9 +6,8 @@
 
 #![allow(dead_code)]
 
-use autobatch_core::wire::{
-    encode_error, Command, CommandKind, FrameDecoder, FrameError, Incoming, Value,
-};
+use autobatch_core::wire::server::{encode_error, DecodeCommand, EncodeResponse};
+use autobatch_core::wire::{Command, CommandKind, FrameDecoder, FrameError, Incoming, Value};
 
 /// Every kind a reply can be read as.
 pub const KINDS: [CommandKind; 16] = [
@@ -50,6 +49,15 @@ fn drain(d: &mut FrameDecoder, out: &mut Vec<Out>) -> bool {
                 // A failed stream stays failed, whatever comes next.
                 d.extend(&[0, 0, 0, 1, 0xc0]);
                 assert!(matches!(d.next_frame(), Err(FrameError::TooLarge { .. })));
+                return false;
+            }
+            // A kind a newer core may add: treat it like the fatal one.
+            Err(e) => {
+                assert!(
+                    e.is_fatal(),
+                    "a non-fatal frame error this check does not know: {e}"
+                );
+                out.push(Out::TooLarge);
                 return false;
             }
         }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use autobatch_core::batch::{BatchConfig, Batcher, OverflowPolicy};
 use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
+use autobatch_core::wire::server::EncodeResponse;
 use autobatch_core::wire::{write_frame, FrameDecoder, JobOptions, JobSpec, Response, Value};
 
 struct Bytes<'a>(&'a [u8]);
@@ -68,7 +69,8 @@ impl Driver {
                     self.sent.clear();
                 }
                 Event::Job { job } => self.jobs.push(job.id),
-                Event::Connect | Event::JobSettled { .. } | Event::Closed => {}
+                // Connect, JobSettled, Closed, and whatever a newer core adds.
+                _ => {}
             }
         }
     }
@@ -89,10 +91,12 @@ impl Driver {
             }
             Some("PUSH") => Response::Pushed("j".into()),
             Some("PULLB") => Response::PulledBatch {
-                jobs: vec![autobatch_core::wire::Job {
-                    id: format!("p{}", self.jobs.len()),
-                    ..Default::default()
-                }],
+                jobs: vec![autobatch_core::wire::Job::new(
+                    format!("p{}", self.jobs.len()),
+                    "",
+                    "",
+                    Value::Undefined,
+                )],
                 tokens: vec!["t".into()],
             },
             Some("ACKB") => Response::AckedBatch {
@@ -112,10 +116,7 @@ pub fn session_input(data: &[u8]) {
     let mut input = Bytes(data);
     let flags = input.u8().unwrap_or(0);
     let base = Instant::now();
-    let mut config = SessionConfig {
-        command_timeout: Duration::from_secs(2),
-        ..SessionConfig::default()
-    };
+    let mut config = SessionConfig::default().command_timeout(Duration::from_secs(2));
     if flags & 1 != 0 {
         config.token = Some("t".into());
     }
@@ -246,17 +247,16 @@ pub fn session_input(data: &[u8]) {
 pub fn batcher_ops(data: &[u8]) {
     let mut input = Bytes(data);
     let flags = input.u8().unwrap_or(0);
-    let config = BatchConfig {
-        max_batch: 1 + (flags & 7) as usize,
-        linger: Duration::from_millis(1 + (flags >> 3 & 3) as u64 * 5),
-        max_in_flight: 1 + (flags >> 5 & 3) as usize,
-        max_pending_items: 16,
-        max_pending_bytes: 64,
-        overflow: match flags >> 7 {
+    let config = BatchConfig::new()
+        .max_batch(1 + (flags & 7) as usize)
+        .linger(Duration::from_millis(1 + (flags >> 3 & 3) as u64 * 5))
+        .max_in_flight(1 + (flags >> 5 & 3) as usize)
+        .max_pending_items(16)
+        .max_pending_bytes(64)
+        .overflow(match flags >> 7 {
             0 => OverflowPolicy::Backpressure,
             _ => OverflowPolicy::DropOldest,
-        },
-    };
+        });
     let max_batch = config.max_batch;
     let max_in_flight = config.max_in_flight;
     let mut b: Batcher<u32> = Batcher::new(config).unwrap();

@@ -31,9 +31,10 @@ use std::time::Instant;
 use autobatch_driver::{AsyncTimer, BoxFuture, Runtime};
 
 pub use autobatch_driver::{
-    Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Error, Fault,
-    FlushReason, Job, JobCounts, JobOptions, JobOutput, OptionsError, OverflowPolicy, Raw,
-    ReconnectConfig, SessionStats, Value, WorkerOptions, DEFAULT_PORT,
+    Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Dedup, Error,
+    Fault, FlushReason, Job, JobCounts, JobOptions, JobOutput, JobState, OptionsError,
+    OverflowPolicy, Raw, ReconnectConfig, ServerError, ServerErrorKind, SessionStats,
+    ValidationError, Value, WorkerOptions, DEFAULT_PORT,
 };
 
 /// A connection to a bunqueue server, on async-std. See [`autobatch_driver::Client`].

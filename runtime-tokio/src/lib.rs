@@ -32,9 +32,10 @@ use autobatch_driver::{AsyncTimer, BoxFuture, Runtime};
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 
 pub use autobatch_driver::{
-    Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Error, Fault,
-    FlushReason, Job, JobCounts, JobOptions, JobOutput, OptionsError, OverflowPolicy, Raw,
-    ReconnectConfig, SessionStats, Value, WorkerOptions, DEFAULT_PORT,
+    Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Dedup, Error,
+    Fault, FlushReason, Job, JobCounts, JobOptions, JobOutput, JobState, OptionsError,
+    OverflowPolicy, Raw, ReconnectConfig, ServerError, ServerErrorKind, SessionStats,
+    ValidationError, Value, WorkerOptions, DEFAULT_PORT,
 };
 
 /// A connection to a bunqueue server, on tokio. See [`autobatch_driver::Client`].

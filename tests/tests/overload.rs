@@ -171,13 +171,13 @@ const MAX_PENDING: usize = 50;
 fn options(server: &dyn Server, overflow: OverflowPolicy) -> ClientOptions {
     ClientOptions::new("127.0.0.1", server.addr().port())
         .command_timeout(Duration::from_secs(60))
-        .batching(Some(BatchConfig {
-            max_batch: 10,
-            max_in_flight: 2,
-            max_pending_items: MAX_PENDING,
-            overflow,
-            ..BatchConfig::default()
-        }))
+        .batching(Some(
+            BatchConfig::new()
+                .max_batch(10)
+                .max_in_flight(2)
+                .max_pending_items(MAX_PENDING)
+                .overflow(overflow),
+        ))
 }
 
 /// Producers add as fast as they can; the server freezes mid-load, then thaws.

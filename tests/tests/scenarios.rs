@@ -105,11 +105,12 @@ fn fragile_options(addr: SocketAddr) -> ClientOptions {
     options(addr)
         .command_timeout(Duration::from_secs(2))
         .connect_timeout(Duration::from_secs(1))
-        .reconnect(ReconnectConfig {
-            base: Duration::from_millis(50),
-            max: Duration::from_millis(200),
-            jitter: 0.0,
-        })
+        .reconnect(
+            ReconnectConfig::default()
+                .base(Duration::from_millis(50))
+                .max(Duration::from_millis(200))
+                .jitter(0.0),
+        )
 }
 
 async fn connect<T: Rt>(opts: ClientOptions) -> Client<T::R> {
@@ -273,7 +274,10 @@ async fn add_bulk<T: Rt>(target: Target) {
     // Lookups through the client under test agree with the raw connection.
     assert_eq!(q.count().await.expect("count"), 25);
     assert_eq!(q.get_job_counts().await.expect("counts").waiting, 25);
-    assert_eq!(q.get_state(&ids[0]).await.expect("state"), "waiting");
+    assert_eq!(
+        q.get_state(&ids[0]).await.expect("state"),
+        autobatch_driver::JobState::Waiting
+    );
     let job = q.get_job(&ids[3]).await.expect("get_job").expect("known");
     assert_eq!(job.data.deserialize::<i64>().expect("data"), 3);
     assert!(q.get_job("no-such-job").await.expect("lookup").is_none());
@@ -398,7 +402,7 @@ async fn processor_error_fails<T: Rt>(target: Target) {
             &2,
             JobOptions::new()
                 .attempts(5)
-                .backoff(autobatch_driver::Backoff::Fixed(60_000)),
+                .backoff(autobatch_driver::Backoff::Fixed(Duration::from_secs(60))),
         )
         .await
         .expect("add");
@@ -735,12 +739,10 @@ async fn close_flushes_everything<T: Rt>(target: Target) {
 async fn dropped_add_is_cancelled<T: Rt>(target: Target) {
     let server = target.shared();
     let proxy = CountingProxy::start(server);
-    let batching = BatchConfig {
-        max_in_flight: 1,
-        linger: Duration::from_secs(60),
-        max_batch: 1000,
-        ..BatchConfig::default()
-    };
+    let batching = BatchConfig::new()
+        .max_in_flight(1)
+        .linger(Duration::from_secs(60))
+        .max_batch(1000);
     let client = connect::<T>(options(proxy.addr()).batching(Some(batching))).await;
     let name = queue_name::<T>("cancel");
     let q = client.queue(&name);

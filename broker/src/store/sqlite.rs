@@ -257,14 +257,13 @@ impl Drop for SqliteStore {
 /// one group in flight, [`GROUP_LINGER`] at most for a partial group while another commits) and
 /// commits each group it hands out as one transaction, until the channel closes.
 fn writer(mut committer: Committer, rx: mpsc::Receiver<Msg>) {
-    let config = BatchConfig {
-        max_batch: GROUP_MAX,
-        linger: GROUP_LINGER,
-        max_in_flight: 1,
-        max_pending_items: 1 << 30,
-        max_pending_bytes: usize::MAX / 2,
-        overflow: OverflowPolicy::Backpressure,
-    };
+    let config = BatchConfig::new()
+        .max_batch(GROUP_MAX)
+        .linger(GROUP_LINGER)
+        .max_in_flight(1)
+        .max_pending_items(1 << 30)
+        .max_pending_bytes(usize::MAX / 2)
+        .overflow(OverflowPolicy::Backpressure);
     let Ok(mut batcher) = Batcher::new(config) else {
         return;
     };
@@ -462,17 +461,20 @@ fn commit(conn: &mut Connection, batch: &[(ItemId, Msg)]) -> rusqlite::Result<()
     tx.commit()
 }
 
+/// A backoff as stored: its kind and its delay in ms (the format predates `Duration`).
 fn backoff_text(b: Backoff) -> String {
-    match b {
-        Backoff::Delay(d) => format!("d:{d}"),
-        Backoff::Fixed(d) => format!("f:{d}"),
-        Backoff::Exponential(d) => format!("e:{d}"),
-    }
+    let kind = match b {
+        Backoff::Fixed(_) => "f",
+        Backoff::Exponential(_) => "e",
+        _ => "d",
+    };
+    format!("{kind}:{}", b.delay().as_millis())
 }
 
 fn parse_backoff(s: &str) -> Option<Backoff> {
     let (kind, n) = s.split_once(':')?;
     let n: i64 = n.parse().ok()?;
+    let n = Duration::from_millis(n.max(0) as u64);
     match kind {
         "d" => Some(Backoff::Delay(n)),
         "f" => Some(Backoff::Fixed(n)),

@@ -250,6 +250,7 @@ impl<T> Batcher<T> {
     /// [`complete`](Self::complete), [`handle_timeout`](Self::handle_timeout),
     /// [`close`](Self::close) and [`cancel`](Self::cancel). Each batch returned is in flight until
     /// [`complete`](Self::complete)d.
+    #[must_use = "a batch taken but not sent is lost"]
     pub fn poll_batch(&mut self, now: Instant) -> Option<Batch<T>> {
         let now = self.advance(now);
         let reason = self.due(now)?;
@@ -340,6 +341,7 @@ impl<T> Batcher<T> {
     /// timer), when every in-flight slot is taken (waiting for a completion, not for time) and
     /// after [`close`](Self::close) (flushes wait only for slots). Otherwise it is the push time
     /// of the oldest buffered item plus `linger`; it may be in the past if time was not advanced.
+    #[must_use = "a deadline that is not armed never fires"]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let front = self.buffer.front()?;
         let waiting_on_time = !self.closed
@@ -354,6 +356,7 @@ impl<T> Batcher<T> {
     /// should be told it failed (bunqueue: "Add buffer overflow").
     ///
     /// Call it until it returns `None` after every [`push`](Self::push) under `DropOldest`.
+    #[must_use = "a rejected item taken but not reported is lost"]
     pub fn poll_rejected(&mut self) -> Option<(ItemId, T, RejectReason)> {
         self.rejected.pop_front()
     }

@@ -14,6 +14,7 @@ pub const MAX_LINGER: Duration = Duration::from_secs(60);
 /// "Full" means that buffering the new item would take the buffered items past
 /// [`BatchConfig::max_pending_items`] or their bytes past [`BatchConfig::max_pending_bytes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum OverflowPolicy {
     /// Nothing is lost: the item is accepted but parked in a FIFO outside the buffer and admitted,
     /// in order, as room appears. Every push made while any item is parked is parked too, so
@@ -41,14 +42,13 @@ pub enum OverflowPolicy {
 /// use std::time::Duration;
 /// use autobatch_core::batch::BatchConfig;
 ///
-/// let acks = BatchConfig {
-///     max_batch: 10,
-///     linger: Duration::from_millis(50),
-///     ..BatchConfig::default()
-/// };
+/// let acks = BatchConfig::new()
+///     .max_batch(10)
+///     .linger(Duration::from_millis(50));
 /// assert!(acks.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BatchConfig {
     /// Most items in one batch. Default 50. Must be at least 1.
     pub max_batch: usize,
@@ -90,6 +90,58 @@ impl Default for BatchConfig {
 }
 
 impl BatchConfig {
+    /// The defaults: 50 items, 5 ms linger, 4 batches in flight, 10 000 items or 64 MiB
+    /// pending, backpressure.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use autobatch_core::batch::{BatchConfig, OverflowPolicy};
+    /// let c = BatchConfig::new()
+    ///     .max_batch(100)
+    ///     .linger(Duration::from_millis(2))
+    ///     .overflow(OverflowPolicy::Reject);
+    /// assert!(c.validate().is_ok());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`max_batch`](Self::max_batch).
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.max_batch = n;
+        self
+    }
+
+    /// Sets [`linger`](Self::linger).
+    pub fn linger(mut self, linger: Duration) -> Self {
+        self.linger = linger;
+        self
+    }
+
+    /// Sets [`max_in_flight`](Self::max_in_flight).
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n;
+        self
+    }
+
+    /// Sets [`max_pending_items`](Self::max_pending_items).
+    pub fn max_pending_items(mut self, n: usize) -> Self {
+        self.max_pending_items = n;
+        self
+    }
+
+    /// Sets [`max_pending_bytes`](Self::max_pending_bytes).
+    pub fn max_pending_bytes(mut self, n: usize) -> Self {
+        self.max_pending_bytes = n;
+        self
+    }
+
+    /// Sets [`overflow`](Self::overflow).
+    pub fn overflow(mut self, policy: OverflowPolicy) -> Self {
+        self.overflow = policy;
+        self
+    }
+
     /// Checks every limit, reporting the first field that is out of range.
     ///
     /// Nothing is coerced: a configuration that passes is used exactly as written.

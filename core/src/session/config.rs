@@ -5,6 +5,17 @@ use std::time::Duration;
 use crate::batch::{self, BatchConfig};
 use crate::wire::validate_queue_name;
 
+/// Chained setters for plain fields: `fn field(mut self, value) -> Self`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident : $ty:ty),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, value: $ty) -> Self {
+            self.$name = value;
+            self
+        }
+    )*};
+}
+
 /// Configuration of one client connection.
 ///
 /// ```
@@ -13,6 +24,7 @@ use crate::wire::validate_queue_name;
 /// assert!(config.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SessionConfig {
     /// Auth token, sent first on every connection when set.
     pub token: Option<String>,
@@ -65,6 +77,36 @@ impl SessionConfig {
         self
     }
 
+    setters! {
+        /// Sets [`batching`](Self::batching) (`None`: every add is its own PUSH).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use autobatch_core::batch::BatchConfig;
+        /// use autobatch_core::session::SessionConfig;
+        /// let c = SessionConfig::default()
+        ///     .batching(Some(BatchConfig::new().max_batch(100)))
+        ///     .ping_interval(None)
+        ///     .command_timeout(Duration::from_secs(5));
+        /// assert!(c.validate().is_ok());
+        /// ```
+        batching: Option<BatchConfig>,
+        /// Sets [`max_in_flight_commands`](Self::max_in_flight_commands).
+        max_in_flight_commands: usize,
+        /// Sets [`command_timeout`](Self::command_timeout).
+        command_timeout: Duration,
+        /// Sets [`max_command_timeouts`](Self::max_command_timeouts).
+        max_command_timeouts: u32,
+        /// Sets [`ping_interval`](Self::ping_interval) (`None`: no pings).
+        ping_interval: Option<Duration>,
+        /// Sets [`reconnect`](Self::reconnect).
+        reconnect: ReconnectConfig,
+        /// Sets [`seed`](Self::seed).
+        seed: u64,
+        /// Sets [`worker`](Self::worker).
+        worker: Option<WorkerConfig>,
+    }
+
     /// Checks every field; the first problem is reported with the field's name.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if let Some(b) = &self.batching {
@@ -111,6 +153,7 @@ impl SessionConfig {
 /// Reconnect backoff: `min(base · 2^(attempt-1), max)` plus 0..`jitter` of that, as bunqueue's
 /// client does (never shorter than the base delay).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct ReconnectConfig {
     /// First delay. Default 100 ms.
     pub base: Duration,
@@ -131,6 +174,22 @@ impl Default for ReconnectConfig {
 }
 
 impl ReconnectConfig {
+    setters! {
+        /// Sets [`base`](Self::base).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use autobatch_core::session::ReconnectConfig;
+        /// let r = ReconnectConfig::default().base(Duration::from_millis(50)).jitter(0.0);
+        /// assert_eq!(r.delay(2, 0.5), Duration::from_millis(100));
+        /// ```
+        base: Duration,
+        /// Sets [`max`](Self::max).
+        max: Duration,
+        /// Sets [`jitter`](Self::jitter).
+        jitter: f64,
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         if self.base.is_zero() || self.max < self.base {
             return Err(ConfigError::Field {
@@ -158,17 +217,20 @@ impl ReconnectConfig {
 /// A worker on the session's connection: it pulls jobs, hands them out, and batches their
 /// completions into ACKB.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct WorkerConfig {
     /// Queue to work.
     pub queue: String,
     /// Most jobs held at once. Default 1.
     pub concurrency: usize,
-    /// Long-poll time of each pull, ms (0..=60000). Default 1000: an empty queue costs one
-    /// request a second, and a new job is picked up at once.
-    pub poll_timeout_ms: i64,
-    /// Lock time to live, ms. Default 30000.
-    pub lock_ttl_ms: i64,
-    /// Worker id, sent as `owner` so the server hands out lock tokens.
+    /// Long-poll time of each pull (at most 60 s; sent as whole ms). Default 1 s: an empty
+    /// queue costs one request a second, and a new job is picked up at once.
+    pub poll_timeout: Duration,
+    /// Lock time to live (sent as whole ms). Default 30 s.
+    pub lock_ttl: Duration,
+    /// Worker id, sent as `owner` so the server hands out lock tokens. Default
+    /// `autobatch-<queue>`; it must be unique among the workers of the queue (the core reads
+    /// no pid or clock: the driver sets `autobatch-<queue>-<pid>-<n>`).
     pub owner: String,
     /// ACK batching. Default: 10 per ACKB, 50 ms linger, as bunqueue's worker.
     pub acks: BatchConfig,
@@ -177,7 +239,7 @@ pub struct WorkerConfig {
     /// First retry delay; doubles per retry. Default 100 ms.
     pub ack_retry_base: Duration,
     /// How often the locks of held jobs are renewed (one JobHeartbeatB for all of them), so a
-    /// job that runs longer than `lock_ttl_ms` is not handed to another worker. Default 10 s,
+    /// job that runs longer than `lock_ttl` is not handed to another worker. Default 10 s,
     /// as bunqueue's worker; `None` sends none. Must be shorter than the lock TTL.
     pub heartbeat_interval: Option<Duration>,
 }
@@ -190,13 +252,11 @@ impl WorkerConfig {
             owner: format!("autobatch-{queue}"),
             queue,
             concurrency: 1,
-            poll_timeout_ms: 1000,
-            lock_ttl_ms: 30_000,
-            acks: BatchConfig {
-                max_batch: 10,
-                linger: Duration::from_millis(50),
-                ..BatchConfig::default()
-            },
+            poll_timeout: Duration::from_secs(1),
+            lock_ttl: Duration::from_secs(30),
+            acks: BatchConfig::new()
+                .max_batch(10)
+                .linger(Duration::from_millis(50)),
             ack_retries: 3,
             ack_retry_base: Duration::from_millis(100),
             heartbeat_interval: Some(Duration::from_secs(10)),
@@ -207,6 +267,30 @@ impl WorkerConfig {
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
         self
+    }
+
+    setters! {
+        /// Sets [`poll_timeout`](Self::poll_timeout).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use autobatch_core::session::WorkerConfig;
+        /// let w = WorkerConfig::new("q").poll_timeout(Duration::ZERO).owner("host-1-q".into());
+        /// assert_eq!(w.owner, "host-1-q");
+        /// ```
+        poll_timeout: Duration,
+        /// Sets [`lock_ttl`](Self::lock_ttl).
+        lock_ttl: Duration,
+        /// Sets [`owner`](Self::owner).
+        owner: String,
+        /// Sets [`acks`](Self::acks).
+        acks: BatchConfig,
+        /// Sets [`ack_retries`](Self::ack_retries).
+        ack_retries: u32,
+        /// Sets [`ack_retry_base`](Self::ack_retry_base).
+        ack_retry_base: Duration,
+        /// Sets [`heartbeat_interval`](Self::heartbeat_interval) (`None`: no heartbeats).
+        heartbeat_interval: Option<Duration>,
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -220,25 +304,25 @@ impl WorkerConfig {
                 problem: "must be within 1..=1000",
             });
         }
-        if !(0..=60_000).contains(&self.poll_timeout_ms) {
+        if self.poll_timeout > Duration::from_secs(60) {
             return Err(ConfigError::Field {
-                field: "worker.poll_timeout_ms",
-                problem: "must be within 0..=60000",
+                field: "worker.poll_timeout",
+                problem: "must be at most 60 s",
             });
         }
-        if self.lock_ttl_ms <= 0 {
+        if self.lock_ttl.as_millis() == 0 {
             return Err(ConfigError::Field {
-                field: "worker.lock_ttl_ms",
-                problem: "must be positive",
+                field: "worker.lock_ttl",
+                problem: "must be at least 1 ms",
             });
         }
         if self
             .heartbeat_interval
-            .is_some_and(|h| h.is_zero() || h.as_millis() >= self.lock_ttl_ms as u128)
+            .is_some_and(|h| h.is_zero() || h >= self.lock_ttl)
         {
             return Err(ConfigError::Field {
                 field: "worker.heartbeat_interval",
-                problem: "must be positive and shorter than worker.lock_ttl_ms",
+                problem: "must be positive and shorter than worker.lock_ttl",
             });
         }
         if self.owner.is_empty() {
@@ -253,6 +337,7 @@ impl WorkerConfig {
 
 /// A configuration field out of range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A batching limit.
     #[error("batching: {0}")]

@@ -23,6 +23,7 @@ impl OpId {
 /// What the session asks of its driver, or reports to it. Drain with
 /// [`Session::poll_event`](super::Session::poll_event).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Event {
     /// Open a connection now, then call
     /// [`Session::handle_connected`](super::Session::handle_connected) or
@@ -102,7 +103,7 @@ impl FailKind {
             },
             FailKind::Protocol(m) => Error::Protocol(m.clone()),
             FailKind::Auth(m) => Error::AuthFailed(m.clone()),
-            FailKind::Server(m) => Error::Server(m.clone()),
+            FailKind::Server(m) => Error::server(m.clone()),
             FailKind::TooLarge(m) => Error::Invalid(crate::wire::ValidationError {
                 field: "data",
                 message: format!("request too large to send: {m}"),

@@ -740,6 +740,7 @@ impl Session {
 
     /// The next event, until `None`. Drain after every input and after
     /// [`poll_transmit`](Self::poll_transmit).
+    #[must_use = "an event left in the queue is never seen"]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -748,6 +749,7 @@ impl Session {
     ///
     /// Every source answers in O(log n) or better: the send queue and the in-flight commands
     /// keep their deadlines ordered, so a long queue costs nothing here.
+    #[must_use = "a deadline that is not armed never fires"]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
         let mut consider = |x: Option<Instant>| {

@@ -118,7 +118,6 @@ mod worker;
 pub use config::{ConfigError, ReconnectConfig, SessionConfig, WorkerConfig};
 pub use event::{Event, OpId};
 pub use machine::Session;
-pub use producer::pushed_id;
 pub use replay::Replay;
 pub use stats::SessionStats;
 pub use worker::{MAX_STACK_LINES, MAX_STACK_LINE_BYTES};

@@ -366,7 +366,7 @@ impl Producers {
             jobs,
         } = req
         else {
-            self.resolve(now, req, Error::Server(msg.to_owned()), out);
+            self.resolve(now, req, Error::server(msg.to_owned()), out);
             return None;
         };
         // "jobs[i]: …" is a validation failure: the server inserted nothing, so the other jobs
@@ -374,7 +374,7 @@ impl Producers {
         let Some(bad) = batch_index(msg).filter(|&i| i < ops.len() && ops.len() > 1) else {
             for op in ops {
                 out.stats.adds_failed += 1;
-                out.done(op, Err(Error::Server(strip_index(msg).to_owned())));
+                out.done(op, Err(Error::server(strip_index(msg).to_owned())));
             }
             self.complete(now, queue, batch);
             return None;
@@ -384,7 +384,7 @@ impl Producers {
         for (i, (op, job)) in ops.into_iter().zip(jobs).enumerate() {
             if i == bad {
                 out.stats.adds_failed += 1;
-                out.done(op, Err(Error::Server(strip_index(msg).to_owned())));
+                out.done(op, Err(Error::server(strip_index(msg).to_owned())));
             } else {
                 keep_ops.push(op);
                 keep_jobs.push(job);
@@ -532,14 +532,6 @@ impl Producers {
         self.queues.iter().fold((0, 0, 0), |(i, b, p), (_, q)| {
             (i + q.pending_items(), b + q.pending_bytes(), p + q.parked())
         })
-    }
-}
-
-/// Turns an add's [`Response`] into its job id.
-pub fn pushed_id(response: Response) -> Option<String> {
-    match response {
-        Response::Pushed(id) => Some(id),
-        _ => None,
     }
 }
 

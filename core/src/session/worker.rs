@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::batch::{self, BatchId, Batcher};
 use crate::error::Error;
-use crate::wire::{Command, CommandKind, PullArgs, Response, Value};
+use crate::wire::{millis, Command, CommandKind, PullArgs, Response, Value};
 
 use super::config::WorkerConfig;
 use super::event::{Event, FailKind, Out};
@@ -418,9 +418,9 @@ impl WorkerState {
             WorkRequest::Pull {
                 args: PullArgs {
                     queue: self.config.queue.clone(),
-                    timeout: Some(self.config.poll_timeout_ms),
+                    timeout: Some(millis(self.config.poll_timeout)),
                     owner: Some(self.config.owner.clone()),
-                    lock_ttl: Some(self.config.lock_ttl_ms),
+                    lock_ttl: Some(millis(self.config.lock_ttl)),
                 },
                 count: self.free_slots().min(1000) as i64,
             }
@@ -459,7 +459,7 @@ impl WorkerState {
             Response::Pulled { job, token } => job.map(|j| (j, token)).into_iter().collect(),
             _ => Vec::new(),
         };
-        if jobs.is_empty() && self.config.poll_timeout_ms == 0 {
+        if jobs.is_empty() && millis(self.config.poll_timeout) == 0 {
             self.next_pull_at = Some(now + IDLE_POLL_DELAY);
         }
         if self.active.is_empty() && !jobs.is_empty() {
@@ -496,7 +496,7 @@ impl WorkerState {
     fn requeue_ack(&mut self, now: Instant, mut item: AckItem, out: &mut Out<'_>) {
         item.attempt += 1;
         if item.attempt > self.config.ack_retries {
-            out.settled(item.id, Err(Error::Server("ACK retries exhausted".into())));
+            out.settled(item.id, Err(Error::server("ACK retries exhausted")));
             return;
         }
         out.stats.ack_retries += 1;
@@ -508,7 +508,7 @@ impl WorkerState {
             .unwrap_or(Duration::MAX);
         match now.checked_add(delay) {
             Some(at) => self.retries.push((at, item)),
-            None => out.settled(item.id, Err(Error::Server("ACK retries exhausted".into()))),
+            None => out.settled(item.id, Err(Error::server("ACK retries exhausted"))),
         }
     }
 
@@ -540,7 +540,7 @@ impl WorkerState {
             WorkRequest::AckCheck { id } => {
                 let result = match response {
                     Response::State(s) if s == "completed" => Ok(true),
-                    Response::State(s) => Err(Error::Server(format!(
+                    Response::State(s) => Err(Error::server(format!(
                         "the ACK of job {id} did not take effect (state {s})"
                     ))),
                     _ => Err(Error::Protocol("GetState reply without a state".into())),
@@ -572,7 +572,7 @@ impl WorkerState {
             tokens,
         } = req
         else {
-            self.resolve(now, req, Error::Server(msg), out);
+            self.resolve(now, req, Error::server(msg), out);
             return Vec::new();
         };
         // The server names one job. A lock problem means nothing was applied, so the others go
@@ -588,7 +588,7 @@ impl WorkerState {
         for (i, id) in ids.into_iter().enumerate() {
             let result = results.next().unwrap_or(Value::Nil);
             if Some(i) == named || named.is_none() {
-                out.settled(id, Err(Error::Server(msg.clone())));
+                out.settled(id, Err(Error::server(msg.clone())));
             } else if lock_problem {
                 let item = AckItem {
                     id,

@@ -536,12 +536,6 @@ impl<'a> Encoder<'a> {
         self
     }
 
-    /// Bytes that already hold one encoded MessagePack value.
-    pub fn raw(&mut self, encoded: &[u8]) -> &mut Self {
-        self.out.extend_from_slice(encoded);
-        self
-    }
-
     /// Any [`Value`].
     pub fn value(&mut self, v: &Value) -> &mut Self {
         match v {

@@ -6,7 +6,13 @@
 
 use super::codec::Encoder;
 use super::error::ProtocolError;
-use super::job::{validate_data, Backoff, Dedup, JobOptions, JobSpec, ValidationError};
+use super::job::{
+    check_ranges, from_millis, millis, validate_data, Backoff, Dedup, JobOptions, JobSpec,
+    RangeInput, ValidationError,
+};
+
+/// A backoff strategy's constructor, applied once its delay passed the range checks.
+type MakeBackoff = fn(std::time::Duration) -> Backoff;
 use super::value::Value;
 
 /// One request to the server.
@@ -14,6 +20,7 @@ use super::value::Value;
 // would cost an allocation for nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Command {
     /// Informative handshake (optional; the server ignores what it is sent).
     Hello,
@@ -129,6 +136,7 @@ pub struct PullArgs {
 /// The kind of a command: what the reply to it should contain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
+#[non_exhaustive]
 pub enum CommandKind {
     Hello,
     Auth,
@@ -360,11 +368,9 @@ impl Command {
         }
     }
 
-    /// Reads a request map in the server role.
-    ///
-    /// Returns the `reqId` (as sent, [`Value::Undefined`] when absent) alongside the outcome, so
-    /// that even a refused request can be answered. Errors carry bunqueue's own messages.
-    pub fn decode(v: &Value) -> (Value, Result<Command, CommandError>) {
+    /// Reads a request map in the server role: see
+    /// [`DecodeCommand::decode`](super::server::DecodeCommand::decode).
+    pub(crate) fn decode_request(v: &Value) -> (Value, Result<Command, CommandError>) {
         if v.is_nullish() {
             // msgpackr yields null for `c0`; the server rejects that as a bad format.
             return (
@@ -390,6 +396,7 @@ impl Command {
 
 /// Why the broker refuses a request.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CommandError {
     /// Not a command at all, or an unknown one.
     #[error(transparent)]
@@ -560,24 +567,27 @@ fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
         }
     };
     int(e, "priority", o.priority);
-    int(e, "delay", o.delay);
+    int(e, "delay", o.delay.map(millis));
     int(e, "maxAttempts", o.attempts);
     if let Some(b) = o.backoff {
         e.str("backoff");
         match b {
             Backoff::Delay(d) => {
-                e.int(d);
+                e.int(millis(d));
             }
             Backoff::Fixed(d) => {
-                e.map(2).kv_str("type", "fixed").str("delay").int(d);
+                e.map(2).kv_str("type", "fixed").str("delay").int(millis(d));
             }
             Backoff::Exponential(d) => {
-                e.map(2).kv_str("type", "exponential").str("delay").int(d);
+                e.map(2)
+                    .kv_str("type", "exponential")
+                    .str("delay")
+                    .int(millis(d));
             }
         }
     }
-    int(e, "timeout", o.timeout);
-    int(e, "ttl", o.ttl);
+    int(e, "timeout", o.timeout.map(millis));
+    int(e, "ttl", o.ttl.map(millis));
     if let Some(id) = &o.job_id {
         e.kv_str(
             if flavor == Flavor::Push {
@@ -609,7 +619,7 @@ fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
             + usize::from(d.extend.is_some())
             + usize::from(d.replace.is_some());
         e.str("dedup").map(n);
-        int(e, "ttl", d.ttl);
+        int(e, "ttl", d.ttl.map(millis));
         if let Some(x) = d.extend {
             e.str("extend").bool(x);
         }
@@ -620,7 +630,7 @@ fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
     if let Some(l) = o.lifo {
         e.str("lifo").bool(l);
     }
-    int(e, "stallTimeout", o.stall_timeout);
+    int(e, "stallTimeout", o.stall_timeout.map(millis));
     if let Some(ts) = o.timestamp {
         e.str("timestamp").f64(ts);
     }
@@ -668,17 +678,17 @@ pub(crate) fn pushb_item_len(job: &JobSpec) -> usize {
         + key("data".len())
         + value_len(&job.data)
         + int("priority", o.priority)
-        + int("delay", o.delay)
+        + int("delay", o.delay.map(millis))
         + int("maxAttempts", o.attempts)
-        + int("timeout", o.timeout)
-        + int("ttl", o.ttl)
+        + int("timeout", o.timeout.map(millis))
+        + int("ttl", o.ttl.map(millis))
         + o.job_id.as_deref().map_or(0, |id| kv_str("customId", id))
         + list("tags", &o.tags)
         + o.group_id.as_deref().map_or(0, |g| kv_str("groupId", g))
         + list("dependsOn", &o.depends_on)
         + o.unique_key.as_deref().map_or(0, |k| kv_str("uniqueKey", k))
         + flag("lifo", o.lifo)
-        + int("stallTimeout", o.stall_timeout)
+        + int("stallTimeout", o.stall_timeout.map(millis))
         + o.timestamp.map_or(0, |_| key("timestamp".len()) + 9)
         + flag("durable", o.durable)
         // PUSHB items always carry both remove flags.
@@ -689,10 +699,12 @@ pub(crate) fn pushb_item_len(job: &JobSpec) -> usize {
     if let Some(b) = o.backoff {
         n += key("backoff".len())
             + match b {
-                Backoff::Delay(d) => int_len(d),
-                Backoff::Fixed(d) => 1 + kv_str("type", "fixed") + key("delay".len()) + int_len(d),
+                Backoff::Delay(d) => int_len(millis(d)),
+                Backoff::Fixed(d) => {
+                    1 + kv_str("type", "fixed") + key("delay".len()) + int_len(millis(d))
+                }
                 Backoff::Exponential(d) => {
-                    1 + kv_str("type", "exponential") + key("delay".len()) + int_len(d)
+                    1 + kv_str("type", "exponential") + key("delay".len()) + int_len(millis(d))
                 }
             };
     }
@@ -702,7 +714,7 @@ pub(crate) fn pushb_item_len(job: &JobSpec) -> usize {
             + usize::from(d.replace.is_some());
         n += key("dedup".len())
             + map_header_len(entries)
-            + int("ttl", d.ttl)
+            + int("ttl", d.ttl.map(millis))
             + flag("extend", d.extend)
             + flag("replace", d.replace);
     }
@@ -849,8 +861,10 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
         Some(b @ Value::Map(_)) => {
             let delay = opt_ms(b, "delay")?.unwrap_or(0);
             match b.get("type").and_then(Value::as_str) {
-                Some("fixed") => Some(Backoff::Fixed(delay)),
-                Some("exponential") => Some(Backoff::Exponential(delay)),
+                Some("fixed") => Some(("backoff.delay", delay, Backoff::Fixed as MakeBackoff)),
+                Some("exponential") => {
+                    Some(("backoff.delay", delay, Backoff::Exponential as MakeBackoff))
+                }
                 _ => {
                     return Err(ValidationError {
                         field: "backoff",
@@ -859,7 +873,7 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
                 }
             }
         }
-        Some(_) => opt_ms(v, "backoff")?.map(Backoff::Delay),
+        Some(_) => opt_ms(v, "backoff")?.map(|d| ("backoff", d, Backoff::Delay as MakeBackoff)),
     };
     let custom_id_key = if flavor == Flavor::Push {
         "jobId"
@@ -868,19 +882,24 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
     };
     let dedup = match v.get("dedup") {
         Some(d @ Value::Map(_)) => Some(Dedup {
-            ttl: opt_ms(d, "ttl")?,
+            ttl: opt_ms(d, "ttl")?.map(from_millis),
             extend: opt_bool(d, "extend"),
             replace: opt_bool(d, "replace"),
         }),
         _ => None,
     };
+    let priority = opt_int(v, "priority")?;
+    let delay = opt_ms(v, "delay")?;
+    let attempts = opt_int(v, "maxAttempts")?;
+    let timeout = opt_ms(v, "timeout")?;
+    let ttl = opt_ms(v, "ttl")?;
     let opts = JobOptions {
-        priority: opt_int(v, "priority")?,
-        delay: opt_ms(v, "delay")?,
-        attempts: opt_int(v, "maxAttempts")?,
-        backoff,
-        timeout: opt_ms(v, "timeout")?,
-        ttl: opt_ms(v, "ttl")?,
+        priority,
+        delay: delay.map(from_millis),
+        attempts,
+        backoff: backoff.map(|(_, d, make)| make(from_millis(d))),
+        timeout: timeout.map(from_millis),
+        ttl: ttl.map(from_millis),
         // An empty custom id counts as absent; a numeric one is kept as its text.
         job_id: v
             .get(custom_id_key)
@@ -895,7 +914,7 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
         tags: string_list(v.get("tags")),
         group_id: v.get("groupId").and_then(Value::as_str).map(str::to_owned),
         lifo: opt_bool(v, "lifo"),
-        stall_timeout: opt_ms(v, "stallTimeout")?,
+        stall_timeout: opt_ms(v, "stallTimeout")?.map(from_millis),
         timestamp: match v.get("timestamp") {
             Some(Value::BigInt(_)) => {
                 return Err(ValidationError {
@@ -909,7 +928,17 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
         remove_on_fail: opt_bool(v, "removeOnFail"),
         durable: opt_bool(v, "durable"),
     };
-    opts.validate()?;
+    // The ranges are checked on the wire values: a negative delay is refused as bunqueue
+    // refuses it, not clamped into a Duration first.
+    check_ranges(&RangeInput {
+        priority,
+        delay,
+        timeout,
+        attempts,
+        ttl,
+        backoff: backoff.map(|(field, d, _)| (field, d)),
+        timestamp: opts.timestamp,
+    })?;
     let job = JobSpec { name, data, opts };
     let chars = job.name.chars().count();
     if chars == 0 || chars > super::job::MAX_NAME_CHARS {
@@ -984,6 +1013,8 @@ fn decode_pull(v: &Value) -> Result<PullArgs, ValidationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::server::DecodeCommand;
+    use std::time::Duration;
 
     fn round_trip(cmd: &Command) -> Command {
         let mut out = Vec::new();
@@ -1020,18 +1051,45 @@ mod tests {
     }
 
     #[test]
+    fn negative_spans_are_refused_as_the_server_refuses_them() {
+        // Durations cannot be negative: the decoder checks the wire value before converting.
+        for (key, message) in [
+            ("delay", "delay must be at least 0"),
+            ("timeout", "timeout must be at least 0"),
+            ("ttl", "ttl must be at least 0"),
+            ("backoff", "backoff must be at least 0"),
+        ] {
+            let v = Value::map([
+                ("cmd", Value::from("PUSH")),
+                ("queue", Value::from("q")),
+                ("name", Value::from("n")),
+                ("data", Value::Nil),
+                (key, Value::Int(-1)),
+            ]);
+            assert_eq!(Command::decode(&v).1.unwrap_err().to_string(), message);
+        }
+        let v = Value::map([
+            ("cmd", Value::from("PUSH")),
+            ("queue", Value::from("q")),
+            ("name", Value::from("n")),
+            ("data", Value::Nil),
+            ("delay", Value::F64(1500.7)),
+        ]);
+        let Ok(Command::Push { job, .. }) = Command::decode(&v).1 else {
+            panic!("a PUSH")
+        };
+        assert_eq!(job.opts.delay, Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
     fn every_command_round_trips() {
         let job = JobSpec::new("n", Value::map([("x", Value::Int(1))])).with_options(JobOptions {
             priority: Some(3),
-            delay: Some(8_640_000_000),
+            delay: Some(Duration::from_millis(8_640_000_000)),
             attempts: Some(2),
-            backoff: Some(Backoff::Exponential(100)),
+            backoff: Some(Backoff::Exponential(Duration::from_millis(100))),
             tags: vec!["t".into()],
-            dedup: Some(Dedup {
-                ttl: Some(5),
-                extend: Some(true),
-                replace: None,
-            }),
+            dedup: Some(Dedup::new().ttl(Duration::from_millis(5)).extend(true)),
             unique_key: Some("u".into()),
             remove_on_complete: Some(true),
             remove_on_fail: Some(false),
@@ -1242,11 +1300,15 @@ mod size_tests {
         })
     }
 
+    fn span(i: i64) -> std::time::Duration {
+        std::time::Duration::from_millis(i.unsigned_abs())
+    }
+
     fn backoff() -> impl Strategy<Value = Backoff> {
         prop_oneof![
-            int().prop_map(Backoff::Delay),
-            int().prop_map(Backoff::Fixed),
-            int().prop_map(Backoff::Exponential),
+            int().prop_map(|i| Backoff::Delay(span(i))),
+            int().prop_map(|i| Backoff::Fixed(span(i))),
+            int().prop_map(|i| Backoff::Exponential(span(i))),
         ]
     }
 
@@ -1268,15 +1330,15 @@ mod size_tests {
         )
             .prop_map(|(i, t, b, (tags, deps), backoff, timestamp)| JobOptions {
                 priority: i[0],
-                delay: i[1],
+                delay: i[1].map(span),
                 attempts: i[2],
                 backoff,
-                timeout: i[3],
-                ttl: i[4],
+                timeout: i[3].map(span),
+                ttl: i[4].map(span),
                 job_id: t[0].clone(),
                 unique_key: t[1].clone(),
                 dedup: (i[5].is_some() || b[5].is_some() || b[6].is_some()).then_some(Dedup {
-                    ttl: i[5],
+                    ttl: i[5].map(span),
                     extend: b[5],
                     replace: b[6],
                 }),
@@ -1284,7 +1346,7 @@ mod size_tests {
                 tags,
                 group_id: t[2].clone(),
                 lifo: b[0],
-                stall_timeout: i[6],
+                stall_timeout: i[6].map(span),
                 timestamp,
                 remove_on_complete: b[1],
                 remove_on_fail: b[2],

@@ -4,6 +4,7 @@
 /// A MessagePack body that could not be decoded. The frame was consumed whole, so the stream
 /// stays usable: the server answers `"Invalid command format"` and keeps the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// The value ends before its announced length (or a header announces more than remains).
     #[error("truncated MessagePack value at byte {at}")]
@@ -42,6 +43,7 @@ pub enum DecodeError {
 
 /// A framing violation: the 4-byte length header itself is unacceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The header announces more than the 64 MiB maximum. Fatal: the stream cannot be resynced
     /// (bunqueue answers once with `"Frame too large: …"` and closes).
@@ -67,13 +69,11 @@ impl FrameError {
 
 /// A decoded value that is not the command or reply it should be.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProtocolError {
     /// The body is not a map with a string `cmd` (bunqueue: `"Invalid command"`).
     #[error("Invalid command")]
     NotACommand,
-    /// A `cmd` this crate does not know (bunqueue: `"Unknown command: <cmd>"`).
-    #[error("Unknown command: {0}")]
-    UnknownCommand(String),
     /// A field is missing or has the wrong type.
     #[error("field `{field}`: {problem}")]
     BadField {

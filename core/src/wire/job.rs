@@ -1,7 +1,20 @@
 //! Jobs as they travel: the job a producer adds ([`JobSpec`] with [`JobOptions`]), its
 //! validation against bunqueue's limits, and the job record a worker pulls ([`Job`]).
 
+use std::time::Duration;
+
 use super::value::Value;
+
+/// A time span as the wire carries it: whole milliseconds (sub-millisecond parts are dropped),
+/// saturating at `i64::MAX`.
+pub(crate) fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A wire time span (ms) as a [`Duration`]; the server treats a negative one as zero.
+pub(crate) fn from_millis(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
 
 /// Longest queue or job name bunqueue accepts, in characters.
 pub const MAX_NAME_CHARS: usize = 256;
@@ -22,6 +35,7 @@ pub const MAX_ATTEMPTS: i64 = 1000;
 /// here or by the server; [`field`](Self::field) names the offending field for programs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
+#[non_exhaustive]
 pub struct ValidationError {
     /// The wire name of the offending field (`queue`, `name`, `data`, `priority`, …).
     pub field: &'static str,
@@ -30,7 +44,14 @@ pub struct ValidationError {
 }
 
 impl ValidationError {
-    fn new(field: &'static str, message: impl Into<String>) -> Self {
+    /// An error about `field`, worded as bunqueue words it.
+    ///
+    /// ```
+    /// use autobatch_core::wire::ValidationError;
+    /// let e = ValidationError::new("data", "Job data must be JSON serializable");
+    /// assert_eq!(e.to_string(), "Job data must be JSON serializable");
+    /// ```
+    pub fn new(field: &'static str, message: impl Into<String>) -> Self {
         ValidationError {
             field,
             message: message.into(),
@@ -74,63 +95,121 @@ pub fn validate_queue_name(queue: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
-/// Retry backoff: a plain base delay, or a typed strategy.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Retry backoff: a plain base delay, or a typed strategy. Delays travel as whole
+/// milliseconds (at most one day).
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_core::wire::Backoff;
+/// let b = Backoff::Exponential(Duration::from_secs(1));
+/// assert_eq!(b.delay(), Duration::from_millis(1000));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Backoff {
-    /// A base delay in ms (the server doubles it per attempt, with jitter).
-    Delay(i64),
+    /// A base delay (the server doubles it per attempt, with jitter).
+    Delay(Duration),
     /// The same delay before every retry.
-    Fixed(i64),
+    Fixed(Duration),
     /// `delay · 2^attempts`, with jitter.
-    Exponential(i64),
+    Exponential(Duration),
 }
 
 impl Backoff {
-    fn delay(&self) -> i64 {
+    /// The base delay, whatever the strategy.
+    pub fn delay(&self) -> Duration {
         match *self {
             Backoff::Delay(d) | Backoff::Fixed(d) | Backoff::Exponential(d) => d,
+        }
+    }
+
+    /// The wire field range checks name for this strategy.
+    fn field(&self) -> &'static str {
+        match self {
+            Backoff::Delay(_) => "backoff",
+            _ => "backoff.delay",
         }
     }
 }
 
 /// Deduplication window for `unique_key`.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_core::wire::{Dedup, JobOptions};
+/// let opts = JobOptions::new()
+///     .unique_key("order-42")
+///     .dedup(Dedup::new().ttl(Duration::from_secs(60)).extend(true));
+/// assert_eq!(opts.dedup.unwrap().ttl, Some(Duration::from_secs(60)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Dedup {
-    /// How long the key stays reserved, ms.
-    pub ttl: Option<i64>,
+    /// How long the key stays reserved (sent as whole milliseconds).
+    pub ttl: Option<Duration>,
     /// Extend the window on a duplicate.
     pub extend: Option<bool>,
     /// Replace the existing job's data on a duplicate.
     pub replace: Option<bool>,
 }
 
+impl Dedup {
+    /// No settings: the server's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`ttl`](Self::ttl).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Sets [`extend`](Self::extend).
+    pub fn extend(mut self, extend: bool) -> Self {
+        self.extend = Some(extend);
+        self
+    }
+
+    /// Sets [`replace`](Self::replace).
+    pub fn replace(mut self, replace: bool) -> Self {
+        self.replace = Some(replace);
+        self
+    }
+}
+
 /// Options of one job (protocol reference §7). Every field is optional; `None` leaves the
-/// server's default. Build with the chained setters:
+/// server's default. Time spans are [`Duration`]s, sent as whole milliseconds. Build with the
+/// chained setters (the struct is `#[non_exhaustive]`: new options may come):
 ///
 /// ```
+/// use std::time::Duration;
 /// use autobatch_core::wire::{Backoff, JobOptions};
 /// let opts = JobOptions::new()
 ///     .priority(5)
 ///     .attempts(3)
-///     .backoff(Backoff::Exponential(1000))
+///     .delay(Duration::from_secs(10))
+///     .backoff(Backoff::Exponential(Duration::from_secs(1)))
 ///     .job_id("order-42")
+///     .tags(["welcome", "email"])
 ///     .durable(true);
 /// assert!(opts.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct JobOptions {
     /// Priority, ±1 000 000; higher runs first.
     pub priority: Option<i64>,
-    /// Delay before the job may run, ms (at most 365 days).
-    pub delay: Option<i64>,
+    /// Delay before the job may run (at most 365 days).
+    pub delay: Option<Duration>,
     /// Attempts before the job fails for good (`maxAttempts`, 1..1000).
     pub attempts: Option<i64>,
     /// Backoff between attempts.
     pub backoff: Option<Backoff>,
-    /// Processing timeout, ms (at most one day).
-    pub timeout: Option<i64>,
-    /// Time to live, ms (at most 365 days).
-    pub ttl: Option<i64>,
+    /// Processing timeout (at most one day).
+    pub timeout: Option<Duration>,
+    /// Time to live (at most 365 days).
+    pub ttl: Option<Duration>,
     /// Custom job id: becomes the job id and makes re-adding idempotent while the job lives
     /// (`jobId` in PUSH, `customId` in PUSHB).
     pub job_id: Option<String>,
@@ -146,8 +225,8 @@ pub struct JobOptions {
     pub group_id: Option<String>,
     /// Last in, first out.
     pub lifo: Option<bool>,
-    /// Stall timeout, ms.
-    pub stall_timeout: Option<i64>,
+    /// Stall timeout.
+    pub stall_timeout: Option<Duration>,
     /// Creation timestamp, epoch ms (sent as float64).
     pub timestamp: Option<f64>,
     /// Remove the job when it completes.
@@ -177,16 +256,22 @@ impl JobOptions {
     setter! {
         /// Sets [`priority`](Self::priority).
         priority: i64,
-        /// Sets [`delay`](Self::delay) in ms.
-        delay: i64,
+        /// Sets [`delay`](Self::delay).
+        delay: Duration,
         /// Sets [`attempts`](Self::attempts).
         attempts: i64,
         /// Sets [`backoff`](Self::backoff).
         backoff: Backoff,
-        /// Sets [`timeout`](Self::timeout) in ms.
-        timeout: i64,
-        /// Sets [`ttl`](Self::ttl) in ms.
-        ttl: i64,
+        /// Sets [`timeout`](Self::timeout).
+        timeout: Duration,
+        /// Sets [`ttl`](Self::ttl).
+        ttl: Duration,
+        /// Sets [`stall_timeout`](Self::stall_timeout).
+        stall_timeout: Duration,
+        /// Sets [`dedup`](Self::dedup), the window of [`unique_key`](Self::unique_key).
+        dedup: Dedup,
+        /// Sets [`timestamp`](Self::timestamp), epoch ms.
+        timestamp: f64,
         /// Sets the custom [`job_id`](Self::job_id).
         job_id: String,
         /// Sets [`unique_key`](Self::unique_key).
@@ -203,6 +288,18 @@ impl JobOptions {
         durable: bool,
     }
 
+    /// Sets [`tags`](Self::tags).
+    pub fn tags<S: Into<String>>(mut self, tags: impl IntoIterator<Item = S>) -> Self {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`depends_on`](Self::depends_on): ids that must complete first.
+    pub fn depends_on<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Self {
+        self.depends_on = ids.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Whether this job must bypass the batcher and commit before its reply.
     pub fn is_durable(&self) -> bool {
         self.durable == Some(true)
@@ -210,38 +307,60 @@ impl JobOptions {
 
     /// Checks every option against bunqueue's ranges; the first problem wins.
     pub fn validate(&self) -> Result<(), ValidationError> {
-        if let Some(p) = self.priority {
-            range("priority", p, -MAX_PRIORITY, MAX_PRIORITY)?;
-        }
-        if let Some(d) = self.delay {
-            range("delay", d, 0, MAX_DELAY_MS)?;
-        }
-        if let Some(t) = self.timeout {
-            range("timeout", t, 0, MAX_TIMEOUT_MS)?;
-        }
-        if let Some(a) = self.attempts {
-            range("maxAttempts", a, 1, MAX_ATTEMPTS)?;
-        }
-        if let Some(t) = self.ttl {
-            range("ttl", t, 0, MAX_DELAY_MS)?;
-        }
-        if let Some(b) = self.backoff {
-            let field = match b {
-                Backoff::Delay(_) => "backoff",
-                _ => "backoff.delay",
-            };
-            range(field, b.delay(), 0, MAX_TIMEOUT_MS)?;
-        }
-        if let Some(ts) = self.timestamp {
-            if !ts.is_finite() {
-                return Err(ValidationError::new(
-                    "timestamp",
-                    "timestamp must be a number",
-                ));
-            }
-        }
-        Ok(())
+        check_ranges(&RangeInput {
+            priority: self.priority,
+            delay: self.delay.map(millis),
+            timeout: self.timeout.map(millis),
+            attempts: self.attempts,
+            ttl: self.ttl.map(millis),
+            backoff: self.backoff.map(|b| (b.field(), millis(b.delay()))),
+            timestamp: self.timestamp,
+        })
     }
+}
+
+/// The range-checked options as the wire carries them (ms), before they become [`Duration`]s:
+/// the broker-side decoder sees negatives a `Duration` cannot hold and must answer them as
+/// bunqueue does.
+pub(crate) struct RangeInput {
+    pub priority: Option<i64>,
+    pub delay: Option<i64>,
+    pub timeout: Option<i64>,
+    pub attempts: Option<i64>,
+    pub ttl: Option<i64>,
+    pub backoff: Option<(&'static str, i64)>,
+    pub timestamp: Option<f64>,
+}
+
+/// bunqueue's range checks, in its order; the first problem wins.
+pub(crate) fn check_ranges(o: &RangeInput) -> Result<(), ValidationError> {
+    if let Some(p) = o.priority {
+        range("priority", p, -MAX_PRIORITY, MAX_PRIORITY)?;
+    }
+    if let Some(d) = o.delay {
+        range("delay", d, 0, MAX_DELAY_MS)?;
+    }
+    if let Some(t) = o.timeout {
+        range("timeout", t, 0, MAX_TIMEOUT_MS)?;
+    }
+    if let Some(a) = o.attempts {
+        range("maxAttempts", a, 1, MAX_ATTEMPTS)?;
+    }
+    if let Some(t) = o.ttl {
+        range("ttl", t, 0, MAX_DELAY_MS)?;
+    }
+    if let Some((field, d)) = o.backoff {
+        range(field, d, 0, MAX_TIMEOUT_MS)?;
+    }
+    if let Some(ts) = o.timestamp {
+        if !ts.is_finite() {
+            return Err(ValidationError::new(
+                "timestamp",
+                "timestamp must be a number",
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn range(
@@ -378,6 +497,7 @@ pub(crate) fn approx_value_size(v: &Value) -> usize {
 /// Read leniently, as the protocol reference advises: numbers from ints or floats, `undefined`
 /// as absent, unknown keys ignored.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct Job {
     /// Job id (server ids are UUIDv7 text; a numeric id is turned into its decimal text).
     pub id: String,
@@ -397,8 +517,8 @@ pub struct Job {
     pub created_at: f64,
     /// Earliest run time, epoch ms.
     pub run_at: f64,
-    /// Present on GetJob replies: the state name.
-    pub state: Option<String>,
+    /// Present on GetJob replies: the job's state.
+    pub state: Option<JobState>,
     /// Present on GetJob replies for completed jobs.
     pub returnvalue: Option<Value>,
     /// Present on GetJob replies for failed jobs.
@@ -406,6 +526,30 @@ pub struct Job {
 }
 
 impl Job {
+    /// A job record with these identifiers and data, and everything else zero or absent (the
+    /// struct is `#[non_exhaustive]`: set the other public fields after).
+    ///
+    /// ```
+    /// use autobatch_core::wire::{Job, JobState, Value};
+    /// let mut job = Job::new("id-1", "emails", "send", Value::from("a@b"));
+    /// job.state = Some(JobState::Waiting);
+    /// assert_eq!(job.priority, 0);
+    /// ```
+    pub fn new(
+        id: impl Into<String>,
+        queue: impl Into<String>,
+        name: impl Into<String>,
+        data: Value,
+    ) -> Job {
+        Job {
+            id: id.into(),
+            queue: queue.into(),
+            name: name.into(),
+            data,
+            ..Job::default()
+        }
+    }
+
     /// Reads a job map leniently. Fails only when there is no usable `id`.
     pub fn from_value(v: &Value) -> Option<Job> {
         let id = id_text(v.get("id")?)?;
@@ -421,10 +565,89 @@ impl Job {
             max_attempts: num("maxAttempts").unwrap_or(0.0) as i64,
             created_at: num("createdAt").unwrap_or(0.0),
             run_at: num("runAt").unwrap_or(0.0),
-            state: text("state"),
+            state: text("state").map(JobState::from),
             returnvalue: v.get("returnvalue").filter(|r| !r.is_nullish()).cloned(),
             failed_reason: text("failedReason"),
         })
+    }
+}
+
+/// A job's state, as GetState and GetJob report it.
+///
+/// A state this version does not know (a newer server's) is kept as
+/// [`Unknown`](Self::Unknown) with its name; so is the server's own `"unknown"`, its answer for
+/// an id it does not know.
+///
+/// ```
+/// use autobatch_core::wire::JobState;
+/// assert_eq!(JobState::from("waiting-children"), JobState::WaitingChildren);
+/// assert_eq!(JobState::Completed.as_str(), "completed");
+/// assert_eq!(JobState::from("paused"), JobState::Unknown("paused".into()));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JobState {
+    /// `waiting`: ready to run.
+    Waiting,
+    /// `prioritized`: ready to run, ordered by priority.
+    Prioritized,
+    /// `delayed`: waiting for its delay or a retry backoff.
+    Delayed,
+    /// `active`: a worker holds it.
+    Active,
+    /// `completed`.
+    Completed,
+    /// `failed`: failed for good.
+    Failed,
+    /// `waiting-children`: waiting for the jobs it depends on.
+    WaitingChildren,
+    /// Any other state name, as sent (`unknown` for an id the server does not know).
+    Unknown(String),
+}
+
+impl JobState {
+    /// The state's name on the wire.
+    pub fn as_str(&self) -> &str {
+        match self {
+            JobState::Waiting => "waiting",
+            JobState::Prioritized => "prioritized",
+            JobState::Delayed => "delayed",
+            JobState::Active => "active",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::WaitingChildren => "waiting-children",
+            JobState::Unknown(s) => s,
+        }
+    }
+}
+
+impl From<&str> for JobState {
+    fn from(s: &str) -> Self {
+        match s {
+            "waiting" => JobState::Waiting,
+            "prioritized" => JobState::Prioritized,
+            "delayed" => JobState::Delayed,
+            "active" => JobState::Active,
+            "completed" => JobState::Completed,
+            "failed" => JobState::Failed,
+            "waiting-children" => JobState::WaitingChildren,
+            other => JobState::Unknown(other.to_owned()),
+        }
+    }
+}
+
+impl From<String> for JobState {
+    fn from(s: String) -> Self {
+        match JobState::from(s.as_str()) {
+            JobState::Unknown(_) => JobState::Unknown(s),
+            known => known,
+        }
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -450,7 +673,7 @@ mod tests {
             "maxAttempts must be at least 1"
         );
         assert_eq!(
-            bad(JobOptions::new().delay(MAX_DELAY_MS + 1)),
+            bad(JobOptions::new().delay(Duration::from_millis(MAX_DELAY_MS as u64 + 1))),
             "delay must be at most 31536000000"
         );
         assert_eq!(

@@ -1,7 +1,9 @@
 //! The bunqueue 2.9.5 wire protocol, pure: framing, MessagePack values with bunqueue's number
-//! rules, and typed commands and replies in both roles (client and broker).
+//! rules, and typed commands and replies. The client role is here; the broker role (reading
+//! requests, writing replies) is in [`server`], out of a client's way.
 //!
 //! ```
+//! use autobatch_core::wire::server::DecodeCommand;
 //! use autobatch_core::wire::{write_frame, Command, FrameDecoder, JobSpec, Value};
 //!
 //! // Client side: encode a PUSHB of two jobs into a frame.
@@ -28,16 +30,20 @@ mod error;
 mod frame;
 mod job;
 mod reply;
+pub mod server;
 mod size;
 mod value;
+mod value_serde;
 
 pub use codec::{Encoder, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_DEPTH};
-pub use command::{pushb_jobs_budget, Command, CommandError, CommandKind, PullArgs};
+pub use command::{pushb_jobs_budget, Command, CommandKind, PullArgs};
 pub use error::{DecodeError, FrameError, ProtocolError};
 pub use frame::{write_frame, FrameDecoder, MAX_FRAME};
+pub(crate) use job::millis;
 pub use job::{
-    validate_data, validate_queue_name, Backoff, Dedup, Job, JobOptions, JobSpec, ValidationError,
-    MAX_ATTEMPTS, MAX_DATA_JSON_LEN, MAX_DELAY_MS, MAX_NAME_CHARS, MAX_PRIORITY, MAX_TIMEOUT_MS,
+    validate_data, validate_queue_name, Backoff, Dedup, Job, JobOptions, JobSpec, JobState,
+    ValidationError, MAX_ATTEMPTS, MAX_DATA_JSON_LEN, MAX_DELAY_MS, MAX_NAME_CHARS, MAX_PRIORITY,
+    MAX_TIMEOUT_MS,
 };
-pub use reply::{encode_error, Incoming, JobCounts, Reply, Response};
+pub use reply::{Incoming, JobCounts, Reply, Response};
 pub use value::{DataError, RawValue, Value, JS_INT_MAX, JS_INT_MIN};

@@ -113,6 +113,7 @@ impl JobCounts {
 
 /// The typed content of a successful reply.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Response {
     /// Hello.
     Hello {
@@ -313,9 +314,9 @@ impl Response {
         })
     }
 
-    /// Appends a success reply map (no frame header) in the server role, shaped as bunqueue
-    /// 2.9.5 shapes it: `{ok:true, <fields>, reqId}`, with `id: undefined` where bunqueue sends it.
-    pub fn encode(&self, req_id: &Value, out: &mut Vec<u8>) {
+    /// Appends a success reply map in the server role: see
+    /// [`EncodeResponse::encode`](super::server::EncodeResponse::encode).
+    pub(crate) fn encode_reply(&self, req_id: &Value, out: &mut Vec<u8>) {
         let mut e = Encoder::new(out);
         let undefined = Value::Undefined;
         match self {
@@ -467,21 +468,9 @@ impl Response {
 }
 
 impl Response {
-    /// Appends the success reply to `request`, shaped exactly as bunqueue 2.9.5 shapes it.
-    ///
-    /// Like [`encode`](Self::encode), plus the few shapes that depend on the request rather than
-    /// on the typed content: GetState and GetResult echo the request's `id`; a PULL with an
-    /// `owner` always carries `token` (nil when no job came); a PULLB without an `owner` carries
-    /// no `tokens` key.
-    ///
-    /// ```
-    /// use autobatch_core::wire::{Command, Response, Value};
-    /// let mut out = Vec::new();
-    /// let req = Command::GetState { id: "j1".into() };
-    /// Response::State("waiting".into()).encode_for(&req, &Value::from("1"), &mut out);
-    /// assert_eq!(Value::decode(&out).unwrap().get("id"), Some(&Value::from("j1")));
-    /// ```
-    pub fn encode_for(&self, request: &Command, req_id: &Value, out: &mut Vec<u8>) {
+    /// The success reply to `request`: see
+    /// [`EncodeResponse::encode_for`](super::server::EncodeResponse::encode_for).
+    pub(crate) fn encode_reply_for(&self, request: &Command, req_id: &Value, out: &mut Vec<u8>) {
         let mut e = Encoder::new(out);
         match (self, request) {
             (Response::State(state), Command::GetState { id }) => {
@@ -519,13 +508,14 @@ impl Response {
                     e.value(&j.to_value());
                 }
             }
-            _ => return self.encode(req_id, out),
+            _ => return self.encode_reply(req_id, out),
         }
         e.str("reqId").value(req_id);
     }
 }
 
-/// Appends an error reply map `{ok:false, error, reqId}`.
+/// Appends an error reply map `{ok:false, error, reqId}` (server role; re-exported as
+/// [`server::encode_error`](super::server::encode_error)).
 pub fn encode_error(req_id: &Value, message: &str, out: &mut Vec<u8>) {
     Encoder::new(out)
         .map(3)
@@ -572,6 +562,7 @@ impl Job {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::server::EncodeResponse;
 
     fn round_trip(r: &Response, kind: CommandKind) -> Response {
         let mut out = Vec::new();

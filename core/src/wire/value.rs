@@ -182,16 +182,6 @@ impl Value {
         out
     }
 
-    /// A value for a JS number `n`: [`Value::Int`] when integral and exactly representable,
-    /// [`Value::F64`] otherwise.
-    pub fn number(n: f64) -> Value {
-        if n.fract() == 0.0 && n.abs() < 9.007_199_254_740_992e15 {
-            Value::Int(n as i64)
-        } else {
-            Value::F64(n)
-        }
-    }
-
     /// Looks up a string key in a map; `None` for other values or a missing key.
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {
@@ -261,9 +251,13 @@ impl Value {
         )
     }
 
-    /// Converts any `Serialize` value (job data, a result) into a [`Value`].
+    /// Converts any `Serialize` value (job data, a result) into a [`Value`], in one pass.
     ///
-    /// Integers outside `i64` become floats, as they would in JavaScript.
+    /// Shapes are the JSON ones a JavaScript peer expects (as serde_json writes them): a struct
+    /// is a map of its field names, `()` and `None` are nil, an enum is externally tagged
+    /// (`"Variant"`, `{"Variant": …}`). Integers that fit `i64` are [`Value::Int`] (the encoder
+    /// sends them as float64 outside `[-2^31, 2^32-1]`, as msgpackr does); larger ones become
+    /// floats, as they would in JavaScript.
     ///
     /// ```
     /// use autobatch_core::wire::Value;
@@ -276,14 +270,29 @@ impl Value {
     /// # }
     /// ```
     pub fn from_serialize<T: serde::Serialize + ?Sized>(value: &T) -> Result<Value, DataError> {
-        let v = rmpv::ext::to_value(value).map_err(|e| DataError(e.to_string()))?;
-        Ok(Value::from(v))
+        value.serialize(super::value_serde::ValueSerializer)
     }
 
-    /// Deserialises this value into a user type. `undefined` reads as nil (so `Option` fields
-    /// accept it).
+    /// Deserialises this value into a user type, straight from the value (a [`Value::Raw`]
+    /// payload is decoded first). `undefined` reads as nil (so `Option` fields accept it), an
+    /// integral float reads as an integer, and a struct reads from a map or from an array of its
+    /// fields. Bad input is a [`DataError`], never a panic.
+    ///
+    /// ```
+    /// use autobatch_core::wire::Value;
+    /// #[derive(serde::Deserialize, Debug, PartialEq)]
+    /// struct Email { to: String, attempt: u32, note: Option<String> }
+    /// let v = Value::map([
+    ///     ("to", Value::from("a@b")),
+    ///     ("attempt", Value::F64(2.0)),
+    ///     ("note", Value::Undefined),
+    /// ]);
+    /// let e: Email = v.deserialize().unwrap();
+    /// assert_eq!(e, Email { to: "a@b".into(), attempt: 2, note: None });
+    /// assert!(Value::from("x").deserialize::<u32>().is_err());
+    /// ```
     pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, DataError> {
-        rmpv::ext::from_value(rmpv::Value::from(self)).map_err(|e| DataError(e.to_string()))
+        T::deserialize(super::value_serde::ValueDeserializer(self))
     }
 
     /// This value as a tree: a [`Value::Raw`] payload decoded, anything else cloned. Typed data
@@ -403,63 +412,8 @@ pub(crate) fn json_str_len(s: &str) -> usize {
 /// Job data or a result that could not be converted to or from a user type.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("job data could not be converted: {0}")]
+#[non_exhaustive]
 pub struct DataError(pub String);
-
-impl From<rmpv::Value> for Value {
-    fn from(v: rmpv::Value) -> Self {
-        match v {
-            rmpv::Value::Nil => Value::Nil,
-            rmpv::Value::Boolean(b) => Value::Bool(b),
-            rmpv::Value::Integer(i) => match i.as_i64() {
-                Some(i) => Value::Int(i),
-                None => Value::F64(i.as_f64().unwrap_or(f64::NAN)),
-            },
-            rmpv::Value::F32(f) => Value::F64(f as f64),
-            rmpv::Value::F64(f) => Value::F64(f),
-            rmpv::Value::String(s) => match s.into_str() {
-                Some(s) => Value::Str(s),
-                None => Value::Nil,
-            },
-            rmpv::Value::Binary(b) => Value::Bin(b),
-            rmpv::Value::Array(a) => Value::Array(a.into_iter().map(Value::from).collect()),
-            rmpv::Value::Map(m) => Value::Map(
-                m.into_iter()
-                    .map(|(k, v)| (Value::from(k), Value::from(v)))
-                    .collect(),
-            ),
-            rmpv::Value::Ext(0, _) => Value::Undefined,
-            rmpv::Value::Ext(t, d) => Value::Ext(t, d),
-        }
-    }
-}
-
-impl From<&Value> for rmpv::Value {
-    fn from(v: &Value) -> Self {
-        match v {
-            Value::Nil | Value::Undefined => rmpv::Value::Nil,
-            Value::Bool(b) => rmpv::Value::Boolean(*b),
-            Value::Int(i) => rmpv::Value::from(*i),
-            Value::F64(f) => rmpv::Value::F64(*f),
-            Value::BigInt(i) => match i64::try_from(*i) {
-                Ok(i) => rmpv::Value::from(i),
-                Err(_) => rmpv::Value::from(*i as u64),
-            },
-            Value::Str(s) => rmpv::Value::from(s.as_str()),
-            Value::Raw(raw) => raw
-                .decode()
-                .map(|v| rmpv::Value::from(&v))
-                .unwrap_or(rmpv::Value::Nil),
-            Value::Bin(b) => rmpv::Value::Binary(b.clone()),
-            Value::Array(a) => rmpv::Value::Array(a.iter().map(rmpv::Value::from).collect()),
-            Value::Map(m) => rmpv::Value::Map(
-                m.iter()
-                    .map(|(k, v)| (rmpv::Value::from(k), rmpv::Value::from(v)))
-                    .collect(),
-            ),
-            Value::Ext(t, d) => rmpv::Value::Ext(*t, d.clone()),
-        }
-    }
-}
 
 impl From<&str> for Value {
     fn from(s: &str) -> Self {

@@ -18,9 +18,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use autobatch_core::wire::{
-    encode_error, write_frame, Command, FrameDecoder, Job, JobSpec, Response, Value,
-};
+use autobatch_core::wire::server::{encode_error, DecodeCommand, EncodeResponse};
+use autobatch_core::wire::{write_frame, Command, FrameDecoder, Job, JobSpec, Response, Value};
 
 use super::network::ConnId;
 use super::Rng;
@@ -462,17 +461,12 @@ impl Broker {
     }
 
     fn job_value(&self, id: &str, j: &JobRec) -> Job {
-        Job {
-            id: id.to_owned(),
-            queue: j.queue.clone(),
-            name: j.name.clone(),
-            data: j.data.clone(),
-            attempts: j.attempts,
-            max_attempts: j.max_attempts,
-            created_at: j.inserted.as_secs_f64() * 1000.0,
-            run_at: j.inserted.as_secs_f64() * 1000.0,
-            ..Job::default()
-        }
+        let mut job = Job::new(id, j.queue.clone(), j.name.clone(), j.data.clone());
+        job.attempts = j.attempts;
+        job.max_attempts = j.max_attempts;
+        job.created_at = j.inserted.as_secs_f64() * 1000.0;
+        job.run_at = j.inserted.as_secs_f64() * 1000.0;
+        job
     }
 
     /// Completes (ACK) an active job; false when it is not active.

@@ -1067,6 +1067,11 @@ impl World {
                     return Err(format!("client {c}: Closed with a connection still open"));
                 }
             }
+            other => {
+                return Err(format!(
+                    "client {c}: an event the runner does not model: {other:?}"
+                ))
+            }
         }
         Ok(())
     }

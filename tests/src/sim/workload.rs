@@ -151,55 +151,59 @@ fn batch_config(rng: &mut Rng) -> BatchConfig {
         OverflowPolicy::Reject,
         OverflowPolicy::DropOldest,
     ]);
-    BatchConfig {
-        max_batch,
-        linger: *rng.pick(&[
+    // Setters in the order the fields were drawn before: the same seed, the same scenario.
+    BatchConfig::new()
+        .max_batch(max_batch)
+        .linger(*rng.pick(&[
             Duration::ZERO,
             Duration::from_millis(1),
             Duration::from_millis(5),
             Duration::from_millis(20),
             Duration::from_millis(60),
-        ]),
-        max_in_flight: rng.range(1, 6) as usize,
-        max_pending_items: max_batch * rng.range(1, 8) as usize,
-        max_pending_bytes: if rng.chance(0.2) {
+        ]))
+        .max_in_flight(rng.range(1, 6) as usize)
+        .max_pending_items(max_batch * rng.range(1, 8) as usize)
+        .max_pending_bytes(if rng.chance(0.2) {
             rng.range(300, 4_000) as usize
         } else {
             64 * 1024 * 1024
-        },
-        overflow,
-    }
+        })
+        .overflow(overflow)
 }
 
 fn session_config(rng: &mut Rng, token: &Option<String>, lossless: bool) -> SessionConfig {
     let base = rng.ms(5, 150);
-    SessionConfig {
-        token: token.clone(),
-        batching: if rng.chance(0.1) {
+    let config = match token {
+        Some(t) => SessionConfig::default().with_token(t.clone()),
+        None => SessionConfig::default(),
+    };
+    // Setters in the order the fields were drawn before: the same seed, the same scenario.
+    config
+        .batching(if rng.chance(0.1) {
             None
         } else {
             Some(batch_config(rng))
-        },
-        max_in_flight_commands: *rng.pick(&[1, 2, 3, 5, 10, 100]),
-        command_timeout: if lossless {
+        })
+        .max_in_flight_commands(*rng.pick(&[1, 2, 3, 5, 10, 100]))
+        .command_timeout(if lossless {
             rng.ms(2_000, 5_000)
         } else {
             rng.ms(150, 3_000)
-        },
-        max_command_timeouts: rng.range(1, 4) as u32,
-        ping_interval: if rng.chance(0.5) {
+        })
+        .max_command_timeouts(rng.range(1, 4) as u32)
+        .ping_interval(if rng.chance(0.5) {
             None
         } else {
             Some(rng.ms(50, 2_000))
-        },
-        reconnect: ReconnectConfig {
-            base,
-            max: base + rng.ms(0, 1_000),
-            jitter: *rng.pick(&[0.0, 0.3, 1.0]),
-        },
-        seed: rng.next_u64(),
-        worker: None,
-    }
+        })
+        .reconnect(
+            ReconnectConfig::default()
+                .base(base)
+                .max(base + rng.ms(0, 1_000))
+                .jitter(*rng.pick(&[0.0, 0.3, 1.0])),
+        )
+        .seed(rng.next_u64())
+        .worker(None)
 }
 
 impl Scenario {
@@ -254,7 +258,7 @@ impl Scenario {
             let mut c = session_config(&mut rng, &token, lossless);
             let mut w = WorkerConfig::new(queues[0].clone());
             w.concurrency = *rng.pick(&[1, 2, 5, 16]);
-            w.poll_timeout_ms = *rng.pick(&[0, 50, 500, 2_000]);
+            w.poll_timeout = Duration::from_millis(*rng.pick(&[0, 50, 500, 2_000]));
             w.acks = batch_config(&mut rng);
             // The ACK batcher must never refuse or drop a completion.
             w.acks.overflow = OverflowPolicy::Backpressure;

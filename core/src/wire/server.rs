@@ -1,0 +1,72 @@
+//! The broker's side of the protocol: reading a request, answering it.
+//!
+//! A client never needs these, so they stay out of its way, as rustls keeps its internals
+//! behind dedicated modules: the client-side API ([`Command::encode`], [`Incoming`],
+//! [`Reply::response`]) is in [`wire`](super); reading requests and writing replies is here,
+//! as two traits to bring into scope, plus [`encode_error`] and [`CommandError`]. The embedded
+//! broker, the test harness' simulated broker and the golden tests use them.
+//!
+//! ```
+//! use autobatch_core::wire::server::{DecodeCommand, EncodeResponse};
+//! use autobatch_core::wire::{Command, Response, Value};
+//!
+//! // A request as a client sends it…
+//! let mut request = Vec::new();
+//! Command::GetState { id: "j1".into() }.encode(Some(&Value::from("1")), &mut request);
+//! // …read in the server role, and answered.
+//! let (req_id, cmd) = Command::decode(&Value::decode(&request).unwrap());
+//! let cmd = cmd.unwrap();
+//! let mut reply = Vec::new();
+//! Response::State("waiting".into()).encode_for(&cmd, &req_id, &mut reply);
+//! let reply = Value::decode(&reply).unwrap();
+//! assert_eq!(reply.get("id"), Some(&Value::from("j1")));
+//! assert_eq!(reply.get("reqId"), Some(&Value::from("1")));
+//! ```
+//!
+//! [`Incoming`]: super::Incoming
+//! [`Reply::response`]: super::Reply::response
+
+use super::{Command, Response, Value};
+
+pub use super::command::CommandError;
+pub use super::reply::encode_error;
+
+/// Reading a request in the server role.
+pub trait DecodeCommand: Sized {
+    /// Reads a request map.
+    ///
+    /// Returns the `reqId` (as sent, [`Value::Undefined`] when absent) alongside the outcome, so
+    /// that even a refused request can be answered. Errors carry bunqueue's own messages.
+    fn decode(v: &Value) -> (Value, Result<Self, CommandError>);
+}
+
+impl DecodeCommand for Command {
+    fn decode(v: &Value) -> (Value, Result<Command, CommandError>) {
+        Command::decode_request(v)
+    }
+}
+
+/// Writing a success reply in the server role.
+pub trait EncodeResponse {
+    /// Appends a success reply map (no frame header), shaped as bunqueue 2.9.5 shapes it:
+    /// `{ok:true, <fields>, reqId}`, with `id: undefined` where bunqueue sends it.
+    fn encode(&self, req_id: &Value, out: &mut Vec<u8>);
+
+    /// Appends the success reply to `request`, shaped exactly as bunqueue 2.9.5 shapes it.
+    ///
+    /// Like [`encode`](Self::encode), plus the few shapes that depend on the request rather
+    /// than on the typed content: GetState and GetResult echo the request's `id`; a PULL with an
+    /// `owner` always carries `token` (nil when no job came); a PULLB without an `owner`
+    /// carries no `tokens` key.
+    fn encode_for(&self, request: &Command, req_id: &Value, out: &mut Vec<u8>);
+}
+
+impl EncodeResponse for Response {
+    fn encode(&self, req_id: &Value, out: &mut Vec<u8>) {
+        self.encode_reply(req_id, out)
+    }
+
+    fn encode_for(&self, request: &Command, req_id: &Value, out: &mut Vec<u8>) {
+        self.encode_reply_for(request, req_id, out)
+    }
+}

@@ -365,7 +365,7 @@ impl Session {
     /// ```
     /// use std::time::Instant;
     /// use autobatch_core::session::{Session, SessionConfig, WorkerConfig};
-    /// let config = SessionConfig { worker: Some(WorkerConfig::new("q")), ..Default::default() };
+    /// let config = SessionConfig::default().worker(Some(WorkerConfig::new("q")));
     /// let mut s = Session::new(config, Instant::now()).unwrap();
     /// let stack = vec!["parse failed".into(), "caused by: bad digit".into()];
     /// // Only jobs the worker holds can be failed.

@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use autobatch_core::session::Replay;
 use autobatch_core::wire::{validate_queue_name, ValidationError};
 use autobatch_core::wire::{
     Command, Job, JobCounts, JobOptions, JobSpec, JobState, Response, Value,
@@ -190,6 +191,50 @@ impl<R: Runtime> Client<R> {
         if self.tx.unbounded_send(Cmd::Close(tx)).is_ok() {
             let _ = rx.await;
         }
+    }
+
+    /// Sends a command the typed API does not have yet, as a map of bunqueue's own keys, and
+    /// returns the server's reply body ([`Response::Other`] for a command the core does not
+    /// type). `replay` is the caller's word on what may happen after a lost connection:
+    /// [`Replay::Safe`] for a read, which is sent again on the next connection;
+    /// [`Replay::NotSafe`] for anything that changes state, which fails with
+    /// [`Error::ConnectionLost`] `{ maybe_applied: true }` if it was written and not
+    /// answered, and is never written twice. `cmd` must be the name the server knows and
+    /// `body` the whole request (`cmd` included); `reqId` is added by the session.
+    ///
+    /// # Errors
+    ///
+    /// The server's refusal as [`Error::Server`], a lost connection or a timeout, or
+    /// [`Error::Closed`] after [`close`](Self::close).
+    ///
+    /// ```no_run
+    /// use autobatch_driver::{Replay, Response, Value};
+    /// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) -> Result<(), autobatch_driver::Error> {
+    /// // Pausing a queue is not a read: it must not be replayed blindly.
+    /// let body = Value::map([("cmd", Value::from("Pause")), ("queue", Value::from("emails"))]);
+    /// let reply = client.request_raw("Pause", body, Replay::NotSafe).await?;
+    /// if let Response::Other(v) = reply {
+    ///     println!("paused: {:?}", v.get("ok"));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn request_raw(
+        &self,
+        cmd: impl Into<String>,
+        body: Value,
+        replay: Replay,
+    ) -> Result<Response, Error> {
+        let cmd = Command::Other {
+            cmd: cmd.into(),
+            body,
+        };
+        self.call(|ticket, reply| Cmd::Request {
+            ticket,
+            cmd,
+            replay: Some(replay),
+            reply,
+        })
+        .await
     }
 
     /// Sends `cmd` and waits for its outcome; a drop before the outcome withdraws the
@@ -398,7 +443,12 @@ impl<R: Runtime> Queue<R> {
 
     async fn request(&self, cmd: Command) -> Result<Response, Error> {
         self.client
-            .call(|ticket, reply| Cmd::Request { ticket, cmd, reply })
+            .call(|ticket, reply| Cmd::Request {
+                ticket,
+                cmd,
+                replay: None,
+                reply,
+            })
             .await
     }
 

@@ -43,8 +43,8 @@ pub use stats::ClientStats;
 pub use worker::{JobError, JobOutput, Raw, Worker};
 
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
-pub use autobatch_core::session::{ReconnectConfig, SessionStats};
+pub use autobatch_core::session::{ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{
-    Backoff, Dedup, Job, JobCounts, JobOptions, JobState, ValidationError, Value,
+    Backoff, Dedup, Job, JobCounts, JobOptions, JobState, Response, ValidationError, Value,
 };
 pub use autobatch_core::{Error, Fault, ServerError, ServerErrorKind};

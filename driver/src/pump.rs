@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use autobatch_core::session::{Event, OpId, Session};
+use autobatch_core::session::{Event, OpId, Replay, Session};
 use autobatch_core::wire::{Command, Job, JobSpec, Response, Value};
 use autobatch_core::Error;
 use futures_channel::{mpsc, oneshot};
@@ -49,6 +49,9 @@ pub(crate) enum Cmd {
     Request {
         ticket: Ticket,
         cmd: Command,
+        /// `None`: the command's own replay rule (typed commands); `Some`: the caller's word
+        /// (an untyped command sent through `Client::request_raw`).
+        replay: Option<Replay>,
         reply: Reply,
     },
     /// The caller of `ticket` gave up.
@@ -229,7 +232,15 @@ impl<R: Runtime> Pump<R> {
                     let _ = reply.send(Err(e));
                 }
             },
-            Cmd::Request { ticket, cmd, reply } => match self.session.request(now, cmd) {
+            Cmd::Request {
+                ticket,
+                cmd,
+                replay,
+                reply,
+            } => match match replay {
+                None => self.session.request(now, cmd),
+                Some(replay) => self.session.request_raw(now, cmd, replay),
+            } {
                 Ok(op) => self.waiting(op, ticket, reply),
                 Err(e) => {
                     let _ = reply.send(Err(e));

@@ -20,6 +20,7 @@
 //!     })
 //! }
 //! ```
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use std::future::Future;

@@ -20,6 +20,7 @@
 //!     Ok(())
 //! }
 //! ```
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use std::future::Future;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use autobatch_driver::{
     BatchConfig, Client, ClientOptions, ConnectError, Error, FlushReason, Job, JobOptions,
-    OptionsError, ReconnectConfig, Runtime, Worker, WorkerOptions,
+    OptionsError, ReconnectConfig, Replay, Response, Runtime, Value, Worker, WorkerOptions,
 };
 use autobatch_tests::target::AUTH_TOKEN;
 use autobatch_tests::{CountingProxy, RawClient, Target};
@@ -784,6 +784,46 @@ async fn dropped_add_is_cancelled<T: Rt>(target: Target) {
 
 // ------------------------------------------------------------------------------ the matrix
 
+/// A command the typed API lacks goes out through `request_raw`, with the caller's replay
+/// rule, and its reply comes back whole; a refusal is a typed server error.
+async fn raw_requests<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("raw");
+    let id = client
+        .queue(&name)
+        .add("raw", &1, JobOptions::new())
+        .await
+        .expect("add");
+    let body = Value::map([
+        ("cmd", Value::from("GetState")),
+        ("id", Value::from(id.as_str())),
+    ]);
+    let reply = client
+        .request_raw("GetState", body, Replay::Safe)
+        .await
+        .expect("GetState");
+    let Response::Other(v) = reply else {
+        panic!("an untyped reply: {reply:?}");
+    };
+    assert_eq!(
+        v.get("state").and_then(Value::as_str),
+        Some("waiting"),
+        "{v:?}"
+    );
+    // The server's own word, checked through an independent connection.
+    assert_eq!(raw(server).state(&id), "waiting");
+    let bogus = Value::map([("cmd", Value::from("NoSuchCommand"))]);
+    match client
+        .request_raw("NoSuchCommand", bogus, Replay::NotSafe)
+        .await
+    {
+        Err(Error::Server(e)) => assert!(e.to_string().contains("Unknown command"), "{e}"),
+        other => panic!("an unknown command is refused: {other:?}"),
+    }
+    client.close().await;
+}
+
 macro_rules! scenarios {
     ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
         #[test]
@@ -813,6 +853,7 @@ macro_rules! all_scenarios {
             close_flushes_everything,
             dropped_add_is_cancelled,
             adds_near_the_frame_limit,
+            raw_requests,
         );
     };
 }

@@ -655,6 +655,31 @@ fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
     }
 }
 
+// Here rather than in `job`, beside the encoder it mirrors, so that `job` does not depend
+// on `command`.
+impl JobSpec {
+    /// The exact number of bytes this job takes as one item of a PUSHB: its name, its data and
+    /// every option the encoder writes, keys and MessagePack headers included.
+    ///
+    /// The producer declares this to its batcher, whose batches are capped at
+    /// [`pushb_jobs_budget`], so a PUSHB of valid jobs never
+    /// exceeds the frame limit. Computed without encoding (a walk over the data, like
+    /// [`validate`](Self::validate)).
+    ///
+    /// ```
+    /// use autobatch_core::wire::{Command, JobOptions, JobSpec, Value};
+    /// let job = JobSpec::new("email", Value::from("a@b")).with_options(JobOptions::new().priority(3));
+    /// let mut alone = Vec::new();
+    /// Command::PushB { queue: "q".into(), jobs: vec![] }.encode(None, &mut alone);
+    /// let mut with_job = Vec::new();
+    /// Command::PushB { queue: "q".into(), jobs: vec![job.clone()] }.encode(None, &mut with_job);
+    /// assert_eq!(with_job.len() - alone.len(), job.pushb_len());
+    /// ```
+    pub fn pushb_len(&self) -> usize {
+        pushb_item_len(self)
+    }
+}
+
 /// The exact length of `job` encoded as one PUSHB item, as [`write_job_fields`] writes it with
 /// its map header: name, data and every option key and value.
 pub(crate) fn pushb_item_len(job: &JobSpec) -> usize {

@@ -423,33 +423,6 @@ impl JobSpec {
         validate_data(&self.data)?;
         self.opts.validate()
     }
-
-    /// The exact number of bytes this job takes as one item of a PUSHB: its name, its data and
-    /// every option the encoder writes, keys and MessagePack headers included.
-    ///
-    /// The producer declares this to its batcher, whose batches are capped at
-    /// [`pushb_jobs_budget`](super::pushb_jobs_budget), so a PUSHB of valid jobs never
-    /// exceeds the frame limit. Computed without encoding (a walk over the data, like
-    /// [`validate`](Self::validate)).
-    ///
-    /// ```
-    /// use autobatch_core::wire::{Command, JobOptions, JobSpec, Value};
-    /// let job = JobSpec::new("email", Value::from("a@b")).with_options(JobOptions::new().priority(3));
-    /// let mut alone = Vec::new();
-    /// Command::PushB { queue: "q".into(), jobs: vec![] }.encode(None, &mut alone);
-    /// let mut with_job = Vec::new();
-    /// Command::PushB { queue: "q".into(), jobs: vec![job.clone()] }.encode(None, &mut with_job);
-    /// assert_eq!(with_job.len() - alone.len(), job.pushb_len());
-    /// ```
-    pub fn pushb_len(&self) -> usize {
-        super::command::pushb_item_len(self)
-    }
-
-    /// The encoded size in bytes as a PUSHB item: now exact, see [`pushb_len`](Self::pushb_len).
-    #[deprecated(note = "use `pushb_len`, which is exact (it used to leave out options and keys)")]
-    pub fn approx_size(&self) -> usize {
-        self.pushb_len()
-    }
 }
 
 /// Checks job data: JSON-serialisable (no BigInt) and at most 10 MiB once stringified.

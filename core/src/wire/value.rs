@@ -11,9 +11,6 @@
 //! msgpackr's `undefined` (fixext1 type 0, bytes `d4 00 00`) is real traffic: it reads as
 //! [`Value::Undefined`], which every typed reader treats as "absent".
 
-use super::codec::{Decoder, Encoder, Scan};
-use super::error::DecodeError;
-
 /// One MessagePack value (an array or a map) kept encoded: how frames carry user payloads.
 ///
 /// Decoding a frame copies a payload's bytes once instead of building a tree of [`Value`]s,
@@ -42,69 +39,9 @@ impl RawValue {
         RawValue(bytes.into_boxed_slice())
     }
 
-    /// Checks that `bytes` hold exactly one well-formed value and keeps them.
-    pub fn from_bytes(bytes: &[u8]) -> Result<RawValue, DecodeError> {
-        let mut d = Decoder::expanding(bytes);
-        d.skip()?;
-        if d.remaining() != 0 {
-            return Err(DecodeError::TrailingBytes {
-                extra: d.remaining(),
-            });
-        }
-        Ok(RawValue(bytes.into()))
-    }
-
     /// The encoded bytes.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
-    }
-
-    /// The whole value as a tree (nested payloads decoded too). This allocates as much as the
-    /// value's shape needs: up to 32 bytes for each encoded byte.
-    pub fn decode(&self) -> Result<Value, DecodeError> {
-        let mut d = Decoder::expanding(&self.0);
-        d.value()
-    }
-
-    fn scan(&self) -> Scan {
-        let mut scan = Scan::default();
-        // Checked when it was made: a failure here cannot happen, and would only undercount.
-        let _ = Decoder::expanding(&self.0).scan(&mut scan);
-        scan
-    }
-}
-
-impl std::fmt::Debug for RawValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Small payloads show as what they hold (test failures read better); large ones by size.
-        match self.decode() {
-            Ok(v) if self.0.len() <= 4096 => write!(f, "Raw({v:?})"),
-            _ => write!(f, "Raw({} bytes)", self.0.len()),
-        }
-    }
-}
-
-impl PartialEq for Value {
-    /// Structural equality, as the JS peer would see it: a [`Value::Raw`] equals the value it
-    /// encodes. Floats compare as `f64` (NaN is unequal to itself).
-    fn eq(&self, other: &Value) -> bool {
-        use Value::*;
-        match (self, other) {
-            (Raw(a), Raw(b)) if a == b => true,
-            (Raw(a), b) => a.decode().is_ok_and(|a| a == *b),
-            (a, Raw(b)) => b.decode().is_ok_and(|b| *a == b),
-            (Nil, Nil) | (Undefined, Undefined) => true,
-            (Bool(a), Bool(b)) => a == b,
-            (Int(a), Int(b)) => a == b,
-            (F64(a), F64(b)) => a == b,
-            (BigInt(a), BigInt(b)) => a == b,
-            (Str(a), Str(b)) => a == b,
-            (Bin(a), Bin(b)) => a == b,
-            (Array(a), Array(b)) => a == b,
-            (Map(a), Map(b)) => a == b,
-            (Ext(ta, a), Ext(tb, b)) => ta == tb && a == b,
-            _ => false,
-        }
     }
 }
 
@@ -146,42 +83,6 @@ pub const JS_INT_MIN: i64 = -(1 << 31);
 pub const JS_INT_MAX: i64 = (1 << 32) - 1;
 
 impl Value {
-    /// Decodes exactly one value that must span the whole of `bytes` (a frame body).
-    ///
-    /// Trailing bytes are an error, as they are for the server. User payloads that are arrays
-    /// or maps stay encoded ([`Value::Raw`]). Allocation is bounded in bytes: at most
-    /// [`DECODE_BUDGET_FACTOR`](super::DECODE_BUDGET_FACTOR) times `bytes.len()` plus
-    /// [`DECODE_BUDGET_FLOOR`](super::DECODE_BUDGET_FLOOR), whatever the shape; a frame that
-    /// would need more fails with [`DecodeError::TooExpensive`] before allocating it.
-    ///
-    /// ```
-    /// use autobatch_core::wire::Value;
-    /// let v = Value::decode(&[0x81, 0xa1, b'a', 0x05]).unwrap();
-    /// assert_eq!(v.get("a"), Some(&Value::Int(5)));
-    /// ```
-    pub fn decode(bytes: &[u8]) -> Result<Value, DecodeError> {
-        let mut d = Decoder::new(bytes);
-        let v = d.value()?;
-        if d.remaining() != 0 {
-            return Err(DecodeError::TrailingBytes {
-                extra: d.remaining(),
-            });
-        }
-        Ok(v)
-    }
-
-    /// Appends the MessagePack encoding of this value to `out`, with bunqueue's number rules.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        Encoder::new(out).value(self);
-    }
-
-    /// The encoding as a fresh vector.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.encode(&mut out);
-        out
-    }
-
     /// Looks up a string key in a map; `None` for other values or a missing key.
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {
@@ -249,129 +150,6 @@ impl Value {
                 .map(|(k, v)| (Value::Str(k.into()), v))
                 .collect(),
         )
-    }
-
-    /// Converts any `Serialize` value (job data, a result) into a [`Value`], in one pass.
-    ///
-    /// Shapes are the JSON ones a JavaScript peer expects (as serde_json writes them): a struct
-    /// is a map of its field names, `()` and `None` are nil, an enum is externally tagged
-    /// (`"Variant"`, `{"Variant": …}`). Integers that fit `i64` are [`Value::Int`] (the encoder
-    /// sends them as float64 outside `[-2^31, 2^32-1]`, as msgpackr does); larger ones become
-    /// floats, as they would in JavaScript.
-    ///
-    /// ```
-    /// use autobatch_core::wire::Value;
-    /// let v = Value::from_serialize(&serde_json_like()).unwrap();
-    /// assert_eq!(v.get("n"), Some(&Value::Int(8_640_000_000)));
-    /// // 8_640_000_000 is outside the int32/uint32 range: it goes out as float64, never uint64.
-    /// assert_eq!(v.get("n").unwrap().to_bytes()[0], 0xcb);
-    /// # fn serde_json_like() -> std::collections::BTreeMap<&'static str, u64> {
-    /// #     [("n", 8_640_000_000u64)].into_iter().collect()
-    /// # }
-    /// ```
-    pub fn from_serialize<T: serde::Serialize + ?Sized>(value: &T) -> Result<Value, DataError> {
-        value.serialize(super::value_serde::ValueSerializer)
-    }
-
-    /// Deserialises this value into a user type, straight from the value (a [`Value::Raw`]
-    /// payload is decoded first). `undefined` reads as nil (so `Option` fields accept it), an
-    /// integral float reads as an integer, and a struct reads from a map or from an array of its
-    /// fields. Bad input is a [`DataError`], never a panic.
-    ///
-    /// ```
-    /// use autobatch_core::wire::Value;
-    /// #[derive(serde::Deserialize, Debug, PartialEq)]
-    /// struct Email { to: String, attempt: u32, note: Option<String> }
-    /// let v = Value::map([
-    ///     ("to", Value::from("a@b")),
-    ///     ("attempt", Value::F64(2.0)),
-    ///     ("note", Value::Undefined),
-    /// ]);
-    /// let e: Email = v.deserialize().unwrap();
-    /// assert_eq!(e, Email { to: "a@b".into(), attempt: 2, note: None });
-    /// assert!(Value::from("x").deserialize::<u32>().is_err());
-    /// ```
-    pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, DataError> {
-        T::deserialize(super::value_serde::ValueDeserializer(self))
-    }
-
-    /// This value as a tree: a [`Value::Raw`] payload decoded, anything else cloned. Typed data
-    /// is better read with [`deserialize`](Self::deserialize); this is for looking into a
-    /// payload generically.
-    ///
-    /// ```
-    /// use autobatch_core::wire::Value;
-    /// let frame = Value::map([("cmd", "PUSH".into()), ("data", Value::map([("n", 5i64.into())]))]);
-    /// let decoded = Value::decode(&frame.to_bytes()).unwrap();
-    /// let data = decoded.get("data").unwrap();
-    /// assert_eq!(data.get("n"), None, "kept encoded");
-    /// assert_eq!(data.expanded().unwrap().get("n"), Some(&Value::Int(5)));
-    /// ```
-    pub fn expanded(&self) -> Result<Value, DecodeError> {
-        match self {
-            Value::Raw(raw) => raw.decode(),
-            v => Ok(v.clone()),
-        }
-    }
-
-    /// Whether this is, or encodes, a 64-bit integer anywhere (a JS BigInt: not JSON).
-    pub(crate) fn contains_bigint(&self) -> bool {
-        match self {
-            Value::BigInt(_) => true,
-            Value::Raw(raw) => raw.scan().has_bigint,
-            Value::Array(a) => a.iter().any(Value::contains_bigint),
-            Value::Map(m) => m
-                .iter()
-                .any(|(k, v)| k.contains_bigint() || v.contains_bigint()),
-            _ => false,
-        }
-    }
-
-    /// The length `JSON.stringify` would give this value, in UTF-16 code units, stopping early
-    /// once it exceeds `limit`. bunqueue bounds job data by this length (10 MiB).
-    pub fn json_len(&self, limit: usize) -> usize {
-        let mut n = 0usize;
-        json_len_into(self, &mut n, limit);
-        n
-    }
-}
-
-fn json_len_into(v: &Value, n: &mut usize, limit: usize) {
-    if *n > limit {
-        return;
-    }
-    match v {
-        Value::Nil | Value::Undefined => *n += 4,
-        Value::Bool(b) => *n += if *b { 4 } else { 5 },
-        Value::Int(i) => *n += itoa_len(*i),
-        // JS prints floats with its own shortest form; Rust's shortest round-trip form has the
-        // same digits, and the exponent spelling differs by at most a character or two.
-        Value::F64(f) => *n += float_json_len(*f),
-        Value::BigInt(i) => *n += i.to_string().len(),
-        Value::Str(s) => *n += json_str_len(s),
-        Value::Raw(raw) => *n += raw.scan().json_len,
-        // A Uint8Array stringifies as {"0":b0,"1":b1,...}: about 6 chars a byte on average.
-        Value::Bin(b) => *n += 2 + b.len() * 8,
-        Value::Ext(_, b) => *n += 2 + b.len() * 8,
-        Value::Array(items) => {
-            *n += 2 + items.len().saturating_sub(1);
-            for item in items {
-                json_len_into(item, n, limit);
-            }
-        }
-        Value::Map(entries) => {
-            *n += 2 + entries.len().saturating_sub(1);
-            for (k, v) in entries {
-                match k {
-                    Value::Str(s) => *n += json_str_len(s) + 1,
-                    other => {
-                        json_len_into(other, n, limit);
-                        *n += 3;
-                    }
-                }
-                json_len_into(v, n, limit);
-            }
-        }
     }
 }
 

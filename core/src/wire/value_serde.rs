@@ -528,6 +528,52 @@ impl<'de> de::VariantAccess<'de> for VariantAccess<'_> {
     }
 }
 
+impl Value {
+    /// Converts any `Serialize` value (job data, a result) into a [`Value`], in one pass.
+    ///
+    /// Shapes are the JSON ones a JavaScript peer expects (as serde_json writes them): a struct
+    /// is a map of its field names, `()` and `None` are nil, an enum is externally tagged
+    /// (`"Variant"`, `{"Variant": …}`). Integers that fit `i64` are [`Value::Int`] (the encoder
+    /// sends them as float64 outside `[-2^31, 2^32-1]`, as msgpackr does); larger ones become
+    /// floats, as they would in JavaScript.
+    ///
+    /// ```
+    /// use autobatch_core::wire::Value;
+    /// let v = Value::from_serialize(&serde_json_like()).unwrap();
+    /// assert_eq!(v.get("n"), Some(&Value::Int(8_640_000_000)));
+    /// // 8_640_000_000 is outside the int32/uint32 range: it goes out as float64, never uint64.
+    /// assert_eq!(v.get("n").unwrap().to_bytes()[0], 0xcb);
+    /// # fn serde_json_like() -> std::collections::BTreeMap<&'static str, u64> {
+    /// #     [("n", 8_640_000_000u64)].into_iter().collect()
+    /// # }
+    /// ```
+    pub fn from_serialize<T: serde::Serialize + ?Sized>(value: &T) -> Result<Value, DataError> {
+        value.serialize(ValueSerializer)
+    }
+
+    /// Deserialises this value into a user type, straight from the value (a [`Value::Raw`]
+    /// payload is decoded first). `undefined` reads as nil (so `Option` fields accept it), an
+    /// integral float reads as an integer, and a struct reads from a map or from an array of its
+    /// fields. Bad input is a [`DataError`], never a panic.
+    ///
+    /// ```
+    /// use autobatch_core::wire::Value;
+    /// #[derive(serde::Deserialize, Debug, PartialEq)]
+    /// struct Email { to: String, attempt: u32, note: Option<String> }
+    /// let v = Value::map([
+    ///     ("to", Value::from("a@b")),
+    ///     ("attempt", Value::F64(2.0)),
+    ///     ("note", Value::Undefined),
+    /// ]);
+    /// let e: Email = v.deserialize().unwrap();
+    /// assert_eq!(e, Email { to: "a@b".into(), attempt: 2, note: None });
+    /// assert!(Value::from("x").deserialize::<u32>().is_err());
+    /// ```
+    pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, DataError> {
+        T::deserialize(ValueDeserializer(self))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

@@ -240,6 +240,15 @@ impl<'a> Decoder<'a> {
     }
 
     fn array(&mut self, n: usize) -> Result<Value, DecodeError> {
+        self.array_of(n, Self::value)
+    }
+
+    /// An array of `n` elements, each read by `element`.
+    fn array_of(
+        &mut self,
+        n: usize,
+        element: fn(&mut Self) -> Result<Value, DecodeError>,
+    ) -> Result<Value, DecodeError> {
         // Every element takes at least one byte: a count above what remains is a lie.
         if n > self.remaining() {
             return Err(DecodeError::Truncated { at: self.pos });
@@ -247,7 +256,7 @@ impl<'a> Decoder<'a> {
         self.enter()?;
         let mut items = self.container(n)?;
         for _ in 0..n {
-            let item = self.value()?;
+            let item = element(self)?;
             self.grow_push(&mut items, item)?;
         }
         self.depth -= 1;
@@ -334,17 +343,7 @@ impl<'a> Decoder<'a> {
             },
             _ => return self.payload(),
         };
-        if n > self.remaining() {
-            return Err(DecodeError::Truncated { at: self.pos });
-        }
-        self.enter()?;
-        let mut items = self.container(n)?;
-        for _ in 0..n {
-            let item = self.payload()?;
-            self.grow_push(&mut items, item)?;
-        }
-        self.depth -= 1;
-        Ok(Value::Array(items))
+        self.array_of(n, Self::payload)
     }
 
     /// Steps over one value without allocating, checking it as [`value`](Self::value) would.

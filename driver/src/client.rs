@@ -39,6 +39,18 @@ pub struct Client<R: Runtime> {
     _runtime: std::marker::PhantomData<fn() -> R>,
 }
 
+/// What a server says it is, from its `Hello` reply ([`Client::server_info`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerInfo {
+    /// The protocol version (3 for bunqueue 2.9.5).
+    pub protocol_version: i64,
+    /// The server's name (`"bunqueue"`; autobatch-broker answers the same).
+    pub server: String,
+    /// The server's version.
+    pub version: String,
+}
+
 impl<R: Runtime> Clone for Client<R> {
     fn clone(&self) -> Self {
         Client {
@@ -191,6 +203,64 @@ impl<R: Runtime> Client<R> {
         if self.tx.unbounded_send(Cmd::Close(tx)).is_ok() {
             let _ = rx.await;
         }
+    }
+
+    /// Asks the server for a `Pong`: resolves once it answered, with the server's clock
+    /// (epoch milliseconds). A health check that goes through the same connection, window and
+    /// timeouts as every other operation.
+    ///
+    /// # Errors
+    ///
+    /// A lost connection or a timeout, or [`Error::Closed`] after [`close`](Self::close).
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) -> Result<(), autobatch_driver::Error> {
+    /// let server_ms = client.ping().await?;
+    /// println!("the server's clock reads {server_ms} ms");
+    /// # Ok(()) }
+    /// ```
+    pub async fn ping(&self) -> Result<f64, Error> {
+        match self.typed_request(Command::Ping).await? {
+            Response::Pong { time } => Ok(time),
+            other => Err(unexpected("Ping", other)),
+        }
+    }
+
+    /// What the server says it is (`Hello`): its name, version and protocol version.
+    ///
+    /// # Errors
+    ///
+    /// As [`ping`](Self::ping).
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) -> Result<(), autobatch_driver::Error> {
+    /// let info = client.server_info().await?;
+    /// println!("{} {} (protocol {})", info.server, info.version, info.protocol_version);
+    /// # Ok(()) }
+    /// ```
+    pub async fn server_info(&self) -> Result<ServerInfo, Error> {
+        match self.typed_request(Command::Hello).await? {
+            Response::Hello {
+                protocol_version,
+                server,
+                version,
+            } => Ok(ServerInfo {
+                protocol_version,
+                server,
+                version,
+            }),
+            other => Err(unexpected("Hello", other)),
+        }
+    }
+
+    async fn typed_request(&self, cmd: Command) -> Result<Response, Error> {
+        self.call(|ticket, reply| Cmd::Request {
+            ticket,
+            cmd,
+            replay: None,
+            reply,
+        })
+        .await
     }
 
     /// Sends a command the typed API does not have yet, as a map of bunqueue's own keys, and
@@ -442,14 +512,7 @@ impl<R: Runtime> Queue<R> {
     }
 
     async fn request(&self, cmd: Command) -> Result<Response, Error> {
-        self.client
-            .call(|ticket, reply| Cmd::Request {
-                ticket,
-                cmd,
-                replay: None,
-                reply,
-            })
-            .await
+        self.client.typed_request(cmd).await
     }
 
     /// Looks a job up by id; `None` if the server does not know it.

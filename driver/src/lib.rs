@@ -36,7 +36,7 @@ mod runtime;
 mod stats;
 mod worker;
 
-pub use client::{Client, Queue};
+pub use client::{Client, Queue, ServerInfo};
 pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFAULT_PORT};
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;

@@ -35,8 +35,8 @@ use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 pub use autobatch_driver::{
     Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Dedup, Error,
     Fault, FlushReason, Job, JobCounts, JobOptions, JobOutput, JobState, OptionsError,
-    OverflowPolicy, Raw, ReconnectConfig, ServerError, ServerErrorKind, SessionStats,
-    ValidationError, Value, WorkerOptions, DEFAULT_PORT,
+    OverflowPolicy, Raw, ReconnectConfig, Replay, Response, ServerError, ServerErrorKind,
+    ServerInfo, SessionStats, ValidationError, Value, WorkerOptions, DEFAULT_PORT,
 };
 
 /// A connection to a bunqueue server, on tokio. See [`autobatch_driver::Client`].

@@ -824,6 +824,18 @@ async fn raw_requests<T: Rt>(target: Target) {
     client.close().await;
 }
 
+/// Health: a Ping answered with the server's clock, and Hello's protocol version.
+async fn health<T: Rt>(target: Target) {
+    let client = connect::<T>(options(target.shared())).await;
+    let time = client.ping().await.expect("ping");
+    assert!(time > 1.7e12, "the server's clock in epoch ms: {time}");
+    let info = client.server_info().await.expect("hello");
+    assert_eq!(info.protocol_version, 3, "{info:?}");
+    assert_eq!(info.server, "bunqueue", "{info:?}");
+    client.close().await;
+    assert!(matches!(client.ping().await, Err(Error::Closed)));
+}
+
 macro_rules! scenarios {
     ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
         #[test]
@@ -854,6 +866,7 @@ macro_rules! all_scenarios {
             dropped_add_is_cancelled,
             adds_near_the_frame_limit,
             raw_requests,
+            health,
         );
     };
 }

@@ -363,14 +363,16 @@ async fn long_job_keeps_its_lock<T: Rt>(target: Target) {
             options(proxy.addr()),
             WorkerOptions::new(&name)
                 .concurrency(2)
-                .lock_ttl(Duration::from_millis(1000))
+                // Heartbeats go every half TTL: a 2 s TTL leaves a second of slack for a
+                // renewal delayed by a loaded machine (1 s left 500 ms, which CI once missed).
+                .lock_ttl(Duration::from_millis(2000))
                 .poll_timeout(Duration::from_millis(200)),
             move |_job: Job| {
                 let r = r.clone();
                 async move {
                     r.fetch_add(1, Ordering::SeqCst);
-                    // Three lock lifetimes.
-                    T::sleep(Duration::from_millis(3000)).await;
+                    // Two and a half lock lifetimes.
+                    T::sleep(Duration::from_millis(5000)).await;
                     Ok::<_, String>(())
                 }
             },

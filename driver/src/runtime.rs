@@ -74,8 +74,19 @@ pub trait Runtime: Clone + Debug + Send + Sync + Unpin + 'static {
     /// # impl autobatch_driver::Runtime for Nothing {
     /// #     type Socket = futures_util::io::Cursor<Vec<u8>>;
     /// #     fn spawn(&self, _: autobatch_driver::BoxFuture<()>) {}
-    /// #     fn connect(&self, _: &str, _: u16) -> autobatch_driver::BoxFuture<std::io::Result<Self::Socket>> { unimplemented!() }
-    /// #     fn new_timer(&self, _: std::time::Instant) -> std::pin::Pin<Box<dyn autobatch_driver::AsyncTimer>> { unimplemented!() }
+    /// #     fn connect(&self, _: &str, _: u16) -> autobatch_driver::BoxFuture<std::io::Result<Self::Socket>> {
+    /// #         Box::pin(async { Err(std::io::Error::other("no network here")) })
+    /// #     }
+    /// #     fn new_timer(&self, _: std::time::Instant) -> std::pin::Pin<Box<dyn autobatch_driver::AsyncTimer>> {
+    /// #         Box::pin(Never)
+    /// #     }
+    /// # }
+    /// # #[derive(Debug)] struct Never;
+    /// # impl autobatch_driver::AsyncTimer for Never {
+    /// #     fn reset(self: std::pin::Pin<&mut Self>, _: std::time::Instant) {}
+    /// #     fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+    /// #         std::task::Poll::Pending
+    /// #     }
     /// # }
     /// use autobatch_driver::Runtime;
     /// let before = std::time::Instant::now();

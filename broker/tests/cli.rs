@@ -3,9 +3,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use autobatch_core::wire::{write_frame, Value};
@@ -21,60 +19,6 @@ fn padded_ping(req_id: &str, pad: usize) -> Vec<u8> {
     ]);
     write_frame(&mut out, |b| b.extend_from_slice(&v.to_bytes())).unwrap();
     out
-}
-
-struct Spawned {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The env vars the binary reads, removed so the caller's environment cannot leak in.
-const ENV: [&str; 9] = [
-    "HOST",
-    "TCP_PORT",
-    "DATA_PATH",
-    "AUTH_TOKENS",
-    "TCP_IDLE_TIMEOUT_MS",
-    "AUTOBATCH_MAX_CONNECTIONS",
-    "AUTOBATCH_PARTIAL_FRAME_BUDGET",
-    "AUTOBATCH_MAX_HANDLERS_PER_CONNECTION",
-    "AUTOBATCH_MAX_UNAUTHENTICATED_FRAME",
-];
-
-fn broker_command() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_autobatch-broker"));
-    for v in ENV {
-        cmd.env_remove(v);
-    }
-    cmd
-}
-
-fn spawn(mut cmd: Command) -> Spawned {
-    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn broker");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("the address line, got {line:?}"))
-        .parse()
-        .unwrap();
-    Spawned { child, addr }
-}
-
-fn spawn_on(path: &std::path::Path) -> Spawned {
-    let mut cmd = broker_command();
-    cmd.args(["--port", "0", "--data-path"]).arg(path);
-    spawn(cmd)
 }
 
 #[test]

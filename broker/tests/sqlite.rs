@@ -2,10 +2,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-
 use autobatch_broker::{BrokerConfig, EmbeddedBroker};
 use autobatch_core::wire::Value;
 use common::*;
@@ -76,37 +72,12 @@ fn restart_recovers_jobs_and_requeues_active_ones() {
     assert_eq!(jobs[1].get("data"), Some(&Value::Bin(vec![1, 2, 3])));
 }
 
-struct Spawned {
-    child: Child,
-    addr: SocketAddr,
-}
-
-fn spawn_broker(path: &std::path::Path) -> Spawned {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_autobatch-broker"))
-        .args(["--port", "0", "--data-path"])
-        .arg(path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn autobatch-broker");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("the address line")
-        .parse()
-        .unwrap();
-    Spawned { child, addr }
-}
-
 #[test]
 fn sigkill_keeps_every_acknowledged_durable_job() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.db");
     let n = 500;
-    let mut broker = spawn_broker(&path);
+    let mut broker = spawn_on(&path);
     let mut c = Raw::connect(broker.addr);
     // Durable pushes, each acknowledged before the next.
     for i in 0..n {
@@ -139,7 +110,7 @@ fn sigkill_keeps_every_acknowledged_durable_job() {
     broker.child.kill().unwrap(); // SIGKILL on unix
     broker.child.wait().unwrap();
 
-    let mut broker = spawn_broker(&path);
+    let mut broker = spawn_on(&path);
     let mut c = Raw::connect(broker.addr);
     let (mut durable, mut buffered) = (0, 0);
     loop {

@@ -1,8 +1,9 @@
 //! A raw-frame client for the broker tests, built on `autobatch_core::wire` over a std socket.
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use autobatch_core::wire::{write_frame, FrameDecoder, Value};
@@ -145,4 +146,62 @@ pub fn pull_owned(c: &mut Raw, queue: &str) -> Option<(String, String)> {
 pub fn state(c: &mut Raw, id: &str) -> String {
     let r = c.call("GetState", vec![("id", s(id))]);
     r.get("state").and_then(Value::as_str).unwrap().to_owned()
+}
+
+/// The real `autobatch-broker` binary, running until dropped.
+pub struct Spawned {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The env vars the binary reads, removed so the caller's environment cannot leak in.
+pub const ENV: [&str; 9] = [
+    "HOST",
+    "TCP_PORT",
+    "DATA_PATH",
+    "AUTH_TOKENS",
+    "TCP_IDLE_TIMEOUT_MS",
+    "AUTOBATCH_MAX_CONNECTIONS",
+    "AUTOBATCH_PARTIAL_FRAME_BUDGET",
+    "AUTOBATCH_MAX_HANDLERS_PER_CONNECTION",
+    "AUTOBATCH_MAX_UNAUTHENTICATED_FRAME",
+];
+
+/// A command for the binary, with none of the env vars it reads.
+pub fn broker_command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_autobatch-broker"));
+    for v in ENV {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// Starts `cmd` and reads the address from its first line.
+pub fn spawn(mut cmd: Command) -> Spawned {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn broker");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("the address line, got {line:?}"))
+        .parse()
+        .unwrap();
+    Spawned { child, addr }
+}
+
+/// The binary on a free port with its SQLite database at `path`.
+pub fn spawn_on(path: &std::path::Path) -> Spawned {
+    let mut cmd = broker_command();
+    cmd.args(["--port", "0", "--data-path"]).arg(path);
+    spawn(cmd)
 }

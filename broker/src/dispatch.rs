@@ -259,7 +259,7 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
         Command::GetJobCounts { queue } => Ok(Response::Counts(shared.lock().counts(&queue, now))),
         Command::Other { cmd, body } => housekeeping(shared, conn, &cmd, &body, now),
         // A command a newer core decodes that this broker does not serve yet.
-        other => Err(format!("Unknown command: {}", other.name())),
+        other => Err(crate::ops::not_supported(other.name())),
     }
 }
 
@@ -548,6 +548,7 @@ fn housekeeping(
                 ("count", Value::Int(count)),
             ])))
         }
-        _ => Err(format!("Unknown command: {cmd}")),
+        _ => crate::ops::serve(shared, conn, cmd, body, now)
+            .unwrap_or_else(|| Err(crate::ops::not_supported(cmd))),
     }
 }

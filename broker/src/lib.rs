@@ -43,6 +43,7 @@ mod dispatch;
 mod embedded;
 mod error;
 mod framing;
+mod ops;
 mod queue;
 mod server;
 pub mod store;

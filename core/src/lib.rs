@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod ops;
 mod error;
 pub mod session;
 pub mod wire;

@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use autobatch_core::ops::Operation;
 use autobatch_core::session::Replay;
 use autobatch_core::wire::{validate_queue_name, ValidationError};
 use autobatch_core::wire::{
@@ -263,6 +264,44 @@ impl<R: Runtime> Client<R> {
         .await
     }
 
+    /// Runs one typed [`Operation`](autobatch_core::ops::Operation) (see
+    /// [`ops`](crate::ops)): validates it locally, sends it, waits for its reply and reads
+    /// it. Whether it is written again after a lost connection is the operation's own
+    /// [`replay`](autobatch_core::ops::Operation::replay). The methods of [`Queue`] are built
+    /// on this; call it directly for a command they do not cover.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] before anything is sent, for a field the server would refuse;
+    /// the server's refusal as [`Error::Server`]; a lost connection or a timeout; a reply
+    /// that lacks what the command promises as [`Error::Protocol`]; [`Error::Closed`] after
+    /// [`close`](Self::close).
+    ///
+    /// ```no_run
+    /// use autobatch_driver::ops::IsPaused;
+    /// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) -> Result<(), autobatch_driver::Error> {
+    /// let paused: bool = client.run(IsPaused::new("emails")).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<O: Operation>(&self, op: O) -> Result<O::Output, Error> {
+        op.validate().map_err(Error::Invalid)?;
+        let replay = op.replay();
+        let cmd = op.to_command();
+        let reply = self
+            .call(|ticket, reply| Cmd::Request {
+                ticket,
+                cmd,
+                replay: Some(replay),
+                reply,
+            })
+            .await?;
+        match reply {
+            Response::Other(body) => O::read_reply(&body)
+                .map_err(|e| Error::Protocol(format!("reply to {}: {e}", O::NAME))),
+            other => Err(unexpected(O::NAME, other)),
+        }
+    }
+
     /// Sends a command the typed API does not have yet, as a map of bunqueue's own keys, and
     /// returns the server's reply body ([`Response::Other`] for a command the core does not
     /// type). `replay` is the caller's word on what may happen after a lost connection:
@@ -363,8 +402,8 @@ impl Drop for CancelOnDrop<'_> {
 /// # Ok(()) }
 /// ```
 pub struct Queue<R: Runtime> {
-    name: Arc<str>,
-    client: Client<R>,
+    pub(crate) name: Arc<str>,
+    pub(crate) client: Client<R>,
 }
 
 impl<R: Runtime> Clone for Queue<R> {

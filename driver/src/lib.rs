@@ -32,6 +32,7 @@
 mod client;
 mod options;
 mod pump;
+mod queue_api;
 mod runtime;
 mod stats;
 mod worker;
@@ -42,6 +43,7 @@ pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
 pub use worker::{JobError, JobOutput, Raw, Worker};
 
+pub use autobatch_core::ops;
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
 pub use autobatch_core::session::{ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{

@@ -49,6 +49,18 @@ impl RawClient {
         Ok(reply)
     }
 
+    /// Sends a hand-written command, `cmd` with `fields`, and returns its whole reply map
+    /// (`ok: false` replies included): the independent check for typed operations, which
+    /// shares none of their encoding.
+    pub fn command(&mut self, cmd: &str, fields: &[(&str, Value)]) -> Result<Value, String> {
+        let mut entries = vec![("cmd", Value::from(cmd))];
+        entries.extend(fields.iter().cloned());
+        self.call_value(&Command::Other {
+            cmd: cmd.into(),
+            body: Value::map(entries),
+        })
+    }
+
     /// Sends `cmd` and reads its reply: `Err` carries the server's error text (or an I/O or
     /// decoding problem).
     pub fn call(&mut self, cmd: &Command) -> Result<Response, String> {

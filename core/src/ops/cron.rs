@@ -1,0 +1,1 @@
+//! Job schedulers (`Cron*`): upsert, get, list and remove repeatable jobs.

@@ -1,0 +1,1 @@
+//! The dead-letter queue: list, stats, retry, purge, remove, and its configuration.

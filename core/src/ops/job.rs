@@ -1,0 +1,1 @@
+//! One job's own records: progress, logs, data, and its lock.

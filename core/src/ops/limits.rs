@@ -1,0 +1,1 @@
+//! Limits: rate limit, global concurrency, stall detection, and per-group controls.

@@ -1,0 +1,1 @@
+//! Worker registration, so the server lists the worker: register, heartbeat, unregister.

@@ -1,0 +1,1 @@
+//! Queue methods for cron; see [`ops`](crate::ops).

@@ -1,0 +1,1 @@
+//! Queue methods for dlq; see [`ops`](crate::ops).

@@ -1,0 +1,1 @@
+//! Queue methods for flow; see [`ops`](crate::ops).

@@ -1,0 +1,1 @@
+//! Queue methods for job; see [`ops`](crate::ops).

@@ -1,0 +1,1 @@
+//! Queue methods for limits; see [`ops`](crate::ops).

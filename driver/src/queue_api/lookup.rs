@@ -1,0 +1,1 @@
+//! Queue methods for lookup; see [`ops`](crate::ops).

@@ -1,0 +1,135 @@
+//! Shared by the integration test files: the runtimes under test and the scenario helpers.
+//! Each test file includes it with `mod common;` and uses what it needs.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use autobatch_driver::{Client, ClientOptions, Error, ReconnectConfig, Runtime};
+use autobatch_tests::RawClient;
+use futures_util::future::{select, Either};
+
+// ------------------------------------------------------------------------------ runtimes
+
+pub type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A runtime under test: its adapter's [`Runtime`], a way to block on a future, a sleep.
+pub trait Rt: 'static {
+    type R: Runtime + Default;
+    const NAME: &'static str;
+    fn block_on<F: Future>(f: F) -> F::Output;
+    fn sleep(d: Duration) -> BoxFut<()>;
+}
+
+pub struct Tokio;
+impl Rt for Tokio {
+    type R = autobatch_tokio::TokioRuntime;
+    const NAME: &'static str = "tokio";
+    fn block_on<F: Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+            .block_on(f)
+    }
+    fn sleep(d: Duration) -> BoxFut<()> {
+        Box::pin(tokio::time::sleep(d))
+    }
+}
+
+pub struct Smol;
+impl Rt for Smol {
+    type R = autobatch_smol::SmolRuntime;
+    const NAME: &'static str = "smol";
+    fn block_on<F: Future>(f: F) -> F::Output {
+        smol::block_on(f)
+    }
+    fn sleep(d: Duration) -> BoxFut<()> {
+        Box::pin(async move {
+            smol::Timer::after(d).await;
+        })
+    }
+}
+
+pub struct AsyncStd;
+impl Rt for AsyncStd {
+    type R = autobatch_async_std::AsyncStdRuntime;
+    const NAME: &'static str = "async-std";
+    fn block_on<F: Future>(f: F) -> F::Output {
+        async_std::task::block_on(f)
+    }
+    fn sleep(d: Duration) -> BoxFut<()> {
+        Box::pin(async_std::task::sleep(d))
+    }
+}
+
+// ------------------------------------------------------------------------------ helpers
+
+/// Longest any scenario step may take before the test fails as hung.
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// A queue name unique to this scenario, runtime and process.
+pub fn queue_name<T: Rt>(scenario: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{scenario}-{}-{}-{}",
+        T::NAME,
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn options(addr: SocketAddr) -> ClientOptions {
+    ClientOptions::new(addr.ip().to_string(), addr.port())
+        .command_timeout(Duration::from_secs(10))
+        .connect_timeout(Duration::from_secs(5))
+}
+
+/// Options for scenarios where the server goes away: short timeouts, quick reconnects.
+pub fn fragile_options(addr: SocketAddr) -> ClientOptions {
+    options(addr)
+        .command_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(1))
+        .reconnect(
+            ReconnectConfig::default()
+                .base(Duration::from_millis(50))
+                .max(Duration::from_millis(200))
+                .jitter(0.0),
+        )
+}
+
+pub async fn connect<T: Rt>(opts: ClientOptions) -> Client<T::R> {
+    within::<T, _>("connect", Client::<T::R>::connect(opts))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
+/// Fails the test if `f` takes longer than [`HANG`]: a hang guard, not a timing assertion.
+pub async fn within<T: Rt, F: Future>(what: &str, f: F) -> F::Output {
+    let f = std::pin::pin!(f);
+    match select(f, T::sleep(HANG)).await {
+        Either::Left((out, _)) => out,
+        Either::Right(_) => panic!("{what} hung for {HANG:?}"),
+    }
+}
+
+/// Waits until `cond` holds (checked every 20 ms, yielding to the runtime meanwhile).
+pub async fn eventually<T: Rt>(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + HANG;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: not reached in {HANG:?}");
+        T::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn raw(addr: SocketAddr) -> RawClient {
+    RawClient::connect(addr, None).expect("raw connection")
+}
+
+pub fn is_transport(e: &Error) -> bool {
+    matches!(e, Error::ConnectionLost { .. } | Error::Timeout { .. })
+}
+

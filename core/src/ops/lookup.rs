@@ -1,1 +1,1246 @@
-//! Read-only lookups: jobs by state or custom id, progress, counts per priority, queue limits, deduplication keys, queues, workers, stats and metrics.
+//! Read-only lookups: jobs by state or custom id, counts per priority, queue limits,
+//! deduplication keys, queues, workers, stats and metrics.
+//!
+//! Every lookup is a read, so every one may be replayed after a lost connection.
+
+use std::collections::BTreeMap;
+
+use crate::session::Replay;
+use crate::wire::server::CommandError;
+use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationError, Value};
+
+use super::read::{
+    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, reply_strings,
+    req_opt_i64, req_opt_str, req_queue, req_str, text,
+};
+use super::{Fields, Operation};
+
+/// The state names bunqueue's job listings (GetJobs) and Clean understand: the seven of
+/// [`JobState`] and `paused` (the ready jobs of a paused queue).
+const LISTABLE: &[&str] = &[
+    "waiting",
+    "prioritized",
+    "delayed",
+    "active",
+    "completed",
+    "failed",
+    "waiting-children",
+    "paused",
+];
+
+/// Refuses a state name bunqueue does not know. The server itself accepts any name and
+/// answers with nothing (GetJobs: no jobs, Clean: nothing cleaned), which hides a typo; a
+/// state the client cannot name correctly is refused here instead.
+pub(super) fn validate_state(field: &'static str, state: &JobState) -> Result<(), ValidationError> {
+    if LISTABLE.contains(&state.as_str()) {
+        Ok(())
+    } else {
+        Err(ValidationError::new(
+            field,
+            format!(
+                "{field} must be one of {}; got '{}'",
+                LISTABLE.join(", "),
+                state.as_str()
+            ),
+        ))
+    }
+}
+
+/// A JS number as msgpackr writes it: an integral value in the int32/uint32 range as an
+/// integer, anything else as a float64.
+pub(super) fn js_number(f: f64) -> Value {
+    if f.fract() == 0.0 && (-2_147_483_648.0..=4_294_967_295.0).contains(&f) {
+        Value::Int(f as i64)
+    } else {
+        Value::F64(f)
+    }
+}
+
+fn bad(field: &'static str, problem: &'static str) -> ProtocolError {
+    ProtocolError::BadField { field, problem }
+}
+
+/// A required `data` object in a reply (`resp.data(...)` replies wrap their payload in it).
+/// The decoder keeps `data` values encoded (they are user payloads elsewhere), so this
+/// decodes it.
+pub(super) fn reply_data(reply: &Value) -> Result<Value, ProtocolError> {
+    expand(reply_field(reply, "data")?, "data")
+}
+
+/// A value decoded in full, when the decoder kept it encoded.
+fn expand(v: &Value, field: &'static str) -> Result<Value, ProtocolError> {
+    v.expanded()
+        .map_err(|_| bad(field, "not valid MessagePack"))
+}
+
+/// A number field of a nested reply object, 0 when absent (counters the server may omit).
+fn num_or_zero(v: &Value, field: &str) -> f64 {
+    v.get(field).and_then(number).unwrap_or(0.0)
+}
+
+/// A count field of a nested reply object, 0 when absent.
+fn count_or_zero(v: &Value, field: &str) -> u64 {
+    num_or_zero(v, field).max(0.0) as u64
+}
+
+/// A request's optional non-negative integer (`<field> must be at least 0` otherwise).
+pub(super) fn req_opt_u64(v: &Value, field: &'static str) -> Result<Option<u64>, ValidationError> {
+    match req_opt_i64(v, field)? {
+        None => Ok(None),
+        Some(n) => u64::try_from(n)
+            .map(Some)
+            .map_err(|_| ValidationError::new(field, format!("{field} must be at least 0"))),
+    }
+}
+
+// ------------------------------------------------------------------------------ GetJobs
+
+/// `GetJobs`: a queue's jobs, optionally only those in some states, oldest first (or newest
+/// first with [`asc(false)`](Self::asc)), a page at a time.
+///
+/// On the wire one state travels as a string, several as an array, none as no `state` key
+/// (every state). `offset` defaults to 0 and `limit` to 100 on the server. A state name
+/// bunqueue does not know is refused locally (the server would answer with no jobs); a
+/// negative offset or limit cannot be expressed.
+///
+/// ```
+/// use autobatch_core::ops::{GetJobs, Operation};
+/// use autobatch_core::wire::{JobState, Value};
+/// let op = GetJobs::new("emails").state(JobState::Delayed).offset(0).limit(5);
+/// assert_eq!(op.to_body(), Value::map([
+///     ("cmd", Value::from("GetJobs")), ("queue", Value::from("emails")),
+///     ("state", Value::from("delayed")), ("offset", Value::from(0_u64)), ("limit", Value::from(5_u64)),
+/// ]));
+/// let bad = GetJobs::new("emails").state(JobState::from("wating"));
+/// assert_eq!(bad.validate().unwrap_err().field, "state");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GetJobs {
+    /// Queue name.
+    pub queue: String,
+    /// Only jobs in these states; every state when empty.
+    pub states: Vec<JobState>,
+    /// Jobs to skip (server default 0).
+    pub offset: Option<u64>,
+    /// Most jobs to return (server default 100).
+    pub limit: Option<u64>,
+    /// Oldest first (`true`, the server's default) or newest first.
+    pub asc: Option<bool>,
+}
+
+impl GetJobs {
+    /// Every job of `queue`, with the server's defaults.
+    pub fn new(queue: impl Into<String>) -> Self {
+        GetJobs {
+            queue: queue.into(),
+            states: Vec::new(),
+            offset: None,
+            limit: None,
+            asc: None,
+        }
+    }
+
+    /// Adds `state` to the states asked for.
+    pub fn state(mut self, state: JobState) -> Self {
+        self.states.push(state);
+        self
+    }
+
+    /// Asks for jobs in any of `states` (replacing earlier ones).
+    pub fn states(mut self, states: impl IntoIterator<Item = JobState>) -> Self {
+        self.states = states.into_iter().collect();
+        self
+    }
+
+    /// Skips the first `offset` jobs.
+    pub fn offset(mut self, offset: u64) -> Self {
+        self.offset = Some(offset);
+        self
+    }
+
+    /// Returns at most `limit` jobs.
+    pub fn limit(mut self, limit: u64) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Oldest first (`true`) or newest first (`false`).
+    pub fn asc(mut self, asc: bool) -> Self {
+        self.asc = Some(asc);
+        self
+    }
+}
+
+impl Operation for GetJobs {
+    const NAME: &'static str = "GetJobs";
+    type Output = Vec<Job>;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("queue", self.queue.as_str());
+        match self.states.as_slice() {
+            [] => {}
+            [one] => {
+                fields.put("state", one.as_str());
+            }
+            many => {
+                fields.put("state", array(many.iter().map(JobState::as_str)));
+            }
+        }
+        fields
+            .put_opt("offset", self.offset)
+            .put_opt("limit", self.limit)
+            .put_opt("asc", self.asc);
+    }
+
+    fn read_reply(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
+        reply_array(reply, "jobs")?
+            .iter()
+            .map(|j| Job::from_value(j).ok_or(bad("jobs", "an entry is not a job")))
+            .collect()
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        let states = match request.get("state") {
+            Some(Value::Array(a)) => a.iter().filter_map(text).map(JobState::from).collect(),
+            Some(v) => text(v).map(JobState::from).into_iter().collect(),
+            None => Vec::new(),
+        };
+        Ok(GetJobs {
+            queue: req_queue(request)?,
+            states,
+            offset: req_opt_u64(request, "offset")?,
+            limit: req_opt_u64(request, "limit")?,
+            asc: request.get("asc").and_then(Value::as_bool),
+        })
+    }
+
+    fn write_reply(jobs: &Vec<Job>, fields: &mut Fields) {
+        fields.put("jobs", array(jobs.iter().map(Job::to_value)));
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_queue_name(&self.queue)?;
+        self.states
+            .iter()
+            .try_for_each(|s| validate_state("state", s))
+    }
+}
+
+// ------------------------------------------------------------------------------ GetJobByCustomId
+
+/// `GetJobByCustomId`: the job added with this custom id (the `jobId` option), in any queue.
+/// Refused with `Job not found` when there is none.
+///
+/// ```
+/// use autobatch_core::ops::{GetJobByCustomId, Operation};
+/// use autobatch_core::wire::Value;
+/// let op = GetJobByCustomId::new("order-42");
+/// assert_eq!(op.to_body(), Value::map([("cmd", Value::from("GetJobByCustomId")), ("customId", Value::from("order-42"))]));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GetJobByCustomId {
+    /// The custom id.
+    pub custom_id: String,
+}
+
+impl GetJobByCustomId {
+    /// Looks up `custom_id`.
+    pub fn new(custom_id: impl Into<String>) -> Self {
+        GetJobByCustomId {
+            custom_id: custom_id.into(),
+        }
+    }
+}
+
+impl Operation for GetJobByCustomId {
+    const NAME: &'static str = "GetJobByCustomId";
+    type Output = Job;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("customId", self.custom_id.as_str());
+    }
+
+    fn read_reply(reply: &Value) -> Result<Job, ProtocolError> {
+        Job::from_value(reply_field(reply, "job")?).ok_or(bad("job", "not a job"))
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(GetJobByCustomId::new(req_str(request, "customId")?))
+    }
+
+    fn write_reply(job: &Job, fields: &mut Fields) {
+        fields.put("job", job.to_value());
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.custom_id.is_empty() {
+            return Err(ValidationError::new("customId", "customId is required"));
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------ GetCountsPerPriority
+
+/// `GetCountsPerPriority`: how many ready jobs a queue holds at each priority.
+///
+/// ```
+/// use autobatch_core::ops::{GetCountsPerPriority, Operation};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([
+///     ("ok", Value::from(true)), ("queue", Value::from("emails")),
+///     ("counts", Value::map([("0", Value::from(3)), ("5", Value::from(2))])),
+/// ]);
+/// let c = GetCountsPerPriority::read_reply(&reply).unwrap();
+/// assert_eq!(c.counts.get(&5), Some(&2));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GetCountsPerPriority {
+    /// Queue name.
+    pub queue: String,
+}
+
+impl GetCountsPerPriority {
+    /// Asks about `queue`.
+    pub fn new(queue: impl Into<String>) -> Self {
+        GetCountsPerPriority {
+            queue: queue.into(),
+        }
+    }
+}
+
+/// The reply to [`GetCountsPerPriority`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PriorityCounts {
+    /// The queue asked about.
+    pub queue: String,
+    /// Priority → number of jobs; priorities with no job are absent.
+    pub counts: BTreeMap<i64, u64>,
+}
+
+impl PriorityCounts {
+    /// Counts for `queue`.
+    pub fn new(queue: impl Into<String>, counts: BTreeMap<i64, u64>) -> Self {
+        PriorityCounts {
+            queue: queue.into(),
+            counts,
+        }
+    }
+}
+
+impl Operation for GetCountsPerPriority {
+    const NAME: &'static str = "GetCountsPerPriority";
+    type Output = PriorityCounts;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("queue", self.queue.as_str());
+    }
+
+    fn read_reply(reply: &Value) -> Result<PriorityCounts, ProtocolError> {
+        let Value::Map(m) = reply_field(reply, "counts")? else {
+            return Err(bad("counts", "not a map"));
+        };
+        let mut counts = BTreeMap::new();
+        for (k, v) in m {
+            // JS object keys: the priority as decimal text.
+            let p = text(k)
+                .and_then(|s| s.parse::<i64>().ok())
+                .ok_or(bad("counts", "a key is not a priority"))?;
+            let n = number(v).ok_or(bad("counts", "a count is not a number"))?;
+            counts.insert(p, n.max(0.0) as u64);
+        }
+        Ok(PriorityCounts {
+            queue: reply_opt_str(reply, "queue").unwrap_or_default(),
+            counts,
+        })
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(GetCountsPerPriority::new(req_queue(request)?))
+    }
+
+    fn write_reply(c: &PriorityCounts, fields: &mut Fields) {
+        fields.put("queue", c.queue.as_str()).put(
+            "counts",
+            Value::map(
+                c.counts
+                    .iter()
+                    .map(|(p, n)| (p.to_string(), Value::from(*n))),
+            ),
+        );
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_queue_name(&self.queue)
+    }
+}
+
+// ------------------------------------------------------------------------------ GetQueueLimits
+
+/// `GetQueueLimits`: a queue's rate limit, its remaining rate-limit wait, its global
+/// concurrency limit, and whether that limit is reached (the TS client's
+/// `getRateLimitTtl(maxJobs)` and `isMaxed()`).
+///
+/// ```
+/// use autobatch_core::ops::{GetQueueLimits, Operation};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("limits", Value::map([
+///     ("rateLimit", Value::Nil), ("rateLimitTtl", Value::from(-2)),
+///     ("concurrencyLimit", Value::Nil), ("maxed", Value::from(false)),
+/// ]))]))]);
+/// let limits = GetQueueLimits::read_reply(&reply).unwrap();
+/// assert_eq!(limits.rate_limit_ttl, -2);
+/// assert!(!limits.maxed);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GetQueueLimits {
+    /// Queue name.
+    pub queue: String,
+    /// Jobs about to be taken, for the token-bucket wait (`maxJobs`).
+    pub max_jobs: Option<u64>,
+}
+
+impl GetQueueLimits {
+    /// Asks about `queue`.
+    pub fn new(queue: impl Into<String>) -> Self {
+        GetQueueLimits {
+            queue: queue.into(),
+            max_jobs: None,
+        }
+    }
+
+    /// The wait is computed for taking `max_jobs` jobs.
+    pub fn max_jobs(mut self, max_jobs: u64) -> Self {
+        self.max_jobs = Some(max_jobs);
+        self
+    }
+}
+
+/// A queue's rate limit: at most `max` jobs per `duration` ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RateLimit {
+    /// Jobs per window.
+    pub max: u64,
+    /// Window, ms.
+    pub duration: u64,
+}
+
+impl RateLimit {
+    /// `max` jobs per `duration` ms.
+    pub fn new(max: u64, duration: u64) -> Self {
+        RateLimit { max, duration }
+    }
+}
+
+/// The reply to [`GetQueueLimits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueLimits {
+    /// The rate limit, if one is set.
+    pub rate_limit: Option<RateLimit>,
+    /// Ms until jobs may be taken again under the rate limit: `-2` when there is no rate
+    /// limit (Redis's convention for "no key", which BullMQ keeps), `0` when not limited now.
+    pub rate_limit_ttl: i64,
+    /// The global concurrency limit, if one is set.
+    pub concurrency_limit: Option<u64>,
+    /// Whether every global concurrency slot is taken.
+    pub maxed: bool,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        QueueLimits {
+            rate_limit: None,
+            rate_limit_ttl: -2,
+            concurrency_limit: None,
+            maxed: false,
+        }
+    }
+}
+
+impl Operation for GetQueueLimits {
+    const NAME: &'static str = "GetQueueLimits";
+    type Output = QueueLimits;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields
+            .put("queue", self.queue.as_str())
+            .put_opt("maxJobs", self.max_jobs);
+    }
+
+    fn read_reply(reply: &Value) -> Result<QueueLimits, ProtocolError> {
+        let d = reply_data(reply)?;
+        let l = reply_field(&d, "limits")?;
+        let rate_limit = reply_opt(l, "rateLimit")
+            .map(|r| RateLimit::new(count_or_zero(r, "max"), count_or_zero(r, "duration")));
+        Ok(QueueLimits {
+            rate_limit,
+            rate_limit_ttl: l.get("rateLimitTtl").and_then(number).unwrap_or(-2.0) as i64,
+            concurrency_limit: reply_opt(l, "concurrencyLimit")
+                .and_then(number)
+                .map(|n| n.max(0.0) as u64),
+            maxed: l.get("maxed").and_then(Value::as_bool).unwrap_or(false),
+        })
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(GetQueueLimits {
+            queue: req_queue(request)?,
+            max_jobs: req_opt_u64(request, "maxJobs")?,
+        })
+    }
+
+    fn write_reply(l: &QueueLimits, fields: &mut Fields) {
+        let rate = l.rate_limit.map_or(Value::Nil, |r| {
+            Value::map([
+                ("max", Value::from(r.max)),
+                ("duration", Value::from(r.duration)),
+            ])
+        });
+        let limits = Value::map([
+            ("rateLimit", rate),
+            ("rateLimitTtl", Value::from(l.rate_limit_ttl)),
+            (
+                "concurrencyLimit",
+                l.concurrency_limit.map_or(Value::Nil, Value::from),
+            ),
+            ("maxed", Value::from(l.maxed)),
+        ]);
+        fields.put("data", Value::map([("limits", limits)]));
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_queue_name(&self.queue)
+    }
+}
+
+// ------------------------------------------------------------------------------ GetDeduplicationJobId
+
+/// `GetDeduplicationJobId`: the id of the job that holds a deduplication key in a queue, or
+/// `None` when no job holds it.
+///
+/// ```
+/// use autobatch_core::ops::{GetDeduplicationJobId, Operation};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("jobId", Value::Nil)]))]);
+/// assert_eq!(GetDeduplicationJobId::read_reply(&reply), Ok(None));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GetDeduplicationJobId {
+    /// Queue name.
+    pub queue: String,
+    /// The deduplication key (the `deduplication.id` job option).
+    pub deduplication_id: String,
+}
+
+impl GetDeduplicationJobId {
+    /// Asks who holds `deduplication_id` in `queue`.
+    pub fn new(queue: impl Into<String>, deduplication_id: impl Into<String>) -> Self {
+        GetDeduplicationJobId {
+            queue: queue.into(),
+            deduplication_id: deduplication_id.into(),
+        }
+    }
+}
+
+impl Operation for GetDeduplicationJobId {
+    const NAME: &'static str = "GetDeduplicationJobId";
+    type Output = Option<String>;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields
+            .put("queue", self.queue.as_str())
+            .put("deduplicationId", self.deduplication_id.as_str());
+    }
+
+    fn read_reply(reply: &Value) -> Result<Option<String>, ProtocolError> {
+        Ok(reply_opt_str(&reply_data(reply)?, "jobId"))
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(GetDeduplicationJobId::new(
+            req_queue(request)?,
+            req_opt_str(request, "deduplicationId").unwrap_or_default(),
+        ))
+    }
+
+    fn write_reply(id: &Option<String>, fields: &mut Fields) {
+        let id = id.as_deref().map_or(Value::Nil, Value::from);
+        fields.put("data", Value::map([("jobId", id)]));
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_queue_name(&self.queue)
+    }
+}
+
+// ------------------------------------------------------------------------------ ListQueues
+
+/// `ListQueues`: the names of every queue the server knows.
+///
+/// ```
+/// use autobatch_core::ops::{ListQueues, Operation};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([("ok", Value::from(true)), ("queues", Value::Array(vec![Value::from("emails")]))]);
+/// assert_eq!(ListQueues::read_reply(&reply), Ok(vec!["emails".to_owned()]));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListQueues {}
+
+impl ListQueues {
+    /// Lists every queue.
+    pub fn new() -> Self {
+        ListQueues {}
+    }
+}
+
+impl Operation for ListQueues {
+    const NAME: &'static str = "ListQueues";
+    type Output = Vec<String>;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, _: &mut Fields) {}
+
+    fn read_reply(reply: &Value) -> Result<Vec<String>, ProtocolError> {
+        reply_strings(reply, "queues")
+    }
+
+    fn read_request(_: &Value) -> Result<Self, CommandError> {
+        Ok(ListQueues::new())
+    }
+
+    fn write_reply(queues: &Vec<String>, fields: &mut Fields) {
+        fields.put("queues", array(queues.iter().map(String::as_str)));
+    }
+}
+
+// ------------------------------------------------------------------------------ ListWorkers
+
+/// `ListWorkers`: every worker registered with the server (`RegisterWorker`, which the
+/// official Worker sends on start) and totals over them.
+///
+/// ```
+/// use autobatch_core::ops::{ListWorkers, Operation};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
+///     ("workers", Value::Array(vec![])),
+///     ("stats", Value::map([("total", Value::from(0)), ("active", Value::from(0))])),
+/// ]))]);
+/// let list = ListWorkers::read_reply(&reply).unwrap();
+/// assert!(list.workers.is_empty());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListWorkers {}
+
+impl ListWorkers {
+    /// Lists every worker.
+    pub fn new() -> Self {
+        ListWorkers {}
+    }
+}
+
+/// One registered worker, as [`ListWorkers`] reports it.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct WorkerInfo {
+    /// Worker id.
+    pub id: String,
+    /// Worker name.
+    pub name: String,
+    /// Queues it takes jobs from.
+    pub queues: Vec<String>,
+    /// Jobs it runs at once.
+    pub concurrency: u64,
+    /// Host it runs on, as it said.
+    pub hostname: Option<String>,
+    /// Process id, as it said.
+    pub pid: Option<i64>,
+    /// `active`, or `stale` when not seen for the server's worker timeout (30 s by default).
+    pub status: String,
+    /// Registration time, epoch ms.
+    pub registered_at: f64,
+    /// Last heartbeat, epoch ms.
+    pub last_seen: f64,
+    /// Jobs it holds now.
+    pub active_jobs: u64,
+    /// Jobs it completed.
+    pub processed_jobs: u64,
+    /// Jobs it failed.
+    pub failed_jobs: u64,
+    /// The job it is running, if it said.
+    pub current_job: Option<String>,
+    /// Ms since registration.
+    pub uptime: f64,
+}
+
+/// Totals over the registered workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerTotals {
+    /// Registered workers.
+    pub total: u64,
+    /// Of which active (not stale).
+    pub active: u64,
+    /// Jobs completed by workers since the server started.
+    pub total_processed: u64,
+    /// Jobs failed by workers since the server started.
+    pub total_failed: u64,
+    /// Jobs held by workers now.
+    pub active_jobs: u64,
+    /// Sum of the active workers' concurrency.
+    pub concurrency_slots: u64,
+}
+
+/// The reply to [`ListWorkers`].
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct WorkerList {
+    /// Every registered worker.
+    pub workers: Vec<WorkerInfo>,
+    /// Totals.
+    pub stats: WorkerTotals,
+}
+
+impl WorkerInfo {
+    fn from_value(w: &Value) -> Option<WorkerInfo> {
+        Some(WorkerInfo {
+            id: text(w.get("id")?)?,
+            name: reply_opt_str(w, "name").unwrap_or_default(),
+            queues: w
+                .get("queues")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(text).collect())
+                .unwrap_or_default(),
+            concurrency: count_or_zero(w, "concurrency"),
+            hostname: reply_opt_str(w, "hostname"),
+            pid: reply_opt(w, "pid").and_then(number).map(|n| n as i64),
+            status: reply_opt_str(w, "status").unwrap_or_default(),
+            registered_at: num_or_zero(w, "registeredAt"),
+            last_seen: num_or_zero(w, "lastSeen"),
+            active_jobs: count_or_zero(w, "activeJobs"),
+            processed_jobs: count_or_zero(w, "processedJobs"),
+            failed_jobs: count_or_zero(w, "failedJobs"),
+            current_job: reply_opt_str(w, "currentJob"),
+            uptime: num_or_zero(w, "uptime"),
+        })
+    }
+
+    fn to_value(&self) -> Value {
+        let opt = |s: &Option<String>| s.as_deref().map_or(Value::Nil, Value::from);
+        Value::map([
+            ("id", Value::from(self.id.as_str())),
+            ("name", Value::from(self.name.as_str())),
+            ("queues", array(self.queues.iter().map(String::as_str))),
+            ("concurrency", Value::from(self.concurrency)),
+            ("hostname", opt(&self.hostname)),
+            ("pid", self.pid.map_or(Value::Nil, Value::from)),
+            ("status", Value::from(self.status.as_str())),
+            ("registeredAt", js_number(self.registered_at)),
+            ("lastSeen", js_number(self.last_seen)),
+            ("activeJobs", Value::from(self.active_jobs)),
+            ("processedJobs", Value::from(self.processed_jobs)),
+            ("failedJobs", Value::from(self.failed_jobs)),
+            ("currentJob", opt(&self.current_job)),
+            ("uptime", js_number(self.uptime)),
+        ])
+    }
+}
+
+impl Operation for ListWorkers {
+    const NAME: &'static str = "ListWorkers";
+    type Output = WorkerList;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, _: &mut Fields) {}
+
+    fn read_reply(reply: &Value) -> Result<WorkerList, ProtocolError> {
+        let d = reply_data(reply)?;
+        let workers = reply_array(&d, "workers")?
+            .iter()
+            .map(|w| WorkerInfo::from_value(w).ok_or(bad("workers", "an entry has no id")))
+            .collect::<Result<_, _>>()?;
+        let s = d.get("stats").unwrap_or(&Value::Nil);
+        Ok(WorkerList {
+            workers,
+            stats: WorkerTotals {
+                total: count_or_zero(s, "total"),
+                active: count_or_zero(s, "active"),
+                total_processed: count_or_zero(s, "totalProcessed"),
+                total_failed: count_or_zero(s, "totalFailed"),
+                active_jobs: count_or_zero(s, "activeJobs"),
+                concurrency_slots: count_or_zero(s, "concurrencySlots"),
+            },
+        })
+    }
+
+    fn read_request(_: &Value) -> Result<Self, CommandError> {
+        Ok(ListWorkers::new())
+    }
+
+    fn write_reply(l: &WorkerList, fields: &mut Fields) {
+        let s = &l.stats;
+        let stats = Value::map([
+            ("total", Value::from(s.total)),
+            ("active", Value::from(s.active)),
+            ("totalProcessed", Value::from(s.total_processed)),
+            ("totalFailed", Value::from(s.total_failed)),
+            ("activeJobs", Value::from(s.active_jobs)),
+            ("concurrencySlots", Value::from(s.concurrency_slots)),
+        ]);
+        fields.put(
+            "data",
+            Value::map([
+                (
+                    "workers",
+                    Value::Array(l.workers.iter().map(WorkerInfo::to_value).collect()),
+                ),
+                ("stats", stats),
+            ]),
+        );
+    }
+}
+
+// ------------------------------------------------------------------------------ Stats
+
+/// `Stats`: server-wide job totals and throughput.
+///
+/// ```
+/// use autobatch_core::ops::{Operation, Stats};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([("ok", Value::from(true)), ("stats", Value::map([("waiting", Value::from(2))]))]);
+/// assert_eq!(Stats::read_reply(&reply).unwrap().waiting, 2);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {}
+
+impl Stats {
+    /// Asks for the server's stats.
+    pub fn new() -> Self {
+        Stats {}
+    }
+}
+
+/// The reply to [`Stats`]: every queue together.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ServerStats {
+    /// Jobs ready to run.
+    pub waiting: u64,
+    /// Jobs held by workers.
+    pub active: u64,
+    /// Delayed jobs.
+    pub delayed: u64,
+    /// Jobs in the dead-letter queues.
+    pub dlq: u64,
+    /// Completed jobs kept.
+    pub completed: u64,
+    /// Jobs failed since the server started.
+    pub failed: u64,
+    /// Ms since the server started.
+    pub uptime: f64,
+    /// Recent pushes per second.
+    pub push_per_sec: f64,
+    /// Recent pulls per second.
+    pub pull_per_sec: f64,
+}
+
+impl Operation for Stats {
+    const NAME: &'static str = "Stats";
+    type Output = ServerStats;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, _: &mut Fields) {}
+
+    fn read_reply(reply: &Value) -> Result<ServerStats, ProtocolError> {
+        let s = reply_field(reply, "stats")?;
+        Ok(ServerStats {
+            waiting: count_or_zero(s, "waiting"),
+            active: count_or_zero(s, "active"),
+            delayed: count_or_zero(s, "delayed"),
+            dlq: count_or_zero(s, "dlq"),
+            completed: count_or_zero(s, "completed"),
+            failed: count_or_zero(s, "failed"),
+            uptime: num_or_zero(s, "uptime"),
+            push_per_sec: num_or_zero(s, "pushPerSec"),
+            pull_per_sec: num_or_zero(s, "pullPerSec"),
+        })
+    }
+
+    fn read_request(_: &Value) -> Result<Self, CommandError> {
+        Ok(Stats::new())
+    }
+
+    fn write_reply(s: &ServerStats, fields: &mut Fields) {
+        fields.put(
+            "stats",
+            Value::map([
+                ("waiting", Value::from(s.waiting)),
+                ("active", Value::from(s.active)),
+                ("delayed", Value::from(s.delayed)),
+                ("dlq", Value::from(s.dlq)),
+                ("completed", Value::from(s.completed)),
+                ("failed", Value::from(s.failed)),
+                ("uptime", js_number(s.uptime)),
+                ("pushPerSec", js_number(s.push_per_sec)),
+                ("pullPerSec", js_number(s.pull_per_sec)),
+            ]),
+        );
+    }
+}
+
+// ------------------------------------------------------------------------------ Metrics
+
+/// Which finished jobs a queue's [`Metrics`] count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MetricsType {
+    /// Completed jobs.
+    Completed,
+    /// Failed jobs.
+    Failed,
+}
+
+impl MetricsType {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricsType::Completed => "completed",
+            MetricsType::Failed => "failed",
+        }
+    }
+}
+
+/// `Metrics`, in its two forms, which share the command name: server-wide totals
+/// ([`Metrics::server`]: no `queue`), or one queue's per-minute counts of completed or failed
+/// jobs ([`Metrics::queue`], the TS client's `getMetrics(type, start, end)`).
+///
+/// ```
+/// use autobatch_core::ops::{Metrics, MetricsType, Operation};
+/// use autobatch_core::wire::Value;
+/// assert_eq!(Metrics::server().to_body(), Value::map([("cmd", Value::from("Metrics"))]));
+/// let q = Metrics::queue("emails", MetricsType::Failed).range(0, 10);
+/// assert_eq!(q.to_body().get("type"), Some(&Value::from("failed")));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// The queue and the kind of jobs, for the per-queue form; `None` for the server-wide one.
+    pub queue: Option<(String, MetricsType)>,
+    /// First data point (server default 0).
+    pub start: Option<i64>,
+    /// Last data point, `-1` for the last one there is (server default -1).
+    pub end: Option<i64>,
+}
+
+impl Metrics {
+    /// Server-wide totals.
+    pub fn server() -> Self {
+        Metrics {
+            queue: None,
+            start: None,
+            end: None,
+        }
+    }
+
+    /// `queue`'s per-minute counts of `kind` jobs.
+    pub fn queue(queue: impl Into<String>, kind: MetricsType) -> Self {
+        Metrics {
+            queue: Some((queue.into(), kind)),
+            start: None,
+            end: None,
+        }
+    }
+
+    /// Only the data points `start..=end` (`end` -1: to the last).
+    pub fn range(mut self, start: i64, end: i64) -> Self {
+        self.start = Some(start);
+        self.end = Some(end);
+        self
+    }
+}
+
+/// Server-wide totals, the reply to [`Metrics::server`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ServerMetrics {
+    /// Jobs pushed since start.
+    pub total_pushed: u64,
+    /// Jobs pulled since start.
+    pub total_pulled: u64,
+    /// Jobs completed since start.
+    pub total_completed: u64,
+    /// Jobs failed since start.
+    pub total_failed: u64,
+    /// Mean of the push and pull latencies, ms.
+    pub avg_latency_ms: f64,
+    /// Mean ack latency, ms.
+    pub avg_processing_ms: f64,
+    /// Server heap in use, MiB.
+    pub memory_usage_mb: f64,
+    /// Always 0 in 2.9.5.
+    pub sqlite_size_mb: f64,
+    /// Always 0 in 2.9.5.
+    pub active_connections: u64,
+}
+
+/// One queue's metrics, the reply to [`Metrics::queue`].
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct QueueMetrics {
+    /// Jobs of that kind counted so far.
+    pub count: u64,
+    /// Time of the previous data point, epoch ms (0 when none).
+    pub prev_ts: f64,
+    /// The count at the previous data point.
+    pub prev_count: u64,
+    /// Jobs per minute, newest first, the range asked for.
+    pub data: Vec<f64>,
+    /// Data points returned (`data.len()` as the server counts it).
+    pub points: u64,
+}
+
+/// The reply to [`Metrics`]: which one depends on the form asked for.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum MetricsReply {
+    /// To [`Metrics::server`].
+    Server(ServerMetrics),
+    /// To [`Metrics::queue`].
+    Queue(QueueMetrics),
+}
+
+impl Operation for Metrics {
+    const NAME: &'static str = "Metrics";
+    type Output = MetricsReply;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        if let Some((queue, kind)) = &self.queue {
+            fields
+                .put("queue", queue.as_str())
+                .put("type", kind.as_str());
+        }
+        fields.put_opt("start", self.start).put_opt("end", self.end);
+    }
+
+    fn read_reply(reply: &Value) -> Result<MetricsReply, ProtocolError> {
+        if let Some(m) = reply_opt(reply, "metrics") {
+            return Ok(MetricsReply::Server(ServerMetrics {
+                total_pushed: count_or_zero(m, "totalPushed"),
+                total_pulled: count_or_zero(m, "totalPulled"),
+                total_completed: count_or_zero(m, "totalCompleted"),
+                total_failed: count_or_zero(m, "totalFailed"),
+                avg_latency_ms: num_or_zero(m, "avgLatencyMs"),
+                avg_processing_ms: num_or_zero(m, "avgProcessingMs"),
+                memory_usage_mb: num_or_zero(m, "memoryUsageMb"),
+                sqlite_size_mb: num_or_zero(m, "sqliteSizeMb"),
+                active_connections: count_or_zero(m, "activeConnections"),
+            }));
+        }
+        let d = reply_data(reply)?;
+        let meta = d.get("meta").unwrap_or(&Value::Nil);
+        Ok(MetricsReply::Queue(QueueMetrics {
+            count: count_or_zero(meta, "count"),
+            prev_ts: num_or_zero(meta, "prevTS"),
+            prev_count: count_or_zero(meta, "prevCount"),
+            data: expand(reply_field(&d, "data")?, "data")?
+                .as_array()
+                .ok_or(bad("data", "not an array"))?
+                .iter()
+                .map(|x| number(x).ok_or(bad("data", "an entry is not a number")))
+                .collect::<Result<_, _>>()?,
+            points: count_or_zero(&d, "count"),
+        }))
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        let start = req_opt_i64(request, "start")?;
+        let end = req_opt_i64(request, "end")?;
+        if request.get("queue").is_none() && request.get("type").is_none() {
+            return Ok(Metrics {
+                queue: None,
+                start,
+                end,
+            });
+        }
+        if request.get("queue").and_then(Value::as_str).is_none() {
+            return Err(ValidationError::new("queue", "Metrics queue is required").into());
+        }
+        let queue = req_queue(request)?;
+        let kind = match request.get("type").and_then(Value::as_str) {
+            Some("completed") => MetricsType::Completed,
+            Some("failed") => MetricsType::Failed,
+            _ => {
+                return Err(ValidationError::new(
+                    "type",
+                    "Metrics type must be 'completed' or 'failed'",
+                )
+                .into())
+            }
+        };
+        Ok(Metrics {
+            queue: Some((queue, kind)),
+            start,
+            end,
+        })
+    }
+
+    fn write_reply(reply: &MetricsReply, fields: &mut Fields) {
+        match reply {
+            MetricsReply::Server(m) => {
+                fields.put(
+                    "metrics",
+                    Value::map([
+                        ("totalPushed", Value::from(m.total_pushed)),
+                        ("totalPulled", Value::from(m.total_pulled)),
+                        ("totalCompleted", Value::from(m.total_completed)),
+                        ("totalFailed", Value::from(m.total_failed)),
+                        ("avgLatencyMs", js_number(m.avg_latency_ms)),
+                        ("avgProcessingMs", js_number(m.avg_processing_ms)),
+                        ("memoryUsageMb", js_number(m.memory_usage_mb)),
+                        ("sqliteSizeMb", js_number(m.sqlite_size_mb)),
+                        ("activeConnections", Value::from(m.active_connections)),
+                    ]),
+                );
+            }
+            MetricsReply::Queue(q) => {
+                let meta = Value::map([
+                    ("count", Value::from(q.count)),
+                    ("prevTS", js_number(q.prev_ts)),
+                    ("prevCount", Value::from(q.prev_count)),
+                ]);
+                fields.put(
+                    "data",
+                    Value::map([
+                        ("meta", meta),
+                        (
+                            "data",
+                            Value::Array(q.data.iter().copied().map(js_number).collect()),
+                        ),
+                        ("count", Value::from(q.points)),
+                    ]),
+                );
+            }
+        }
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        match &self.queue {
+            Some((queue, _)) => validate_queue_name(queue),
+            None => Ok(()),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ StorageStatus
+
+/// `StorageStatus`: whether the server's storage is healthy (a full disk stops durable
+/// writes).
+///
+/// ```
+/// use autobatch_core::ops::{Operation, StorageStatus};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
+///     ("diskFull", Value::from(false)), ("error", Value::Nil), ("since", Value::Nil),
+/// ]))]);
+/// assert!(!StorageStatus::read_reply(&reply).unwrap().disk_full);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StorageStatus {}
+
+impl StorageStatus {
+    /// Asks for the storage health.
+    pub fn new() -> Self {
+        StorageStatus {}
+    }
+}
+
+/// The reply to [`StorageStatus`].
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct StorageHealth {
+    /// The disk is full: durable writes fail.
+    pub disk_full: bool,
+    /// The last storage error, if any.
+    pub error: Option<String>,
+    /// Since when the storage is unhealthy, epoch ms.
+    pub since: Option<f64>,
+}
+
+impl Operation for StorageStatus {
+    const NAME: &'static str = "StorageStatus";
+    type Output = StorageHealth;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, _: &mut Fields) {}
+
+    fn read_reply(reply: &Value) -> Result<StorageHealth, ProtocolError> {
+        let d = reply_data(reply)?;
+        Ok(StorageHealth {
+            disk_full: reply_bool(&d, "diskFull")?,
+            error: reply_opt_str(&d, "error"),
+            since: reply_opt(&d, "since").and_then(number),
+        })
+    }
+
+    fn read_request(_: &Value) -> Result<Self, CommandError> {
+        Ok(StorageStatus::new())
+    }
+
+    fn write_reply(h: &StorageHealth, fields: &mut Fields) {
+        fields.put(
+            "data",
+            Value::map([
+                ("diskFull", Value::from(h.disk_full)),
+                ("error", h.error.as_deref().map_or(Value::Nil, Value::from)),
+                ("since", h.since.map_or(Value::Nil, js_number)),
+            ]),
+        );
+    }
+}

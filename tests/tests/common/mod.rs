@@ -133,3 +133,48 @@ pub fn is_transport(e: &Error) -> bool {
     matches!(e, Error::ConnectionLost { .. } | Error::Timeout { .. })
 }
 
+// ------------------------------------------------------------------------------ queue ops helpers
+
+/// Pulls one job of `queue` through `raw` as a worker would (with an owner, so it is locked):
+/// its id and lock token; `None` when the queue hands out nothing.
+pub fn raw_pull(raw: &mut RawClient, queue: &str) -> Option<(String, String)> {
+    use autobatch_driver::Value;
+    let reply = raw
+        .command(
+            "PULL",
+            &[
+                ("queue", Value::from(queue)),
+                ("owner", Value::from("raw-worker")),
+                ("timeout", Value::from(0_i64)),
+            ],
+        )
+        .expect("PULL");
+    let job = reply.get("job").filter(|j| !j.is_nullish())?;
+    let id = autobatch_driver::ops::read::text(job.get("id")?)?;
+    let token = reply.get("token").and_then(Value::as_str)?.to_owned();
+    Some((id, token))
+}
+
+/// Pulls and acks one job of `queue` through `raw`: it is then completed. Returns its id.
+pub fn raw_complete(raw: &mut RawClient, queue: &str) -> String {
+    use autobatch_driver::Value;
+    let (id, token) = raw_pull(raw, queue).expect("a job to complete");
+    raw.command(
+        "ACK",
+        &[
+            ("id", Value::from(id.as_str())),
+            ("token", Value::from(token.as_str())),
+            ("result", Value::from(1_i64)),
+        ],
+    )
+    .expect("ACK");
+    id
+}
+
+/// The server's refusal `e` as (kind, message); panics on any other error.
+pub fn server_error(e: Error) -> (autobatch_driver::ServerErrorKind, String) {
+    match e {
+        Error::Server(s) => (s.kind(), s.message().to_owned()),
+        other => panic!("expected the server's refusal, got {other:?}"),
+    }
+}

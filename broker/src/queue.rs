@@ -12,6 +12,10 @@ use tokio::sync::Notify;
 
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 
+/// Queue lookups and control (pause, drain, promote, …): the state methods behind
+/// `crate::ops::{lookup, control}`.
+mod admin;
+
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
 /// Default backoff base, ms.
@@ -46,6 +50,8 @@ struct QueueIndex {
     completed: u64,
     failed: u64,
     notify: Arc<Notify>,
+    /// Paused: pulls hand out nothing (see `admin`).
+    paused: bool,
 }
 
 /// What ACK, FAIL and the lock checks can refuse, with bunqueue's messages.
@@ -190,6 +196,7 @@ impl State {
                 && q.active == 0
                 && q.completed == 0
                 && q.failed == 0
+                && !q.paused
                 && Arc::strong_count(&q.notify) == 1
         });
         if idle {
@@ -325,6 +332,9 @@ impl State {
 
     /// Takes up to `spec.count` ready jobs, highest priority first, FIFO within a priority.
     pub fn pull(&mut self, spec: &PullSpec<'_>, now: f64) -> Vec<Pulled> {
+        if self.is_paused(spec.queue) {
+            return Vec::new();
+        }
         self.promote(spec.queue, now);
         let mut out = Vec::new();
         while out.len() < spec.count {

@@ -357,6 +357,34 @@ async fn deduplication_keys<T: Rt>(target: Target) {
     client.close().await;
 }
 
+/// What the broker does not serve is refused with its own typed error, never answered
+/// wrongly: one command per family it leaves out.
+async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("refused");
+    let q = client.queue(&name);
+    let id = q.add("a", &1, JobOptions::new()).await.expect("add");
+    for (cmd, e) in [
+        (
+            "ChangeDelay",
+            q.change_delay(&id, 1).await.expect_err("refused"),
+        ),
+        ("Clean", q.clean(0, 10, None).await.expect_err("refused")),
+        ("MoveToWait", q.retry_job(&id).await.expect_err("refused")),
+    ] {
+        let (kind, msg) = server_error(e);
+        assert_eq!(kind, ServerErrorKind::Other);
+        assert_eq!(
+            msg,
+            format!("{cmd} is not supported by autobatch-broker (see its README section)")
+        );
+    }
+    // Nothing happened to the job.
+    assert_eq!(raw(server).state(&id), "waiting");
+    client.close().await;
+}
+
 macro_rules! scenarios {
     ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
         #[test]
@@ -376,6 +404,17 @@ macro_rules! all_scenarios {
     };
 }
 
+/// What the embedded broker serves (the rest it refuses, see
+/// `broker_refuses_what_it_does_not_serve`).
+macro_rules! broker_scenarios {
+    ($rt:ty, $target:expr) => {
+        scenarios!($rt, $target =>
+            pause_and_resume, paused_queue_hands_out_nothing, drain_removes_waiting_and_delayed,
+            obliterate_removes_everything, remove_a_job, promote_one_and_many, change_priority,
+            broker_refuses_what_it_does_not_serve);
+    };
+}
+
 mod tokio_bunqueue {
     all_scenarios!(super::Tokio, autobatch_tests::Target::Bunqueue);
 }
@@ -384,4 +423,13 @@ mod smol_bunqueue {
 }
 mod async_std_bunqueue {
     all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
+}
+mod tokio_broker {
+    broker_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
+}
+mod smol_broker {
+    broker_scenarios!(super::Smol, autobatch_tests::Target::Broker);
+}
+mod async_std_broker {
+    broker_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
 }

@@ -168,6 +168,42 @@ async fn deduplication_job_id<T: Rt>(target: Target) {
     client.close().await;
 }
 
+/// The server's queues include one that holds a job.
+async fn list_queues<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("queues");
+    client
+        .queue(&name)
+        .add("a", &1, JobOptions::new())
+        .await
+        .expect("add");
+    assert!(client
+        .list_queues()
+        .await
+        .expect("list_queues")
+        .contains(&name));
+    client.close().await;
+}
+
+/// What the broker does not serve is refused with its own typed error.
+async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let q = client.queue(&queue_name::<T>("refused"));
+    let e = client.server_stats().await.expect_err("refused");
+    assert_eq!(
+        server_error(e),
+        (
+            autobatch_driver::ServerErrorKind::Other,
+            "Stats is not supported by autobatch-broker (see its README section)".to_owned()
+        )
+    );
+    let (_, msg) = server_error(q.get_counts_per_priority().await.expect_err("refused"));
+    assert!(msg.starts_with("GetCountsPerPriority is not supported by autobatch-broker"));
+    client.close().await;
+}
+
 /// The server's queues include a new one; a worker registered through a raw connection is
 /// listed, and counted as this queue's.
 async fn queues_and_workers<T: Rt>(target: Target) {
@@ -252,7 +288,16 @@ macro_rules! all_scenarios {
     ($rt:ty, $target:expr) => {
         scenarios!($rt, $target =>
             get_jobs_by_state, get_job_by_custom_id, counts_and_limits, deduplication_job_id,
-            queues_and_workers, stats_and_metrics);
+            queues_and_workers, list_queues, stats_and_metrics);
+    };
+}
+
+/// What the embedded broker serves.
+macro_rules! broker_scenarios {
+    ($rt:ty, $target:expr) => {
+        scenarios!($rt, $target =>
+            get_jobs_by_state, get_job_by_custom_id, list_queues,
+            broker_refuses_what_it_does_not_serve);
     };
 }
 
@@ -264,4 +309,13 @@ mod smol_bunqueue {
 }
 mod async_std_bunqueue {
     all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
+}
+mod tokio_broker {
+    broker_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
+}
+mod smol_broker {
+    broker_scenarios!(super::Smol, autobatch_tests::Target::Broker);
+}
+mod async_std_broker {
+    broker_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
 }

@@ -1,0 +1,238 @@
+//! Queue lookups and control on the broker's state: pause/resume, drain, obliterate, job
+//! listings, promote, change priority, remove. A child of `queue` so that it reaches the
+//! indexes directly, kept apart so that the hot path's file stays as it was.
+
+use std::collections::HashSet;
+
+use autobatch_core::wire::{Job, JobState as WireState};
+
+use super::{ready_key, state_name, update_op, wire_job, JobState, State, StoreOp};
+
+impl State {
+    /// Pauses `queue`: pulls hand out nothing until [`resume`](Self::resume).
+    pub fn pause(&mut self, queue: &str) {
+        self.index(queue).paused = true;
+    }
+
+    /// Resumes `queue`, waking its long-polls.
+    pub fn resume(&mut self, queue: &str) {
+        if let Some(q) = self.queues.get_mut(queue) {
+            q.paused = false;
+            q.notify.notify_waiters();
+        }
+        self.forget_queue_if_idle(queue);
+    }
+
+    /// Whether `queue` is paused.
+    pub fn is_paused(&self, queue: &str) -> bool {
+        self.queues.get(queue).is_some_and(|q| q.paused)
+    }
+
+    /// Takes a waiting or delayed job out of its queue and drops it (recorded as removed).
+    /// False for any other state.
+    fn take_out(&mut self, id: &str) -> bool {
+        let Some(e) = self.jobs.get(id) else {
+            return false;
+        };
+        let rec = &e.rec;
+        let Some(q) = self.queues.get_mut(&rec.queue) else {
+            return false;
+        };
+        match rec.state {
+            JobState::Waiting => {
+                q.ready.remove(&ready_key(rec));
+                if rec.priority > 0 {
+                    q.prioritized = q.prioritized.saturating_sub(1);
+                }
+            }
+            JobState::Delayed => {
+                q.delayed.remove(&(rec.run_at.ceil() as i64, rec.seq));
+            }
+            _ => return false,
+        }
+        self.forget(id);
+        self.record(StoreOp::Remove(id.to_owned()));
+        true
+    }
+
+    /// Drain: removes every waiting and delayed job of `queue`; how many.
+    pub fn drain(&mut self, queue: &str) -> u64 {
+        let Some(q) = self.queues.get(queue) else {
+            return 0;
+        };
+        let ids: Vec<String> = q
+            .ready
+            .values()
+            .chain(q.delayed.values())
+            .cloned()
+            .collect();
+        ids.iter().filter(|id| self.take_out(id)).count() as u64
+    }
+
+    /// Cancel: removes a waiting or delayed job. False for an unknown, active or finished
+    /// one (bunqueue's `Job not found or cannot be cancelled`).
+    pub fn cancel(&mut self, id: &str) -> bool {
+        self.take_out(id)
+    }
+
+    /// Obliterate: every job of `queue` in every state, and the queue itself (its pause
+    /// too). Active jobs are dropped with their locks: their ACK then finds no job.
+    pub fn obliterate(&mut self, queue: &str) {
+        let ids: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|(_, e)| e.rec.queue == queue)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let gone: HashSet<&String> = ids.iter().collect();
+        for held in self.held.values_mut() {
+            held.retain(|id| !gone.contains(id));
+        }
+        for id in &ids {
+            if let Some(e) = self.jobs.remove(id) {
+                if let Some(k) = &e.rec.unique_key {
+                    let key = (e.rec.queue.clone(), k.clone());
+                    if self.unique.get(&key) == Some(id) {
+                        self.unique.remove(&key);
+                    }
+                }
+            }
+            self.record(StoreOp::Remove(id.clone()));
+        }
+        if let Some(q) = self.queues.get_mut(queue) {
+            // Long-polls keep their clone of the signal; a fresh index starts empty.
+            let notify = q.notify.clone();
+            *q = Default::default();
+            q.notify = notify;
+        }
+        self.forget_queue_if_idle(queue);
+    }
+
+    /// Promote: makes a delayed job waiting now. False if it is not delayed.
+    pub fn promote_job(&mut self, id: &str) -> bool {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return false;
+        };
+        if e.rec.state != JobState::Delayed {
+            return false;
+        }
+        let Some(q) = self.queues.get_mut(&e.rec.queue) else {
+            return false;
+        };
+        q.delayed.remove(&(e.rec.run_at.ceil() as i64, e.rec.seq));
+        e.rec.state = JobState::Waiting;
+        if e.rec.priority > 0 {
+            q.prioritized += 1;
+        }
+        q.ready.insert(ready_key(&e.rec), id.to_owned());
+        q.notify.notify_waiters();
+        let op = update_op(&e.rec);
+        self.record(op);
+        true
+    }
+
+    /// ChangePriority: re-files a waiting or delayed job under a new priority (and, with
+    /// `lifo`, first among its equals). False for an unknown, active or finished job
+    /// (bunqueue's `Job not found or not in queue`).
+    pub fn change_priority(&mut self, id: &str, priority: i64, lifo: Option<bool>) -> bool {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return false;
+        };
+        let Some(q) = self.queues.get_mut(&e.rec.queue) else {
+            return false;
+        };
+        match e.rec.state {
+            JobState::Waiting => {
+                q.ready.remove(&ready_key(&e.rec));
+                if e.rec.priority > 0 {
+                    q.prioritized = q.prioritized.saturating_sub(1);
+                }
+                e.rec.priority = priority;
+                if let Some(lifo) = lifo {
+                    e.rec.lifo = lifo;
+                }
+                if priority > 0 {
+                    q.prioritized += 1;
+                }
+                q.ready.insert(ready_key(&e.rec), id.to_owned());
+            }
+            JobState::Delayed => {
+                e.rec.priority = priority;
+                if let Some(lifo) = lifo {
+                    e.rec.lifo = lifo;
+                }
+            }
+            _ => return false,
+        }
+        // The update op does not carry the priority: the whole record is written again.
+        let rec = e.rec.clone();
+        if self.store.persistent() {
+            self.record(StoreOp::Put(Box::new(rec)));
+        }
+        true
+    }
+
+    /// GetJobs: the jobs of `queue` in any of `states` (every state when empty), ordered by
+    /// creation (`asc`: oldest first), `offset..offset + limit`, each with its state.
+    pub fn list_jobs(
+        &mut self,
+        queue: &str,
+        states: &[WireState],
+        offset: usize,
+        limit: usize,
+        asc: bool,
+        now: f64,
+    ) -> Vec<Job> {
+        self.promote(queue, now);
+        let paused = self.is_paused(queue);
+        let wanted = |name: &str| {
+            states.is_empty()
+                || states.iter().any(|s| {
+                    s.as_str() == name
+                        // bunqueue's paused view: the ready jobs of a paused queue.
+                        || (paused && s.as_str() == "paused" && (name == "waiting" || name == "prioritized"))
+                })
+        };
+        let mut jobs: Vec<(f64, u64, Job)> = self
+            .jobs
+            .values()
+            .filter(|e| e.rec.queue == queue && wanted(state_name(&e.rec)))
+            .map(|e| {
+                let mut job = wire_job(&e.rec);
+                job.state = Some(WireState::from(state_name(&e.rec)));
+                job.returnvalue = e.rec.result.clone();
+                job.failed_reason = e.rec.failed_reason.clone();
+                (e.rec.created_at, e.rec.seq, job)
+            })
+            .collect();
+        jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        if !asc {
+            jobs.reverse();
+        }
+        jobs.into_iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(_, _, j)| j)
+            .collect()
+    }
+
+    /// Every queue with an index entry (a queue holding jobs, paused, or being polled).
+    pub fn queue_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.queues.keys().cloned().collect();
+        names.sort();
+        names
+    }
+}
+
+impl State {
+    /// PromoteJobs: makes up to `count` delayed jobs of `queue` (all when `None`) waiting
+    /// now, soonest due first; how many.
+    pub fn promote_jobs(&mut self, queue: &str, count: Option<u64>) -> u64 {
+        let Some(q) = self.queues.get(queue) else {
+            return 0;
+        };
+        let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+        let ids: Vec<String> = q.delayed.values().take(n).cloned().collect();
+        ids.iter().filter(|id| self.promote_job(id)).count() as u64
+    }
+}

@@ -190,7 +190,7 @@ async fn list_queues<T: Rt>(target: Target) {
 async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
     let server = target.shared();
     let client = connect::<T>(options(server)).await;
-    let q = client.queue(&queue_name::<T>("refused"));
+    let q = client.queue(queue_name::<T>("refused"));
     let e = client.server_stats().await.expect_err("refused");
     assert_eq!(
         server_error(e),

@@ -201,7 +201,7 @@ fn data_field(reply: &Value, field: &'static str) -> Result<Value, ProtocolError
 /// ```
 /// use autobatch_core::ops::{Drain, Operation};
 /// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::from(3))]);
+/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(3))]);
 /// assert_eq!(Drain::read_reply(&reply), Ok(3));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,7 +266,7 @@ impl Operation for Drain {
 /// use autobatch_core::wire::{JobState, Value};
 /// let op = Clean::new("emails", 60_000, 100).state(JobState::Completed);
 /// assert_eq!(op.to_body().get("state"), Some(&Value::from("completed")));
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::from(1)), ("ids", Value::Array(vec![Value::from("j1")]))]);
+/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(1)), ("ids", Value::Array(vec![Value::from("j1")]))]);
 /// assert_eq!(Clean::read_reply(&reply), Ok(vec!["j1".to_owned()]));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -978,7 +978,7 @@ impl Operation for MoveToDelayed {
 /// ```
 /// use autobatch_core::ops::{Operation, RemoveDeduplicationKey};
 /// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("count", Value::from(1))]))]);
+/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("count", Value::Int(1))]))]);
 /// assert_eq!(RemoveDeduplicationKey::read_reply(&reply), Ok(1));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

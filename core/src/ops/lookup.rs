@@ -299,7 +299,7 @@ impl Operation for GetJobByCustomId {
 /// use autobatch_core::wire::Value;
 /// let reply = Value::map([
 ///     ("ok", Value::from(true)), ("queue", Value::from("emails")),
-///     ("counts", Value::map([("0", Value::from(3)), ("5", Value::from(2))])),
+///     ("counts", Value::map([("0", Value::Int(3)), ("5", Value::Int(2))])),
 /// ]);
 /// let c = GetCountsPerPriority::read_reply(&reply).unwrap();
 /// assert_eq!(c.counts.get(&5), Some(&2));
@@ -401,7 +401,7 @@ impl Operation for GetCountsPerPriority {
 /// use autobatch_core::ops::{GetQueueLimits, Operation};
 /// use autobatch_core::wire::Value;
 /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("limits", Value::map([
-///     ("rateLimit", Value::Nil), ("rateLimitTtl", Value::from(-2)),
+///     ("rateLimit", Value::Nil), ("rateLimitTtl", Value::Int(-2)),
 ///     ("concurrencyLimit", Value::Nil), ("maxed", Value::from(false)),
 /// ]))]))]);
 /// let limits = GetQueueLimits::read_reply(&reply).unwrap();
@@ -655,7 +655,7 @@ impl Operation for ListQueues {
 /// use autobatch_core::wire::Value;
 /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
 ///     ("workers", Value::Array(vec![])),
-///     ("stats", Value::map([("total", Value::from(0)), ("active", Value::from(0))])),
+///     ("stats", Value::map([("total", Value::Int(0)), ("active", Value::Int(0))])),
 /// ]))]);
 /// let list = ListWorkers::read_reply(&reply).unwrap();
 /// assert!(list.workers.is_empty());
@@ -842,7 +842,7 @@ impl Operation for ListWorkers {
 /// ```
 /// use autobatch_core::ops::{Operation, Stats};
 /// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("stats", Value::map([("waiting", Value::from(2))]))]);
+/// let reply = Value::map([("ok", Value::from(true)), ("stats", Value::map([("waiting", Value::Int(2))]))]);
 /// assert_eq!(Stats::read_reply(&reply).unwrap().waiting, 2);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

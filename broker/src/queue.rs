@@ -581,7 +581,7 @@ impl State {
         let Some(q) = self.queues.get(queue) else {
             return JobCounts::default();
         };
-        JobCounts {
+        let counts = JobCounts {
             waiting: q.ready.len() as u64 - q.prioritized.min(q.ready.len() as u64),
             prioritized: q.prioritized,
             delayed: q.delayed.len() as u64,
@@ -590,7 +590,8 @@ impl State {
             failed: q.failed,
             waiting_children: 0,
             paused: 0,
-        }
+        };
+        admin::paused_view(counts, q.paused)
     }
 
     /// Registers a worker on a connection.

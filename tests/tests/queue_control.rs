@@ -49,6 +49,27 @@ async fn paused_queue_hands_out_nothing<T: Rt>(target: Target) {
         None,
         "a paused queue handed out a job"
     );
+    // bunqueue's paused view: ready jobs count, and list, as `paused` while the queue is.
+    let c = worker.counts(&name);
+    assert_eq!((c.waiting, c.paused), (0, 1));
+    assert!(q
+        .get_jobs(&[JobState::Waiting], 0, 10)
+        .await
+        .expect("get_jobs")
+        .is_empty());
+    let paused = q
+        .get_jobs(&[JobState::from("paused")], 0, 10)
+        .await
+        .expect("get_jobs");
+    assert_eq!(
+        paused.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        vec![id.as_str()]
+    );
+    assert_eq!(
+        paused[0].state.as_ref().map(JobState::as_str),
+        Some("paused")
+    );
+    assert_eq!(q.get_jobs(&[], 0, 10).await.expect("get_jobs").len(), 1);
     q.resume().await.expect("resume");
     assert_eq!(raw_pull(&mut worker, &name).map(|(i, _)| i), Some(id));
     client.close().await;

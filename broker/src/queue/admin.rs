@@ -4,9 +4,20 @@
 
 use std::collections::HashSet;
 
-use autobatch_core::wire::{Job, JobState as WireState};
+use autobatch_core::wire::{Job, JobCounts, JobState as WireState};
 
 use super::{ready_key, state_name, update_op, wire_job, JobState, State, StoreOp};
+
+/// bunqueue's paused view of a queue's counts: while it is paused its ready jobs (waiting and
+/// prioritized) are counted as `paused`, not in their own buckets.
+pub(super) fn paused_view(mut counts: JobCounts, paused: bool) -> JobCounts {
+    if paused {
+        counts.paused = counts.waiting + counts.prioritized;
+        counts.waiting = 0;
+        counts.prioritized = 0;
+    }
+    counts
+}
 
 impl State {
     /// Pauses `queue`: pulls hand out nothing until [`resume`](Self::resume).
@@ -184,25 +195,27 @@ impl State {
         now: f64,
     ) -> Vec<Job> {
         self.promote(queue, now);
-        let paused = self.is_paused(queue);
-        let wanted = |name: &str| {
-            states.is_empty()
-                || states.iter().any(|s| {
-                    s.as_str() == name
-                        // bunqueue's paused view: the ready jobs of a paused queue.
-                        || (paused && s.as_str() == "paused" && (name == "waiting" || name == "prioritized"))
-                })
-        };
+        // bunqueue's paused view: asked for by state, the ready jobs of a paused queue are
+        // `paused` (listed only when `paused` is asked for); asked for every state, they keep
+        // their own.
+        let paused_view = self.is_paused(queue) && !states.is_empty();
         let mut jobs: Vec<(f64, u64, Job)> = self
             .jobs
             .values()
-            .filter(|e| e.rec.queue == queue && wanted(state_name(&e.rec)))
-            .map(|e| {
+            .filter(|e| e.rec.queue == queue)
+            .filter_map(|e| {
+                let name = match state_name(&e.rec) {
+                    "waiting" | "prioritized" if paused_view => "paused",
+                    name => name,
+                };
+                if !states.is_empty() && !states.iter().any(|s| s.as_str() == name) {
+                    return None;
+                }
                 let mut job = wire_job(&e.rec);
-                job.state = Some(WireState::from(state_name(&e.rec)));
+                job.state = Some(WireState::from(name));
                 job.returnvalue = e.rec.result.clone();
                 job.failed_reason = e.rec.failed_reason.clone();
-                (e.rec.created_at, e.rec.seq, job)
+                Some((e.rec.created_at, e.rec.seq, job))
             })
             .collect();
         jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));

@@ -249,3 +249,99 @@ impl State {
         ids.iter().filter(|id| self.promote_job(id)).count() as u64
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{PullSpec, State};
+    use crate::store::MemoryStore;
+    use autobatch_core::wire::{JobOptions, JobSpec, JobState, Value};
+
+    fn state() -> State {
+        State::new(Box::new(MemoryStore::new()), 1000.0).expect("memory store")
+    }
+
+    fn pull_ids(s: &mut State, n: usize) -> Vec<String> {
+        let spec = PullSpec {
+            queue: "q",
+            count: n,
+            locked: true,
+            lock_ttl: 30_000,
+            tie_to: Some(1),
+        };
+        s.pull(&spec, 2000.0)
+            .into_iter()
+            .map(|p| p.job.id)
+            .collect()
+    }
+
+    fn push(s: &mut State, opts: JobOptions) -> String {
+        s.push(
+            "q",
+            JobSpec::new("j", Value::Nil).with_options(opts),
+            1000.0,
+        )
+    }
+
+    #[test]
+    fn paused_queue_hands_out_nothing_until_resumed() {
+        let mut s = state();
+        let a = push(&mut s, JobOptions::new());
+        s.pause("q");
+        assert!(s.is_paused("q"));
+        assert!(pull_ids(&mut s, 1).is_empty());
+        let c = s.counts("q", 2000.0);
+        assert_eq!((c.waiting, c.paused), (0, 1));
+        // The pause outlives an idle moment of the queue.
+        s.forget_queue_if_idle("q");
+        assert!(s.is_paused("q"));
+        s.resume("q");
+        assert_eq!(pull_ids(&mut s, 1), vec![a]);
+    }
+
+    #[test]
+    fn drain_cancel_promote_and_priority() {
+        let mut s = state();
+        let later = || JobOptions::new().delay(std::time::Duration::from_secs(60));
+        let a = push(&mut s, JobOptions::new());
+        let b = push(&mut s, JobOptions::new());
+        let d = push(&mut s, later());
+        // Promote only a delayed job, once.
+        assert!(s.promote_job(&d));
+        assert!(!s.promote_job(&d));
+        // Priority moves b ahead of a.
+        assert!(s.change_priority(&b, 5, None));
+        assert!(!s.change_priority("nope", 5, None));
+        assert_eq!(pull_ids(&mut s, 1), vec![b.clone()]);
+        // An active job cannot be cancelled or re-prioritized.
+        assert!(!s.cancel(&b));
+        assert!(!s.change_priority(&b, 1, None));
+        assert!(s.cancel(&a));
+        push(&mut s, later());
+        assert_eq!(s.drain("q"), 2);
+        let c = s.counts("q", 2000.0);
+        assert_eq!((c.waiting, c.delayed, c.active), (0, 0, 1));
+    }
+
+    #[test]
+    fn obliterate_and_listing() {
+        let mut s = state();
+        let a = push(&mut s, JobOptions::new());
+        let p = push(&mut s, JobOptions::new().priority(3));
+        let listed = s.list_jobs("q", &[JobState::Waiting], 0, 10, true, 2000.0);
+        assert_eq!(
+            listed.iter().map(|j| j.id.clone()).collect::<Vec<_>>(),
+            vec![a.clone()]
+        );
+        let all = s.list_jobs("q", &[], 0, 10, false, 2000.0);
+        assert_eq!(
+            all.iter().map(|j| j.id.clone()).collect::<Vec<_>>(),
+            vec![p, a]
+        );
+        assert_eq!(s.queue_names(), vec!["q".to_owned()]);
+        pull_ids(&mut s, 1);
+        s.obliterate("q");
+        assert!(s.list_jobs("q", &[], 0, 10, true, 2000.0).is_empty());
+        assert_eq!(s.promote_jobs("q", None), 0);
+        assert!(s.queue_names().is_empty());
+    }
+}

@@ -432,7 +432,7 @@ macro_rules! broker_scenarios {
         scenarios!($rt, $target =>
             pause_and_resume, paused_queue_hands_out_nothing, drain_removes_waiting_and_delayed,
             obliterate_removes_everything, remove_a_job, promote_one_and_many, change_priority,
-            broker_refuses_what_it_does_not_serve);
+            deduplication_keys, broker_refuses_what_it_does_not_serve);
     };
 }
 

@@ -110,21 +110,44 @@ async fn get_job_by_custom_id<T: Rt>(target: Target) {
     client.close().await;
 }
 
-/// Counts per priority and the queue's limits, as a raw connection sees them.
-async fn counts_and_limits<T: Rt>(target: Target) {
+/// Counts per priority: waiting, prioritized and delayed jobs (bunqueue's priority queue
+/// holds the delayed ones too), not active ones.
+async fn counts_per_priority<T: Rt>(target: Target) {
     let server = target.shared();
     let client = connect::<T>(options(server)).await;
     let name = queue_name::<T>("per-priority");
     let q = client.queue(&name);
-    q.add("a", &1, JobOptions::new()).await.expect("add");
-    q.add("b", &2, JobOptions::new().priority(5))
+    q.add("a", &1, JobOptions::new().priority(7))
         .await
         .expect("add");
+    q.add("b", &2, JobOptions::new()).await.expect("add");
     q.add("c", &3, JobOptions::new().priority(5))
         .await
         .expect("add");
+    q.add(
+        "d",
+        &4,
+        JobOptions::new()
+            .priority(5)
+            .delay(Duration::from_secs(600)),
+    )
+    .await
+    .expect("add");
+    let mut check = raw(server);
+    // The priority-7 job goes active: no longer counted.
+    raw_pull(&mut check, &name).expect("pull");
     let counts = q.get_counts_per_priority().await.expect("counts");
     assert_eq!(counts.into_iter().collect::<Vec<_>>(), vec![(0, 1), (5, 2)]);
+    client.close().await;
+}
+
+/// The queue's limits, before and after a rate limit set through a raw connection.
+async fn queue_limits<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("limits");
+    let q = client.queue(&name);
+    q.add("a", &1, JobOptions::new()).await.expect("add");
     let limits = q.get_queue_limits(None).await.expect("limits");
     assert_eq!(
         (limits.rate_limit, limits.rate_limit_ttl, limits.maxed),
@@ -199,8 +222,8 @@ async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
             "Stats is not supported by autobatch-broker (see its README section)".to_owned()
         )
     );
-    let (_, msg) = server_error(q.get_counts_per_priority().await.expect_err("refused"));
-    assert!(msg.starts_with("GetCountsPerPriority is not supported by autobatch-broker"));
+    let (_, msg) = server_error(q.is_maxed().await.expect_err("refused"));
+    assert!(msg.starts_with("GetQueueLimits is not supported by autobatch-broker"));
     client.close().await;
 }
 
@@ -287,7 +310,8 @@ macro_rules! scenarios {
 macro_rules! all_scenarios {
     ($rt:ty, $target:expr) => {
         scenarios!($rt, $target =>
-            get_jobs_by_state, get_job_by_custom_id, counts_and_limits, deduplication_job_id,
+            get_jobs_by_state, get_job_by_custom_id, counts_per_priority, queue_limits,
+            deduplication_job_id,
             queues_and_workers, list_queues, stats_and_metrics);
     };
 }
@@ -296,8 +320,8 @@ macro_rules! all_scenarios {
 macro_rules! broker_scenarios {
     ($rt:ty, $target:expr) => {
         scenarios!($rt, $target =>
-            get_jobs_by_state, get_job_by_custom_id, list_queues,
-            broker_refuses_what_it_does_not_serve);
+            get_jobs_by_state, get_job_by_custom_id, counts_per_priority, deduplication_job_id,
+            list_queues, broker_refuses_what_it_does_not_serve);
     };
 }
 

@@ -1,11 +1,12 @@
 //! Queue control, served: pause, resume, is paused, drain, obliterate, remove (Cancel),
-//! promote (one and many), change priority. The rest of the control commands (Clean,
-//! Discard, MoveToWait, MoveToDelayed, ChangeDelay, RetryCompleted, the deduplication keys)
-//! are refused as not supported: the broker keeps neither finish times nor a dead-letter
-//! queue to answer them as bunqueue does.
+//! promote (one and many), change priority, the deduplication keys. The rest of the control
+//! commands (Clean, Discard, MoveToWait, MoveToDelayed, ChangeDelay, RetryCompleted) are
+//! refused as not supported: the broker keeps neither finish times nor a dead-letter queue to
+//! answer them as bunqueue does.
 
 use autobatch_core::ops::{
-    Cancel, ChangePriority, Drain, IsPaused, Obliterate, Pause, Promote, PromoteJobs, Resume,
+    Cancel, ChangePriority, Drain, IsPaused, Obliterate, Pause, Promote, PromoteJobs,
+    RemoveDeduplicationKey, RemoveJobDeduplicationKey, Resume,
 };
 use autobatch_core::wire::{Response, Value};
 
@@ -58,6 +59,14 @@ pub(super) fn serve(
             } else {
                 Err("Job not found or not in queue".into())
             }
+        }),
+        "RemoveDeduplicationKey" => answer::<RemoveDeduplicationKey>(body, |op| {
+            Ok(shared
+                .lock()
+                .remove_deduplication_key(&op.queue, &op.deduplication_id))
+        }),
+        "RemoveJobDeduplicationKey" => answer::<RemoveJobDeduplicationKey>(body, |op| {
+            Ok(shared.lock().remove_job_deduplication_key(&op.id))
         }),
         _ => return None,
     })

@@ -1,8 +1,11 @@
-//! Lookups, served: GetJobs, GetJobByCustomId, ListQueues. The others (counts per priority,
-//! queue limits, deduplication ids, workers, stats, metrics, storage status) are refused as
-//! not supported.
+//! Lookups, served: GetJobs, GetJobByCustomId, GetCountsPerPriority, GetDeduplicationJobId,
+//! ListQueues. The others (queue limits, workers, stats, metrics, storage status) are refused
+//! as not supported: the broker keeps no rate limits, worker details or throughput figures.
 
-use autobatch_core::ops::{GetJobByCustomId, GetJobs, ListQueues};
+use autobatch_core::ops::{
+    GetCountsPerPriority, GetDeduplicationJobId, GetJobByCustomId, GetJobs, ListQueues,
+    PriorityCounts,
+};
 use autobatch_core::wire::{Response, Value};
 
 use super::answer;
@@ -42,6 +45,15 @@ pub(super) fn serve(
             // bunqueue's reply carries no state here (only `_state`).
             job.state = None;
             Ok(job)
+        }),
+        "GetCountsPerPriority" => answer::<GetCountsPerPriority>(body, |op| {
+            let counts = shared.lock().counts_per_priority(&op.queue);
+            Ok(PriorityCounts::new(op.queue, counts))
+        }),
+        "GetDeduplicationJobId" => answer::<GetDeduplicationJobId>(body, |op| {
+            Ok(shared
+                .lock()
+                .deduplication_holder(&op.queue, &op.deduplication_id))
         }),
         "ListQueues" => answer::<ListQueues>(body, |_| Ok(shared.lock().queue_names())),
         _ => return None,

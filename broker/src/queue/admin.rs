@@ -2,7 +2,7 @@
 //! listings, promote, change priority, remove. A child of `queue` so that it reaches the
 //! indexes directly, kept apart so that the hot path's file stays as it was.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use autobatch_core::wire::{Job, JobCounts, JobState as WireState};
 
@@ -247,6 +247,58 @@ impl State {
         let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
         let ids: Vec<String> = q.delayed.values().take(n).cloned().collect();
         ids.iter().filter(|id| self.promote_job(id)).count() as u64
+    }
+}
+
+impl State {
+    /// GetCountsPerPriority: waiting and delayed jobs of `queue` by priority (bunqueue
+    /// counts its priority queue, which holds both).
+    pub fn counts_per_priority(&mut self, queue: &str) -> BTreeMap<i64, u64> {
+        let mut counts = BTreeMap::new();
+        let Some(q) = self.queues.get(queue) else {
+            return counts;
+        };
+        for id in q.ready.values().chain(q.delayed.values()) {
+            if let Some(e) = self.jobs.get(id) {
+                *counts.entry(e.rec.priority).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+
+    /// The live job holding deduplication key `key` in `queue`.
+    pub fn deduplication_holder(&self, queue: &str, key: &str) -> Option<String> {
+        let id = self.unique.get(&(queue.to_owned(), key.to_owned()))?;
+        self.jobs
+            .get(id)
+            .is_some_and(|e| e.rec.state.is_live())
+            .then(|| id.clone())
+    }
+
+    /// RemoveDeduplicationKey: frees `key` in `queue`; how many keys (0 or 1).
+    pub fn remove_deduplication_key(&mut self, queue: &str, key: &str) -> u64 {
+        if self.deduplication_holder(queue, key).is_none() {
+            return 0;
+        }
+        self.unique.remove(&(queue.to_owned(), key.to_owned()));
+        1
+    }
+
+    /// RemoveJobDeduplicationKey: frees the key job `id` holds, only while it holds it.
+    pub fn remove_job_deduplication_key(&mut self, id: &str) -> bool {
+        let Some(e) = self.jobs.get(id) else {
+            return false;
+        };
+        let Some(k) = &e.rec.unique_key else {
+            return false;
+        };
+        let key = (e.rec.queue.clone(), k.clone());
+        if self.unique.get(&key).map(String::as_str) == Some(id) {
+            self.unique.remove(&key);
+            true
+        } else {
+            false
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
 /// `crate::ops::{lookup, control}`.
-mod admin;
+pub(crate) mod admin;
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;

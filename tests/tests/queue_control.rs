@@ -387,12 +387,11 @@ async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
     let q = client.queue(&name);
     let id = q.add("a", &1, JobOptions::new()).await.expect("add");
     for (cmd, e) in [
-        (
-            "ChangeDelay",
-            q.change_delay(&id, 1).await.expect_err("refused"),
-        ),
         ("Clean", q.clean(0, 10, None).await.expect_err("refused")),
-        ("MoveToWait", q.retry_job(&id).await.expect_err("refused")),
+        (
+            "RetryCompleted",
+            q.retry_completed(None).await.expect_err("refused"),
+        ),
     ] {
         let (kind, msg) = server_error(e);
         assert_eq!(kind, ServerErrorKind::Other);
@@ -432,7 +431,8 @@ macro_rules! broker_scenarios {
         scenarios!($rt, $target =>
             pause_and_resume, paused_queue_hands_out_nothing, drain_removes_waiting_and_delayed,
             obliterate_removes_everything, remove_a_job, promote_one_and_many, change_priority,
-            deduplication_keys, broker_refuses_what_it_does_not_serve);
+            change_delay, discard_then_retry, move_active_job, deduplication_keys,
+            broker_refuses_what_it_does_not_serve);
     };
 }
 

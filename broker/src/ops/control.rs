@@ -1,17 +1,20 @@
 //! Queue control, served: pause, resume, is paused, drain, obliterate, remove (Cancel),
-//! promote (one and many), change priority, the deduplication keys. The rest of the control
-//! commands (Clean, Discard, MoveToWait, MoveToDelayed, ChangeDelay, RetryCompleted) are
-//! refused as not supported: the broker keeps neither finish times nor a dead-letter queue to
-//! answer them as bunqueue does.
+//! promote (one and many), change priority, change delay, move to delayed, move to wait
+//! (retry), discard, the deduplication keys. Clean and RetryCompleted are refused as not
+//! supported: the broker keeps no finish times to answer them as bunqueue does. Failed jobs
+//! stay in the queue as `failed` (the broker has no separate dead-letter queue): MoveToWait
+//! runs them again from their first attempt, as bunqueue's retry from the DLQ does.
 
 use autobatch_core::ops::{
-    Cancel, ChangePriority, Drain, IsPaused, Obliterate, Pause, Promote, PromoteJobs,
-    RemoveDeduplicationKey, RemoveJobDeduplicationKey, Resume,
+    Cancel, ChangeDelay, ChangePriority, Discard, Drain, IsPaused, MoveToDelayed, MoveToWait,
+    Obliterate, Pause, Promote, PromoteJobs, RemoveDeduplicationKey, RemoveJobDeduplicationKey,
+    Resume,
 };
 use autobatch_core::wire::{Response, Value};
 
 use super::answer;
 use crate::dispatch::{Conn, Shared};
+use crate::queue::admin::MoveError;
 
 /// Serves the control commands this broker implements.
 pub(super) fn serve(
@@ -19,7 +22,7 @@ pub(super) fn serve(
     _conn: &Conn,
     cmd: &str,
     body: &Value,
-    _now: f64,
+    now: f64,
 ) -> Option<Result<Response, String>> {
     Some(match cmd {
         "Pause" => answer::<Pause>(body, |op| {
@@ -59,6 +62,44 @@ pub(super) fn serve(
             } else {
                 Err("Job not found or not in queue".into())
             }
+        }),
+        "ChangeDelay" => answer::<ChangeDelay>(body, |op| {
+            shared
+                .lock()
+                .delay_job(&op.id, op.delay, None, now)
+                .map_err(|e| match e {
+                    MoveError::Lock(e) => e.to_string(),
+                    _ => "Job not found or cannot change delay".into(),
+                })
+        }),
+        "MoveToDelayed" => answer::<MoveToDelayed>(body, |op| {
+            shared
+                .lock()
+                .delay_job(&op.id, op.delay, op.token.as_deref(), now)
+                .map_err(|e| match e {
+                    MoveError::NotFound => "Job not found".into(),
+                    MoveError::State(s) => format!("Job is not active (current state: {s})"),
+                    MoveError::Lock(e) => e.to_string(),
+                })
+        }),
+        "Discard" => answer::<Discard>(body, |op| {
+            shared
+                .lock()
+                .discard(&op.id, op.token.as_deref())
+                .map_err(|e| match e {
+                    MoveError::Lock(e) => e.to_string(),
+                    _ => "Job not found".into(),
+                })
+        }),
+        "MoveToWait" => answer::<MoveToWait>(body, |op| {
+            shared
+                .lock()
+                .move_to_wait(&op.id, op.token.as_deref(), now)
+                .map_err(|e| match e {
+                    MoveError::NotFound => "Cannot move job from state 'unknown' to waiting".into(),
+                    MoveError::State(s) => format!("Cannot move job from state '{s}' to waiting"),
+                    MoveError::Lock(e) => e.to_string(),
+                })
         }),
         "RemoveDeduplicationKey" => answer::<RemoveDeduplicationKey>(body, |op| {
             Ok(shared

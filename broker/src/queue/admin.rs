@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use autobatch_core::wire::{Job, JobCounts, JobState as WireState};
 
-use super::{ready_key, state_name, update_op, wire_job, JobState, State, StoreOp};
+use super::{ready_key, state_name, update_op, wire_job, FinishError, JobState, State, StoreOp};
 
 /// bunqueue's paused view of a queue's counts: while it is paused its ready jobs (waiting and
 /// prioritized) are counted as `paused`, not in their own buckets.
@@ -298,6 +298,142 @@ impl State {
             true
         } else {
             false
+        }
+    }
+}
+
+/// Why a job could not be moved (see [`State::delay_job`], [`State::discard`],
+/// [`State::move_to_wait`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MoveError {
+    /// No such job.
+    NotFound,
+    /// The job is in a state the move does not take (its state name).
+    State(&'static str),
+    /// An active job's lock refused the token (bunqueue's lock messages).
+    Lock(FinishError),
+}
+
+impl State {
+    /// Takes a waiting or delayed job out of its index, or an active one out of the active
+    /// set (its lock checked against `token` first). The job is left in no index: the caller
+    /// files it again.
+    fn unfile(&mut self, id: &str, token: Option<&str>) -> Result<(), MoveError> {
+        self.check_lock(id, token).map_err(MoveError::Lock)?;
+        let e = self.jobs.get(id).ok_or(MoveError::NotFound)?;
+        let rec = &e.rec;
+        match rec.state {
+            JobState::Waiting => {
+                let key = ready_key(rec);
+                let prioritized = rec.priority > 0;
+                let queue = rec.queue.clone();
+                let q = self.index(&queue);
+                q.ready.remove(&key);
+                if prioritized {
+                    q.prioritized = q.prioritized.saturating_sub(1);
+                }
+            }
+            JobState::Delayed => {
+                let key = (rec.run_at.ceil() as i64, rec.seq);
+                let queue = rec.queue.clone();
+                self.index(&queue).delayed.remove(&key);
+            }
+            JobState::Active => {
+                self.finish(id).map_err(MoveError::Lock)?;
+            }
+            _ => return Err(MoveError::State(state_name(rec))),
+        }
+        Ok(())
+    }
+
+    /// Files a job that [`unfile`](Self::unfile) took out as waiting (`run_at <= now`) or
+    /// delayed, and records it.
+    fn refile(&mut self, id: &str, run_at: f64, now: f64) {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return;
+        };
+        e.rec.run_at = run_at;
+        let ready = run_at <= now;
+        e.rec.state = if ready {
+            JobState::Waiting
+        } else {
+            JobState::Delayed
+        };
+        let rec = e.rec.clone();
+        let q = self.index(&rec.queue);
+        if ready {
+            if rec.priority > 0 {
+                q.prioritized += 1;
+            }
+            q.ready.insert(ready_key(&rec), id.to_owned());
+            q.notify.notify_waiters();
+        } else {
+            q.delayed
+                .insert((rec.run_at.ceil() as i64, rec.seq), id.to_owned());
+            // A long-poll sleeping until an earlier due time must see the new one.
+            q.notify.notify_waiters();
+        }
+        self.record(update_op(&rec));
+    }
+
+    /// ChangeDelay / MoveToDelayed (the same move in bunqueue): a waiting, delayed or active
+    /// job runs `delay` ms from `now`.
+    pub fn delay_job(
+        &mut self,
+        id: &str,
+        delay: u64,
+        token: Option<&str>,
+        now: f64,
+    ) -> Result<(), MoveError> {
+        self.unfile(id, token)?;
+        self.refile(id, now + delay as f64, now);
+        Ok(())
+    }
+
+    /// Discard: a waiting, delayed or active job fails for good.
+    pub fn discard(&mut self, id: &str, token: Option<&str>) -> Result<(), MoveError> {
+        self.unfile(id, token)?;
+        let Some(e) = self.jobs.get_mut(id) else {
+            return Err(MoveError::NotFound);
+        };
+        e.rec.state = JobState::Failed;
+        let rec = e.rec.clone();
+        self.index(&rec.queue).failed += 1;
+        self.record(update_op(&rec));
+        Ok(())
+    }
+
+    /// MoveToWait: an active job back to waiting (its token checked), a delayed one
+    /// promoted, a failed one run again from its first attempt; a waiting one is left alone.
+    /// Anything else: its state name, for bunqueue's `Cannot move job from state …`.
+    pub fn move_to_wait(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+        now: f64,
+    ) -> Result<(), MoveError> {
+        let Some(e) = self.jobs.get(id) else {
+            return Err(MoveError::State("unknown"));
+        };
+        match e.rec.state {
+            JobState::Waiting => Ok(()),
+            JobState::Active | JobState::Delayed => {
+                self.unfile(id, token)?;
+                self.refile(id, now, now);
+                Ok(())
+            }
+            JobState::Failed => {
+                let queue = e.rec.queue.clone();
+                let q = self.index(&queue);
+                q.failed = q.failed.saturating_sub(1);
+                if let Some(e) = self.jobs.get_mut(id) {
+                    e.rec.attempts = 0;
+                    e.rec.failed_reason = None;
+                }
+                self.refile(id, now, now);
+                Ok(())
+            }
+            JobState::Completed => Err(MoveError::State("completed")),
         }
     }
 }

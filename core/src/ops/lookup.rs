@@ -1098,7 +1098,9 @@ impl Operation for Metrics {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let start = req_opt_i64(request, "start")?;
         let end = req_opt_i64(request, "end")?;
-        if request.get("queue").is_none() && request.get("type").is_none() {
+        // bunqueue picks the form by `queue !== undefined || type !== undefined`.
+        let absent = |k: &str| matches!(request.get(k), None | Some(Value::Undefined));
+        if absent("queue") && absent("type") {
             return Ok(Metrics {
                 queue: None,
                 start,

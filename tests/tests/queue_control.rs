@@ -386,13 +386,7 @@ async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
     let name = queue_name::<T>("refused");
     let q = client.queue(&name);
     let id = q.add("a", &1, JobOptions::new()).await.expect("add");
-    for (cmd, e) in [
-        ("Clean", q.clean(0, 10, None).await.expect_err("refused")),
-        (
-            "RetryCompleted",
-            q.retry_completed(None).await.expect_err("refused"),
-        ),
-    ] {
+    for (cmd, e) in [("Clean", q.clean(0, 10, None).await.expect_err("refused"))] {
         let (kind, msg) = server_error(e);
         assert_eq!(kind, ServerErrorKind::Other);
         assert_eq!(
@@ -400,6 +394,12 @@ async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
             format!("{cmd} is not supported by autobatch-broker (see its README section)")
         );
     }
+    let before = autobatch_driver::ops::RetryCompleted::new(&name).before(1.0e12);
+    let (_, msg) = server_error(client.run(before).await.expect_err("refused"));
+    assert_eq!(
+        msg,
+        "RetryCompleted with a timestamp is not supported by autobatch-broker (see its README section)"
+    );
     // Nothing happened to the job.
     assert_eq!(raw(server).state(&id), "waiting");
     client.close().await;
@@ -431,7 +431,7 @@ macro_rules! broker_scenarios {
         scenarios!($rt, $target =>
             pause_and_resume, paused_queue_hands_out_nothing, drain_removes_waiting_and_delayed,
             obliterate_removes_everything, remove_a_job, promote_one_and_many, change_priority,
-            change_delay, discard_then_retry, move_active_job, deduplication_keys,
+            change_delay, discard_then_retry, move_active_job, retry_completed, deduplication_keys,
             broker_refuses_what_it_does_not_serve);
     };
 }

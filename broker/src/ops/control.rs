@@ -1,14 +1,15 @@
 //! Queue control, served: pause, resume, is paused, drain, obliterate, remove (Cancel),
 //! promote (one and many), change priority, change delay, move to delayed, move to wait
-//! (retry), discard, the deduplication keys. Clean and RetryCompleted are refused as not
-//! supported: the broker keeps no finish times to answer them as bunqueue does. Failed jobs
+//! (retry), discard, the deduplication keys, retry completed (by id or count). Clean, and
+//! RetryCompleted with a `timestamp`, are refused as not supported: the broker keeps no
+//! finish times to answer them as bunqueue does. Failed jobs
 //! stay in the queue as `failed` (the broker has no separate dead-letter queue): MoveToWait
 //! runs them again from their first attempt, as bunqueue's retry from the DLQ does.
 
 use autobatch_core::ops::{
     Cancel, ChangeDelay, ChangePriority, Discard, Drain, IsPaused, MoveToDelayed, MoveToWait,
     Obliterate, Pause, Promote, PromoteJobs, RemoveDeduplicationKey, RemoveJobDeduplicationKey,
-    Resume,
+    Resume, RetryCompleted,
 };
 use autobatch_core::wire::{Response, Value};
 
@@ -100,6 +101,16 @@ pub(super) fn serve(
                     MoveError::State(s) => format!("Cannot move job from state '{s}' to waiting"),
                     MoveError::Lock(e) => e.to_string(),
                 })
+        }),
+        "RetryCompleted" => answer::<RetryCompleted>(body, |op| {
+            if op.timestamp.is_some() {
+                return Err("RetryCompleted with a timestamp is not supported by \
+                     autobatch-broker (see its README section)"
+                    .into());
+            }
+            Ok(shared
+                .lock()
+                .retry_completed(&op.queue, op.id.as_deref(), op.count, now))
         }),
         "RemoveDeduplicationKey" => answer::<RemoveDeduplicationKey>(body, |op| {
             Ok(shared

@@ -438,6 +438,49 @@ impl State {
     }
 }
 
+impl State {
+    /// RetryCompleted: completed job `id` of `queue`, or up to `count` completed jobs of it
+    /// (oldest first, all when `None`), run again from their first attempt; how many.
+    pub fn retry_completed(
+        &mut self,
+        queue: &str,
+        id: Option<&str>,
+        count: Option<u64>,
+        now: f64,
+    ) -> u64 {
+        let completed =
+            |e: &super::Entry| e.rec.queue == queue && e.rec.state == JobState::Completed;
+        let mut ids: Vec<(f64, u64, String)> = match id {
+            Some(id) => self
+                .jobs
+                .get(id)
+                .filter(|e| completed(e))
+                .map(|e| vec![(e.rec.created_at, e.rec.seq, id.to_owned())])
+                .unwrap_or_default(),
+            None => self
+                .jobs
+                .values()
+                .filter(|e| completed(e))
+                .map(|e| (e.rec.created_at, e.rec.seq, e.rec.id.clone()))
+                .collect(),
+        };
+        ids.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+        let mut done = 0;
+        for (_, _, id) in ids.into_iter().take(n) {
+            if let Some(e) = self.jobs.get_mut(&id) {
+                e.rec.attempts = 0;
+                e.rec.result = None;
+            }
+            let q = self.index(queue);
+            q.completed = q.completed.saturating_sub(1);
+            self.refile(&id, now, now);
+            done += 1;
+        }
+        done
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{PullSpec, State};

@@ -386,14 +386,12 @@ async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
     let name = queue_name::<T>("refused");
     let q = client.queue(&name);
     let id = q.add("a", &1, JobOptions::new()).await.expect("add");
-    for (cmd, e) in [("Clean", q.clean(0, 10, None).await.expect_err("refused"))] {
-        let (kind, msg) = server_error(e);
-        assert_eq!(kind, ServerErrorKind::Other);
-        assert_eq!(
-            msg,
-            format!("{cmd} is not supported by autobatch-broker (see its README section)")
-        );
-    }
+    let (kind, msg) = server_error(q.clean(0, 10, None).await.expect_err("refused"));
+    assert_eq!(kind, ServerErrorKind::Other);
+    assert_eq!(
+        msg,
+        "Clean is not supported by autobatch-broker (see its README section)"
+    );
     let before = autobatch_driver::ops::RetryCompleted::new(&name).before(1.0e12);
     let (_, msg) = server_error(client.run(before).await.expect_err("refused"));
     assert_eq!(

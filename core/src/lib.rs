@@ -16,8 +16,9 @@
 #![warn(missing_docs)]
 
 pub mod batch;
-pub mod ops;
 mod error;
+pub mod hash;
+pub mod ops;
 pub mod session;
 pub mod wire;
 

@@ -43,8 +43,8 @@ pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
 pub use worker::{JobError, JobOutput, Raw, Worker};
 
-pub use autobatch_core::ops;
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
+pub use autobatch_core::ops;
 pub use autobatch_core::session::{ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{
     Backoff, Dedup, Job, JobCounts, JobOptions, JobState, Response, ValidationError, Value,

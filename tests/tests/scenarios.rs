@@ -78,8 +78,14 @@ async fn concurrent_waves<T: Rt>(target: Target) {
             assert!(all.insert(id.expect("add")), "duplicate id");
         }
         let c = proxy.snapshot();
-        assert_eq!(c.pushb_total(), wave, "{c:?}");
-        assert_eq!(c.cmd("PUSH"), 0);
+        // Every add left in a frame; a batch of one leaves as the PUSH it is (the first add
+        // of a wave, when the pump runs on another thread and sees it alone).
+        let pushes = c.cmd("PUSH") as usize;
+        assert_eq!(c.pushb_total() + pushes, wave, "{c:?}");
+        assert!(
+            pushes * 5 <= wave,
+            "a wave of {wave} was not batched: {c:?}"
+        );
         if wave == 100 {
             assert!(c.cmd("PUSHB") <= 10, "wave of 100 took {c:?}");
         }
@@ -392,7 +398,11 @@ async fn adds_near_the_frame_limit<T: Rt>(target: Target) {
         assert!(id.is_ok(), "{id:?}");
     }
     client.close().await;
-    assert!(proxy.snapshot().cmd("PUSHB") >= 2, "{:?}", proxy.snapshot());
+    // 8 adds of 8.4 MB never fit one 64 MiB frame: they left as several (the first, alone,
+    // as a PUSH).
+    let c = proxy.snapshot();
+    assert!(c.cmd("PUSHB") + c.cmd("PUSH") >= 2, "{c:?}");
+    assert_eq!(c.pushb_total() + c.cmd("PUSH") as usize, 8, "{c:?}");
     assert_eq!(raw(server).count(&name), 8);
 }
 

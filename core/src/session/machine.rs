@@ -2,10 +2,11 @@
 //! pipelining window, timeouts, reconnects. It drives the producer and worker parts, which own
 //! their state, return the requests they want sent, and get their replies handed back.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
 
 use crate::error::Error;
+use crate::hash::IntMap;
 use crate::wire::{validate_queue_name, Response};
 use crate::wire::{write_frame, Command, FrameError, Incoming, JobSpec, Reply, Value};
 
@@ -59,7 +60,7 @@ pub struct Session {
     /// Commands waiting to be written, in order.
     outgoing: SendQueue,
     /// Commands written and not yet answered, by reqId.
-    in_flight: HashMap<u32, Queued>,
+    in_flight: IntMap<u32, Queued>,
     /// `(deadline, reqId)` of every in-flight command, earliest first.
     deadlines: BTreeSet<(Instant, u32)>,
     consecutive_timeouts: u32,
@@ -92,7 +93,7 @@ impl Session {
             next_op: 0,
             next_req: 0,
             outgoing: SendQueue::default(),
-            in_flight: HashMap::new(),
+            in_flight: IntMap::default(),
             deadlines: BTreeSet::new(),
             consecutive_timeouts: 0,
             next_ping: None,

@@ -43,10 +43,11 @@ pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
 pub use worker::{JobError, JobOutput, Raw, Worker};
 
-pub use autobatch_core::ops;
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
+pub use autobatch_core::ops;
 pub use autobatch_core::session::{ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{
-    Backoff, Dedup, Job, JobCounts, JobOptions, JobState, Response, ValidationError, Value,
+    Backoff, Debounce, Dedup, Job, JobCounts, JobOptions, JobState, Repeat, Response,
+    ValidationError, Value,
 };
 pub use autobatch_core::{Error, Fault, ServerError, ServerErrorKind};

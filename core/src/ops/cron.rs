@@ -242,7 +242,7 @@ impl CronJobOptions {
 ///     .data(Value::map([("kind", Value::from("daily"))]))
 ///     .max_limit(10);
 /// assert!(op.validate().is_ok());
-/// assert_eq!(op.to_body().get("repeatEvery"), Some(&Value::from(60_000)));
+/// assert_eq!(op.to_body().get("repeatEvery"), Some(&Value::Int(60_000)));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

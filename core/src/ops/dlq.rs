@@ -484,7 +484,7 @@ fn count_map(m: &BTreeMap<String, u64>) -> Value {
 /// ```
 /// use autobatch_core::ops::{GetDlqStats, Operation};
 /// use autobatch_core::wire::Value;
-/// let stats = Value::map([("total", Value::from(2)), ("pendingRetry", Value::from(0)), ("expired", Value::from(0))]);
+/// let stats = Value::map([("total", Value::Int(2)), ("pendingRetry", Value::Int(0)), ("expired", Value::Int(0))]);
 /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("stats", stats)]))]);
 /// assert_eq!(GetDlqStats::read_reply(&reply).unwrap().total, 2);
 /// ```
@@ -560,7 +560,7 @@ impl Operation for GetDlqStats {
 /// use autobatch_core::wire::Value;
 /// let one = RetryDlq::job("emails", "0190-abc");
 /// assert_eq!(one.to_body().get("jobId"), Some(&Value::from("0190-abc")));
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::from(1))]);
+/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(1))]);
 /// assert_eq!(RetryDlq::read_reply(&reply), Ok(1));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -656,7 +656,7 @@ impl Operation for RetryDlq {
 /// ```
 /// use autobatch_core::ops::{Operation, PurgeDlq};
 /// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::from(3))]);
+/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(3))]);
 /// assert_eq!(PurgeDlq::read_reply(&reply), Ok(3));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

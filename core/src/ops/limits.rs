@@ -27,7 +27,7 @@ use super::{Fields, Operation};
 /// use autobatch_core::ops::{Operation, RateLimit};
 /// use autobatch_core::wire::Value;
 /// let op = RateLimit::new("emails", 100).duration(Duration::from_secs(60));
-/// assert_eq!(op.to_body().get("duration"), Some(&Value::from(60_000)));
+/// assert_eq!(op.to_body().get("duration"), Some(&Value::Int(60_000)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -188,7 +188,7 @@ queue_command! {
 /// ```
 /// use autobatch_core::ops::{Operation, SetConcurrency};
 /// use autobatch_core::wire::Value;
-/// assert_eq!(SetConcurrency::new("emails", 4).to_body().get("limit"), Some(&Value::from(4)));
+/// assert_eq!(SetConcurrency::new("emails", 4).to_body().get("limit"), Some(&Value::Int(4)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -683,7 +683,7 @@ group_command! {
     /// ```
     /// use autobatch_core::ops::{Operation, RemoveGroupRateLimit};
     /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("removed", Value::from(1))]))]);
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("removed", Value::Int(1))]))]);
     /// assert_eq!(RemoveGroupRateLimit::read_reply(&reply), Ok(true));
     /// ```
     RemoveGroupRateLimit, "RemoveGroupRateLimit", bool, Replay::NotSafe,
@@ -698,7 +698,7 @@ group_command! {
     /// ```
     /// use autobatch_core::ops::{GetGroupConcurrency, Operation};
     /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("concurrency", Value::from(2))]))]);
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("concurrency", Value::Int(2))]))]);
     /// assert_eq!(GetGroupConcurrency::read_reply(&reply), Ok(Some(2)));
     /// ```
     GetGroupConcurrency, "GetGroupConcurrency", Option<u64>, Replay::Safe,
@@ -909,7 +909,7 @@ impl Operation for SetGroupConcurrency {
 /// ```
 /// use autobatch_core::ops::{GetGroupRateLimitTtl, Operation};
 /// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("ttl", Value::from(-2))]))]);
+/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("ttl", Value::Int(-2))]))]);
 /// assert_eq!(GetGroupRateLimitTtl::read_reply(&reply), Ok(-2));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

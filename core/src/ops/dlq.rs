@@ -13,7 +13,7 @@ use crate::wire::{Job, ProtocolError, Value};
 
 use super::read::{
     number, reply_array, reply_bool, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str,
-    req_str, text,
+    text,
 };
 use super::{Fields, Operation};
 
@@ -207,8 +207,9 @@ impl DlqFilter {
             .put_opt("newerThan", self.newer_than)
             .put_opt("retriable", self.retriable)
             .put_opt("expired", self.expired)
-            .put_opt("offset", self.offset)
-            .put_opt("limit", self.limit);
+            // The TS client sends the caller's object as is; this is the order of its docs.
+            .put_opt("limit", self.limit)
+            .put_opt("offset", self.offset);
         f.into_value()
     }
 
@@ -478,6 +479,27 @@ fn count_map(m: &BTreeMap<String, u64>) -> Value {
     )
 }
 
+/// The reasons in bunqueue's order (that of its stats map), then any other.
+fn reason_map(m: &BTreeMap<String, u64>) -> Value {
+    const ORDER: [&str; 7] = [
+        "explicit_fail",
+        "max_attempts_exceeded",
+        "timeout",
+        "stalled",
+        "ttl_expired",
+        "worker_lost",
+        "unknown",
+    ];
+    let known = ORDER
+        .iter()
+        .filter_map(|k| m.get(*k).map(|v| (Value::from(*k), Value::from(*v))));
+    let others = m
+        .iter()
+        .filter(|(k, _)| !ORDER.contains(&k.as_str()))
+        .map(|(k, v)| (Value::from(k.as_str()), Value::from(*v)));
+    Value::Map(known.chain(others).collect())
+}
+
 /// `GetDlqStats`: counts of a queue's DLQ by reason, pending retries, expired entries, and
 /// the oldest and newest arrival. A read: replayed.
 ///
@@ -536,7 +558,7 @@ impl Operation for GetDlqStats {
     fn write_reply(s: &DlqStats, fields: &mut Fields) {
         let stats = Value::map([
             ("total", Value::from(s.total)),
-            ("byReason", count_map(&s.by_reason)),
+            ("byReason", reason_map(&s.by_reason)),
             ("byQueue", count_map(&s.by_queue)),
             ("pendingRetry", Value::from(s.pending_retry)),
             ("expired", Value::from(s.expired)),
@@ -741,9 +763,10 @@ impl Operation for RemoveDlqJob {
     }
 
     fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("queue", self.queue.as_str())
-            .put("jobId", self.job_id.as_str());
+        fields.put("queue", self.queue.as_str());
+        if !self.job_id.is_empty() {
+            fields.put("jobId", self.job_id.as_str());
+        }
     }
 
     fn read_reply(reply: &Value) -> Result<bool, ProtocolError> {
@@ -751,9 +774,10 @@ impl Operation for RemoveDlqJob {
     }
 
     fn read_request(request: &Value) -> Result<Self, CommandError> {
+        // Not validated by the server: without one, nothing is removed.
         Ok(RemoveDlqJob::new(
             req_queue_raw(request),
-            req_str(request, "jobId")?,
+            req_opt_str(request, "jobId").unwrap_or_default(),
         ))
     }
 

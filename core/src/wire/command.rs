@@ -423,8 +423,7 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
         "PUSH" => {
             let queue = queue_field(v)?;
             let job = decode_job(v, Flavor::Push)?;
-            // Checked by the queue manager after the handler's own checks.
-            job.opts.check_extras()?;
+            check_manager(v, &job)?;
             Command::Push { queue, job }
         }
         "PUSHB" => {
@@ -446,8 +445,10 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
             };
             // The queue manager checks these for every job after the handler has checked
             // them all, and its errors carry no `jobs[i]:` prefix.
-            for job in &jobs {
-                job.opts.check_extras()?;
+            if let Some(Value::Array(items)) = v.get("jobs") {
+                for (item, job) in items.iter().zip(&jobs) {
+                    check_manager(item, job)?;
+                }
             }
             Command::PushB { queue, jobs }
         }
@@ -968,6 +969,25 @@ fn opt_ms(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError
     Ok(opt_number(v, field)?.map(|f| f as i64))
 }
 
+/// The checks bunqueue's queue manager makes after the handler's (group size, repeat), on the
+/// wire value of `groupMaxSize` (a fraction or a string is refused, not rounded).
+fn check_manager(item: &Value, job: &JobSpec) -> Result<(), ValidationError> {
+    match item.get("groupMaxSize") {
+        None | Some(Value::Undefined) => {}
+        Some(x @ (Value::Int(_) | Value::F64(_)))
+            if x.as_f64().is_some_and(|f| {
+                f.fract() == 0.0 && f > 0.0 && f <= super::job::MAX_SAFE_INTEGER as f64
+            }) => {}
+        Some(_) => {
+            return Err(ValidationError {
+                field: "groupMaxSize",
+                message: "group.maxSize must be a positive safe integer".into(),
+            })
+        }
+    }
+    job.opts.check_extras()
+}
+
 /// A number the server stores without checking it (`keepLogs`, …): kept when numeric.
 fn opt_count(v: &Value, field: &str) -> Option<i64> {
     v.get(field).and_then(Value::as_f64).map(|f| f as i64)
@@ -1123,22 +1143,11 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
         remove_on_complete: opt_bool(v, "removeOnComplete"),
         remove_on_fail: opt_bool(v, "removeOnFail"),
         durable: opt_bool(v, "durable"),
-        group_max_size: match v.get("groupMaxSize") {
-            None | Some(Value::Undefined) => None,
-            Some(x) => match x.as_f64() {
-                Some(f)
-                    if f.fract() == 0.0 && f > 0.0 && f <= super::job::MAX_SAFE_INTEGER as f64 =>
-                {
-                    Some(f as i64)
-                }
-                _ => {
-                    return Err(ValidationError {
-                        field: "groupMaxSize",
-                        message: "group.maxSize must be a positive safe integer".into(),
-                    })
-                }
-            },
-        },
+        // Checked with the queue manager's checks (`check_manager`), after every item's own.
+        group_max_size: v
+            .get("groupMaxSize")
+            .and_then(Value::as_f64)
+            .map(|f| f as i64),
         repeat: match v.get("repeat") {
             None | Some(Value::Undefined) | Some(Value::Nil) | Some(Value::Bool(false)) => None,
             Some(r @ Value::Map(_)) => Some(Repeat::from_value(r)?),

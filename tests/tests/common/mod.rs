@@ -132,3 +132,4 @@ pub fn raw(addr: SocketAddr) -> RawClient {
 pub fn is_transport(e: &Error) -> bool {
     matches!(e, Error::ConnectionLost { .. } | Error::Timeout { .. })
 }
+

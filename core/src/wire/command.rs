@@ -579,6 +579,7 @@ fn extra_field_count(o: &JobOptions) -> usize {
         o.debounce.is_some(),
         o.debounce.as_ref().is_some_and(|d| d.ttl.is_some()),
         o.parent_id.is_some(),
+        !o.children_ids.is_empty(),
         o.stack_trace_limit.is_some(),
         o.keep_logs.is_some(),
         o.size_limit.is_some(),
@@ -597,6 +598,7 @@ fn has_extras(o: &JobOptions) -> bool {
         || o.repeat.is_some()
         || o.debounce.is_some()
         || o.parent_id.is_some()
+        || !o.children_ids.is_empty()
         || o.stack_trace_limit.is_some()
         || o.keep_logs.is_some()
         || o.size_limit.is_some()
@@ -652,6 +654,12 @@ fn write_extra_fields(e: &mut Encoder<'_>, o: &JobOptions) {
     if let Some(p) = &o.parent_id {
         e.kv_str("parentId", p);
     }
+    if !o.children_ids.is_empty() {
+        e.str("childrenIds").array(o.children_ids.len());
+        for id in &o.children_ids {
+            e.str(id);
+        }
+    }
 }
 
 fn extra_fields_len(o: &JobOptions) -> usize {
@@ -681,6 +689,14 @@ fn extra_fields_len(o: &JobOptions) -> usize {
     }
     if let Some(p) = &o.parent_id {
         n += str_len("parentId".len()) + str_len(p.len());
+    }
+    if !o.children_ids.is_empty() {
+        n += str_len("childrenIds".len())
+            + super::size::array_header_len(o.children_ids.len())
+            + o.children_ids
+                .iter()
+                .map(|s| str_len(s.len()))
+                .sum::<usize>();
     }
     n
 }
@@ -1165,6 +1181,7 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
                     .map(|f| from_millis(f as i64)),
             }),
         parent_id: v.get("parentId").and_then(super::job::id_text),
+        children_ids: string_list(v.get("childrenIds")),
         stack_trace_limit: opt_count(v, "stackTraceLimit"),
         keep_logs: opt_count(v, "keepLogs"),
         size_limit: opt_count(v, "sizeLimit"),
@@ -1626,6 +1643,7 @@ mod size_tests {
                 repeat: self.0.repeat,
                 debounce: self.0.debounce,
                 parent_id: self.0.parent_id,
+                children_ids: self.0.children_ids,
                 stack_trace_limit: self.0.stack_trace_limit,
                 keep_logs: self.0.keep_logs,
                 size_limit: self.0.size_limit,
@@ -1661,6 +1679,7 @@ mod size_tests {
                     ttl: i[1].map(span),
                 }),
                 parent_id: t[1].clone(),
+                children_ids: t[1].iter().cloned().collect(),
                 stack_trace_limit: i[1],
                 keep_logs: i[2],
                 size_limit: i[3],

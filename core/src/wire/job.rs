@@ -550,8 +550,13 @@ pub struct JobOptions {
     pub repeat: Option<Repeat>,
     /// Keep only the last of the jobs added with the same key within a window.
     pub debounce: Option<Debounce>,
-    /// Parent job id (`parentId`): the job is a child of that job, which must exist.
+    /// Parent job id (`parentId`): the job is a child of that job, which must exist. (The TS
+    /// client's `parent: {id, queue}` also adds `__parentId` / `__parentQueue` to the data;
+    /// add them to the data yourself where a consumer reads them.)
     pub parent_id: Option<String>,
+    /// Ids of this job's children (`childrenIds`, as bunqueue-client sends it; the TS client
+    /// builds children with flows instead).
+    pub children_ids: Vec<String>,
     /// Stack-trace lines kept per failure (server default 10).
     pub stack_trace_limit: Option<i64>,
     /// Log lines kept for the job.
@@ -644,6 +649,12 @@ impl JobOptions {
     /// Sets [`tags`](Self::tags).
     pub fn tags<S: Into<String>>(mut self, tags: impl IntoIterator<Item = S>) -> Self {
         self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`children_ids`](Self::children_ids).
+    pub fn children_ids<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Self {
+        self.children_ids = ids.into_iter().map(Into::into).collect();
         self
     }
 

@@ -569,6 +569,34 @@ async fn broker_refuses_typed<T: Rt>(target: Target) {
     client.close().await;
 }
 
+/// The broker answers the DLQ and stall settings with bunqueue's defaults (it keeps none of
+/// its own), seen through a raw connection as well.
+async fn defaults_served<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("defaults");
+    let q = client.queue(&name);
+    let dlq = q.get_dlq_config().await.expect("get_dlq_config");
+    assert_eq!(dlq, autobatch_driver::ops::DlqConfig::default());
+    let stall = q.get_stall_config().await.expect("get_stall_config");
+    assert_eq!(stall, autobatch_driver::ops::StallConfig::default());
+    let mut raw = raw(server);
+    let got = raw
+        .command("GetDlqConfig", &[("queue", Value::from(name.as_str()))])
+        .expect("raw");
+    let config = got.get("config").expect("config");
+    assert_eq!(num(config, "maxEntries"), Some(10_000.0));
+    assert_eq!(flag(config, "autoRetry"), Some(false));
+    let got = raw
+        .command("GetStallConfig", &[("queue", Value::from(name.as_str()))])
+        .expect("raw");
+    assert_eq!(
+        num(got.get("config").expect("config"), "maxStalls"),
+        Some(3.0)
+    );
+    client.close().await;
+}
+
 macro_rules! scenarios {
     ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
         #[test]
@@ -589,7 +617,7 @@ macro_rules! bunqueue_scenarios {
 macro_rules! broker_scenarios {
     ($rt:ty) => {
         scenarios!($rt, autobatch_tests::Target::Broker =>
-            job_options_accepted, broker_refuses_typed);
+            job_options_accepted, broker_refuses_typed, defaults_served);
     };
 }
 

@@ -11,6 +11,8 @@ use autobatch_core::wire::{Response, Value};
 use crate::dispatch::{Conn, Shared};
 
 mod control;
+mod dlq;
+mod limits;
 
 /// Serves `cmd` if one of the domain modules implements it.
 pub(crate) fn serve(
@@ -21,6 +23,8 @@ pub(crate) fn serve(
     now: f64,
 ) -> Option<Result<Response, String>> {
     control::serve(shared, conn, cmd, body, now)
+        .or_else(|| dlq::serve(shared, conn, cmd, body, now))
+        .or_else(|| limits::serve(shared, conn, cmd, body, now))
 }
 
 /// Reads `body` as an `O`, runs `f` on it, and writes its reply: the request's validation

@@ -47,6 +47,7 @@ pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPo
 pub use autobatch_core::ops;
 pub use autobatch_core::session::{ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{
-    Backoff, Dedup, Job, JobCounts, JobOptions, JobState, Response, ValidationError, Value,
+    Backoff, Debounce, Dedup, Job, JobCounts, JobOptions, JobState, Repeat, Response,
+    ValidationError, Value,
 };
 pub use autobatch_core::{Error, Fault, ServerError, ServerErrorKind};

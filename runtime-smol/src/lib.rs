@@ -33,9 +33,9 @@ use std::time::Instant;
 use autobatch_driver::{AsyncTimer, BoxFuture, Runtime};
 
 pub use autobatch_driver::{
-    Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Dedup, Error,
-    Fault, FlushReason, Job, JobCounts, JobOptions, JobOutput, JobState, OptionsError,
-    OverflowPolicy, Raw, ReconnectConfig, Replay, Response, ServerError, ServerErrorKind,
+    Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Debounce, Dedup,
+    Error, Fault, FlushReason, Job, JobCounts, JobOptions, JobOutput, JobState, OptionsError,
+    OverflowPolicy, Raw, ReconnectConfig, Repeat, Replay, Response, ServerError, ServerErrorKind,
     ServerInfo, SessionStats, ValidationError, Value, WorkerOptions, DEFAULT_PORT,
 };
 

@@ -12,6 +12,8 @@ use crate::dispatch::{Conn, Shared};
 
 mod control;
 mod lookup;
+mod dlq;
+mod limits;
 
 /// Serves `cmd` if one of the domain modules implements it.
 pub(crate) fn serve(
@@ -23,6 +25,8 @@ pub(crate) fn serve(
 ) -> Option<Result<Response, String>> {
     control::serve(shared, conn, cmd, body, now)
         .or_else(|| lookup::serve(shared, conn, cmd, body, now))
+        .or_else(|| dlq::serve(shared, conn, cmd, body, now))
+        .or_else(|| limits::serve(shared, conn, cmd, body, now))
 }
 
 /// Reads `body` as an `O`, runs `f` on it, and writes its reply: the request's validation

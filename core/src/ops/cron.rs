@@ -1,1 +1,685 @@
 //! Job schedulers (`Cron*`): upsert, get, list and remove repeatable jobs.
+//!
+//! A scheduler is a named server-side timer that adds a job to its queue on a cron pattern
+//! or every N milliseconds (BullMQ's "job schedulers"). Names are global to the server, not
+//! per queue. bunqueue stores, per scheduler, what [`CronInfo`] reports.
+
+use std::time::Duration;
+
+use crate::session::Replay;
+use crate::wire::server::CommandError;
+use crate::wire::{Backoff, Dedup, ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER};
+
+use super::dlq::{ms, opt_f64, opt_u64, span};
+use super::read::{reply_array, reply_field, reply_opt, reply_opt_str, req_opt_str};
+use super::{Fields, Operation};
+
+/// When a job scheduler runs: every N ms, or on a cron pattern (BullMQ's `RepeatOptions`
+/// `every` / `pattern`).
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_core::ops::Schedule;
+/// let hourly = Schedule::pattern("0 * * * *");
+/// let fast = Schedule::Every(Duration::from_secs(5));
+/// # let _ = (hourly, fast);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Schedule {
+    /// Every this long (at least 1 ms).
+    Every(Duration),
+    /// On this cron pattern (5 or 6 fields, or a shortcut such as `@daily`), in UTC.
+    Pattern(String),
+}
+
+impl Schedule {
+    /// On the cron `pattern`.
+    pub fn pattern(pattern: impl Into<String>) -> Self {
+        Schedule::Pattern(pattern.into())
+    }
+}
+
+/// A scheduler as bunqueue reports it (`cron` in the replies of [`CronUpsert`] and
+/// [`CronGet`], each of `crons` in [`CronList`]'s).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CronInfo {
+    /// The scheduler's name (its id).
+    pub name: String,
+    /// Name of the jobs it adds.
+    pub job_name: String,
+    /// Queue the jobs go to.
+    pub queue: String,
+    /// Cron pattern, if it runs on one.
+    pub schedule: Option<String>,
+    /// Interval, if it runs every N ms.
+    pub repeat_every: Option<Duration>,
+    /// Next run, epoch ms.
+    pub next_run: f64,
+    /// Runs so far.
+    pub executions: u64,
+    /// Most runs in all (none when absent).
+    pub max_limit: Option<u64>,
+    /// Time zone of the pattern.
+    pub timezone: Option<String>,
+    /// Priority of the jobs it adds.
+    pub priority: i64,
+}
+
+impl CronInfo {
+    fn from_value(v: &Value) -> Result<CronInfo, ProtocolError> {
+        Ok(CronInfo {
+            name: reply_opt_str(v, "name").ok_or(ProtocolError::BadField {
+                field: "cron.name",
+                problem: "missing",
+            })?,
+            job_name: reply_opt_str(v, "jobName").unwrap_or_default(),
+            queue: reply_opt_str(v, "queue").unwrap_or_default(),
+            schedule: reply_opt_str(v, "schedule"),
+            repeat_every: opt_f64(v, "repeatEvery").map(span),
+            next_run: opt_f64(v, "nextRun").unwrap_or(0.0),
+            executions: opt_u64(v, "executions").unwrap_or(0),
+            max_limit: opt_u64(v, "maxLimit"),
+            timezone: reply_opt_str(v, "timezone"),
+            priority: opt_f64(v, "priority").unwrap_or(0.0) as i64,
+        })
+    }
+
+    fn to_value(&self) -> Value {
+        let nullable = |s: &Option<String>| s.clone().map_or(Value::Nil, Value::Str);
+        Value::map([
+            ("name", Value::from(self.name.as_str())),
+            ("jobName", Value::from(self.job_name.as_str())),
+            ("queue", Value::from(self.queue.as_str())),
+            ("schedule", nullable(&self.schedule)),
+            ("repeatEvery", self.repeat_every.map_or(Value::Nil, ms)),
+            ("nextRun", Value::F64(self.next_run)),
+            ("executions", Value::from(self.executions)),
+            ("maxLimit", self.max_limit.map_or(Value::Nil, Value::from)),
+            ("timezone", nullable(&self.timezone)),
+            ("priority", Value::Int(self.priority)),
+        ])
+    }
+}
+
+/// Options of the jobs a scheduler adds (`jobOptions`: the subset bunqueue applies to them).
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_core::ops::CronJobOptions;
+/// let o = CronJobOptions::new().attempts(5).remove_on_complete(true);
+/// assert_eq!(o.attempts, Some(5));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CronJobOptions {
+    /// Attempts (`maxAttempts`).
+    pub attempts: Option<i64>,
+    /// Backoff between attempts.
+    pub backoff: Option<Backoff>,
+    /// Processing timeout.
+    pub timeout: Option<Duration>,
+    /// Delay of each added job.
+    pub delay: Option<Duration>,
+    /// Stall timeout.
+    pub stall_timeout: Option<Duration>,
+    /// Remove each job when it completes.
+    pub remove_on_complete: Option<bool>,
+    /// Remove each job when it fails for good.
+    pub remove_on_fail: Option<bool>,
+}
+
+impl CronJobOptions {
+    /// No options: the server's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`attempts`](Self::attempts).
+    pub fn attempts(mut self, n: i64) -> Self {
+        self.attempts = Some(n);
+        self
+    }
+
+    /// Sets [`backoff`](Self::backoff).
+    pub fn backoff(mut self, b: Backoff) -> Self {
+        self.backoff = Some(b);
+        self
+    }
+
+    /// Sets [`timeout`](Self::timeout).
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.timeout = Some(d);
+        self
+    }
+
+    /// Sets [`delay`](Self::delay).
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.delay = Some(d);
+        self
+    }
+
+    /// Sets [`stall_timeout`](Self::stall_timeout).
+    pub fn stall_timeout(mut self, d: Duration) -> Self {
+        self.stall_timeout = Some(d);
+        self
+    }
+
+    /// Sets [`remove_on_complete`](Self::remove_on_complete).
+    pub fn remove_on_complete(mut self, yes: bool) -> Self {
+        self.remove_on_complete = Some(yes);
+        self
+    }
+
+    /// Sets [`remove_on_fail`](Self::remove_on_fail).
+    pub fn remove_on_fail(mut self, yes: bool) -> Self {
+        self.remove_on_fail = Some(yes);
+        self
+    }
+
+    fn is_empty(&self) -> bool {
+        *self == CronJobOptions::default()
+    }
+
+    fn to_value(&self) -> Value {
+        let backoff = |b: Backoff| match b {
+            Backoff::Delay(d) => ms(d),
+            Backoff::Fixed(d) => Value::map([("type", Value::from("fixed")), ("delay", ms(d))]),
+            Backoff::Exponential(d) => {
+                Value::map([("type", Value::from("exponential")), ("delay", ms(d))])
+            }
+        };
+        let mut f = Fields::default();
+        f.put_opt("maxAttempts", self.attempts)
+            .put_opt("backoff", self.backoff.map(backoff))
+            .put_opt("timeout", self.timeout.map(ms))
+            .put_opt("delay", self.delay.map(ms))
+            .put_opt("stallTimeout", self.stall_timeout.map(ms))
+            .put_opt("removeOnComplete", self.remove_on_complete)
+            .put_opt("removeOnFail", self.remove_on_fail);
+        f.into_value()
+    }
+
+    fn from_value(v: &Value) -> CronJobOptions {
+        let backoff = match v.get("backoff") {
+            Some(b @ Value::Map(_)) => {
+                let d = span(opt_f64(b, "delay").unwrap_or(0.0));
+                match b.get("type").and_then(Value::as_str) {
+                    Some("fixed") => Some(Backoff::Fixed(d)),
+                    _ => Some(Backoff::Exponential(d)),
+                }
+            }
+            Some(x) => x.as_f64().map(|f| Backoff::Delay(span(f))),
+            None => None,
+        };
+        CronJobOptions {
+            attempts: opt_f64(v, "maxAttempts").map(|f| f as i64),
+            backoff,
+            timeout: opt_f64(v, "timeout").map(span),
+            delay: opt_f64(v, "delay").map(span),
+            stall_timeout: opt_f64(v, "stallTimeout").map(span),
+            remove_on_complete: reply_opt(v, "removeOnComplete").and_then(Value::as_bool),
+            remove_on_fail: reply_opt(v, "removeOnFail").and_then(Value::as_bool),
+        }
+    }
+}
+
+/// `Cron`: creates or replaces the scheduler `name`, which adds a job named `job_name` with
+/// `data` to `queue` on the cron `schedule` or every `repeat_every` (at least one of them).
+///
+/// Upserting the same scheduler twice leaves the same scheduler: replayed after a lost
+/// connection. Validated as bunqueue validates: `repeat_every` at least 1 ms (a positive safe
+/// integer), and a schedule or an interval; the cron pattern itself is checked by the server
+/// (`Invalid cron expression: …`).
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_core::ops::{CronUpsert, Operation};
+/// use autobatch_core::wire::Value;
+/// let op = CronUpsert::every("emails", "digest", Duration::from_secs(60))
+///     .job_name("send-digest")
+///     .data(Value::map([("kind", Value::from("daily"))]))
+///     .max_limit(10);
+/// assert!(op.validate().is_ok());
+/// assert_eq!(op.to_body().get("repeatEvery"), Some(&Value::Int(60_000)));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CronUpsert {
+    /// The scheduler's name (global to the server).
+    pub name: String,
+    /// Queue the jobs go to.
+    pub queue: String,
+    /// Name of the jobs (`default` when absent, as the TS client sends it).
+    pub job_name: Option<String>,
+    /// Data of each job.
+    pub data: Value,
+    /// Cron pattern (5 or 6 fields, or a shortcut such as `@hourly`).
+    pub schedule: Option<String>,
+    /// Interval.
+    pub repeat_every: Option<Duration>,
+    /// Priority of each job.
+    pub priority: Option<i64>,
+    /// IANA time zone of the pattern (UTC when absent).
+    pub timezone: Option<String>,
+    /// Most runs in all (`0` or absent: no limit).
+    pub max_limit: Option<i64>,
+    /// After a restart, skip the runs missed meanwhile (server default: yes).
+    pub skip_missed_on_restart: Option<bool>,
+    /// Run once at once, then on schedule.
+    pub immediately: Option<bool>,
+    /// Skip a run when no worker is registered for the queue.
+    pub skip_if_no_worker: Option<bool>,
+    /// Skip a run while the previous run's job is still pending (server default: yes).
+    pub prevent_overlap: Option<bool>,
+    /// Options of each job.
+    pub job_options: Option<CronJobOptions>,
+    /// Deduplication key of each job.
+    pub unique_key: Option<String>,
+    /// Deduplication window for `unique_key`.
+    pub dedup: Option<Dedup>,
+}
+
+impl CronUpsert {
+    /// Scheduler `name` adding to `queue` on `schedule`.
+    pub fn new(queue: impl Into<String>, name: impl Into<String>, schedule: Schedule) -> Self {
+        let (schedule, repeat_every) = match schedule {
+            Schedule::Every(every) => (None, Some(every)),
+            Schedule::Pattern(p) => (Some(p), None),
+        };
+        CronUpsert {
+            schedule,
+            repeat_every,
+            ..CronUpsert::blank(queue, name)
+        }
+    }
+
+    fn blank(queue: impl Into<String>, name: impl Into<String>) -> Self {
+        CronUpsert {
+            name: name.into(),
+            queue: queue.into(),
+            job_name: None,
+            data: Value::map::<&str>([]),
+            schedule: None,
+            repeat_every: None,
+            priority: None,
+            timezone: None,
+            max_limit: None,
+            skip_missed_on_restart: None,
+            immediately: None,
+            skip_if_no_worker: None,
+            prevent_overlap: None,
+            job_options: None,
+            unique_key: None,
+            dedup: None,
+        }
+    }
+
+    /// Scheduler `name` adding to `queue` on the cron `pattern`.
+    pub fn pattern(
+        queue: impl Into<String>,
+        name: impl Into<String>,
+        pattern: impl Into<String>,
+    ) -> Self {
+        CronUpsert {
+            schedule: Some(pattern.into()),
+            ..CronUpsert::blank(queue, name)
+        }
+    }
+
+    /// Scheduler `name` adding to `queue` every `every`.
+    pub fn every(queue: impl Into<String>, name: impl Into<String>, every: Duration) -> Self {
+        CronUpsert {
+            repeat_every: Some(every),
+            ..CronUpsert::blank(queue, name)
+        }
+    }
+
+    /// Sets [`job_name`](Self::job_name).
+    pub fn job_name(mut self, name: impl Into<String>) -> Self {
+        self.job_name = Some(name.into());
+        self
+    }
+
+    /// Sets [`data`](Self::data).
+    pub fn data(mut self, data: Value) -> Self {
+        self.data = data;
+        self
+    }
+
+    /// Sets [`schedule`](Self::schedule).
+    pub fn schedule(mut self, pattern: impl Into<String>) -> Self {
+        self.schedule = Some(pattern.into());
+        self
+    }
+
+    /// Sets [`repeat_every`](Self::repeat_every).
+    pub fn repeat_every(mut self, every: Duration) -> Self {
+        self.repeat_every = Some(every);
+        self
+    }
+
+    /// Sets [`priority`](Self::priority).
+    pub fn priority(mut self, p: i64) -> Self {
+        self.priority = Some(p);
+        self
+    }
+
+    /// Sets [`timezone`](Self::timezone).
+    pub fn timezone(mut self, tz: impl Into<String>) -> Self {
+        self.timezone = Some(tz.into());
+        self
+    }
+
+    /// Sets [`max_limit`](Self::max_limit).
+    pub fn max_limit(mut self, n: i64) -> Self {
+        self.max_limit = Some(n);
+        self
+    }
+
+    /// Sets [`skip_missed_on_restart`](Self::skip_missed_on_restart).
+    pub fn skip_missed_on_restart(mut self, yes: bool) -> Self {
+        self.skip_missed_on_restart = Some(yes);
+        self
+    }
+
+    /// Sets [`immediately`](Self::immediately).
+    pub fn immediately(mut self, yes: bool) -> Self {
+        self.immediately = Some(yes);
+        self
+    }
+
+    /// Sets [`skip_if_no_worker`](Self::skip_if_no_worker).
+    pub fn skip_if_no_worker(mut self, yes: bool) -> Self {
+        self.skip_if_no_worker = Some(yes);
+        self
+    }
+
+    /// Sets [`prevent_overlap`](Self::prevent_overlap).
+    pub fn prevent_overlap(mut self, yes: bool) -> Self {
+        self.prevent_overlap = Some(yes);
+        self
+    }
+
+    /// Sets [`job_options`](Self::job_options).
+    pub fn job_options(mut self, o: CronJobOptions) -> Self {
+        self.job_options = Some(o);
+        self
+    }
+
+    /// Sets [`unique_key`](Self::unique_key) and its window.
+    pub fn dedup(mut self, key: impl Into<String>, dedup: Dedup) -> Self {
+        self.unique_key = Some(key.into());
+        self.dedup = Some(dedup);
+        self
+    }
+}
+
+fn dedup_value(d: &Dedup) -> Value {
+    let mut f = Fields::default();
+    f.put_opt("ttl", d.ttl.map(ms))
+        .put_opt("extend", d.extend)
+        .put_opt("replace", d.replace);
+    f.into_value()
+}
+
+/// bunqueue's `assertValidCronTiming`, on the wire value of `repeatEvery`.
+fn check_timing(schedule: Option<&str>, every: Option<f64>) -> Result<(), ValidationError> {
+    if let Some(e) = every {
+        if e.fract() != 0.0 || !(1.0..=MAX_SAFE_INTEGER as f64).contains(&e) {
+            return Err(ValidationError::new(
+                "repeatEvery",
+                "Cron repeatEvery must be a positive safe integer number of milliseconds",
+            ));
+        }
+    }
+    if schedule.is_none_or(str::is_empty) && every.is_none() {
+        return Err(ValidationError::new(
+            "schedule",
+            "Cron job must have either schedule or repeatEvery",
+        ));
+    }
+    Ok(())
+}
+
+impl Operation for CronUpsert {
+    const NAME: &'static str = "Cron";
+    type Output = CronInfo;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields
+            .put("name", self.name.as_str())
+            .put("jobName", self.job_name.as_deref().unwrap_or("default"))
+            .put("queue", self.queue.as_str())
+            .put("data", self.data.clone())
+            .put_opt("schedule", self.schedule.as_deref())
+            .put_opt("repeatEvery", self.repeat_every.map(ms))
+            .put_opt("priority", self.priority)
+            .put_opt("timezone", self.timezone.as_deref())
+            .put_opt("maxLimit", self.max_limit)
+            .put_opt("skipMissedOnRestart", self.skip_missed_on_restart)
+            .put_opt("immediately", self.immediately)
+            .put_opt("skipIfNoWorker", self.skip_if_no_worker)
+            .put_opt("preventOverlap", self.prevent_overlap)
+            .put_opt(
+                "jobOptions",
+                self.job_options
+                    .as_ref()
+                    .filter(|o| !o.is_empty())
+                    .map(CronJobOptions::to_value),
+            )
+            .put_opt("uniqueKey", self.unique_key.as_deref())
+            .put_opt("dedup", self.dedup.as_ref().map(dedup_value));
+    }
+
+    fn read_reply(reply: &Value) -> Result<CronInfo, ProtocolError> {
+        CronInfo::from_value(reply_field(reply, "cron")?)
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        let every = match request.get("repeatEvery") {
+            None | Some(Value::Undefined) | Some(Value::Nil) => None,
+            Some(x) => Some(x.as_f64().ok_or_else(|| {
+                ValidationError::new(
+                    "repeatEvery",
+                    "Cron repeatEvery must be a positive safe integer number of milliseconds",
+                )
+            })?),
+        };
+        let schedule = req_opt_str(request, "schedule");
+        check_timing(schedule.as_deref(), every)?;
+        let flag = |k: &str| reply_opt(request, k).and_then(Value::as_bool);
+        Ok(CronUpsert {
+            name: req_opt_str(request, "name").unwrap_or_default(),
+            queue: req_opt_str(request, "queue").unwrap_or_default(),
+            job_name: req_opt_str(request, "jobName"),
+            data: request.get("data").cloned().unwrap_or(Value::Undefined),
+            schedule,
+            repeat_every: every.map(span),
+            priority: opt_f64(request, "priority").map(|f| f as i64),
+            timezone: req_opt_str(request, "timezone"),
+            max_limit: opt_f64(request, "maxLimit").map(|f| f as i64),
+            skip_missed_on_restart: flag("skipMissedOnRestart"),
+            immediately: flag("immediately"),
+            skip_if_no_worker: flag("skipIfNoWorker"),
+            prevent_overlap: flag("preventOverlap"),
+            job_options: match request.get("jobOptions") {
+                Some(o @ Value::Map(_)) => Some(CronJobOptions::from_value(o)),
+                _ => None,
+            },
+            unique_key: req_opt_str(request, "uniqueKey"),
+            dedup: match request.get("dedup") {
+                Some(d @ Value::Map(_)) => Some(Dedup {
+                    ttl: opt_f64(d, "ttl").map(span),
+                    extend: reply_opt(d, "extend").and_then(Value::as_bool),
+                    replace: reply_opt(d, "replace").and_then(Value::as_bool),
+                }),
+                _ => None,
+            },
+        })
+    }
+
+    fn write_reply(cron: &CronInfo, fields: &mut Fields) {
+        fields.put("cron", cron.to_value());
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_timing(
+            self.schedule.as_deref(),
+            self.repeat_every.map(|d| crate::wire::millis(d) as f64),
+        )
+    }
+}
+
+/// `CronGet`: one scheduler by name; bunqueue answers `Cron job not found` for a name it
+/// does not know. A read: replayed.
+///
+/// ```
+/// use autobatch_core::ops::{CronGet, Operation};
+/// use autobatch_core::wire::Value;
+/// assert_eq!(CronGet::new("digest").to_body().get("name"), Some(&Value::from("digest")));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CronGet {
+    /// The scheduler's name.
+    pub name: String,
+}
+
+impl CronGet {
+    /// Asks for scheduler `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        CronGet { name: name.into() }
+    }
+}
+
+impl Operation for CronGet {
+    const NAME: &'static str = "CronGet";
+    type Output = CronInfo;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("name", self.name.as_str());
+    }
+
+    fn read_reply(reply: &Value) -> Result<CronInfo, ProtocolError> {
+        CronInfo::from_value(reply_field(reply, "cron")?)
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(CronGet::new(
+            req_opt_str(request, "name").unwrap_or_default(),
+        ))
+    }
+
+    fn write_reply(cron: &CronInfo, fields: &mut Fields) {
+        fields.put("cron", cron.to_value());
+    }
+}
+
+/// `CronList`: every scheduler on the server, of every queue. A read: replayed.
+///
+/// ```
+/// use autobatch_core::ops::{CronList, Operation};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([("ok", Value::from(true)), ("crons", Value::Array(vec![]))]);
+/// assert_eq!(CronList::read_reply(&reply).unwrap(), vec![]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CronList {}
+
+impl CronList {
+    /// Lists every scheduler.
+    pub fn new() -> Self {
+        CronList {}
+    }
+}
+
+impl Operation for CronList {
+    const NAME: &'static str = "CronList";
+    type Output = Vec<CronInfo>;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, _: &mut Fields) {}
+
+    fn read_reply(reply: &Value) -> Result<Vec<CronInfo>, ProtocolError> {
+        reply_array(reply, "crons")?
+            .iter()
+            .map(CronInfo::from_value)
+            .collect()
+    }
+
+    fn read_request(_: &Value) -> Result<Self, CommandError> {
+        Ok(CronList::new())
+    }
+
+    fn write_reply(crons: &Vec<CronInfo>, fields: &mut Fields) {
+        fields.put(
+            "crons",
+            Value::Array(crons.iter().map(CronInfo::to_value).collect()),
+        );
+    }
+}
+
+/// `CronDelete`: removes scheduler `name` (jobs it already added stay); bunqueue answers
+/// `Cron job not found` for a name it does not know.
+///
+/// Not replayed: a second run after a lost connection would fail with "not found" for the
+/// scheduler the first run removed.
+///
+/// ```
+/// use autobatch_core::ops::{CronDelete, Operation};
+/// assert_eq!(CronDelete::NAME, "CronDelete");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CronDelete {
+    /// The scheduler's name.
+    pub name: String,
+}
+
+impl CronDelete {
+    /// Removes scheduler `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        CronDelete { name: name.into() }
+    }
+}
+
+impl Operation for CronDelete {
+    const NAME: &'static str = "CronDelete";
+    type Output = ();
+
+    fn replay(&self) -> Replay {
+        Replay::NotSafe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("name", self.name.as_str());
+    }
+
+    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
+        Ok(())
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(CronDelete::new(
+            req_opt_str(request, "name").unwrap_or_default(),
+        ))
+    }
+
+    fn write_reply(_: &(), fields: &mut Fields) {
+        fields.put("id", Value::Undefined);
+    }
+}

@@ -1,1 +1,1065 @@
 //! The dead-letter queue: list, stats, retry, purge, remove, and its configuration.
+//!
+//! A job lands in its queue's DLQ when it fails for good (attempts exhausted, unrecoverable,
+//! stalled too often, TTL expired…). None of these commands validates the queue name on the
+//! server (an unknown queue has an empty DLQ), so none does here either.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::session::Replay;
+use crate::wire::server::CommandError;
+use crate::wire::{Job, ProtocolError, Value};
+
+use super::read::{
+    number, reply_array, reply_bool, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str,
+    text,
+};
+use super::{Fields, Operation};
+
+// ------------------------------------------------------------------------ shared readers
+
+/// The request's `queue` as sent (these handlers do not validate it).
+pub(super) fn req_queue_raw(v: &Value) -> String {
+    req_opt_str(v, "queue").unwrap_or_default()
+}
+
+/// An optional number of milliseconds in a reply or config map.
+pub(super) fn opt_f64(v: &Value, field: &str) -> Option<f64> {
+    reply_opt(v, field).and_then(number)
+}
+
+/// An optional count in a reply or config map (negatives read as absent).
+pub(super) fn opt_u64(v: &Value, field: &str) -> Option<u64> {
+    opt_f64(v, field).and_then(|f| (f >= 0.0).then_some(f as u64))
+}
+
+/// A span of milliseconds as the wire carries it.
+pub(super) fn ms(d: Duration) -> Value {
+    Value::Int(crate::wire::millis(d))
+}
+
+/// A wire span (ms) as a [`Duration`] (negatives read as zero).
+pub(super) fn span(f: f64) -> Duration {
+    Duration::from_millis(if f > 0.0 { f as u64 } else { 0 })
+}
+
+/// The `data` map of a `resp.data(...)` reply.
+pub(super) fn reply_data(reply: &Value) -> Result<&Value, ProtocolError> {
+    reply_field(reply, "data")
+}
+
+/// Writes `{data: {key: value}}`.
+pub(super) fn put_data(fields: &mut Fields, key: &str, value: impl Into<Value>) {
+    fields.put("data", Value::map([(key, value.into())]));
+}
+
+/// An epoch-ms timestamp that may be `null`.
+fn opt_time(v: Option<f64>) -> Value {
+    v.map_or(Value::Nil, Value::F64)
+}
+
+// ------------------------------------------------------------------------ types
+
+/// Why a job failed for good, as bunqueue records it in the DLQ.
+///
+/// ```
+/// use autobatch_core::ops::FailureReason;
+/// assert_eq!(FailureReason::from("stalled"), FailureReason::Stalled);
+/// assert_eq!(FailureReason::MaxAttemptsExceeded.as_str(), "max_attempts_exceeded");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum FailureReason {
+    /// `explicit_fail`: the worker failed it as unrecoverable.
+    ExplicitFail,
+    /// `max_attempts_exceeded`.
+    MaxAttemptsExceeded,
+    /// `timeout`: it ran longer than its `timeout`.
+    Timeout,
+    /// `stalled`: its worker stopped renewing it too often.
+    Stalled,
+    /// `ttl_expired`.
+    TtlExpired,
+    /// `worker_lost`.
+    WorkerLost,
+    /// `unknown`.
+    Unknown,
+    /// A reason this version does not know, as sent.
+    Other(String),
+}
+
+impl FailureReason {
+    /// The wire name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FailureReason::ExplicitFail => "explicit_fail",
+            FailureReason::MaxAttemptsExceeded => "max_attempts_exceeded",
+            FailureReason::Timeout => "timeout",
+            FailureReason::Stalled => "stalled",
+            FailureReason::TtlExpired => "ttl_expired",
+            FailureReason::WorkerLost => "worker_lost",
+            FailureReason::Unknown => "unknown",
+            FailureReason::Other(s) => s,
+        }
+    }
+}
+
+impl From<&str> for FailureReason {
+    fn from(s: &str) -> Self {
+        match s {
+            "explicit_fail" => FailureReason::ExplicitFail,
+            "max_attempts_exceeded" => FailureReason::MaxAttemptsExceeded,
+            "timeout" => FailureReason::Timeout,
+            "stalled" => FailureReason::Stalled,
+            "ttl_expired" => FailureReason::TtlExpired,
+            "worker_lost" => FailureReason::WorkerLost,
+            "unknown" => FailureReason::Unknown,
+            other => FailureReason::Other(other.to_owned()),
+        }
+    }
+}
+
+impl std::fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which DLQ entries a [`Dlq`] listing or a [`RetryDlq`] takes (all when empty).
+///
+/// ```
+/// use autobatch_core::ops::{DlqFilter, FailureReason};
+/// let f = DlqFilter::new().reason(FailureReason::Stalled).limit(10);
+/// assert_eq!(f.limit, Some(10));
+/// ```
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct DlqFilter {
+    /// Only entries that failed for this reason.
+    pub reason: Option<FailureReason>,
+    /// Only entries that entered the DLQ at or before this time, epoch ms.
+    pub older_than: Option<f64>,
+    /// Only entries that entered the DLQ at or after this time, epoch ms.
+    pub newer_than: Option<f64>,
+    /// Only entries due for an automatic retry.
+    pub retriable: Option<bool>,
+    /// Only expired entries.
+    pub expired: Option<bool>,
+    /// Skip this many (after filtering).
+    pub offset: Option<u64>,
+    /// At most this many.
+    pub limit: Option<u64>,
+}
+
+impl DlqFilter {
+    /// No filter: every entry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`reason`](Self::reason).
+    pub fn reason(mut self, reason: FailureReason) -> Self {
+        self.reason = Some(reason);
+        self
+    }
+
+    /// Sets [`older_than`](Self::older_than), epoch ms.
+    pub fn older_than(mut self, ms: f64) -> Self {
+        self.older_than = Some(ms);
+        self
+    }
+
+    /// Sets [`newer_than`](Self::newer_than), epoch ms.
+    pub fn newer_than(mut self, ms: f64) -> Self {
+        self.newer_than = Some(ms);
+        self
+    }
+
+    /// Sets [`retriable`](Self::retriable).
+    pub fn retriable(mut self, yes: bool) -> Self {
+        self.retriable = Some(yes);
+        self
+    }
+
+    /// Sets [`expired`](Self::expired).
+    pub fn expired(mut self, yes: bool) -> Self {
+        self.expired = Some(yes);
+        self
+    }
+
+    /// Sets [`offset`](Self::offset).
+    pub fn offset(mut self, n: u64) -> Self {
+        self.offset = Some(n);
+        self
+    }
+
+    /// Sets [`limit`](Self::limit).
+    pub fn limit(mut self, n: u64) -> Self {
+        self.limit = Some(n);
+        self
+    }
+
+    fn to_value(&self) -> Value {
+        let mut f = Fields::default();
+        f.put_opt("reason", self.reason.as_ref().map(|r| r.as_str()))
+            .put_opt("olderThan", self.older_than)
+            .put_opt("newerThan", self.newer_than)
+            .put_opt("retriable", self.retriable)
+            .put_opt("expired", self.expired)
+            // The TS client sends the caller's object as is; this is the order of its docs.
+            .put_opt("limit", self.limit)
+            .put_opt("offset", self.offset);
+        f.into_value()
+    }
+
+    fn from_value(v: &Value) -> DlqFilter {
+        DlqFilter {
+            reason: reply_opt(v, "reason")
+                .and_then(Value::as_str)
+                .map(FailureReason::from),
+            older_than: opt_f64(v, "olderThan"),
+            newer_than: opt_f64(v, "newerThan"),
+            retriable: reply_opt(v, "retriable").and_then(Value::as_bool),
+            expired: reply_opt(v, "expired").and_then(Value::as_bool),
+            offset: opt_u64(v, "offset"),
+            limit: opt_u64(v, "limit"),
+        }
+    }
+
+    fn read(request: &Value) -> Option<DlqFilter> {
+        match request.get("filter") {
+            Some(f @ Value::Map(_)) => Some(DlqFilter::from_value(f)),
+            _ => None,
+        }
+    }
+}
+
+/// One failed attempt of a DLQ entry.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct DlqAttempt {
+    /// Attempt number.
+    pub attempt: u64,
+    /// When it started, epoch ms.
+    pub started_at: f64,
+    /// When it failed, epoch ms.
+    pub failed_at: f64,
+    /// Why.
+    pub reason: FailureReason,
+    /// The error message, if any.
+    pub error: Option<String>,
+    /// How long it ran, ms.
+    pub duration: f64,
+}
+
+impl DlqAttempt {
+    fn from_value(v: &Value) -> DlqAttempt {
+        DlqAttempt {
+            attempt: opt_u64(v, "attempt").unwrap_or(0),
+            started_at: opt_f64(v, "startedAt").unwrap_or(0.0),
+            failed_at: opt_f64(v, "failedAt").unwrap_or(0.0),
+            reason: reply_opt(v, "reason")
+                .and_then(Value::as_str)
+                .map_or(FailureReason::Unknown, FailureReason::from),
+            error: reply_opt(v, "error").and_then(text),
+            duration: opt_f64(v, "duration").unwrap_or(0.0),
+        }
+    }
+
+    fn to_value(&self) -> Value {
+        Value::map([
+            ("attempt", Value::from(self.attempt)),
+            ("startedAt", Value::F64(self.started_at)),
+            ("failedAt", Value::F64(self.failed_at)),
+            ("reason", Value::from(self.reason.as_str())),
+            ("error", self.error.clone().map_or(Value::Nil, Value::Str)),
+            ("duration", Value::F64(self.duration)),
+        ])
+    }
+}
+
+/// One DLQ entry: the job and its failure history.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct DlqEntry {
+    /// The job (as autobatch models it; its payload as sent).
+    pub job: Job,
+    /// When it entered the DLQ, epoch ms.
+    pub entered_at: f64,
+    /// Why it failed for good.
+    pub reason: FailureReason,
+    /// The last error message, if any.
+    pub error: Option<String>,
+    /// Every failed attempt.
+    pub attempts: Vec<DlqAttempt>,
+    /// Automatic retries so far.
+    pub retry_count: u64,
+    /// Last automatic retry, epoch ms.
+    pub last_retry_at: Option<f64>,
+    /// Next automatic retry, epoch ms.
+    pub next_retry_at: Option<f64>,
+    /// When the entry expires, epoch ms (never when absent).
+    pub expires_at: Option<f64>,
+}
+
+impl DlqEntry {
+    fn from_value(v: &Value) -> Option<DlqEntry> {
+        Some(DlqEntry {
+            job: Job::from_value(v.get("job")?)?,
+            entered_at: opt_f64(v, "enteredAt").unwrap_or(0.0),
+            reason: reply_opt(v, "reason")
+                .and_then(Value::as_str)
+                .map_or(FailureReason::Unknown, FailureReason::from),
+            error: reply_opt(v, "error").and_then(text),
+            attempts: reply_opt(v, "attempts")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(DlqAttempt::from_value).collect())
+                .unwrap_or_default(),
+            retry_count: opt_u64(v, "retryCount").unwrap_or(0),
+            last_retry_at: opt_f64(v, "lastRetryAt"),
+            next_retry_at: opt_f64(v, "nextRetryAt"),
+            expires_at: opt_f64(v, "expiresAt"),
+        })
+    }
+
+    fn to_value(&self) -> Value {
+        Value::map([
+            ("job", self.job.to_value()),
+            ("enteredAt", Value::F64(self.entered_at)),
+            ("reason", Value::from(self.reason.as_str())),
+            ("error", self.error.clone().map_or(Value::Nil, Value::Str)),
+            (
+                "attempts",
+                Value::Array(self.attempts.iter().map(DlqAttempt::to_value).collect()),
+            ),
+            ("retryCount", Value::from(self.retry_count)),
+            ("lastRetryAt", opt_time(self.last_retry_at)),
+            ("nextRetryAt", opt_time(self.next_retry_at)),
+            ("expiresAt", opt_time(self.expires_at)),
+        ])
+    }
+}
+
+// ------------------------------------------------------------------------ Dlq
+
+/// `Dlq`: the entries of a queue's dead-letter queue, oldest first, optionally filtered
+/// ([`DlqFilter`]) or capped (`count`).
+///
+/// A read: replayed after a lost connection. The reply carries each job twice (`jobs`, and
+/// inside `entries` with its failure history); the typed output is the entries.
+///
+/// ```
+/// use autobatch_core::ops::{Dlq, DlqFilter, Operation};
+/// use autobatch_core::wire::Value;
+/// let op = Dlq::new("emails").count(10);
+/// assert_eq!(op.to_body().get("count"), Some(&Value::from(10_u64)));
+/// let reply = Value::map([("ok", Value::from(true)), ("jobs", Value::Array(vec![])), ("entries", Value::Array(vec![]))]);
+/// assert_eq!(Dlq::read_reply(&reply).unwrap(), vec![]);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Dlq {
+    /// Queue name.
+    pub queue: String,
+    /// At most this many entries.
+    pub count: Option<u64>,
+    /// Which entries.
+    pub filter: Option<DlqFilter>,
+}
+
+impl Dlq {
+    /// Every entry of `queue`'s DLQ.
+    pub fn new(queue: impl Into<String>) -> Self {
+        Dlq {
+            queue: queue.into(),
+            count: None,
+            filter: None,
+        }
+    }
+
+    /// Sets [`count`](Self::count).
+    pub fn count(mut self, n: u64) -> Self {
+        self.count = Some(n);
+        self
+    }
+
+    /// Sets [`filter`](Self::filter).
+    pub fn filter(mut self, filter: DlqFilter) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+}
+
+impl Operation for Dlq {
+    const NAME: &'static str = "Dlq";
+    type Output = Vec<DlqEntry>;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields
+            .put("queue", self.queue.as_str())
+            .put_opt("filter", self.filter.as_ref().map(DlqFilter::to_value))
+            .put_opt("count", self.count);
+    }
+
+    fn read_reply(reply: &Value) -> Result<Vec<DlqEntry>, ProtocolError> {
+        reply_array(reply, "entries")?
+            .iter()
+            .map(|e| {
+                DlqEntry::from_value(e).ok_or(ProtocolError::BadField {
+                    field: "entries",
+                    problem: "an entry has no job with an id",
+                })
+            })
+            .collect()
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(Dlq {
+            queue: req_queue_raw(request),
+            count: req_opt_i64(request, "count")?.map(|n| n.max(0) as u64),
+            filter: DlqFilter::read(request),
+        })
+    }
+
+    fn write_reply(entries: &Vec<DlqEntry>, fields: &mut Fields) {
+        fields
+            .put(
+                "jobs",
+                Value::Array(entries.iter().map(|e| e.job.to_value()).collect()),
+            )
+            .put(
+                "entries",
+                Value::Array(entries.iter().map(DlqEntry::to_value).collect()),
+            );
+    }
+}
+
+// ------------------------------------------------------------------------ GetDlqStats
+
+/// What [`GetDlqStats`] reports.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct DlqStats {
+    /// Entries in all.
+    pub total: u64,
+    /// Entries per failure reason (every reason bunqueue knows, zeros included).
+    pub by_reason: BTreeMap<String, u64>,
+    /// Entries per queue.
+    pub by_queue: BTreeMap<String, u64>,
+    /// Entries due for an automatic retry.
+    pub pending_retry: u64,
+    /// Expired entries not yet purged.
+    pub expired: u64,
+    /// Oldest entry's arrival, epoch ms.
+    pub oldest_entry: Option<f64>,
+    /// Newest entry's arrival, epoch ms.
+    pub newest_entry: Option<f64>,
+}
+
+fn counts(v: Option<&Value>) -> BTreeMap<String, u64> {
+    match v {
+        Some(Value::Map(m)) => m
+            .iter()
+            .filter_map(|(k, v)| Some((text(k)?, number(v).map_or(0, |f| f.max(0.0) as u64))))
+            .collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
+fn count_map(m: &BTreeMap<String, u64>) -> Value {
+    Value::Map(
+        m.iter()
+            .map(|(k, v)| (Value::from(k.as_str()), Value::from(*v)))
+            .collect(),
+    )
+}
+
+/// The reasons in bunqueue's order (that of its stats map), then any other.
+fn reason_map(m: &BTreeMap<String, u64>) -> Value {
+    const ORDER: [&str; 7] = [
+        "explicit_fail",
+        "max_attempts_exceeded",
+        "timeout",
+        "stalled",
+        "ttl_expired",
+        "worker_lost",
+        "unknown",
+    ];
+    let known = ORDER
+        .iter()
+        .filter_map(|k| m.get(*k).map(|v| (Value::from(*k), Value::from(*v))));
+    let others = m
+        .iter()
+        .filter(|(k, _)| !ORDER.contains(&k.as_str()))
+        .map(|(k, v)| (Value::from(k.as_str()), Value::from(*v)));
+    Value::Map(known.chain(others).collect())
+}
+
+/// `GetDlqStats`: counts of a queue's DLQ by reason, pending retries, expired entries, and
+/// the oldest and newest arrival. A read: replayed.
+///
+/// ```
+/// use autobatch_core::ops::{GetDlqStats, Operation};
+/// use autobatch_core::wire::Value;
+/// let stats = Value::map([("total", Value::Int(2)), ("pendingRetry", Value::Int(0)), ("expired", Value::Int(0))]);
+/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("stats", stats)]))]);
+/// assert_eq!(GetDlqStats::read_reply(&reply).unwrap().total, 2);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GetDlqStats {
+    /// Queue name.
+    pub queue: String,
+}
+
+impl GetDlqStats {
+    /// Asks about `queue`'s DLQ.
+    pub fn new(queue: impl Into<String>) -> Self {
+        GetDlqStats {
+            queue: queue.into(),
+        }
+    }
+}
+
+impl Operation for GetDlqStats {
+    const NAME: &'static str = "GetDlqStats";
+    type Output = DlqStats;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("queue", self.queue.as_str());
+    }
+
+    fn read_reply(reply: &Value) -> Result<DlqStats, ProtocolError> {
+        let s = reply_field(reply_data(reply)?, "stats")?;
+        Ok(DlqStats {
+            total: reply_u64(s, "total")?,
+            by_reason: counts(s.get("byReason")),
+            by_queue: counts(s.get("byQueue")),
+            pending_retry: opt_u64(s, "pendingRetry").unwrap_or(0),
+            expired: opt_u64(s, "expired").unwrap_or(0),
+            oldest_entry: opt_f64(s, "oldestEntry"),
+            newest_entry: opt_f64(s, "newestEntry"),
+        })
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(GetDlqStats::new(req_queue_raw(request)))
+    }
+
+    fn write_reply(s: &DlqStats, fields: &mut Fields) {
+        let stats = Value::map([
+            ("total", Value::from(s.total)),
+            ("byReason", reason_map(&s.by_reason)),
+            ("byQueue", count_map(&s.by_queue)),
+            ("pendingRetry", Value::from(s.pending_retry)),
+            ("expired", Value::from(s.expired)),
+            ("oldestEntry", opt_time(s.oldest_entry)),
+            ("newestEntry", opt_time(s.newest_entry)),
+        ]);
+        put_data(fields, "stats", stats);
+    }
+}
+
+// ------------------------------------------------------------------------ RetryDlq
+
+/// `RetryDlq`: moves DLQ entries back to their queue, as new waiting jobs: one job, the first
+/// `count`, those a [`DlqFilter`] selects, or all. Answers how many were retried.
+///
+/// Not replayed: a second run after a lost connection could retry entries that arrived in
+/// between, and would report a count that is not the first run's.
+///
+/// ```
+/// use autobatch_core::ops::{Operation, RetryDlq};
+/// use autobatch_core::wire::Value;
+/// let one = RetryDlq::job("emails", "0190-abc");
+/// assert_eq!(one.to_body().get("jobId"), Some(&Value::from("0190-abc")));
+/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(1))]);
+/// assert_eq!(RetryDlq::read_reply(&reply), Ok(1));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RetryDlq {
+    /// Queue name.
+    pub queue: String,
+    /// Only this job.
+    pub job_id: Option<String>,
+    /// Only the first this many entries.
+    pub count: Option<u64>,
+    /// Only the entries this selects (takes precedence over `job_id` and `count`).
+    pub filter: Option<DlqFilter>,
+}
+
+impl RetryDlq {
+    /// Retries every entry of `queue`'s DLQ.
+    pub fn all(queue: impl Into<String>) -> Self {
+        RetryDlq {
+            queue: queue.into(),
+            job_id: None,
+            count: None,
+            filter: None,
+        }
+    }
+
+    /// Retries the entry of job `id`.
+    pub fn job(queue: impl Into<String>, id: impl Into<String>) -> Self {
+        RetryDlq {
+            job_id: Some(id.into()),
+            ..RetryDlq::all(queue)
+        }
+    }
+
+    /// Retries the first `count` entries.
+    pub fn first(queue: impl Into<String>, count: u64) -> Self {
+        RetryDlq {
+            count: Some(count),
+            ..RetryDlq::all(queue)
+        }
+    }
+
+    /// Retries the entries `filter` selects.
+    pub fn filtered(queue: impl Into<String>, filter: DlqFilter) -> Self {
+        RetryDlq {
+            filter: Some(filter),
+            ..RetryDlq::all(queue)
+        }
+    }
+}
+
+impl Operation for RetryDlq {
+    const NAME: &'static str = "RetryDlq";
+    type Output = u64;
+
+    fn replay(&self) -> Replay {
+        Replay::NotSafe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields
+            .put("queue", self.queue.as_str())
+            .put_opt("jobId", self.job_id.as_deref())
+            .put_opt("filter", self.filter.as_ref().map(DlqFilter::to_value))
+            .put_opt("count", self.count);
+    }
+
+    fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
+        reply_u64(reply, "count")
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(RetryDlq {
+            queue: req_queue_raw(request),
+            job_id: req_opt_str(request, "jobId").filter(|s| !s.is_empty()),
+            count: req_opt_i64(request, "count")?.map(|n| n.max(0) as u64),
+            filter: DlqFilter::read(request),
+        })
+    }
+
+    fn write_reply(count: &u64, fields: &mut Fields) {
+        fields.put("count", *count);
+    }
+}
+
+// ------------------------------------------------------------------------ PurgeDlq
+
+/// `PurgeDlq`: removes every entry of a queue's DLQ for good; answers how many.
+///
+/// Not replayed: a second run would purge entries that arrived in between and report 0 for
+/// the ones the first run removed.
+///
+/// ```
+/// use autobatch_core::ops::{Operation, PurgeDlq};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(3))]);
+/// assert_eq!(PurgeDlq::read_reply(&reply), Ok(3));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PurgeDlq {
+    /// Queue name.
+    pub queue: String,
+}
+
+impl PurgeDlq {
+    /// Purges `queue`'s DLQ.
+    pub fn new(queue: impl Into<String>) -> Self {
+        PurgeDlq {
+            queue: queue.into(),
+        }
+    }
+}
+
+impl Operation for PurgeDlq {
+    const NAME: &'static str = "PurgeDlq";
+    type Output = u64;
+
+    fn replay(&self) -> Replay {
+        Replay::NotSafe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("queue", self.queue.as_str());
+    }
+
+    fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
+        reply_u64(reply, "count")
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(PurgeDlq::new(req_queue_raw(request)))
+    }
+
+    fn write_reply(count: &u64, fields: &mut Fields) {
+        fields.put("count", *count);
+    }
+}
+
+// ------------------------------------------------------------------------ RemoveDlqJob
+
+/// `RemoveDlqJob`: removes one job's DLQ entry for good, without retrying it; answers
+/// whether there was one.
+///
+/// Not replayed: a second run would answer `false` for the entry the first run removed.
+///
+/// ```
+/// use autobatch_core::ops::{Operation, RemoveDlqJob};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("removed", Value::from(true))]))]);
+/// assert_eq!(RemoveDlqJob::read_reply(&reply), Ok(true));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoveDlqJob {
+    /// Queue name.
+    pub queue: String,
+    /// The job's id.
+    pub job_id: String,
+}
+
+impl RemoveDlqJob {
+    /// Removes job `id` from `queue`'s DLQ.
+    pub fn new(queue: impl Into<String>, id: impl Into<String>) -> Self {
+        RemoveDlqJob {
+            queue: queue.into(),
+            job_id: id.into(),
+        }
+    }
+}
+
+impl Operation for RemoveDlqJob {
+    const NAME: &'static str = "RemoveDlqJob";
+    type Output = bool;
+
+    fn replay(&self) -> Replay {
+        Replay::NotSafe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("queue", self.queue.as_str());
+        if !self.job_id.is_empty() {
+            fields.put("jobId", self.job_id.as_str());
+        }
+    }
+
+    fn read_reply(reply: &Value) -> Result<bool, ProtocolError> {
+        reply_bool(reply_data(reply)?, "removed")
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        // Not validated by the server: without one, nothing is removed.
+        Ok(RemoveDlqJob::new(
+            req_queue_raw(request),
+            req_opt_str(request, "jobId").unwrap_or_default(),
+        ))
+    }
+
+    fn write_reply(removed: &bool, fields: &mut Fields) {
+        put_data(fields, "removed", *removed);
+    }
+}
+
+// ------------------------------------------------------------------------ config
+
+/// A queue's DLQ settings, as [`GetDlqConfig`] reports them.
+///
+/// bunqueue's defaults: no automatic retry, retry interval 1 h, 3 automatic retries, entries
+/// kept 7 days, at most 10 000 entries ([`DlqConfig::default`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DlqConfig {
+    /// Retry entries automatically.
+    pub auto_retry: bool,
+    /// Time between automatic retries.
+    pub auto_retry_interval: Duration,
+    /// Most automatic retries per entry.
+    pub max_auto_retries: u64,
+    /// How long an entry is kept (forever when `None`).
+    pub max_age: Option<Duration>,
+    /// Most entries kept per queue.
+    pub max_entries: u64,
+}
+
+impl Default for DlqConfig {
+    fn default() -> Self {
+        DlqConfig {
+            auto_retry: false,
+            auto_retry_interval: Duration::from_secs(3600),
+            max_auto_retries: 3,
+            max_age: Some(Duration::from_secs(7 * 24 * 3600)),
+            max_entries: 10_000,
+        }
+    }
+}
+
+impl DlqConfig {
+    fn from_value(v: &Value) -> DlqConfig {
+        let d = DlqConfig::default();
+        DlqConfig {
+            auto_retry: reply_opt(v, "autoRetry")
+                .and_then(Value::as_bool)
+                .unwrap_or(d.auto_retry),
+            auto_retry_interval: opt_f64(v, "autoRetryInterval")
+                .map_or(d.auto_retry_interval, span),
+            max_auto_retries: opt_u64(v, "maxAutoRetries").unwrap_or(d.max_auto_retries),
+            // `null` means "kept forever"; absent means the default.
+            max_age: match v.get("maxAge") {
+                Some(Value::Nil) => None,
+                Some(x) => number(x).map(span).or(d.max_age),
+                None => d.max_age,
+            },
+            max_entries: opt_u64(v, "maxEntries").unwrap_or(d.max_entries),
+        }
+    }
+
+    fn to_value(&self) -> Value {
+        Value::map([
+            ("autoRetry", Value::from(self.auto_retry)),
+            ("autoRetryInterval", ms(self.auto_retry_interval)),
+            ("maxAutoRetries", Value::from(self.max_auto_retries)),
+            ("maxAge", self.max_age.map_or(Value::Nil, ms)),
+            ("maxEntries", Value::from(self.max_entries)),
+        ])
+    }
+}
+
+/// `GetDlqConfig`: a queue's DLQ settings (bunqueue's defaults for a queue never
+/// configured). A read: replayed.
+///
+/// ```
+/// use autobatch_core::ops::{DlqConfig, GetDlqConfig, Operation};
+/// use autobatch_core::wire::Value;
+/// let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("autoRetry", Value::from(false))]))]);
+/// assert_eq!(GetDlqConfig::read_reply(&reply).unwrap(), DlqConfig::default());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GetDlqConfig {
+    /// Queue name.
+    pub queue: String,
+}
+
+impl GetDlqConfig {
+    /// Asks about `queue`.
+    pub fn new(queue: impl Into<String>) -> Self {
+        GetDlqConfig {
+            queue: queue.into(),
+        }
+    }
+}
+
+impl Operation for GetDlqConfig {
+    const NAME: &'static str = "GetDlqConfig";
+    type Output = DlqConfig;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("queue", self.queue.as_str());
+    }
+
+    fn read_reply(reply: &Value) -> Result<DlqConfig, ProtocolError> {
+        Ok(DlqConfig::from_value(reply_field(reply, "config")?))
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(GetDlqConfig::new(req_queue_raw(request)))
+    }
+
+    fn write_reply(config: &DlqConfig, fields: &mut Fields) {
+        fields.put("config", config.to_value());
+    }
+}
+
+/// The DLQ settings to change with [`SetDlqConfig`]; the others keep their value.
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_core::ops::DlqConfigUpdate;
+/// let u = DlqConfigUpdate::new().auto_retry(true).max_age(None).max_entries(500);
+/// assert_eq!(u.max_age, Some(None)); // kept forever
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct DlqConfigUpdate {
+    /// Sets [`DlqConfig::auto_retry`].
+    pub auto_retry: Option<bool>,
+    /// Sets [`DlqConfig::auto_retry_interval`].
+    pub auto_retry_interval: Option<Duration>,
+    /// Sets [`DlqConfig::max_auto_retries`].
+    pub max_auto_retries: Option<u64>,
+    /// Sets [`DlqConfig::max_age`] (`Some(None)`: kept forever, sent as `null`).
+    pub max_age: Option<Option<Duration>>,
+    /// Sets [`DlqConfig::max_entries`].
+    pub max_entries: Option<u64>,
+}
+
+impl DlqConfigUpdate {
+    /// Changes nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`auto_retry`](Self::auto_retry).
+    pub fn auto_retry(mut self, yes: bool) -> Self {
+        self.auto_retry = Some(yes);
+        self
+    }
+
+    /// Sets [`auto_retry_interval`](Self::auto_retry_interval).
+    pub fn auto_retry_interval(mut self, d: Duration) -> Self {
+        self.auto_retry_interval = Some(d);
+        self
+    }
+
+    /// Sets [`max_auto_retries`](Self::max_auto_retries).
+    pub fn max_auto_retries(mut self, n: u64) -> Self {
+        self.max_auto_retries = Some(n);
+        self
+    }
+
+    /// Sets [`max_age`](Self::max_age) (`None`: kept forever).
+    pub fn max_age(mut self, d: Option<Duration>) -> Self {
+        self.max_age = Some(d);
+        self
+    }
+
+    /// Sets [`max_entries`](Self::max_entries).
+    pub fn max_entries(mut self, n: u64) -> Self {
+        self.max_entries = Some(n);
+        self
+    }
+
+    fn to_value(&self) -> Value {
+        let mut f = Fields::default();
+        f.put_opt("autoRetry", self.auto_retry)
+            .put_opt("autoRetryInterval", self.auto_retry_interval.map(ms))
+            .put_opt("maxAutoRetries", self.max_auto_retries)
+            .put_opt("maxAge", self.max_age.map(|a| a.map_or(Value::Nil, ms)))
+            .put_opt("maxEntries", self.max_entries);
+        f.into_value()
+    }
+
+    fn from_value(v: &Value) -> DlqConfigUpdate {
+        DlqConfigUpdate {
+            auto_retry: v.get("autoRetry").and_then(Value::as_bool),
+            auto_retry_interval: opt_f64(v, "autoRetryInterval").map(span),
+            max_auto_retries: opt_u64(v, "maxAutoRetries"),
+            max_age: match v.get("maxAge") {
+                Some(Value::Nil) => Some(None),
+                Some(x) => number(x).map(|f| Some(span(f))),
+                None => None,
+            },
+            max_entries: opt_u64(v, "maxEntries"),
+        }
+    }
+
+    /// `config` with this update applied.
+    pub fn apply(&self, mut config: DlqConfig) -> DlqConfig {
+        if let Some(x) = self.auto_retry {
+            config.auto_retry = x;
+        }
+        if let Some(x) = self.auto_retry_interval {
+            config.auto_retry_interval = x;
+        }
+        if let Some(x) = self.max_auto_retries {
+            config.max_auto_retries = x;
+        }
+        if let Some(x) = self.max_age {
+            config.max_age = x;
+        }
+        if let Some(x) = self.max_entries {
+            config.max_entries = x;
+        }
+        config
+    }
+}
+
+/// `SetDlqConfig`: changes some of a queue's DLQ settings. Setting the same values twice
+/// is setting them once: replayed.
+///
+/// ```
+/// use autobatch_core::ops::{DlqConfigUpdate, Operation, SetDlqConfig};
+/// let op = SetDlqConfig::new("emails", DlqConfigUpdate::new().max_entries(100));
+/// assert!(op.to_body().get("config").is_some());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SetDlqConfig {
+    /// Queue name.
+    pub queue: String,
+    /// What to change.
+    pub config: DlqConfigUpdate,
+}
+
+impl SetDlqConfig {
+    /// Applies `config` to `queue`.
+    pub fn new(queue: impl Into<String>, config: DlqConfigUpdate) -> Self {
+        SetDlqConfig {
+            queue: queue.into(),
+            config,
+        }
+    }
+}
+
+impl Operation for SetDlqConfig {
+    const NAME: &'static str = "SetDlqConfig";
+    type Output = ();
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields
+            .put("queue", self.queue.as_str())
+            .put("config", self.config.to_value());
+    }
+
+    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
+        Ok(())
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(SetDlqConfig::new(
+            req_queue_raw(request),
+            request
+                .get("config")
+                .map(DlqConfigUpdate::from_value)
+                .unwrap_or_default(),
+        ))
+    }
+
+    fn write_reply(_: &(), fields: &mut Fields) {
+        fields.put("id", Value::Undefined);
+    }
+}

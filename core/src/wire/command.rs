@@ -7,8 +7,8 @@
 use super::codec::Encoder;
 use super::error::ProtocolError;
 use super::job::{
-    check_ranges, from_millis, millis, validate_data, Backoff, Dedup, JobOptions, JobSpec,
-    RangeInput, ValidationError,
+    check_group_id, check_ranges, from_millis, millis, validate_data, Backoff, Debounce, Dedup,
+    JobOptions, JobSpec, RangeInput, Repeat, ValidationError,
 };
 
 /// A backoff strategy's constructor, applied once its delay passed the range checks.
@@ -420,10 +420,12 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
             token: text("token").unwrap_or_default(),
         },
         "Ping" => Command::Ping,
-        "PUSH" => Command::Push {
-            queue: queue_field(v)?,
-            job: decode_job(v, Flavor::Push)?,
-        },
+        "PUSH" => {
+            let queue = queue_field(v)?;
+            let job = decode_job(v, Flavor::Push)?;
+            check_manager(v, &job)?;
+            Command::Push { queue, job }
+        }
         "PUSHB" => {
             let queue = queue_field(v)?;
             let jobs = match v.get("jobs") {
@@ -441,6 +443,13 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
                     .into())
                 }
             };
+            // The queue manager checks these for every job after the handler has checked
+            // them all, and its errors carry no `jobs[i]:` prefix.
+            if let Some(Value::Array(items)) = v.get("jobs") {
+                for (item, job) in items.iter().zip(&jobs) {
+                    check_manager(item, job)?;
+                }
+            }
             Command::PushB { queue, jobs }
         }
         "PULL" => Command::Pull(decode_pull(v)?),
@@ -556,6 +565,140 @@ fn job_field_count(job: &JobSpec, flavor: Flavor) -> usize {
         .iter()
         .filter(|b| **b)
         .count()
+        + extra_field_count(o)
+}
+
+/// The options most jobs leave out, counted apart so that a job without any pays one branch.
+fn extra_field_count(o: &JobOptions) -> usize {
+    if !has_extras(o) {
+        return 0;
+    }
+    [
+        o.group_max_size.is_some(),
+        o.repeat.is_some(),
+        o.debounce.is_some(),
+        o.debounce.as_ref().is_some_and(|d| d.ttl.is_some()),
+        o.parent_id.is_some(),
+        !o.children_ids.is_empty(),
+        o.stack_trace_limit.is_some(),
+        o.keep_logs.is_some(),
+        o.size_limit.is_some(),
+        o.fail_parent_on_failure.is_some(),
+        o.remove_dependency_on_failure.is_some(),
+        o.continue_parent_on_failure.is_some(),
+        o.ignore_dependency_on_failure.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count()
+}
+
+fn has_extras(o: &JobOptions) -> bool {
+    o.group_max_size.is_some()
+        || o.repeat.is_some()
+        || o.debounce.is_some()
+        || o.parent_id.is_some()
+        || !o.children_ids.is_empty()
+        || o.stack_trace_limit.is_some()
+        || o.keep_logs.is_some()
+        || o.size_limit.is_some()
+        || o.fail_parent_on_failure.is_some()
+        || o.remove_dependency_on_failure.is_some()
+        || o.continue_parent_on_failure.is_some()
+        || o.ignore_dependency_on_failure.is_some()
+}
+
+/// Flags of the `*OnFailure` family, with their wire keys.
+fn failure_flags(o: &JobOptions) -> [(&'static str, Option<bool>); 4] {
+    [
+        ("failParentOnFailure", o.fail_parent_on_failure),
+        ("removeDependencyOnFailure", o.remove_dependency_on_failure),
+        ("continueParentOnFailure", o.continue_parent_on_failure),
+        ("ignoreDependencyOnFailure", o.ignore_dependency_on_failure),
+    ]
+}
+
+/// Numeric options of the rarely used kind, with their wire keys.
+fn extra_ints(o: &JobOptions) -> [(&'static str, Option<i64>); 4] {
+    [
+        ("groupMaxSize", o.group_max_size),
+        ("stackTraceLimit", o.stack_trace_limit),
+        ("keepLogs", o.keep_logs),
+        ("sizeLimit", o.size_limit),
+    ]
+}
+
+fn write_extra_fields(e: &mut Encoder<'_>, o: &JobOptions) {
+    if !has_extras(o) {
+        return;
+    }
+    for (k, v) in extra_ints(o) {
+        if let Some(v) = v {
+            e.str(k).int(v);
+        }
+    }
+    for (k, v) in failure_flags(o) {
+        if let Some(v) = v {
+            e.str(k).bool(v);
+        }
+    }
+    if let Some(d) = &o.debounce {
+        e.kv_str("debounceId", &d.id);
+        if let Some(t) = d.ttl {
+            e.str("debounceTtl").int(millis(t));
+        }
+    }
+    if let Some(r) = &o.repeat {
+        e.str("repeat").value(&r.to_value());
+    }
+    if let Some(p) = &o.parent_id {
+        e.kv_str("parentId", p);
+    }
+    if !o.children_ids.is_empty() {
+        e.str("childrenIds").array(o.children_ids.len());
+        for id in &o.children_ids {
+            e.str(id);
+        }
+    }
+}
+
+fn extra_fields_len(o: &JobOptions) -> usize {
+    use super::size::{int_len, str_len, value_len};
+    if !has_extras(o) {
+        return 0;
+    }
+    let mut n = 0;
+    for (k, v) in extra_ints(o) {
+        if let Some(v) = v {
+            n += str_len(k.len()) + int_len(v);
+        }
+    }
+    for (k, v) in failure_flags(o) {
+        if v.is_some() {
+            n += str_len(k.len()) + 1;
+        }
+    }
+    if let Some(d) = &o.debounce {
+        n += str_len("debounceId".len()) + str_len(d.id.len());
+        if let Some(t) = d.ttl {
+            n += str_len("debounceTtl".len()) + int_len(millis(t));
+        }
+    }
+    if let Some(r) = &o.repeat {
+        n += str_len("repeat".len()) + value_len(&r.to_value());
+    }
+    if let Some(p) = &o.parent_id {
+        n += str_len("parentId".len()) + str_len(p.len());
+    }
+    if !o.children_ids.is_empty() {
+        n += str_len("childrenIds".len())
+            + super::size::array_header_len(o.children_ids.len())
+            + o.children_ids
+                .iter()
+                .map(|s| str_len(s.len()))
+                .sum::<usize>();
+    }
+    n
 }
 
 fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
@@ -637,6 +780,7 @@ fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
     if let Some(d) = o.durable {
         e.str("durable").bool(d);
     }
+    write_extra_fields(e, o);
     match flavor {
         Flavor::PushB => {
             e.str("removeOnComplete")
@@ -720,7 +864,8 @@ pub(crate) fn pushb_item_len(job: &JobSpec) -> usize {
         + key("removeOnComplete".len())
         + 1
         + key("removeOnFail".len())
-        + 1;
+        + 1
+        + extra_fields_len(o);
     if let Some(b) = o.backoff {
         n += key("backoff".len())
             + match b {
@@ -840,6 +985,51 @@ fn opt_ms(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError
     Ok(opt_number(v, field)?.map(|f| f as i64))
 }
 
+/// The checks bunqueue's queue manager makes after the handler's (group size, repeat), on the
+/// wire value of `groupMaxSize` (a fraction or a string is refused, not rounded).
+fn check_manager(item: &Value, job: &JobSpec) -> Result<(), ValidationError> {
+    match item.get("groupMaxSize") {
+        None | Some(Value::Undefined) => {}
+        Some(x @ (Value::Int(_) | Value::F64(_)))
+            if x.as_f64().is_some_and(|f| {
+                f.fract() == 0.0 && f > 0.0 && f <= super::job::MAX_SAFE_INTEGER as f64
+            }) => {}
+        Some(_) => {
+            return Err(ValidationError {
+                field: "groupMaxSize",
+                message: "group.maxSize must be a positive safe integer".into(),
+            })
+        }
+    }
+    job.opts.check_extras()
+}
+
+/// A number the server stores without checking it (`keepLogs`, …): kept when numeric.
+fn opt_count(v: &Value, field: &str) -> Option<i64> {
+    v.get(field).and_then(Value::as_f64).map(|f| f as i64)
+}
+
+/// A job's priority when it has a `groupId`: bunqueue's `validateGroupPriority` wording.
+fn group_priority(v: &Value) -> Result<Option<i64>, ValidationError> {
+    let bad = |m: &str| ValidationError {
+        field: "priority",
+        message: m.into(),
+    };
+    match v.get("priority") {
+        None | Some(Value::Undefined) => Ok(None),
+        Some(x) => match x.as_f64() {
+            Some(f) if f.is_finite() && matches!(x, Value::Int(_) | Value::F64(_)) => {
+                if f.fract() == 0.0 {
+                    Ok(Some(f as i64))
+                } else {
+                    Err(bad("group.priority must be an integer"))
+                }
+            }
+            _ => Err(bad("group.priority must be a finite number")),
+        },
+    }
+}
+
 fn opt_bool(v: &Value, field: &str) -> Option<bool> {
     match v.get(field) {
         None | Some(Value::Undefined) => None,
@@ -881,6 +1071,19 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
         }
     };
     validate_data(&data)?;
+    let group_id = match v.get("groupId") {
+        None | Some(Value::Undefined) => None,
+        Some(Value::Str(g)) => {
+            check_group_id(g)?;
+            Some(g.clone())
+        }
+        Some(_) => {
+            return Err(ValidationError {
+                field: "groupId",
+                message: "groupId must be a string".into(),
+            })
+        }
+    };
     let backoff = match v.get("backoff") {
         None | Some(Value::Undefined) | Some(Value::Nil) => None,
         Some(b @ Value::Map(_)) => {
@@ -913,7 +1116,11 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
         }),
         _ => None,
     };
-    let priority = opt_int(v, "priority")?;
+    let priority = if group_id.is_some() {
+        group_priority(v)?
+    } else {
+        opt_int(v, "priority")?
+    };
     let delay = opt_ms(v, "delay")?;
     let attempts = opt_int(v, "maxAttempts")?;
     let timeout = opt_ms(v, "timeout")?;
@@ -937,7 +1144,7 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
         dedup,
         depends_on: string_list(v.get("dependsOn")),
         tags: string_list(v.get("tags")),
-        group_id: v.get("groupId").and_then(Value::as_str).map(str::to_owned),
+        group_id,
         lifo: opt_bool(v, "lifo"),
         stall_timeout: opt_ms(v, "stallTimeout")?.map(from_millis),
         timestamp: match v.get("timestamp") {
@@ -952,10 +1159,41 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
         remove_on_complete: opt_bool(v, "removeOnComplete"),
         remove_on_fail: opt_bool(v, "removeOnFail"),
         durable: opt_bool(v, "durable"),
+        // Checked with the queue manager's checks (`check_manager`), after every item's own.
+        group_max_size: v
+            .get("groupMaxSize")
+            .and_then(Value::as_f64)
+            .map(|f| f as i64),
+        repeat: match v.get("repeat") {
+            None | Some(Value::Undefined) | Some(Value::Nil) | Some(Value::Bool(false)) => None,
+            Some(r @ Value::Map(_)) => Some(Repeat::from_value(r)?),
+            // Any other truthy value has neither `every` nor `pattern`.
+            Some(_) => Some(Repeat::default()),
+        },
+        debounce: v
+            .get("debounceId")
+            .and_then(super::job::id_text)
+            .map(|id| Debounce {
+                id,
+                ttl: v
+                    .get("debounceTtl")
+                    .and_then(Value::as_f64)
+                    .map(|f| from_millis(f as i64)),
+            }),
+        parent_id: v.get("parentId").and_then(super::job::id_text),
+        children_ids: string_list(v.get("childrenIds")),
+        stack_trace_limit: opt_count(v, "stackTraceLimit"),
+        keep_logs: opt_count(v, "keepLogs"),
+        size_limit: opt_count(v, "sizeLimit"),
+        fail_parent_on_failure: opt_bool(v, "failParentOnFailure"),
+        remove_dependency_on_failure: opt_bool(v, "removeDependencyOnFailure"),
+        continue_parent_on_failure: opt_bool(v, "continueParentOnFailure"),
+        ignore_dependency_on_failure: opt_bool(v, "ignoreDependencyOnFailure"),
     };
     // The ranges are checked on the wire values: a negative delay is refused as bunqueue
     // refuses it, not clamped into a Duration first.
     check_ranges(&RangeInput {
+        grouped: opts.group_id.is_some(),
         priority,
         delay,
         timeout,
@@ -1119,6 +1357,17 @@ mod tests {
             remove_on_complete: Some(true),
             remove_on_fail: Some(false),
             durable: Some(true),
+            group_max_size: Some(5),
+            group_id: Some("g".into()),
+            repeat: Some(Repeat::every(Duration::from_millis(250)).limit(3).tz("UTC")),
+            debounce: Some(Debounce::new("d").ttl(Duration::from_millis(900))),
+            stack_trace_limit: Some(4),
+            keep_logs: Some(20),
+            size_limit: Some(1024),
+            fail_parent_on_failure: Some(true),
+            remove_dependency_on_failure: Some(false),
+            continue_parent_on_failure: Some(true),
+            ignore_dependency_on_failure: Some(false),
             ..Default::default()
         });
         let pull = PullArgs {
@@ -1352,31 +1601,95 @@ mod size_tests {
             lists,
             prop::option::of(backoff()),
             prop::option::of(any::<f64>()),
+            extras(),
         )
-            .prop_map(|(i, t, b, (tags, deps), backoff, timestamp)| JobOptions {
-                priority: i[0],
-                delay: i[1].map(span),
-                attempts: i[2],
-                backoff,
-                timeout: i[3].map(span),
-                ttl: i[4].map(span),
-                job_id: t[0].clone(),
-                unique_key: t[1].clone(),
-                dedup: (i[5].is_some() || b[5].is_some() || b[6].is_some()).then_some(Dedup {
-                    ttl: i[5].map(span),
-                    extend: b[5],
-                    replace: b[6],
-                }),
-                depends_on: deps,
-                tags,
-                group_id: t[2].clone(),
-                lifo: b[0],
-                stall_timeout: i[6].map(span),
-                timestamp,
-                remove_on_complete: b[1],
-                remove_on_fail: b[2],
-                durable: b[3],
+            .prop_map(|(i, t, b, (tags, deps), backoff, timestamp, x)| {
+                x.merge(JobOptions {
+                    priority: i[0],
+                    delay: i[1].map(span),
+                    attempts: i[2],
+                    backoff,
+                    timeout: i[3].map(span),
+                    ttl: i[4].map(span),
+                    job_id: t[0].clone(),
+                    unique_key: t[1].clone(),
+                    dedup: (i[5].is_some() || b[5].is_some() || b[6].is_some()).then_some(Dedup {
+                        ttl: i[5].map(span),
+                        extend: b[5],
+                        replace: b[6],
+                    }),
+                    depends_on: deps,
+                    tags,
+                    group_id: t[2].clone(),
+                    lifo: b[0],
+                    stall_timeout: i[6].map(span),
+                    timestamp,
+                    remove_on_complete: b[1],
+                    remove_on_fail: b[2],
+                    durable: b[3],
+                    ..JobOptions::default()
+                })
             })
+    }
+
+    /// The rarely used options, each present or not.
+    #[derive(Debug, Clone)]
+    struct Extras(JobOptions);
+
+    impl Extras {
+        fn merge(self, o: JobOptions) -> JobOptions {
+            JobOptions {
+                group_max_size: self.0.group_max_size,
+                repeat: self.0.repeat,
+                debounce: self.0.debounce,
+                parent_id: self.0.parent_id,
+                children_ids: self.0.children_ids,
+                stack_trace_limit: self.0.stack_trace_limit,
+                keep_logs: self.0.keep_logs,
+                size_limit: self.0.size_limit,
+                fail_parent_on_failure: self.0.fail_parent_on_failure,
+                remove_dependency_on_failure: self.0.remove_dependency_on_failure,
+                continue_parent_on_failure: self.0.continue_parent_on_failure,
+                ignore_dependency_on_failure: self.0.ignore_dependency_on_failure,
+                ..o
+            }
+        }
+    }
+
+    fn extras() -> impl Strategy<Value = Extras> {
+        let ints = prop::array::uniform8(prop::option::of(int()));
+        let texts = prop::array::uniform4(prop::option::of(text()));
+        let bools = prop::array::uniform5(prop::option::of(any::<bool>()));
+        (ints, texts, bools, any::<bool>()).prop_map(|(i, t, b, with_repeat)| {
+            let repeat = with_repeat.then(|| Repeat {
+                every: i[4].map(span),
+                pattern: t[2].clone(),
+                limit: i[5],
+                start_date: i[6],
+                tz: t[3].clone(),
+                immediately: b[4],
+                offset: i[7],
+                ..Repeat::default()
+            });
+            Extras(JobOptions {
+                group_max_size: i[0],
+                repeat,
+                debounce: t[0].clone().map(|id| Debounce {
+                    id,
+                    ttl: i[1].map(span),
+                }),
+                parent_id: t[1].clone(),
+                children_ids: t[1].iter().cloned().collect(),
+                stack_trace_limit: i[1],
+                keep_logs: i[2],
+                size_limit: i[3],
+                fail_parent_on_failure: b[0],
+                remove_dependency_on_failure: b[1],
+                continue_parent_on_failure: b[2],
+                ignore_dependency_on_failure: b[3],
+                ..JobOptions::default()
+            })
+        })
     }
 
     fn job() -> impl Strategy<Value = JobSpec> {

@@ -178,6 +178,314 @@ impl Dedup {
     }
 }
 
+/// Debouncing: of the jobs added with the same `id` within `ttl`, only the last one is kept
+/// (`debounceId` / `debounceTtl` on the wire).
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_core::wire::{Debounce, JobOptions};
+/// let opts = JobOptions::new().debounce(Debounce::new("search:alice").ttl(Duration::from_secs(2)));
+/// assert_eq!(opts.debounce.unwrap().id, "search:alice");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Debounce {
+    /// The debounce key.
+    pub id: String,
+    /// The window (sent as whole milliseconds); the server's default when absent.
+    pub ttl: Option<Duration>,
+}
+
+impl Debounce {
+    /// Debounces on `id`, with the server's default window.
+    pub fn new(id: impl Into<String>) -> Self {
+        Debounce {
+            id: id.into(),
+            ttl: None,
+        }
+    }
+
+    /// Sets [`ttl`](Self::ttl).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+}
+
+/// A repeating job (BullMQ's `repeat` option): when the job completes, the server schedules
+/// its successor, every `every` or on the cron `pattern` (exactly one of the two).
+///
+/// For schedules that live on their own, independent of one job, prefer a job scheduler
+/// ([`ops::CronUpsert`](crate::ops::CronUpsert)).
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_core::wire::{JobOptions, Repeat};
+/// let every = JobOptions::new().repeat(Repeat::every(Duration::from_secs(60)).limit(10));
+/// assert!(every.validate().is_ok());
+/// let cron = JobOptions::new().repeat(Repeat::pattern("0 * * * *").tz("Europe/Rome"));
+/// assert!(cron.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Repeat {
+    /// Interval between runs (sent as whole milliseconds; must be positive).
+    pub every: Option<Duration>,
+    /// Cron pattern (5 or 6 fields, or a shortcut such as `@hourly`).
+    pub pattern: Option<String>,
+    /// Most runs in all.
+    pub limit: Option<i64>,
+    /// Runs made so far (the server counts from 0 when absent).
+    pub count: Option<i64>,
+    /// First run not before this time, epoch ms.
+    pub start_date: Option<i64>,
+    /// No run after this time, epoch ms.
+    pub end_date: Option<i64>,
+    /// IANA time zone of the pattern.
+    pub tz: Option<String>,
+    /// Run once at once, then on schedule.
+    pub immediately: Option<bool>,
+    /// Time of the previous run, epoch ms (the next is computed from it).
+    pub prev_millis: Option<i64>,
+    /// Shift of every run, ms.
+    pub offset: Option<i64>,
+    /// Custom id of the repeated jobs (the job's own `job_id` is refused with `repeat`).
+    pub job_id: Option<String>,
+}
+
+impl Repeat {
+    /// Repeats every `every`.
+    pub fn every(every: Duration) -> Self {
+        Repeat {
+            every: Some(every),
+            ..Repeat::default()
+        }
+    }
+
+    /// Repeats on the cron `pattern`.
+    pub fn pattern(pattern: impl Into<String>) -> Self {
+        Repeat {
+            pattern: Some(pattern.into()),
+            ..Repeat::default()
+        }
+    }
+
+    /// Sets [`limit`](Self::limit).
+    pub fn limit(mut self, limit: i64) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Sets [`start_date`](Self::start_date), epoch ms.
+    pub fn start_date(mut self, ms: i64) -> Self {
+        self.start_date = Some(ms);
+        self
+    }
+
+    /// Sets [`end_date`](Self::end_date), epoch ms.
+    pub fn end_date(mut self, ms: i64) -> Self {
+        self.end_date = Some(ms);
+        self
+    }
+
+    /// Sets [`tz`](Self::tz).
+    pub fn tz(mut self, tz: impl Into<String>) -> Self {
+        self.tz = Some(tz.into());
+        self
+    }
+
+    /// Sets [`immediately`](Self::immediately).
+    pub fn immediately(mut self, immediately: bool) -> Self {
+        self.immediately = Some(immediately);
+        self
+    }
+
+    /// Sets [`offset`](Self::offset), ms.
+    pub fn offset(mut self, offset: i64) -> Self {
+        self.offset = Some(offset);
+        self
+    }
+
+    /// Sets [`job_id`](Self::job_id).
+    pub fn job_id(mut self, id: impl Into<String>) -> Self {
+        self.job_id = Some(id.into());
+        self
+    }
+
+    /// The `repeat` map as the official client sends it (absent keys left out).
+    pub fn to_value(&self) -> Value {
+        let mut m: Vec<(Value, Value)> = Vec::new();
+        let mut put = |k: &str, v: Value| m.push((Value::from(k), v));
+        if let Some(e) = self.every {
+            put("every", Value::Int(millis(e)));
+        }
+        if let Some(p) = &self.pattern {
+            put("pattern", Value::from(p.as_str()));
+        }
+        for (k, v) in [
+            ("limit", self.limit),
+            ("count", self.count),
+            ("startDate", self.start_date),
+            ("endDate", self.end_date),
+        ] {
+            if let Some(v) = v {
+                put(k, Value::Int(v));
+            }
+        }
+        if let Some(tz) = &self.tz {
+            put("tz", Value::from(tz.as_str()));
+        }
+        if let Some(i) = self.immediately {
+            put("immediately", Value::Bool(i));
+        }
+        for (k, v) in [("prevMillis", self.prev_millis), ("offset", self.offset)] {
+            if let Some(v) = v {
+                put(k, Value::Int(v));
+            }
+        }
+        if let Some(id) = &self.job_id {
+            put("jobId", Value::from(id.as_str()));
+        }
+        Value::Map(m)
+    }
+
+    /// Reads a `repeat` map in the server role, refusing what bunqueue refuses with its
+    /// wording (`repeat.every must be a positive finite number`, …).
+    pub fn from_value(v: &Value) -> Result<Repeat, ValidationError> {
+        let num = |k: &'static str,
+                   field: &'static str,
+                   msg: &str|
+         -> Result<Option<f64>, ValidationError> {
+            match v.get(k) {
+                None | Some(Value::Undefined) => Ok(None),
+                Some(x) => match x.as_f64() {
+                    Some(f) if f.is_finite() => Ok(Some(f)),
+                    _ => Err(ValidationError::new(field, msg.to_owned())),
+                },
+            }
+        };
+        let date = |k: &'static str| {
+            num(
+                k,
+                "repeat",
+                &format!("repeat.{k} must be a finite timestamp"),
+            )
+            .map(|o| o.map(|f| f as i64))
+        };
+        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        let every = num(
+            "every",
+            "repeat",
+            "repeat.every must be a positive finite number",
+        )?;
+        if every.is_some_and(|e| e <= 0.0) {
+            return Err(ValidationError::new(
+                "repeat",
+                "repeat.every must be a positive finite number",
+            ));
+        }
+        let r = Repeat {
+            every: every.map(|e| from_millis(e as i64)),
+            pattern: text("pattern"),
+            limit: v.get("limit").and_then(Value::as_f64).map(|f| f as i64),
+            count: v.get("count").and_then(Value::as_f64).map(|f| f as i64),
+            start_date: date("startDate")?,
+            end_date: date("endDate")?,
+            tz: text("tz"),
+            immediately: v.get("immediately").and_then(Value::as_bool),
+            prev_millis: date("prevMillis")?,
+            offset: date("offset")?,
+            job_id: v.get("jobId").and_then(id_text),
+        };
+        // An every that rounds down to 0 ms was positive on the wire: keep it at 1 ms so
+        // that re-encoding does not turn an accepted request into a refused one.
+        Ok(Repeat {
+            every: r.every.map(|d| d.max(Duration::from_millis(1))),
+            ..r
+        })
+    }
+
+    /// bunqueue's checks of a repeat definition (`validateRepeatJobInput`), in its order.
+    fn validate(&self, opts: &JobOptions) -> Result<(), ValidationError> {
+        let has_every = self.every.is_some();
+        let has_pattern = self
+            .pattern
+            .as_deref()
+            .is_some_and(|p| !p.trim().is_empty());
+        if has_every == has_pattern {
+            return Err(ValidationError::new(
+                "repeat",
+                "repeat requires exactly one of every or pattern",
+            ));
+        }
+        if self.every.is_some_and(|e| millis(e) <= 0) {
+            return Err(ValidationError::new(
+                "repeat",
+                "repeat.every must be a positive finite number",
+            ));
+        }
+        // The cron pattern itself is checked by the server (its parser and time zones).
+        if opts.job_id.as_deref().is_some_and(|id| !id.is_empty()) {
+            return Err(ValidationError::new(
+                "jobId",
+                "repeat jobs cannot use JobOptions.jobId; use repeat.jobId instead",
+            ));
+        }
+        if opts.parent_id.as_deref().is_some_and(|id| !id.is_empty()) || !opts.depends_on.is_empty()
+        {
+            return Err(ValidationError::new(
+                "repeat",
+                "repeat jobs cannot participate in parent or dependency relationships",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Largest group priority (`group.priority` when a job has a `groupId`).
+pub const MAX_GROUP_PRIORITY: i64 = 2_097_151;
+/// Largest safe integer in JS (`Number.MAX_SAFE_INTEGER`).
+pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
+
+/// bunqueue's `validateGroupId` for a present group id.
+pub(crate) fn check_group_id(group: &str) -> Result<(), ValidationError> {
+    if group.is_empty() {
+        return Err(ValidationError::new(
+            "groupId",
+            "groupId must be a non-empty string",
+        ));
+    }
+    // JS measures in UTF-16 code units.
+    if group.encode_utf16().count() > MAX_NAME_CHARS {
+        return Err(ValidationError::new(
+            "groupId",
+            "groupId must be at most 256 characters",
+        ));
+    }
+    if group.contains('\0') {
+        return Err(ValidationError::new(
+            "groupId",
+            "groupId must not contain NUL characters",
+        ));
+    }
+    Ok(())
+}
+
+/// bunqueue's `validatePositiveSafeInteger`.
+pub(crate) fn check_positive_safe(
+    field: &'static str,
+    name: &str,
+    v: i64,
+) -> Result<(), ValidationError> {
+    if v <= 0 || v > MAX_SAFE_INTEGER {
+        return Err(ValidationError::new(
+            field,
+            format!("{name} must be a positive safe integer"),
+        ));
+    }
+    Ok(())
+}
+
 /// Options of one job (protocol reference §7). Every field is optional; `None` leaves the
 /// server's default. Time spans are [`Duration`]s, sent as whole milliseconds. Build with the
 /// chained setters (the struct is `#[non_exhaustive]`: new options may come):
@@ -235,6 +543,34 @@ pub struct JobOptions {
     pub remove_on_fail: Option<bool>,
     /// Commit to storage before the reply; bypasses the client batcher.
     pub durable: Option<bool>,
+    /// Most jobs the group may hold (`groupMaxSize`; a positive integer): an add beyond it
+    /// fails with `Group <id> has reached its maximum size of <n>`.
+    pub group_max_size: Option<i64>,
+    /// Repeat the job when it completes (see [`Repeat`]).
+    pub repeat: Option<Repeat>,
+    /// Keep only the last of the jobs added with the same key within a window.
+    pub debounce: Option<Debounce>,
+    /// Parent job id (`parentId`): the job is a child of that job, which must exist. (The TS
+    /// client's `parent: {id, queue}` also adds `__parentId` / `__parentQueue` to the data;
+    /// add them to the data yourself where a consumer reads them.)
+    pub parent_id: Option<String>,
+    /// Ids of this job's children (`childrenIds`, as bunqueue-client sends it; the TS client
+    /// builds children with flows instead).
+    pub children_ids: Vec<String>,
+    /// Stack-trace lines kept per failure (server default 10).
+    pub stack_trace_limit: Option<i64>,
+    /// Log lines kept for the job.
+    pub keep_logs: Option<i64>,
+    /// Largest result size, bytes.
+    pub size_limit: Option<i64>,
+    /// When this child fails for good, fail its parent too.
+    pub fail_parent_on_failure: Option<bool>,
+    /// When this child fails for good, remove it from its parent's dependencies.
+    pub remove_dependency_on_failure: Option<bool>,
+    /// When this child fails for good, let its parent go on.
+    pub continue_parent_on_failure: Option<bool>,
+    /// When this child fails for good, ignore the failure in its parent (recorded as ignored).
+    pub ignore_dependency_on_failure: Option<bool>,
 }
 
 macro_rules! setter {
@@ -286,11 +622,39 @@ impl JobOptions {
         remove_on_fail: bool,
         /// Sets [`durable`](Self::durable).
         durable: bool,
+        /// Sets [`group_max_size`](Self::group_max_size).
+        group_max_size: i64,
+        /// Sets [`repeat`](Self::repeat).
+        repeat: Repeat,
+        /// Sets [`debounce`](Self::debounce).
+        debounce: Debounce,
+        /// Sets [`parent_id`](Self::parent_id).
+        parent_id: String,
+        /// Sets [`stack_trace_limit`](Self::stack_trace_limit).
+        stack_trace_limit: i64,
+        /// Sets [`keep_logs`](Self::keep_logs).
+        keep_logs: i64,
+        /// Sets [`size_limit`](Self::size_limit), bytes.
+        size_limit: i64,
+        /// Sets [`fail_parent_on_failure`](Self::fail_parent_on_failure).
+        fail_parent_on_failure: bool,
+        /// Sets [`remove_dependency_on_failure`](Self::remove_dependency_on_failure).
+        remove_dependency_on_failure: bool,
+        /// Sets [`continue_parent_on_failure`](Self::continue_parent_on_failure).
+        continue_parent_on_failure: bool,
+        /// Sets [`ignore_dependency_on_failure`](Self::ignore_dependency_on_failure).
+        ignore_dependency_on_failure: bool,
     }
 
     /// Sets [`tags`](Self::tags).
     pub fn tags<S: Into<String>>(mut self, tags: impl IntoIterator<Item = S>) -> Self {
         self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`children_ids`](Self::children_ids).
+    pub fn children_ids<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Self {
+        self.children_ids = ids.into_iter().map(Into::into).collect();
         self
     }
 
@@ -305,9 +669,14 @@ impl JobOptions {
         self.durable == Some(true)
     }
 
-    /// Checks every option against bunqueue's ranges; the first problem wins.
+    /// Checks every option as bunqueue checks it, in its order (group id, ranges, group size,
+    /// repeat); the first problem wins.
     pub fn validate(&self) -> Result<(), ValidationError> {
+        if let Some(g) = &self.group_id {
+            check_group_id(g)?;
+        }
         check_ranges(&RangeInput {
+            grouped: self.group_id.is_some(),
             priority: self.priority,
             delay: self.delay.map(millis),
             timeout: self.timeout.map(millis),
@@ -315,7 +684,19 @@ impl JobOptions {
             ttl: self.ttl.map(millis),
             backoff: self.backoff.map(|b| (b.field(), millis(b.delay()))),
             timestamp: self.timestamp,
-        })
+        })?;
+        self.check_extras()
+    }
+
+    /// The checks bunqueue makes after the ranges (in the queue manager): group size, repeat.
+    pub(crate) fn check_extras(&self) -> Result<(), ValidationError> {
+        if let Some(n) = self.group_max_size {
+            check_positive_safe("groupMaxSize", "group.maxSize", n)?;
+        }
+        if let Some(r) = &self.repeat {
+            r.validate(self)?;
+        }
+        Ok(())
     }
 }
 
@@ -323,6 +704,8 @@ impl JobOptions {
 /// the broker-side decoder sees negatives a `Duration` cannot hold and must answer them as
 /// bunqueue does.
 pub(crate) struct RangeInput {
+    /// A `groupId` is set: the priority is a group priority (0..=2097151).
+    pub grouped: bool,
     pub priority: Option<i64>,
     pub delay: Option<i64>,
     pub timeout: Option<i64>,
@@ -335,7 +718,16 @@ pub(crate) struct RangeInput {
 /// bunqueue's range checks, in its order; the first problem wins.
 pub(crate) fn check_ranges(o: &RangeInput) -> Result<(), ValidationError> {
     if let Some(p) = o.priority {
-        range("priority", p, -MAX_PRIORITY, MAX_PRIORITY)?;
+        if o.grouped {
+            if !(0..=MAX_GROUP_PRIORITY).contains(&p) {
+                return Err(ValidationError::new(
+                    "priority",
+                    format!("group.priority must be between 0 and {MAX_GROUP_PRIORITY}"),
+                ));
+            }
+        } else {
+            range("priority", p, -MAX_PRIORITY, MAX_PRIORITY)?;
+        }
     }
     if let Some(d) = o.delay {
         range("delay", d, 0, MAX_DELAY_MS)?;
@@ -346,11 +738,11 @@ pub(crate) fn check_ranges(o: &RangeInput) -> Result<(), ValidationError> {
     if let Some(a) = o.attempts {
         range("maxAttempts", a, 1, MAX_ATTEMPTS)?;
     }
-    if let Some(t) = o.ttl {
-        range("ttl", t, 0, MAX_DELAY_MS)?;
-    }
     if let Some((field, d)) = o.backoff {
         range(field, d, 0, MAX_TIMEOUT_MS)?;
+    }
+    if let Some(t) = o.ttl {
+        range("ttl", t, 0, MAX_DELAY_MS)?;
     }
     if let Some(ts) = o.timestamp {
         if !ts.is_finite() {

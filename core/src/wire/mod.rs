@@ -39,11 +39,11 @@ pub use codec::{Encoder, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_DEPTH};
 pub use command::{pushb_jobs_budget, Command, CommandKind, PullArgs};
 pub use error::{DecodeError, FrameError, ProtocolError};
 pub use frame::{write_frame, FrameDecoder, MAX_FRAME};
-pub(crate) use job::millis;
+pub(crate) use job::{check_group_id, millis};
 pub use job::{
-    validate_data, validate_queue_name, Backoff, Dedup, Job, JobOptions, JobSpec, JobState,
-    ValidationError, MAX_ATTEMPTS, MAX_DATA_JSON_LEN, MAX_DELAY_MS, MAX_NAME_CHARS, MAX_PRIORITY,
-    MAX_TIMEOUT_MS,
+    validate_data, validate_queue_name, Backoff, Debounce, Dedup, Job, JobOptions, JobSpec,
+    JobState, Repeat, ValidationError, MAX_ATTEMPTS, MAX_DATA_JSON_LEN, MAX_DELAY_MS,
+    MAX_GROUP_PRIORITY, MAX_NAME_CHARS, MAX_PRIORITY, MAX_SAFE_INTEGER, MAX_TIMEOUT_MS,
 };
 pub use reply::{Incoming, JobCounts, Reply, Response};
 pub use value::{DataError, RawValue, Value, JS_INT_MAX, JS_INT_MIN};

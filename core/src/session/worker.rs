@@ -230,6 +230,8 @@ pub(super) struct WorkerState {
     settling: usize,
     /// `close` was called: no more pulls.
     stopping: bool,
+    /// The user paused the worker: no more pulls until resumed; held jobs go on.
+    paused: bool,
     /// When the held jobs' locks are renewed next (while any are held).
     next_heartbeat: Option<Instant>,
 }
@@ -245,6 +247,7 @@ impl WorkerState {
             retries: Vec::new(),
             settling: 0,
             stopping: false,
+            paused: false,
             next_heartbeat: None,
         })
     }
@@ -253,7 +256,7 @@ impl WorkerState {
         [
             self.acks.poll_timeout(),
             self.retries.iter().map(|(t, _)| *t).min(),
-            self.next_pull_at.filter(|_| !self.stopping),
+            self.next_pull_at.filter(|_| !self.stopping && !self.paused),
             self.next_heartbeat.filter(|_| !self.active.is_empty()),
         ]
         .into_iter()
@@ -273,6 +276,39 @@ impl WorkerState {
     /// `close` was called: no more pulls.
     pub(super) fn stop(&mut self) {
         self.stopping = true;
+    }
+
+    /// Pauses or resumes pulling (held jobs are not affected).
+    pub(super) fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
+    }
+
+    /// Whether pulling is paused.
+    pub(super) fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Holds off pulling until `at` (a rate limit): jobs already held go on.
+    pub(super) fn pull_not_before(&mut self, at: Instant) {
+        self.next_pull_at = Some(self.next_pull_at.map_or(at, |t| t.max(at)));
+    }
+
+    /// The lock token of held job `id` (`None` when it has none or is not held).
+    pub(super) fn token(&self, id: &str) -> Option<&str> {
+        self.active.get(id).and_then(|t| t.as_deref())
+    }
+
+    /// The ids of the jobs held, sorted.
+    pub(super) fn held(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.active.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Job `id` leaves the worker without an ACK or FAIL (the caller settles it with its own
+    /// command, MoveToDelayed or MoveToWait): returns its lock token.
+    pub(super) fn take(&mut self, id: &str) -> Result<Option<String>, Error> {
+        self.release(id)
     }
 
     fn free_slots(&self) -> usize {
@@ -409,6 +445,7 @@ impl WorkerState {
             batches.push(b);
         }
         let pull = !self.stopping
+            && !self.paused
             && !self.pull_in_flight
             && self.next_pull_at.is_none()
             && self.free_slots() > 0

@@ -113,6 +113,8 @@ pub(crate) enum Cmd {
     ReleaseHeld(oneshot::Sender<Vec<String>>),
     /// Pauses (`true`) or resumes the worker's pulls.
     PauseWorker(bool),
+    /// How many jobs the worker holds (handed out, not yet settled).
+    JobsHeld(oneshot::Sender<usize>),
     Stats(oneshot::Sender<ClientStats>),
     Close(oneshot::Sender<()>),
 }
@@ -366,6 +368,9 @@ impl<R: Runtime> Pump<R> {
                 let _ = reply.send(held);
             }
             Cmd::PauseWorker(paused) => self.session.set_worker_paused(paused),
+            Cmd::JobsHeld(reply) => {
+                let _ = reply.send(self.session.jobs_held());
+            }
             Cmd::Cancel(ticket) => {
                 if let Some(op) = self.tickets.remove(&ticket) {
                     if self.session.cancel(op) {

@@ -510,6 +510,8 @@ struct Inner<R: Runtime> {
     paused: AtomicBool,
     /// The heartbeat task stops when this is set.
     stopped: AtomicBool,
+    /// A forced close handed the held jobs back: jobs still on their way are not started.
+    forced: AtomicBool,
     events: WorkerEvents,
 }
 
@@ -704,20 +706,22 @@ impl<R: Runtime> Worker<R> {
             failed: AtomicU64::new(0),
             paused: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            forced: AtomicBool::new(false),
             events,
         });
         runtime.spawn(Box::pin(inner.clone().heartbeats()));
         let processor = Arc::new(processor);
         let rt = runtime.clone();
-        let weak = Arc::downgrade(&inner);
+        let dispatched = inner.clone();
         // The dispatcher: one task per job (the session never hands out more than
         // `concurrency` at once). It ends when the pump drops the job channel.
         runtime.spawn(Box::pin(async move {
+            let inner = dispatched;
             while let Some((job, token)) = jobs_rx.next().await {
-                let Some(inner) = weak.upgrade() else {
-                    // The worker is gone: its connection is closing and will hand the job back.
+                if inner.forced.load(Ordering::Acquire) {
+                    // A forced close handed it back already.
                     continue;
-                };
+                }
                 let processor = processor.clone();
                 let id = job.id.clone();
                 let active = ActiveJob::new(job, token, inner.link.clone());
@@ -732,6 +736,7 @@ impl<R: Runtime> Worker<R> {
                     async move { run(&*processor, J::from_active(active)).await },
                     registration,
                 );
+                let inner = inner.clone();
                 rt.spawn(Box::pin(async move {
                     let outcome = task.await;
                     inner
@@ -863,15 +868,33 @@ impl<R: Runtime> Worker<R> {
         self.close_inner(Some(grace)).await
     }
 
+    /// Jobs the connection holds: running, or pulled and not yet started.
+    async fn jobs_held(&self) -> usize {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        if self
+            .inner
+            .client
+            .sender()
+            .unbounded_send(Cmd::JobsHeld(tx))
+            .is_err()
+        {
+            return 0;
+        }
+        rx.await.unwrap_or(0)
+    }
+
     async fn close_inner(&self, grace: Option<Duration>) -> CloseReport {
         let inner = &self.inner;
         tracing::debug!(queue = %inner.queue, "worker closing");
         let _ = inner.client.sender().unbounded_send(Cmd::PauseWorker(true));
         let deadline = grace.map(|g| inner.runtime.now() + g);
         let mut report = CloseReport::default();
-        // Polls for the processors to end: a close is rare, a short period is cheap.
-        while inner.running() > 0 {
+        // Polls for the jobs held to be settled (running, or handed out and not yet started):
+        // a close is rare, a short period is cheap.
+        while self.jobs_held().await > 0 {
             if deadline.is_some_and(|d| inner.runtime.now() >= d) {
+                // No job still on its way to the dispatcher starts now.
+                inner.forced.store(true, Ordering::Release);
                 let handles: Vec<AbortHandle> = inner
                     .running
                     .lock()
@@ -971,6 +994,7 @@ impl<R: Runtime> Drop for Worker<R> {
     /// never end.
     fn drop(&mut self) {
         self.inner.stopped.store(true, Ordering::Release);
+        self.inner.events.close();
         let (tx, _) = futures_channel::oneshot::channel();
         let _ = self.inner.client.sender().unbounded_send(Cmd::Close(tx));
     }

@@ -45,7 +45,7 @@ pub(crate) struct JobLink {
 /// **These calls never make the job wait for a round trip.** Each sends its request at once
 /// (it joins the connection's next write, with the ACKs and the other jobs' updates) and
 /// returns a [`Pending`] future for the server's answer: `.await` it to know the outcome, or
-/// drop it — the request is sent all the same and its answer is discarded. At most
+/// [`detach`](Pending::detach) (drop) it — the request is sent all the same and its answer is discarded. At most
 /// [`MAX_UNANSWERED_JOB_UPDATES`] requests per worker are outstanding; past that a call sends
 /// nothing and resolves to [`Error::Overflow`].
 ///
@@ -57,7 +57,7 @@ pub(crate) struct JobLink {
 ///         let pages: u32 = job.data()?;
 ///         for page in 0..pages {
 ///             // ... render a page, then report without waiting for the server:
-///             let _ = job.update_progress(100.0 * f64::from(page + 1) / f64::from(pages));
+///             job.update_progress(100.0 * f64::from(page + 1) / f64::from(pages)).detach();
 ///         }
 ///         job.log(format!("rendered {pages} pages")).await?; // this one is awaited
 ///         Ok::<_, autobatch_driver::JobError>(pages)
@@ -253,6 +253,10 @@ impl<T> Pending<T> {
             state: State::Ready(Some(r)),
         }
     }
+
+    /// Lets the request go without waiting for its answer (the same as dropping the future,
+    /// said out loud): `job.update_progress(50.0).detach();`.
+    pub fn detach(self) {}
 }
 
 impl<T: Unpin> Future for Pending<T> {

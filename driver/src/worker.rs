@@ -603,7 +603,7 @@ impl<R: Runtime> Inner<R> {
 ///         if to.is_empty() {
 ///             return Err(JobError::unrecoverable("no address"));
 ///         }
-///         let _ = job.update_progress(50.0);
+///         job.update_progress(50.0).detach();
 ///         Ok(format!("sent to {to}"))
 ///     },
 /// )

@@ -101,8 +101,8 @@ async fn progress_and_logs<T: Rt>(target: Target) {
                     job.log("first line").await?;
                     st.store(1, Ordering::SeqCst);
                     // Not awaited: sent all the same.
-                    let _ = job.update_progress(60.0);
-                    let _ = job.log("second line");
+                    job.update_progress(60.0).detach();
+                    job.log("second line").detach();
                     hold::<T>(&rel).await;
                     Ok::<_, JobError>(n * 2)
                 }
@@ -293,7 +293,7 @@ async fn forced_close_releases_held_jobs<T: Rt>(target: Target) {
         worker.close_with_grace(Duration::from_millis(100)),
     )
     .await;
-    assert_eq!(report.released, [id.clone()]);
+    assert_eq!(report.released, std::slice::from_ref(&id));
     assert_eq!(raw.state(&id), "waiting", "handed back at once");
 }
 
@@ -329,7 +329,7 @@ async fn events_stream<T: Rt>(target: Target) {
         options(server),
         worker_options(&name),
         |job: ActiveJob| async move {
-            let _ = job.update_progress(50.0);
+            job.update_progress(50.0).detach();
             Ok::<_, String>(7)
         },
     )

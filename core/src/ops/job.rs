@@ -66,7 +66,7 @@ fn reply_data(reply: &Value) -> Result<&Value, ProtocolError> {
 /// let op = UpdateProgress::new("42", 50.0).message("half way");
 /// assert_eq!(op.to_body(), Value::map([
 ///     ("cmd", Value::from("Progress")), ("id", Value::from("42")),
-///     ("progress", Value::from(50.0)), ("message", Value::from("half way")),
+///     ("progress", Value::Int(50)), ("message", Value::from("half way")),
 /// ]));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -173,7 +173,7 @@ impl JobProgress {
 /// ```
 /// use autobatch_core::ops::{GetProgress, JobProgress, Operation};
 /// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("progress", Value::from(40))]);
+/// let reply = Value::map([("ok", Value::from(true)), ("progress", Value::Int(40))]);
 /// assert_eq!(GetProgress::read_reply(&reply), Ok(JobProgress::new(40.0, None)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -355,7 +355,7 @@ impl JobLogs {
 ///     ("logs", Value::Array(vec![Value::map([
 ///         ("timestamp", Value::from(1.0)), ("level", Value::from("info")), ("message", Value::from("hi")),
 ///     ])])),
-///     ("count", Value::from(1)),
+///     ("count", Value::Int(1)),
 /// ]))]);
 /// let logs = GetLogs::read_reply(&reply).unwrap();
 /// assert_eq!((logs.count, logs.logs[0].message.as_str()), (1, "hi"));
@@ -524,7 +524,7 @@ impl Operation for ClearLogs {
 /// ```
 /// use autobatch_core::ops::{Operation, UpdateData};
 /// use autobatch_core::wire::Value;
-/// let op = UpdateData::new("42", Value::map([("step", Value::from(2))]));
+/// let op = UpdateData::new("42", Value::map([("step", Value::Int(2))]));
 /// assert_eq!(UpdateData::NAME, "Update");
 /// # let _ = op;
 /// ```
@@ -665,7 +665,7 @@ impl Operation for ExtendLock {
 /// use autobatch_core::ops::{ExtendLocks, Operation};
 /// use autobatch_core::wire::Value;
 /// let op = ExtendLocks::new(vec![("1".into(), Some("t1".into()), 30_000)]);
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::from(1))]);
+/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(1))]);
 /// assert_eq!(ExtendLocks::read_reply(&reply), Ok(1));
 /// # let _ = op;
 /// ```

@@ -65,6 +65,16 @@ impl WorkerInfo {
     }
 }
 
+/// An integer as msgpackr writes a JS number: an integer within the 32-bit range, a float64
+/// beyond it (epoch milliseconds are).
+fn js_number(n: i64) -> Value {
+    if (-(1i64 << 31)..(1i64 << 32)).contains(&n) {
+        Value::from(n)
+    } else {
+        Value::F64(n as f64)
+    }
+}
+
 fn int(v: &Value, field: &str) -> i64 {
     v.get(field).and_then(number).unwrap_or(0.0) as i64
 }
@@ -152,7 +162,7 @@ impl Operation for RegisterWorker {
             .put_opt("workerId", self.worker_id.as_deref())
             .put_opt("hostname", self.hostname.as_deref())
             .put_opt("pid", self.pid)
-            .put_opt("startedAt", self.started_at);
+            .put_opt("startedAt", self.started_at.map(js_number));
     }
 
     fn read_reply(reply: &Value) -> Result<WorkerInfo, ProtocolError> {

@@ -70,6 +70,9 @@ fn every_captured_command_is_checked() {
         "SubscribeEvents",
     ];
     for cmd in commands(FILES) {
-        assert!(checked.contains(&cmd.as_str()), "captured {cmd} is not checked here");
+        assert!(
+            checked.contains(&cmd.as_str()),
+            "captured {cmd} is not checked here"
+        );
     }
 }

@@ -129,6 +129,48 @@ async fn progress_and_logs<T: Rt>(target: Target) {
     within::<T, _>("worker close", worker.close()).await;
 }
 
+/// Interop: progress and log lines written by autobatch's worker are what bunqueue's own TS
+/// client sees of the job (`getJob().progress`, `getJobLogs`).
+async fn ts_client_sees_progress_and_logs<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("tsview");
+    let id = add_one::<T>(server, &name, JobOptions::new()).await;
+    let release = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let (rel, rdy) = (release.clone(), ready.clone());
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name),
+        move |job: ActiveJob| {
+            let (rel, rdy) = (rel.clone(), rdy.clone());
+            async move {
+                job.update_progress_with(42.0, "from autobatch").await?;
+                job.log("line from autobatch").await?;
+                rdy.store(true, Ordering::SeqCst);
+                hold::<T>(&rel).await;
+                Ok::<_, JobError>(())
+            }
+        },
+    )
+    .await
+    .expect("worker");
+    eventually::<T>("progress written", || ready.load(Ordering::SeqCst)).await;
+    let view = autobatch_tests::TsPeer::new("job_view.ts")
+        .target(server)
+        .options(&serde_json::json!({ "queue": name, "id": id }))
+        .run_json()
+        .expect("job_view.ts ran");
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(view["state"], serde_json::json!("active"), "{view}");
+    assert_eq!(view["progress"], serde_json::json!(42), "{view}");
+    assert_eq!(
+        view["logs"],
+        serde_json::json!(["[info] line from autobatch"]),
+        "{view}"
+    );
+    within::<T, _>("worker close", worker.close()).await;
+}
+
 /// An unrecoverable error fails the job at once, attempts left or not: one run, state failed.
 async fn unrecoverable_is_not_retried<T: Rt>(target: Target) {
     let server = target.shared();
@@ -474,6 +516,7 @@ macro_rules! all_scenarios {
     ($rt:ty, $target:expr) => {
         scenarios!($rt, $target =>
             progress_and_logs,
+            ts_client_sees_progress_and_logs,
             unrecoverable_is_not_retried,
             plain_error_is_retried,
             delay_moves_to_delayed,

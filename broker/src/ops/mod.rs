@@ -11,6 +11,7 @@ use autobatch_core::wire::{Response, Value};
 use crate::dispatch::{Conn, Shared};
 
 mod control;
+mod job;
 
 /// Serves `cmd` if one of the domain modules implements it.
 pub(crate) fn serve(
@@ -21,6 +22,7 @@ pub(crate) fn serve(
     now: f64,
 ) -> Option<Result<Response, String>> {
     control::serve(shared, conn, cmd, body, now)
+        .or_else(|| job::serve(shared, conn, cmd, body, now))
 }
 
 /// Reads `body` as an `O`, runs `f` on it, and writes its reply: the request's validation

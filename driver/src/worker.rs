@@ -719,7 +719,10 @@ impl<R: Runtime> Worker<R> {
             let inner = dispatched;
             while let Some((job, token)) = jobs_rx.next().await {
                 if inner.forced.load(Ordering::Acquire) {
-                    // A forced close handed it back already.
+                    // A forced close is under way: not started, handed back at once (a pull
+                    // that was out when the close began may still deliver one).
+                    let (tx, _) = futures_channel::oneshot::channel();
+                    let _ = inner.client.sender().unbounded_send(Cmd::ReleaseHeld(tx));
                     continue;
                 }
                 let processor = processor.clone();

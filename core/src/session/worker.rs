@@ -695,6 +695,72 @@ fn names_job(msg: &str, id: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn pulled(w: &mut WorkerState, now: Instant, ids: &[&str]) {
+        let mut stats = SessionStats::default();
+        let mut events = std::collections::VecDeque::new();
+        let mut out = Out {
+            events: &mut events,
+            stats: &mut stats,
+        };
+        let jobs = ids
+            .iter()
+            .map(|id| crate::wire::Job::new(*id, "q", "n", Value::Nil))
+            .collect();
+        let tokens = ids.iter().map(|id| format!("tok-{id}")).collect();
+        w.on_reply(
+            now,
+            WorkRequest::Pull {
+                args: PullArgs::default(),
+                count: 2,
+            },
+            Response::PulledBatch { jobs, tokens },
+            &mut out,
+        );
+    }
+
+    #[test]
+    fn a_paused_worker_does_not_pull_and_a_taken_job_frees_its_slot() {
+        let now = Instant::now();
+        let mut stats = SessionStats::default();
+        let mut w = WorkerState::new(WorkerConfig::new("q").concurrency(2)).unwrap();
+        w.set_paused(true);
+        assert!(
+            w.poll_requests(now, true, &mut stats).is_empty(),
+            "paused: no pull"
+        );
+        w.set_paused(false);
+        let reqs = w.poll_requests(now, true, &mut stats);
+        assert!(matches!(
+            reqs.as_slice(),
+            [WorkRequest::Pull { count: 2, .. }]
+        ));
+        pulled(&mut w, now, &["a", "b"]);
+        assert_eq!(w.token("a"), Some("tok-a"));
+        assert_eq!(w.held(), ["a", "b"]);
+        // Taken (delayed, released): its token goes to the caller, its slot is free again.
+        assert_eq!(w.take("a").unwrap().as_deref(), Some("tok-a"));
+        assert!(w.take("a").is_err(), "no longer held");
+        assert_eq!(w.held(), ["b"]);
+        let reqs = w.poll_requests(now, true, &mut stats);
+        assert!(matches!(
+            reqs.as_slice(),
+            [WorkRequest::Pull { count: 1, .. }]
+        ));
+    }
+
+    #[test]
+    fn a_rate_limit_holds_pulls_off_until_it_ends() {
+        let now = Instant::now();
+        let mut stats = SessionStats::default();
+        let mut w = WorkerState::new(WorkerConfig::new("q")).unwrap();
+        let later = now + Duration::from_secs(5);
+        w.pull_not_before(later);
+        assert!(w.poll_requests(now, true, &mut stats).is_empty());
+        assert_eq!(w.poll_timeout(), Some(later));
+        assert!(w.handle_timeout(later, &mut stats).is_none());
+        assert_eq!(w.poll_requests(later, true, &mut stats).len(), 1);
+    }
+
     #[test]
     fn a_job_is_named_as_a_whole_word() {
         assert!(names_job(

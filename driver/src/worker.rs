@@ -697,7 +697,7 @@ impl<R: Runtime> Worker<R> {
             client,
             queue: Arc::from(worker.queue.as_str()),
             worker_id,
-            name: worker.queue.clone(),
+            name: worker.name.clone().unwrap_or_else(|| worker.queue.clone()),
             concurrency: worker.concurrency,
             heartbeat,
             link,

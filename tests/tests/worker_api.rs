@@ -291,13 +291,13 @@ async fn list_workers_shows_the_worker<T: Rt>(target: Target) {
     let name = queue_name::<T>("listed");
     let worker = Worker::<T::R>::start(
         options(server),
-        worker_options(&name),
+        worker_options(&name).name("mailer"),
         |_job: ActiveJob| async { Ok::<(), String>(()) },
     )
     .await
     .expect("worker");
     let wid = worker.id().to_owned();
-    assert_eq!(worker.name(), name);
+    assert_eq!(worker.name(), "mailer");
     let mut raw = raw(server);
     eventually::<T>("listed", || raw_workers(&mut raw).contains(&wid)).await;
     within::<T, _>("worker close", worker.close()).await;
@@ -305,6 +305,33 @@ async fn list_workers_shows_the_worker<T: Rt>(target: Target) {
         !raw_workers(&mut raw).contains(&wid),
         "unregistered on close"
     );
+}
+
+/// The client-side limiter: one job per (long) window, so of two jobs one runs and the other
+/// stays waiting.
+async fn limiter_caps_jobs_per_window<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("limiter");
+    let a = add_one::<T>(server, &name, JobOptions::new()).await;
+    let b = add_one::<T>(server, &name, JobOptions::new()).await;
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name)
+            .concurrency(4)
+            .limiter(1, Duration::from_secs(600)),
+        |_job: ActiveJob| async { Ok::<(), String>(()) },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("one completed", || {
+        raw.state(&a) == "completed" || raw.state(&b) == "completed"
+    })
+    .await;
+    let mut states = [raw.state(&a), raw.state(&b)];
+    states.sort();
+    assert_eq!(states, ["completed", "waiting"]);
+    within::<T, _>("worker close", worker.close()).await;
 }
 
 /// A forced close hands the jobs still running back to waiting at once (not after their lock
@@ -539,6 +566,7 @@ macro_rules! all_scenarios {
             pause_and_resume_worker,
             events_stream,
             queue_job_methods,
+            limiter_caps_jobs_per_window,
         );
     };
 }
@@ -557,6 +585,7 @@ macro_rules! broker_scenarios {
             pause_and_resume_worker,
             events_stream,
             queue_job_methods,
+            limiter_caps_jobs_per_window,
         );
     };
 }

@@ -232,6 +232,8 @@ pub(super) struct WorkerState {
     stopping: bool,
     /// The user paused the worker: no more pulls until resumed; held jobs go on.
     paused: bool,
+    /// The limiter's current window: when it started and how many jobs it has taken.
+    window: Option<(Instant, u32)>,
     /// When the held jobs' locks are renewed next (while any are held).
     next_heartbeat: Option<Instant>,
 }
@@ -248,6 +250,7 @@ impl WorkerState {
             settling: 0,
             stopping: false,
             paused: false,
+            window: None,
             next_heartbeat: None,
         })
     }
@@ -309,6 +312,26 @@ impl WorkerState {
     /// command, MoveToDelayed or MoveToWait): returns its lock token.
     pub(super) fn take(&mut self, id: &str) -> Result<Option<String>, Error> {
         self.release(id)
+    }
+
+    /// How many jobs the limiter lets the next pull take (unlimited: `usize::MAX`); when the
+    /// window is used up, no pull until it ends.
+    fn limit_allows(&mut self, now: Instant) -> usize {
+        let Some((max, len)) = self.config.limiter else {
+            return usize::MAX;
+        };
+        let (start, taken) = match self.window {
+            Some((start, taken)) if now < start + len => (start, taken),
+            _ => {
+                self.window = Some((now, 0));
+                (now, 0)
+            }
+        };
+        let left = max.saturating_sub(taken) as usize;
+        if left == 0 {
+            self.pull_not_before(start + len);
+        }
+        left
     }
 
     fn free_slots(&self) -> usize {
@@ -444,7 +467,9 @@ impl WorkerState {
         while let Some(b) = self.acks.poll_batch(now) {
             batches.push(b);
         }
-        let pull = !self.stopping
+        let allowed = self.limit_allows(now);
+        let pull = allowed > 0
+            && !self.stopping
             && !self.paused
             && !self.pull_in_flight
             && self.next_pull_at.is_none()
@@ -459,7 +484,7 @@ impl WorkerState {
                     owner: Some(self.config.owner.clone()),
                     lock_ttl: Some(millis(self.config.lock_ttl)),
                 },
-                count: self.free_slots().min(1000) as i64,
+                count: self.free_slots().min(1000).min(allowed) as i64,
             }
         });
         // Due heartbeats are rescheduled even when they cannot go out (disconnected): a due
@@ -501,6 +526,9 @@ impl WorkerState {
         }
         if self.active.is_empty() && !jobs.is_empty() {
             self.next_heartbeat = self.config.heartbeat_interval.map(|h| now + h);
+        }
+        if let Some((_, taken)) = &mut self.window {
+            *taken = taken.saturating_add(u32::try_from(jobs.len()).unwrap_or(u32::MAX));
         }
         for (job, token) in jobs {
             self.active.insert(job.id.clone(), token);
@@ -759,6 +787,37 @@ mod tests {
         assert_eq!(w.poll_timeout(), Some(later));
         assert!(w.handle_timeout(later, &mut stats).is_none());
         assert_eq!(w.poll_requests(later, true, &mut stats).len(), 1);
+    }
+
+    #[test]
+    fn the_limiter_caps_pulls_per_window() {
+        let now = Instant::now();
+        let mut stats = SessionStats::default();
+        let window = Duration::from_secs(10);
+        let config = WorkerConfig::new("q")
+            .concurrency(5)
+            .limiter(Some((2, window)));
+        let mut w = WorkerState::new(config).unwrap();
+        let reqs = w.poll_requests(now, true, &mut stats);
+        assert!(matches!(
+            reqs.as_slice(),
+            [WorkRequest::Pull { count: 2, .. }]
+        ));
+        pulled(&mut w, now, &["a", "b"]);
+        assert!(
+            w.poll_requests(now, true, &mut stats).is_empty(),
+            "window used up"
+        );
+        assert_eq!(w.poll_timeout(), Some(now + window));
+        let later = now + window;
+        w.handle_timeout(later, &mut stats);
+        // The held jobs' lock heartbeat is due too; the pull takes a new window's two.
+        let reqs = w.poll_requests(later, true, &mut stats);
+        assert!(
+            reqs.iter()
+                .any(|r| matches!(r, WorkRequest::Pull { count: 2, .. })),
+            "{reqs:?}"
+        );
     }
 
     #[test]

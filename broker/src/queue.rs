@@ -112,6 +112,8 @@ pub(crate) struct State {
     store: Box<dyn Store>,
     /// State changes handed to the store so far.
     recorded: u64,
+    /// Progress and log lines, kept in memory only (see `ops/job.rs`).
+    extras: HashMap<String, JobExtras>,
 }
 
 impl State {
@@ -129,6 +131,7 @@ impl State {
             rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
             store,
             recorded: 0,
+            extras: HashMap::new(),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
@@ -279,6 +282,7 @@ impl State {
         let Some(e) = self.jobs.remove(id) else {
             return;
         };
+        self.extras.remove(id);
         if let Some(q) = self.queues.get_mut(&e.rec.queue) {
             match e.rec.state {
                 JobState::Completed => q.completed = q.completed.saturating_sub(1),
@@ -845,5 +849,187 @@ mod tests {
             retry_delay(Some(Backoff::Fixed(Duration::from_millis(100))), 9, 0.5),
             100.0
         );
+    }
+}
+
+/// A job's progress and log lines (the broker keeps them in memory only: a restart loses them).
+#[derive(Debug, Default)]
+pub(crate) struct JobExtras {
+    pub progress: f64,
+    pub message: Option<String>,
+    /// `(timestamp, level, message)`, oldest first.
+    pub logs: Vec<(f64, String, String)>,
+}
+
+/// Most log lines kept per job (bunqueue's default `maxLogsPerJob`).
+const MAX_LOGS_PER_JOB: usize = 1000;
+
+/// A running job's records and the worker's moves on it (`ops/job.rs` serves them).
+impl State {
+    /// `Job not found` / `Job is not active (current state: <state>)`, as bunqueue words them.
+    fn require_active(&mut self, id: &str, now: f64) -> Result<(), String> {
+        match self.get_state(id, now) {
+            "unknown" => Err("Job not found".into()),
+            "active" => Ok(()),
+            s => Err(format!("Job is not active (current state: {s})")),
+        }
+    }
+
+    /// Sets an active job's progress (clamped to 0..=100) and, when given, its message.
+    pub fn set_progress(
+        &mut self,
+        id: &str,
+        progress: f64,
+        message: Option<String>,
+        now: f64,
+    ) -> Result<(), String> {
+        self.require_active(id, now)?;
+        let x = self.extras.entry(id.to_owned()).or_default();
+        x.progress = progress.clamp(0.0, 100.0);
+        if message.is_some() {
+            x.message = message;
+        }
+        Ok(())
+    }
+
+    /// An active job's progress and message.
+    pub fn progress(&mut self, id: &str, now: f64) -> Result<(f64, Option<String>), String> {
+        self.require_active(id, now)?;
+        Ok(self
+            .extras
+            .get(id)
+            .map_or((0.0, None), |x| (x.progress, x.message.clone())))
+    }
+
+    /// Appends a log line; false for an unknown job.
+    pub fn add_log(&mut self, id: &str, message: String, level: String, now: f64) -> bool {
+        if !self.jobs.contains_key(id) {
+            return false;
+        }
+        let logs = &mut self.extras.entry(id.to_owned()).or_default().logs;
+        logs.push((now, level, message));
+        if logs.len() > MAX_LOGS_PER_JOB {
+            let excess = logs.len() - MAX_LOGS_PER_JOB;
+            logs.drain(..excess);
+        }
+        true
+    }
+
+    /// A job's log lines (empty for an unknown job).
+    pub fn logs(&self, id: &str) -> &[(f64, String, String)] {
+        self.extras.get(id).map_or(&[], |x| x.logs.as_slice())
+    }
+
+    /// Empties a job's log, or keeps its newest `keep` lines.
+    pub fn clear_logs(&mut self, id: &str, keep: Option<i64>) {
+        let Some(x) = self.extras.get_mut(id) else {
+            return;
+        };
+        match keep.filter(|k| *k > 0) {
+            None => x.logs.clear(),
+            Some(k) => {
+                let k = k as usize;
+                if x.logs.len() > k {
+                    let excess = x.logs.len() - k;
+                    x.logs.drain(..excess);
+                }
+            }
+        }
+    }
+
+    /// Extends an active job's lock to `duration` ms from now; false when it has no lock or the
+    /// token does not match.
+    pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return false;
+        };
+        if e.rec.state != JobState::Active {
+            return false;
+        }
+        match (&mut e.lock, token.filter(|t| !t.is_empty())) {
+            (Some(lock), Some(t)) if t == lock.token => {
+                lock.expires_at = now + duration;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Moves an active job (lock checked) or a waiting one to delayed, due `delay` ms from now;
+    /// the attempt is not counted.
+    pub fn move_to_delayed(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+        delay: f64,
+        now: f64,
+    ) -> Result<(), String> {
+        self.check_lock(id, token).map_err(|e| e.to_string())?;
+        let state = self.get_state(id, now);
+        match state {
+            "unknown" => return Err("Job not found".into()),
+            "active" => {
+                self.finish(id).map_err(|e| e.to_string())?;
+            }
+            "waiting" | "prioritized" => self.unready(id),
+            s => return Err(format!("Job is not active (current state: {s})")),
+        }
+        let Some(e) = self.jobs.get_mut(id) else {
+            return Err("Job not found".into());
+        };
+        e.rec.state = JobState::Delayed;
+        e.rec.run_at = now + delay.max(0.0);
+        let key = (e.rec.run_at.ceil() as i64, e.rec.seq);
+        let queue = e.rec.queue.clone();
+        let op = update_op(&e.rec);
+        self.index(&queue).delayed.insert(key, id.to_owned());
+        self.record(op);
+        Ok(())
+    }
+
+    /// Moves an active job (lock checked) back to waiting, or a delayed one to waiting now;
+    /// a waiting job stays.
+    pub fn move_to_wait(&mut self, id: &str, token: Option<&str>, now: f64) -> Result<(), String> {
+        match self.get_state(id, now) {
+            "active" => {
+                self.check_lock(id, token).map_err(|e| e.to_string())?;
+                self.requeue(id, false);
+                Ok(())
+            }
+            "delayed" => {
+                if let Some(e) = self.jobs.get_mut(id) {
+                    e.rec.run_at = now;
+                    let key = (e.rec.run_at.ceil() as i64, e.rec.seq);
+                    let old = self
+                        .queues
+                        .get(&e.rec.queue)
+                        .and_then(|q| q.delayed.iter().find(|(_, v)| *v == id).map(|(k, _)| *k));
+                    let queue = e.rec.queue.clone();
+                    let q = self.index(&queue);
+                    if let Some(k) = old {
+                        q.delayed.remove(&k);
+                    }
+                    q.delayed.insert(key, id.to_owned());
+                    self.promote(&queue, now);
+                }
+                Ok(())
+            }
+            "waiting" | "prioritized" => Ok(()),
+            "unknown" => Err("Job not found".into()),
+            _ => Err("Job not found or not active".into()),
+        }
+    }
+
+    /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
+    fn unready(&mut self, id: &str) {
+        let Some(e) = self.jobs.get(id) else { return };
+        let key = ready_key(&e.rec);
+        let prioritized = e.rec.priority > 0;
+        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
+            q.ready.remove(&key);
+            if prioritized {
+                q.prioritized = q.prioritized.saturating_sub(1);
+            }
+        }
     }
 }

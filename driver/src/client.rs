@@ -74,10 +74,7 @@ impl<R: Runtime> fmt::Debug for Client<R> {
 pub(crate) async fn start<R: Runtime>(
     runtime: R,
     options: &ClientOptions,
-    worker: Option<(
-        autobatch_core::session::WorkerConfig,
-        mpsc::UnboundedSender<Job>,
-    )>,
+    worker: Option<(autobatch_core::session::WorkerConfig, crate::pump::JobTx)>,
 ) -> Result<(mpsc::UnboundedSender<Cmd>, Arc<Shared>), ConnectError> {
     let (worker_config, jobs) = match worker {
         Some((c, j)) => (Some(c), Some(j)),

@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod job;
 mod options;
 mod pump;
 mod queue_api;
@@ -38,10 +39,14 @@ mod stats;
 mod worker;
 
 pub use client::{Client, Queue, ServerInfo};
+pub use job::{ActiveJob, Pending, MAX_UNANSWERED_JOB_UPDATES};
 pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFAULT_PORT};
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
-pub use worker::{JobError, JobOutput, Raw, Worker};
+pub use worker::{
+    CloseReport, JobError, JobOutput, Outcome, ProcessorInput, Raw, Worker, WorkerEvent,
+    WORKER_EVENTS_BUFFER,
+};
 
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
 pub use autobatch_core::ops;

@@ -263,6 +263,11 @@ pub struct WorkerOptions {
     /// that runs longer than `lock_ttl` stays with this worker. Default 10 s (bunqueue's), or
     /// half of `lock_ttl` when that is shorter; `None` sends no heartbeats.
     pub heartbeat_interval: Option<Duration>,
+    /// Client-side rate limit: at most `max` jobs pulled per `window`. Default `None`.
+    pub limiter: Option<(u32, Duration)>,
+    /// The name the worker registers under (`ListWorkers`). Default: the queue's name, as
+    /// bunqueue's worker.
+    pub name: Option<String>,
 }
 
 /// bunqueue's worker heartbeat period.
@@ -285,6 +290,8 @@ impl WorkerOptions {
             acks: c.acks,
             owner: None,
             heartbeat_interval: Some(DEFAULT_HEARTBEAT),
+            limiter: None,
+            name: None,
         }
     }
 
@@ -342,12 +349,37 @@ impl WorkerOptions {
         self
     }
 
+    /// Pulls at most `max` jobs per `window` (a client-side limiter, as BullMQ's worker
+    /// `limiter: {max, duration}`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let o = autobatch_driver::WorkerOptions::new("q").limiter(10, Duration::from_secs(1));
+    /// assert_eq!(o.limiter, Some((10, Duration::from_secs(1))));
+    /// ```
+    pub fn limiter(mut self, max: u32, window: Duration) -> Self {
+        self.limiter = Some((max, window));
+        self
+    }
+
+    /// Sets the name the worker registers under.
+    ///
+    /// ```
+    /// let o = autobatch_driver::WorkerOptions::new("q").name("mailer");
+    /// assert_eq!(o.name.as_deref(), Some("mailer"));
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     pub(crate) fn worker_config(&self) -> Result<WorkerConfig, OptionsError> {
         let mut c = WorkerConfig::new(self.queue.clone())
             .concurrency(self.concurrency)
             .poll_timeout(self.poll_timeout)
             .lock_ttl(self.lock_ttl)
-            .acks(self.acks.clone());
+            .acks(self.acks.clone())
+            .limiter(self.limiter);
         c.heartbeat_interval = match self.heartbeat_interval {
             // The default adapts to a short lock; an interval the caller chose is kept as is
             // (and refused if it is not shorter than the lock).

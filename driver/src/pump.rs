@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use autobatch_core::ops::{self, Operation};
 use autobatch_core::session::{Event, OpId, Replay, Session};
 use autobatch_core::wire::{Command, Job, JobSpec, Response, Value};
 use autobatch_core::Error;
@@ -31,6 +32,26 @@ const READS_PER_TURN: usize = 16;
 pub(crate) type Ticket = u64;
 
 pub(crate) type Reply = oneshot::Sender<Result<Response, Error>>;
+
+/// Where a worker's jobs go, each with its lock token.
+pub(crate) type JobTx = mpsc::UnboundedSender<(Job, Option<String>)>;
+
+/// Counts a job handle's request until the pump is done with it (answered or dropped), so the
+/// handles can bound what they have outstanding.
+pub(crate) struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    /// Counts one more request (the caller has already incremented `n`).
+    pub(crate) fn new(n: Arc<AtomicUsize>) -> Self {
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// An operation from a caller to the pump.
 pub(crate) enum Cmd {
@@ -54,6 +75,14 @@ pub(crate) enum Cmd {
         replay: Option<Replay>,
         reply: Reply,
     },
+    /// A request a job handle sent (progress, log, lock, data): not withdrawn when its caller
+    /// stops waiting, and counted until answered.
+    JobRequest {
+        cmd: Command,
+        replay: Replay,
+        reply: Reply,
+        guard: InFlight,
+    },
     /// The caller of `ticket` gave up.
     Cancel(Ticket),
     Complete {
@@ -65,7 +94,27 @@ pub(crate) enum Cmd {
         error: String,
         /// The error's stack lines (message, causes, backtrace), for the job's `stacktrace`.
         stack: Vec<String>,
+        /// No more attempts: the job fails for good.
+        unrecoverable: bool,
     },
+    /// The processor asked for the job to run again after `delay` (MoveToDelayed).
+    Delay {
+        id: String,
+        delay: std::time::Duration,
+    },
+    /// The processor hit a rate limit: the job goes back to waiting (MoveToWait) and the worker
+    /// pulls nothing for `wait`.
+    RateLimited {
+        id: String,
+        wait: std::time::Duration,
+    },
+    /// Forced close: every job still held goes back to waiting at once (MoveToWait with its
+    /// token) instead of waiting for its lock to expire; answers with their ids.
+    ReleaseHeld(oneshot::Sender<Vec<String>>),
+    /// Pauses (`true`) or resumes the worker's pulls.
+    PauseWorker(bool),
+    /// How many jobs the worker holds (handed out, not yet settled).
+    JobsHeld(oneshot::Sender<usize>),
     Stats(oneshot::Sender<ClientStats>),
     Close(oneshot::Sender<()>),
 }
@@ -103,6 +152,8 @@ type Connecting<R> = (
 struct Waiter {
     ticket: Ticket,
     reply: Reply,
+    /// For a job handle's request: released when the waiter goes.
+    _guard: Option<InFlight>,
 }
 
 /// The pump of one connection, a hand-written future so that the channel, the socket, the
@@ -135,7 +186,7 @@ pub(crate) struct Pump<R: Runtime> {
     /// Until the first request is answered: who waits for `connect` to finish.
     startup: Option<(OpId, oneshot::Sender<Result<(), ConnectError>>)>,
     /// Where worker jobs go.
-    jobs: Option<mpsc::UnboundedSender<Job>>,
+    jobs: Option<JobTx>,
     connected_once: bool,
     /// `connect` was told it failed: nobody holds a client, so the pump stops.
     startup_failed: bool,
@@ -149,7 +200,7 @@ pub(crate) struct PumpParts<R: Runtime> {
     pub(crate) connect_timeout: std::time::Duration,
     pub(crate) shared: Arc<Shared>,
     pub(crate) rx: mpsc::UnboundedReceiver<Cmd>,
-    pub(crate) jobs: Option<mpsc::UnboundedSender<Job>>,
+    pub(crate) jobs: Option<JobTx>,
 }
 
 impl<R: Runtime> Pump<R> {
@@ -205,7 +256,31 @@ impl<R: Runtime> Pump<R> {
 
     fn waiting(&mut self, op: OpId, ticket: Ticket, reply: Reply) {
         self.tickets.insert(ticket, op);
-        self.waiters.insert(op, Waiter { ticket, reply });
+        self.waiters.insert(
+            op,
+            Waiter {
+                ticket,
+                reply,
+                _guard: None,
+            },
+        );
+    }
+
+    /// Sends a worker's own command for a job it gave up holding; its answer is only logged.
+    fn settle_elsewhere(&mut self, now: Instant, id: &str, cmd: Command) {
+        if let Err(e) = self.session.request_raw(now, cmd, Replay::NotSafe) {
+            tracing::warn!(job = %id, error = %e, "handing a job back failed");
+        }
+    }
+
+    fn take_job(&mut self, id: &str) -> Option<Option<String>> {
+        match self.session.take_job(id) {
+            Ok(token) => Some(token),
+            Err(e) => {
+                tracing::warn!(job = %id, error = %e, "job is not held");
+                None
+            }
+        }
     }
 
     fn on_cmd(&mut self, now: Instant, cmd: Cmd) {
@@ -246,6 +321,56 @@ impl<R: Runtime> Pump<R> {
                     let _ = reply.send(Err(e));
                 }
             },
+            Cmd::JobRequest {
+                cmd,
+                replay,
+                reply,
+                guard,
+            } => match self.session.request_raw(now, cmd, replay) {
+                Ok(op) => {
+                    self.waiters.insert(
+                        op,
+                        Waiter {
+                            ticket: 0,
+                            reply,
+                            _guard: Some(guard),
+                        },
+                    );
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            Cmd::Delay { id, delay } => {
+                if let Some(token) = self.take_job(&id) {
+                    let mut op = ops::MoveToDelayed::new(id.as_str(), delay.as_millis() as i64);
+                    op.token = token;
+                    self.settle_elsewhere(now, &id, op.to_command());
+                }
+            }
+            Cmd::RateLimited { id, wait } => {
+                if let Some(token) = self.take_job(&id) {
+                    let mut op = ops::MoveToWait::new(id.as_str());
+                    op.token = token;
+                    self.settle_elsewhere(now, &id, op.to_command());
+                }
+                self.session.delay_pulls_until(now + wait);
+            }
+            Cmd::ReleaseHeld(reply) => {
+                let held = self.session.held_jobs();
+                for id in &held {
+                    if let Some(token) = self.take_job(id) {
+                        let mut op = ops::MoveToWait::new(id.as_str());
+                        op.token = token;
+                        self.settle_elsewhere(now, id, op.to_command());
+                    }
+                }
+                let _ = reply.send(held);
+            }
+            Cmd::PauseWorker(paused) => self.session.set_worker_paused(paused),
+            Cmd::JobsHeld(reply) => {
+                let _ = reply.send(self.session.jobs_held());
+            }
             Cmd::Cancel(ticket) => {
                 if let Some(op) = self.tickets.remove(&ticket) {
                     if self.session.cancel(op) {
@@ -258,10 +383,15 @@ impl<R: Runtime> Pump<R> {
                     tracing::warn!(job = %id, error = %e, "completing a job failed");
                 }
             }
-            Cmd::Fail { id, error, stack } => {
-                if let Err(e) = self
-                    .session
-                    .fail_job_with_stack(now, &id, &error, false, stack)
+            Cmd::Fail {
+                id,
+                error,
+                stack,
+                unrecoverable,
+            } => {
+                if let Err(e) =
+                    self.session
+                        .fail_job_with_stack(now, &id, &error, unrecoverable, stack)
                 {
                     tracing::warn!(job = %id, error = %e, "failing a job failed");
                 }
@@ -313,7 +443,9 @@ impl<R: Runtime> Pump<R> {
                     }
                 }
                 if let Some(w) = self.waiters.remove(&op) {
-                    self.tickets.remove(&w.ticket);
+                    if w.ticket != 0 {
+                        self.tickets.remove(&w.ticket);
+                    }
                     if let Err(e) = &result {
                         tracing::debug!(op = op.get(), error = %e, "operation failed");
                     }
@@ -321,8 +453,12 @@ impl<R: Runtime> Pump<R> {
                 }
             }
             Event::Job { job } => {
+                let token = self.session.job_token(&job.id).map(str::to_owned);
                 let undelivered = match &self.jobs {
-                    Some(tx) => tx.unbounded_send(job).err().map(|e| e.into_inner()),
+                    Some(tx) => tx
+                        .unbounded_send((job, token))
+                        .err()
+                        .map(|e| e.into_inner().0),
                     None => Some(job),
                 };
                 if let Some(job) = undelivered {

@@ -9,14 +9,25 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use autobatch_core::ops;
 use autobatch_core::wire::{Job, Value};
+use autobatch_core::Error;
 use futures_channel::mpsc;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::future::{AbortHandle, Abortable};
+use futures_util::{FutureExt, Stream, StreamExt};
 use serde::Serialize;
 
 use crate::client::{start, Client};
+use crate::job::{ActiveJob, JobLink};
 use crate::pump::Cmd;
-use crate::runtime::Runtime;
+use crate::runtime::{AsyncTimer, Runtime};
 use crate::{ClientOptions, ClientStats, ConnectError, WorkerOptions};
 
 /// What a processor may return on success: anything `Serialize`, or a ready-made [`Value`]
@@ -89,7 +100,38 @@ impl JobOutput for Raw {
 pub struct JobError {
     error: Box<dyn StdError + Send + Sync>,
     backtrace: Backtrace,
+    kind: Outcome,
 }
+
+/// What a failed processor asks for, beyond a plain (retried) failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// FAIL: the server retries while attempts remain (backoff per the job's options).
+    Retry,
+    /// FAIL with `unrecoverable: true`: no more attempts; the job goes to failed (and to the
+    /// DLQ per the queue's config) at once. bunqueue's `UnrecoverableError`.
+    Unrecoverable,
+    /// MoveToDelayed: the job runs again after this delay, the attempt not counted as a
+    /// failure. bunqueue's `DelayedError`.
+    Delay(std::time::Duration),
+    /// MoveToWait, and the worker pulls nothing for this long: a rate limit the processor hit
+    /// (an upstream API's 429, say). The job is not counted as failed. bunqueue has no
+    /// server-side equivalent for a whole queue without groups; this is the worker's own.
+    RateLimited(std::time::Duration),
+}
+
+/// A plain message as an error, for the outcome constructors.
+#[derive(Debug)]
+struct Message(String);
+
+impl Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl StdError for Message {}
 
 impl JobError {
     /// Wraps `error`, capturing a backtrace here (if enabled, see the type's docs).
@@ -97,7 +139,72 @@ impl JobError {
         JobError {
             error: error.into(),
             backtrace: Backtrace::capture(),
+            kind: Outcome::Retry,
         }
+    }
+
+    /// A failure that must not be retried: the FAIL says `unrecoverable`, so the job is failed
+    /// at once whatever attempts remain (bunqueue's `UnrecoverableError`).
+    ///
+    /// ```
+    /// use autobatch_driver::{JobError, Outcome};
+    /// let e = JobError::unrecoverable("the account was deleted");
+    /// assert_eq!(e.outcome(), Outcome::Unrecoverable);
+    /// ```
+    pub fn unrecoverable(error: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        JobError {
+            kind: Outcome::Unrecoverable,
+            ..JobError::new(error)
+        }
+    }
+
+    /// Not a failure: run the job again after `delay` (MoveToDelayed; bunqueue's
+    /// `DelayedError`). The attempt does not count.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use autobatch_driver::{JobError, Outcome};
+    /// let e = JobError::delay(Duration::from_secs(30));
+    /// assert_eq!(e.outcome(), Outcome::Delay(Duration::from_secs(30)));
+    /// ```
+    pub fn delay(delay: std::time::Duration) -> Self {
+        JobError {
+            kind: Outcome::Delay(delay),
+            ..JobError::with_backtrace(
+                Message(format!("delayed by {} ms", delay.as_millis())),
+                Backtrace::disabled(),
+            )
+        }
+    }
+
+    /// Not a failure: a rate limit was hit. The job goes back to waiting and this worker pulls
+    /// nothing for `wait`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use autobatch_driver::{JobError, Outcome};
+    /// assert_eq!(JobError::rate_limited(Duration::from_secs(1)).outcome(),
+    ///     Outcome::RateLimited(Duration::from_secs(1)));
+    /// ```
+    pub fn rate_limited(wait: std::time::Duration) -> Self {
+        JobError {
+            kind: Outcome::RateLimited(wait),
+            ..JobError::with_backtrace(
+                Message(format!("rate limited for {} ms", wait.as_millis())),
+                Backtrace::disabled(),
+            )
+        }
+    }
+
+    /// Makes this error unrecoverable (see [`unrecoverable`](Self::unrecoverable)).
+    pub fn into_unrecoverable(mut self) -> Self {
+        self.kind = Outcome::Unrecoverable;
+        self
+    }
+
+    /// What the error asks for.
+    pub fn outcome(&self) -> Outcome {
+        self.kind
     }
 
     /// Wraps `error` with a backtrace captured elsewhere (by your own error type, say).
@@ -108,6 +215,7 @@ impl JobError {
         JobError {
             error: error.into(),
             backtrace,
+            kind: Outcome::Retry,
         }
     }
 
@@ -145,6 +253,7 @@ impl fmt::Debug for JobError {
         f.debug_struct("JobError")
             .field("error", &self.error)
             .field("backtrace", &self.backtrace.status())
+            .field("outcome", &self.kind)
             .finish()
     }
 }
@@ -176,19 +285,26 @@ fn chain_lines(error: &(dyn StdError + 'static)) -> Vec<String> {
 pub(crate) struct Failure {
     pub(crate) message: String,
     pub(crate) stack: Vec<String>,
+    pub(crate) outcome: Outcome,
 }
 
 impl Failure {
     fn plain(message: String) -> Self {
         let stack = message.lines().map(str::to_owned).collect();
-        Failure { message, stack }
+        Failure {
+            message,
+            stack,
+            outcome: Outcome::Retry,
+        }
     }
 
     /// Reads what the processor's error type can tell: a [`JobError`] or a boxed
     /// `std::error::Error` gives its cause chain (and backtrace), anything else its text.
     fn of<E: Display + 'static>(e: E) -> Self {
         let any: &dyn Any = &e;
+        let mut outcome = Outcome::Retry;
         let stack = if let Some(j) = any.downcast_ref::<JobError>() {
+            outcome = j.kind;
             j.stack_lines()
         } else if let Some(b) = any.downcast_ref::<Box<dyn StdError + Send + Sync>>() {
             chain_lines(&**b)
@@ -202,6 +318,259 @@ impl Failure {
         Failure {
             message: e.to_string(),
             stack,
+            outcome,
+        }
+    }
+}
+
+/// What a processor may take: the [`ActiveJob`] handle, or the plain [`Job`] record (the
+/// processors written before the handle existed keep compiling). Annotate the closure's
+/// argument (`|job: ActiveJob|` or `|job: Job|`) so the compiler knows which.
+pub trait ProcessorInput: Send + 'static {
+    /// Builds the input from the handle.
+    fn from_active(job: ActiveJob) -> Self;
+}
+
+impl ProcessorInput for ActiveJob {
+    fn from_active(job: ActiveJob) -> Self {
+        job
+    }
+}
+
+impl ProcessorInput for Job {
+    fn from_active(job: ActiveJob) -> Self {
+        job.into_job()
+    }
+}
+
+/// Something that happened in a [`Worker`], from [`Worker::events`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum WorkerEvent {
+    /// A job was handed to the processor.
+    Active {
+        /// Job id.
+        id: String,
+    },
+    /// A job reported progress ([`ActiveJob::update_progress`]).
+    Progress {
+        /// Job id.
+        id: String,
+        /// The progress reported.
+        progress: f64,
+        /// Its message, if any.
+        message: Option<String>,
+    },
+    /// A job's processor succeeded; its ACK is on its way (batched).
+    Completed {
+        /// Job id.
+        id: String,
+        /// What it returned.
+        result: Value,
+    },
+    /// A job's processor failed; its FAIL is on its way.
+    Failed {
+        /// Job id.
+        id: String,
+        /// The error's text.
+        reason: String,
+        /// Whether it was marked unrecoverable (no retry).
+        unrecoverable: bool,
+    },
+    /// A job asked to run again later ([`JobError::delay`]).
+    Delayed {
+        /// Job id.
+        id: String,
+        /// The delay.
+        delay: Duration,
+    },
+    /// A job hit a rate limit ([`JobError::rate_limited`]): back to waiting, pulls pause.
+    RateLimited {
+        /// Job id.
+        id: String,
+        /// How long the worker pulls nothing.
+        wait: Duration,
+    },
+    /// A forced close handed these held jobs back to waiting.
+    Released {
+        /// Their ids.
+        ids: Vec<String>,
+    },
+    /// Something went wrong outside a job (registration, heartbeat).
+    Error {
+        /// What.
+        message: String,
+    },
+    /// The consumer was too slow: this many events were dropped just before this one.
+    Lagged {
+        /// How many.
+        missed: u64,
+    },
+}
+
+/// How many events [`Worker::events`] buffers for a consumer that is behind.
+pub const WORKER_EVENTS_BUFFER: usize = 1024;
+
+#[derive(Default)]
+struct EventsInner {
+    tx: Option<mpsc::Sender<WorkerEvent>>,
+    missed: u64,
+}
+
+/// The worker's event fan-out: one subscriber at a time, a bounded buffer, and drops counted
+/// rather than blocking the worker.
+#[derive(Clone, Default)]
+pub(crate) struct WorkerEvents(Arc<Mutex<EventsInner>>);
+
+impl WorkerEvents {
+    fn subscribe(&self) -> mpsc::Receiver<WorkerEvent> {
+        let (tx, rx) = mpsc::channel(WORKER_EVENTS_BUFFER);
+        let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        inner.tx = Some(tx);
+        inner.missed = 0;
+        rx
+    }
+
+    pub(crate) fn emit(&self, event: WorkerEvent) {
+        let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let EventsInner { tx, missed } = &mut *inner;
+        let Some(sender) = tx else { return };
+        if *missed > 0 {
+            match sender.try_send(WorkerEvent::Lagged { missed: *missed }) {
+                Ok(()) => *missed = 0,
+                Err(e) if e.is_disconnected() => {
+                    *tx = None;
+                    return;
+                }
+                Err(_) => {
+                    *missed += 1;
+                    return;
+                }
+            }
+        }
+        if let Err(e) = sender.try_send(event) {
+            if e.is_disconnected() {
+                *tx = None;
+            } else {
+                *missed += 1;
+            }
+        }
+    }
+
+    pub(crate) fn progress(&self, id: &str, progress: f64, message: Option<String>) {
+        self.emit(WorkerEvent::Progress {
+            id: id.to_owned(),
+            progress,
+            message,
+        });
+    }
+
+    fn close(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).tx = None;
+    }
+}
+
+/// What [`Worker::close_with_grace`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CloseReport {
+    /// Jobs still running at the end of the grace period, handed back to waiting at once
+    /// (MoveToWait with their lock tokens); their processors were stopped.
+    pub released: Vec<String>,
+}
+
+/// A timer as a future.
+struct Sleep(Pin<Box<dyn AsyncTimer>>);
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+fn sleep<R: Runtime>(rt: &R, d: Duration) -> Sleep {
+    Sleep(rt.new_timer(rt.now() + d))
+}
+
+/// The state every part of one worker shares.
+struct Inner<R: Runtime> {
+    runtime: R,
+    client: Client<R>,
+    queue: Arc<str>,
+    worker_id: String,
+    name: String,
+    concurrency: usize,
+    heartbeat: Duration,
+    link: JobLink,
+    /// Processors running, by job id, to stop them on a forced close.
+    running: Mutex<HashMap<String, AbortHandle>>,
+    processed: AtomicU64,
+    failed: AtomicU64,
+    paused: AtomicBool,
+    /// The heartbeat task stops when this is set.
+    stopped: AtomicBool,
+    /// A forced close handed the held jobs back: jobs still on their way are not started.
+    forced: AtomicBool,
+    events: WorkerEvents,
+}
+
+impl<R: Runtime> Inner<R> {
+    fn running(&self) -> usize {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    fn register_op(&self) -> ops::RegisterWorker {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let mut op = ops::RegisterWorker::new(
+            self.name.as_str(),
+            vec![self.queue.to_string()],
+            self.concurrency as i64,
+        )
+        .worker_id(self.worker_id.as_str())
+        .pid(i64::from(std::process::id()))
+        .started_at(started);
+        if let Ok(h) = std::env::var("HOSTNAME") {
+            op = op.hostname(h);
+        }
+        op
+    }
+
+    async fn register(&self) {
+        if let Err(e) = self.client.run(self.register_op()).await {
+            tracing::debug!(worker = %self.worker_id, error = %e, "registering failed");
+            self.events.emit(WorkerEvent::Error {
+                message: format!("registering the worker failed: {e}"),
+            });
+        }
+    }
+
+    /// Registers, then sends a heartbeat with the counters every interval until stopped;
+    /// registers again when the server forgot the worker (a restart, a lost connection).
+    async fn heartbeats(self: Arc<Self>) {
+        self.register().await;
+        loop {
+            sleep(&self.runtime, self.heartbeat).await;
+            if self.stopped.load(Ordering::Acquire) {
+                return;
+            }
+            let op = ops::WorkerHeartbeat::new(self.worker_id.as_str()).counters(
+                self.running() as i64,
+                self.processed.load(Ordering::Relaxed) as i64,
+                self.failed.load(Ordering::Relaxed) as i64,
+            );
+            match self.client.run(op).await {
+                Ok(()) => {}
+                Err(Error::Server(e)) if e.message().contains("Worker not found") => {
+                    self.register().await;
+                }
+                Err(Error::Closed) => return,
+                Err(e) => {
+                    tracing::debug!(worker = %self.worker_id, error = %e, "worker heartbeat failed")
+                }
+            }
         }
     }
 }
@@ -209,22 +578,33 @@ impl Failure {
 /// A worker on its own connection: pulls jobs from one queue, runs up to `concurrency`
 /// processors at once, and reports each outcome.
 ///
-/// A processor's `Ok` value becomes the job's result (sent in a batched ACKB); an `Err`
-/// becomes a FAIL with its `Display` text (the server retries the job while attempts remain)
-/// and, as the job's `stacktrace`, its cause chain and backtrace when the error is a
-/// [`JobError`] or a `Box<dyn Error + Send + Sync>` (see [`JobError`]); a panic fails only that
-/// job.
+/// The processor receives an [`ActiveJob`] (or a plain [`Job`]: see [`ProcessorInput`]). Its
+/// `Ok` value becomes the job's result (sent in a batched ACKB); an `Err` becomes a FAIL with
+/// its `Display` text (the server retries the job while attempts remain) and, as the job's
+/// `stacktrace`, its cause chain and backtrace when the error is a [`JobError`] or a
+/// `Box<dyn Error + Send + Sync>` (see [`JobError`]); a panic fails only that job. A
+/// [`JobError`] may also ask for another [`Outcome`]: unrecoverable (no retry), delay, or rate
+/// limited.
+///
+/// The worker registers itself (RegisterWorker, then a Heartbeat with its counters every
+/// `heartbeat_interval`), so bunqueue's `ListWorkers` and dashboards list it under its
+/// [`id`](Self::id) (the pull `owner`) and [`name`](Self::name) (the queue's); it unregisters on
+/// close.
 ///
 /// ```no_run
 /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
-/// use autobatch_driver::{ClientOptions, Job, Worker, WorkerOptions};
+/// use autobatch_driver::{ActiveJob, ClientOptions, JobError, Worker, WorkerOptions};
 ///
 /// let worker = Worker::<R>::start(
 ///     ClientOptions::default(),
 ///     WorkerOptions::new("emails").concurrency(10),
-///     |job: Job| async move {
-///         let to: String = job.data.deserialize().map_err(|e| e.to_string())?;
-///         Ok::<_, String>(format!("sent to {to}"))
+///     |job: ActiveJob| async move {
+///         let to: String = job.data()?;
+///         if to.is_empty() {
+///             return Err(JobError::unrecoverable("no address"));
+///         }
+///         job.update_progress(50.0).detach();
+///         Ok(format!("sent to {to}"))
 ///     },
 /// )
 /// .await?;
@@ -233,15 +613,15 @@ impl Failure {
 /// # Ok(()) }
 /// ```
 pub struct Worker<R: Runtime> {
-    client: Client<R>,
-    queue: Arc<str>,
+    inner: Arc<Inner<R>>,
 }
 
 impl<R: Runtime> fmt::Debug for Worker<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Worker")
-            .field("queue", &&*self.queue)
-            .field("client", &self.client)
+            .field("queue", &&*self.inner.queue)
+            .field("id", &self.inner.worker_id)
+            .field("client", &self.inner.client)
             .finish()
     }
 }
@@ -256,19 +636,20 @@ impl<R: Runtime> Worker<R> {
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), autobatch_driver::ConnectError> {
-    /// use autobatch_driver::{ClientOptions, Worker, WorkerOptions};
+    /// use autobatch_driver::{ActiveJob, ClientOptions, Worker, WorkerOptions};
     /// let w = Worker::<R>::start(ClientOptions::default(), WorkerOptions::new("q"),
-    ///     |_job| async { Ok::<(), String>(()) }).await?;
+    ///     |_job: ActiveJob| async { Ok::<(), String>(()) }).await?;
     /// # w.close().await; Ok(()) }
     /// ```
-    pub async fn start<F, Fut, T, E>(
+    pub async fn start<F, J, Fut, T, E>(
         options: ClientOptions,
         worker: WorkerOptions,
         processor: F,
     ) -> Result<Self, ConnectError>
     where
         R: Default,
-        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        F: Fn(J) -> Fut + Send + Sync + 'static,
+        J: ProcessorInput,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         T: JobOutput + 'static,
         E: Display + 'static,
@@ -280,58 +661,173 @@ impl<R: Runtime> Worker<R> {
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), autobatch_driver::ConnectError> {
-    /// use autobatch_driver::{ClientOptions, Worker, WorkerOptions};
+    /// use autobatch_driver::{ClientOptions, Job, Worker, WorkerOptions};
     /// let w = Worker::start_with(R::default(), ClientOptions::default(), WorkerOptions::new("q"),
-    ///     |_job| async { Ok::<(), String>(()) }).await?;
+    ///     |_job: Job| async { Ok::<(), String>(()) }).await?;
     /// # w.close().await; Ok(()) }
     /// ```
-    pub async fn start_with<F, Fut, T, E>(
+    pub async fn start_with<F, J, Fut, T, E>(
         runtime: R,
         options: ClientOptions,
         worker: WorkerOptions,
         processor: F,
     ) -> Result<Self, ConnectError>
     where
-        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        F: Fn(J) -> Fut + Send + Sync + 'static,
+        J: ProcessorInput,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         T: JobOutput + 'static,
         E: Display + 'static,
     {
         let config = worker.worker_config()?;
-        let (jobs_tx, mut jobs_rx) = mpsc::unbounded::<Job>();
+        let (jobs_tx, mut jobs_rx) = mpsc::unbounded::<(Job, Option<String>)>();
+        let worker_id = config.owner.clone();
+        let heartbeat = config.heartbeat_interval.unwrap_or(Duration::from_secs(10));
         let (tx, shared) = start(runtime.clone(), &options, Some((config, jobs_tx))).await?;
         let client = Client::<R>::from_parts(tx, shared);
+        let events = WorkerEvents::default();
+        let link = JobLink {
+            tx: client.sender().clone(),
+            in_flight: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            lock_ttl: worker.lock_ttl,
+            events: events.clone(),
+        };
+        let inner = Arc::new(Inner {
+            runtime: runtime.clone(),
+            client,
+            queue: Arc::from(worker.queue.as_str()),
+            worker_id,
+            name: worker.name.clone().unwrap_or_else(|| worker.queue.clone()),
+            concurrency: worker.concurrency,
+            heartbeat,
+            link,
+            running: Mutex::new(HashMap::new()),
+            processed: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            paused: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            forced: AtomicBool::new(false),
+            events,
+        });
+        runtime.spawn(Box::pin(inner.clone().heartbeats()));
         let processor = Arc::new(processor);
-        let done = client.sender().clone();
         let rt = runtime.clone();
+        let dispatched = inner.clone();
         // The dispatcher: one task per job (the session never hands out more than
         // `concurrency` at once). It ends when the pump drops the job channel.
         runtime.spawn(Box::pin(async move {
-            while let Some(job) = jobs_rx.next().await {
+            let inner = dispatched;
+            while let Some((job, token)) = jobs_rx.next().await {
+                if inner.forced.load(Ordering::Acquire) {
+                    // A forced close is under way: not started, handed back at once (a pull
+                    // that was out when the close began may still deliver one).
+                    let (tx, _) = futures_channel::oneshot::channel();
+                    let _ = inner.client.sender().unbounded_send(Cmd::ReleaseHeld(tx));
+                    continue;
+                }
                 let processor = processor.clone();
-                let done = done.clone();
+                let id = job.id.clone();
+                let active = ActiveJob::new(job, token, inner.link.clone());
+                inner.events.emit(WorkerEvent::Active { id: id.clone() });
+                let (abort, registration) = AbortHandle::new_pair();
+                inner
+                    .running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id.clone(), abort);
+                let task = Abortable::new(
+                    async move { run(&*processor, J::from_active(active)).await },
+                    registration,
+                );
+                let inner = inner.clone();
                 rt.spawn(Box::pin(async move {
-                    let id = job.id.clone();
-                    let cmd = match run(&*processor, job).await {
-                        Ok(result) => Cmd::Complete { id, result },
-                        Err(Failure { message, stack }) => {
-                            tracing::debug!(job = %id, "job failed");
-                            Cmd::Fail {
-                                id,
-                                error: message,
-                                stack,
-                            }
-                        }
-                    };
-                    let _ = done.unbounded_send(cmd);
+                    let outcome = task.await;
+                    inner
+                        .running
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id);
+                    // Stopped by a forced close: the job was handed back already.
+                    let Ok(outcome) = outcome else { return };
+                    inner.settle(id, outcome);
                 }));
             }
         }));
         tracing::debug!(queue = %worker.queue, concurrency = worker.concurrency, "worker started");
-        Ok(Worker {
-            client,
-            queue: Arc::from(worker.queue.as_str()),
-        })
+        Ok(Worker { inner })
+    }
+
+    /// The worker's unique id: the pull `owner` and the id `ListWorkers` shows.
+    pub fn id(&self) -> &str {
+        &self.inner.worker_id
+    }
+
+    /// The worker's name as registered (its queue's name, as bunqueue's worker does).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The queue it works.
+    pub fn queue(&self) -> &str {
+        &self.inner.queue
+    }
+
+    /// The worker's events, as a bounded stream (a buffer of [`WORKER_EVENTS_BUFFER`]).
+    ///
+    /// **Slow consumers**: the worker never waits for the stream. When the buffer is full, new
+    /// events are dropped and counted; the next one that fits is preceded by a
+    /// [`WorkerEvent::Lagged`] with the count. One subscriber at a time: calling `events`
+    /// again ends the previous stream. The stream ends when the worker is closed.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(w: autobatch_driver::Worker<R>) {
+    /// use futures_util::StreamExt;
+    /// let mut events = w.events();
+    /// while let Some(e) = events.next().await {
+    ///     println!("{e:?}");
+    /// }
+    /// # }
+    /// ```
+    pub fn events(&self) -> impl Stream<Item = WorkerEvent> + Send + Unpin + 'static {
+        self.inner.events.subscribe()
+    }
+
+    /// Stops pulling new jobs; the jobs held go on and are reported as usual.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(w: autobatch_driver::Worker<R>) {
+    /// w.pause();
+    /// assert!(w.is_paused());
+    /// w.resume();
+    /// # }
+    /// ```
+    pub fn pause(&self) {
+        self.inner.paused.store(true, Ordering::Release);
+        let _ = self
+            .inner
+            .client
+            .sender()
+            .unbounded_send(Cmd::PauseWorker(true));
+    }
+
+    /// Resumes pulling after [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.inner.paused.store(false, Ordering::Release);
+        let _ = self
+            .inner
+            .client
+            .sender()
+            .unbounded_send(Cmd::PauseWorker(false));
+    }
+
+    /// Whether [`pause`](Self::pause) is in effect.
+    pub fn is_paused(&self) -> bool {
+        self.inner.paused.load(Ordering::Acquire)
+    }
+
+    /// Jobs being processed now.
+    pub fn running(&self) -> usize {
+        self.inner.running()
     }
 
     /// The connection's counters (jobs received, completed, failed; ACKB frames).
@@ -343,12 +839,13 @@ impl<R: Runtime> Worker<R> {
     /// # }
     /// ```
     pub async fn stats(&self) -> ClientStats {
-        self.client.stats().await
+        self.inner.client.stats().await
     }
 
-    /// Stops pulling, waits for every job held to finish, flushes their ACKs and FAILs, then
-    /// disconnects. Jobs not yet pulled stay in the queue. Dropping the worker does the same
-    /// in the background.
+    /// Stops pulling, waits for every job held to finish, flushes their ACKs and FAILs,
+    /// unregisters the worker, then disconnects. Jobs not yet pulled stay in the queue.
+    /// Dropping the worker closes it in the background (without waiting to unregister:
+    /// the server marks it stale).
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime>(w: autobatch_driver::Worker<R>) {
@@ -356,8 +853,141 @@ impl<R: Runtime> Worker<R> {
     /// # }
     /// ```
     pub async fn close(&self) {
-        tracing::debug!(queue = %self.queue, "worker closing");
-        self.client.close().await;
+        self.close_inner(None).await;
+    }
+
+    /// Like [`close`](Self::close), but waits at most `grace` for the jobs running: those
+    /// still running then are stopped (their processor futures dropped) and handed back to
+    /// waiting at once (MoveToWait with their lock tokens, the attempt not counted), instead of
+    /// holding their locks until they expire.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(w: autobatch_driver::Worker<R>) {
+    /// let report = w.close_with_grace(std::time::Duration::from_secs(5)).await;
+    /// println!("{} jobs handed back", report.released.len());
+    /// # }
+    /// ```
+    pub async fn close_with_grace(&self, grace: Duration) -> CloseReport {
+        self.close_inner(Some(grace)).await
+    }
+
+    /// Jobs the connection holds: running, or pulled and not yet started.
+    async fn jobs_held(&self) -> usize {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        if self
+            .inner
+            .client
+            .sender()
+            .unbounded_send(Cmd::JobsHeld(tx))
+            .is_err()
+        {
+            return 0;
+        }
+        rx.await.unwrap_or(0)
+    }
+
+    async fn close_inner(&self, grace: Option<Duration>) -> CloseReport {
+        let inner = &self.inner;
+        tracing::debug!(queue = %inner.queue, "worker closing");
+        let _ = inner.client.sender().unbounded_send(Cmd::PauseWorker(true));
+        let deadline = grace.map(|g| inner.runtime.now() + g);
+        let mut report = CloseReport::default();
+        // Polls for the jobs held to be settled (running, or handed out and not yet started):
+        // a close is rare, a short period is cheap.
+        while self.jobs_held().await > 0 {
+            if deadline.is_some_and(|d| inner.runtime.now() >= d) {
+                // No job still on its way to the dispatcher starts now.
+                inner.forced.store(true, Ordering::Release);
+                let handles: Vec<AbortHandle> = inner
+                    .running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .drain()
+                    .map(|(_, h)| h)
+                    .collect();
+                for h in handles {
+                    h.abort();
+                }
+                let (tx, rx) = futures_channel::oneshot::channel();
+                if inner
+                    .client
+                    .sender()
+                    .unbounded_send(Cmd::ReleaseHeld(tx))
+                    .is_ok()
+                {
+                    report.released = rx.await.unwrap_or_default();
+                }
+                if !report.released.is_empty() {
+                    inner.events.emit(WorkerEvent::Released {
+                        ids: report.released.clone(),
+                    });
+                }
+                break;
+            }
+            sleep(&inner.runtime, Duration::from_millis(20)).await;
+        }
+        inner.stopped.store(true, Ordering::Release);
+        let _ = inner
+            .client
+            .run(ops::UnregisterWorker::new(inner.worker_id.as_str()))
+            .await;
+        inner.client.close().await;
+        inner.events.close();
+        report
+    }
+}
+
+impl<R: Runtime> Inner<R> {
+    /// Reports a processor's outcome.
+    fn settle(&self, id: String, outcome: Result<Value, Failure>) {
+        let tx = self.client.sender();
+        let cmd = match outcome {
+            Ok(result) => {
+                self.processed.fetch_add(1, Ordering::Relaxed);
+                self.events.emit(WorkerEvent::Completed {
+                    id: id.clone(),
+                    result: result.clone(),
+                });
+                Cmd::Complete { id, result }
+            }
+            Err(Failure {
+                message,
+                stack,
+                outcome,
+            }) => match outcome {
+                Outcome::Delay(delay) => {
+                    self.events.emit(WorkerEvent::Delayed {
+                        id: id.clone(),
+                        delay,
+                    });
+                    Cmd::Delay { id, delay }
+                }
+                Outcome::RateLimited(wait) => {
+                    self.events.emit(WorkerEvent::RateLimited {
+                        id: id.clone(),
+                        wait,
+                    });
+                    Cmd::RateLimited { id, wait }
+                }
+                Outcome::Retry | Outcome::Unrecoverable => {
+                    let unrecoverable = outcome == Outcome::Unrecoverable;
+                    tracing::debug!(job = %id, unrecoverable, "job failed");
+                    self.failed.fetch_add(1, Ordering::Relaxed);
+                    self.events.emit(WorkerEvent::Failed {
+                        id: id.clone(),
+                        reason: message.clone(),
+                        unrecoverable,
+                    });
+                    Cmd::Fail {
+                        id,
+                        error: message,
+                        stack,
+                        unrecoverable,
+                    }
+                }
+            },
+        };
+        let _ = tx.unbounded_send(cmd);
     }
 }
 
@@ -366,15 +996,17 @@ impl<R: Runtime> Drop for Worker<R> {
     /// processors running keep their own handle on the connection, so without this it would
     /// never end.
     fn drop(&mut self) {
+        self.inner.stopped.store(true, Ordering::Release);
+        self.inner.events.close();
         let (tx, _) = futures_channel::oneshot::channel();
-        let _ = self.client.sender().unbounded_send(Cmd::Close(tx));
+        let _ = self.inner.client.sender().unbounded_send(Cmd::Close(tx));
     }
 }
 
 /// Runs the processor on one job; a panic (when called or while polled) fails the job alone.
-async fn run<F, Fut, T, E>(processor: &F, job: Job) -> Result<Value, Failure>
+async fn run<F, J, Fut, T, E>(processor: &F, job: J) -> Result<Value, Failure>
 where
-    F: Fn(Job) -> Fut,
+    F: Fn(J) -> Fut,
     Fut: Future<Output = Result<T, E>>,
     T: JobOutput,
     E: Display + 'static,

@@ -14,6 +14,7 @@ mod control;
 mod lookup;
 mod dlq;
 mod limits;
+mod job;
 
 /// Serves `cmd` if one of the domain modules implements it.
 pub(crate) fn serve(
@@ -27,6 +28,7 @@ pub(crate) fn serve(
         .or_else(|| lookup::serve(shared, conn, cmd, body, now))
         .or_else(|| dlq::serve(shared, conn, cmd, body, now))
         .or_else(|| limits::serve(shared, conn, cmd, body, now))
+        .or_else(|| job::serve(shared, conn, cmd, body, now))
 }
 
 /// Reads `body` as an `O`, runs `f` on it, and writes its reply: the request's validation

@@ -242,6 +242,9 @@ pub struct WorkerConfig {
     /// job that runs longer than `lock_ttl` is not handed to another worker. Default 10 s,
     /// as bunqueue's worker; `None` sends none. Must be shorter than the lock TTL.
     pub heartbeat_interval: Option<Duration>,
+    /// Client-side rate limit: at most this many jobs pulled per window (`max`, `window`),
+    /// windows starting at the first pull after the previous one ended. Default `None`.
+    pub limiter: Option<(u32, Duration)>,
 }
 
 impl WorkerConfig {
@@ -260,6 +263,7 @@ impl WorkerConfig {
             ack_retries: 3,
             ack_retry_base: Duration::from_millis(100),
             heartbeat_interval: Some(Duration::from_secs(10)),
+            limiter: None,
         }
     }
 
@@ -291,6 +295,8 @@ impl WorkerConfig {
         ack_retry_base: Duration,
         /// Sets [`heartbeat_interval`](Self::heartbeat_interval) (`None`: no heartbeats).
         heartbeat_interval: Option<Duration>,
+        /// Sets [`limiter`](Self::limiter) (`None`: no client-side limit).
+        limiter: Option<(u32, Duration)>,
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -298,6 +304,15 @@ impl WorkerConfig {
             field: "worker.queue",
             problem: "is not a valid queue name",
         })?;
+        if self
+            .limiter
+            .is_some_and(|(max, window)| max == 0 || window.is_zero())
+        {
+            return Err(ConfigError::Field {
+                field: "worker.limiter",
+                problem: "needs at least 1 job per non-zero window",
+            });
+        }
         if self.concurrency == 0 || self.concurrency > 1000 {
             return Err(ConfigError::Field {
                 field: "worker.concurrency",

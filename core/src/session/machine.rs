@@ -386,6 +386,47 @@ impl Session {
         Ok(())
     }
 
+    /// The lock token the server gave with held job `id` (`None` when it gave none or the job
+    /// is not held): what ExtendLock, MoveToDelayed and MoveToWait need.
+    pub fn job_token(&self, id: &str) -> Option<&str> {
+        self.worker.as_ref().and_then(|w| w.token(id))
+    }
+
+    /// The ids of the jobs held, sorted.
+    pub fn held_jobs(&self) -> Vec<String> {
+        self.worker.as_ref().map_or_else(Vec::new, |w| w.held())
+    }
+
+    /// Held job `id` leaves the worker without an ACK or FAIL: the caller settles it with a
+    /// command of its own (MoveToDelayed, MoveToWait) using the returned lock token. Its slot
+    /// is free for the next pull.
+    ///
+    /// # Errors
+    ///
+    /// As [`complete_job`](Self::complete_job).
+    pub fn take_job(&mut self, id: &str) -> Result<Option<String>, Error> {
+        self.worker.as_mut().ok_or(Error::Closed)?.take(id)
+    }
+
+    /// Pauses (`true`) or resumes pulling; held jobs go on and are settled as usual.
+    pub fn set_worker_paused(&mut self, paused: bool) {
+        if let Some(w) = self.worker.as_mut() {
+            w.set_paused(paused);
+        }
+    }
+
+    /// Whether pulling is paused.
+    pub fn is_worker_paused(&self) -> bool {
+        self.worker.as_ref().is_some_and(|w| w.is_paused())
+    }
+
+    /// No pull before `at` (a rate limit the processor reported); held jobs go on.
+    pub fn delay_pulls_until(&mut self, at: Instant) {
+        if let Some(w) = self.worker.as_mut() {
+            w.pull_not_before(at);
+        }
+    }
+
     /// Jobs handed out and not yet completed or failed.
     pub fn jobs_held(&self) -> usize {
         self.worker.as_ref().map_or(0, |w| w.jobs_held())

@@ -230,6 +230,10 @@ pub(super) struct WorkerState {
     settling: usize,
     /// `close` was called: no more pulls.
     stopping: bool,
+    /// The user paused the worker: no more pulls until resumed; held jobs go on.
+    paused: bool,
+    /// The limiter's current window: when it started and how many jobs it has taken.
+    window: Option<(Instant, u32)>,
     /// When the held jobs' locks are renewed next (while any are held).
     next_heartbeat: Option<Instant>,
 }
@@ -245,6 +249,8 @@ impl WorkerState {
             retries: Vec::new(),
             settling: 0,
             stopping: false,
+            paused: false,
+            window: None,
             next_heartbeat: None,
         })
     }
@@ -253,7 +259,7 @@ impl WorkerState {
         [
             self.acks.poll_timeout(),
             self.retries.iter().map(|(t, _)| *t).min(),
-            self.next_pull_at.filter(|_| !self.stopping),
+            self.next_pull_at.filter(|_| !self.stopping && !self.paused),
             self.next_heartbeat.filter(|_| !self.active.is_empty()),
         ]
         .into_iter()
@@ -273,6 +279,59 @@ impl WorkerState {
     /// `close` was called: no more pulls.
     pub(super) fn stop(&mut self) {
         self.stopping = true;
+    }
+
+    /// Pauses or resumes pulling (held jobs are not affected).
+    pub(super) fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
+    }
+
+    /// Whether pulling is paused.
+    pub(super) fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Holds off pulling until `at` (a rate limit): jobs already held go on.
+    pub(super) fn pull_not_before(&mut self, at: Instant) {
+        self.next_pull_at = Some(self.next_pull_at.map_or(at, |t| t.max(at)));
+    }
+
+    /// The lock token of held job `id` (`None` when it has none or is not held).
+    pub(super) fn token(&self, id: &str) -> Option<&str> {
+        self.active.get(id).and_then(|t| t.as_deref())
+    }
+
+    /// The ids of the jobs held, sorted.
+    pub(super) fn held(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.active.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Job `id` leaves the worker without an ACK or FAIL (the caller settles it with its own
+    /// command, MoveToDelayed or MoveToWait): returns its lock token.
+    pub(super) fn take(&mut self, id: &str) -> Result<Option<String>, Error> {
+        self.release(id)
+    }
+
+    /// How many jobs the limiter lets the next pull take (unlimited: `usize::MAX`); when the
+    /// window is used up, no pull until it ends.
+    fn limit_allows(&mut self, now: Instant) -> usize {
+        let Some((max, len)) = self.config.limiter else {
+            return usize::MAX;
+        };
+        let (start, taken) = match self.window {
+            Some((start, taken)) if now < start + len => (start, taken),
+            _ => {
+                self.window = Some((now, 0));
+                (now, 0)
+            }
+        };
+        let left = max.saturating_sub(taken) as usize;
+        if left == 0 {
+            self.pull_not_before(start + len);
+        }
+        left
     }
 
     fn free_slots(&self) -> usize {
@@ -408,7 +467,10 @@ impl WorkerState {
         while let Some(b) = self.acks.poll_batch(now) {
             batches.push(b);
         }
-        let pull = !self.stopping
+        let allowed = self.limit_allows(now);
+        let pull = allowed > 0
+            && !self.stopping
+            && !self.paused
             && !self.pull_in_flight
             && self.next_pull_at.is_none()
             && self.free_slots() > 0
@@ -422,7 +484,7 @@ impl WorkerState {
                     owner: Some(self.config.owner.clone()),
                     lock_ttl: Some(millis(self.config.lock_ttl)),
                 },
-                count: self.free_slots().min(1000) as i64,
+                count: self.free_slots().min(1000).min(allowed) as i64,
             }
         });
         // Due heartbeats are rescheduled even when they cannot go out (disconnected): a due
@@ -464,6 +526,9 @@ impl WorkerState {
         }
         if self.active.is_empty() && !jobs.is_empty() {
             self.next_heartbeat = self.config.heartbeat_interval.map(|h| now + h);
+        }
+        if let Some((_, taken)) = &mut self.window {
+            *taken = taken.saturating_add(u32::try_from(jobs.len()).unwrap_or(u32::MAX));
         }
         for (job, token) in jobs {
             self.active.insert(job.id.clone(), token);
@@ -657,6 +722,103 @@ fn names_job(msg: &str, id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pulled(w: &mut WorkerState, now: Instant, ids: &[&str]) {
+        let mut stats = SessionStats::default();
+        let mut events = std::collections::VecDeque::new();
+        let mut out = Out {
+            events: &mut events,
+            stats: &mut stats,
+        };
+        let jobs = ids
+            .iter()
+            .map(|id| crate::wire::Job::new(*id, "q", "n", Value::Nil))
+            .collect();
+        let tokens = ids.iter().map(|id| format!("tok-{id}")).collect();
+        w.on_reply(
+            now,
+            WorkRequest::Pull {
+                args: PullArgs::default(),
+                count: 2,
+            },
+            Response::PulledBatch { jobs, tokens },
+            &mut out,
+        );
+    }
+
+    #[test]
+    fn a_paused_worker_does_not_pull_and_a_taken_job_frees_its_slot() {
+        let now = Instant::now();
+        let mut stats = SessionStats::default();
+        let mut w = WorkerState::new(WorkerConfig::new("q").concurrency(2)).unwrap();
+        w.set_paused(true);
+        assert!(
+            w.poll_requests(now, true, &mut stats).is_empty(),
+            "paused: no pull"
+        );
+        w.set_paused(false);
+        let reqs = w.poll_requests(now, true, &mut stats);
+        assert!(matches!(
+            reqs.as_slice(),
+            [WorkRequest::Pull { count: 2, .. }]
+        ));
+        pulled(&mut w, now, &["a", "b"]);
+        assert_eq!(w.token("a"), Some("tok-a"));
+        assert_eq!(w.held(), ["a", "b"]);
+        // Taken (delayed, released): its token goes to the caller, its slot is free again.
+        assert_eq!(w.take("a").unwrap().as_deref(), Some("tok-a"));
+        assert!(w.take("a").is_err(), "no longer held");
+        assert_eq!(w.held(), ["b"]);
+        let reqs = w.poll_requests(now, true, &mut stats);
+        assert!(matches!(
+            reqs.as_slice(),
+            [WorkRequest::Pull { count: 1, .. }]
+        ));
+    }
+
+    #[test]
+    fn a_rate_limit_holds_pulls_off_until_it_ends() {
+        let now = Instant::now();
+        let mut stats = SessionStats::default();
+        let mut w = WorkerState::new(WorkerConfig::new("q")).unwrap();
+        let later = now + Duration::from_secs(5);
+        w.pull_not_before(later);
+        assert!(w.poll_requests(now, true, &mut stats).is_empty());
+        assert_eq!(w.poll_timeout(), Some(later));
+        assert!(w.handle_timeout(later, &mut stats).is_none());
+        assert_eq!(w.poll_requests(later, true, &mut stats).len(), 1);
+    }
+
+    #[test]
+    fn the_limiter_caps_pulls_per_window() {
+        let now = Instant::now();
+        let mut stats = SessionStats::default();
+        let window = Duration::from_secs(10);
+        let config = WorkerConfig::new("q")
+            .concurrency(5)
+            .limiter(Some((2, window)));
+        let mut w = WorkerState::new(config).unwrap();
+        let reqs = w.poll_requests(now, true, &mut stats);
+        assert!(matches!(
+            reqs.as_slice(),
+            [WorkRequest::Pull { count: 2, .. }]
+        ));
+        pulled(&mut w, now, &["a", "b"]);
+        assert!(
+            w.poll_requests(now, true, &mut stats).is_empty(),
+            "window used up"
+        );
+        assert_eq!(w.poll_timeout(), Some(now + window));
+        let later = now + window;
+        w.handle_timeout(later, &mut stats);
+        // The held jobs' lock heartbeat is due too; the pull takes a new window's two.
+        let reqs = w.poll_requests(later, true, &mut stats);
+        assert!(
+            reqs.iter()
+                .any(|r| matches!(r, WorkRequest::Pull { count: 2, .. })),
+            "{reqs:?}"
+        );
+    }
 
     #[test]
     fn a_job_is_named_as_a_whole_word() {

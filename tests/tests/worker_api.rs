@@ -1,0 +1,611 @@
+//! The worker's job handle, outcomes and lifecycle, and the queue's job-record methods, for
+//! every runtime against the real bunqueue 2.9.5; each effect is checked through an independent
+//! connection ([`RawClient::command`]: hand-written frames).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use autobatch_driver::{
+    ActiveJob, Error, JobError, JobOptions, Value, Worker, WorkerEvent, WorkerOptions,
+};
+use autobatch_tests::{RawClient, Target};
+use common::*;
+use futures_util::StreamExt;
+
+fn id_field(id: &str) -> [(&str, Value); 1] {
+    [("id", Value::from(id))]
+}
+
+/// Raw `GetProgress`: `(progress, message)` while the job is active.
+fn raw_progress(raw: &mut RawClient, id: &str) -> Option<(f64, Option<String>)> {
+    let r = raw
+        .command("GetProgress", &id_field(id))
+        .expect("GetProgress");
+    if r.get("ok").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    Some((
+        r.get("progress").and_then(Value::as_f64).unwrap_or(-1.0),
+        r.get("message").and_then(Value::as_str).map(str::to_owned),
+    ))
+}
+
+/// Raw `GetLogs`: the messages.
+fn raw_logs(raw: &mut RawClient, id: &str) -> Vec<String> {
+    let r = raw.command("GetLogs", &id_field(id)).expect("GetLogs");
+    r.get("data")
+        .and_then(|d| d.get("logs"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|l| l.get("message").and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Raw `ListWorkers`: the ids listed.
+fn raw_workers(raw: &mut RawClient) -> Vec<String> {
+    let r = raw.command("ListWorkers", &[]).expect("ListWorkers");
+    r.get("data")
+        .and_then(|d| d.get("workers"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|w| w.get("id").and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn worker_options(name: &str) -> WorkerOptions {
+    WorkerOptions::new(name).poll_timeout(Duration::from_millis(200))
+}
+
+async fn add_one<T: Rt>(server: std::net::SocketAddr, name: &str, opts: JobOptions) -> String {
+    let client = connect::<T>(options(server)).await;
+    let id = client.queue(name).add("job", &3, opts).await.expect("add");
+    client.close().await;
+    id
+}
+
+/// A processor that holds its job until `release` is set.
+async fn hold<T: Rt>(release: &AtomicBool) {
+    while !release.load(Ordering::SeqCst) {
+        T::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Progress and log lines written through the job handle are on the server while the job
+/// runs — awaited or not — seen by raw GetProgress and GetLogs; the logs outlive the job.
+async fn progress_and_logs<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("progress");
+    let id = add_one::<T>(server, &name, JobOptions::new()).await;
+    let release = Arc::new(AtomicBool::new(false));
+    let step = Arc::new(AtomicUsize::new(0));
+    let (rel, st) = (release.clone(), step.clone());
+    let worker = within::<T, _>(
+        "worker start",
+        Worker::<T::R>::start(
+            options(server),
+            worker_options(&name),
+            move |job: ActiveJob| {
+                let (rel, st) = (rel.clone(), st.clone());
+                async move {
+                    let n: i64 = job.data()?;
+                    job.update_progress_with(40.0, "fetching").await?;
+                    job.log("first line").await?;
+                    st.store(1, Ordering::SeqCst);
+                    // Not awaited: sent all the same.
+                    job.update_progress(60.0).detach();
+                    job.log("second line").detach();
+                    hold::<T>(&rel).await;
+                    Ok::<_, JobError>(n * 2)
+                }
+            },
+        ),
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("progress 60 and two log lines", || {
+        raw_progress(&mut raw, &id).is_some_and(|(p, _)| p == 60.0)
+            && raw_logs(&mut raw, &id).len() == 2
+    })
+    .await;
+    assert_eq!(step.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        raw_progress(&mut raw, &id),
+        Some((60.0, Some("fetching".to_owned())))
+    );
+    assert_eq!(raw_logs(&mut raw, &id), ["first line", "second line"]);
+    release.store(true, Ordering::SeqCst);
+    eventually::<T>("completed", || raw.state(&id) == "completed").await;
+    assert_eq!(raw_logs(&mut raw, &id), ["first line", "second line"]);
+    within::<T, _>("worker close", worker.close()).await;
+}
+
+/// Interop: progress and log lines written by autobatch's worker are what bunqueue's own TS
+/// client sees of the job (`getJob().progress`, `getJobLogs`).
+async fn ts_client_sees_progress_and_logs<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("tsview");
+    let id = add_one::<T>(server, &name, JobOptions::new()).await;
+    let release = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let (rel, rdy) = (release.clone(), ready.clone());
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name),
+        move |job: ActiveJob| {
+            let (rel, rdy) = (rel.clone(), rdy.clone());
+            async move {
+                job.update_progress_with(42.0, "from autobatch").await?;
+                job.log("line from autobatch").await?;
+                rdy.store(true, Ordering::SeqCst);
+                hold::<T>(&rel).await;
+                Ok::<_, JobError>(())
+            }
+        },
+    )
+    .await
+    .expect("worker");
+    eventually::<T>("progress written", || ready.load(Ordering::SeqCst)).await;
+    let view = autobatch_tests::TsPeer::new("job_view.ts")
+        .target(server)
+        .options(&serde_json::json!({ "queue": name, "id": id }))
+        .run_json()
+        .expect("job_view.ts ran");
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(view["state"], serde_json::json!("active"), "{view}");
+    assert_eq!(view["progress"], serde_json::json!(42), "{view}");
+    assert_eq!(
+        view["logs"],
+        serde_json::json!(["[info] line from autobatch"]),
+        "{view}"
+    );
+    within::<T, _>("worker close", worker.close()).await;
+}
+
+/// An unrecoverable error fails the job at once, attempts left or not: one run, state failed.
+async fn unrecoverable_is_not_retried<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("unrecoverable");
+    let id = add_one::<T>(server, &name, JobOptions::new().attempts(5)).await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name),
+        move |_job: ActiveJob| {
+            r.fetch_add(1, Ordering::SeqCst);
+            async { Err::<(), _>(JobError::unrecoverable("the account is gone")) }
+        },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("failed", || raw.state(&id) == "failed").await;
+    within::<T, _>("worker close", worker.close()).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "run once, not retried");
+    let job = raw.job(&id).expect("job");
+    assert_eq!(job.failed_reason.as_deref(), Some("the account is gone"));
+}
+
+/// A plain error with attempts left is retried (the contrast to the unrecoverable one).
+async fn plain_error_is_retried<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("retried");
+    let id = add_one::<T>(server, &name, JobOptions::new().attempts(2)).await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name),
+        move |_job: ActiveJob| {
+            r.fetch_add(1, Ordering::SeqCst);
+            async { Err::<(), _>(JobError::new(std::io::Error::other("flaky"))) }
+        },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("failed after two runs", || raw.state(&id) == "failed").await;
+    within::<T, _>("worker close", worker.close()).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// A delay outcome moves the job to delayed (MoveToDelayed with the lock token), not failed.
+async fn delay_moves_to_delayed<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("delay");
+    let id = add_one::<T>(server, &name, JobOptions::new().attempts(1)).await;
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name),
+        |_job: ActiveJob| async { Err::<(), _>(JobError::delay(Duration::from_secs(600))) },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("delayed", || raw.state(&id) == "delayed").await;
+    within::<T, _>("worker close", worker.close()).await;
+    assert_eq!(raw.state(&id), "delayed");
+}
+
+/// A rate-limited outcome hands the job back to waiting, and the worker pulls nothing more.
+async fn rate_limited_goes_back_to_waiting<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("ratelimit");
+    let id = add_one::<T>(server, &name, JobOptions::new()).await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name),
+        move |_job: ActiveJob| {
+            r.fetch_add(1, Ordering::SeqCst);
+            async { Err::<(), _>(JobError::rate_limited(Duration::from_secs(600))) }
+        },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("ran once", || runs.load(Ordering::SeqCst) == 1).await;
+    eventually::<T>("waiting", || raw.state(&id) == "waiting").await;
+    within::<T, _>("worker close", worker.close()).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(raw.state(&id), "waiting");
+}
+
+/// `update_data` and `extend_lock` through the handle: the new data is on the server.
+async fn update_data_and_extend_lock<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("update");
+    let id = add_one::<T>(server, &name, JobOptions::new()).await;
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name),
+        |job: ActiveJob| async move {
+            job.extend_lock(Duration::from_secs(60)).await?;
+            job.update_data(&serde_json::json!({ "step": 2 })).await?;
+            Ok::<_, JobError>(())
+        },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("completed", || raw.state(&id) == "completed").await;
+    within::<T, _>("worker close", worker.close()).await;
+    let job = raw.job(&id).expect("job");
+    assert_eq!(job.data, Value::map([("step", Value::Int(2))]));
+}
+
+/// The worker registers: raw ListWorkers lists its id while it runs, not after close.
+async fn list_workers_shows_the_worker<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("listed");
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name).name("mailer"),
+        |_job: ActiveJob| async { Ok::<(), String>(()) },
+    )
+    .await
+    .expect("worker");
+    let wid = worker.id().to_owned();
+    assert_eq!(worker.name(), "mailer");
+    let mut raw = raw(server);
+    eventually::<T>("listed", || raw_workers(&mut raw).contains(&wid)).await;
+    within::<T, _>("worker close", worker.close()).await;
+    assert!(
+        !raw_workers(&mut raw).contains(&wid),
+        "unregistered on close"
+    );
+}
+
+/// The client-side limiter: one job per (long) window, so of two jobs one runs and the other
+/// stays waiting.
+async fn limiter_caps_jobs_per_window<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("limiter");
+    let a = add_one::<T>(server, &name, JobOptions::new()).await;
+    let b = add_one::<T>(server, &name, JobOptions::new()).await;
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name)
+            .concurrency(4)
+            .limiter(1, Duration::from_secs(600)),
+        |_job: ActiveJob| async { Ok::<(), String>(()) },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("one completed", || {
+        raw.state(&a) == "completed" || raw.state(&b) == "completed"
+    })
+    .await;
+    let mut states = [raw.state(&a), raw.state(&b)];
+    states.sort();
+    assert_eq!(states, ["completed", "waiting"]);
+    within::<T, _>("worker close", worker.close()).await;
+}
+
+/// A forced close hands the jobs still running back to waiting at once (not after their lock
+/// expires), and stops their processors.
+async fn forced_close_releases_held_jobs<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("forced");
+    let id = add_one::<T>(server, &name, JobOptions::new()).await;
+    let never = Arc::new(AtomicBool::new(false));
+    let n = never.clone();
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name).lock_ttl(Duration::from_secs(60)),
+        move |_job: ActiveJob| {
+            let n = n.clone();
+            async move {
+                hold::<T>(&n).await;
+                Ok::<(), String>(())
+            }
+        },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("active", || raw.state(&id) == "active").await;
+    let report = within::<T, _>(
+        "forced close",
+        worker.close_with_grace(Duration::from_millis(100)),
+    )
+    .await;
+    assert_eq!(report.released, std::slice::from_ref(&id));
+    assert_eq!(raw.state(&id), "waiting", "handed back at once");
+}
+
+/// A paused worker pulls nothing; resumed, it processes the job.
+async fn pause_and_resume_worker<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("wpause");
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name),
+        |_job: ActiveJob| async { Ok::<(), String>(()) },
+    )
+    .await
+    .expect("worker");
+    worker.pause();
+    assert!(worker.is_paused());
+    // A pull already waiting on the server may still take one job: let it end first.
+    T::sleep(Duration::from_millis(400)).await;
+    let id = add_one::<T>(server, &name, JobOptions::new()).await;
+    let mut raw = raw(server);
+    T::sleep(Duration::from_millis(400)).await;
+    assert_eq!(raw.state(&id), "waiting", "a paused worker pulls nothing");
+    worker.resume();
+    eventually::<T>("completed", || raw.state(&id) == "completed").await;
+    within::<T, _>("worker close", worker.close()).await;
+}
+
+/// The events stream reports a job's life in order: active, progress, completed.
+async fn events_stream<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("events");
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name),
+        |job: ActiveJob| async move {
+            job.update_progress(50.0).detach();
+            Ok::<_, String>(7)
+        },
+    )
+    .await
+    .expect("worker");
+    let mut events = worker.events();
+    let id = add_one::<T>(server, &name, JobOptions::new()).await;
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let e = within::<T, _>("event", events.next()).await.expect("event");
+        seen.push(e);
+    }
+    assert_eq!(
+        seen,
+        [
+            WorkerEvent::Active { id: id.clone() },
+            WorkerEvent::Progress {
+                id: id.clone(),
+                progress: 50.0,
+                message: None
+            },
+            WorkerEvent::Completed {
+                id: id.clone(),
+                result: Value::Int(7)
+            },
+        ]
+    );
+    within::<T, _>("worker close", worker.close()).await;
+    assert!(
+        within::<T, _>("end", events.next()).await.is_none(),
+        "ends on close"
+    );
+}
+
+/// The queue's job-record methods: effects seen raw, wrong input refused with bunqueue's text.
+async fn queue_job_methods<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("qjob");
+    let client = connect::<T>(options(server)).await;
+    let q = client.queue(&name);
+    let id = q.add("j", &1, JobOptions::new()).await.expect("add");
+    let mut raw = raw(server);
+
+    q.add_job_log(&id, "by hand").await.expect("add_job_log");
+    q.add_job_log(&id, "again").await.expect("add_job_log");
+    assert_eq!(raw_logs(&mut raw, &id), ["by hand", "again"]);
+    let logs = q.get_job_logs(&id, None).await.expect("get_job_logs");
+    assert_eq!(logs.count, 2);
+    assert_eq!(logs.logs[1].message, "again");
+    assert_eq!(logs.logs[1].level, "info");
+    let one = q.get_job_logs(&id, Some((1, 1))).await.expect("range");
+    assert_eq!((one.count, one.logs.len()), (2, 1));
+    q.clear_job_logs(&id, Some(1)).await.expect("clear keep 1");
+    assert_eq!(raw_logs(&mut raw, &id), ["again"]);
+    q.clear_job_logs(&id, None).await.expect("clear");
+    assert!(raw_logs(&mut raw, &id).is_empty());
+
+    if target == Target::Broker {
+        // The broker's store does not persist data changes: refused, typed.
+        match q.update_job_data(&id, &serde_json::json!({"a": 1})).await {
+            Err(Error::Server(e)) => {
+                assert!(e.message().starts_with("Update is not supported"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+    } else {
+        q.update_job_data(&id, &serde_json::json!({"a": 1}))
+            .await
+            .expect("update_job_data");
+        assert_eq!(
+            raw.job(&id).expect("job").data,
+            Value::map([("a", Value::Int(1))])
+        );
+    }
+
+    // Progress only for active jobs: bunqueue's own text.
+    match q.update_job_progress(&id, 10.0, None).await {
+        Err(Error::Server(e)) => {
+            assert_eq!(e.message(), "Job is not active (current state: waiting)")
+        }
+        other => panic!("{other:?}"),
+    }
+    match q.get_job_progress(&id).await {
+        Err(Error::Server(e)) => {
+            assert_eq!(e.message(), "Job is not active (current state: waiting)")
+        }
+        other => panic!("{other:?}"),
+    }
+    match q.update_job_progress("no-such-job", 10.0, None).await {
+        Err(Error::Server(e)) => assert_eq!(e.message(), "Job not found"),
+        other => panic!("{other:?}"),
+    }
+    match q.add_job_log("no-such-job", "x").await {
+        Err(Error::Server(e)) => assert_eq!(e.message(), "Job not found"),
+        other => panic!("{other:?}"),
+    }
+    if target == Target::Bunqueue {
+        match q.update_job_data("no-such-job", &1).await {
+            Err(Error::Server(e)) => assert_eq!(e.message(), "Job not found or cannot be updated"),
+            other => panic!("{other:?}"),
+        }
+    }
+    match q
+        .extend_job_lock(&id, Some("wrong"), Duration::from_secs(1))
+        .await
+    {
+        Err(Error::Server(e)) => assert_eq!(e.message(), "Lock not found or invalid token"),
+        other => panic!("{other:?}"),
+    }
+    match q
+        .move_job_to_delayed("no-such-job", Duration::from_secs(1), None)
+        .await
+    {
+        Err(Error::Server(e)) => assert_eq!(e.message(), "Job not found"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        q.extend_job_locks(&[(id.as_str(), Some("wrong"), Duration::from_secs(1))])
+            .await
+            .expect("extend_job_locks"),
+        0
+    );
+    // Refused locally, before anything is sent.
+    match q.update_job_progress(&id, f64::NAN, None).await {
+        Err(Error::Invalid(v)) => assert_eq!(v.field, "progress"),
+        other => panic!("{other:?}"),
+    }
+    match q.get_job_logs("", None).await {
+        Err(Error::Invalid(v)) => assert_eq!(v.field, "id"),
+        other => panic!("{other:?}"),
+    }
+    // The delayed move of a waiting job: bunqueue moves it (ChangeDelay semantics).
+    q.move_job_to_delayed(&id, Duration::from_secs(600), None)
+        .await
+        .expect("move_job_to_delayed");
+    assert_eq!(raw.state(&id), "delayed");
+    q.move_job_to_wait(&id, None)
+        .await
+        .expect("move_job_to_wait");
+    assert_eq!(raw.state(&id), "waiting");
+    client.close().await;
+}
+
+macro_rules! scenarios {
+    ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            <$rt as super::Rt>::block_on(super::$name::<$rt>($target));
+        }
+    )*};
+}
+
+macro_rules! all_scenarios {
+    ($rt:ty, $target:expr) => {
+        scenarios!($rt, $target =>
+            progress_and_logs,
+            ts_client_sees_progress_and_logs,
+            unrecoverable_is_not_retried,
+            plain_error_is_retried,
+            delay_moves_to_delayed,
+            rate_limited_goes_back_to_waiting,
+            update_data_and_extend_lock,
+            list_workers_shows_the_worker,
+            forced_close_releases_held_jobs,
+            pause_and_resume_worker,
+            events_stream,
+            queue_job_methods,
+            limiter_caps_jobs_per_window,
+        );
+    };
+}
+
+/// What the embedded broker serves: everything but `Update` (refused, checked in
+/// `queue_job_methods`), `ListWorkers` and the TS view of progress (its GetJob has none).
+macro_rules! broker_scenarios {
+    ($rt:ty) => {
+        scenarios!($rt, autobatch_tests::Target::Broker =>
+            progress_and_logs,
+            unrecoverable_is_not_retried,
+            plain_error_is_retried,
+            delay_moves_to_delayed,
+            rate_limited_goes_back_to_waiting,
+            forced_close_releases_held_jobs,
+            pause_and_resume_worker,
+            events_stream,
+            queue_job_methods,
+            limiter_caps_jobs_per_window,
+        );
+    };
+}
+
+mod tokio_broker {
+    broker_scenarios!(super::Tokio);
+}
+mod smol_broker {
+    broker_scenarios!(super::Smol);
+}
+mod async_std_broker {
+    broker_scenarios!(super::AsyncStd);
+}
+
+mod tokio_bunqueue {
+    all_scenarios!(super::Tokio, autobatch_tests::Target::Bunqueue);
+}
+mod smol_bunqueue {
+    all_scenarios!(super::Smol, autobatch_tests::Target::Bunqueue);
+}
+mod async_std_bunqueue {
+    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
+}

@@ -16,8 +16,8 @@
 #![warn(missing_docs)]
 
 pub mod batch;
-pub mod ops;
 mod error;
+pub mod ops;
 pub mod session;
 pub mod wire;
 

@@ -19,6 +19,9 @@ fn pause_resume_is_paused() {
 fn every_captured_command_is_checked() {
     let checked = ["PUSHB", "Pause", "Resume", "IsPaused"];
     for cmd in commands(FILES) {
-        assert!(checked.contains(&cmd.as_str()), "captured {cmd} is not checked here");
+        assert!(
+            checked.contains(&cmd.as_str()),
+            "captured {cmd} is not checked here"
+        );
     }
 }

@@ -51,12 +51,10 @@ pub fn reply_bool(v: &Value, field: &'static str) -> Result<bool, ProtocolError>
 /// Missing or not a number.
 pub fn reply_i64(v: &Value, field: &'static str) -> Result<i64, ProtocolError> {
     let x = reply_field(v, field)?;
-    number(x)
-        .map(|f| f as i64)
-        .ok_or(ProtocolError::BadField {
-            field,
-            problem: "not a number",
-        })
+    number(x).map(|f| f as i64).ok_or(ProtocolError::BadField {
+        field,
+        problem: "not a number",
+    })
 }
 
 /// A required non-negative count.

@@ -497,8 +497,11 @@ impl Session {
                         return;
                     }
                 }
-                // Events only come after SubscribeEvents, which this session never sends.
-                Ok(Incoming::Event(_)) => {}
+                // Only after a SubscribeEvents on this connection: handed out as they come,
+                // in order, interleaved with the replies around them.
+                Ok(Incoming::Event(frame)) => {
+                    self.events.push_back(Event::QueueEvent { frame });
+                }
                 Err(why) => {
                     self.reset_connection(now, FailKind::Protocol(why));
                     return;

@@ -32,7 +32,10 @@ pub struct Exchange {
 impl Exchange {
     /// The request's `cmd`.
     pub fn cmd(&self) -> &str {
-        self.request.get("cmd").and_then(Value::as_str).unwrap_or("")
+        self.request
+            .get("cmd")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
 
     /// `Some(error)` when the server refused the request.
@@ -119,7 +122,13 @@ fn entries(v: &Value, skip: &[&str]) -> Vec<(String, Value)> {
 
 /// Compares two maps: keys must match, except keys whose value is `undefined` on either side
 /// (msgpackr writes them, a Rust encoder leaves them out: the same to the peer).
-fn compare(what: &str, ours: &Value, theirs: &Value, values: bool, skip: &[&str]) -> Result<(), String> {
+fn compare(
+    what: &str,
+    ours: &Value,
+    theirs: &Value,
+    values: bool,
+    skip: &[&str],
+) -> Result<(), String> {
     let ours: HashMap<String, Value> = entries(ours, skip).into_iter().collect();
     let theirs: HashMap<String, Value> = entries(theirs, skip).into_iter().collect();
     for (k, v) in &theirs {
@@ -127,7 +136,9 @@ fn compare(what: &str, ours: &Value, theirs: &Value, values: bool, skip: &[&str]
             None if matches!(v, Value::Undefined) => {}
             None => return Err(format!("{what}: key `{k}` missing from ours")),
             Some(o) if values && o != v && !(o.is_nullish() && v.is_nullish()) => {
-                return Err(format!("{what}: `{k}` is {o:?} in ours, {v:?} in the capture"))
+                return Err(format!(
+                    "{what}: `{k}` is {o:?} in ours, {v:?} in the capture"
+                ))
             }
             Some(_) => {}
         }
@@ -159,11 +170,19 @@ where
         for ex in load(file).iter().filter(|e| e.cmd() == O::NAME) {
             seen += 1;
             if let Err(e) = check_one::<O>(ex, reply) {
-                failures.push(format!("{file}: {e}\n  request: {:?}\n  reply: {:?}", ex.request, ex.reply));
+                failures.push(format!(
+                    "{file}: {e}\n  request: {:?}\n  reply: {:?}",
+                    ex.request, ex.reply
+                ));
             }
         }
     }
-    assert!(failures.is_empty(), "{} golden failures:\n{}", O::NAME, failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} golden failures:\n{}",
+        O::NAME,
+        failures.join("\n")
+    );
     assert!(seen > 0, "no captured {} in {files:?}", O::NAME);
     seen
 }
@@ -187,7 +206,9 @@ where
     };
     // Client-side validation agrees with the server-role reading.
     if let Err(e) = op.validate() {
-        return Err(format!("read_request accepted it but validate refuses: {e:?}"));
+        return Err(format!(
+            "read_request accepted it but validate refuses: {e:?}"
+        ));
     }
     compare("request", &op.to_body(), &ex.request, true, &["reqId"])?;
     let Some(reply) = &ex.reply else {
@@ -198,7 +219,13 @@ where
     }
     let out = O::read_reply(reply).map_err(|e| format!("read_reply: {e}"))?;
     let ours = O::reply_body(&out);
-    compare("reply", &ours, reply, reply_mode == Reply::Exact, &["reqId"])
+    compare(
+        "reply",
+        &ours,
+        reply,
+        reply_mode == Reply::Exact,
+        &["reqId"],
+    )
 }
 
 /// Every `cmd` in `files`' requests, for asserting that a capture's commands are all covered.

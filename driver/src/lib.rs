@@ -30,6 +30,8 @@
 #![warn(missing_docs)]
 
 mod client;
+mod events;
+mod flow;
 mod options;
 mod pump;
 mod queue_api;
@@ -38,14 +40,16 @@ mod stats;
 mod worker;
 
 pub use client::{Client, Queue, ServerInfo};
+pub use events::{EventsOptions, EventsStats, QueueEvents};
+pub use flow::{FlowNode, FlowProducer, FlowTree};
 pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFAULT_PORT};
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
 pub use worker::{JobError, JobOutput, Raw, Worker};
 
-pub use autobatch_core::ops;
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
-pub use autobatch_core::session::{ReconnectConfig, Replay, SessionStats};
+pub use autobatch_core::ops;
+pub use autobatch_core::session::{QueueEvent, ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{
     Backoff, Dedup, Job, JobCounts, JobOptions, JobState, Response, ValidationError, Value,
 };

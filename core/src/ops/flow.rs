@@ -66,7 +66,7 @@ impl ChildFailure {
 /// ```
 /// use autobatch_core::ops::FlowJob;
 /// use autobatch_core::wire::Value;
-/// let child = FlowJob::new("c1", "resize", "thumb", Value::map([("w", Value::from(64))])).parent("p1");
+/// let child = FlowJob::new("c1", "resize", "thumb", Value::map([("w", Value::from(64_i64))])).parent("p1");
 /// assert_eq!(child.parent_id.as_deref(), Some("p1"));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -338,10 +338,10 @@ impl FlowJob {
 /// ```
 /// use autobatch_core::ops::{FlowJob, Operation, PushFlow};
 /// use autobatch_core::wire::Value;
-/// let parent = FlowJob::new("p1", "reports", "merge", Value::map([("n", Value::from(2))]))
+/// let parent = FlowJob::new("p1", "reports", "merge", Value::map([("n", Value::from(2_i64))]))
 ///     .depends_on(vec!["c1".into()])
 ///     .children(vec!["c1".into()]);
-/// let child = FlowJob::new("c1", "parts", "part", Value::map([("i", Value::from(0))])).parent("p1");
+/// let child = FlowJob::new("c1", "parts", "part", Value::map([("i", Value::from(0_i64))])).parent("p1");
 /// let op = PushFlow::new(vec![child, parent]);
 /// assert!(op.validate().is_ok());
 /// assert_eq!(op.to_body().get("jobs").and_then(Value::as_array).map(|j| j.len()), Some(2));
@@ -501,8 +501,8 @@ parent_read!(
     /// ```
     /// use autobatch_core::ops::{GetChildrenValues, Operation};
     /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("values", Value::map([("q:c1", Value::from(2))]))]))]);
-    /// assert_eq!(GetChildrenValues::read_reply(&reply), Ok(vec![("q:c1".to_owned(), Value::from(2))]));
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("values", Value::map([("q:c1", Value::from(2_i64))]))]))]);
+    /// assert_eq!(GetChildrenValues::read_reply(&reply), Ok(vec![("q:c1".to_owned(), Value::from(2_i64))]));
     /// ```
     GetChildrenValues,
     "GetChildrenValues"
@@ -562,7 +562,7 @@ parent_read!(
     /// ```
     /// use autobatch_core::ops::{GetIgnoredChildrenFailures, Operation};
     /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("values", Value::map([]))]);
+    /// let reply = Value::map([("ok", Value::from(true)), ("values", Value::Map(vec![]))]);
     /// assert_eq!(GetIgnoredChildrenFailures::read_reply(&reply), Ok(vec![]));
     /// ```
     GetIgnoredChildrenFailures,
@@ -629,10 +629,10 @@ pub enum WaitOutcome {
 /// use autobatch_core::ops::{Operation, WaitJob, WaitOutcome};
 /// use autobatch_core::wire::Value;
 /// let op = WaitJob::new("j1").timeout(Duration::from_secs(5));
-/// assert_eq!(op.to_body().get("timeout"), Some(&Value::from(5000)));
+/// assert_eq!(op.to_body().get("timeout"), Some(&Value::from(5000_i64)));
 /// assert!(WaitJob::new("j1").timeout(Duration::from_secs(601)).validate().is_err());
-/// let reply = Value::map([("ok", Value::from(true)), ("completed", Value::from(true)), ("result", Value::from(7))]);
-/// assert_eq!(WaitJob::read_reply(&reply), Ok(WaitOutcome::Completed(Value::from(7))));
+/// let reply = Value::map([("ok", Value::from(true)), ("completed", Value::from(true)), ("result", Value::from(7_i64))]);
+/// assert_eq!(WaitJob::read_reply(&reply), Ok(WaitOutcome::Completed(Value::from(7_i64))));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

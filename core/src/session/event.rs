@@ -63,6 +63,8 @@ pub enum Event {
     QueueEvent {
         /// The whole frame.
         frame: crate::wire::Value,
+        /// Its encoded length, for a consumer that bounds its buffer in bytes.
+        bytes: usize,
     },
     /// [`Session::close`](super::Session::close) finished: everything was flushed and answered.
     Closed,

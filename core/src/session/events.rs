@@ -34,13 +34,13 @@ use super::Replay;
 ///         ("queue", Value::from("emails")),
 ///         ("jobId", Value::from("j1")),
 ///         ("timestamp", Value::F64(1.0e12)),
-///         ("data", Value::from(42)),
+///         ("data", Value::from(42_i64)),
 ///     ])),
 /// ]);
 /// match QueueEvent::from_frame(&frame) {
 ///     QueueEvent::Completed { job_id, return_value, .. } => {
 ///         assert_eq!(job_id, "j1");
-///         assert_eq!(return_value, Value::from(42));
+///         assert_eq!(return_value, Value::from(42_i64));
 ///     }
 ///     other => panic!("{other:?}"),
 /// }
@@ -451,7 +451,7 @@ mod tests {
         assert_eq!(e.name(), "new-thing");
         let e = QueueEvent::from_frame(&ev(&[("eventType", Value::from("completed"))]));
         assert!(matches!(e, QueueEvent::Other { .. }));
-        let e = QueueEvent::from_frame(&Value::from(3));
+        let e = QueueEvent::from_frame(&Value::from(3_i64));
         assert!(matches!(e, QueueEvent::Other { .. }));
     }
 
@@ -472,9 +472,11 @@ mod tests {
         let e = QueueEvent::from_frame(&ev(&[
             ("eventType", Value::from("progress")),
             ("jobId", Value::from("1")),
-            ("data", Value::from(50)),
+            ("data", Value::from(50_i64)),
         ]));
         assert_eq!(e.job_id(), Some("1"));
-        assert!(matches!(e, QueueEvent::Progress { progress, .. } if progress == Value::from(50)));
+        assert!(
+            matches!(e, QueueEvent::Progress { progress, .. } if progress == Value::from(50_i64))
+        );
     }
 }

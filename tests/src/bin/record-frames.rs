@@ -97,7 +97,10 @@ fn to_json(v: &Value, path: &str, notes: &mut Vec<String>) -> J {
         Value::Map(m) => {
             let mut o = Map::new();
             for (k, x) in m {
-                let key = k.as_str().map(str::to_owned).unwrap_or_else(|| format!("{k:?}"));
+                let key = k
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| format!("{k:?}"));
                 let p = format!("{path}.{key}");
                 o.insert(key, to_json(x, &p, notes));
             }

@@ -132,4 +132,3 @@ pub fn raw(addr: SocketAddr) -> RawClient {
 pub fn is_transport(e: &Error) -> bool {
     matches!(e, Error::ConnectionLost { .. } | Error::Timeout { .. })
 }
-

@@ -280,7 +280,11 @@ fn job_id(node: &FlowNode) -> Result<String, Error> {
 
 /// The node's data with the TS client's bookkeeping keys added.
 fn with_internal(node: &FlowNode, extra: Vec<(&str, Value)>) -> Result<Value, Error> {
-    let Value::Map(mut entries) = node.data.clone() else {
+    let data = match &node.data {
+        Value::Raw(r) => r.decode().unwrap_or(Value::Nil),
+        other => other.clone(),
+    };
+    let Value::Map(mut entries) = data else {
         return Err(invalid("data", "flow job data must be an object".into()));
     };
     for (k, _) in &entries {

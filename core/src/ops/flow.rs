@@ -145,47 +145,67 @@ impl FlowJob {
         self
     }
 
+    /// The `input` map, with every key bunqueue's TS client writes, in its order (absent
+    /// ones as msgpackr's `undefined`, as that client sends them), so a flow reads the same
+    /// on the wire whichever client added it.
     fn input(&self) -> Value {
         let o = &self.opts;
         let ms = |d: Duration| Value::from(d.as_millis().min(i64::MAX as u128) as i64);
-        let ids = |v: &[String]| Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect());
+        let opt = |v: Option<Value>| v.unwrap_or(Value::Undefined);
+        let ids = |v: &[String]| {
+            if v.is_empty() {
+                Value::Undefined
+            } else {
+                Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect())
+            }
+        };
+        let policy = |p: ChildFailure| {
+            if self.on_failure == Some(p) {
+                Value::from(true)
+            } else {
+                Value::Undefined
+            }
+        };
+        let backoff = o.backoff.map(|b| match b {
+            Backoff::Delay(d) => ms(d),
+            Backoff::Fixed(d) => Value::map([("type", Value::from("fixed")), ("delay", ms(d))]),
+            Backoff::Exponential(d) => {
+                Value::map([("type", Value::from("exponential")), ("delay", ms(d))])
+            }
+        });
         let mut f = Fields::default();
         f.put("name", self.name.as_str())
             .put("data", self.data.clone())
-            .put_opt("priority", o.priority)
-            .put_opt("delay", o.delay.map(ms))
-            .put_opt("maxAttempts", o.attempts)
-            .put_opt(
-                "backoff",
-                o.backoff.map(|b| match b {
-                    Backoff::Delay(d) => ms(d),
-                    Backoff::Fixed(d) => {
-                        Value::map([("type", Value::from("fixed")), ("delay", ms(d))])
-                    }
-                    Backoff::Exponential(d) => {
-                        Value::map([("type", Value::from("exponential")), ("delay", ms(d))])
-                    }
-                }),
-            )
-            .put_opt("timeout", o.timeout.map(ms))
-            .put_opt("customId", o.job_id.as_deref());
-        if !self.depends_on.is_empty() {
-            f.put("dependsOn", ids(&self.depends_on));
-        }
-        if !self.children_ids.is_empty() {
-            f.put("childrenIds", ids(&self.children_ids));
-        }
-        f.put_opt("parentId", self.parent_id.as_deref())
-            .put_opt("lifo", o.lifo)
+            .put("priority", opt(o.priority.map(Value::from)))
+            .put("delay", opt(o.delay.map(ms)))
+            .put("maxAttempts", opt(o.attempts.map(Value::from)))
+            .put("backoff", opt(backoff))
+            .put("timeout", opt(o.timeout.map(ms)))
+            .put("customId", opt(o.job_id.as_deref().map(Value::from)))
+            .put("dependsOn", ids(&self.depends_on))
+            .put("childrenIds", ids(&self.children_ids))
+            .put("parentId", opt(self.parent_id.as_deref().map(Value::from)))
+            .put("lifo", opt(o.lifo.map(Value::from)))
             .put("removeOnComplete", o.remove_on_complete.unwrap_or(false))
             .put("removeOnFail", o.remove_on_fail.unwrap_or(false))
-            .put_opt("durable", o.durable)
-            .put_opt("stallTimeout", o.stall_timeout.map(ms));
-        if let Some(p) = self.on_failure {
-            f.put(p.key(), true);
-        }
-        f.put_opt("timestamp", o.timestamp.map(Value::F64))
-            .put_opt("groupId", o.group_id.as_deref());
+            .put("durable", opt(o.durable.map(Value::from)))
+            .put("stallTimeout", opt(o.stall_timeout.map(ms)))
+            .put("stackTraceLimit", Value::Undefined)
+            .put("keepLogs", Value::Undefined)
+            .put("sizeLimit", Value::Undefined)
+            .put("failParentOnFailure", policy(ChildFailure::FailParent))
+            .put(
+                "removeDependencyOnFailure",
+                policy(ChildFailure::RemoveDependency),
+            )
+            .put(
+                "continueParentOnFailure",
+                policy(ChildFailure::ContinueParent),
+            )
+            .put("ignoreDependencyOnFailure", policy(ChildFailure::Ignore))
+            .put("timestamp", opt(o.timestamp.map(Value::F64)))
+            .put("groupId", opt(o.group_id.as_deref().map(Value::from)))
+            .put("groupMaxSize", Value::Undefined);
         if !o.tags.is_empty() {
             f.put("tags", ids(&o.tags));
         }
@@ -275,7 +295,7 @@ impl FlowJob {
                 "flow job name must be a non-empty string of at most 256 characters",
             ));
         }
-        if !matches!(self.data, Value::Map(_)) {
+        if !is_map(&self.data) {
             return Err(ValidationError::new(
                 "data",
                 "flow job data must be an object",
@@ -324,6 +344,16 @@ impl FlowJob {
             ));
         }
         Ok(())
+    }
+}
+
+/// Whether `v` is a map, decoded or still encoded (payloads arrive as [`Value::Raw`]).
+fn is_map(v: &Value) -> bool {
+    match v {
+        Value::Map(_) => true,
+        // fixmap, map16, map32
+        Value::Raw(r) => matches!(r.as_bytes().first(), Some(0x80..=0x8f | 0xde | 0xdf)),
+        _ => false,
     }
 }
 

@@ -258,8 +258,18 @@ pub struct EventsStats {
     pub buffered: usize,
 }
 
-/// A queue's events as a [`Stream`] of [`QueueEvent`], on a connection of its own (see the
-/// [module docs](self) for reconnects and slow consumers).
+/// A queue's events as a [`Stream`] of [`QueueEvent`], on a connection of its own.
+///
+/// * **Own connection**: bunqueue keeps one subscription per connection and pushes events
+///   unasked; a dedicated connection (as bunqueue's TS `QueueEvents` uses) keeps them from
+///   delaying a producer's replies.
+/// * **Reconnects are never silent**: the server keeps no events for an absent subscriber.
+///   When a new connection is up, a [`QueueEvent::Gap`] is delivered before anything it
+///   brings, and `SubscribeEvents` is sent again automatically.
+/// * **Slow consumers**: the buffer is bounded ([`EventsOptions`]: events and bytes). The
+///   connection is never slowed for a reader; when an event does not fit, the oldest buffered
+///   ones are dropped and the next item is [`QueueEvent::Lagged`] `{ missed }`, followed by
+///   the kept events in order.
 ///
 /// ```no_run
 /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {

@@ -386,6 +386,7 @@ fn uuid_v7() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use autobatch_core::ops::Operation;
     use serde_json::json;
 
     fn node(name: &str) -> FlowNode {

@@ -357,9 +357,14 @@ fn is_map(v: &Value) -> bool {
     }
 }
 
-/// `PUSHF`: adds a whole flow graph in one command, all of it or nothing (see the [module
-/// docs](self) for what bunqueue guarantees). The reply holds a snapshot of every job
-/// committed, in request order.
+/// `PUSHF`: adds a whole flow graph in one command, all of it or nothing. The reply holds a
+/// snapshot of every job committed, in request order.
+///
+/// What "atomic" means in bunqueue 2.9.5: the server validates every job before changing
+/// anything, takes the write locks of every shard involved, refuses the whole flow if any id
+/// is taken (`Flow job <id> already exists`), writes the graph to SQLite in one batch and
+/// only then publishes it in memory, so no worker sees a child before its parent's links
+/// exist. It is not a transaction with anything else the client does.
 ///
 /// Not replayed: a lost reply leaves the outcome unknown; sending the same ids again is safe
 /// in effect (the server refuses a flow whose ids exist, `Flow job <id> already exists`) but

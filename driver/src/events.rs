@@ -36,7 +36,7 @@ use std::time::Instant;
 use autobatch_core::ops::Operation;
 use autobatch_core::session::{OpId, QueueEvent, Session, SubscribeEvents, UnsubscribeEvents};
 use autobatch_core::wire::{validate_queue_name, Response, Value};
-use autobatch_core::Error;
+use autobatch_core::{Error, ServerError};
 use futures_channel::oneshot;
 use futures_util::Stream;
 
@@ -215,6 +215,19 @@ impl EventHook {
         }
         self.subscribing = None;
         match result {
+            // autobatch-broker acknowledges subscriptions but pushes no events, and says so:
+            // a stream that would stay silent is refused instead.
+            Ok(Response::Other(body)) if body.get("events") == Some(&Value::Bool(false)) => {
+                let e = Error::Server(ServerError::from(format!(
+                    "SubscribeEvents is not supported by this server ({}): it pushes no events",
+                    self.queue
+                )));
+                tracing::warn!(queue = %self.queue, "events: the server pushes no events");
+                self.buffer.close();
+                if let Some(tx) = self.ready.take() {
+                    let _ = tx.send(Err(e));
+                }
+            }
             Ok(_) => {
                 tracing::debug!(queue = %self.queue, "events: subscribed");
                 if let Some(tx) = self.ready.take() {

@@ -490,7 +490,10 @@ fn housekeeping(
         // No events are pushed; the subscription is acknowledged only (the TS Worker
         // subscribes for `stalled` and must keep working). `events: false`, a key bunqueue
         // does not send and TS clients ignore, lets autobatch's QueueEvents refuse honestly.
-        "SubscribeEvents" => Ok(other(vec![("events", Value::from(false))])),
+        "SubscribeEvents" => Ok(other(vec![
+            ("id", Value::Undefined),
+            ("events", Value::from(false)),
+        ])),
         "UnsubscribeEvents" => Ok(Response::Done),
         "RegisterWorker" => {
             let id = text("workerId").unwrap_or_else(|| uuid::Uuid::now_v7().to_string());

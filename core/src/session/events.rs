@@ -456,6 +456,67 @@ mod tests {
     }
 
     #[test]
+    fn the_session_hands_out_event_frames_in_order() {
+        use crate::session::{Event, Session, SessionConfig};
+        use crate::wire::write_frame;
+        use std::time::Instant;
+
+        let now = Instant::now();
+        let mut s = Session::new(SessionConfig::default(), now).expect("config");
+        while s.poll_event().is_some() {}
+        s.handle_connected(now);
+        let mut input = Vec::new();
+        for (i, t) in ["pushed", "pulled"].iter().enumerate() {
+            let frame = ev(&[
+                ("eventType", Value::from(*t)),
+                ("queue", Value::from("q")),
+                ("jobId", Value::from(format!("j{i}"))),
+            ]);
+            write_frame(&mut input, |out| frame.encode(out)).expect("small frame");
+        }
+        let first_len = {
+            let mut one = Vec::new();
+            write_frame(&mut one, |out| {
+                ev(&[
+                    ("eventType", Value::from("pushed")),
+                    ("queue", Value::from("q")),
+                    ("jobId", Value::from("j0")),
+                ])
+                .encode(out)
+            })
+            .expect("small frame");
+            one.len() - 4
+        };
+        s.handle_input(now, &input);
+        let mut got = Vec::new();
+        while let Some(e) = s.poll_event() {
+            if let Event::QueueEvent { frame, bytes } = e {
+                got.push((QueueEvent::from_frame(&frame), bytes));
+            }
+        }
+        assert_eq!(
+            got,
+            vec![
+                (
+                    QueueEvent::Waiting {
+                        job_id: "j0".into(),
+                        timestamp: 0.0
+                    },
+                    first_len
+                ),
+                (
+                    QueueEvent::Active {
+                        job_id: "j1".into(),
+                        timestamp: 0.0
+                    },
+                    first_len
+                ),
+            ]
+        );
+        assert!(s.is_connected(), "event frames are not protocol errors");
+    }
+
+    #[test]
     fn defaults_follow_the_ts_client() {
         let e = QueueEvent::from_frame(&ev(&[
             ("eventType", Value::from("failed")),

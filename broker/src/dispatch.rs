@@ -487,8 +487,14 @@ fn housekeeping(
     let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_owned);
     let data = |d: Value| other(vec![("data", d)]);
     match cmd {
-        // No events are pushed; the subscription is acknowledged only.
-        "SubscribeEvents" | "UnsubscribeEvents" => Ok(Response::Done),
+        // No events are pushed; the subscription is acknowledged only (the TS Worker
+        // subscribes for `stalled` and must keep working). `events: false`, a key bunqueue
+        // does not send and TS clients ignore, lets autobatch's QueueEvents refuse honestly.
+        "SubscribeEvents" => Ok(other(vec![
+            ("id", Value::Undefined),
+            ("events", Value::from(false)),
+        ])),
+        "UnsubscribeEvents" => Ok(Response::Done),
         "RegisterWorker" => {
             let id = text("workerId").unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
             shared.lock().register_worker(id.clone(), conn.id);

@@ -987,38 +987,6 @@ impl State {
         Ok(())
     }
 
-    /// Moves an active job (lock checked) back to waiting, or a delayed one to waiting now;
-    /// a waiting job stays.
-    pub fn move_to_wait(&mut self, id: &str, token: Option<&str>, now: f64) -> Result<(), String> {
-        match self.get_state(id, now) {
-            "active" => {
-                self.check_lock(id, token).map_err(|e| e.to_string())?;
-                self.requeue(id, false);
-                Ok(())
-            }
-            "delayed" => {
-                if let Some(e) = self.jobs.get_mut(id) {
-                    e.rec.run_at = now;
-                    let key = (e.rec.run_at.ceil() as i64, e.rec.seq);
-                    let old = self
-                        .queues
-                        .get(&e.rec.queue)
-                        .and_then(|q| q.delayed.iter().find(|(_, v)| *v == id).map(|(k, _)| *k));
-                    let queue = e.rec.queue.clone();
-                    let q = self.index(&queue);
-                    if let Some(k) = old {
-                        q.delayed.remove(&k);
-                    }
-                    q.delayed.insert(key, id.to_owned());
-                    self.promote(&queue, now);
-                }
-                Ok(())
-            }
-            "waiting" | "prioritized" => Ok(()),
-            "unknown" => Err("Job not found".into()),
-            _ => Err("Job not found or not active".into()),
-        }
-    }
 
     /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
     fn unready(&mut self, id: &str) {

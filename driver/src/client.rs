@@ -76,6 +76,24 @@ pub(crate) async fn start<R: Runtime>(
     options: &ClientOptions,
     worker: Option<(autobatch_core::session::WorkerConfig, crate::pump::JobTx)>,
 ) -> Result<(mpsc::UnboundedSender<Cmd>, Arc<Shared>), ConnectError> {
+    start_inner(runtime, options, worker, None).await
+}
+
+/// Like [`start`], for a `QueueEvents` connection: the hook subscribes on every connection.
+pub(crate) async fn start_with_events<R: Runtime>(
+    runtime: R,
+    options: &ClientOptions,
+    hook: crate::events::EventHook,
+) -> Result<(mpsc::UnboundedSender<Cmd>, Arc<Shared>), ConnectError> {
+    start_inner(runtime, options, None, Some(hook)).await
+}
+
+async fn start_inner<R: Runtime>(
+    runtime: R,
+    options: &ClientOptions,
+    worker: Option<(autobatch_core::session::WorkerConfig, crate::pump::JobTx)>,
+    events: Option<crate::events::EventHook>,
+) -> Result<(mpsc::UnboundedSender<Cmd>, Arc<Shared>), ConnectError> {
     let (worker_config, jobs) = match worker {
         Some((c, j)) => (Some(c), Some(j)),
         None => (None, None),
@@ -94,6 +112,7 @@ pub(crate) async fn start<R: Runtime>(
         shared: shared.clone(),
         rx,
         jobs,
+        events,
     });
     runtime.spawn(Box::pin(pump));
     match started.await {

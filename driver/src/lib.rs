@@ -31,6 +31,8 @@
 
 mod client;
 mod job;
+mod events;
+mod flow;
 mod options;
 mod pump;
 mod queue_api;
@@ -40,6 +42,8 @@ mod worker;
 
 pub use client::{Client, Queue, ServerInfo};
 pub use job::{ActiveJob, Pending, MAX_UNANSWERED_JOB_UPDATES};
+pub use events::{EventsOptions, EventsStats, QueueEvents};
+pub use flow::{FlowNode, FlowProducer, FlowTree};
 pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFAULT_PORT};
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
@@ -50,7 +54,7 @@ pub use worker::{
 
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
 pub use autobatch_core::ops;
-pub use autobatch_core::session::{ReconnectConfig, Replay, SessionStats};
+pub use autobatch_core::session::{QueueEvent, ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{
     Backoff, Debounce, Dedup, Job, JobCounts, JobOptions, JobState, Repeat, Response,
     ValidationError, Value,

@@ -187,6 +187,8 @@ pub(crate) struct Pump<R: Runtime> {
     startup: Option<(OpId, oneshot::Sender<Result<(), ConnectError>>)>,
     /// Where worker jobs go.
     jobs: Option<JobTx>,
+    /// A `QueueEvents` connection's subscription (see `events.rs`).
+    events: Option<crate::events::EventHook>,
     connected_once: bool,
     /// `connect` was told it failed: nobody holds a client, so the pump stops.
     startup_failed: bool,
@@ -201,6 +203,7 @@ pub(crate) struct PumpParts<R: Runtime> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) rx: mpsc::UnboundedReceiver<Cmd>,
     pub(crate) jobs: Option<JobTx>,
+    pub(crate) events: Option<crate::events::EventHook>,
 }
 
 impl<R: Runtime> Pump<R> {
@@ -216,6 +219,7 @@ impl<R: Runtime> Pump<R> {
             shared,
             rx,
             jobs,
+            events,
         } = parts;
         let (tx, started) = oneshot::channel();
         let probe = session
@@ -244,6 +248,7 @@ impl<R: Runtime> Pump<R> {
             closers: Vec::new(),
             startup: Some((probe, tx)),
             jobs,
+            events,
             connected_once: false,
             startup_failed: false,
         };
@@ -343,7 +348,7 @@ impl<R: Runtime> Pump<R> {
             },
             Cmd::Delay { id, delay } => {
                 if let Some(token) = self.take_job(&id) {
-                    let mut op = ops::MoveToDelayed::new(id.as_str(), delay.as_millis() as i64);
+                    let mut op = ops::MoveToDelayed::new(id.as_str(), delay.as_millis() as u64);
                     op.token = token;
                     self.settle_elsewhere(now, &id, op.to_command());
                 }
@@ -442,6 +447,11 @@ impl<R: Runtime> Pump<R> {
                         return;
                     }
                 }
+                if let Some(hook) = &mut self.events {
+                    if hook.on_done(op, &result) {
+                        return;
+                    }
+                }
                 if let Some(w) = self.waiters.remove(&op) {
                     if w.ticket != 0 {
                         self.tickets.remove(&w.ticket);
@@ -471,6 +481,10 @@ impl<R: Runtime> Pump<R> {
                 Ok(true) => tracing::trace!(job = %id, "job settled"),
                 Ok(false) => tracing::debug!(job = %id, "job was already finalised by the server"),
                 Err(e) => tracing::warn!(job = %id, error = %e, "job could not be settled"),
+            },
+            Event::QueueEvent { frame, bytes } => match &mut self.events {
+                Some(hook) => hook.on_frame(&frame, bytes),
+                None => tracing::debug!("event frame on a connection that did not subscribe"),
             },
             Event::Closed => {
                 // `close()` returns once the socket is closed too (`end`).
@@ -541,6 +555,9 @@ impl<R: Runtime> Pump<R> {
                         self.out_pos = 0;
                         self.unflushed = false;
                         self.session.handle_connected(now);
+                        if let Some(hook) = &mut self.events {
+                            hook.on_connected(&mut self.session, now);
+                        }
                     }
                     Err(e) => {
                         tracing::warn!(addr = %self.shared.addr, error = %e, "connect failed");
@@ -793,5 +810,8 @@ impl<R: Runtime> Pump<R> {
         self.rx.close();
         self.socket = None;
         self.jobs = None;
+        if let Some(hook) = &mut self.events {
+            hook.on_end();
+        }
     }
 }

@@ -7,7 +7,7 @@
 
 use autobatch_core::ops::{
     AddLog, ClearLogs, ExtendLock, ExtendLocks, GetLogs, GetProgress, JobLog, JobLogs, JobProgress,
-    MoveToDelayed, MoveToWait, UpdateProgress,
+    MoveToDelayed, UpdateProgress,
 };
 use autobatch_core::wire::{Response, Value};
 
@@ -93,9 +93,6 @@ pub(super) fn serve(
             shared
                 .lock()
                 .move_to_delayed(&op.id, op.token.as_deref(), op.delay as f64, now)
-        }),
-        "MoveToWait" => answer::<MoveToWait>(body, |op| {
-            shared.lock().move_to_wait(&op.id, op.token.as_deref(), now)
         }),
         _ => return None,
     })

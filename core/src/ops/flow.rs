@@ -1,1 +1,765 @@
-//! Flows: parents and children added together (`PUSHF`), children's values and failures, waiting for a job to finish.
+//! Flows: parents and children added together (`PUSHF`), children's values and failures,
+//! waiting for a job to finish (`WaitJob`).
+//!
+//! bunqueue 2.9.5's FlowProducer plans the whole graph on the client (every job's id chosen
+//! there, each child naming its parent, each parent listing its children in `dependsOn` and
+//! `childrenIds`) and commits it with one `PUSHF`. The server validates every job before
+//! changing anything, takes the write locks of every shard involved, checks that no id is
+//! taken, writes the graph to SQLite in one batch and only then publishes it in memory: the
+//! whole flow is added or none of it is, and no worker sees a child before its parent's
+//! links exist. That is what "atomic" means there; it is atomic against a crash between jobs,
+//! not a transaction with anything else.
+
+use std::time::Duration;
+
+use crate::session::Replay;
+use crate::wire::server::CommandError;
+use crate::wire::{
+    validate_queue_name, Backoff, Job, JobOptions, ProtocolError, ValidationError, Value,
+};
+
+use super::read::{number, reply_bool, reply_field, reply_opt, req_str, text};
+use super::{Fields, Operation};
+
+/// Most jobs in one flow (bunqueue's `MAX_FLOW_JOBS`).
+pub const MAX_FLOW_JOBS: usize = 10_000;
+
+/// Longest `WaitJob` wait the server accepts (10 minutes).
+pub const MAX_WAIT_JOB: Duration = Duration::from_millis(600_000);
+
+/// What happens to a parent when this child fails for good. bunqueue allows one policy per
+/// job, and only on a job that has a parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChildFailure {
+    /// The parent fails too (`failParentOnFailure`).
+    FailParent,
+    /// The parent goes on as if this child had completed; the failure is readable with
+    /// [`GetIgnoredChildrenFailures`] (`ignoreDependencyOnFailure`).
+    Ignore,
+    /// The parent is released at once (`continueParentOnFailure`).
+    ContinueParent,
+    /// The dependency is removed from the parent (`removeDependencyOnFailure`).
+    RemoveDependency,
+}
+
+impl ChildFailure {
+    fn key(self) -> &'static str {
+        match self {
+            ChildFailure::FailParent => "failParentOnFailure",
+            ChildFailure::Ignore => "ignoreDependencyOnFailure",
+            ChildFailure::ContinueParent => "continueParentOnFailure",
+            ChildFailure::RemoveDependency => "removeDependencyOnFailure",
+        }
+    }
+
+    const ALL: [ChildFailure; 4] = [
+        ChildFailure::FailParent,
+        ChildFailure::Ignore,
+        ChildFailure::ContinueParent,
+        ChildFailure::RemoveDependency,
+    ];
+}
+
+/// One job of a [`PushFlow`], with its place in the graph already decided.
+///
+/// ```
+/// use autobatch_core::ops::FlowJob;
+/// use autobatch_core::wire::Value;
+/// let child = FlowJob::new("c1", "resize", "thumb", Value::map([("w", Value::from(64_i64))])).parent("p1");
+/// assert_eq!(child.parent_id.as_deref(), Some("p1"));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct FlowJob {
+    /// The job's id, chosen by the client (bunqueue's client uses a UUIDv7).
+    pub id: String,
+    /// Queue name.
+    pub queue: String,
+    /// Job name.
+    pub name: String,
+    /// Job data: a map (bunqueue refuses anything else in a flow).
+    pub data: Value,
+    /// Options (priority, delay, attempts, backoff, timeout, lifo, remove-on-*, durable,
+    /// stall timeout, timestamp, tags, group). `job_id` is sent as `customId`; `ttl`,
+    /// `unique_key`, `dedup` and `depends_on` are not allowed in a flow.
+    pub opts: JobOptions,
+    /// The parent this job reports to, if any.
+    pub parent_id: Option<String>,
+    /// Jobs that must finish before this one runs.
+    pub depends_on: Vec<String>,
+    /// This job's children (whose values it may read).
+    pub children_ids: Vec<String>,
+    /// What a failure of this job does to its parent.
+    pub on_failure: Option<ChildFailure>,
+}
+
+impl FlowJob {
+    /// A job with no links and default options.
+    pub fn new(
+        id: impl Into<String>,
+        queue: impl Into<String>,
+        name: impl Into<String>,
+        data: Value,
+    ) -> Self {
+        FlowJob {
+            id: id.into(),
+            queue: queue.into(),
+            name: name.into(),
+            data,
+            opts: JobOptions::new(),
+            parent_id: None,
+            depends_on: Vec::new(),
+            children_ids: Vec::new(),
+            on_failure: None,
+        }
+    }
+
+    /// Sets the options.
+    pub fn options(mut self, opts: JobOptions) -> Self {
+        self.opts = opts;
+        self
+    }
+
+    /// Sets the parent.
+    pub fn parent(mut self, id: impl Into<String>) -> Self {
+        self.parent_id = Some(id.into());
+        self
+    }
+
+    /// Sets the jobs this one waits for.
+    pub fn depends_on(mut self, ids: Vec<String>) -> Self {
+        self.depends_on = ids;
+        self
+    }
+
+    /// Sets the children.
+    pub fn children(mut self, ids: Vec<String>) -> Self {
+        self.children_ids = ids;
+        self
+    }
+
+    /// Sets the failure policy.
+    pub fn on_failure(mut self, policy: ChildFailure) -> Self {
+        self.on_failure = Some(policy);
+        self
+    }
+
+    /// The `input` map, with every key bunqueue's TS client writes, in its order (absent
+    /// ones as msgpackr's `undefined`, as that client sends them), so a flow reads the same
+    /// on the wire whichever client added it.
+    fn input(&self) -> Value {
+        let o = &self.opts;
+        let ms = |d: Duration| Value::from(d.as_millis().min(i64::MAX as u128) as i64);
+        let opt = |v: Option<Value>| v.unwrap_or(Value::Undefined);
+        let ids = |v: &[String]| {
+            if v.is_empty() {
+                Value::Undefined
+            } else {
+                Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect())
+            }
+        };
+        let policy = |p: ChildFailure| {
+            if self.on_failure == Some(p) {
+                Value::from(true)
+            } else {
+                Value::Undefined
+            }
+        };
+        let backoff = o.backoff.map(|b| match b {
+            Backoff::Delay(d) => ms(d),
+            Backoff::Fixed(d) => Value::map([("type", Value::from("fixed")), ("delay", ms(d))]),
+            Backoff::Exponential(d) => {
+                Value::map([("type", Value::from("exponential")), ("delay", ms(d))])
+            }
+        });
+        let mut f = Fields::default();
+        f.put("name", self.name.as_str())
+            .put("data", self.data.clone())
+            .put("priority", opt(o.priority.map(Value::from)))
+            .put("delay", opt(o.delay.map(ms)))
+            .put("maxAttempts", opt(o.attempts.map(Value::from)))
+            .put("backoff", opt(backoff))
+            .put("timeout", opt(o.timeout.map(ms)))
+            .put("customId", opt(o.job_id.as_deref().map(Value::from)))
+            .put("dependsOn", ids(&self.depends_on))
+            .put("childrenIds", ids(&self.children_ids))
+            .put("parentId", opt(self.parent_id.as_deref().map(Value::from)))
+            .put("lifo", opt(o.lifo.map(Value::from)))
+            .put("removeOnComplete", o.remove_on_complete.unwrap_or(false))
+            .put("removeOnFail", o.remove_on_fail.unwrap_or(false))
+            .put("durable", opt(o.durable.map(Value::from)))
+            .put("stallTimeout", opt(o.stall_timeout.map(ms)))
+            .put("stackTraceLimit", Value::Undefined)
+            .put("keepLogs", Value::Undefined)
+            .put("sizeLimit", Value::Undefined)
+            .put("failParentOnFailure", policy(ChildFailure::FailParent))
+            .put(
+                "removeDependencyOnFailure",
+                policy(ChildFailure::RemoveDependency),
+            )
+            .put(
+                "continueParentOnFailure",
+                policy(ChildFailure::ContinueParent),
+            )
+            .put("ignoreDependencyOnFailure", policy(ChildFailure::Ignore))
+            .put("timestamp", opt(o.timestamp.map(Value::F64)))
+            .put("groupId", opt(o.group_id.as_deref().map(Value::from)))
+            .put("groupMaxSize", Value::Undefined);
+        if !o.tags.is_empty() {
+            f.put("tags", ids(&o.tags));
+        }
+        f.into_value()
+    }
+
+    fn from_request(v: &Value) -> Result<FlowJob, ValidationError> {
+        let input = v
+            .get("input")
+            .ok_or_else(|| ValidationError::new("jobs", "flow job input is required"))?;
+        let strings = |k: &str| -> Vec<String> {
+            input
+                .get(k)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(text).collect())
+                .unwrap_or_default()
+        };
+        let ms = |k: &str| {
+            input
+                .get(k)
+                .and_then(number)
+                .map(|x| Duration::from_millis(x.max(0.0) as u64))
+        };
+        let mut opts = JobOptions::new();
+        opts.priority = input.get("priority").and_then(number).map(|x| x as i64);
+        opts.delay = ms("delay");
+        opts.attempts = input.get("maxAttempts").and_then(number).map(|x| x as i64);
+        opts.timeout = ms("timeout");
+        opts.job_id = input.get("customId").and_then(text);
+        opts.lifo = input.get("lifo").and_then(Value::as_bool);
+        opts.remove_on_complete = input.get("removeOnComplete").and_then(Value::as_bool);
+        opts.remove_on_fail = input.get("removeOnFail").and_then(Value::as_bool);
+        opts.durable = input.get("durable").and_then(Value::as_bool);
+        opts.stall_timeout = ms("stallTimeout");
+        opts.timestamp = input.get("timestamp").and_then(number);
+        opts.group_id = input.get("groupId").and_then(text);
+        opts.tags = strings("tags");
+        opts.backoff = match input.get("backoff") {
+            Some(b @ Value::Map(_)) => {
+                let d = Duration::from_millis(
+                    b.get("delay").and_then(number).unwrap_or(0.0).max(0.0) as u64,
+                );
+                Some(if b.get("type").and_then(Value::as_str) == Some("fixed") {
+                    Backoff::Fixed(d)
+                } else {
+                    Backoff::Exponential(d)
+                })
+            }
+            Some(b) => number(b).map(|x| Backoff::Delay(Duration::from_millis(x.max(0.0) as u64))),
+            None => None,
+        };
+        Ok(FlowJob {
+            id: req_str(v, "id")?,
+            queue: v
+                .get("queue")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            name: input
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            data: input.get("data").cloned().unwrap_or(Value::Undefined),
+            opts,
+            parent_id: input.get("parentId").and_then(text),
+            depends_on: strings("dependsOn"),
+            children_ids: strings("childrenIds"),
+            on_failure: ChildFailure::ALL
+                .into_iter()
+                .find(|p| input.get(p.key()).and_then(Value::as_bool) == Some(true)),
+        })
+    }
+
+    /// bunqueue's own checks (`flowValidation.js`, `flowPlan.js`), with its messages.
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.id.is_empty() || self.id.contains(':') {
+            return Err(ValidationError::new(
+                "id",
+                "flow jobId must be non-empty and cannot contain a colon",
+            ));
+        }
+        validate_queue_name(&self.queue)?;
+        if self.name.is_empty() || self.name.chars().count() > 256 {
+            return Err(ValidationError::new(
+                "name",
+                "flow job name must be a non-empty string of at most 256 characters",
+            ));
+        }
+        if !is_map(&self.data) {
+            return Err(ValidationError::new(
+                "data",
+                "flow job data must be an object",
+            ));
+        }
+        let o = &self.opts;
+        if o.ttl.is_some() {
+            // The PUSHF input has no ttl; refusing beats dropping it silently.
+            return Err(ValidationError::new(
+                "ttl",
+                "ttl is not supported inside an atomic flow",
+            ));
+        }
+        if o.unique_key.is_some() || o.dedup.is_some() {
+            return Err(ValidationError::new(
+                "dedup",
+                "deduplication is not supported inside an atomic flow",
+            ));
+        }
+        if !o.depends_on.is_empty() {
+            return Err(ValidationError::new(
+                "depends_on",
+                "FlowProducer owns dependencies; set FlowJob::depends_on instead",
+            ));
+        }
+        if let Some(p) = o.priority {
+            if !(-1_000_000..=1_000_000).contains(&p) {
+                return Err(ValidationError::new(
+                    "priority",
+                    "priority must be between -1000000 and 1000000",
+                ));
+            }
+        }
+        if let Some(a) = o.attempts {
+            if !(1..=1000).contains(&a) {
+                return Err(ValidationError::new(
+                    "attempts",
+                    "attempts must be between 1 and 1000",
+                ));
+            }
+        }
+        if self.on_failure.is_some() && self.parent_id.is_none() {
+            return Err(ValidationError::new(
+                "on_failure",
+                "a flow failure policy requires a parent",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `v` is a map, decoded or still encoded (payloads arrive as [`Value::Raw`]).
+fn is_map(v: &Value) -> bool {
+    match v {
+        Value::Map(_) => true,
+        // fixmap, map16, map32
+        Value::Raw(r) => matches!(r.as_bytes().first(), Some(0x80..=0x8f | 0xde | 0xdf)),
+        _ => false,
+    }
+}
+
+/// `PUSHF`: adds a whole flow graph in one command, all of it or nothing. The reply holds a
+/// snapshot of every job committed, in request order.
+///
+/// What "atomic" means in bunqueue 2.9.5: the server validates every job before changing
+/// anything, takes the write locks of every shard involved, refuses the whole flow if any id
+/// is taken (`Flow job <id> already exists`), writes the graph to SQLite in one batch and
+/// only then publishes it in memory, so no worker sees a child before its parent's links
+/// exist. It is not a transaction with anything else the client does.
+///
+/// Not replayed: a lost reply leaves the outcome unknown; sending the same ids again is safe
+/// in effect (the server refuses a flow whose ids exist, `Flow job <id> already exists`) but
+/// is left to the caller, who can check with `GetState`.
+///
+/// ```
+/// use autobatch_core::ops::{FlowJob, Operation, PushFlow};
+/// use autobatch_core::wire::Value;
+/// let parent = FlowJob::new("p1", "reports", "merge", Value::map([("n", Value::from(2_i64))]))
+///     .depends_on(vec!["c1".into()])
+///     .children(vec!["c1".into()]);
+/// let child = FlowJob::new("c1", "parts", "part", Value::map([("i", Value::from(0_i64))])).parent("p1");
+/// let op = PushFlow::new(vec![child, parent]);
+/// assert!(op.validate().is_ok());
+/// assert_eq!(op.to_body().get("jobs").and_then(Value::as_array).map(|j| j.len()), Some(2));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PushFlow {
+    /// Every job of the graph, children before their parents (as bunqueue's client orders
+    /// them; the server accepts any order).
+    pub jobs: Vec<FlowJob>,
+}
+
+impl PushFlow {
+    /// A flow of `jobs`.
+    pub fn new(jobs: Vec<FlowJob>) -> Self {
+        PushFlow { jobs }
+    }
+}
+
+impl Operation for PushFlow {
+    const NAME: &'static str = "PUSHF";
+    type Output = Vec<Job>;
+
+    fn replay(&self) -> Replay {
+        Replay::NotSafe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        let jobs = self
+            .jobs
+            .iter()
+            .map(|j| {
+                Value::map([
+                    ("id", Value::from(j.id.as_str())),
+                    ("queue", Value::from(j.queue.as_str())),
+                    ("input", j.input()),
+                ])
+            })
+            .collect();
+        fields.put("jobs", Value::Array(jobs));
+    }
+
+    fn read_reply(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
+        let bad = |problem| ProtocolError::BadField {
+            field: "data.jobs",
+            problem,
+        };
+        reply_field(reply, "data")?
+            .get("jobs")
+            .and_then(Value::as_array)
+            .ok_or(bad("missing"))?
+            .iter()
+            .map(|j| Job::from_value(j).ok_or(bad("a job without an id")))
+            .collect()
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        let jobs = request
+            .get("jobs")
+            .and_then(Value::as_array)
+            .ok_or_else(|| ValidationError::new("jobs", "flow jobs must be an array"))?;
+        let jobs = jobs
+            .iter()
+            .map(FlowJob::from_request)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PushFlow::new(jobs))
+    }
+
+    fn write_reply(jobs: &Vec<Job>, fields: &mut Fields) {
+        let snapshots = jobs
+            .iter()
+            .map(|j| {
+                Value::map([
+                    ("id", Value::from(j.id.as_str())),
+                    ("queue", Value::from(j.queue.as_str())),
+                    ("name", Value::from(j.name.as_str())),
+                    ("data", j.data.clone()),
+                ])
+            })
+            .collect();
+        fields.put("data", Value::map([("jobs", Value::Array(snapshots))]));
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.jobs.len() > MAX_FLOW_JOBS {
+            return Err(ValidationError::new(
+                "jobs",
+                format!("flow exceeds the {MAX_FLOW_JOBS} job limit"),
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for job in &self.jobs {
+            job.validate()?;
+            if !seen.insert(job.id.as_str()) {
+                return Err(ValidationError::new(
+                    "id",
+                    format!("duplicate flow job id: {}", job.id),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A map of a reply read in order as `(key, value)` pairs.
+fn pairs(v: Option<&Value>) -> Vec<(String, Value)> {
+    match v {
+        Some(Value::Map(m)) => m
+            .iter()
+            .filter_map(|(k, v)| text(k).map(|k| (k, v.clone())))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn pairs_value(pairs: &[(String, Value)]) -> Value {
+    Value::Map(
+        pairs
+            .iter()
+            .map(|(k, v)| (Value::from(k.as_str()), v.clone()))
+            .collect(),
+    )
+}
+
+fn validate_id(id: &str) -> Result<(), ValidationError> {
+    if id.is_empty() {
+        return Err(ValidationError::new("id", "id is required"));
+    }
+    Ok(())
+}
+
+macro_rules! parent_read {
+    ($(#[$doc:meta])* $ty:ident, $name:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct $ty {
+            /// The parent job's id.
+            pub id: String,
+        }
+
+        impl $ty {
+            /// Asks about parent job `id`.
+            pub fn new(id: impl Into<String>) -> Self {
+                $ty { id: id.into() }
+            }
+        }
+    };
+}
+
+parent_read!(
+    /// `GetChildrenValues`: the return values of a parent's completed children, keyed
+    /// `"<queue>:<childId>"` (just the id when the child is gone), in the parent's
+    /// `childrenIds` order. Children not completed yet are absent; an unknown parent gives an
+    /// empty list. A read: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetChildrenValues, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("values", Value::map([("q:c1", Value::from(2_i64))]))]))]);
+    /// assert_eq!(GetChildrenValues::read_reply(&reply), Ok(vec![("q:c1".to_owned(), Value::from(2_i64))]));
+    /// ```
+    GetChildrenValues,
+    "GetChildrenValues"
+);
+
+impl Operation for GetChildrenValues {
+    const NAME: &'static str = "GetChildrenValues";
+    type Output = Vec<(String, Value)>;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("id", self.id.as_str());
+    }
+
+    fn read_reply(reply: &Value) -> Result<Self::Output, ProtocolError> {
+        Ok(pairs(
+            reply_opt(reply, "data").and_then(|d| d.get("values")),
+        ))
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        Ok(Self::new(req_str(request, "id")?))
+    }
+
+    fn write_reply(values: &Self::Output, fields: &mut Fields) {
+        fields.put("data", Value::map([("values", pairs_value(values))]));
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_id(&self.id)
+    }
+}
+
+parent_read!(
+    /// `GetFailedChildrenValues`: the error texts of a parent's children that failed for good
+    /// with [`ChildFailure::ContinueParent`] or [`ChildFailure::FailParent`] set, keyed by
+    /// child. An unknown parent gives an empty list. A read: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetFailedChildrenValues, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("values", Value::map([("q:c1", Value::from("boom"))]))]);
+    /// assert_eq!(GetFailedChildrenValues::read_reply(&reply).unwrap().len(), 1);
+    /// ```
+    GetFailedChildrenValues,
+    "GetFailedChildrenValues"
+);
+
+parent_read!(
+    /// `GetIgnoredChildrenFailures`: the failures of a parent's children that had
+    /// [`ChildFailure::Ignore`] set, keyed by child. An unknown parent gives an empty list.
+    /// A read: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetIgnoredChildrenFailures, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("values", Value::Map(vec![]))]);
+    /// assert_eq!(GetIgnoredChildrenFailures::read_reply(&reply), Ok(vec![]));
+    /// ```
+    GetIgnoredChildrenFailures,
+    "GetIgnoredChildrenFailures"
+);
+
+macro_rules! values_op {
+    ($ty:ident, $name:literal) => {
+        impl Operation for $ty {
+            const NAME: &'static str = $name;
+            type Output = Vec<(String, Value)>;
+
+            fn replay(&self) -> Replay {
+                Replay::Safe
+            }
+
+            fn write_fields(&self, fields: &mut Fields) {
+                fields.put("id", self.id.as_str());
+            }
+
+            fn read_reply(reply: &Value) -> Result<Self::Output, ProtocolError> {
+                Ok(pairs(reply_opt(reply, "values")))
+            }
+
+            fn read_request(request: &Value) -> Result<Self, CommandError> {
+                Ok(Self::new(req_str(request, "id")?))
+            }
+
+            fn write_reply(values: &Self::Output, fields: &mut Fields) {
+                fields.put("values", pairs_value(values));
+            }
+
+            fn validate(&self) -> Result<(), ValidationError> {
+                validate_id(&self.id)
+            }
+        }
+    };
+}
+
+values_op!(GetFailedChildrenValues, "GetFailedChildrenValues");
+values_op!(GetIgnoredChildrenFailures, "GetIgnoredChildrenFailures");
+
+/// How a [`WaitJob`] ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum WaitOutcome {
+    /// The job completed; its return value ([`Value::Undefined`] or `Nil` when there is none
+    /// or it was not kept).
+    Completed(Value),
+    /// The wait timed out before the job completed (it may still be waiting, running, or
+    /// have failed: `WaitJob` waits for completion only).
+    TimedOut,
+}
+
+/// `WaitJob`: holds the reply until the job completes or `timeout` passes (server default
+/// 30 s, at most [`MAX_WAIT_JOB`]). Answers at once for a job already completed; an unknown
+/// id is `Job not found`. A read: replayed.
+///
+/// The reply is held by design, so the client's command timeout must be longer than
+/// `timeout`; the driver's `wait_until_finished` splits long waits into shorter ones.
+///
+/// ```
+/// use std::time::Duration;
+/// use autobatch_core::ops::{Operation, WaitJob, WaitOutcome};
+/// use autobatch_core::wire::Value;
+/// let op = WaitJob::new("j1").timeout(Duration::from_secs(5));
+/// assert_eq!(op.to_body().get("timeout"), Some(&Value::from(5000_i64)));
+/// assert!(WaitJob::new("j1").timeout(Duration::from_secs(601)).validate().is_err());
+/// let reply = Value::map([("ok", Value::from(true)), ("completed", Value::from(true)), ("result", Value::from(7_i64))]);
+/// assert_eq!(WaitJob::read_reply(&reply), Ok(WaitOutcome::Completed(Value::from(7_i64))));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WaitJob {
+    /// Job id.
+    pub id: String,
+    /// How long the server waits (its default when absent: 30 s).
+    pub timeout: Option<Duration>,
+}
+
+impl WaitJob {
+    /// Waits for job `id` with the server's default timeout.
+    pub fn new(id: impl Into<String>) -> Self {
+        WaitJob {
+            id: id.into(),
+            timeout: None,
+        }
+    }
+
+    /// Sets the timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+impl Operation for WaitJob {
+    const NAME: &'static str = "WaitJob";
+    type Output = WaitOutcome;
+
+    fn replay(&self) -> Replay {
+        Replay::Safe
+    }
+
+    fn write_fields(&self, fields: &mut Fields) {
+        fields.put("id", self.id.as_str()).put_opt(
+            "timeout",
+            self.timeout
+                .map(|t| t.as_millis().min(i64::MAX as u128) as i64),
+        );
+    }
+
+    fn read_reply(reply: &Value) -> Result<WaitOutcome, ProtocolError> {
+        Ok(if reply_bool(reply, "completed")? {
+            WaitOutcome::Completed(reply.get("result").cloned().unwrap_or(Value::Undefined))
+        } else {
+            WaitOutcome::TimedOut
+        })
+    }
+
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        let id = req_str(request, "id")?;
+        let timeout = match request.get("timeout") {
+            None | Some(Value::Nil) | Some(Value::Undefined) => None,
+            Some(t) => {
+                let ms = number(t)
+                    .ok_or_else(|| ValidationError::new("timeout", "timeout must be a number"))?;
+                if ms < 0.0 {
+                    return Err(
+                        ValidationError::new("timeout", "timeout must be at least 0").into(),
+                    );
+                }
+                if ms > 600_000.0 {
+                    return Err(
+                        ValidationError::new("timeout", "timeout must be at most 600000").into(),
+                    );
+                }
+                Some(Duration::from_millis(ms as u64))
+            }
+        };
+        Ok(WaitJob { id, timeout })
+    }
+
+    fn write_reply(outcome: &WaitOutcome, fields: &mut Fields) {
+        match outcome {
+            WaitOutcome::Completed(v) => {
+                fields.put("completed", true).put("result", v.clone());
+            }
+            WaitOutcome::TimedOut => {
+                fields.put("completed", false);
+            }
+        }
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_id(&self.id)?;
+        if self.timeout.is_some_and(|t| t > MAX_WAIT_JOB) {
+            return Err(ValidationError::new(
+                "timeout",
+                "timeout must be at most 600000",
+            ));
+        }
+        Ok(())
+    }
+}

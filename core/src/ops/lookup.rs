@@ -436,17 +436,17 @@ impl GetQueueLimits {
 /// A queue's rate limit: at most `max` jobs per `duration` ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct RateLimit {
+pub struct QueueRateLimit {
     /// Jobs per window.
     pub max: u64,
     /// Window, ms.
     pub duration: u64,
 }
 
-impl RateLimit {
+impl QueueRateLimit {
     /// `max` jobs per `duration` ms.
     pub fn new(max: u64, duration: u64) -> Self {
-        RateLimit { max, duration }
+        QueueRateLimit { max, duration }
     }
 }
 
@@ -455,7 +455,7 @@ impl RateLimit {
 #[non_exhaustive]
 pub struct QueueLimits {
     /// The rate limit, if one is set.
-    pub rate_limit: Option<RateLimit>,
+    pub rate_limit: Option<QueueRateLimit>,
     /// Ms until jobs may be taken again under the rate limit: `-2` when there is no rate
     /// limit (Redis's convention for "no key", which BullMQ keeps), `0` when not limited now.
     pub rate_limit_ttl: i64,
@@ -494,7 +494,7 @@ impl Operation for GetQueueLimits {
         let d = reply_data(reply)?;
         let l = reply_field(&d, "limits")?;
         let rate_limit = reply_opt(l, "rateLimit")
-            .map(|r| RateLimit::new(count_or_zero(r, "max"), count_or_zero(r, "duration")));
+            .map(|r| QueueRateLimit::new(count_or_zero(r, "max"), count_or_zero(r, "duration")));
         Ok(QueueLimits {
             rate_limit,
             rate_limit_ttl: l.get("rateLimitTtl").and_then(number).unwrap_or(-2.0) as i64,
@@ -674,7 +674,7 @@ impl ListWorkers {
 /// One registered worker, as [`ListWorkers`] reports it.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct WorkerInfo {
+pub struct ListedWorker {
     /// Worker id.
     pub id: String,
     /// Worker name.
@@ -728,14 +728,14 @@ pub struct WorkerTotals {
 #[non_exhaustive]
 pub struct WorkerList {
     /// Every registered worker.
-    pub workers: Vec<WorkerInfo>,
+    pub workers: Vec<ListedWorker>,
     /// Totals.
     pub stats: WorkerTotals,
 }
 
-impl WorkerInfo {
-    fn from_value(w: &Value) -> Option<WorkerInfo> {
-        Some(WorkerInfo {
+impl ListedWorker {
+    fn from_value(w: &Value) -> Option<ListedWorker> {
+        Some(ListedWorker {
             id: text(w.get("id")?)?,
             name: reply_opt_str(w, "name").unwrap_or_default(),
             queues: w
@@ -792,7 +792,7 @@ impl Operation for ListWorkers {
         let d = reply_data(reply)?;
         let workers = reply_array(&d, "workers")?
             .iter()
-            .map(|w| WorkerInfo::from_value(w).ok_or(bad("workers", "an entry has no id")))
+            .map(|w| ListedWorker::from_value(w).ok_or(bad("workers", "an entry has no id")))
             .collect::<Result<_, _>>()?;
         let s = d.get("stats").unwrap_or(&Value::Nil);
         Ok(WorkerList {
@@ -827,7 +827,7 @@ impl Operation for ListWorkers {
             Value::map([
                 (
                     "workers",
-                    Value::Array(l.workers.iter().map(WorkerInfo::to_value).collect()),
+                    Value::Array(l.workers.iter().map(ListedWorker::to_value).collect()),
                 ),
                 ("stats", stats),
             ]),

@@ -56,6 +56,16 @@ pub enum Event {
         /// Outcome.
         result: Result<bool, Error>,
     },
+    /// An event frame from the server (`{type: "event", event}`), pushed after a
+    /// `SubscribeEvents` ([`SubscribeEvents`](super::SubscribeEvents)) on this connection;
+    /// type it with [`QueueEvent::from_frame`](super::QueueEvent::from_frame). A session that
+    /// never subscribes never reports one.
+    QueueEvent {
+        /// The whole frame.
+        frame: crate::wire::Value,
+        /// Its encoded length, for a consumer that bounds its buffer in bytes.
+        bytes: usize,
+    },
     /// [`Session::close`](super::Session::close) finished: everything was flushed and answered.
     Closed,
 }

@@ -529,6 +529,7 @@ impl Session {
                 }
             };
             self.stats.frames_received += 1;
+            let bytes = frame.len();
             let incoming = Value::decode(&frame)
                 .map_err(|e| format!("undecodable reply: {e}"))
                 .and_then(|v| Incoming::from_value(v).map_err(|e| e.to_string()));
@@ -539,8 +540,11 @@ impl Session {
                         return;
                     }
                 }
-                // Events only come after SubscribeEvents, which this session never sends.
-                Ok(Incoming::Event(_)) => {}
+                // Only after a SubscribeEvents on this connection: handed out as they come,
+                // in order, interleaved with the replies around them.
+                Ok(Incoming::Event(frame)) => {
+                    self.events.push_back(Event::QueueEvent { frame, bytes });
+                }
                 Err(why) => {
                     self.reset_connection(now, FailKind::Protocol(why));
                     return;

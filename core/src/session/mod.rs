@@ -106,6 +106,7 @@
 
 mod config;
 mod event;
+mod events;
 mod machine;
 mod producer;
 mod queue;
@@ -117,6 +118,7 @@ mod worker;
 
 pub use config::{ConfigError, ReconnectConfig, SessionConfig, WorkerConfig};
 pub use event::{Event, OpId};
+pub use events::{event_frame, QueueEvent, SubscribeEvents, UnsubscribeEvents};
 pub use machine::Session;
 pub use replay::Replay;
 pub use stats::SessionStats;

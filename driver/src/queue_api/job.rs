@@ -179,46 +179,5 @@ impl<R: Runtime> Queue<R> {
         self.client.run(ops::ExtendLocks::new(locks)).await
     }
 
-    /// Moves an active job to delayed for `delay`, with its lock token (bunqueue's
-    /// `DelayedError` path; a worker's processor returns
-    /// [`JobError::delay`](crate::JobError::delay) instead).
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::run`](crate::Client::run); `Job not found`,
-    /// `Job is not active (current state: …)`, or a lock token error from the server.
-    ///
-    /// ```no_run
-    /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>) -> Result<(), autobatch_driver::Error> {
-    /// q.move_job_to_delayed("42", std::time::Duration::from_secs(30), Some("token")).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn move_job_to_delayed(
-        &self,
-        id: &str,
-        delay: std::time::Duration,
-        token: Option<&str>,
-    ) -> Result<(), Error> {
-        let mut op = ops::MoveToDelayed::new(id, delay.as_millis() as i64);
-        op.token = token.map(str::to_owned);
-        self.client.run(op).await
-    }
 
-    /// Moves an active job back to waiting, with its lock token (or a delayed one to
-    /// waiting, or a failed one out of the DLQ: bunqueue's `MoveToWait` does all three).
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::run`](crate::Client::run); `Job not found or not active` and the like.
-    ///
-    /// ```no_run
-    /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>) -> Result<(), autobatch_driver::Error> {
-    /// q.move_job_to_wait("42", Some("token")).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn move_job_to_wait(&self, id: &str, token: Option<&str>) -> Result<(), Error> {
-        let mut op = ops::MoveToWait::new(id);
-        op.token = token.map(str::to_owned);
-        self.client.run(op).await
-    }
 }

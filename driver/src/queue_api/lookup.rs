@@ -268,7 +268,7 @@ impl<R: Runtime> Queue<R> {
     /// println!("{} workers", q.get_workers().await?.len());
     /// # Ok(()) }
     /// ```
-    pub async fn get_workers(&self) -> Result<Vec<ops::WorkerInfo>, Error> {
+    pub async fn get_workers(&self) -> Result<Vec<ops::ListedWorker>, Error> {
         let all = self.client.list_workers().await?;
         Ok(all
             .workers

@@ -46,7 +46,9 @@ mod framing;
 mod queue;
 mod server;
 pub mod store;
+mod tls;
 
 pub use config::BrokerConfig;
 pub use embedded::EmbeddedBroker;
 pub use server::{Broker, ShutdownHandle};
+pub use tls::BrokerTls;

@@ -34,12 +34,14 @@ mod options;
 mod pump;
 mod runtime;
 mod stats;
+mod tls;
 mod worker;
 
 pub use client::{Client, Queue, ServerInfo};
 pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFAULT_PORT};
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
+pub use tls::{TlsError, TlsErrorKind, TlsOptions, TlsRoots};
 pub use worker::{JobError, JobOutput, Raw, Worker};
 
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};

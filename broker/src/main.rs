@@ -122,8 +122,11 @@ async fn main() -> ExitCode {
 async fn run(config: BrokerConfig) -> std::io::Result<()> {
     let broker_tls = config.tls.is_some();
     let broker = Broker::bind(config).await?;
-    let tls = if broker_tls { " (TLS)" } else { "" };
-    println!("listening on {}{tls}", broker.local_addr());
+    // The first line stays `listening on ADDR` (scripts parse it); TLS is said on stderr.
+    println!("listening on {}", broker.local_addr());
+    if broker_tls {
+        eprintln!("autobatch-broker: serving TLS");
+    }
     let stop = broker.shutdown_handle();
     tokio::spawn(async move {
         stop_signal().await;

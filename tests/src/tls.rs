@@ -129,6 +129,25 @@ impl TestPki {
         .expect("broker TLS from the test PKI")
     }
 
+    /// A rustls server configuration for the server certificate, for hand-made test servers.
+    pub fn broker_tls_server_config(&self) -> std::sync::Arc<rustls::ServerConfig> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_slice_iter(self.server_cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .expect("server cert PEM");
+        let key = PrivateKeyDer::from_pem_slice(self.server_key_pem.as_bytes()).expect("key PEM");
+        let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("server config");
+        std::sync::Arc::new(config)
+    }
+
     /// What a bunqueue server needs to serve TLS with the server certificate.
     pub fn server_tls(&self) -> crate::server::ServerTls {
         crate::server::ServerTls {

@@ -563,3 +563,81 @@ fn danger_accept_invalid_certs() {
         client.close().await;
     });
 }
+
+// ------------------------------------------------------------------------------ close_notify
+
+/// A one-connection TLS server on a thread (blocking rustls) that answers every request with a
+/// Pong and reports how the client ended the connection: `Ok(())` for a TLS close_notify
+/// followed by EOF, `Err` for a TCP close without it.
+fn close_notify_server() -> (SocketAddr, std::sync::mpsc::Receiver<Result<(), String>>) {
+    use std::io::{Read, Write};
+    use autobatch_core::wire::{FrameDecoder, Value};
+    use autobatch_tests::msgpack::Writer;
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tls = pki().broker_tls_server_config();
+    std::thread::spawn(move || {
+        let (tcp, _) = listener.accept().unwrap();
+        tcp.set_read_timeout(Some(HANG)).unwrap();
+        let conn = rustls::ServerConnection::new(tls).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        let mut frames = FrameDecoder::new();
+        let mut buf = [0u8; 4096];
+        let outcome = loop {
+            match s.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => frames.extend(&buf[..n]),
+                Err(e) => break Err(format!("{:?}: {e}", e.kind())),
+            }
+            while let Some(body) = frames.next_frame().unwrap() {
+                let req = Value::decode(&body).unwrap();
+                let id = req.get("reqId").and_then(Value::as_str).unwrap().to_owned();
+                let reply = Writer::new()
+                    .map(3)
+                    .str("ok")
+                    .bool(true)
+                    .str("data")
+                    .map(2)
+                    .str("pong")
+                    .bool(true)
+                    .str("time")
+                    .uint(1)
+                    .str("reqId")
+                    .str(&id)
+                    .to_frame();
+                s.write_all(&reply).unwrap();
+                s.flush().unwrap();
+            }
+        };
+        let _ = tx.send(outcome);
+    });
+    (addr, rx)
+}
+
+/// `close()` ends the TLS session properly: the pump's `poll_close` sends close_notify before
+/// the TCP close, so the server sees a clean end of stream, not a truncation.
+async fn close_sends_close_notify<T: Rt>() {
+    let (addr, outcome) = close_notify_server();
+    let client = connect::<T>(options(addr, tls()).ping_interval(None)).await;
+    client.ping().await.expect("ping");
+    within::<T, _>("close", client.close()).await;
+    let outcome = outcome.recv_timeout(HANG).expect("the server saw the end");
+    assert_eq!(outcome, Ok(()), "the client closed with close_notify");
+}
+
+#[test]
+fn tokio_close_sends_close_notify() {
+    Tokio::block_on(close_sends_close_notify::<Tokio>());
+}
+
+#[test]
+fn smol_close_sends_close_notify() {
+    Smol::block_on(close_sends_close_notify::<Smol>());
+}
+
+#[test]
+fn async_std_close_sends_close_notify() {
+    AsyncStd::block_on(close_sends_close_notify::<AsyncStd>());
+}

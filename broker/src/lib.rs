@@ -14,6 +14,8 @@
 //!   durable log behind it: nothing ([`store::MemoryStore`]) or SQLite
 //!   ([`store::SqliteStore`]: WAL, `synchronous=NORMAL`, group commit; `durable` pushes commit
 //!   before their reply, others just after).
+//! * TLS on the port when [`BrokerConfig::tls`] is set ([`BrokerTls`]: rustls with *ring*,
+//!   through tokio-rustls), as bunqueue serves it with `TLS_CERT_FILE` / `TLS_KEY_FILE`.
 //!
 //! ```
 //! use std::io::{Read, Write};

@@ -96,15 +96,26 @@ impl Args {
         c.tls = match (self.tls_cert, self.tls_key) {
             (Some(cert), Some(key)) => Some(BrokerTls::from_pem_files(cert, key)?),
             (None, None) => None,
-            (Some(_), None) => return Err(misconfigured("--tls-cert is set but --tls-key (TLS_KEY_FILE) is missing")),
-            (None, Some(_)) => return Err(misconfigured("--tls-key is set but --tls-cert (TLS_CERT_FILE) is missing")),
+            (Some(_), None) => {
+                return Err(misconfigured(
+                    "--tls-cert is set but --tls-key (TLS_KEY_FILE) is missing",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(misconfigured(
+                    "--tls-key is set but --tls-cert (TLS_CERT_FILE) is missing",
+                ))
+            }
         };
         Ok(c)
     }
 }
 
 fn misconfigured(what: &str) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("TLS misconfigured: {what}"))
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("TLS misconfigured: {what}"),
+    )
 }
 
 #[tokio::main]

@@ -42,7 +42,10 @@ impl BrokerTls {
     pub fn from_pem_files(cert: impl AsRef<Path>, key: impl AsRef<Path>) -> io::Result<Self> {
         let (cert, key) = (cert.as_ref(), key.as_ref());
         let cert_pem = std::fs::read(cert).map_err(|e| {
-            context(e, format_args!("cannot read the TLS certificate {}", cert.display()))
+            context(
+                e,
+                format_args!("cannot read the TLS certificate {}", cert.display()),
+            )
         })?;
         let key_pem = std::fs::read(key)
             .map_err(|e| context(e, format_args!("cannot read the TLS key {}", key.display())))?;

@@ -12,6 +12,9 @@
 //! * [`Client`]: one connection; [`Client::queue`] gives a cheap [`Queue`] handle for adds
 //!   (auto-batched into PUSHB) and lookups.
 //! * [`Worker`]: pulls jobs and runs a processor on each, with completions batched into ACKB.
+//! * TLS for every runtime from one place: with [`ClientOptions::tls`] the pump wraps the
+//!   runtime's socket in rustls (futures-rustls, *ring*; no OpenSSL). Certificate problems fail
+//!   `connect` at once with [`ConnectError::Tls`], whose [`TlsErrorKind`] says why.
 //!
 //! ```no_run
 //! # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
@@ -25,6 +28,17 @@
 //! }
 //! client.close().await;
 //! # Ok(()) }
+//! ```
+//!
+//! Over TLS, trusting a private CA:
+//!
+//! ```no_run
+//! # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
+//! use autobatch_driver::{Client, ClientOptions, TlsOptions};
+//!
+//! let tls = TlsOptions::new().ca_file("/etc/bunqueue/ca.pem");
+//! let client = Client::<R>::connect(ClientOptions::new("queue.internal", 6789).tls(tls)).await?;
+//! # client.close().await; Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -19,7 +19,9 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 
 /// Which built-in trust anchors a TLS connection starts from, before any
 /// [`TlsOptions::ca_file`] / [`TlsOptions::ca_pem`] is added.
@@ -83,9 +85,9 @@ impl Pem {
     fn bytes(&self) -> Result<std::borrow::Cow<'_, [u8]>, TlsError> {
         match self {
             Pem::Inline(b) => Ok(b.as_slice().into()),
-            Pem::File(p) => std::fs::read(p).map(Into::into).map_err(|e| {
-                TlsError::config(format!("cannot read {}: {e}", p.display()))
-            }),
+            Pem::File(p) => std::fs::read(p)
+                .map(Into::into)
+                .map_err(|e| TlsError::config(format!("cannot read {}: {e}", p.display()))),
         }
     }
 
@@ -277,9 +279,8 @@ impl TlsOptions {
                         chain.describe()
                     )));
                 }
-                let key = PrivateKeyDer::from_pem_slice(&key.bytes()?).map_err(|e| {
-                    TlsError::config(format!("client key {}: {e}", key.describe()))
-                })?;
+                let key = PrivateKeyDer::from_pem_slice(&key.bytes()?)
+                    .map_err(|e| TlsError::config(format!("client key {}: {e}", key.describe())))?;
                 builder
                     .with_client_auth_cert(certs, key)
                     .map_err(|e| TlsError::config(format!("client certificate: {e}")))?
@@ -378,7 +379,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Stream<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Stream<S> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
@@ -591,7 +596,12 @@ impl ServerCertVerifier for AcceptAnything {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -600,7 +610,12 @@ impl ServerCertVerifier for AcceptAnything {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

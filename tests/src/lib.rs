@@ -51,5 +51,5 @@ pub use peer::{PeerOutput, PeerProcess, TsPeer};
 pub use proxy::{CountingProxy, FrameCounts};
 pub use raw::RawClient;
 pub use server::{ping_addr, BunqueueServer, ServerOptions, ServerTls};
-pub use tls::TestPki;
 pub use target::{OwnedServer, Target};
+pub use tls::TestPki;

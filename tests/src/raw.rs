@@ -73,7 +73,11 @@ impl RawClient {
     /// Connects over TLS to `addr`, trusting only the CA certificates in `ca_pem` and
     /// checking the certificate against `addr`'s IP address; then authenticates like
     /// [`connect`](Self::connect).
-    pub fn connect_tls(addr: SocketAddr, ca_pem: &[u8], token: Option<&str>) -> io::Result<RawClient> {
+    pub fn connect_tls(
+        addr: SocketAddr,
+        ca_pem: &[u8],
+        token: Option<&str>,
+    ) -> io::Result<RawClient> {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, ServerName};
         let mut roots = rustls::RootCertStore::empty();

@@ -186,7 +186,10 @@ async fn fails_with<T: Rt>(opts: ClientOptions, kind: TlsErrorKind) {
         Err(ConnectError::Tls(e)) => {
             assert_eq!(e.kind(), kind, "{e}");
             assert!(e.is_certificate_problem(), "{e}");
-            assert!(std::error::Error::source(&e).is_some(), "{e} keeps its cause");
+            assert!(
+                std::error::Error::source(&e).is_some(),
+                "{e} keeps its cause"
+            );
         }
         Err(e) => panic!("expected a TLS error {kind:?}, got {e:?}"),
         Ok(_) => panic!("connected although the certificate must be refused"),
@@ -323,7 +326,10 @@ async fn reconnect<T: Rt>(target: Target) {
     let after = after.expect("an add succeeds after reconnecting");
     assert!(raw.job(&after).is_some());
     let connects = client.stats().await.session.connects;
-    assert!(connects >= 2, "reconnected through TLS: {connects} connects");
+    assert!(
+        connects >= 2,
+        "reconnected through TLS: {connects} connects"
+    );
     assert!(proxy.snapshot().connections >= 2);
     within::<T, _>("close", client.close()).await;
 }
@@ -336,7 +342,11 @@ async fn wrong_ca<T: Rt>(target: Target) {
         .ca_file(pki().other_ca_path());
     fails_with::<T>(options(server, tls), TlsErrorKind::UnknownIssuer).await;
     // The built-in roots do not know the test CA either.
-    fails_with::<T>(options(server, TlsOptions::new()), TlsErrorKind::UnknownIssuer).await;
+    fails_with::<T>(
+        options(server, TlsOptions::new()),
+        TlsErrorKind::UnknownIssuer,
+    )
+    .await;
 }
 
 /// The right CA, but a name the certificate is not valid for: `NameMismatch`, at once.
@@ -410,7 +420,11 @@ async fn bunqueue_restart<T: Rt>() {
     server.restart().expect("restart");
     let mut after = None;
     for _ in 0..200 {
-        match within::<T, _>("add after the restart", q.add("after", &1, JobOptions::new())).await
+        match within::<T, _>(
+            "add after the restart",
+            q.add("after", &1, JobOptions::new()),
+        )
+        .await
         {
             Ok(id) => {
                 after = Some(id);
@@ -477,7 +491,11 @@ fn ts_client_over_tls_to_the_broker() {
         }))
         .run_json()
         .expect("consume.ts ran over TLS");
-    assert_eq!(consumed["timed_out"], serde_json::json!(false), "{consumed}");
+    assert_eq!(
+        consumed["timed_out"],
+        serde_json::json!(false),
+        "{consumed}"
+    );
     assert_eq!(raw.counts(&queue).completed, 110);
 }
 
@@ -531,7 +549,9 @@ fn bad_tls_settings() {
         for case in cases {
             let what = format!("{case:?}");
             match Client::<autobatch_smol::SmolRuntime>::connect(options(server, case)).await {
-                Err(ConnectError::Tls(e)) => assert_eq!(e.kind(), TlsErrorKind::Config, "{what}: {e}"),
+                Err(ConnectError::Tls(e)) => {
+                    assert_eq!(e.kind(), TlsErrorKind::Config, "{what}: {e}")
+                }
                 other => panic!("{what}: expected a TLS config error, got {other:?}"),
             }
         }
@@ -570,9 +590,9 @@ fn danger_accept_invalid_certs() {
 /// Pong and reports how the client ended the connection: `Ok(())` for a TLS close_notify
 /// followed by EOF, `Err` for a TCP close without it.
 fn close_notify_server() -> (SocketAddr, std::sync::mpsc::Receiver<Result<(), String>>) {
-    use std::io::{Read, Write};
     use autobatch_core::wire::{FrameDecoder, Value};
     use autobatch_tests::msgpack::Writer;
+    use std::io::{Read, Write};
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();

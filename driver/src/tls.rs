@@ -622,3 +622,76 @@ impl ServerCertVerifier for AcceptAnything {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_client_key() {
+        let tls = TlsOptions::new().client_cert_pem("CHAIN", "-----BEGIN PRIVATE KEY----- secret");
+        let shown = format!("{tls:?}");
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(shown.contains("bytes of PEM"), "{shown}");
+    }
+
+    #[test]
+    fn settings_are_checked_when_the_connector_is_built() {
+        let kind = |t: TlsOptions| t.connector("127.0.0.1").err().map(|e| e.kind());
+        assert_eq!(kind(TlsOptions::new()), None);
+        assert_eq!(
+            kind(TlsOptions::new().roots(TlsRoots::None)),
+            Some(TlsErrorKind::Config)
+        );
+        assert_eq!(
+            kind(TlsOptions::new().server_name("no spaces allowed")),
+            Some(TlsErrorKind::Config)
+        );
+        assert_eq!(
+            kind(TlsOptions::new().ca_file("/nonexistent/ca.pem")),
+            Some(TlsErrorKind::Config)
+        );
+        // Bracketed IPv6 hosts verify as the address.
+        assert!(TlsOptions::new().connector("[::1]").is_ok());
+        assert!(TlsOptions::new()
+            .danger_accept_invalid_certs(true)
+            .connector("h")
+            .is_ok());
+    }
+
+    #[test]
+    fn handshake_errors_are_classified() {
+        let io = |e: rustls::Error| io::Error::new(io::ErrorKind::InvalidData, e);
+        let cases = [
+            (
+                rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+                TlsErrorKind::UnknownIssuer,
+            ),
+            (
+                rustls::Error::InvalidCertificate(CertificateError::NotValidForName),
+                TlsErrorKind::NameMismatch,
+            ),
+            (
+                rustls::Error::InvalidCertificate(CertificateError::Expired),
+                TlsErrorKind::Expired,
+            ),
+            (
+                rustls::Error::InvalidCertificate(CertificateError::BadSignature),
+                TlsErrorKind::BadCertificate,
+            ),
+            (
+                rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired),
+                TlsErrorKind::RejectedByServer,
+            ),
+            (rustls::Error::DecryptError, TlsErrorKind::Handshake),
+        ];
+        for (e, kind) in cases {
+            let t = TlsError::handshake(io(e));
+            assert_eq!(t.kind(), kind, "{t}");
+            assert!(std::error::Error::source(&t).is_some());
+        }
+        let eof = TlsError::handshake(io::ErrorKind::UnexpectedEof.into());
+        assert_eq!(eof.kind(), TlsErrorKind::Handshake);
+        assert!(!eof.is_certificate_problem());
+    }
+}

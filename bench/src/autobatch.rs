@@ -5,14 +5,17 @@
 //! runs where the adapter spawns it: on the same thread for tokio (a current-thread runtime, like
 //! bunqueue's TS client on its single event loop), on smol's and async-std's global executors
 //! otherwise.
+//!
+//! With `--tls` the same client runs over TLS too (rustls, through the driver's
+//! futures-rustls wrapper), against a second embedded broker that serves TLS.
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use autobatch_broker::{BrokerConfig, EmbeddedBroker};
-use autobatch_driver::{Client, ClientOptions, Error, JobOptions, Queue, Runtime};
+use autobatch_broker::{BrokerConfig, BrokerTls, EmbeddedBroker};
+use autobatch_driver::{Client, ClientOptions, Error, JobOptions, Queue, Runtime, TlsOptions};
 use futures::future::join_all;
 use serde::Serialize;
 
@@ -26,6 +29,11 @@ impl Broker {
     /// Start it on a free loopback port.
     pub fn start() -> io::Result<Broker> {
         EmbeddedBroker::start(BrokerConfig::default()).map(Broker)
+    }
+
+    /// The same broker, serving TLS with `tls`.
+    pub fn start_tls(tls: BrokerTls) -> io::Result<Broker> {
+        EmbeddedBroker::start(BrokerConfig::default().tls(tls)).map(Broker)
     }
 
     /// Where it listens.
@@ -74,16 +82,18 @@ struct Autobatch<R: Runtime, E: BlockOn> {
     exec: E,
     client: Client<R>,
     batching: bool,
+    tls: bool,
     runtime: RuntimeKind,
     frames: Option<u64>,
 }
 
 /// The autobatch contender: `batching` false is `ClientOptions::batching(None)` (every add its
-/// own PUSH), true is the default batching configuration.
+/// own PUSH), true is the default batching configuration; with `tls`, over TLS.
 pub fn contender(
     runtime: RuntimeKind,
     addr: SocketAddr,
     batching: bool,
+    tls: Option<TlsOptions>,
 ) -> io::Result<Box<dyn Contender>> {
     Ok(match runtime {
         RuntimeKind::Tokio => {
@@ -93,7 +103,7 @@ pub fn contender(
             let exec = TokioExec(rt);
             let handle = exec.0.handle().clone();
             let rt = autobatch_tokio::TokioRuntime::new(handle);
-            Box::new(Autobatch::connect(exec, rt, runtime, addr, batching)?)
+            Box::new(Autobatch::connect(exec, rt, runtime, addr, batching, tls)?)
         }
         RuntimeKind::Smol => Box::new(Autobatch::connect(
             SmolExec,
@@ -101,6 +111,7 @@ pub fn contender(
             runtime,
             addr,
             batching,
+            tls,
         )?),
         RuntimeKind::AsyncStd => Box::new(Autobatch::connect(
             AsyncStdExec,
@@ -108,6 +119,7 @@ pub fn contender(
             runtime,
             addr,
             batching,
+            tls,
         )?),
     })
 }
@@ -119,10 +131,15 @@ impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
         runtime: RuntimeKind,
         addr: SocketAddr,
         batching: bool,
+        tls: Option<TlsOptions>,
     ) -> io::Result<Self> {
         let mut opts = ClientOptions::new(addr.ip().to_string(), addr.port());
         if !batching {
             opts = opts.batching(None);
+        }
+        let with_tls = tls.is_some();
+        if let Some(tls) = tls {
+            opts = opts.tls(tls);
         }
         let client = exec
             .block_on(Client::connect_with(rt, opts))
@@ -131,6 +148,7 @@ impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
             exec,
             client,
             batching,
+            tls: with_tls,
             runtime,
             frames: None,
         })
@@ -161,14 +179,19 @@ async fn adds<R: Runtime>(q: &Queue<R>, pattern: Pattern, n: usize) -> Result<()
 
 impl<R: Runtime, E: BlockOn> Contender for Autobatch<R, E> {
     fn id(&self) -> String {
-        format!("autobatch-{}", if self.batching { "on" } else { "off" })
+        format!(
+            "autobatch-{}{}",
+            if self.tls { "tls-" } else { "" },
+            if self.batching { "on" } else { "off" }
+        )
     }
 
     fn label(&self) -> String {
         format!(
-            "autobatch {} ({}), batching {}",
+            "autobatch {} ({}){}, batching {}",
             env!("CARGO_PKG_VERSION"),
             self.runtime.name(),
+            if self.tls { " over TLS" } else { "" },
             if self.batching { "on" } else { "off" }
         )
     }

@@ -5,7 +5,9 @@
 //! `join_all`) with autobatch's batching off and on, interleaved, 5 repetitions each, and
 //! prints the seed's table with medians and spreads. `--compare` runs the same patterns against
 //! one real bunqueue 2.9.5 server with autobatch, bunqueue's own TS client and the official
-//! Rust client side by side, plus the loopback ping-pong floor. See `--help`.
+//! Rust client side by side, plus the loopback ping-pong floor. `--tls` runs the seed's table
+//! over TLS and over plain TCP side by side, against twin embedded brokers (one serving TLS
+//! with a certificate made at start). See `--help`.
 #![forbid(unsafe_code)]
 
 mod autobatch;
@@ -109,6 +111,12 @@ struct Args {
     /// Skip counting each cell's jobs on the server afterwards (and emptying its queue).
     #[arg(long)]
     no_verify: bool,
+
+    /// The cost of TLS: the seed's table over plain TCP and over TLS (rustls), interleaved,
+    /// against two embedded brokers of the same configuration in this process, one serving
+    /// TLS with a certificate made at start. Not with --compare or --server.
+    #[arg(long, conflicts_with_all = ["compare", "server"])]
+    tls: bool,
 }
 
 /// `--batching`.
@@ -228,10 +236,29 @@ fn real_main(args: Args) -> io::Result<()> {
         (None, false) => Server::Embedded(autobatch::Broker::start()?),
     };
     let addr = server.addr();
+    // `--tls`: a twin broker serving TLS, with a CA and certificate made now.
+    let tls = if args.tls {
+        let pki = autobatch_tests::TestPki::generate();
+        let broker = autobatch::Broker::start_tls(pki.broker_tls())?;
+        let client = autobatch_driver::TlsOptions::new()
+            .roots(autobatch_driver::TlsRoots::None)
+            .ca_pem(pki.ca_pem().as_bytes().to_vec());
+        Some((pki, broker, client))
+    } else {
+        None
+    };
 
     let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
     for &on in args.batching.modes() {
-        contenders.push(autobatch::contender(args.runtime, addr, on)?);
+        contenders.push(autobatch::contender(args.runtime, addr, on, None)?);
+        if let Some((_, broker, client)) = &tls {
+            contenders.push(autobatch::contender(
+                args.runtime,
+                broker.addr(),
+                on,
+                Some(client.clone()),
+            )?);
+        }
     }
     if args.compare {
         for &on in args.batching.modes() {
@@ -239,13 +266,18 @@ fn real_main(args: Args) -> io::Result<()> {
         }
         contenders.push(Box::new(Official::connect(addr)?));
     }
-    contenders.push(Box::new(floor::PingFloor::ping(addr)?));
-    contenders.push(Box::new(floor::PingFloor::push(addr)?));
+    if tls.is_none() {
+        contenders.push(Box::new(floor::PingFloor::ping(addr)?));
+        contenders.push(Box::new(floor::PingFloor::push(addr)?));
+    }
 
-    let mut auditor: Box<dyn run::AfterCell> = if args.no_verify {
-        Box::new(NoCheck)
-    } else {
-        Box::new(Auditor::connect(addr)?)
+    let mut auditor: Box<dyn run::AfterCell> = match &tls {
+        _ if args.no_verify => Box::new(NoCheck),
+        None => Box::new(Auditor::connect(addr)?),
+        Some((pki, broker, _)) => Box::new(run::TlsRouted {
+            plain: Auditor::connect(addr)?,
+            tls: run::TlsAuditor::connect(broker.addr(), pki.ca_pem().as_bytes())?,
+        }),
     };
     let measurements = run::run(&plan, &mut contenders, auditor.as_mut())?;
     drop(contenders);
@@ -256,6 +288,13 @@ fn real_main(args: Args) -> io::Result<()> {
         runtime: args.runtime.name().into(),
         plan,
         compare: args.compare,
+        tls: tls.as_ref().map(|(_, broker, _)| {
+            format!(
+                "a twin embedded autobatch-broker serving TLS at {} (rustls, ring; TLS 1.3; \
+                 ECDSA P-256 certificate made at start)",
+                broker.addr()
+            )
+        }),
         smoke: args.smoke,
     };
     print!("{}", report::render(&info, &measurements));
@@ -269,6 +308,7 @@ fn real_main(args: Args) -> io::Result<()> {
         eprintln!("wrote {}", path.display());
     }
     drop(server);
+    drop(tls);
     Ok(())
 }
 

@@ -22,6 +22,10 @@ pub mod ids {
     pub const FLOOR: &str = "floor";
     /// The raw PUSH ping-pong.
     pub const FLOOR_PUSH: &str = "floor-push";
+    /// autobatch with batching off, over TLS (`--tls`).
+    pub const TLS_OFF: &str = "autobatch-tls-off";
+    /// autobatch with batching on, over TLS (`--tls`).
+    pub const TLS_ON: &str = "autobatch-tls-on";
 }
 use ids::*;
 
@@ -38,6 +42,8 @@ pub struct RunInfo {
     pub plan: Plan,
     /// `--compare` run.
     pub compare: bool,
+    /// `--tls` run: the TLS server, in words.
+    pub tls: Option<String>,
     /// `--smoke` run.
     pub smoke: bool,
 }
@@ -165,11 +171,16 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
         "autobatch-bench: add() throughput{}\n",
         if info.compare {
             " against bunqueue's own clients"
+        } else if info.tls.is_some() {
+            ", the seed's table over TLS and plain TCP"
         } else {
             ", the seed's table"
         }
     ));
     out.push_str(&format!("server:   {}\n", info.server));
+    if let Some(tls) = &info.tls {
+        out.push_str(&format!("TLS:      {tls}\n"));
+    }
     out.push_str(&format!("client:   autobatch on {}\n", info.runtime));
     out.push_str(&format!("machine:  {}\n", info.machine.one_line()));
     out.push_str(&format!("versions: {}\n", info.machine.versions_line()));
@@ -212,6 +223,11 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
     }
     out.push_str(&format!("autobatch ({}):\n", info.runtime));
     out.push_str(&t.render());
+
+    if info.tls.is_some() {
+        out.push('\n');
+        out.push_str(&render_tls(m, plan));
+    }
 
     if info.compare {
         out.push('\n');
@@ -306,6 +322,37 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
     out
 }
 
+/// The TLS table: each pattern over plain TCP and over TLS, batching off and on, with the
+/// paired ratio TLS ÷ plain (1.00x: TLS costs nothing; 0.80x: 20 % fewer adds per second).
+fn render_tls(m: &Measurements, plan: &Plan) -> String {
+    let mut t = Table::new(&[
+        ("Pattern", Align::Left),
+        ("Plain, off", Align::Right),
+        ("TLS, off", Align::Right),
+        ("TLS ÷ plain, off", Align::Right),
+        ("Plain, on", Align::Right),
+        ("TLS, on", Align::Right),
+        ("TLS ÷ plain, on", Align::Right),
+        ("TLS on ÷ TLS off", Align::Right),
+    ]);
+    for &p in &plan.patterns {
+        t.row(vec![
+            p.label(),
+            ops_cell(m.summary(AB_OFF, p)),
+            ops_cell(m.summary(TLS_OFF, p)),
+            ratio_cell(ratio_summary(m, TLS_OFF, AB_OFF, p)),
+            ops_cell(m.summary(AB_ON, p)),
+            ops_cell(m.summary(TLS_ON, p)),
+            ratio_cell(ratio_summary(m, TLS_ON, AB_ON, p)),
+            ratio_cell(ratio_summary(m, TLS_ON, TLS_OFF, p)),
+        ]);
+    }
+    format!(
+        "TLS vs plain TCP (ops/s; same client, twin servers, cells interleaved):\n{}",
+        t.render()
+    )
+}
+
 /// Percent for goals below 1 (floor share), a ratio otherwise.
 fn fmt_goal(goal: f64, x: f64) -> String {
     if goal < 1.0 {
@@ -325,6 +372,8 @@ pub fn short_name(id: &str) -> &'static str {
         OFFICIAL => "bunqueue-client (Rust)",
         FLOOR => "ping floor",
         FLOOR_PUSH => "raw PUSH ping-pong",
+        TLS_OFF => "autobatch TLS off",
+        TLS_ON => "autobatch TLS on",
         _ => "?",
     }
 }
@@ -359,6 +408,9 @@ pub fn to_json(info: &RunInfo, m: &Measurements) -> serde_json::Value {
         (AB_OFF, TS_OFF),
         (OFFICIAL, TS_ON),
         (TS_ON, TS_OFF),
+        (TLS_OFF, AB_OFF),
+        (TLS_ON, AB_ON),
+        (TLS_ON, TLS_OFF),
     ];
     for &(a, b) in pairs {
         for &p in &plan.patterns {
@@ -388,7 +440,8 @@ pub fn to_json(info: &RunInfo, m: &Measurements) -> serde_json::Value {
         "machine": info.machine.to_json(),
         "server": info.server,
         "runtime": info.runtime,
-        "mode": if info.compare { "compare" } else { "default" },
+        "mode": if info.compare { "compare" } else if info.tls.is_some() { "tls" } else { "default" },
+        "tls_server": info.tls,
         "smoke": info.smoke,
         "plan": {
             "patterns": plan.patterns.iter().map(|p| p.name()).collect::<Vec<_>>(),

@@ -126,6 +126,55 @@ impl AfterCell for Auditor {
     }
 }
 
+/// The [`AfterCell`] check of a `--tls` run: cells of the TLS contenders (`autobatch-tls-…`)
+/// are checked on the TLS broker, the others on the plain one.
+pub struct TlsRouted {
+    /// The plain broker's auditor.
+    pub plain: Auditor,
+    /// The TLS broker's auditor.
+    pub tls: TlsAuditor,
+}
+
+impl AfterCell for TlsRouted {
+    fn after(&mut self, cell: &Cell, expected_jobs: Option<usize>) -> io::Result<()> {
+        if cell.queue.contains("-autobatch-tls-") {
+            self.tls.after(cell, expected_jobs)
+        } else {
+            self.plain.after(cell, expected_jobs)
+        }
+    }
+}
+
+/// Checks and empties cell queues over TLS, through a blocking rustls connection
+/// ([`autobatch_tests::RawClient::connect_tls`]).
+pub struct TlsAuditor(autobatch_tests::RawClient);
+
+impl TlsAuditor {
+    /// Connects to `addr`, trusting the CAs in `ca_pem`.
+    pub fn connect(addr: std::net::SocketAddr, ca_pem: &[u8]) -> io::Result<TlsAuditor> {
+        autobatch_tests::RawClient::connect_tls(addr, ca_pem, None).map(TlsAuditor)
+    }
+}
+
+impl AfterCell for TlsAuditor {
+    fn after(&mut self, cell: &Cell, expected_jobs: Option<usize>) -> io::Result<()> {
+        if let Some(expected) = expected_jobs {
+            let c = self.0.counts(&cell.queue);
+            let found = c.waiting + c.prioritized + c.delayed + c.active;
+            if found != expected as u64 {
+                return Err(io::Error::other(format!(
+                    "queue {} holds {found} jobs after the cell (over TLS), expected {expected}: \
+                     adds were lost or duplicated",
+                    cell.queue
+                )));
+            }
+            // Not emptied: the embedded broker has no Obliterate (the plain auditor's call is
+            // ignored there too), so both twins keep their jobs alike.
+        }
+        Ok(())
+    }
+}
+
 /// Whether a contender's jobs stay in its queue for the [`AfterCell`] check.
 pub fn leaves_jobs(id: &str) -> bool {
     !(id == "floor" || id.starts_with("ts-"))

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::store::SqliteOptions;
+use crate::tls::BrokerTls;
 
 /// How a [`Broker`](crate::Broker) listens, stores and limits.
 ///
@@ -15,6 +16,7 @@ use crate::store::SqliteOptions;
 /// assert!(sqlite.data_path.is_some());
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct BrokerConfig {
     /// Address to bind (default `127.0.0.1`).
     pub host: String,
@@ -50,6 +52,10 @@ pub struct BrokerConfig {
     pub worker_threads: usize,
     /// How the SQLite store waits and retries when a commit fails (SQLite mode only).
     pub sqlite: SqliteOptions,
+    /// Serve TLS instead of plain TCP on the port (as bunqueue does with `TLS_CERT_FILE` and
+    /// `TLS_KEY_FILE`). A client that has not finished its handshake within 10 s is dropped.
+    /// Default `None`: plain TCP.
+    pub tls: Option<BrokerTls>,
 }
 
 impl Default for BrokerConfig {
@@ -68,11 +74,37 @@ impl Default for BrokerConfig {
             max_connections: 10_000,
             worker_threads: 2,
             sqlite: SqliteOptions::default(),
+            tls: None,
         }
     }
 }
 
 impl BrokerConfig {
+    /// Sets [`host`](Self::host), the address to bind.
+    ///
+    /// ```
+    /// let config = autobatch_broker::BrokerConfig::default().host("0.0.0.0");
+    /// assert_eq!(config.host, "0.0.0.0");
+    /// ```
+    pub fn host(mut self, host: impl Into<String>) -> Self {
+        self.host = host.into();
+        self
+    }
+
+    /// Serves TLS with this certificate and key ([`tls`](Self::tls)).
+    ///
+    /// ```no_run
+    /// use autobatch_broker::{BrokerConfig, BrokerTls};
+    /// let tls = BrokerTls::from_pem_files("server.pem", "server.key")?;
+    /// let config = BrokerConfig::default().tls(tls);
+    /// assert!(config.tls.is_some());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn tls(mut self, tls: BrokerTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// Sets [`port`](Self::port).
     pub fn port(mut self, port: u16) -> Self {
         self.port = port;

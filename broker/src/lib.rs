@@ -14,6 +14,8 @@
 //!   durable log behind it: nothing ([`store::MemoryStore`]) or SQLite
 //!   ([`store::SqliteStore`]: WAL, `synchronous=NORMAL`, group commit; `durable` pushes commit
 //!   before their reply, others just after).
+//! * TLS on the port when [`BrokerConfig::tls`] is set ([`BrokerTls`]: rustls with *ring*,
+//!   through tokio-rustls), as bunqueue serves it with `TLS_CERT_FILE` / `TLS_KEY_FILE`.
 //!
 //! ```
 //! use std::io::{Read, Write};
@@ -47,7 +49,9 @@ mod ops;
 mod queue;
 mod server;
 pub mod store;
+mod tls;
 
 pub use config::BrokerConfig;
 pub use embedded::EmbeddedBroker;
 pub use server::{Broker, ShutdownHandle};
+pub use tls::BrokerTls;

@@ -1,7 +1,8 @@
 //! `autobatch-broker`: serve bunqueue's TCP protocol from the command line.
 //!
 //! Every flag can also come from the environment: bunqueue's own names where it has the
-//! setting (`HOST`, `TCP_PORT`, `DATA_PATH`, `AUTH_TOKENS`, `TCP_IDLE_TIMEOUT_MS`), an
+//! setting (`HOST`, `TCP_PORT`, `DATA_PATH`, `AUTH_TOKENS`, `TCP_IDLE_TIMEOUT_MS`,
+//! `TLS_CERT_FILE`, `TLS_KEY_FILE`), an
 //! `AUTOBATCH_` name otherwise. A flag wins over its variable.
 #![forbid(unsafe_code)]
 
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use autobatch_broker::{Broker, BrokerConfig};
+use autobatch_broker::{Broker, BrokerConfig, BrokerTls};
 use clap::Parser;
 
 /// A bunqueue 2.9.5-compatible broker (memory, or SQLite with --data-path).
@@ -57,42 +58,69 @@ struct Args {
     /// Largest frame, in bytes, accepted before Auth when tokens are set [default: 65536].
     #[arg(long, env = "AUTOBATCH_MAX_UNAUTHENTICATED_FRAME")]
     max_unauthenticated_frame: Option<usize>,
+    /// PEM certificate chain: serve TLS (with --tls-key), as bunqueue does.
+    #[arg(long, env = "TLS_CERT_FILE")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "TLS_KEY_FILE")]
+    tls_key: Option<PathBuf>,
 }
 
 impl Args {
-    fn config(self) -> BrokerConfig {
-        let d = BrokerConfig::default();
-        BrokerConfig {
-            host: self.host,
-            port: self.port,
-            data_path: self.data_path,
-            auth_tokens: self
-                .auth_tokens
-                .into_iter()
-                .filter(|t| !t.is_empty())
-                .collect(),
-            max_connections: self.max_connections.unwrap_or(d.max_connections),
-            partial_frame_timeout: match self.partial_frame_timeout_ms {
-                Some(0) => None,
-                Some(ms) => Some(Duration::from_millis(ms)),
-                None => d.partial_frame_timeout,
-            },
-            partial_frame_budget: self.partial_frame_budget.unwrap_or(d.partial_frame_budget),
-            max_handlers_per_connection: self
-                .max_handlers_per_connection
-                .unwrap_or(d.max_handlers_per_connection),
-            max_unauthenticated_frame: self
-                .max_unauthenticated_frame
-                .unwrap_or(d.max_unauthenticated_frame),
-            ..d
+    /// The settings, or why they cannot be used (a TLS file that cannot be loaded).
+    fn config(self) -> std::io::Result<BrokerConfig> {
+        // `BrokerConfig` is non-exhaustive: start from the defaults and set what was given.
+        let mut c = BrokerConfig::default().host(self.host).port(self.port);
+        c.data_path = self.data_path;
+        c.auth_tokens = self
+            .auth_tokens
+            .into_iter()
+            .filter(|t| !t.is_empty())
+            .collect();
+        if let Some(n) = self.max_connections {
+            c.max_connections = n;
         }
+        if let Some(ms) = self.partial_frame_timeout_ms {
+            c.partial_frame_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+        }
+        if let Some(n) = self.partial_frame_budget {
+            c.partial_frame_budget = n;
+        }
+        if let Some(n) = self.max_handlers_per_connection {
+            c.max_handlers_per_connection = n;
+        }
+        if let Some(n) = self.max_unauthenticated_frame {
+            c.max_unauthenticated_frame = n;
+        }
+        // As bunqueue: one without the other is a mistake, not plain TCP.
+        c.tls = match (self.tls_cert, self.tls_key) {
+            (Some(cert), Some(key)) => Some(BrokerTls::from_pem_files(cert, key)?),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(misconfigured(
+                    "--tls-cert is set but --tls-key (TLS_KEY_FILE) is missing",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(misconfigured(
+                    "--tls-key is set but --tls-cert (TLS_CERT_FILE) is missing",
+                ))
+            }
+        };
+        Ok(c)
     }
+}
+
+fn misconfigured(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("TLS misconfigured: {what}"),
+    )
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let config = Args::parse().config();
-    match run(config).await {
+    match async { run(Args::parse().config()?).await }.await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Display: the message names what failed and on what path (see Broker::bind).
@@ -103,8 +131,13 @@ async fn main() -> ExitCode {
 }
 
 async fn run(config: BrokerConfig) -> std::io::Result<()> {
+    let broker_tls = config.tls.is_some();
     let broker = Broker::bind(config).await?;
+    // The first line stays `listening on ADDR` (scripts parse it); TLS is said on stderr.
     println!("listening on {}", broker.local_addr());
+    if broker_tls {
+        eprintln!("autobatch-broker: serving TLS");
+    }
     let stop = broker.shutdown_handle();
     tokio::spawn(async move {
         stop_signal().await;

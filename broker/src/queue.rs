@@ -987,7 +987,6 @@ impl State {
         Ok(())
     }
 
-
     /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
     fn unready(&mut self, id: &str) {
         let Some(e) = self.jobs.get(id) else { return };

@@ -9,8 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use autobatch_core::wire::{Value, MAX_FRAME};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tokio::task::JoinSet;
@@ -26,6 +25,8 @@ use crate::store::{MemoryStore, SqliteStore, Store};
 const LOCK_SWEEP: Duration = Duration::from_millis(500);
 /// Largest chunk handed to one socket write.
 const WRITE_CHUNK: usize = 256 * 1024;
+/// How long a TLS client may take to finish its handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A bound, not yet serving, bunqueue-compatible broker.
 ///
@@ -251,8 +252,8 @@ impl Outbox {
     }
 }
 
-async fn write_loop(
-    mut wr: OwnedWriteHalf,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::UnboundedReceiver<Option<Vec<u8>>>,
     out: Arc<Outbox>,
 ) {
@@ -318,17 +319,46 @@ impl Drop for Counted {
     }
 }
 
-/// Serves one connection until it closes, fails, breaks a limit or the broker stops.
+/// Serves one connection until it closes, fails, breaks a limit or the broker stops: plain,
+/// or after a TLS handshake when the broker serves TLS.
 async fn connection(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Receiver<bool>) {
-    let _counted = Counted(shared.clone());
+    let counted = Counted(shared.clone());
     let _ = stream.set_nodelay(true);
+    let Some(tls) = &shared.config.tls else {
+        let (rd, wr) = stream.into_split();
+        return serve_connection(counted, rd, wr, stop).await;
+    };
+    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream));
+    let stream = tokio::select! {
+        r = handshake => match r {
+            Ok(Ok(s)) => s,
+            // A client that does not speak TLS, or refuses our certificate: nothing to answer.
+            Ok(Err(_)) | Err(_) => return,
+        },
+        _ = stopped(&mut stop) => return,
+    };
+    // One lock shared by the halves: rustls keeps one state for both directions.
+    let (rd, wr) = tokio::io::split(stream);
+    serve_connection(counted, rd, wr, stop).await
+}
+
+async fn serve_connection<Rd, Wr>(
+    counted: Counted,
+    mut rd: Rd,
+    wr: Wr,
+    mut stop: watch::Receiver<bool>,
+) where
+    Rd: AsyncRead + Unpin,
+    Wr: AsyncWrite + Unpin + Send + 'static,
+{
+    let shared = counted.0.clone();
+    let _counted = counted;
     let config = &shared.config;
     let conn = Arc::new(Conn {
         id: shared.next_conn.fetch_add(1, Ordering::Relaxed),
         authed: AtomicBool::new(false),
     });
     let needs_auth = !config.auth_tokens.is_empty();
-    let (mut rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
     let out = Arc::new(Outbox {
         tx,

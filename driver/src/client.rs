@@ -101,6 +101,12 @@ async fn start_inner<R: Runtime>(
     let config = options.session_config(worker_config)?;
     let session = autobatch_core::session::Session::new(config, runtime.now())
         .map_err(crate::OptionsError::from)?;
+    // Files are read and the rustls configuration built once, here: a bad CA or key fails
+    // `connect` before anything is sent.
+    let tls = match &options.tls {
+        Some(t) => Some(t.connector(&options.host)?),
+        None => None,
+    };
     let shared = Arc::new(Shared::new(format!("{}:{}", options.host, options.port)));
     let (tx, rx) = mpsc::unbounded();
     let (pump, started) = Pump::new(PumpParts {
@@ -109,6 +115,7 @@ async fn start_inner<R: Runtime>(
         host: options.host.clone(),
         port: options.port,
         connect_timeout: options.connect_timeout,
+        tls,
         shared: shared.clone(),
         rx,
         jobs,
@@ -131,7 +138,9 @@ impl<R: Runtime> Client<R> {
     ///
     /// [`ConnectError::Options`] for invalid options (nothing is attempted),
     /// [`ConnectError::Io`] / [`ConnectError::Timeout`] when the first connect fails, and
-    /// [`ConnectError::Handshake`] with [`Error::AuthFailed`] for a refused token.
+    /// [`ConnectError::Handshake`] with [`Error::AuthFailed`] for a refused token, and
+    /// [`ConnectError::Tls`] when TLS is on and fails (a refused certificate, a failed
+    /// handshake, unreadable TLS files) — at once, without retrying.
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime + Default>() {

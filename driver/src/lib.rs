@@ -12,6 +12,9 @@
 //! * [`Client`]: one connection; [`Client::queue`] gives a cheap [`Queue`] handle for adds
 //!   (auto-batched into PUSHB) and lookups.
 //! * [`Worker`]: pulls jobs and runs a processor on each, with completions batched into ACKB.
+//! * TLS for every runtime from one place: with [`ClientOptions::tls`] the pump wraps the
+//!   runtime's socket in rustls (futures-rustls, *ring*; no OpenSSL). Certificate problems fail
+//!   `connect` at once with [`ConnectError::Tls`], whose [`TlsErrorKind`] says why.
 //!
 //! ```no_run
 //! # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,27 +29,40 @@
 //! client.close().await;
 //! # Ok(()) }
 //! ```
+//!
+//! Over TLS, trusting a private CA:
+//!
+//! ```no_run
+//! # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
+//! use autobatch_driver::{Client, ClientOptions, TlsOptions};
+//!
+//! let tls = TlsOptions::new().ca_file("/etc/bunqueue/ca.pem");
+//! let client = Client::<R>::connect(ClientOptions::new("queue.internal", 6789).tls(tls)).await?;
+//! # client.close().await; Ok(()) }
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod client;
-mod job;
 mod events;
 mod flow;
+mod job;
 mod options;
 mod pump;
 mod queue_api;
 mod runtime;
 mod stats;
+mod tls;
 mod worker;
 
 pub use client::{Client, Queue, ServerInfo};
-pub use job::{ActiveJob, Pending, MAX_UNANSWERED_JOB_UPDATES};
 pub use events::{EventsOptions, EventsStats, QueueEvents};
 pub use flow::{FlowNode, FlowProducer, FlowTree};
+pub use job::{ActiveJob, Pending, MAX_UNANSWERED_JOB_UPDATES};
 pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFAULT_PORT};
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
+pub use tls::{TlsError, TlsErrorKind, TlsOptions, TlsRoots};
 pub use worker::{
     CloseReport, JobError, JobOutput, Outcome, ProcessorInput, Raw, Worker, WorkerEvent,
     WORKER_EVENTS_BUFFER,

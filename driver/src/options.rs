@@ -7,6 +7,8 @@ use autobatch_core::batch::BatchConfig;
 use autobatch_core::session::{ConfigError, ReconnectConfig, SessionConfig, WorkerConfig};
 use autobatch_core::Error;
 
+use crate::tls::{TlsError, TlsOptions};
+
 /// The port bunqueue listens on by default.
 pub const DEFAULT_PORT: u16 = 6789;
 
@@ -51,6 +53,9 @@ pub struct ClientOptions {
     pub ping_interval: Option<Duration>,
     /// Reconnect backoff after the connection is lost. Default 100 ms doubling to 30 s.
     pub reconnect: ReconnectConfig,
+    /// TLS (rustls) on every connection; `None`, the default, is plain TCP. The handshake
+    /// counts against `connect_timeout`.
+    pub tls: Option<TlsOptions>,
 }
 
 impl Default for ClientOptions {
@@ -67,6 +72,7 @@ impl Default for ClientOptions {
             max_command_timeouts: s.max_command_timeouts,
             ping_interval: s.ping_interval,
             reconnect: s.reconnect,
+            tls: None,
         }
     }
 }
@@ -125,6 +131,21 @@ impl ClientOptions {
     /// ```
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// Turns TLS on, with these settings ([`TlsOptions`]). The client then connects only to a
+    /// server that serves TLS with a certificate it trusts: a certificate problem fails
+    /// `connect` at once with [`ConnectError::Tls`].
+    ///
+    /// ```
+    /// use autobatch_driver::{ClientOptions, TlsOptions};
+    /// let opts = ClientOptions::new("queue.example.com", 6789)
+    ///     .tls(TlsOptions::new().ca_file("/etc/bunqueue/ca.pem"));
+    /// assert!(opts.tls.is_some());
+    /// ```
+    pub fn tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -449,4 +470,10 @@ pub enum ConnectError {
     /// answer the first request ([`Error::Timeout`], [`Error::ConnectionLost`]).
     #[error("handshake failed: {0}")]
     Handshake(Error),
+    /// TLS failed: the server's certificate was refused (unknown issuer, wrong name, expired…),
+    /// the TLS handshake failed, or the TLS settings are unusable. Match on
+    /// [`TlsError::kind`]. A certificate problem is not transient, so the first connect is
+    /// not retried.
+    #[error("TLS failed: {0}")]
+    Tls(#[from] TlsError),
 }

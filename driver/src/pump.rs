@@ -20,6 +20,7 @@ use futures_util::StreamExt;
 
 use crate::runtime::{AsyncTimer, BoxFuture, Runtime};
 use crate::stats::ClientStats;
+use crate::tls::{Stream, Tls};
 use crate::ConnectError;
 
 /// Size of the read buffer: replies to a window of 100 PUSHB of 50 ids fit in one read.
@@ -143,9 +144,12 @@ impl Shared {
     }
 }
 
-/// A connect attempt and its deadline.
+/// The runtime's socket, plain or wrapped in TLS.
+type Socket<R> = Stream<<R as Runtime>::Socket>;
+
+/// A connect attempt (TCP, then the TLS handshake if any) and its deadline.
 type Connecting<R> = (
-    BoxFuture<std::io::Result<<R as Runtime>::Socket>>,
+    BoxFuture<Result<Socket<R>, ConnectError>>,
     Pin<Box<dyn AsyncTimer>>,
 );
 
@@ -164,10 +168,12 @@ pub(crate) struct Pump<R: Runtime> {
     host: String,
     port: u16,
     connect_timeout: std::time::Duration,
+    /// TLS settings, when the connection is wrapped in TLS.
+    tls: Option<Tls>,
     shared: Arc<Shared>,
     rx: mpsc::UnboundedReceiver<Cmd>,
     rx_open: bool,
-    socket: Option<R::Socket>,
+    socket: Option<Socket<R>>,
     connecting: Option<Connecting<R>>,
     timer: Option<Pin<Box<dyn AsyncTimer>>>,
     timer_at: Option<Instant>,
@@ -200,6 +206,7 @@ pub(crate) struct PumpParts<R: Runtime> {
     pub(crate) host: String,
     pub(crate) port: u16,
     pub(crate) connect_timeout: std::time::Duration,
+    pub(crate) tls: Option<Tls>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) rx: mpsc::UnboundedReceiver<Cmd>,
     pub(crate) jobs: Option<JobTx>,
@@ -216,6 +223,7 @@ impl<R: Runtime> Pump<R> {
             host,
             port,
             connect_timeout,
+            tls,
             shared,
             rx,
             jobs,
@@ -231,6 +239,7 @@ impl<R: Runtime> Pump<R> {
             host,
             port,
             connect_timeout,
+            tls,
             shared,
             rx,
             rx_open: true,
@@ -424,7 +433,15 @@ impl<R: Runtime> Pump<R> {
                 }
                 let deadline = self.runtime.now() + self.connect_timeout;
                 let timer = self.runtime.new_timer(deadline);
-                let fut = self.runtime.connect(&self.host, self.port);
+                let tcp = self.runtime.connect(&self.host, self.port);
+                let tls = self.tls.clone();
+                let fut: BoxFuture<Result<Socket<R>, ConnectError>> = Box::pin(async move {
+                    let socket = tcp.await?;
+                    match tls {
+                        None => Ok(Stream::Plain(socket)),
+                        Some(tls) => Ok(tls.handshake(socket).await?),
+                    }
+                });
                 self.connecting = Some((fut, timer));
             }
             Event::Disconnect => {
@@ -537,7 +554,7 @@ impl<R: Runtime> Pump<R> {
         // A connect attempt.
         if let Some((fut, timer)) = &mut self.connecting {
             let outcome = match fut.as_mut().poll(cx) {
-                Poll::Ready(r) => Some(r.map_err(ConnectError::Io)),
+                Poll::Ready(r) => Some(r),
                 Poll::Pending => match timer.as_mut().poll(cx) {
                     Poll::Ready(()) => Some(Err(ConnectError::Timeout)),
                     Poll::Pending => None,
@@ -560,7 +577,16 @@ impl<R: Runtime> Pump<R> {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(addr = %self.shared.addr, error = %e, "connect failed");
+                        match &e {
+                            // Not transient: say so loudly (reconnects still retry, in case
+                            // the server's certificate is being replaced).
+                            ConnectError::Tls(t) if t.is_certificate_problem() => {
+                                tracing::error!(addr = %self.shared.addr, error = %e, "server certificate refused");
+                            }
+                            _ => {
+                                tracing::warn!(addr = %self.shared.addr, error = %e, "connect failed")
+                            }
+                        }
                         self.session.handle_connect_failed(now);
                         if !self.connected_once {
                             // The first attempt decides `connect`: report and stop.

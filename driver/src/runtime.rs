@@ -48,7 +48,9 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// # let _ = Nothing.new_timer(Instant::now());
 /// ```
 pub trait Runtime: Clone + Debug + Send + Sync + Unpin + 'static {
-    /// A connected TCP stream.
+    /// A connected TCP stream. The driver wraps it in TLS itself when
+    /// [`ClientOptions::tls`](crate::ClientOptions::tls) is set, so an adapter never deals with
+    /// TLS; it must honour the futures-io contract (`poll_flush`, `poll_close`).
     type Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static;
 
     /// Runs `task` in the background until it finishes.

@@ -21,6 +21,16 @@
 //!     })
 //! }
 //! ```
+//!
+//! TLS (rustls, no OpenSSL) is one option away; the driver wraps this runtime's socket:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), autobatch_smol::ConnectError> {
+//! use autobatch_smol::{Client, ClientOptions, TlsOptions};
+//! let opts = ClientOptions::new("queue.example.com", 6789).tls(TlsOptions::new());
+//! let client = Client::connect(opts).await?;
+//! # Ok(()) }
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -36,7 +46,8 @@ pub use autobatch_driver::{
     Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Debounce, Dedup,
     Error, Fault, FlushReason, Job, JobCounts, JobOptions, JobOutput, JobState, OptionsError,
     OverflowPolicy, Raw, ReconnectConfig, Repeat, Replay, Response, ServerError, ServerErrorKind,
-    ServerInfo, SessionStats, ValidationError, Value, WorkerOptions, DEFAULT_PORT,
+    ServerInfo, SessionStats, TlsError, TlsErrorKind, TlsOptions, TlsRoots, ValidationError, Value,
+    WorkerOptions, DEFAULT_PORT,
 };
 
 /// A connection to a bunqueue server, on smol. See [`autobatch_driver::Client`].

@@ -32,6 +32,8 @@ export function connection(t: Target): Record<string, any> {
   const c: Record<string, any> = { host: t.host, port: t.port };
   if (t.opts.token !== undefined) c.token = t.opts.token;
   if (t.opts.poolSize !== undefined) c.poolSize = t.opts.poolSize;
+  // bunqueue's `tls`: true, or { caFile, rejectUnauthorized }.
+  if (t.opts.tls !== undefined) c.tls = t.opts.tls;
   return c;
 }
 

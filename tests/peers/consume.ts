@@ -10,7 +10,7 @@
 //   timeoutMs    give up after this long (default 30000); exit code 2
 //   settleMs     after `count` jobs, keep the worker open this long so that
 //                duplicate deliveries would show up (default 0)
-//   token, poolSize  passed to the connection
+//   token, poolSize, tls  passed to the connection (tls: true or {caFile, rejectUnauthorized})
 //
 // The processor returns {i: data.i, doubled: data.i * 2} when data.i is a
 // number, else {seen: true}. Prints one JSON document:

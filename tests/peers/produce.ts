@@ -12,7 +12,7 @@
 //                {"kind":"waves","n":N,"wave":W}      Promise.all of W adds per wave
 //                {"kind":"bulk","n":N,"batch":B}      addBulk of B jobs at a time
 //                {"kind":"durable","n":N}             sequential add(..., {durable:true})
-//   token, poolSize  passed to the connection
+//   token, poolSize, tls  passed to the connection (tls: true or {caFile, rejectUnauthorized})
 //
 // Job data is {i: <global index from 0>, tag, kind}. Prints one JSON document:
 //   {"queue", "autoBatch", "ids": [...], "data": [...], "steps": [{"kind","n","ms"}], "elapsed_ms"}

@@ -10,7 +10,8 @@
 //! * [`RawClient`]: a blocking one-request-at-a-time client over `std::net` with
 //!   `autobatch_core::wire`, to check what landed on a server independently of the client
 //!   under test.
-//! * [`Target`]: the server a scenario runs against, as a parameter.
+//! * [`Target`]: the server a scenario runs against, as a parameter (plain or TLS).
+//! * [`TestPki`]: a CA and a server certificate made at test time (rcgen), for TLS tests.
 //! * [`msgpack`]: a tiny hand-written MessagePack writer/scanner, independent of
 //!   `autobatch-core` (which is what the tests check).
 //!
@@ -43,10 +44,12 @@ pub mod server;
 pub mod sim;
 mod spawn;
 pub mod target;
+pub mod tls;
 
 pub use install::{bunqueue_dir, workspace_root, BunqueueInstall};
 pub use peer::{PeerOutput, PeerProcess, TsPeer};
 pub use proxy::{CountingProxy, FrameCounts};
 pub use raw::RawClient;
-pub use server::{ping_addr, BunqueueServer, ServerOptions};
+pub use server::{ping_addr, BunqueueServer, ServerOptions, ServerTls};
 pub use target::{OwnedServer, Target};
+pub use tls::TestPki;

@@ -1,7 +1,8 @@
 //! A tiny blocking client over `std::net::TcpStream` that speaks frames with
 //! `autobatch_core::wire` directly: no session, no batching, no async runtime. Scenario tests
 //! use it to check what really landed on the server through a connection that shares nothing
-//! with the client under test.
+//! with the client under test. Over TLS it uses rustls's blocking `StreamOwned`, not the
+//! driver's futures-rustls path.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -14,10 +15,50 @@ use autobatch_core::wire::{
 /// How long a raw request may take.
 pub const RAW_TIMEOUT: Duration = Duration::from_secs(10);
 
+fn tcp(addr: SocketAddr) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect_timeout(&addr, RAW_TIMEOUT)?;
+    stream.set_read_timeout(Some(RAW_TIMEOUT))?;
+    stream.set_write_timeout(Some(RAW_TIMEOUT))?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// Plain TCP or rustls over it.
+#[derive(Debug)]
+enum RawStream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Read for RawStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            RawStream::Plain(s) => s.read(buf),
+            RawStream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for RawStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            RawStream::Plain(s) => s.write(buf),
+            RawStream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            RawStream::Plain(s) => s.flush(),
+            RawStream::Tls(s) => s.flush(),
+        }
+    }
+}
+
 /// One blocking connection, one request at a time.
 #[derive(Debug)]
 pub struct RawClient {
-    stream: TcpStream,
+    stream: RawStream,
     frames: FrameDecoder,
     next_req: u64,
 }
@@ -25,9 +66,47 @@ pub struct RawClient {
 impl RawClient {
     /// Connects to `addr`, authenticating with `token` first when given.
     pub fn connect(addr: SocketAddr, token: Option<&str>) -> io::Result<RawClient> {
-        let stream = TcpStream::connect_timeout(&addr, RAW_TIMEOUT)?;
-        stream.set_read_timeout(Some(RAW_TIMEOUT))?;
-        stream.set_nodelay(true)?;
+        let stream = tcp(addr)?;
+        Self::start(RawStream::Plain(stream), token)
+    }
+
+    /// Connects over TLS to `addr`, trusting only the CA certificates in `ca_pem` and
+    /// checking the certificate against `addr`'s IP address; then authenticates like
+    /// [`connect`](Self::connect).
+    pub fn connect_tls(
+        addr: SocketAddr,
+        ca_pem: &[u8],
+        token: Option<&str>,
+    ) -> io::Result<RawClient> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, ServerName};
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca_pem) {
+            roots
+                .add(cert.map_err(io::Error::other)?)
+                .map_err(io::Error::other)?;
+        }
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(io::Error::other)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let conn = rustls::ClientConnection::new(
+            std::sync::Arc::new(config),
+            ServerName::IpAddress(addr.ip().into()),
+        )
+        .map_err(io::Error::other)?;
+        let mut stream = rustls::StreamOwned::new(conn, tcp(addr)?);
+        // Handshake now, so that a certificate problem shows here and not at the first call.
+        while stream.conn.is_handshaking() {
+            stream.conn.complete_io(&mut stream.sock)?;
+        }
+        Self::start(RawStream::Tls(Box::new(stream)), token)
+    }
+
+    fn start(stream: RawStream, token: Option<&str>) -> io::Result<RawClient> {
         let mut c = RawClient {
             stream,
             frames: FrameDecoder::new(),
@@ -75,6 +154,7 @@ impl RawClient {
         let mut out = Vec::new();
         write_frame(&mut out, |buf| cmd.encode(Some(&req), buf)).map_err(|e| e.to_string())?;
         self.stream.write_all(&out).map_err(|e| e.to_string())?;
+        self.stream.flush().map_err(|e| e.to_string())?;
         let mut buf = [0u8; 16 * 1024];
         loop {
             if let Some(body) = self.frames.next_frame().map_err(|e| e.to_string())? {

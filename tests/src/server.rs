@@ -28,6 +28,21 @@ pub struct ServerOptions {
     /// Extra environment for the server (applied after the harness's own
     /// `RATE_LIMIT_MAX_REQUESTS=1000000000`, so it can override it).
     pub env: Vec<(String, String)>,
+    /// TLS mode: `TLS_CERT_FILE` / `TLS_KEY_FILE` (bunqueue 2.9.5's names; they also put its
+    /// HTTP port on TLS). The readiness check then pings over TLS, trusting `ca_pem`.
+    pub tls: Option<ServerTls>,
+}
+
+/// A certificate for a bunqueue server ([`ServerOptions::tls`]); see
+/// [`TestPki::server_tls`](crate::TestPki::server_tls).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// PEM certificate chain, for `TLS_CERT_FILE`.
+    pub cert: PathBuf,
+    /// PEM private key, for `TLS_KEY_FILE`.
+    pub key: PathBuf,
+    /// The CA the readiness check trusts (PEM).
+    pub ca_pem: Vec<u8>,
 }
 
 impl ServerOptions {
@@ -239,6 +254,10 @@ impl BunqueueServer {
         if let Some(t) = &self.opts.auth_tokens {
             cmd.args(["--auth-tokens", t]);
         }
+        if let Some(tls) = &self.opts.tls {
+            cmd.env("TLS_CERT_FILE", &tls.cert)
+                .env("TLS_KEY_FILE", &tls.key);
+        }
         cmd.env("RATE_LIMIT_MAX_REQUESTS", "1000000000")
             .env("NO_COLOR", "1")
             .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
@@ -293,7 +312,11 @@ impl BunqueueServer {
                     ));
                 }
             }
-            let last = match ping_addr(self.addr(), token.as_deref(), Duration::from_secs(2)) {
+            let ping = match &self.opts.tls {
+                None => ping_addr(self.addr(), token.as_deref(), Duration::from_secs(2)),
+                Some(tls) => ping_tls(self.addr(), &tls.ca_pem, token.as_deref()),
+            };
+            let last = match ping {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
@@ -332,6 +355,15 @@ pub fn ping_addr(addr: SocketAddr, token: Option<&str>, timeout: Duration) -> io
     }
     s.write_all(&str_map_frame(&[("cmd", "Ping"), ("reqId", "1")]))?;
     expect_ok(&read_frame(&mut s)?, "1", "Ping")
+}
+
+/// [`ping_addr`] over TLS, through [`RawClient::connect_tls`](crate::RawClient::connect_tls).
+fn ping_tls(addr: SocketAddr, ca_pem: &[u8], token: Option<&str>) -> io::Result<()> {
+    let mut c = crate::RawClient::connect_tls(addr, ca_pem, token)?;
+    match c.call(&autobatch_core::wire::Command::Ping) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(io::Error::other(format!("Ping over TLS: {e}"))),
+    }
 }
 
 fn expect_ok(payload: &[u8], req_id: &str, what: &str) -> io::Result<()> {

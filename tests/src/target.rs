@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use autobatch_broker::{BrokerConfig, EmbeddedBroker};
 
-use crate::{BunqueueServer, ServerOptions};
+use crate::{BunqueueServer, ServerOptions, TestPki};
 
 /// The token of the shared auth servers.
 pub const AUTH_TOKEN: &str = "secret";
@@ -96,6 +96,19 @@ impl Target {
         match self {
             Target::Bunqueue => Box::new(bunqueue(ServerOptions::memory())),
             Target::Broker => Box::new(broker(BrokerConfig::default())),
+        }
+    }
+
+    /// A server of this scenario's own that serves TLS with `pki`'s server certificate
+    /// (bunqueue through `TLS_CERT_FILE` / `TLS_KEY_FILE`, the broker through
+    /// [`BrokerConfig::tls`]), on 127.0.0.1.
+    pub fn dedicated_tls(self, pki: &TestPki) -> Box<dyn OwnedServer> {
+        match self {
+            Target::Bunqueue => Box::new(bunqueue(ServerOptions {
+                tls: Some(pki.server_tls()),
+                ..ServerOptions::memory()
+            })),
+            Target::Broker => Box::new(broker(BrokerConfig::default().tls(pki.broker_tls()))),
         }
     }
 }

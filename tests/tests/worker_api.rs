@@ -508,10 +508,7 @@ async fn queue_job_methods<T: Rt>(target: Target) {
         Err(Error::Server(e)) => assert_eq!(e.message(), "Lock not found or invalid token"),
         other => panic!("{other:?}"),
     }
-    match q
-        .move_job_to_delayed("no-such-job", 1_000, None)
-        .await
-    {
+    match q.move_job_to_delayed("no-such-job", 1_000, None).await {
         Err(Error::Server(e)) => assert_eq!(e.message(), "Job not found"),
         other => panic!("{other:?}"),
     }

@@ -11,10 +11,10 @@ use autobatch_core::wire::{Response, Value};
 use crate::dispatch::{Conn, Shared};
 
 mod control;
-mod lookup;
 mod dlq;
-mod limits;
 mod job;
+mod limits;
+mod lookup;
 
 /// Serves `cmd` if one of the domain modules implements it.
 pub(crate) fn serve(

@@ -162,7 +162,7 @@ impl Drop for Spawned {
 }
 
 /// The env vars the binary reads, removed so the caller's environment cannot leak in.
-pub const ENV: [&str; 9] = [
+pub const ENV: [&str; 11] = [
     "HOST",
     "TCP_PORT",
     "DATA_PATH",
@@ -172,6 +172,8 @@ pub const ENV: [&str; 9] = [
     "AUTOBATCH_PARTIAL_FRAME_BUDGET",
     "AUTOBATCH_MAX_HANDLERS_PER_CONNECTION",
     "AUTOBATCH_MAX_UNAUTHENTICATED_FRAME",
+    "TLS_CERT_FILE",
+    "TLS_KEY_FILE",
 ];
 
 /// A command for the binary, with none of the env vars it reads.

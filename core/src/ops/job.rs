@@ -751,5 +751,3 @@ impl Operation for ExtendLocks {
 }
 
 // ---------------------------------------------------------------- worker moves
-
-

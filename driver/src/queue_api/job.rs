@@ -178,6 +178,4 @@ impl<R: Runtime> Queue<R> {
             .collect();
         self.client.run(ops::ExtendLocks::new(locks)).await
     }
-
-
 }

@@ -11,6 +11,8 @@
 //!   `autobatch_core::wire`, to check what landed on a server independently of the client
 //!   under test.
 //! * [`Target`]: the server a scenario runs against, as a parameter.
+//! * [`Postgres`] and [`Fleet`]: a throwaway PostgreSQL server and several bunqueue brokers on
+//!   it (bunqueue's multi-broker mode), each broker killable, freezable and restartable.
 //! * [`msgpack`]: a tiny hand-written MessagePack writer/scanner, independent of
 //!   `autobatch-core` (which is what the tests check).
 //!
@@ -34,9 +36,11 @@
 
 #![warn(missing_docs)]
 
+pub mod fleet;
 pub mod install;
 pub mod msgpack;
 pub mod peer;
+pub mod postgres;
 pub mod proxy;
 pub mod raw;
 pub mod server;
@@ -44,8 +48,10 @@ pub mod sim;
 mod spawn;
 pub mod target;
 
+pub use fleet::{Fleet, FleetOptions};
 pub use install::{bunqueue_dir, workspace_root, BunqueueInstall};
 pub use peer::{PeerOutput, PeerProcess, TsPeer};
+pub use postgres::{Postgres, PostgresOptions};
 pub use proxy::{CountingProxy, FrameCounts};
 pub use raw::RawClient;
 pub use server::{ping_addr, BunqueueServer, ServerOptions};

@@ -61,7 +61,7 @@ async fn worker(addr: SocketAddr, queue: &str, broker: usize, runs: &Runs) -> Wo
     within::<Tokio, _>(
         "worker start",
         Worker::<R>::start(
-            fragile_options(addr),
+            options(addr),
             WorkerOptions::new(queue)
                 .concurrency(5)
                 .poll_timeout(Duration::from_millis(200)),

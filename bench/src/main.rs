@@ -7,10 +7,13 @@
 //! one real bunqueue 2.9.5 server with autobatch, bunqueue's own TS client and the official
 //! Rust client side by side, plus the loopback ping-pong floor. `--tls` runs the seed's table
 //! over TLS and over plain TCP side by side, against twin embedded brokers (one serving TLS
-//! with a certificate made at start). See `--help`.
+//! with a certificate made at start). `--fleet 1,2,3` runs them on bunqueue's PostgreSQL
+//! multi-broker mode (a throwaway PostgreSQL and up to three brokers) with bunqueue's TS
+//! client beside autobatch. See `--help`.
 #![forbid(unsafe_code)]
 
 mod autobatch;
+mod fleet;
 mod floor;
 mod machine;
 mod official;
@@ -71,11 +74,12 @@ struct Args {
     #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
     runtime: RuntimeKind,
 
-    /// Timed adds per cell [default: 20000; 5000 with --compare; 300 with --smoke].
+    /// Timed adds per cell [default: 20000; 5000 with --compare; 500 with --fleet; 300 with
+    /// --smoke].
     #[arg(long, value_name = "N")]
     adds: Option<usize>,
 
-    /// Repetitions of every cell [default: 5; 1 with --smoke].
+    /// Repetitions of every cell [default: 5; 3 with --fleet; 1 with --smoke].
     #[arg(long, value_name = "N")]
     reps: Option<usize>,
 
@@ -103,6 +107,13 @@ struct Args {
     /// and the official Rust client `bunqueue-client`, plus the ping-pong floor.
     #[arg(long)]
     compare: bool,
+
+    /// bunqueue's PostgreSQL fleet: start a throwaway PostgreSQL (`initdb` from
+    /// /usr/lib/postgresql/15/bin, or $AUTOBATCH_PG_BIN) and as many bunqueue brokers as the
+    /// largest size, then measure autobatch and bunqueue's TS client with their producers
+    /// spread over the first N brokers, for every N given (e.g. `--fleet 1,2,3`).
+    #[arg(long, value_name = "N,…", value_delimiter = ',', conflicts_with_all = ["server", "compare"])]
+    fleet: Option<Vec<usize>>,
 
     /// Which batching modes to run (one mode alone is for profiling; ratios need both).
     #[arg(long, value_enum, default_value_t = Batching::Both)]
@@ -205,13 +216,21 @@ fn real_main(args: Args) -> io::Result<()> {
     }
     let adds = args
         .adds
-        .unwrap_or(match (args.smoke, args.compare) {
-            (true, _) => 300,
-            (false, true) => 5_000,
-            (false, false) => 20_000,
+        .unwrap_or(match (args.smoke, args.compare, args.fleet.is_some()) {
+            (true, _, _) => 300,
+            (false, true, _) => 5_000,
+            (false, false, true) => 500,
+            (false, false, false) => 20_000,
         })
         .max(1);
-    let reps = args.reps.unwrap_or(if args.smoke { 1 } else { 5 }).max(1);
+    let reps = args
+        .reps
+        .unwrap_or(match (args.smoke, args.fleet.is_some()) {
+            (true, _) => 1,
+            (false, true) => 3,
+            (false, false) => 5,
+        })
+        .max(1);
     let warmup = args.warmup.unwrap_or((adds / 20).clamp(50, 1000));
     let plan = Plan {
         patterns,
@@ -221,6 +240,9 @@ fn real_main(args: Args) -> io::Result<()> {
         queue_prefix: "autobatch-bench".into(),
     };
     let machine = machine::MachineInfo::collect();
+    if let Some(sizes) = &args.fleet {
+        return fleet_main(&args, sizes, plan, machine);
+    }
 
     let server = match (&args.server, args.compare) {
         (Some(s), _) => Server::External(resolve(s)?, s.clone()),
@@ -309,6 +331,107 @@ fn real_main(args: Args) -> io::Result<()> {
     }
     drop(server);
     drop(tls);
+    Ok(())
+}
+
+/// `--fleet`: the seed's table on bunqueue's PostgreSQL fleet (see the `fleet` module).
+fn fleet_main(
+    args: &Args,
+    sizes: &[usize],
+    plan: Plan,
+    machine: machine::MachineInfo,
+) -> io::Result<()> {
+    let mut sizes: Vec<usize> = sizes.iter().copied().filter(|n| *n > 0).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let Some(&most) = sizes.last() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--fleet needs at least one broker count above 0",
+        ));
+    };
+    if args.runtime != RuntimeKind::Tokio {
+        eprintln!("autobatch-bench: --fleet measures autobatch on tokio only");
+    }
+    eprintln!(
+        "starting PostgreSQL and {most} bunqueue {} broker{} …",
+        autobatch_tests::install::BUNQUEUE_VERSION,
+        if most == 1 { "" } else { "s" }
+    );
+    let fleet = fleet::start(most)?;
+    let addrs = fleet.addrs();
+    let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
+    for &n in &sizes {
+        for &on in args.batching.modes() {
+            contenders.push(Box::new(fleet::FleetAutobatch::connect(&addrs[..n], on)?));
+        }
+        for &on in args.batching.modes() {
+            contenders.push(Box::new(ts::TsClient::fleet(&addrs[..n], on)?));
+        }
+    }
+    let mut auditor: Box<dyn run::AfterCell> = if args.no_verify {
+        Box::new(NoCheck)
+    } else {
+        Box::new(fleet::FleetAuditor::connect(addrs[0])?)
+    };
+    let measurements = run::run(&plan, &mut contenders, auditor.as_mut())?;
+    drop(contenders);
+
+    let server = format!(
+        "PostgreSQL {} (fsync on, loopback) with {most} bunqueue {} broker{} (bun {}, rate limit \
+         lifted, lease and poll interval bunqueue's defaults); a fleet of N = producers spread \
+         round-robin over the first N brokers, one connection per broker",
+        fleet.postgres().version(),
+        autobatch_tests::install::BUNQUEUE_VERSION,
+        if most == 1 { "" } else { "s" },
+        autobatch_tests::install::BUN_VERSION,
+    );
+    let info = RunInfo {
+        machine,
+        server: server.clone(),
+        runtime: RuntimeKind::Tokio.name().into(),
+        plan,
+        compare: false,
+        smoke: args.smoke,
+        tls: None,
+    };
+    let header = format!(
+        "autobatch-bench: add() throughput on bunqueue's PostgreSQL fleet\n\
+         server:   {server}\n\
+         clients:  autobatch on tokio (one client per broker) and bunqueue's TS client (one Queue \
+         per broker), add i through broker i % N\n\
+         machine:  {}\n\
+         versions: {}\n\
+         cells:    {} timed adds each (after {} warm-up adds), {} rep{} interleaved{}; ops/s = \
+         median (min–max over reps); ratios = medians of per-rep ratios between cells run back \
+         to back\n",
+        info.machine.one_line(),
+        info.machine.versions_line(),
+        crate::table::thousands(info.plan.adds as f64),
+        info.plan.warmup,
+        info.plan.reps,
+        if info.plan.reps == 1 { "" } else { "s" },
+        if info.smoke {
+            " (SMOKE RUN: too small to mean anything)"
+        } else {
+            ""
+        }
+    );
+    print!(
+        "{}",
+        fleet::render(&header, &sizes, &info.plan.patterns, &measurements)
+    );
+    if let Some(path) = &args.json {
+        let mut doc = report::to_json(&info, &measurements);
+        doc["mode"] = serde_json::json!("fleet");
+        doc["fleet_sizes"] = serde_json::json!(sizes);
+        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
+        eprintln!("wrote {}", path.display());
+    }
+    if args.svg.is_some() {
+        eprintln!("autobatch-bench: --svg is not drawn for --fleet");
+    }
+    drop(fleet);
     Ok(())
 }
 

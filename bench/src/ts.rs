@@ -14,40 +14,71 @@ use crate::workload::{Cell, Contender};
 pub struct TsClient {
     addr: SocketAddr,
     batching: bool,
+    // `--fleet`: one Queue per broker (all on the host of `addr`), adds dealt round-robin.
+    fleet: Option<Vec<SocketAddr>>,
 }
 
 impl TsClient {
     /// Checks the install first, so a missing bun fails at once with the install command.
     pub fn new(addr: SocketAddr, batching: bool) -> io::Result<TsClient> {
         autobatch_tests::BunqueueInstall::locate()?;
-        Ok(TsClient { addr, batching })
+        Ok(TsClient {
+            addr,
+            batching,
+            fleet: None,
+        })
+    }
+
+    /// Spread over several brokers on one host: bench.ts's `ports`, one Queue per broker,
+    /// add `i` through broker `i % n`. Its id is `ts-on.nN` / `ts-off.nN` for N brokers.
+    pub fn fleet(addrs: &[SocketAddr], batching: bool) -> io::Result<TsClient> {
+        let mut c = Self::new(addrs[0], batching)?;
+        c.fleet = Some(addrs.to_vec());
+        Ok(c)
     }
 }
 
 impl Contender for TsClient {
     fn id(&self) -> String {
-        format!("ts-{}", if self.batching { "on" } else { "off" })
+        let id = format!("ts-{}", if self.batching { "on" } else { "off" });
+        match &self.fleet {
+            Some(a) => format!("{id}.n{}", a.len()),
+            None => id,
+        }
     }
 
     fn label(&self) -> String {
         format!(
-            "bunqueue TS client {}, autoBatch {}",
+            "bunqueue TS client {}, autoBatch {}{}",
             autobatch_tests::install::BUNQUEUE_VERSION,
-            if self.batching { "on" } else { "off" }
+            if self.batching { "on" } else { "off" },
+            match &self.fleet {
+                Some(a) => format!(
+                    ", {} broker{}",
+                    a.len(),
+                    if a.len() == 1 { "" } else { "s" }
+                ),
+                None => String::new(),
+            }
         )
     }
 
     fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
+        let mut opts = serde_json::json!({
+            "total": cell.adds,
+            "patterns": [cell.pattern.name()],
+            "batching": [self.batching],
+            "reps": 1,
+            "warmup": cell.warmup,
+            "queue": cell.queue,
+        });
+        if let Some(addrs) = &self.fleet {
+            let ports: Vec<u16> = addrs.iter().map(SocketAddr::port).collect();
+            opts["ports"] = serde_json::json!(ports);
+        }
         let out = TsPeer::new("bench.ts")
             .target(self.addr)
-            .options(&serde_json::json!({
-                "total": cell.adds,
-                "patterns": [cell.pattern.name()],
-                "batching": [self.batching],
-                "reps": 1,
-                "warmup": cell.warmup,
-                "queue": cell.queue,
-            }))
+            .options(&opts)
             .run()?
             .success()?;
         let lines = out.json_lines()?;

@@ -12,6 +12,9 @@
 //   queue     queue-name prefix (default "peer-bench"); each cell uses its own queue,
 //             obliterated afterwards so the server does not grow across cells
 //   token, poolSize  passed to the connection
+//   ports     the ports of several brokers on HOST, bunqueue's PostgreSQL fleet (default
+//             [PORT]): one Queue per broker, and add i of a run goes through queue
+//             i % ports.length, so a wave of W concurrent adds is dealt round-robin over them
 //
 // Prints one JSON line per measurement:
 //   {"pattern","batching","rep","total","elapsed_ms","ops_per_sec"}
@@ -26,6 +29,7 @@ const batching: boolean[] = t.opts.batching ?? [true, false];
 const reps: number = t.opts.reps ?? 1;
 const warmup: number = t.opts.warmup ?? 200;
 const prefix: string = t.opts.queue ?? 'peer-bench';
+const ports: number[] = t.opts.ports ?? [t.port];
 
 function waveOf(pattern: string): number {
   if (pattern === 'seq') return 1;
@@ -34,16 +38,17 @@ function waveOf(pattern: string): number {
   return Number(m[1]);
 }
 
-async function run(queue: Queue<any>, pattern: string, n: number): Promise<void> {
+async function run(queues: Queue<any>[], pattern: string, n: number): Promise<void> {
   const w = waveOf(pattern);
+  const m = queues.length;
   if (w === 1) {
-    for (let i = 0; i < n; i++) await queue.add('bench', { i });
+    for (let i = 0; i < n; i++) await queues[i % m].add('bench', { i });
     return;
   }
   for (let done = 0; done < n; done += w) {
     const k = Math.min(w, n - done);
     const ps = new Array(k);
-    for (let j = 0; j < k; j++) ps[j] = queue.add('bench', { i: done + j });
+    for (let j = 0; j < k; j++) ps[j] = queues[(done + j) % m].add('bench', { i: done + j });
     await Promise.all(ps);
   }
 }
@@ -53,11 +58,14 @@ for (let rep = 0; rep < reps; rep++) {
   for (const pattern of patterns) {
     for (const on of batching) {
       const name = `${prefix}-${pattern}-${on ? 'on' : 'off'}-${rep}`;
-      const queue = new Queue(name, { connection: connection(t), autoBatch: { enabled: on } });
+      const queues = ports.map(
+        (port) => new Queue(name, { connection: { ...connection(t), port }, autoBatch: { enabled: on } }),
+      );
+      const queue = queues[0];
       try {
-        if (warmup > 0) await run(queue, pattern, warmup);
+        if (warmup > 0) await run(queues, pattern, warmup);
         const t0 = performance.now();
-        await run(queue, pattern, total);
+        await run(queues, pattern, total);
         const ms = performance.now() - t0;
         const ops = (total / ms) * 1000;
         emit({ pattern, batching: on, rep, total, elapsed_ms: ms, ops_per_sec: Math.round(ops) });
@@ -67,7 +75,7 @@ for (let rep = 0; rep < reps; rep++) {
       } catch (e) {
         fail(`bench cell ${name} failed: ${e instanceof Error ? e.message : String(e)}`);
       }
-      await queue.disconnect();
+      for (const q of queues) await q.disconnect();
     }
   }
 }

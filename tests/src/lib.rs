@@ -12,6 +12,8 @@
 //!   under test.
 //! * [`Target`]: the server a scenario runs against, as a parameter (plain or TLS).
 //! * [`TestPki`]: a CA and a server certificate made at test time (rcgen), for TLS tests.
+//! * [`Postgres`] and [`Fleet`]: a throwaway PostgreSQL server and several bunqueue brokers on
+//!   it (bunqueue's multi-broker mode), each broker killable, freezable and restartable.
 //! * [`msgpack`]: a tiny hand-written MessagePack writer/scanner, independent of
 //!   `autobatch-core` (which is what the tests check).
 //!
@@ -35,9 +37,11 @@
 
 #![warn(missing_docs)]
 
+pub mod fleet;
 pub mod install;
 pub mod msgpack;
 pub mod peer;
+pub mod postgres;
 pub mod proxy;
 pub mod raw;
 pub mod server;
@@ -46,8 +50,10 @@ mod spawn;
 pub mod target;
 pub mod tls;
 
+pub use fleet::{Fleet, FleetOptions};
 pub use install::{bunqueue_dir, workspace_root, BunqueueInstall};
 pub use peer::{PeerOutput, PeerProcess, TsPeer};
+pub use postgres::{Postgres, PostgresOptions};
 pub use proxy::{CountingProxy, FrameCounts};
 pub use raw::RawClient;
 pub use server::{ping_addr, BunqueueServer, ServerOptions, ServerTls};

@@ -1,0 +1,326 @@
+//! `--fleet N[,N…]`: the seed's table on bunqueue's PostgreSQL multi-broker mode.
+//!
+//! One throwaway PostgreSQL (PostgreSQL's default durability: `fsync` and
+//! `synchronous_commit` on) and as many bunqueue 2.9.5 brokers as the largest fleet asked for,
+//! each with bunqueue's default lease and poll interval, all started before the first cell and
+//! kept running to the end. A fleet of `n` means the producers spread over the first `n`
+//! brokers; the others stay idle (each polls the database every 250 ms), so every fleet size
+//! can be interleaved with every other in one run and their ratios are paired by repetition.
+//!
+//! How producers spread: the autobatch client talks to one broker, so the autobatch contender
+//! holds one client per broker (each with its own connection and batcher) and deals the adds
+//! round-robin — add `i` of a cell goes through client `i % n`. The pattern stays the caller's:
+//! `join_all(100)` is still 100 adds in flight, 100/n per broker; sequential `await` is still one
+//! add at a time (alternating brokers), so it cannot gain from more brokers. bunqueue's TS client
+//! is measured the same way (bench.ts's `ports`: one `Queue` per broker, the same dealing).
+//!
+//! After each cell its jobs are counted through broker 0 — a broker sees the others' adds only
+//! after its next poll, so the count is retried for up to [`AUDIT_TIMEOUT`] — and its queue is
+//! obliterated.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use autobatch_driver::{Client, ClientOptions, Error, JobOptions, Queue};
+use autobatch_tests::{Fleet, FleetOptions, RawClient};
+use autobatch_tokio::TokioRuntime;
+use futures::future::join_all;
+use serde::Serialize;
+
+use crate::run::{AfterCell, Measurements};
+use crate::stats::Summary;
+use crate::table::{compact, ratio, thousands, Align, Table};
+use crate::workload::{waves, Cell, Contender, Pattern};
+
+/// How long the audit waits for broker 0 to see a cell's jobs.
+pub const AUDIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Start PostgreSQL and `brokers` brokers (see the module docs).
+pub fn start(brokers: usize) -> io::Result<Fleet> {
+    Fleet::start(FleetOptions::new(brokers))
+}
+
+/// The contender id of `base` (`autobatch-on`, `ts-off`, …) on `n` brokers.
+pub fn id(base: &str, n: usize) -> String {
+    format!("{base}.n{n}")
+}
+
+/// The payload of every add: `{i}`, as bench.ts sends.
+#[derive(Serialize)]
+struct Data {
+    i: usize,
+}
+
+/// autobatch on tokio, one client per broker, adds dealt round-robin.
+pub struct FleetAutobatch {
+    rt: tokio::runtime::Runtime,
+    clients: Vec<Client<TokioRuntime>>,
+    batching: bool,
+    frames: Option<u64>,
+}
+
+impl FleetAutobatch {
+    /// One client per address, batching on (the default configuration) or off.
+    pub fn connect(addrs: &[SocketAddr], batching: bool) -> io::Result<FleetAutobatch> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let mut clients = Vec::new();
+        for a in addrs {
+            let mut opts = ClientOptions::new(a.ip().to_string(), a.port());
+            if !batching {
+                opts = opts.batching(None);
+            }
+            let runtime = TokioRuntime::new(rt.handle().clone());
+            clients.push(
+                rt.block_on(Client::connect_with(runtime, opts))
+                    .map_err(io::Error::other)?,
+            );
+        }
+        Ok(FleetAutobatch {
+            rt,
+            clients,
+            batching,
+            frames: None,
+        })
+    }
+
+    async fn frames_sent(&self) -> u64 {
+        let mut n = 0;
+        for c in &self.clients {
+            n += c.stats().await.session.frames_sent;
+        }
+        n
+    }
+}
+
+/// `n` adds in `pattern`, add `i` through `queues[i % queues.len()]`.
+async fn adds(queues: &[Queue<TokioRuntime>], pattern: Pattern, n: usize) -> Result<(), Error> {
+    let m = queues.len();
+    match pattern {
+        Pattern::Seq => {
+            for i in 0..n {
+                queues[i % m]
+                    .add("bench", &Data { i }, JobOptions::new())
+                    .await?;
+            }
+        }
+        Pattern::All(w) => {
+            let mut i = 0;
+            for k in waves(n, w) {
+                let wave =
+                    (i..i + k).map(|i| queues[i % m].add("bench", &Data { i }, JobOptions::new()));
+                for r in join_all(wave).await {
+                    r?;
+                }
+                i += k;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Contender for FleetAutobatch {
+    fn id(&self) -> String {
+        let base = if self.batching {
+            "autobatch-on"
+        } else {
+            "autobatch-off"
+        };
+        id(base, self.clients.len())
+    }
+
+    fn label(&self) -> String {
+        let n = self.clients.len();
+        format!(
+            "autobatch {} (tokio), batching {}, {n} broker{}",
+            env!("CARGO_PKG_VERSION"),
+            if self.batching { "on" } else { "off" },
+            if n == 1 { "" } else { "s" }
+        )
+    }
+
+    fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
+        let queues: Vec<_> = self.clients.iter().map(|c| c.queue(&cell.queue)).collect();
+        let (elapsed, frames) = self.rt.block_on(async {
+            adds(&queues, cell.pattern, cell.warmup)
+                .await
+                .map_err(io::Error::other)?;
+            let before = self.frames_sent().await;
+            let t0 = Instant::now();
+            adds(&queues, cell.pattern, cell.adds)
+                .await
+                .map_err(io::Error::other)?;
+            let elapsed = t0.elapsed();
+            let after = self.frames_sent().await;
+            io::Result::Ok((elapsed, after - before))
+        })?;
+        self.frames = Some(frames);
+        Ok(elapsed)
+    }
+
+    fn last_frames(&self) -> Option<u64> {
+        self.frames
+    }
+}
+
+impl Drop for FleetAutobatch {
+    fn drop(&mut self) {
+        for c in &self.clients {
+            self.rt.block_on(c.close());
+        }
+    }
+}
+
+/// Counts each cell's jobs through broker 0 (retrying while it catches up with the other
+/// brokers) and obliterates its queue.
+pub struct FleetAuditor {
+    raw: RawClient,
+}
+
+impl FleetAuditor {
+    /// A raw connection to `addr`.
+    pub fn connect(addr: SocketAddr) -> io::Result<FleetAuditor> {
+        Ok(FleetAuditor {
+            raw: RawClient::connect(addr, None)?,
+        })
+    }
+
+    fn jobs_in(&mut self, queue: &str) -> u64 {
+        let c = self.raw.counts(queue);
+        c.waiting + c.prioritized + c.delayed + c.active + c.paused + c.waiting_children
+    }
+}
+
+impl AfterCell for FleetAuditor {
+    fn after(&mut self, cell: &Cell, expected: Option<usize>) -> io::Result<()> {
+        let Some(expected) = expected else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + AUDIT_TIMEOUT;
+        loop {
+            let found = self.jobs_in(&cell.queue);
+            if found == expected as u64 {
+                break;
+            }
+            if found > expected as u64 || Instant::now() >= deadline {
+                return Err(io::Error::other(format!(
+                    "queue {} holds {found} jobs after the cell (counted through broker 0), \
+                     expected {expected}: adds were lost or duplicated",
+                    cell.queue
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let queue = autobatch_driver::Value::from(cell.queue.as_str());
+        self.raw
+            .command("Obliterate", &[("queue", queue)])
+            .map_err(io::Error::other)?;
+        Ok(())
+    }
+}
+
+/// The paired ratio `a / b` (same repetition).
+fn paired(m: &Measurements, a: &str, b: &str, p: Pattern) -> Option<Summary> {
+    crate::report::ratio_summary(m, a, b, p)
+}
+
+fn ops(s: Option<Summary>) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!(
+            "{} ({}–{})",
+            thousands(s.median),
+            compact(s.min),
+            compact(s.max)
+        ),
+        Some(s) => thousands(s.median),
+        None => "–".into(),
+    }
+}
+
+fn times(s: Option<Summary>) -> String {
+    s.map(|s| ratio(s.median)).unwrap_or_else(|| "–".into())
+}
+
+/// The fleet report: the seed's table for every fleet size, then how each client scales with
+/// the brokers.
+pub fn render(header: &str, sizes: &[usize], patterns: &[Pattern], m: &Measurements) -> String {
+    let mut out = String::from(header);
+    for &n in sizes {
+        let (off, on, ts_off, ts_on) = (
+            id("autobatch-off", n),
+            id("autobatch-on", n),
+            id("ts-off", n),
+            id("ts-on", n),
+        );
+        let mut t = Table::new(&[
+            ("Pattern (ops/s)", Align::Left),
+            ("autobatch off", Align::Right),
+            ("autobatch on", Align::Right),
+            ("Improvement", Align::Right),
+            ("Adds per frame off / on", Align::Right),
+            ("TS client off", Align::Right),
+            ("TS client on", Align::Right),
+            ("autobatch on ÷ TS on", Align::Right),
+        ]);
+        let per_frame = |id: &str, p: Pattern| {
+            m.adds_per_frame(id, p)
+                .map(|x| format!("{x:.1}"))
+                .unwrap_or_else(|| "–".into())
+        };
+        for &p in patterns {
+            t.row(vec![
+                p.label(),
+                ops(m.summary(&off, p)),
+                ops(m.summary(&on, p)),
+                times(paired(m, &on, &off, p)),
+                format!("{} / {}", per_frame(&off, p), per_frame(&on, p)),
+                ops(m.summary(&ts_off, p)),
+                ops(m.summary(&ts_on, p)),
+                times(paired(m, &on, &ts_on, p)),
+            ]);
+        }
+        out.push_str(&format!("\n{n} broker{}:\n", if n == 1 { "" } else { "s" }));
+        out.push_str(&t.render());
+    }
+    if sizes.len() > 1 {
+        let base = sizes[0];
+        for client in ["autobatch-on", "autobatch-off", "ts-on", "ts-off"] {
+            let heads: Vec<String> = sizes
+                .iter()
+                .map(|n| format!("{n} broker{}", if *n == 1 { "" } else { "s" }))
+                .collect();
+            let mut header: Vec<(&str, Align)> = vec![("Pattern", Align::Left)];
+            header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
+            let mut t = Table::new(&header);
+            for &p in patterns {
+                let mut row = vec![p.label()];
+                for &n in sizes {
+                    let s = m.summary(&id(client, n), p);
+                    row.push(if n == base {
+                        ops(s).split(' ').next().unwrap_or("–").to_owned()
+                    } else {
+                        format!(
+                            "{} ({})",
+                            s.map(|s| thousands(s.median)).unwrap_or_else(|| "–".into()),
+                            times(paired(m, &id(client, n), &id(client, base), p))
+                        )
+                    });
+                }
+                t.row(row);
+            }
+            out.push_str(&format!(
+                "\nScaling, {client} (ops/s; in brackets: ÷ {base} broker{}, paired by rep):\n",
+                if base == 1 { "" } else { "s" }
+            ));
+            out.push_str(&t.render());
+        }
+    }
+    out.push_str(&format!(
+        "\n{} cells in {:.2} s wall time\n",
+        m.samples.len(),
+        m.wall.as_secs_f64()
+    ));
+    out
+}

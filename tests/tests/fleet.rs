@@ -1,0 +1,497 @@
+//! bunqueue 2.9.5's PostgreSQL multi-broker mode, for real: one throwaway PostgreSQL 15 and two
+//! bunqueue brokers on it per scenario (every scenario has a namespace of its own on one
+//! shared database server), driven by autobatch clients — one client per broker, since the
+//! client itself talks to one broker.
+//!
+//! Nothing is skipped: without PostgreSQL (`apt-get install -y postgresql`, which
+//! `scripts/test.sh` runs when it is missing) or bunqueue (`scripts/bunqueue.sh install`)
+//! every scenario fails with the command to run.
+//!
+//! What landed is checked through [`RawClient`] connections that share nothing with the client
+//! under test. A broker sees the other brokers' writes only after its next poll of the
+//! database (50 ms here), so counts are read with `eventually`. The only durations are hang
+//! guards and the short timeouts of the failure scenarios; no assertion depends on timing.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use autobatch_driver::{Error, Job, JobOptions, Worker, WorkerOptions};
+use autobatch_tests::fleet::shared_postgres;
+use autobatch_tests::{CountingProxy, Fleet, FleetOptions, RawClient};
+use futures_util::future::{join, join_all};
+
+mod common;
+
+use common::*;
+
+type R = autobatch_tokio::TokioRuntime;
+
+/// Two brokers on the shared PostgreSQL, in a namespace of this scenario's own.
+fn fleet(scenario: &str) -> Fleet {
+    let pg = shared_postgres().unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = FleetOptions::for_tests(2);
+    opts.namespace = Some(format!("{scenario}-{}", std::process::id()));
+    Fleet::start_on(pg, opts).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `GetJobCounts` of `queue` on a broker, summed over every state.
+fn total(raw: &mut RawClient, queue: &str) -> u64 {
+    let c = raw.counts(queue);
+    c.waiting + c.prioritized + c.delayed + c.active + c.completed + c.failed + c.paused
+}
+
+/// Which job (by its data) ran on which broker, how often.
+#[derive(Clone, Default)]
+struct Runs(Arc<Mutex<HashMap<i64, Vec<usize>>>>);
+
+impl Runs {
+    fn record(&self, i: i64, broker: usize) {
+        self.0.lock().unwrap().entry(i).or_default().push(broker);
+    }
+    fn snapshot(&self) -> HashMap<i64, Vec<usize>> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A worker on `addr` recording every job it runs in `runs` as `broker`.
+async fn worker(addr: SocketAddr, queue: &str, broker: usize, runs: &Runs) -> Worker<R> {
+    let runs = runs.clone();
+    within::<Tokio, _>(
+        "worker start",
+        Worker::<R>::start(
+            options(addr),
+            WorkerOptions::new(queue)
+                .concurrency(5)
+                .poll_timeout(Duration::from_millis(200)),
+            move |job: Job| {
+                let runs = runs.clone();
+                async move {
+                    let i: i64 = job.data.deserialize().map_err(|e| e.to_string())?;
+                    runs.record(i, broker);
+                    Ok::<_, String>(i)
+                }
+            },
+        ),
+    )
+    .await
+    .expect("worker")
+}
+
+/// Producers on autobatch spread over both brokers (one client each, waves of 25 concurrent
+/// adds) while a worker on each broker drains the queue: every job runs exactly once, jobs
+/// added through one broker run on the other, and both brokers count every completion.
+#[test]
+fn producers_and_workers_across_brokers() {
+    const N: i64 = 200;
+    let fleet = fleet("spread");
+    let name = "spread";
+    Tokio::block_on(async {
+        let runs = Runs::default();
+        let workers = [
+            worker(fleet.addr(0), name, 0, &runs).await,
+            worker(fleet.addr(1), name, 1, &runs).await,
+        ];
+        let producers = [
+            connect::<Tokio>(options(fleet.addr(0))).await,
+            connect::<Tokio>(options(fleet.addr(1))).await,
+        ];
+        // Job i goes through broker i % 2.
+        let produce = |p: usize| {
+            let q = producers[p].queue(name);
+            async move {
+                let mut ids = Vec::new();
+                let mine: Vec<i64> = (0..N).filter(|i| *i as usize % 2 == p).collect();
+                for wave in mine.chunks(25) {
+                    let adds = wave.iter().map(|i| q.add("spread", i, JobOptions::new()));
+                    for r in join_all(adds).await {
+                        ids.push(r.expect("add"));
+                    }
+                }
+                ids
+            }
+        };
+        let (a, b) = within::<Tokio, _>("produce", join(produce(0), produce(1))).await;
+        assert_eq!(a.len() + b.len(), N as usize);
+
+        let mut raws = [raw(fleet.addr(0)), raw(fleet.addr(1))];
+        for (k, raw) in raws.iter_mut().enumerate() {
+            eventually::<Tokio>(&format!("broker {k} counts {N} completions"), || {
+                raw.counts(name).completed == N as u64
+            })
+            .await;
+        }
+        for w in &workers {
+            within::<Tokio, _>("worker close", w.close()).await;
+        }
+        for p in &producers {
+            within::<Tokio, _>("producer close", p.close()).await;
+        }
+        let runs = runs.snapshot();
+        for i in 0..N {
+            let on = runs.get(&i).map(Vec::as_slice).unwrap_or_default();
+            assert_eq!(on.len(), 1, "job {i} ran {} times ({on:?})", on.len());
+        }
+        assert_eq!(runs.len(), N as usize);
+        // Jobs added through one broker ran on the other (both workers pull from the
+        // database, not from their broker's own adds).
+        let crossed = (0..N).filter(|i| runs[i][0] != *i as usize % 2).count();
+        eprintln!(
+            "spread: {N} jobs, broker 0 ran {}, broker 1 ran {}, {crossed} ran on the broker they were not added through",
+            runs.values().filter(|v| v[0] == 0).count(),
+            runs.values().filter(|v| v[0] == 1).count(),
+        );
+        for (k, raw) in raws.iter_mut().enumerate() {
+            let c = raw.counts(name);
+            assert_eq!(c.failed, 0, "broker {k}: {c:?}");
+            assert_eq!(total(raw, name), N as u64, "broker {k}: {c:?}");
+        }
+    });
+}
+
+/// A worker on broker 1 alone drains jobs added through broker 0 alone.
+#[test]
+fn worker_on_the_other_broker_drains() {
+    const N: i64 = 60;
+    let fleet = fleet("cross");
+    let name = "cross";
+    Tokio::block_on(async {
+        let runs = Runs::default();
+        let producer = connect::<Tokio>(options(fleet.addr(0))).await;
+        let q = producer.queue(name);
+        let ids: Vec<String> = within::<Tokio, _>(
+            "produce",
+            join_all((0..N).map(|i| q.add("cross", &i, JobOptions::new()))),
+        )
+        .await
+        .into_iter()
+        .map(|r| r.expect("add"))
+        .collect();
+        let w = worker(fleet.addr(1), name, 1, &runs).await;
+        let mut raw0 = raw(fleet.addr(0));
+        eventually::<Tokio>("broker 0 counts every completion", || {
+            raw0.counts(name).completed == N as u64
+        })
+        .await;
+        within::<Tokio, _>("worker close", w.close()).await;
+        within::<Tokio, _>("producer close", producer.close()).await;
+        let runs = runs.snapshot();
+        assert_eq!(runs.len(), N as usize);
+        assert!(runs.values().all(|v| v == &[1]), "{runs:?}");
+        assert_eq!(raw0.state(&ids[0]), "completed");
+    });
+}
+
+/// One broker SIGKILLed mid-wave: every add resolves (an id or a transport error); every
+/// acknowledged durable add is on the surviving broker exactly once; adds through the
+/// survivor never fail; the killed broker restarts under its id (once its stale window has
+/// passed), the client reconnects to it, and its worker takes the work.
+#[test]
+fn broker_killed_mid_wave() {
+    let mut fleet = fleet("kill");
+    let name = "kill";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Client 0 reaches broker 0 through a frame-counting proxy, so the kill can land while a
+    // wave's PUSH frames are on their way.
+    let proxy = CountingProxy::start(fleet.addr(0));
+    let (c0, c1) = rt.block_on(async {
+        (
+            connect::<Tokio>(fragile_options(proxy.addr())).await,
+            connect::<Tokio>(fragile_options(fleet.addr(1))).await,
+        )
+    });
+    let (q0, q1) = (c0.queue(name), c1.queue(name));
+
+    // Durable adds through broker 0 in waves of 20 (each its own PUSH), ordinary adds through
+    // broker 1 beside them; once 40 adds through broker 0 are acknowledged, it is killed in the
+    // middle of the next wave, after 5 of that wave's PUSH frames went out; the waves go on
+    // until adds through it fail.
+    let mut acked0: Vec<(i64, String)> = Vec::new();
+    let mut lost0 = 0usize;
+    let mut ids1: Vec<String> = Vec::new();
+    rt.block_on(async {
+        let mut killed = false;
+        for wave in 0..1000i64 {
+            if killed && lost0 > 0 {
+                break;
+            }
+            let kill_now = !killed && acked0.len() >= 40;
+            let pushes = proxy.snapshot().cmd("PUSH");
+            let wave: Vec<i64> = (wave * 20..wave * 20 + 20).collect();
+            let durable = JobOptions::new().durable(true);
+            let adds0 = join_all(wave.iter().map(|j| q0.add("kill", j, durable.clone())));
+            let adds1 = join_all(
+                wave.iter()
+                    .map(|j| q1.add("kill", &(-j - 1), JobOptions::new())),
+            );
+            let killer = async {
+                if kill_now {
+                    eventually::<Tokio>("5 PUSH frames of the wave", || {
+                        proxy.snapshot().cmd("PUSH") >= pushes + 5
+                    })
+                    .await;
+                    fleet.kill(0).expect("kill broker 0");
+                }
+            };
+            let ((r0, r1), ()) =
+                within::<Tokio, _>("a wave", join(join(adds0, adds1), killer)).await;
+            killed |= kill_now;
+            for (j, r) in wave.iter().zip(r0) {
+                match r {
+                    Ok(id) => acked0.push((*j, id)),
+                    Err(e) => {
+                        assert!(is_transport(&e), "add through the killed broker: {e:?}");
+                        lost0 += 1;
+                    }
+                }
+            }
+            for r in r1 {
+                ids1.push(r.expect("add through the surviving broker"));
+            }
+        }
+        assert!(lost0 > 0, "adds through the killed broker failed");
+    });
+    eprintln!(
+        "kill: {} durable adds acknowledged by broker 0 before it died, {lost0} failed; {} adds through broker 1",
+        acked0.len(),
+        ids1.len()
+    );
+
+    // Counted through the survivor: every acknowledged durable add is there, with its data.
+    let mut raw1 = raw(fleet.addr(1));
+    rt.block_on(eventually::<Tokio>(
+        "the survivor sees every acknowledged add",
+        || acked0.iter().all(|(_, id)| raw1.job(id).is_some()),
+    ));
+    for (j, id) in &acked0 {
+        let job = raw1.job(id).expect("acknowledged durable add");
+        assert_eq!(job.data.as_i64(), Some(*j), "{id}");
+    }
+
+    // The killed broker comes back under its id and takes work again.
+    fleet.restart(0).expect("restart broker 0");
+    rt.block_on(async {
+        let mut after = None;
+        for _ in 0..100 {
+            let add = q0.add("after", &-1_000_000i64, JobOptions::new().durable(true));
+            match within::<Tokio, _>("add after the restart", add).await {
+                Ok(id) => {
+                    after = Some(id);
+                    break;
+                }
+                Err(e) => {
+                    assert!(is_transport(&e), "unexpected error {e:?}");
+                    Tokio::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        let after = after.expect("an add through the restarted broker succeeds");
+        assert!(c0.stats().await.session.connects >= 2);
+        let runs = Runs::default();
+        let w = worker(fleet.addr(0), name, 0, &runs).await;
+        let mut raw0 = raw(fleet.addr(0));
+        eventually::<Tokio>("the restarted broker's worker drains the queue", || {
+            let c = raw0.counts(name);
+            c.waiting + c.active + c.delayed + c.prioritized == 0
+                && runs.snapshot().contains_key(&-1_000_000)
+        })
+        .await;
+        within::<Tokio, _>("worker close", w.close()).await;
+        assert_eq!(raw0.state(&after), "completed");
+        for (_, id) in &acked0 {
+            assert_eq!(raw0.state(id), "completed");
+        }
+        for id in &ids1 {
+            assert_eq!(raw0.state(id), "completed");
+        }
+        // Nothing is there twice, and nothing ran twice: the queue holds the acknowledged
+        // adds, the restart's add and at most the adds whose fate the kill left unknown.
+        let runs = runs.snapshot();
+        assert!(runs.values().all(|v| v.len() == 1), "a job ran twice");
+        let (lo, hi) = (
+            acked0.len() + ids1.len() + 1,
+            acked0.len() + lost0 + ids1.len() + 1,
+        );
+        eventually::<Tokio>("the survivor counts every completion", || {
+            raw1.counts(name).completed == runs.len() as u64
+        })
+        .await;
+        let present = total(&mut raw1, name) as usize;
+        assert_eq!(present, runs.len());
+        assert!(
+            (lo..=hi).contains(&present),
+            "{present} jobs, expected {lo}..={hi}"
+        );
+        eprintln!(
+            "kill: {} of the {lost0} adds that failed with a transport error had landed",
+            present - lo
+        );
+        within::<Tokio, _>("close", c0.close()).await;
+        within::<Tokio, _>("close", c1.close()).await;
+    });
+}
+
+/// A broker frozen with SIGSTOP does not stall adds and workers on the other broker (hang
+/// guards only); after SIGCONT it answers again.
+#[test]
+fn frozen_broker_does_not_stall_the_other() {
+    const N: i64 = 100;
+    let fleet = fleet("freeze");
+    let name = "freeze";
+    Tokio::block_on(async {
+        let runs = Runs::default();
+        // Broker 1 has a worker and a producer of its own when it freezes.
+        let c1 = connect::<Tokio>(fragile_options(fleet.addr(1))).await;
+        let w1 = worker(fleet.addr(1), name, 1, &runs).await;
+        c1.queue(name)
+            .add("before", &-1i64, JobOptions::new())
+            .await
+            .expect("add before the freeze");
+        // Frozen while idle: a job held by a frozen broker's worker would outlive its lease
+        // and run again elsewhere, which is bunqueue's at-least-once redelivery, not a stall.
+        let mut raw1 = raw(fleet.addr(1));
+        eventually::<Tokio>("the first job completes", || {
+            raw1.counts(name).completed == 1
+        })
+        .await;
+        fleet.suspend(1).expect("SIGSTOP broker 1");
+
+        let c0 = connect::<Tokio>(options(fleet.addr(0))).await;
+        let w0 = worker(fleet.addr(0), name, 0, &runs).await;
+        let q0 = c0.queue(name);
+        for wave in (0..N).collect::<Vec<_>>().chunks(20) {
+            for r in within::<Tokio, _>(
+                "adds while broker 1 is frozen",
+                join_all(wave.iter().map(|i| q0.add("freeze", i, JobOptions::new()))),
+            )
+            .await
+            {
+                r.expect("add through broker 0");
+            }
+        }
+        eventually::<Tokio>("broker 0's worker runs every job added through it", || {
+            let r = runs.snapshot();
+            (0..N).all(|i| r.get(&i).is_some_and(|v| v == &[0]))
+        })
+        .await;
+        let mut raw0 = raw(fleet.addr(0));
+        eventually::<Tokio>("broker 0 counts them completed", || {
+            raw0.counts(name).completed >= N as u64
+        })
+        .await;
+
+        fleet.resume(1).expect("SIGCONT broker 1");
+        within::<Tokio, _>(
+            "an add through broker 1 after SIGCONT resolves",
+            c1.queue(name).add("after", &-2i64, JobOptions::new()),
+        )
+        .await
+        .map_err(|e: Error| assert!(is_transport(&e), "{e:?}"))
+        .ok();
+        eventually::<Tokio>("every job completes once broker 1 is back", || {
+            let c = raw1.counts(name);
+            c.completed == total(&mut raw1, name)
+        })
+        .await;
+        let runs = runs.snapshot();
+        assert!(
+            runs.values().all(|v| v.len() == 1),
+            "a job ran twice: {runs:?}"
+        );
+        for w in [&w0, &w1] {
+            within::<Tokio, _>("worker close", w.close()).await;
+        }
+        within::<Tokio, _>("close", c0.close()).await;
+        within::<Tokio, _>("close", c1.close()).await;
+    });
+}
+
+/// Whether bunqueue's custom-id deduplication holds ACROSS brokers in PostgreSQL mode: the same
+/// custom id added through both brokers, one after the other and at the same time.
+///
+/// Finding (bunqueue 2.9.5, PostgreSQL 15): it holds. The second add of a live custom id,
+/// through either broker and even when both race, returns the first job's id and inserts
+/// nothing — the database, not a broker's memory, owns the id (in PostgreSQL mode the job id
+/// *is* the custom id). So a multi-broker client may replay a custom-id add on another broker
+/// exactly as it replays one on a reconnection, with the same limit: once the job has
+/// completed, the same add is not deduplicated but runs again — here it replaces the completed
+/// job under the same id, with the new data, waiting (checked last; the completed count drops
+/// by one).
+#[test]
+fn custom_ids_deduplicate_across_brokers() {
+    const RACES: usize = 20;
+    let fleet = fleet("dedup");
+    let name = "dedup";
+    Tokio::block_on(async {
+        let c0 = connect::<Tokio>(options(fleet.addr(0))).await;
+        let c1 = connect::<Tokio>(options(fleet.addr(1))).await;
+        let (q0, q1) = (c0.queue(name), c1.queue(name));
+        let id_opts = |id: &str| JobOptions::new().job_id(id.to_owned());
+
+        // One after the other.
+        let a = q0
+            .add("dedup", &1i64, id_opts("same"))
+            .await
+            .expect("add via 0");
+        let b = q1
+            .add("dedup", &2i64, id_opts("same"))
+            .await
+            .expect("add via 1");
+        assert_eq!(a, b, "the second add returns the first job's id");
+
+        // Racing, one batch through each broker at once.
+        async fn race(q: &autobatch_driver::Queue<R>, tag: i64) -> Vec<Result<String, Error>> {
+            let adds = (0..RACES).map(|k| {
+                let opts = JobOptions::new().job_id(format!("race-{k}"));
+                q.add("dedup", &tag, opts)
+            });
+            join_all(adds).await
+        }
+        let (r0, r1) = within::<Tokio, _>("racing adds", join(race(&q0, 10), race(&q1, 11))).await;
+        for (x, y) in r0.into_iter().zip(r1) {
+            assert_eq!(x.expect("add via 0"), y.expect("add via 1"));
+        }
+
+        // Counted through both brokers once they have caught up.
+        let expected = 1 + RACES as u64;
+        for addr in fleet.addrs() {
+            let mut raw = raw(addr);
+            eventually::<Tokio>("counts settle", || total(&mut raw, name) >= expected).await;
+            Tokio::sleep(Duration::from_millis(300)).await;
+            assert_eq!(total(&mut raw, name), expected, "through {addr}");
+            assert_eq!(raw.job(&a).and_then(|j| j.data.as_i64()), Some(1));
+        }
+
+        // Once the job has completed, its custom id is free again: the same add through the
+        // other broker inserts a new job (the documented limit of replaying custom-id adds).
+        let runs = Runs::default();
+        let w = worker(fleet.addr(0), name, 0, &runs).await;
+        let mut raw1 = raw(fleet.addr(1));
+        eventually::<Tokio>("everything completed", || {
+            raw1.counts(name).completed == expected
+        })
+        .await;
+        within::<Tokio, _>("worker close", w.close()).await;
+        let again = q1
+            .add("dedup", &3i64, id_opts("same"))
+            .await
+            .expect("re-add");
+        assert_eq!(again, a, "the job id is the custom id");
+        let mut raw0 = raw(fleet.addr(0));
+        for raw in [&mut raw0, &mut raw1] {
+            eventually::<Tokio>("the completed job is replaced by a waiting one", || {
+                raw.job(&a).and_then(|j| j.data.as_i64()) == Some(3)
+            })
+            .await;
+            let c = raw.counts(name);
+            assert_eq!((c.waiting, c.completed), (1, expected - 1), "{c:?}");
+            assert_eq!(raw.state(&a), "waiting");
+        }
+        within::<Tokio, _>("close", c0.close()).await;
+        within::<Tokio, _>("close", c1.close()).await;
+    });
+}

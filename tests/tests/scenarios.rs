@@ -8,20 +8,18 @@
 //! server. No assertion depends on timing; the only durations are hang guards and the short
 //! timeouts of the failure scenarios.
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use autobatch_driver::{
-    BatchConfig, Client, ClientOptions, ConnectError, Error, FlushReason, Job, JobOptions,
-    OptionsError, ReconnectConfig, Replay, Response, Runtime, Value, Worker, WorkerOptions,
+    BatchConfig, Client, ConnectError, Error, FlushReason, Job, JobOptions, OptionsError, Replay,
+    Response, Value, Worker, WorkerOptions,
 };
 use autobatch_tests::target::AUTH_TOKEN;
 use autobatch_tests::{CountingProxy, RawClient, Target};
-use futures_util::future::{join, join_all, select, Either};
+use futures_util::future::{join, join_all};
 use futures_util::FutureExt;
 
 mod common;

@@ -145,7 +145,7 @@ pub trait Operation: Sized {
 /// use autobatch_core::wire::Value;
 /// let mut f = Fields::default();
 /// f.put("queue", "emails").put_opt("limit", None::<i64>).put_opt("offset", Some(10_i64));
-/// assert_eq!(f.into_value(), Value::map([("queue", Value::from("emails")), ("offset", Value::from(10))]));
+/// assert_eq!(f.into_value(), Value::map([("queue", Value::from("emails")), ("offset", Value::from(10_i64))]));
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Fields(Vec<(Value, Value)>);

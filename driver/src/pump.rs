@@ -114,7 +114,8 @@ pub(crate) enum Cmd {
     ReleaseHeld(oneshot::Sender<Vec<String>>),
     /// Pauses (`true`) or resumes the worker's pulls.
     PauseWorker(bool),
-    /// How many jobs the worker holds (handed out, not yet settled).
+    /// How many jobs the worker holds (handed out, not yet settled), plus one while a pull
+    /// is out.
     JobsHeld(oneshot::Sender<usize>),
     Stats(oneshot::Sender<ClientStats>),
     Close(oneshot::Sender<()>),
@@ -383,7 +384,10 @@ impl<R: Runtime> Pump<R> {
             }
             Cmd::PauseWorker(paused) => self.session.set_worker_paused(paused),
             Cmd::JobsHeld(reply) => {
-                let _ = reply.send(self.session.jobs_held());
+                // A pull still out counts: the server has made its jobs active already, and
+                // a close that stopped waiting now would find them held a moment later.
+                let on_their_way = usize::from(self.session.pull_in_flight());
+                let _ = reply.send(self.session.jobs_held() + on_their_way);
             }
             Cmd::Cancel(ticket) => {
                 if let Some(op) = self.tickets.remove(&ticket) {

@@ -719,10 +719,8 @@ impl<R: Runtime> Worker<R> {
             let inner = dispatched;
             while let Some((job, token)) = jobs_rx.next().await {
                 if inner.forced.load(Ordering::Acquire) {
-                    // A forced close is under way: not started, handed back at once (a pull
-                    // that was out when the close began may still deliver one).
-                    let (tx, _) = futures_channel::oneshot::channel();
-                    let _ = inner.client.sender().unbounded_send(Cmd::ReleaseHeld(tx));
+                    // A forced close is under way: not started. The close hands it back (it
+                    // waits for every job held, including those a pull still out delivers).
                     continue;
                 }
                 let processor = processor.clone();
@@ -871,7 +869,8 @@ impl<R: Runtime> Worker<R> {
         self.close_inner(Some(grace)).await
     }
 
-    /// Jobs the connection holds: running, or pulled and not yet started.
+    /// Jobs the connection holds (running, or pulled and not yet started), plus one while a
+    /// pull is out.
     async fn jobs_held(&self) -> usize {
         let (tx, rx) = futures_channel::oneshot::channel();
         if self
@@ -892,11 +891,13 @@ impl<R: Runtime> Worker<R> {
         let _ = inner.client.sender().unbounded_send(Cmd::PauseWorker(true));
         let deadline = grace.map(|g| inner.runtime.now() + g);
         let mut report = CloseReport::default();
-        // Polls for the jobs held to be settled (running, or handed out and not yet started):
-        // a close is rare, a short period is cheap.
+        // Polls for the jobs held to be settled (running, or handed out and not yet started,
+        // or on their way in a pull still out): a close is rare, a short period is cheap.
         while self.jobs_held().await > 0 {
             if deadline.is_some_and(|d| inner.runtime.now() >= d) {
-                // No job still on its way to the dispatcher starts now.
+                // Past the grace period: no job on its way to the dispatcher starts now, the
+                // running ones stop, and every job held is handed back. A pull still out may
+                // deliver more: the next round hands those back too.
                 inner.forced.store(true, Ordering::Release);
                 let handles: Vec<AbortHandle> = inner
                     .running
@@ -915,17 +916,18 @@ impl<R: Runtime> Worker<R> {
                     .unbounded_send(Cmd::ReleaseHeld(tx))
                     .is_ok()
                 {
-                    report.released = rx.await.unwrap_or_default();
+                    let released = rx.await.unwrap_or_default();
+                    if !released.is_empty() {
+                        inner.events.emit(WorkerEvent::Released {
+                            ids: released.clone(),
+                        });
+                        report.released.extend(released);
+                    }
                 }
-                if !report.released.is_empty() {
-                    inner.events.emit(WorkerEvent::Released {
-                        ids: report.released.clone(),
-                    });
-                }
-                break;
             }
             sleep(&inner.runtime, Duration::from_millis(20)).await;
         }
+        report.released.sort();
         inner.stopped.store(true, Ordering::Release);
         let _ = inner
             .client

@@ -432,6 +432,12 @@ impl Session {
         self.worker.as_ref().map_or(0, |w| w.jobs_held())
     }
 
+    /// Whether a pull is out. The server counts its jobs as active already, before they are
+    /// [held](Self::jobs_held) here: a worker that stops waits for it to answer.
+    pub fn pull_in_flight(&self) -> bool {
+        self.worker.as_ref().is_some_and(|w| w.pull_in_flight())
+    }
+
     // ---------------------------------------------------------------- connection lifecycle
 
     /// The driver connected the socket asked for by [`Event::Connect`].

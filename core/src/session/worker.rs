@@ -286,6 +286,11 @@ impl WorkerState {
         self.paused = paused;
     }
 
+    /// Whether a pull is out: its jobs are not held yet, but will be when it answers.
+    pub(super) fn pull_in_flight(&self) -> bool {
+        self.pull_in_flight
+    }
+
     /// Whether pulling is paused.
     pub(super) fn is_paused(&self) -> bool {
         self.paused

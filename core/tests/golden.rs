@@ -661,8 +661,14 @@ fn check_command_facts(cmd: &Command, v: &Value, at: &str) {
             ids,
             results,
             tokens,
+            remove_on_completes,
         } => {
             assert_eq!(Some(ids.len()), len("ids"), "{at}: ACKB ids");
+            assert_eq!(
+                remove_on_completes.len(),
+                len("removeOnCompletes").unwrap_or(0),
+                "{at}: ACKB removeOnCompletes"
+            );
             assert_eq!(
                 tokens.as_ref().map(Vec::len),
                 len("tokens"),
@@ -683,8 +689,14 @@ fn check_command_facts(cmd: &Command, v: &Value, at: &str) {
             token,
             unrecoverable,
             stack,
+            remove_on_fail,
         } => {
             assert_eq!(Some(id.clone()), v.get("id").and_then(id_text), "{at}");
+            assert_eq!(
+                *remove_on_fail,
+                v.get("removeOnFail") == Some(&Value::Bool(true)),
+                "{at}"
+            );
             assert_eq!(error.clone(), s("error"), "{at}");
             assert_eq!(token.clone(), s("token"), "{at}");
             assert_eq!(

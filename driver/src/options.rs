@@ -289,6 +289,12 @@ pub struct WorkerOptions {
     /// The name the worker registers under (`ListWorkers`). Default: the queue's name, as
     /// bunqueue's worker.
     pub name: Option<String>,
+    /// Remove each job this worker completes, whatever the job's own option (the TS worker's
+    /// `removeOnComplete`). Default false.
+    pub remove_on_complete: bool,
+    /// Remove each job whose failure by this worker is final, whatever the job's own option
+    /// (the TS worker's `removeOnFail`). Default false.
+    pub remove_on_fail: bool,
 }
 
 /// bunqueue's worker heartbeat period.
@@ -313,6 +319,8 @@ impl WorkerOptions {
             heartbeat_interval: Some(DEFAULT_HEARTBEAT),
             limiter: None,
             name: None,
+            remove_on_complete: false,
+            remove_on_fail: false,
         }
     }
 
@@ -357,6 +365,20 @@ impl WorkerOptions {
         /// assert_eq!(o.heartbeat_interval, None);
         /// ```
         heartbeat_interval: Option<Duration>,
+        /// Sets [`remove_on_complete`](Self::remove_on_complete).
+        ///
+        /// ```
+        /// let o = autobatch_driver::WorkerOptions::new("q").remove_on_complete(true);
+        /// assert!(o.remove_on_complete);
+        /// ```
+        remove_on_complete: bool,
+        /// Sets [`remove_on_fail`](Self::remove_on_fail).
+        ///
+        /// ```
+        /// let o = autobatch_driver::WorkerOptions::new("q").remove_on_fail(true);
+        /// assert!(o.remove_on_fail);
+        /// ```
+        remove_on_fail: bool,
     }
 
     /// Sets [`owner`](Self::owner).
@@ -400,7 +422,9 @@ impl WorkerOptions {
             .poll_timeout(self.poll_timeout)
             .lock_ttl(self.lock_ttl)
             .acks(self.acks.clone())
-            .limiter(self.limiter);
+            .limiter(self.limiter)
+            .remove_on_complete(self.remove_on_complete)
+            .remove_on_fail(self.remove_on_fail);
         c.heartbeat_interval = match self.heartbeat_interval {
             // The default adapts to a short lock; an interval the caller chose is kept as is
             // (and refused if it is not shorter than the lock).

@@ -375,6 +375,7 @@ fn fail_for_good(raw: &mut RawClient, queue: &str) -> String {
         token,
         unrecoverable: false,
         stack: vec![],
+        remove_on_fail: false,
     })
     .expect("FAIL");
     job.id

@@ -196,6 +196,49 @@ async fn unrecoverable_is_not_retried<T: Rt>(target: Target) {
     assert_eq!(job.failed_reason.as_deref(), Some("the account is gone"));
 }
 
+/// The worker-level `remove_on_complete` / `remove_on_fail` remove the jobs it finishes (sent
+/// with ACKB and FAIL), though the jobs themselves asked to be kept: the server no longer
+/// knows them, read through an independent connection.
+async fn worker_removes_finished_jobs<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("remove-on");
+    let ok = add_one::<T>(server, &name, JobOptions::new()).await;
+    let bad = add_one::<T>(server, &name, JobOptions::new().attempts(1)).await;
+    let failing = bad.clone();
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name)
+            .concurrency(2)
+            .remove_on_complete(true)
+            .remove_on_fail(true),
+        move |job: ActiveJob| {
+            let fail = job.id == failing;
+            async move {
+                if fail {
+                    Err("no".to_owned())
+                } else {
+                    Ok(1)
+                }
+            }
+        },
+    )
+    .await
+    .expect("worker");
+    let mut events = worker.events();
+    let mut finished = 0;
+    while finished < 2 {
+        match within::<T, _>("event", events.next()).await.expect("event") {
+            WorkerEvent::Completed { .. } | WorkerEvent::Failed { .. } => finished += 1,
+            _ => {}
+        }
+    }
+    // Close flushes the batched ACK and waits for every answer.
+    within::<T, _>("worker close", worker.close()).await;
+    let mut raw = raw(server);
+    assert_eq!(raw.state(&ok), "unknown", "completed job removed");
+    assert_eq!(raw.state(&bad), "unknown", "failed job removed");
+}
+
 /// A plain error with attempts left is retried (the contrast to the unrecoverable one).
 async fn plain_error_is_retried<T: Rt>(target: Target) {
     let server = target.shared();
@@ -616,6 +659,7 @@ macro_rules! all_scenarios {
             pause_and_resume_worker,
             events_stream,
             drained_once_per_spell,
+            worker_removes_finished_jobs,
             queue_job_methods,
             limiter_caps_jobs_per_window,
         );
@@ -636,6 +680,7 @@ macro_rules! broker_scenarios {
             pause_and_resume_worker,
             events_stream,
             drained_once_per_spell,
+            worker_removes_finished_jobs,
             queue_job_methods,
             limiter_caps_jobs_per_window,
         );

@@ -245,6 +245,13 @@ pub struct WorkerConfig {
     /// Client-side rate limit: at most this many jobs pulled per window (`max`, `window`),
     /// windows starting at the first pull after the previous one ended. Default `None`.
     pub limiter: Option<(u32, Duration)>,
+    /// Remove each job this worker completes instead of keeping it as completed (sent with
+    /// the ACKB as `removeOnCompletes`, as the TS worker's `removeOnComplete`). Default false:
+    /// the job's own option decides.
+    pub remove_on_complete: bool,
+    /// Remove each job whose failure by this worker is final (FAIL's `removeOnFail`, as the TS
+    /// worker's `removeOnFail`). Default false: the job's own option decides.
+    pub remove_on_fail: bool,
 }
 
 impl WorkerConfig {
@@ -264,6 +271,8 @@ impl WorkerConfig {
             ack_retry_base: Duration::from_millis(100),
             heartbeat_interval: Some(Duration::from_secs(10)),
             limiter: None,
+            remove_on_complete: false,
+            remove_on_fail: false,
         }
     }
 
@@ -297,6 +306,10 @@ impl WorkerConfig {
         heartbeat_interval: Option<Duration>,
         /// Sets [`limiter`](Self::limiter) (`None`: no client-side limit).
         limiter: Option<(u32, Duration)>,
+        /// Sets [`remove_on_complete`](Self::remove_on_complete).
+        remove_on_complete: bool,
+        /// Sets [`remove_on_fail`](Self::remove_on_fail).
+        remove_on_fail: bool,
     }
 
     fn validate(&self) -> Result<(), ConfigError> {

@@ -21,6 +21,7 @@ use crate::wire::{Command, JobSpec};
 ///     token: None,
 ///     unrecoverable: false,
 ///     stack: Vec::new(),
+///     remove_on_fail: false,
 /// };
 /// assert_eq!(fail.replay_safety(), Replay::NotSafe);
 /// ```

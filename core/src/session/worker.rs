@@ -43,6 +43,8 @@ pub(super) enum WorkRequest {
         ids: Vec<String>,
         results: Vec<Value>,
         tokens: Option<Vec<String>>,
+        /// Remove the jobs once completed ([`WorkerConfig::remove_on_complete`]).
+        remove: bool,
     },
     /// A FAIL of one job.
     Fail {
@@ -51,6 +53,8 @@ pub(super) enum WorkRequest {
         token: Option<String>,
         unrecoverable: bool,
         stack: Vec<String>,
+        /// Remove the job if the failure is final ([`WorkerConfig::remove_on_fail`]).
+        remove: bool,
     },
     /// A GetState that checks whether an ACK of an ACKB the server refused took effect.
     AckCheck { id: String },
@@ -120,9 +124,15 @@ impl WorkRequest {
                 ids,
                 results,
                 tokens,
+                remove,
                 ..
             } => {
                 let cmd = Command::AckB {
+                    remove_on_completes: if *remove {
+                        vec![true; ids.len()]
+                    } else {
+                        Vec::new()
+                    },
                     ids: take(ids),
                     results: Some(take(results)),
                     tokens: tokens.take(),
@@ -133,6 +143,7 @@ impl WorkRequest {
                     ids: i,
                     results: rs,
                     tokens: t,
+                    ..
                 } = cmd
                 {
                     *ids = i;
@@ -147,6 +158,7 @@ impl WorkRequest {
                 token,
                 unrecoverable,
                 stack,
+                remove,
             } => {
                 let cmd = Command::Fail {
                     id: take(id),
@@ -154,6 +166,7 @@ impl WorkRequest {
                     token: token.take(),
                     unrecoverable: *unrecoverable,
                     stack: take(stack),
+                    remove_on_fail: *remove,
                 };
                 let r = f(&cmd);
                 // `cmd` was built as a FAIL just above: this always matches.
@@ -413,6 +426,7 @@ impl WorkerState {
             token,
             unrecoverable,
             stack,
+            remove: self.config.remove_on_fail,
         })
     }
 
@@ -440,6 +454,7 @@ impl WorkerState {
             ids,
             results,
             tokens: any_token.then_some(tokens),
+            remove: self.config.remove_on_complete,
         }
     }
 
@@ -652,6 +667,7 @@ impl WorkerState {
             ids,
             results,
             tokens,
+            ..
         } = req
         else {
             self.resolve(now, req, Error::server(msg), out);

@@ -72,6 +72,9 @@ pub enum Command {
         results: Option<Vec<Value>>,
         /// Lock tokens, parallel to `ids` (`""` = none).
         tokens: Option<Vec<String>>,
+        /// `removeOnCompletes`, parallel to `ids`: remove the job once completed instead of
+        /// keeping it (the TS worker's `removeOnComplete` option). Empty: not sent.
+        remove_on_completes: Vec<bool>,
     },
     /// Fail one job.
     Fail {
@@ -85,6 +88,8 @@ pub enum Command {
         unrecoverable: bool,
         /// Stack trace lines, as the official Worker sends them (empty = not sent).
         stack: Vec<String>,
+        /// `removeOnFail`: remove the job if this failure is final (the TS worker's option).
+        remove_on_fail: bool,
     },
     /// Look up a job.
     GetJob {
@@ -278,8 +283,12 @@ impl Command {
                 ids,
                 results,
                 tokens,
+                remove_on_completes,
             } => {
-                let n = 2 + usize::from(results.is_some()) + usize::from(tokens.is_some());
+                let n = 2
+                    + usize::from(results.is_some())
+                    + usize::from(tokens.is_some())
+                    + usize::from(!remove_on_completes.is_empty());
                 e.map(n + extra)
                     .kv_str("cmd", "ACKB")
                     .str("ids")
@@ -299,6 +308,12 @@ impl Command {
                         e.str(t);
                     }
                 }
+                if !remove_on_completes.is_empty() {
+                    e.str("removeOnCompletes").array(remove_on_completes.len());
+                    for r in remove_on_completes {
+                        e.bool(*r);
+                    }
+                }
             }
             Command::Fail {
                 id,
@@ -306,12 +321,14 @@ impl Command {
                 token,
                 unrecoverable,
                 stack,
+                remove_on_fail,
             } => {
                 let n = 2
                     + usize::from(error.is_some())
                     + usize::from(!stack.is_empty())
                     + usize::from(token.is_some())
-                    + usize::from(*unrecoverable);
+                    + usize::from(*unrecoverable)
+                    + usize::from(*remove_on_fail);
                 e.map(n + extra).kv_str("cmd", "FAIL").kv_str("id", id);
                 if let Some(err) = error {
                     e.kv_str("error", err);
@@ -327,6 +344,9 @@ impl Command {
                 }
                 if *unrecoverable {
                     e.str("unrecoverable").bool(true);
+                }
+                if *remove_on_fail {
+                    e.str("removeOnFail").bool(true);
                 }
             }
             Command::GetJob { id } => {
@@ -493,6 +513,12 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
                         .map(|t| t.as_str().unwrap_or_default().to_owned())
                         .collect()
                 }),
+                // The TS worker sends `null` for "not set": only `true` removes.
+                remove_on_completes: v
+                    .get("removeOnCompletes")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().map(|r| r.as_bool() == Some(true)).collect())
+                    .unwrap_or_default(),
             }
         }
         "FAIL" => Command::Fail {
@@ -504,6 +530,7 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             stack: string_list(v.get("stack")),
+            remove_on_fail: v.get("removeOnFail").and_then(Value::as_bool) == Some(true),
         },
         "GetJob" => Command::GetJob { id: id_field() },
         "GetState" => Command::GetState { id: id_field() },
@@ -1401,6 +1428,7 @@ mod tests {
                 ids: vec!["a".into(), "b".into()],
                 results: Some(vec![Value::Nil, Value::Int(2)]),
                 tokens: Some(vec!["t1".into(), "t2".into()]),
+                remove_on_completes: vec![true, false],
             },
             Command::Fail {
                 id: "a".into(),
@@ -1408,6 +1436,7 @@ mod tests {
                 token: None,
                 unrecoverable: true,
                 stack: vec!["Error: boom".into(), "at f (x.ts:1:1)".into()],
+                remove_on_fail: true,
             },
             Command::GetJob { id: "a".into() },
             Command::GetState { id: "a".into() },

@@ -376,6 +376,7 @@ impl Broker {
                 ids,
                 results: _,
                 tokens,
+                ..
             } => {
                 let tokens = tokens.clone().unwrap_or_default();
                 // Locks first, for every item: one problem and nothing is applied.

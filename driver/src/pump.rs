@@ -232,6 +232,9 @@ pub(crate) struct Pump<R: Runtime> {
     keep_trying: bool,
     /// This link's index among the client's brokers, sent with every worker job.
     link: usize,
+    /// With `keep_trying`, the first Ping while it is unanswered: a close withdraws it, so a
+    /// broker that never came up does not hold the close for a command timeout.
+    probe: Option<OpId>,
 }
 
 pub(crate) struct PumpParts<R: Runtime> {
@@ -300,6 +303,7 @@ impl<R: Runtime> Pump<R> {
             startup_failed: false,
             keep_trying,
             link,
+            probe: keep_trying.then_some(probe),
         };
         (pump, started)
     }
@@ -468,6 +472,9 @@ impl<R: Runtime> Pump<R> {
                 let _ = reply.send(self.stats());
             }
             Cmd::Close(reply) => {
+                if let Some(probe) = self.probe.take() {
+                    self.session.cancel(probe);
+                }
                 if !self.session.is_closed() {
                     tracing::debug!(addr = %self.shared.addr, "closing: flushing pending work");
                 }
@@ -510,6 +517,9 @@ impl<R: Runtime> Pump<R> {
                 }
             }
             Event::Done { op, result } => {
+                if self.probe == Some(op) {
+                    self.probe = None;
+                }
                 if let Some((probe, _)) = &self.startup {
                     if *probe == op {
                         let (_, tx) = self.startup.take().expect("checked");

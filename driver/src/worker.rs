@@ -838,6 +838,20 @@ impl<R: Runtime> Worker<R> {
         self.inner.client.stats().await
     }
 
+    /// Each broker's connection counters, in the order the brokers were given (one entry with
+    /// one broker): with several brokers the worker pulls from every one of them.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(w: autobatch_driver::Worker<R>) {
+    /// for (i, s) in w.broker_stats().await.iter().enumerate() {
+    ///     println!("broker {i}: {} jobs received", s.session.jobs_received);
+    /// }
+    /// # }
+    /// ```
+    pub async fn broker_stats(&self) -> Vec<ClientStats> {
+        self.inner.client.broker_stats().await
+    }
+
     /// Stops pulling, waits for every job held to finish, flushes their ACKs and FAILs,
     /// unregisters the worker, then disconnects. Jobs not yet pulled stay in the queue.
     /// Dropping the worker closes it in the background (without waiting to unregister:

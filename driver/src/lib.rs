@@ -9,7 +9,8 @@
 //! timer, clock), in the style of quinn. Use an adapter crate, which fixes it:
 //! `autobatch-tokio`, `autobatch-smol` or `autobatch-async-std`.
 //!
-//! * [`Client`]: one connection; [`Client::queue`] gives a cheap [`Queue`] handle for adds
+//! * [`Client`]: one connection, or one per broker of a PostgreSQL-mode deployment
+//!   ([`ClientOptions::broker`]); [`Client::queue`] gives a cheap [`Queue`] handle for adds
 //!   (auto-batched into PUSHB) and lookups.
 //! * [`Worker`]: pulls jobs and runs a processor on each, with completions batched into ACKB.
 //! * TLS for every runtime from one place: with [`ClientOptions::tls`] the pump wraps the

@@ -725,8 +725,9 @@ fn one_client_survives_a_broker_killed_mid_wave() {
             "after the kill, adds go to broker 1"
         );
     }
+    let withdrawn = rt.block_on(client.broker_stats())[0].session.adds_cancelled;
     eprintln!(
-        "one-client kill: {} adds acknowledged, {lost} lost with the killed broker",
+        "one-client kill: {} adds acknowledged, {lost} lost with the killed broker (written to it), {withdrawn} withdrawn from it unwritten and sent to broker 1",
         acked.len()
     );
 
@@ -850,11 +851,18 @@ fn one_client_frozen_broker_does_not_stall_adds() {
         let early = within::<Tokio, _>("the early adds after SIGCONT", early)
             .await
             .expect("task");
+        let mut waited = 0;
         for r in early {
-            if let Err(e) = r {
-                assert!(is_transport(&e), "{e:?}");
+            match r {
+                Ok(_) => waited += 1,
+                Err(e) => assert!(is_transport(&e), "{e:?}"),
             }
         }
+        let on1 = client.broker_stats().await[1].session.adds_ok;
+        eprintln!(
+            "one-client freeze: {} adds during the freeze all went to broker 0; of the early wave, {waited} resolved after SIGCONT ({on1} adds acknowledged by broker 1 in all)",
+            ids.len()
+        );
         eventually::<Tokio>("broker 1 is live again", || client.brokers()[1].live).await;
         let ok1 = client.broker_stats().await[1].session.adds_ok;
         for r in within::<Tokio, _>("adds after SIGCONT", add_wave(9000)).await {

@@ -13,13 +13,15 @@
 //! returned ids are known before sending, so check one with `get_state`.
 
 use std::collections::hash_map::RandomState;
+use std::collections::HashSet;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use autobatch_core::ops::{ChildFailure, FlowJob, PushFlow, MAX_FLOW_JOBS};
-use autobatch_core::wire::{JobOptions, ValidationError, Value};
+use autobatch_core::wire::{Job, JobOptions, ValidationError, Value};
 use autobatch_core::Error;
+use futures_util::future::join_all;
 use serde::Serialize;
 
 use crate::{Client, Runtime};
@@ -112,6 +114,64 @@ pub struct FlowTree {
     pub name: String,
     /// The children's trees, in the order given.
     pub children: Vec<FlowTree>,
+}
+
+/// A flow read back from the server by [`FlowProducer::get_flow`]: a job and its children.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct FlowJobs {
+    /// The job as `GetJob` returns it: state, return value, and in its data the flow's
+    /// bookkeeping keys (`__parentId`, `__childrenIds`, …) as the TS client leaves them.
+    pub job: Job,
+    /// Its children still on the server, in the parent's `childrenIds` order (a child removed
+    /// since, or one past [`FlowRead`]'s limits, is left out).
+    pub children: Vec<FlowJobs>,
+}
+
+/// How much of a flow [`FlowProducer::get_flow_with`] reads: the TS `getFlow`'s `depth` and
+/// `maxChildren`.
+///
+/// ```
+/// use autobatch_driver::FlowRead;
+/// let read = FlowRead::new().depth(1).max_children(10);
+/// assert_eq!(read.depth, 1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FlowRead {
+    /// Levels read below the job (0: the job alone). Default and most: [`MAX_FLOW_DEPTH`].
+    pub depth: usize,
+    /// Children read per job, the first ones in `childrenIds` order. Default
+    /// [`MAX_FLOW_JOBS`].
+    pub max_children: usize,
+}
+
+impl Default for FlowRead {
+    fn default() -> Self {
+        FlowRead {
+            depth: MAX_FLOW_DEPTH,
+            max_children: MAX_FLOW_JOBS,
+        }
+    }
+}
+
+impl FlowRead {
+    /// The whole flow, up to [`MAX_FLOW_DEPTH`] levels and [`MAX_FLOW_JOBS`] jobs.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the levels read below the job.
+    pub fn depth(mut self, depth: usize) -> Self {
+        self.depth = depth;
+        self
+    }
+
+    /// Sets the children read per job.
+    pub fn max_children(mut self, max: usize) -> Self {
+        self.max_children = max;
+        self
+    }
 }
 
 /// Adds flows: trees of jobs whose children finish before their parent, and chains.
@@ -214,7 +274,7 @@ impl<R: Runtime> FlowProducer<R> {
             ));
         }
         let mut jobs: Vec<FlowJob> = Vec::with_capacity(steps.len());
-        for (i, step) in steps.iter().enumerate() {
+        for step in &steps {
             if !step.children.is_empty() {
                 return Err(invalid(
                     "children",
@@ -234,7 +294,6 @@ impl<R: Runtime> FlowProducer<R> {
                 None => extra.push(("__flowParentId", Value::Nil)),
             }
             let data = with_internal(step, extra)?;
-            let _ = i;
             jobs.push(
                 FlowJob::new(id, step.queue.as_str(), step.name.as_str(), data)
                     .options(step.opts.clone())
@@ -244,6 +303,85 @@ impl<R: Runtime> FlowProducer<R> {
         let ids = jobs.iter().map(|j| j.id.clone()).collect();
         self.commit(jobs).await?;
         Ok(ids)
+    }
+
+    /// Reads a flow back: the job `id` of `queue` and its children, any depth (TS `getFlow`).
+    /// `None` when the server does not know the job or it is in another queue.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::get_job`](crate::Queue::get_job).
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(flows: autobatch_driver::FlowProducer<R>, id: String) -> Result<(), autobatch_driver::Error> {
+    /// if let Some(flow) = flows.get_flow("reports", &id).await? {
+    ///     println!("{} has {} children", flow.job.id, flow.children.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_flow(&self, queue: &str, id: &str) -> Result<Option<FlowJobs>, Error> {
+        self.get_flow_with(queue, id, FlowRead::new()).await
+    }
+
+    /// As [`get_flow`](Self::get_flow), reading at most `read.depth` levels and
+    /// `read.max_children` children per job. The lookups of one level go out together (one
+    /// round trip per level), and at most [`MAX_FLOW_JOBS`] jobs are read in all; a job listed
+    /// twice (bunqueue's trees have none) appears once.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::get_job`](crate::Queue::get_job).
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(flows: autobatch_driver::FlowProducer<R>, id: String) -> Result<(), autobatch_driver::Error> {
+    /// use autobatch_driver::FlowRead;
+    /// let top = flows.get_flow_with("reports", &id, FlowRead::new().depth(1)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_flow_with(
+        &self,
+        queue: &str,
+        id: &str,
+        read: FlowRead,
+    ) -> Result<Option<FlowJobs>, Error> {
+        let lookups = self.client.queue(queue);
+        let root = match lookups.get_job(id).await? {
+            Some(job) if job.queue == queue => job,
+            _ => return Ok(None),
+        };
+        // Jobs in the order read; `children[i]` lists the indices of job i's children.
+        let mut jobs = vec![root];
+        let mut children: Vec<Vec<usize>> = vec![Vec::new()];
+        let mut seen: HashSet<String> = HashSet::from([id.to_owned()]);
+        let mut level = vec![0usize];
+        for _ in 0..read.depth.min(MAX_FLOW_DEPTH) {
+            let mut wanted: Vec<(usize, String)> = Vec::new();
+            for &parent in &level {
+                for child in jobs[parent].children_ids.iter().take(read.max_children) {
+                    if jobs.len() + wanted.len() >= MAX_FLOW_JOBS {
+                        break;
+                    }
+                    if seen.insert(child.clone()) {
+                        wanted.push((parent, child.clone()));
+                    }
+                }
+            }
+            if wanted.is_empty() {
+                break;
+            }
+            let found = join_all(wanted.iter().map(|(_, id)| lookups.get_job(id))).await;
+            level.clear();
+            for ((parent, _), job) in wanted.into_iter().zip(found) {
+                if let Some(job) = job? {
+                    children[parent].push(jobs.len());
+                    level.push(jobs.len());
+                    jobs.push(job);
+                    children.push(Vec::new());
+                }
+            }
+        }
+        let mut jobs: Vec<Option<Job>> = jobs.into_iter().map(Some).collect();
+        Ok(assemble(0, &mut jobs, &children))
     }
 
     async fn commit(&self, jobs: Vec<FlowJob>) -> Result<(), Error> {
@@ -260,6 +398,23 @@ impl<R: Runtime> FlowProducer<R> {
         }
         Ok(())
     }
+}
+
+/// Job `i` and its subtree, taken out of `jobs` (each index is listed once, under one parent).
+fn assemble(i: usize, jobs: &mut [Option<Job>], children: &[Vec<usize>]) -> Option<FlowJobs> {
+    let job = jobs.get_mut(i)?.take()?;
+    let kids = children
+        .get(i)
+        .map(|kids| {
+            kids.iter()
+                .filter_map(|&k| assemble(k, jobs, children))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(FlowJobs {
+        job,
+        children: kids,
+    })
 }
 
 fn invalid(field: &'static str, message: String) -> Error {

@@ -34,9 +34,27 @@ pub(crate) type Ticket = u64;
 
 pub(crate) type Reply = oneshot::Sender<Result<Response, Error>>;
 
-/// Where a worker's jobs go, each with its lock token and the index of the link (broker) it
-/// came from: its ACK or FAIL must go back there, since locks and tokens are per broker.
-pub(crate) type JobTx = mpsc::UnboundedSender<(Job, Option<String>, usize)>;
+/// Where a worker's jobs go, each with its lock token, tagged with the index of the link
+/// (broker) it came from: its ACK or FAIL must go back there, since locks and tokens are per
+/// broker.
+pub(crate) type JobTx = mpsc::UnboundedSender<(usize, Dispatch)>;
+
+/// What a worker's pump hands to its dispatcher.
+// Jobs are nearly all of the traffic: boxing them would add an allocation per job to spare
+// the rare small variants a few hundred bytes in the channel.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Dispatch {
+    /// A job to run, with its lock token.
+    Job(Job, Option<String>),
+    /// A pull came back empty ([`Event::Drained`]).
+    Drained,
+    /// The server had already finalised this job, or its lock was gone, when its result
+    /// arrived: the result was not recorded.
+    LockLost(String),
+    /// A job's result could not be delivered.
+    SettleFailed(String, autobatch_core::Error),
+}
 
 /// Counts a job handle's request until the pump is done with it (answered or dropped), so the
 /// handles can bound what they have outstanding.
@@ -546,10 +564,13 @@ impl<R: Runtime> Pump<R> {
             Event::Job { job } => {
                 let token = self.session.job_token(&job.id).map(str::to_owned);
                 let undelivered = match &self.jobs {
-                    Some(tx) => tx
-                        .unbounded_send((job, token, self.link))
-                        .err()
-                        .map(|e| e.into_inner().0),
+                    Some(tx) => match tx.unbounded_send((self.link, Dispatch::Job(job, token))) {
+                        Ok(()) => None,
+                        Err(e) => match e.into_inner().1 {
+                            Dispatch::Job(job, _) => Some(job),
+                            _ => None,
+                        },
+                    },
                     None => Some(job),
                 };
                 if let Some(job) = undelivered {
@@ -558,10 +579,23 @@ impl<R: Runtime> Pump<R> {
                     let _ = self.session.fail_job(now, &job.id, "worker stopped", false);
                 }
             }
+            Event::Drained => self.dispatch(Dispatch::Drained),
             Event::JobSettled { id, result } => match result {
                 Ok(true) => tracing::trace!(job = %id, "job settled"),
-                Ok(false) => tracing::debug!(job = %id, "job was already finalised by the server"),
-                Err(e) => tracing::warn!(job = %id, error = %e, "job could not be settled"),
+                Ok(false) => {
+                    tracing::debug!(job = %id, "job was already finalised by the server");
+                    self.dispatch(Dispatch::LockLost(id));
+                }
+                Err(autobatch_core::Error::Server(e))
+                    if e.kind() == autobatch_core::ServerErrorKind::LockToken =>
+                {
+                    tracing::debug!(job = %id, error = %e, "job's lock was gone");
+                    self.dispatch(Dispatch::LockLost(id));
+                }
+                Err(e) => {
+                    tracing::warn!(job = %id, error = %e, "job could not be settled");
+                    self.dispatch(Dispatch::SettleFailed(id, e));
+                }
             },
             Event::QueueEvent { frame, bytes } => match &mut self.events {
                 Some(hook) => hook.on_frame(&frame, bytes),
@@ -573,6 +607,13 @@ impl<R: Runtime> Pump<R> {
             }
             // An event a newer core may add: nothing this driver must act on.
             other => tracing::trace!(event = ?other, "unhandled session event"),
+        }
+    }
+
+    /// Tells the worker's dispatcher, if it still listens (a report, never waited for).
+    fn dispatch(&self, what: Dispatch) {
+        if let Some(tx) = &self.jobs {
+            let _ = tx.unbounded_send((self.link, what));
         }
     }
 

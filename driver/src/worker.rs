@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use crate::client::{start_links, Client};
 use crate::job::{ActiveJob, JobLink};
-use crate::pump::Cmd;
+use crate::pump::{Cmd, Dispatch};
 use crate::runtime::{AsyncTimer, Runtime};
 use crate::{ClientOptions, ClientStats, ConnectError, WorkerOptions};
 
@@ -396,7 +396,19 @@ pub enum WorkerEvent {
         /// Their ids.
         ids: Vec<String>,
     },
-    /// Something went wrong outside a job (registration, heartbeat).
+    /// A pull came back empty: the queue has no job for this worker right now (TS
+    /// `drained`). Once per empty spell: again only after a pull that brought jobs (the TS
+    /// worker repeats it at most once a second while idle).
+    Drained,
+    /// The server had already taken this job back (its lock expired, or it was found
+    /// stalled) when the worker's result arrived: the result was not recorded, and the job
+    /// may run again elsewhere. A sign that `lock_ttl` is too short for the job.
+    LockLost {
+        /// Job id.
+        id: String,
+    },
+    /// Something went wrong outside a job (registration, heartbeat), or a job's result could
+    /// not be delivered.
     Error {
         /// What.
         message: String,
@@ -681,7 +693,7 @@ impl<R: Runtime> Worker<R> {
         E: Display + 'static,
     {
         let config = worker.worker_config()?;
-        let (jobs_tx, mut jobs_rx) = mpsc::unbounded::<(Job, Option<String>, usize)>();
+        let (jobs_tx, mut jobs_rx) = mpsc::unbounded::<(usize, Dispatch)>();
         let worker_id = config.owner.clone();
         let heartbeat = config.heartbeat_interval.unwrap_or(Duration::from_secs(10));
         // One pump per broker, each pulling; every job arrives tagged with its broker.
@@ -723,7 +735,24 @@ impl<R: Runtime> Worker<R> {
         // `concurrency` at once). It ends when the pump drops the job channel.
         runtime.spawn(Box::pin(async move {
             let inner = dispatched;
-            while let Some((job, token, from)) = jobs_rx.next().await {
+            while let Some((from, dispatch)) = jobs_rx.next().await {
+                let (job, token) = match dispatch {
+                    Dispatch::Job(job, token) => (job, token),
+                    Dispatch::Drained => {
+                        inner.events.emit(WorkerEvent::Drained);
+                        continue;
+                    }
+                    Dispatch::LockLost(id) => {
+                        inner.events.emit(WorkerEvent::LockLost { id });
+                        continue;
+                    }
+                    Dispatch::SettleFailed(id, e) => {
+                        inner.events.emit(WorkerEvent::Error {
+                            message: format!("job {id}: result not delivered: {e}"),
+                        });
+                        continue;
+                    }
+                };
                 if inner.forced.load(Ordering::Acquire) {
                     // A forced close is under way: not started. The close hands it back (it
                     // waits for every job held, including those a pull still out delivers).

@@ -43,11 +43,13 @@ use std::time::Instant;
 use autobatch_driver::{AsyncTimer, BoxFuture, Runtime};
 
 pub use autobatch_driver::{
-    Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Debounce, Dedup,
-    Error, Fault, FlushReason, Job, JobCounts, JobOptions, JobOutput, JobState, OptionsError,
-    OverflowPolicy, Raw, ReconnectConfig, Repeat, Replay, Response, ServerError, ServerErrorKind,
-    ServerInfo, SessionStats, TlsError, TlsErrorKind, TlsOptions, TlsRoots, ValidationError, Value,
-    WorkerOptions, DEFAULT_PORT,
+    ops, ActiveJob, Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, CloseReport,
+    ConnectError, Debounce, Dedup, Error, EventsOptions, EventsStats, Fault, FlowJobs, FlowNode,
+    FlowRead, FlowTree, FlushReason, Job, JobCounts, JobError, JobOptions, JobOutput, JobState,
+    OptionsError, Outcome, OverflowPolicy, Pending, QueueEvent, Raw, ReconnectConfig, Repeat,
+    Replay, Response, ServerError, ServerErrorKind, ServerInfo, SessionStats, TlsError,
+    TlsErrorKind, TlsOptions, TlsRoots, ValidationError, Value, WorkerEvent, WorkerOptions,
+    DEFAULT_PORT,
 };
 
 /// A connection to a bunqueue server, on smol. See [`autobatch_driver::Client`].
@@ -79,6 +81,31 @@ pub type Queue = autobatch_driver::Queue<SmolRuntime>;
 /// # Ok(()) }
 /// ```
 pub type Worker = autobatch_driver::Worker<SmolRuntime>;
+
+/// A queue's event stream, on this runtime. See [`autobatch_driver::QueueEvents`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use futures_util::StreamExt;
+/// let mut events = autobatch_smol::QueueEvents::connect(autobatch_smol::ClientOptions::default(), "emails").await?;
+/// while let Some(event) = events.next().await {
+///     println!("{event:?}");
+/// }
+/// # Ok(()) }
+/// ```
+pub type QueueEvents = autobatch_driver::QueueEvents<SmolRuntime>;
+
+/// Adds and reads flows, on this runtime. See [`autobatch_driver::FlowProducer`].
+///
+/// ```no_run
+/// # async fn demo(client: autobatch_smol::Client) -> Result<(), autobatch_smol::Error> {
+/// use autobatch_smol::{FlowNode, FlowProducer};
+/// let flows = FlowProducer::new(&client);
+/// let data = std::collections::BTreeMap::from([("month", 5)]);
+/// let tree = flows.add(FlowNode::new("reports", "merge", &data)?).await?;
+/// # Ok(()) }
+/// ```
+pub type FlowProducer = autobatch_driver::FlowProducer<SmolRuntime>;
 
 /// The smol [`Runtime`]: tasks on smol's global executor, sockets and timers from async-io.
 ///

@@ -43,11 +43,13 @@ use autobatch_driver::{AsyncTimer, BoxFuture, Runtime};
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 
 pub use autobatch_driver::{
-    Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, ConnectError, Debounce, Dedup,
-    Error, Fault, FlushReason, Job, JobCounts, JobOptions, JobOutput, JobState, OptionsError,
-    OverflowPolicy, Raw, ReconnectConfig, Repeat, Replay, Response, ServerError, ServerErrorKind,
-    ServerInfo, SessionStats, TlsError, TlsErrorKind, TlsOptions, TlsRoots, ValidationError, Value,
-    WorkerOptions, DEFAULT_PORT,
+    ops, ActiveJob, Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, CloseReport,
+    ConnectError, Debounce, Dedup, Error, EventsOptions, EventsStats, Fault, FlowJobs, FlowNode,
+    FlowRead, FlowTree, FlushReason, Job, JobCounts, JobError, JobOptions, JobOutput, JobState,
+    OptionsError, Outcome, OverflowPolicy, Pending, QueueEvent, Raw, ReconnectConfig, Repeat,
+    Replay, Response, ServerError, ServerErrorKind, ServerInfo, SessionStats, TlsError,
+    TlsErrorKind, TlsOptions, TlsRoots, ValidationError, Value, WorkerEvent, WorkerOptions,
+    DEFAULT_PORT,
 };
 
 /// A connection to a bunqueue server, on tokio. See [`autobatch_driver::Client`].
@@ -79,6 +81,31 @@ pub type Queue = autobatch_driver::Queue<TokioRuntime>;
 /// # Ok(()) }
 /// ```
 pub type Worker = autobatch_driver::Worker<TokioRuntime>;
+
+/// A queue's event stream, on this runtime. See [`autobatch_driver::QueueEvents`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use futures_util::StreamExt;
+/// let mut events = autobatch_tokio::QueueEvents::connect(autobatch_tokio::ClientOptions::default(), "emails").await?;
+/// while let Some(event) = events.next().await {
+///     println!("{event:?}");
+/// }
+/// # Ok(()) }
+/// ```
+pub type QueueEvents = autobatch_driver::QueueEvents<TokioRuntime>;
+
+/// Adds and reads flows, on this runtime. See [`autobatch_driver::FlowProducer`].
+///
+/// ```no_run
+/// # async fn demo(client: autobatch_tokio::Client) -> Result<(), autobatch_tokio::Error> {
+/// use autobatch_tokio::{FlowNode, FlowProducer};
+/// let flows = FlowProducer::new(&client);
+/// let data = std::collections::BTreeMap::from([("month", 5)]);
+/// let tree = flows.add(FlowNode::new("reports", "merge", &data)?).await?;
+/// # Ok(()) }
+/// ```
+pub type FlowProducer = autobatch_driver::FlowProducer<TokioRuntime>;
 
 /// The tokio [`Runtime`]: tasks go to the runtime the handle was taken from.
 ///

@@ -132,6 +132,92 @@ async fn tree_children_before_parent<T: Rt>(target: Target) {
     client.close().await;
 }
 
+/// `get_flow` reads a tree back in its shape, with the states the server reports; `depth`
+/// and `max_children` cut it; an unknown id or another queue's job gives `None`.
+async fn get_flow_reads_the_tree<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let top = queue_name::<T>("getflow-top");
+    let parts = queue_name::<T>("getflow-parts");
+    let flows = FlowProducer::new(&client);
+    let tree = flows
+        .add(
+            node(&top, "merge", 0)
+                .child(node(&parts, "a", 1).child(node(&parts, "a1", 11)))
+                .child(node(&parts, "b", 2)),
+        )
+        .await
+        .expect("add flow");
+    let mut raw = raw(server);
+    let (id, _, token) = pull(&mut raw, &parts).expect("a leaf is ready");
+    ack(&mut raw, &id, &token, Value::Int(7));
+
+    let read = flows
+        .get_flow(&top, &tree.id)
+        .await
+        .expect("get_flow")
+        .expect("the flow exists");
+    fn shape(f: &autobatch_driver::FlowJobs) -> (String, Vec<(String, usize)>) {
+        let kids = f
+            .children
+            .iter()
+            .map(|c| (c.job.id.clone(), c.children.len()))
+            .collect();
+        (f.job.id.clone(), kids)
+    }
+    let a = &tree.children[0];
+    let b = &tree.children[1];
+    assert_eq!(
+        shape(&read),
+        (tree.id.clone(), vec![(a.id.clone(), 1), (b.id.clone(), 0)])
+    );
+    assert_eq!(read.children[0].children[0].job.id, a.children[0].id);
+    assert_eq!(
+        read.children[0].job.parent_id.as_deref(),
+        Some(tree.id.as_str())
+    );
+    assert_eq!(read.job.children_ids, vec![a.id.clone(), b.id.clone()]);
+    // Each state as an independent connection sees it.
+    let mut all = vec![&read];
+    while let Some(f) = all.pop() {
+        let state = f.job.state.as_ref().map(|s| s.as_str().to_owned());
+        assert_eq!(
+            state.as_deref(),
+            Some(raw.state(&f.job.id).as_str()),
+            "{}",
+            f.job.name
+        );
+        all.extend(f.children.iter());
+    }
+    assert_eq!(
+        read.children
+            .iter()
+            .map(|c| c.job.name.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+
+    let top_only = flows
+        .get_flow_with(
+            &top,
+            &tree.id,
+            autobatch_driver::FlowRead::new().depth(1).max_children(1),
+        )
+        .await
+        .expect("get_flow_with")
+        .expect("exists");
+    assert_eq!(shape(&top_only), (tree.id.clone(), vec![(a.id.clone(), 0)]));
+    assert_eq!(
+        flows.get_flow(&parts, &tree.id).await.expect("other queue"),
+        None
+    );
+    assert_eq!(
+        flows.get_flow(&top, "no-such-job").await.expect("unknown"),
+        None
+    );
+    client.close().await;
+}
+
 /// A chain runs step after step.
 async fn chain_runs_in_order<T: Rt>(target: Target) {
     let server = target.shared();
@@ -392,7 +478,7 @@ macro_rules! all_scenarios {
     ($rt:ty, $target:expr) => {
         scenarios!($rt, $target => tree_children_before_parent, chain_runs_in_order,
             flow_is_all_or_nothing, failed_and_ignored_children, wait_job_edges,
-            bad_flows_are_refused_locally, ts_worker_processes_our_flow);
+            bad_flows_are_refused_locally, ts_worker_processes_our_flow, get_flow_reads_the_tree);
     };
 }
 

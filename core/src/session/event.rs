@@ -48,6 +48,9 @@ pub enum Event {
         /// The job.
         job: crate::wire::Job,
     },
+    /// A worker's pull came back empty: the queue has no job for it right now. Reported once
+    /// per empty spell (again only after a pull that brought jobs), not on every empty poll.
+    Drained,
     /// The server's answer to a worker's completion or failure of a job: `Ok(true)` applied,
     /// `Ok(false)` the server had already finalised it (it timed out, for example).
     JobSettled {

@@ -223,6 +223,9 @@ pub(super) struct WorkerState {
     /// Jobs handed out and not yet completed or failed, with their lock tokens.
     active: HashMap<String, Option<String>>,
     pull_in_flight: bool,
+    /// The last pull came back empty and [`Event::Drained`] was reported for it; cleared by a
+    /// pull that brings jobs.
+    drained: bool,
     next_pull_at: Option<Instant>,
     /// ACKs waiting to be retried, with when.
     retries: Vec<(Instant, AckItem)>,
@@ -245,6 +248,7 @@ impl WorkerState {
             config,
             active: HashMap::new(),
             pull_in_flight: false,
+            drained: false,
             next_pull_at: None,
             retries: Vec::new(),
             settling: 0,
@@ -529,6 +533,14 @@ impl WorkerState {
         if jobs.is_empty() && millis(self.config.poll_timeout) == 0 {
             self.next_pull_at = Some(now + IDLE_POLL_DELAY);
         }
+        if jobs.is_empty() {
+            if !self.drained {
+                self.drained = true;
+                out.events.push_back(Event::Drained);
+            }
+        } else {
+            self.drained = false;
+        }
         if self.active.is_empty() && !jobs.is_empty() {
             self.next_heartbeat = self.config.heartbeat_interval.map(|h| now + h);
         }
@@ -728,7 +740,7 @@ fn names_job(msg: &str, id: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn pulled(w: &mut WorkerState, now: Instant, ids: &[&str]) {
+    fn pulled(w: &mut WorkerState, now: Instant, ids: &[&str]) -> Vec<Event> {
         let mut stats = SessionStats::default();
         let mut events = std::collections::VecDeque::new();
         let mut out = Out {
@@ -749,6 +761,20 @@ mod tests {
             Response::PulledBatch { jobs, tokens },
             &mut out,
         );
+        events.into()
+    }
+
+    #[test]
+    fn drained_is_reported_once_per_empty_spell() {
+        let now = Instant::now();
+        let mut w = WorkerState::new(WorkerConfig::new("q").concurrency(2)).unwrap();
+        let drained = |events: &[Event]| events.iter().filter(|e| **e == Event::Drained).count();
+        assert_eq!(drained(&pulled(&mut w, now, &[])), 1, "first empty pull");
+        assert_eq!(drained(&pulled(&mut w, now, &[])), 0, "still empty");
+        let events = pulled(&mut w, now, &["a"]);
+        assert_eq!(drained(&events), 0);
+        assert!(matches!(events.as_slice(), [Event::Job { .. }]));
+        assert_eq!(drained(&pulled(&mut w, now, &[])), 1, "empty again");
     }
 
     #[test]

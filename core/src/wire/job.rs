@@ -888,6 +888,13 @@ pub struct Job {
     pub returnvalue: Option<Value>,
     /// Present on GetJob replies for failed jobs.
     pub failed_reason: Option<String>,
+    /// The parent job's id (`parentId`): set on a flow's children.
+    pub parent_id: Option<String>,
+    /// The children's ids (`childrenIds`): set on a flow's parents, in the order added.
+    pub children_ids: Vec<String>,
+    /// The last progress reported (`progress`: a number or any value a worker sent), when the
+    /// server includes it (GetJob does; 0 until a worker reports).
+    pub progress: Option<Value>,
 }
 
 impl Job {
@@ -933,6 +940,12 @@ impl Job {
             state: text("state").map(JobState::from),
             returnvalue: v.get("returnvalue").filter(|r| !r.is_nullish()).cloned(),
             failed_reason: text("failedReason"),
+            parent_id: v.get("parentId").and_then(id_text),
+            children_ids: match v.get("childrenIds") {
+                Some(Value::Array(ids)) => ids.iter().filter_map(id_text).collect(),
+                _ => Vec::new(),
+            },
+            progress: v.get("progress").filter(|p| !p.is_nullish()).cloned(),
         })
     }
 }

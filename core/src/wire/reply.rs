@@ -541,6 +541,16 @@ impl Job {
             ("createdAt", Value::F64(self.created_at)),
             ("runAt", Value::F64(self.run_at)),
         ];
+        if let Some(parent) = &self.parent_id {
+            m.push(("parentId", Value::from(parent.as_str())));
+        }
+        if !self.children_ids.is_empty() {
+            let ids = self.children_ids.iter().map(|id| Value::from(id.as_str()));
+            m.push(("childrenIds", Value::Array(ids.collect())));
+        }
+        if let Some(progress) = &self.progress {
+            m.push(("progress", progress.clone()));
+        }
         if let Some(s) = &self.state {
             m.push(("state", Value::from(s.as_str())));
             m.push((

@@ -562,9 +562,10 @@ impl<R: Runtime> Client<R> {
         loop {
             let i = links.choose(work.adds() > 0);
             let link = links.get(i);
-            // Subscribed before reading the state, so a loss in between is not missed.
-            let down = link.shared.on_down();
-            let watch = links.len() > 1 && link.shared.is_connected();
+            // With several brokers only (one broker: nothing could move). Subscribed before
+            // reading the state, so a loss in between is not missed.
+            let down = (links.len() > 1).then(|| link.shared.on_down());
+            let watch = down.is_some() && link.shared.is_connected();
             // Kept only where another broker could take it.
             let spare = watch.then(|| work.clone());
             let _load = links.load(i, work.adds());
@@ -577,7 +578,7 @@ impl<R: Runtime> Client<R> {
                 tx: &link.tx,
                 ticket,
             };
-            if let Some(spare) = spare {
+            if let (Some(spare), Some(down)) = (spare, down) {
                 if let Either::Left((result, _)) = select(&mut outcome, down).await {
                     std::mem::forget(guard);
                     return result.unwrap_or(Err(Error::Closed));

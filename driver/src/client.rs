@@ -283,7 +283,8 @@ impl<R: Runtime> Client<R> {
     /// a token is set); later connection losses are handled by reconnecting.
     ///
     /// With several brokers ([`ClientOptions::broker`]) it tries them all at once and returns
-    /// when each has answered or failed its first attempt: it succeeds when **at least one**
+    /// when each has answered or failed its first attempt (within `connect_timeout`, or
+    /// `command_timeout` for a broker that accepts but does not answer): it succeeds when **at least one**
     /// broker answered. The others keep reconnecting in the background (with the reconnect
     /// backoff) and take work once they are up. It fails when none answered (with the first
     /// broker's error), and at once when a broker refuses the token or TLS fails on one

@@ -14,14 +14,22 @@ use autobatch_core::{Error, ServerErrorKind};
 use futures_channel::{mpsc, oneshot};
 use serde::Serialize;
 
+use crate::links::{BrokerStatus, Link, Links};
 use crate::pump::{Cmd, Pump, PumpParts, Reply, Shared, Ticket};
 use crate::runtime::Runtime;
 use crate::{ClientOptions, ClientStats, ConnectError};
+use futures_util::future::{select, Either};
 
-/// One connection to a bunqueue server, with transparent auto-batching of adds.
+/// Connections to a bunqueue server — one, or several brokers of one deployment — with
+/// transparent auto-batching of adds.
 ///
-/// A background task (one per client) pumps the connection; every handle talks to it through
-/// a channel. Cloning a client or a [`Queue`] is cheap and shares the connection.
+/// A background task (one per broker) pumps each connection; every handle talks to it through
+/// a channel. Cloning a client or a [`Queue`] is cheap and shares the connections.
+///
+/// With several brokers ([`ClientOptions::broker`]), adds go to the live broker with the
+/// fewest adds in flight (batches form per broker), lookups and control calls to the least
+/// loaded live one; a broker that dies or stalls gets no new work until it is back. See
+/// [`brokers`](Self::brokers).
 ///
 /// ```no_run
 /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,8 +43,7 @@ use crate::{ClientOptions, ClientStats, ConnectError};
 /// # Ok(()) }
 /// ```
 pub struct Client<R: Runtime> {
-    tx: mpsc::UnboundedSender<Cmd>,
-    shared: Arc<Shared>,
+    links: Arc<Links>,
     _runtime: std::marker::PhantomData<fn() -> R>,
 }
 
@@ -55,8 +62,7 @@ pub struct ServerInfo {
 impl<R: Runtime> Clone for Client<R> {
     fn clone(&self) -> Self {
         Client {
-            tx: self.tx.clone(),
-            shared: self.shared.clone(),
+            links: self.links.clone(),
             _runtime: std::marker::PhantomData,
         }
     }
@@ -64,11 +70,19 @@ impl<R: Runtime> Clone for Client<R> {
 
 impl<R: Runtime> fmt::Debug for Client<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let addrs: Vec<&str> = self.links.iter().map(|l| l.shared.addr.as_str()).collect();
         f.debug_struct("Client")
-            .field("addr", &self.shared.addr)
+            .field("addr", &addrs.join(","))
             .finish_non_exhaustive()
     }
 }
+
+/// A pump spawned for one broker, and the receiver of its first outcome.
+type Spawned = (
+    mpsc::UnboundedSender<Cmd>,
+    Arc<Shared>,
+    oneshot::Receiver<Result<(), ConnectError>>,
+);
 
 /// Spawns the pump of a new connection and waits for its first request to be answered.
 pub(crate) async fn start<R: Runtime>(
@@ -76,7 +90,68 @@ pub(crate) async fn start<R: Runtime>(
     options: &ClientOptions,
     worker: Option<(autobatch_core::session::WorkerConfig, crate::pump::JobTx)>,
 ) -> Result<(mpsc::UnboundedSender<Cmd>, Arc<Shared>), ConnectError> {
-    start_inner(runtime, options, worker, None).await
+    let (tx, shared, started) = spawn(runtime, options, worker, None, false, 0)?;
+    first_outcome(started).await.map(|()| (tx, shared))
+}
+
+async fn first_outcome(
+    started: oneshot::Receiver<Result<(), ConnectError>>,
+) -> Result<(), ConnectError> {
+    match started.await {
+        Ok(r) => r,
+        Err(_) => Err(ConnectError::Handshake(Error::Closed)),
+    }
+}
+
+/// Spawns one pump per broker of `options` and waits for each one's first outcome. Succeeds
+/// when at least one broker answered; the others keep trying in the background (they join
+/// once up). A refused token, a TLS failure or invalid options fail it whatever the others
+/// (every broker gets the same settings, so these are configuration errors).
+pub(crate) async fn start_links<R: Runtime>(
+    runtime: R,
+    options: &ClientOptions,
+    worker: Option<(autobatch_core::session::WorkerConfig, crate::pump::JobTx)>,
+) -> Result<Links, ConnectError> {
+    options.validate()?;
+    let addrs = options.broker_addrs();
+    if addrs.len() == 1 {
+        let (tx, shared) = start(runtime, options, worker).await?;
+        return Ok(Links::new(vec![(tx, shared)], options.stall_timeout));
+    }
+    let mut parts = Vec::with_capacity(addrs.len());
+    let mut waits = Vec::with_capacity(addrs.len());
+    for (i, (host, port)) in addrs.iter().enumerate() {
+        let (tx, shared, started) = spawn(
+            runtime.clone(),
+            &options.for_broker(host, *port),
+            worker.clone(),
+            None,
+            true,
+            i,
+        )?;
+        parts.push((tx, shared));
+        waits.push(first_outcome(started));
+    }
+    let outcomes = futures_util::future::join_all(waits).await;
+    let mut first_err = None;
+    let mut up = 0;
+    for (r, (host, port)) in outcomes.into_iter().zip(&addrs) {
+        match r {
+            Ok(()) => up += 1,
+            Err(e @ (ConnectError::Options(_) | ConnectError::Tls(_))) => return Err(e),
+            Err(ConnectError::Handshake(Error::AuthFailed(m))) => {
+                return Err(ConnectError::Handshake(Error::AuthFailed(m)))
+            }
+            Err(e) => {
+                tracing::warn!(addr = %format!("{host}:{port}"), error = %e, "broker unreachable at connect; retrying in the background");
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match (up, first_err) {
+        (0, Some(e)) => Err(e),
+        _ => Ok(Links::new(parts, options.stall_timeout)),
+    }
 }
 
 /// Like [`start`], for a `QueueEvents` connection: the hook subscribes on every connection.
@@ -85,15 +160,18 @@ pub(crate) async fn start_with_events<R: Runtime>(
     options: &ClientOptions,
     hook: crate::events::EventHook,
 ) -> Result<(mpsc::UnboundedSender<Cmd>, Arc<Shared>), ConnectError> {
-    start_inner(runtime, options, None, Some(hook)).await
+    let (tx, shared, started) = spawn(runtime, options, None, Some(hook), false, 0)?;
+    first_outcome(started).await.map(|()| (tx, shared))
 }
 
-async fn start_inner<R: Runtime>(
+fn spawn<R: Runtime>(
     runtime: R,
     options: &ClientOptions,
     worker: Option<(autobatch_core::session::WorkerConfig, crate::pump::JobTx)>,
     events: Option<crate::events::EventHook>,
-) -> Result<(mpsc::UnboundedSender<Cmd>, Arc<Shared>), ConnectError> {
+    keep_trying: bool,
+    link: usize,
+) -> Result<Spawned, ConnectError> {
     let (worker_config, jobs) = match worker {
         Some((c, j)) => (Some(c), Some(j)),
         None => (None, None),
@@ -120,12 +198,82 @@ async fn start_inner<R: Runtime>(
         rx,
         jobs,
         events,
+        keep_trying,
+        link,
     });
     runtime.spawn(Box::pin(pump));
-    match started.await {
-        Ok(Ok(())) => Ok((tx, shared)),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(ConnectError::Handshake(Error::Closed)),
+    Ok((tx, shared, started))
+}
+
+/// An operation a caller hands to one of the links; kept whole so that it can go to another
+/// broker when its link dies before it was written.
+#[derive(Clone)]
+enum Work {
+    Add {
+        queue: Arc<str>,
+        job: JobSpec,
+    },
+    Bulk {
+        queue: Arc<str>,
+        jobs: Vec<JobSpec>,
+    },
+    Request {
+        cmd: Command,
+        replay: Option<Replay>,
+    },
+}
+
+impl Work {
+    /// Jobs it adds (0 for a request).
+    fn adds(&self) -> usize {
+        match self {
+            Work::Add { .. } => 1,
+            Work::Bulk { jobs, .. } => jobs.len().max(1),
+            Work::Request { .. } => 0,
+        }
+    }
+
+    /// A read: sending it again elsewhere after it was written changes nothing.
+    fn is_read(&self) -> bool {
+        match self {
+            Work::Request { cmd, replay } => {
+                *replay != Some(Replay::NotSafe)
+                    && matches!(
+                        cmd,
+                        Command::Hello
+                            | Command::Ping
+                            | Command::GetJob { .. }
+                            | Command::GetState { .. }
+                            | Command::GetResult { .. }
+                            | Command::Count { .. }
+                            | Command::GetJobCounts { .. }
+                    )
+            }
+            _ => false,
+        }
+    }
+
+    fn into_cmd(self, ticket: Ticket, reply: Reply) -> Cmd {
+        match self {
+            Work::Add { queue, job } => Cmd::Add {
+                ticket,
+                queue,
+                job,
+                reply,
+            },
+            Work::Bulk { queue, jobs } => Cmd::AddBulk {
+                ticket,
+                queue,
+                jobs,
+                reply,
+            },
+            Work::Request { cmd, replay } => Cmd::Request {
+                ticket,
+                cmd,
+                replay,
+                reply,
+            },
+        }
     }
 }
 
@@ -133,6 +281,14 @@ impl<R: Runtime> Client<R> {
     /// Connects with the runtime's default handle (for tokio: the current runtime, so call it
     /// from within one). Returns once the server has answered a first Ping (after Auth, when
     /// a token is set); later connection losses are handled by reconnecting.
+    ///
+    /// With several brokers ([`ClientOptions::broker`]) it tries them all at once and returns
+    /// when each has answered or failed its first attempt (within `connect_timeout`, or
+    /// `command_timeout` for a broker that accepts but does not answer): it succeeds when **at least one**
+    /// broker answered. The others keep reconnecting in the background (with the reconnect
+    /// backoff) and take work once they are up. It fails when none answered (with the first
+    /// broker's error), and at once when a broker refuses the token or TLS fails on one
+    /// (every broker gets the same settings).
     ///
     /// # Errors
     ///
@@ -167,12 +323,8 @@ impl<R: Runtime> Client<R> {
     /// # client.close().await; Ok(()) }
     /// ```
     pub async fn connect_with(runtime: R, options: ClientOptions) -> Result<Self, ConnectError> {
-        let (tx, shared) = start(runtime, &options, None).await?;
-        Ok(Client {
-            tx,
-            shared,
-            _runtime: std::marker::PhantomData,
-        })
+        let links = start_links(runtime, &options, None).await?;
+        Ok(Self::from_links(links))
     }
 
     /// A handle on `queue`. Cheap (no I/O); `Clone`, `Send` and `Sync`. An invalid name is
@@ -193,6 +345,11 @@ impl<R: Runtime> Client<R> {
 
     /// A snapshot of the connection's counters and of each queue's batcher.
     ///
+    /// With several brokers, the session counters are summed over every broker's connection
+    /// (gauges too: they are the totals), and `queues` lists each broker's batchers in turn
+    /// (a queue used through two brokers appears twice); [`broker_stats`](Self::broker_stats)
+    /// has them apart.
+    ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) {
     /// let stats = client.stats().await;
@@ -200,18 +357,43 @@ impl<R: Runtime> Client<R> {
     /// # }
     /// ```
     pub async fn stats(&self) -> ClientStats {
-        let (tx, rx) = oneshot::channel();
-        if self.tx.unbounded_send(Cmd::Stats(tx)).is_ok() {
-            if let Ok(stats) = rx.await {
-                return stats;
-            }
+        let mut all = self.broker_stats().await.into_iter();
+        let mut total = all.next().unwrap_or_default();
+        for s in all {
+            add_stats(&mut total, s);
         }
-        self.shared
-            .final_stats
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .unwrap_or_default()
+        total
+    }
+
+    /// Each broker's connection counters, in the order the brokers were given (one entry with
+    /// one broker).
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) {
+    /// for (b, s) in client.brokers().iter().zip(client.broker_stats().await) {
+    ///     println!("{}: {} adds", b.addr, s.session.adds);
+    /// }
+    /// # }
+    /// ```
+    pub async fn broker_stats(&self) -> Vec<ClientStats> {
+        let mut out = Vec::with_capacity(self.links.len());
+        for link in self.links.iter() {
+            out.push(link_stats(link).await);
+        }
+        out
+    }
+
+    /// Where each broker stands now: connected, live (taking new work), operations in
+    /// flight. Cheap (no I/O).
+    ///
+    /// ```no_run
+    /// # fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) {
+    /// let live = client.brokers().iter().filter(|b| b.live).count();
+    /// println!("{live} brokers take work");
+    /// # }
+    /// ```
+    pub fn brokers(&self) -> Vec<BrokerStatus> {
+        self.links.status()
     }
 
     /// Stops taking new operations, flushes every pending add, waits for every batch in
@@ -225,15 +407,18 @@ impl<R: Runtime> Client<R> {
     /// # }
     /// ```
     pub async fn close(&self) {
-        let (tx, rx) = oneshot::channel();
-        if self.tx.unbounded_send(Cmd::Close(tx)).is_ok() {
-            let _ = rx.await;
-        }
+        let closing = self.links.iter().filter_map(|link| {
+            let (tx, rx) = oneshot::channel();
+            link.tx.unbounded_send(Cmd::Close(tx)).ok().map(|()| rx)
+        });
+        futures_util::future::join_all(closing).await;
     }
 
     /// Asks the server for a `Pong`: resolves once it answered, with the server's clock
     /// (epoch milliseconds). A health check that goes through the same connection, window and
-    /// timeouts as every other operation.
+    /// timeouts as every other operation. With several brokers it asks one live broker (the
+    /// least loaded), so it succeeds while any broker answers; [`brokers`](Self::brokers)
+    /// says which are up.
     ///
     /// # Errors
     ///
@@ -252,7 +437,8 @@ impl<R: Runtime> Client<R> {
         }
     }
 
-    /// What the server says it is (`Hello`): its name, version and protocol version.
+    /// What the server says it is (`Hello`): its name, version and protocol version. With
+    /// several brokers, one live broker answers (they run the same bunqueue).
     ///
     /// # Errors
     ///
@@ -280,13 +466,7 @@ impl<R: Runtime> Client<R> {
     }
 
     async fn typed_request(&self, cmd: Command) -> Result<Response, Error> {
-        self.call(|ticket, reply| Cmd::Request {
-            ticket,
-            cmd,
-            replay: None,
-            reply,
-        })
-        .await
+        self.call(Work::Request { cmd, replay: None }).await
     }
 
     /// Runs one typed [`Operation`](autobatch_core::ops::Operation) (see
@@ -313,11 +493,9 @@ impl<R: Runtime> Client<R> {
         let replay = op.replay();
         let cmd = op.to_command();
         let reply = self
-            .call(|ticket, reply| Cmd::Request {
-                ticket,
+            .call(Work::Request {
                 cmd,
                 replay: Some(replay),
-                reply,
             })
             .await?;
         match reply {
@@ -362,43 +540,159 @@ impl<R: Runtime> Client<R> {
             cmd: cmd.into(),
             body,
         };
-        self.call(|ticket, reply| Cmd::Request {
-            ticket,
+        self.call(Work::Request {
             cmd,
             replay: Some(replay),
-            reply,
         })
         .await
     }
 
-    /// Sends `cmd` and waits for its outcome; a drop before the outcome withdraws the
+    /// Sends `work` and waits for its outcome; a drop before the outcome withdraws the
     /// operation if it has not been sent.
-    async fn call(&self, make: impl FnOnce(Ticket, Reply) -> Cmd) -> Result<Response, Error> {
-        let (reply, outcome) = oneshot::channel();
-        let ticket = self.shared.ticket();
-        self.tx
-            .unbounded_send(make(ticket, reply))
-            .map_err(|_| Error::Closed)?;
-        let guard = CancelOnDrop {
-            tx: &self.tx,
-            ticket,
-        };
-        let result = outcome.await;
-        std::mem::forget(guard);
-        result.unwrap_or(Err(Error::Closed))
+    ///
+    /// With several brokers: the operation goes to the link [`Links::choose`] picks. When that
+    /// link's connection goes down before the outcome, the operation is withdrawn if it was
+    /// not written yet and sent to another broker; a read that was written is sent again
+    /// elsewhere too. Anything else that was written resolves there by the session's rules:
+    /// `ConnectionLost { maybe_applied: true }`, or, for an add with a custom job id, a replay
+    /// on the same broker once it is back (a written operation cannot be withdrawn, so
+    /// replaying it elsewhere as well could add a job twice once the first copy completed).
+    async fn call(&self, work: Work) -> Result<Response, Error> {
+        let links = &*self.links;
+        let mut work = work;
+        loop {
+            let i = links.choose(work.adds() > 0);
+            let link = links.get(i);
+            // With several brokers only (one broker: nothing could move). Subscribed before
+            // reading the state, so a loss in between is not missed.
+            let down = (links.len() > 1).then(|| link.shared.on_down());
+            let watch = down.is_some() && link.shared.is_connected();
+            // Kept only where another broker could take it.
+            let spare = watch.then(|| work.clone());
+            let _load = links.load(i, work.adds());
+            let (reply, mut outcome) = oneshot::channel();
+            let ticket = link.shared.ticket();
+            link.tx
+                .unbounded_send(work.into_cmd(ticket, reply))
+                .map_err(|_| Error::Closed)?;
+            let guard = CancelOnDrop {
+                tx: &link.tx,
+                ticket,
+            };
+            if let (Some(spare), Some(down)) = (spare, down) {
+                if let Either::Left((result, _)) = select(&mut outcome, down).await {
+                    std::mem::forget(guard);
+                    return result.unwrap_or(Err(Error::Closed));
+                }
+                // The link went down first.
+                let (tx, rx) = oneshot::channel();
+                let withdrawn = link.tx.unbounded_send(Cmd::Withdraw(ticket, tx)).is_ok()
+                    && rx.await.unwrap_or(false);
+                if withdrawn {
+                    std::mem::forget(guard);
+                    tracing::debug!(addr = %link.shared.addr, "broker down: operation sent to another");
+                    work = spare;
+                    continue;
+                }
+                if spare.is_read() && links.other_live(i) {
+                    // Its outcome there is dropped; the guard's Cancel is harmless.
+                    drop(guard);
+                    work = spare;
+                    continue;
+                }
+            }
+            let result = outcome.await;
+            std::mem::forget(guard);
+            return result.unwrap_or(Err(Error::Closed));
+        }
     }
 
-    pub(crate) fn sender(&self) -> &mpsc::UnboundedSender<Cmd> {
-        &self.tx
+    /// Every broker's channel, in order.
+    pub(crate) fn senders(&self) -> impl Iterator<Item = &mpsc::UnboundedSender<Cmd>> {
+        self.links.iter().map(|l| &l.tx)
+    }
+
+    /// Sends a command made by `make` to every broker's pump.
+    pub(crate) fn broadcast(&self, make: impl Fn() -> Cmd) {
+        for tx in self.senders() {
+            let _ = tx.unbounded_send(make());
+        }
     }
 
     pub(crate) fn from_parts(tx: mpsc::UnboundedSender<Cmd>, shared: Arc<Shared>) -> Self {
+        Self::from_links(Links::new(
+            vec![(tx, shared)],
+            std::time::Duration::from_secs(1),
+        ))
+    }
+
+    pub(crate) fn from_links(links: Links) -> Self {
         Client {
-            tx,
-            shared,
+            links: Arc::new(links),
             _runtime: std::marker::PhantomData,
         }
     }
+}
+
+/// Adds `other`'s counters to `total`'s (several brokers' connections as one).
+fn add_stats(total: &mut ClientStats, other: ClientStats) {
+    let (t, o) = (&mut total.session, other.session);
+    macro_rules! sum {
+        ($($f:ident),*) => {$( t.$f += o.$f; )*};
+    }
+    sum!(
+        connects,
+        reconnects_scheduled,
+        frames_sent,
+        frames_received,
+        bytes_sent,
+        bytes_received,
+        push_frames,
+        pushb_frames,
+        ackb_frames,
+        adds,
+        adds_direct,
+        adds_parked,
+        adds_rejected,
+        adds_cancelled,
+        adds_ok,
+        adds_failed,
+        items_resent,
+        batches_sent,
+        error_replies,
+        timeouts,
+        jobs_received,
+        jobs_completed,
+        jobs_failed,
+        ack_batches_sent,
+        ack_retries,
+        heartbeats_sent,
+        buffered_adds,
+        buffered_bytes,
+        parked_adds,
+        in_flight_commands,
+        ack_checks
+    );
+    for (a, b) in t.flushes.iter_mut().zip(o.flushes) {
+        *a += b;
+    }
+    total.queues.extend(other.queues);
+}
+
+/// One link's counters, or its final ones once its pump has ended.
+async fn link_stats(link: &Link) -> ClientStats {
+    let (tx, rx) = oneshot::channel();
+    if link.tx.unbounded_send(Cmd::Stats(tx)).is_ok() {
+        if let Ok(stats) = rx.await {
+            return stats;
+        }
+    }
+    link.shared
+        .final_stats
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .unwrap_or_default()
 }
 
 /// Withdraws an operation whose caller stopped waiting.
@@ -444,7 +738,7 @@ impl<R: Runtime> fmt::Debug for Queue<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Queue")
             .field("name", &&*self.name)
-            .field("addr", &self.client.shared.addr)
+            .field("client", &self.client)
             .finish()
     }
 }
@@ -511,16 +805,7 @@ impl<R: Runtime> Queue<R> {
         async move {
             let job = job?;
             let queue = self.name.clone();
-            match self
-                .client
-                .call(|ticket, reply| Cmd::Add {
-                    ticket,
-                    queue,
-                    job,
-                    reply,
-                })
-                .await?
-            {
+            match self.client.call(Work::Add { queue, job }).await? {
                 Response::Pushed(id) => Ok(id),
                 other => Err(unexpected("PUSH", other)),
             }
@@ -560,16 +845,7 @@ impl<R: Runtime> Queue<R> {
             });
         }
         let queue = self.name.clone();
-        match self
-            .client
-            .call(|ticket, reply| Cmd::AddBulk {
-                ticket,
-                queue,
-                jobs: specs,
-                reply,
-            })
-            .await?
-        {
+        match self.client.call(Work::Bulk { queue, jobs: specs }).await? {
             Response::PushedBatch(ids) if ids.len() == n => Ok(ids),
             other => Err(unexpected("PUSHB", other)),
         }

@@ -9,7 +9,8 @@
 //! timer, clock), in the style of quinn. Use an adapter crate, which fixes it:
 //! `autobatch-tokio`, `autobatch-smol` or `autobatch-async-std`.
 //!
-//! * [`Client`]: one connection; [`Client::queue`] gives a cheap [`Queue`] handle for adds
+//! * [`Client`]: one connection, or one per broker of a PostgreSQL-mode deployment
+//!   ([`ClientOptions::broker`]); [`Client::queue`] gives a cheap [`Queue`] handle for adds
 //!   (auto-batched into PUSHB) and lookups.
 //! * [`Worker`]: pulls jobs and runs a processor on each, with completions batched into ACKB.
 //! * TLS for every runtime from one place: with [`ClientOptions::tls`] the pump wraps the
@@ -47,6 +48,7 @@ mod client;
 mod events;
 mod flow;
 mod job;
+mod links;
 mod options;
 mod pump;
 mod queue_api;
@@ -59,6 +61,7 @@ pub use client::{Client, Queue, ServerInfo};
 pub use events::{EventsOptions, EventsStats, QueueEvents};
 pub use flow::{FlowJobs, FlowNode, FlowProducer, FlowRead, FlowTree};
 pub use job::{ActiveJob, Pending, MAX_UNANSWERED_JOB_UPDATES};
+pub use links::BrokerStatus;
 pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFAULT_PORT};
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;

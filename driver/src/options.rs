@@ -56,6 +56,14 @@ pub struct ClientOptions {
     /// TLS (rustls) on every connection; `None`, the default, is plain TCP. The handshake
     /// counts against `connect_timeout`.
     pub tls: Option<TlsOptions>,
+    /// Further brokers of the same bunqueue deployment (PostgreSQL mode), beyond
+    /// `host:port`: the client keeps one connection per broker and spreads its work over
+    /// them (see [`broker`](Self::broker)). Default none.
+    pub extra_brokers: Vec<(String, u16)>,
+    /// With several brokers: a broker that has left every operation sent to it unanswered
+    /// for this long (frozen, overwhelmed) gets no new work until it answers again. Default
+    /// 1 s. Unused with one broker.
+    pub stall_timeout: Duration,
 }
 
 impl Default for ClientOptions {
@@ -73,6 +81,8 @@ impl Default for ClientOptions {
             ping_interval: s.ping_interval,
             reconnect: s.reconnect,
             tls: None,
+            extra_brokers: Vec::new(),
+            stall_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -120,6 +130,89 @@ impl ClientOptions {
                 Ok(Self::new(host.trim_matches(|c| c == '[' || c == ']'), port))
             }
             _ => Ok(Self::new(addr, DEFAULT_PORT)),
+        }
+    }
+
+    /// Defaults, for several brokers of one bunqueue deployment, each written `host:port` (or
+    /// `host`, meaning port 6789); the first becomes [`host`](Self::host) and
+    /// [`port`](Self::port), the others [`extra_brokers`](Self::extra_brokers).
+    ///
+    /// # Errors
+    ///
+    /// [`OptionsError::NoBroker`] for an empty list, [`OptionsError::Field`] for an address
+    /// whose port is not a number. Duplicates and empty hosts are refused by
+    /// [`validate`](Self::validate).
+    ///
+    /// ```
+    /// use autobatch_driver::{ClientOptions, OptionsError};
+    /// let opts = ClientOptions::from_addrs(["10.0.0.1:6789", "10.0.0.2:6789"]).unwrap();
+    /// assert_eq!(opts.broker_addrs().len(), 2);
+    /// assert_eq!(ClientOptions::from_addrs([""; 0]).unwrap_err(), OptionsError::NoBroker);
+    /// ```
+    pub fn from_addrs<S: AsRef<str>>(
+        addrs: impl IntoIterator<Item = S>,
+    ) -> Result<Self, OptionsError> {
+        let mut addrs = addrs.into_iter();
+        let first = addrs.next().ok_or(OptionsError::NoBroker)?;
+        let mut opts = Self::from_addr(first.as_ref())?;
+        for a in addrs {
+            let o = Self::from_addr(a.as_ref())?;
+            opts.extra_brokers.push((o.host, o.port));
+        }
+        Ok(opts)
+    }
+
+    /// Adds one more broker of the same deployment (bunqueue's PostgreSQL mode: several
+    /// brokers on one database, each with its own `BUNQUEUE_BROKER_ID`). Every broker gets
+    /// the same token, TLS and timeouts. The client then keeps one connection per broker:
+    /// adds go to the live broker with the fewest adds in flight, lookups and control calls
+    /// to the least loaded live one, and a broker that dies or stalls gets no new work until
+    /// it is back. `Client::connect` succeeds when at least one broker answers.
+    ///
+    /// ```
+    /// use autobatch_driver::{ClientOptions, OptionsError};
+    /// let opts = ClientOptions::new("10.0.0.1", 6789).broker("10.0.0.2", 6789);
+    /// assert!(opts.validate().is_ok());
+    /// let twice = ClientOptions::new("10.0.0.1", 6789).broker("10.0.0.1", 6789);
+    /// assert!(matches!(twice.validate(), Err(OptionsError::DuplicateBroker(_))));
+    /// ```
+    pub fn broker(mut self, host: impl Into<String>, port: u16) -> Self {
+        self.extra_brokers.push((host.into(), port));
+        self
+    }
+
+    /// Adds several brokers, as [`broker`](Self::broker) does one.
+    ///
+    /// ```
+    /// let opts = autobatch_driver::ClientOptions::new("a", 6789)
+    ///     .brokers([("b", 6789), ("c", 6790)]);
+    /// assert_eq!(opts.broker_addrs().len(), 3);
+    /// ```
+    pub fn brokers<H: Into<String>>(mut self, brokers: impl IntoIterator<Item = (H, u16)>) -> Self {
+        self.extra_brokers
+            .extend(brokers.into_iter().map(|(h, p)| (h.into(), p)));
+        self
+    }
+
+    /// Every broker, `host:port` first, then [`extra_brokers`](Self::extra_brokers).
+    ///
+    /// ```
+    /// let opts = autobatch_driver::ClientOptions::new("a", 1).broker("b", 2);
+    /// assert_eq!(opts.broker_addrs(), [("a".to_owned(), 1), ("b".to_owned(), 2)]);
+    /// ```
+    pub fn broker_addrs(&self) -> Vec<(String, u16)> {
+        std::iter::once((self.host.clone(), self.port))
+            .chain(self.extra_brokers.iter().cloned())
+            .collect()
+    }
+
+    /// These options for one broker alone.
+    pub(crate) fn for_broker(&self, host: &str, port: u16) -> Self {
+        ClientOptions {
+            host: host.to_owned(),
+            port,
+            extra_brokers: Vec::new(),
+            ..self.clone()
         }
     }
 
@@ -194,6 +287,14 @@ impl ClientOptions {
         /// assert!(o.ping_interval.is_none());
         /// ```
         ping_interval: Option<Duration>,
+        /// Sets [`stall_timeout`](Self::stall_timeout).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let o = autobatch_driver::ClientOptions::default().stall_timeout(Duration::from_millis(500));
+        /// assert_eq!(o.stall_timeout, Duration::from_millis(500));
+        /// ```
+        stall_timeout: Duration,
         /// Sets [`reconnect`](Self::reconnect).
         ///
         /// ```
@@ -231,6 +332,32 @@ impl ClientOptions {
             return Err(OptionsError::Field {
                 field: "port",
                 problem: "must be within 1..=65535",
+            });
+        }
+        let mut seen: Vec<(String, u16)> = vec![(self.host.to_ascii_lowercase(), self.port)];
+        for (host, port) in &self.extra_brokers {
+            if host.is_empty() {
+                return Err(OptionsError::Field {
+                    field: "extra_brokers",
+                    problem: "must not hold an empty host",
+                });
+            }
+            if *port == 0 {
+                return Err(OptionsError::Field {
+                    field: "extra_brokers",
+                    problem: "must hold ports within 1..=65535",
+                });
+            }
+            let key = (host.to_ascii_lowercase(), *port);
+            if seen.contains(&key) {
+                return Err(OptionsError::DuplicateBroker(format!("{host}:{port}")));
+            }
+            seen.push(key);
+        }
+        if self.stall_timeout.is_zero() {
+            return Err(OptionsError::Field {
+                field: "stall_timeout",
+                problem: "must be positive",
             });
         }
         if self.connect_timeout.is_zero() {
@@ -469,6 +596,12 @@ pub enum OptionsError {
     /// A session setting (timeouts, window, batching, worker).
     #[error(transparent)]
     Session(#[from] ConfigError),
+    /// The same broker (`host:port`, host compared without case) is given twice.
+    #[error("broker {0} is given twice")]
+    DuplicateBroker(String),
+    /// No broker address at all ([`ClientOptions::from_addrs`] with an empty list).
+    #[error("no broker address given")]
+    NoBroker,
 }
 
 /// Why `Client::connect` or `Worker::start` did not give a connected client.

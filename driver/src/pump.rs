@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -34,8 +34,10 @@ pub(crate) type Ticket = u64;
 
 pub(crate) type Reply = oneshot::Sender<Result<Response, Error>>;
 
-/// Where a worker's jobs go, each with its lock token.
-pub(crate) type JobTx = mpsc::UnboundedSender<Dispatch>;
+/// Where a worker's jobs go, each with its lock token, tagged with the index of the link
+/// (broker) it came from: its ACK or FAIL must go back there, since locks and tokens are per
+/// broker.
+pub(crate) type JobTx = mpsc::UnboundedSender<(usize, Dispatch)>;
 
 /// What a worker's pump hands to its dispatcher.
 // Jobs are nearly all of the traffic: boxing them would add an allocation per job to spare
@@ -103,6 +105,9 @@ pub(crate) enum Cmd {
     },
     /// The caller of `ticket` gave up.
     Cancel(Ticket),
+    /// Like `Cancel`, answering whether the operation was withdrawn (not yet written): the
+    /// links layer then sends it to another broker.
+    Withdraw(Ticket, oneshot::Sender<bool>),
     Complete {
         id: String,
         result: Value,
@@ -146,6 +151,11 @@ pub(crate) struct Shared {
     pub(crate) final_stats: Mutex<Option<ClientStats>>,
     /// `host:port`, for logs.
     pub(crate) addr: String,
+    /// Whether the socket is up (set by the pump): the links layer sends new work only to
+    /// connected brokers.
+    connected: AtomicBool,
+    /// Fired whenever the connection goes down, for the callers waiting on this link.
+    down: crate::links::Beacon,
 }
 
 impl Shared {
@@ -154,6 +164,25 @@ impl Shared {
             next_ticket: AtomicU64::new(1),
             final_stats: Mutex::new(None),
             addr,
+            connected: AtomicBool::new(false),
+            down: crate::links::Beacon::new(),
+        }
+    }
+
+    /// Whether the pump's socket is up.
+    pub(crate) fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::Acquire)
+    }
+
+    /// A future that resolves the next time the connection goes down.
+    pub(crate) fn on_down(&self) -> crate::links::Signal {
+        self.down.subscribe()
+    }
+
+    fn set_connected(&self, up: bool) {
+        let was = self.connected.swap(up, Ordering::AcqRel);
+        if was && !up {
+            self.down.fire();
         }
     }
 
@@ -216,6 +245,14 @@ pub(crate) struct Pump<R: Runtime> {
     connected_once: bool,
     /// `connect` was told it failed: nobody holds a client, so the pump stops.
     startup_failed: bool,
+    /// One broker of several: a failed first connect is reported to `connect` but the pump
+    /// keeps trying (with the reconnect backoff), so the broker joins once it is up.
+    keep_trying: bool,
+    /// This link's index among the client's brokers, sent with every worker job.
+    link: usize,
+    /// With `keep_trying`, the first Ping while it is unanswered: a close withdraws it, so a
+    /// broker that never came up does not hold the close for a command timeout.
+    probe: Option<OpId>,
 }
 
 pub(crate) struct PumpParts<R: Runtime> {
@@ -229,6 +266,8 @@ pub(crate) struct PumpParts<R: Runtime> {
     pub(crate) rx: mpsc::UnboundedReceiver<Cmd>,
     pub(crate) jobs: Option<JobTx>,
     pub(crate) events: Option<crate::events::EventHook>,
+    pub(crate) keep_trying: bool,
+    pub(crate) link: usize,
 }
 
 impl<R: Runtime> Pump<R> {
@@ -246,6 +285,8 @@ impl<R: Runtime> Pump<R> {
             rx,
             jobs,
             events,
+            keep_trying,
+            link,
         } = parts;
         let (tx, started) = oneshot::channel();
         let probe = session
@@ -278,6 +319,9 @@ impl<R: Runtime> Pump<R> {
             events,
             connected_once: false,
             startup_failed: false,
+            keep_trying,
+            link,
+            probe: keep_trying.then_some(probe),
         };
         (pump, started)
     }
@@ -313,6 +357,18 @@ impl<R: Runtime> Pump<R> {
                 None
             }
         }
+    }
+
+    /// Withdraws the operation of `ticket` if it has not been written; returns whether it was.
+    fn withdraw(&mut self, ticket: Ticket) -> bool {
+        if let Some(&op) = self.tickets.get(&ticket) {
+            if self.session.cancel(op) {
+                self.tickets.remove(&ticket);
+                self.waiters.remove(&op);
+                return true;
+            }
+        }
+        false
     }
 
     fn on_cmd(&mut self, now: Instant, cmd: Cmd) {
@@ -407,11 +463,10 @@ impl<R: Runtime> Pump<R> {
                 let _ = reply.send(self.session.jobs_held() + on_their_way);
             }
             Cmd::Cancel(ticket) => {
-                if let Some(op) = self.tickets.remove(&ticket) {
-                    if self.session.cancel(op) {
-                        self.waiters.remove(&op);
-                    }
-                }
+                self.withdraw(ticket);
+            }
+            Cmd::Withdraw(ticket, reply) => {
+                let _ = reply.send(self.withdraw(ticket));
             }
             Cmd::Complete { id, result } => {
                 if let Err(e) = self.session.complete_job(now, &id, result) {
@@ -435,6 +490,9 @@ impl<R: Runtime> Pump<R> {
                 let _ = reply.send(self.stats());
             }
             Cmd::Close(reply) => {
+                if let Some(probe) = self.probe.take() {
+                    self.session.cancel(probe);
+                }
                 if !self.session.is_closed() {
                     tracing::debug!(addr = %self.shared.addr, "closing: flushing pending work");
                 }
@@ -477,10 +535,13 @@ impl<R: Runtime> Pump<R> {
                 }
             }
             Event::Done { op, result } => {
+                if self.probe == Some(op) {
+                    self.probe = None;
+                }
                 if let Some((probe, _)) = &self.startup {
                     if *probe == op {
                         let (_, tx) = self.startup.take().expect("checked");
-                        self.startup_failed = result.is_err();
+                        self.startup_failed = result.is_err() && !self.keep_trying;
                         let _ = tx.send(result.map(|_| ()).map_err(ConnectError::Handshake));
                         return;
                     }
@@ -503,9 +564,9 @@ impl<R: Runtime> Pump<R> {
             Event::Job { job } => {
                 let token = self.session.job_token(&job.id).map(str::to_owned);
                 let undelivered = match &self.jobs {
-                    Some(tx) => match tx.unbounded_send(Dispatch::Job(job, token)) {
+                    Some(tx) => match tx.unbounded_send((self.link, Dispatch::Job(job, token))) {
                         Ok(()) => None,
-                        Err(e) => match e.into_inner() {
+                        Err(e) => match e.into_inner().1 {
                             Dispatch::Job(job, _) => Some(job),
                             _ => None,
                         },
@@ -552,11 +613,12 @@ impl<R: Runtime> Pump<R> {
     /// Tells the worker's dispatcher, if it still listens (a report, never waited for).
     fn dispatch(&self, what: Dispatch) {
         if let Some(tx) = &self.jobs {
-            let _ = tx.unbounded_send(what);
+            let _ = tx.unbounded_send((self.link, what));
         }
     }
 
     fn drop_socket(&mut self) {
+        self.shared.set_connected(false);
         if self.socket.take().is_some() {
             tracing::debug!(addr = %self.shared.addr, "disconnected");
         }
@@ -612,6 +674,7 @@ impl<R: Runtime> Pump<R> {
                         tracing::info!(addr = %self.shared.addr, "connected");
                         self.connected_once = true;
                         self.socket = Some(socket);
+                        self.shared.set_connected(true);
                         self.out.clear();
                         self.out_pos = 0;
                         self.unflushed = false;
@@ -633,9 +696,10 @@ impl<R: Runtime> Pump<R> {
                         }
                         self.session.handle_connect_failed(now);
                         if !self.connected_once {
-                            // The first attempt decides `connect`: report and stop.
+                            // The first attempt decides `connect`: report and stop (one
+                            // broker of several: report and keep trying).
                             if let Some((_, tx)) = self.startup.take() {
-                                self.startup_failed = true;
+                                self.startup_failed = !self.keep_trying;
                                 let _ = tx.send(Err(e));
                             }
                         }
@@ -871,6 +935,7 @@ impl<R: Runtime> Pump<R> {
     }
 
     fn end(&mut self) {
+        self.shared.set_connected(false);
         // Whatever is still waiting resolves as closed (its sender is dropped).
         self.waiters.clear();
         self.tickets.clear();

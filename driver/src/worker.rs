@@ -24,7 +24,7 @@ use futures_util::future::{AbortHandle, Abortable};
 use futures_util::{FutureExt, Stream, StreamExt};
 use serde::Serialize;
 
-use crate::client::{start, Client};
+use crate::client::{start_links, Client};
 use crate::job::{ActiveJob, JobLink};
 use crate::pump::{Cmd, Dispatch};
 use crate::runtime::{AsyncTimer, Runtime};
@@ -514,7 +514,8 @@ struct Inner<R: Runtime> {
     name: String,
     concurrency: usize,
     heartbeat: Duration,
-    link: JobLink,
+    /// One per broker: a job's handle and outcome go back to the broker it came from.
+    links: Vec<JobLink>,
     /// Processors running, by job id, to stop them on a forced close.
     running: Mutex<HashMap<String, AbortHandle>>,
     processed: AtomicU64,
@@ -692,18 +693,23 @@ impl<R: Runtime> Worker<R> {
         E: Display + 'static,
     {
         let config = worker.worker_config()?;
-        let (jobs_tx, mut jobs_rx) = mpsc::unbounded::<Dispatch>();
+        let (jobs_tx, mut jobs_rx) = mpsc::unbounded::<(usize, Dispatch)>();
         let worker_id = config.owner.clone();
         let heartbeat = config.heartbeat_interval.unwrap_or(Duration::from_secs(10));
-        let (tx, shared) = start(runtime.clone(), &options, Some((config, jobs_tx))).await?;
-        let client = Client::<R>::from_parts(tx, shared);
+        // One pump per broker, each pulling; every job arrives tagged with its broker.
+        let links = start_links(runtime.clone(), &options, Some((config, jobs_tx))).await?;
+        let client = Client::<R>::from_links(links);
         let events = WorkerEvents::default();
-        let link = JobLink {
-            tx: client.sender().clone(),
-            in_flight: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-            lock_ttl: worker.lock_ttl,
-            events: events.clone(),
-        };
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let links = client
+            .senders()
+            .map(|tx| JobLink {
+                tx: tx.clone(),
+                in_flight: in_flight.clone(),
+                lock_ttl: worker.lock_ttl,
+                events: events.clone(),
+            })
+            .collect();
         let inner = Arc::new(Inner {
             runtime: runtime.clone(),
             client,
@@ -712,7 +718,7 @@ impl<R: Runtime> Worker<R> {
             name: worker.name.clone().unwrap_or_else(|| worker.queue.clone()),
             concurrency: worker.concurrency,
             heartbeat,
-            link,
+            links,
             running: Mutex::new(HashMap::new()),
             processed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -729,7 +735,7 @@ impl<R: Runtime> Worker<R> {
         // `concurrency` at once). It ends when the pump drops the job channel.
         runtime.spawn(Box::pin(async move {
             let inner = dispatched;
-            while let Some(dispatch) = jobs_rx.next().await {
+            while let Some((from, dispatch)) = jobs_rx.next().await {
                 let (job, token) = match dispatch {
                     Dispatch::Job(job, token) => (job, token),
                     Dispatch::Drained => {
@@ -754,7 +760,7 @@ impl<R: Runtime> Worker<R> {
                 }
                 let processor = processor.clone();
                 let id = job.id.clone();
-                let active = ActiveJob::new(job, token, inner.link.clone());
+                let active = ActiveJob::new(job, token, inner.links[from].clone());
                 inner.events.emit(WorkerEvent::Active { id: id.clone() });
                 let (abort, registration) = AbortHandle::new_pair();
                 inner
@@ -776,7 +782,7 @@ impl<R: Runtime> Worker<R> {
                         .remove(&id);
                     // Stopped by a forced close: the job was handed back already.
                     let Ok(outcome) = outcome else { return };
-                    inner.settle(id, outcome);
+                    inner.settle(from, id, outcome);
                 }));
             }
         }));
@@ -830,21 +836,13 @@ impl<R: Runtime> Worker<R> {
     /// ```
     pub fn pause(&self) {
         self.inner.paused.store(true, Ordering::Release);
-        let _ = self
-            .inner
-            .client
-            .sender()
-            .unbounded_send(Cmd::PauseWorker(true));
+        self.inner.client.broadcast(|| Cmd::PauseWorker(true));
     }
 
     /// Resumes pulling after [`pause`](Self::pause).
     pub fn resume(&self) {
         self.inner.paused.store(false, Ordering::Release);
-        let _ = self
-            .inner
-            .client
-            .sender()
-            .unbounded_send(Cmd::PauseWorker(false));
+        self.inner.client.broadcast(|| Cmd::PauseWorker(false));
     }
 
     /// Whether [`pause`](Self::pause) is in effect.
@@ -867,6 +865,20 @@ impl<R: Runtime> Worker<R> {
     /// ```
     pub async fn stats(&self) -> ClientStats {
         self.inner.client.stats().await
+    }
+
+    /// Each broker's connection counters, in the order the brokers were given (one entry with
+    /// one broker): with several brokers the worker pulls from every one of them.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(w: autobatch_driver::Worker<R>) {
+    /// for (i, s) in w.broker_stats().await.iter().enumerate() {
+    ///     println!("broker {i}: {} jobs received", s.session.jobs_received);
+    /// }
+    /// # }
+    /// ```
+    pub async fn broker_stats(&self) -> Vec<ClientStats> {
+        self.inner.client.broker_stats().await
     }
 
     /// Stops pulling, waits for every job held to finish, flushes their ACKs and FAILs,
@@ -901,23 +913,20 @@ impl<R: Runtime> Worker<R> {
     /// Jobs the connection holds (running, or pulled and not yet started), plus one while a
     /// pull is out.
     async fn jobs_held(&self) -> usize {
-        let (tx, rx) = futures_channel::oneshot::channel();
-        if self
-            .inner
-            .client
-            .sender()
-            .unbounded_send(Cmd::JobsHeld(tx))
-            .is_err()
-        {
-            return 0;
+        let mut held = 0;
+        for sender in self.inner.client.senders() {
+            let (tx, rx) = futures_channel::oneshot::channel();
+            if sender.unbounded_send(Cmd::JobsHeld(tx)).is_ok() {
+                held += rx.await.unwrap_or(0);
+            }
         }
-        rx.await.unwrap_or(0)
+        held
     }
 
     async fn close_inner(&self, grace: Option<Duration>) -> CloseReport {
         let inner = &self.inner;
         tracing::debug!(queue = %inner.queue, "worker closing");
-        let _ = inner.client.sender().unbounded_send(Cmd::PauseWorker(true));
+        inner.client.broadcast(|| Cmd::PauseWorker(true));
         let deadline = grace.map(|g| inner.runtime.now() + g);
         let mut report = CloseReport::default();
         // Polls for the jobs held to be settled (running, or handed out and not yet started,
@@ -938,13 +947,11 @@ impl<R: Runtime> Worker<R> {
                 for h in handles {
                     h.abort();
                 }
-                let (tx, rx) = futures_channel::oneshot::channel();
-                if inner
-                    .client
-                    .sender()
-                    .unbounded_send(Cmd::ReleaseHeld(tx))
-                    .is_ok()
-                {
+                for sender in inner.client.senders() {
+                    let (tx, rx) = futures_channel::oneshot::channel();
+                    if sender.unbounded_send(Cmd::ReleaseHeld(tx)).is_err() {
+                        continue;
+                    }
                     let released = rx.await.unwrap_or_default();
                     if !released.is_empty() {
                         inner.events.emit(WorkerEvent::Released {
@@ -969,9 +976,9 @@ impl<R: Runtime> Worker<R> {
 }
 
 impl<R: Runtime> Inner<R> {
-    /// Reports a processor's outcome.
-    fn settle(&self, id: String, outcome: Result<Value, Failure>) {
-        let tx = self.client.sender();
+    /// Reports a processor's outcome to the broker (link `from`) the job came from.
+    fn settle(&self, from: usize, id: String, outcome: Result<Value, Failure>) {
+        let tx = &self.links[from].tx;
         let cmd = match outcome {
             Ok(result) => {
                 self.processed.fetch_add(1, Ordering::Relaxed);
@@ -1029,8 +1036,9 @@ impl<R: Runtime> Drop for Worker<R> {
     fn drop(&mut self) {
         self.inner.stopped.store(true, Ordering::Release);
         self.inner.events.close();
-        let (tx, _) = futures_channel::oneshot::channel();
-        let _ = self.inner.client.sender().unbounded_send(Cmd::Close(tx));
+        self.inner
+            .client
+            .broadcast(|| Cmd::Close(futures_channel::oneshot::channel().0));
     }
 }
 

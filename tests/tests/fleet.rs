@@ -1,7 +1,7 @@
 //! bunqueue 2.9.5's PostgreSQL multi-broker mode, for real: one throwaway PostgreSQL 15 and two
 //! bunqueue brokers on it per scenario (every scenario has a namespace of its own on one
-//! shared database server), driven by autobatch clients — one client per broker, since the
-//! client itself talks to one broker.
+//! shared database server), driven by autobatch clients: one client per broker in the first
+//! scenarios, one client on both brokers (`ClientOptions::broker`) in the `one_client_*` ones.
 //!
 //! Nothing is skipped: without PostgreSQL (`apt-get install -y postgresql`, which
 //! `scripts/test.sh` runs when it is missing) or bunqueue (`scripts/bunqueue.sh install`)
@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use autobatch_driver::{Error, Job, JobOptions, Worker, WorkerOptions};
+use autobatch_driver::{ClientOptions, Error, Job, JobOptions, Worker, WorkerOptions};
 use autobatch_tests::fleet::shared_postgres;
 use autobatch_tests::{CountingProxy, Fleet, FleetOptions, RawClient};
 use futures_util::future::{join, join_all};
@@ -493,5 +493,421 @@ fn custom_ids_deduplicate_across_brokers() {
         }
         within::<Tokio, _>("close", c0.close()).await;
         within::<Tokio, _>("close", c1.close()).await;
+    });
+}
+
+// ------------------------------------------------------------------ one client, both brokers
+
+/// Options that reach both brokers of `fleet` from one client (broker 0 first).
+fn both(fleet: &Fleet, base: fn(SocketAddr) -> ClientOptions) -> ClientOptions {
+    let b = fleet.addr(1);
+    base(fleet.addr(0)).broker(b.ip().to_string(), b.port())
+}
+
+/// Two brokers with bunqueue's default 30 s lease: a broker frozen for a few seconds is not
+/// purged and fenced by the other meanwhile.
+fn fleet_long_lease(scenario: &str) -> Fleet {
+    let pg = shared_postgres().unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = FleetOptions::for_tests(2);
+    opts.lease = None;
+    opts.namespace = Some(format!("{scenario}-{}", std::process::id()));
+    Fleet::start_on(pg, opts).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A worker on both brokers of `fleet` recording every job it runs in `runs` (as broker 0:
+/// which broker handed it out is in the worker's per-broker stats).
+async fn worker_on_both(fleet: &Fleet, queue: &str, runs: &Runs) -> Worker<R> {
+    let runs = runs.clone();
+    within::<Tokio, _>(
+        "worker start",
+        Worker::<R>::start(
+            both(fleet, options),
+            WorkerOptions::new(queue)
+                .concurrency(5)
+                .poll_timeout(Duration::from_millis(200)),
+            move |job: Job| {
+                let runs = runs.clone();
+                async move {
+                    let i: i64 = job.data.deserialize().map_err(|e| e.to_string())?;
+                    runs.record(i, 0);
+                    Ok::<_, String>(i)
+                }
+            },
+        ),
+    )
+    .await
+    .expect("worker")
+}
+
+/// One client on both brokers adds in concurrent waves while one worker on both brokers
+/// drains: the adds are spread over both brokers (batches per broker), the worker pulls from
+/// both and settles each job on the broker it came from, and every job runs exactly once —
+/// checked through raw connections to each broker.
+#[test]
+fn one_client_spreads_adds_over_both_brokers() {
+    const N: i64 = 200;
+    let fleet = fleet("one-client");
+    let name = "one-client";
+    Tokio::block_on(async {
+        let runs = Runs::default();
+        let w = worker_on_both(&fleet, name, &runs).await;
+        let client = connect::<Tokio>(both(&fleet, options)).await;
+        assert_eq!(client.brokers().len(), 2);
+        assert!(client.brokers().iter().all(|b| b.connected && b.live));
+        let q = client.queue(name);
+        let mut ids = Vec::new();
+        for wave in (0..N).collect::<Vec<_>>().chunks(25) {
+            let adds = wave.iter().map(|i| q.add("spread", i, JobOptions::new()));
+            for r in within::<Tokio, _>("a wave", join_all(adds)).await {
+                ids.push(r.expect("add"));
+            }
+        }
+        let mut distinct = ids.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), N as usize, "every add has its own id");
+
+        let mut raws = [raw(fleet.addr(0)), raw(fleet.addr(1))];
+        for (k, raw) in raws.iter_mut().enumerate() {
+            eventually::<Tokio>(&format!("broker {k} counts {N} completions"), || {
+                raw.counts(name).completed == N as u64
+            })
+            .await;
+        }
+        let per_broker = client.broker_stats().await;
+        let pulled = w.broker_stats().await;
+        within::<Tokio, _>("worker close", w.close()).await;
+        within::<Tokio, _>("close", client.close()).await;
+
+        let adds: Vec<u64> = per_broker.iter().map(|s| s.session.adds_ok).collect();
+        let received: Vec<u64> = pulled.iter().map(|s| s.session.jobs_received).collect();
+        eprintln!("one client: adds per broker {adds:?}, jobs pulled per broker {received:?}");
+        assert_eq!(adds.iter().sum::<u64>(), N as u64);
+        assert!(
+            adds.iter().all(|&n| n > 0),
+            "both brokers took adds: {adds:?}"
+        );
+        assert_eq!(client.stats().await.session.adds_ok, N as u64);
+        assert!(
+            received.iter().sum::<u64>() >= N as u64,
+            "the worker received every job: {received:?}"
+        );
+        let runs = runs.snapshot();
+        for i in 0..N {
+            let n = runs.get(&i).map_or(0, Vec::len);
+            assert_eq!(n, 1, "job {i} ran {n} times");
+        }
+        for (k, raw) in raws.iter_mut().enumerate() {
+            let c = raw.counts(name);
+            assert_eq!(c.failed, 0, "broker {k}: {c:?}");
+            assert_eq!(total(raw, name), N as u64, "broker {k}: {c:?}");
+        }
+        for id in ids.iter().step_by(17) {
+            assert_eq!(raws[0].state(id), "completed");
+            assert_eq!(raws[1].state(id), "completed");
+        }
+    });
+}
+
+/// The same custom ids added twice at once through one client on both brokers (round-robin
+/// puts the two adds of a pair on different brokers): bunqueue's dedup holds across brokers,
+/// so each pair gets one id and one job exists per id.
+#[test]
+fn one_client_custom_ids_deduplicate_across_its_brokers() {
+    const K: usize = 20;
+    let fleet = fleet("one-client-dedup");
+    let name = "one-client-dedup";
+    Tokio::block_on(async {
+        let client = connect::<Tokio>(both(&fleet, options)).await;
+        let q = client.queue(name);
+        let adds = (0..K).flat_map(|k| {
+            let opts = JobOptions::new().job_id(format!("pair-{k}"));
+            [
+                q.add("dedup", &(k as i64), opts.clone()),
+                q.add("dedup", &(k as i64), opts),
+            ]
+        });
+        let ids: Vec<String> = within::<Tokio, _>("adds", join_all(adds))
+            .await
+            .into_iter()
+            .map(|r| r.expect("add"))
+            .collect();
+        for pair in ids.chunks(2) {
+            assert_eq!(pair[0], pair[1]);
+        }
+        let per_broker = client.broker_stats().await;
+        assert!(
+            per_broker.iter().all(|s| s.session.adds_ok > 0),
+            "both brokers took adds"
+        );
+        for addr in fleet.addrs() {
+            let mut raw = raw(addr);
+            eventually::<Tokio>("counts settle", || total(&mut raw, name) >= K as u64).await;
+            Tokio::sleep(Duration::from_millis(300)).await;
+            assert_eq!(total(&mut raw, name), K as u64, "through {addr}");
+        }
+        within::<Tokio, _>("close", client.close()).await;
+    });
+}
+
+/// One client on both brokers; broker 0 SIGKILLed in the middle of a wave of durable adds
+/// (each its own PUSH). Every add resolves: an id, or a transport error for one that was
+/// written to the killed broker; adds not yet written there go to broker 1. The waves after
+/// the kill all succeed (no add waits on the dead broker). Every acknowledged add is counted
+/// through the survivor exactly once. Broker 0 restarts under its id, the client reconnects
+/// and sends it work again, and a worker on both brokers runs every job once.
+#[test]
+fn one_client_survives_a_broker_killed_mid_wave() {
+    const WAVE: i64 = 20;
+    const KILL_WAVE: i64 = 300;
+    let mut fleet = fleet("one-client-kill");
+    let name = "one-client-kill";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt.block_on(connect::<Tokio>(both(&fleet, fragile_options)));
+    let q = client.queue(name);
+    let durable = JobOptions::new().durable(true);
+    let mut acked: Vec<(i64, String)> = Vec::new();
+    let mut lost = 0usize;
+    let mut next = 0i64;
+    let mut wave = |rt: &tokio::runtime::Runtime, n: i64, kill: Option<&mut Fleet>| {
+        let data: Vec<i64> = (next..next + n).collect();
+        next += n;
+        let adds = join_all(data.iter().map(|j| q.add("kill", j, durable.clone())));
+        let killer = async {
+            if let Some(fleet) = kill {
+                // The adds were handed to the links when first polled (before this): kill
+                // while broker 0 has some of them out.
+                eventually::<Tokio>("adds in flight on broker 0", || {
+                    client.brokers()[0].adds_in_flight > 0
+                })
+                .await;
+                fleet.kill(0).expect("kill broker 0");
+            }
+        };
+        let (results, ()) = rt.block_on(within::<Tokio, _>("a wave", join(adds, killer)));
+        let mut failed = 0;
+        for (j, r) in data.iter().zip(results) {
+            match r {
+                Ok(id) => acked.push((*j, id)),
+                Err(e) => {
+                    assert!(
+                        matches!(
+                            e,
+                            Error::ConnectionLost {
+                                maybe_applied: true
+                            }
+                        ),
+                        "only adds written to the killed broker fail: {e:?}"
+                    );
+                    failed += 1;
+                }
+            }
+        }
+        failed
+    };
+    for _ in 0..3 {
+        assert_eq!(wave(&rt, WAVE, None), 0, "before the kill");
+    }
+    let before = rt.block_on(client.broker_stats());
+    assert!(
+        before.iter().all(|s| s.session.adds_ok > 0),
+        "both took adds"
+    );
+    lost += wave(&rt, KILL_WAVE, Some(&mut fleet));
+    assert!(!client.brokers()[0].connected, "broker 0 is down");
+    for _ in 0..3 {
+        assert_eq!(
+            wave(&rt, WAVE, None),
+            0,
+            "after the kill, adds go to broker 1"
+        );
+    }
+    let withdrawn = rt.block_on(client.broker_stats())[0].session.adds_cancelled;
+    eprintln!(
+        "one-client kill: {} adds acknowledged, {lost} lost with the killed broker (written to it), {withdrawn} withdrawn from it unwritten and sent to broker 1",
+        acked.len()
+    );
+
+    // Counted through the survivor: every acknowledged add is there, with its data.
+    let mut raw1 = raw(fleet.addr(1));
+    rt.block_on(eventually::<Tokio>(
+        "the survivor sees every acknowledged add",
+        || acked.iter().all(|(_, id)| raw1.job(id).is_some()),
+    ));
+    for (j, id) in &acked {
+        let job = raw1.job(id).expect("acknowledged add");
+        assert_eq!(job.data.as_i64(), Some(*j), "{id}");
+    }
+
+    // Broker 0 comes back and takes work again.
+    fleet.restart(0).expect("restart broker 0");
+    rt.block_on(async {
+        eventually::<Tokio>("the client reconnects to broker 0", || {
+            client.brokers()[0].live
+        })
+        .await;
+        let ok0 = client.broker_stats().await[0].session.adds_ok;
+        for _ in 0..100 {
+            if client.broker_stats().await[0].session.adds_ok > ok0 {
+                break;
+            }
+            let data: Vec<i64> = (next..next + WAVE).collect();
+            next += WAVE;
+            let adds = data.iter().map(|j| q.add("kill", j, durable.clone()));
+            for (j, r) in data
+                .iter()
+                .zip(within::<Tokio, _>("a wave", join_all(adds)).await)
+            {
+                acked.push((*j, r.expect("add after the restart")));
+            }
+        }
+        assert!(
+            client.broker_stats().await[0].session.adds_ok > ok0,
+            "the restarted broker takes adds again"
+        );
+
+        // Every job runs exactly once; the acknowledged ones all ran.
+        let runs = Runs::default();
+        let w = worker_on_both(&fleet, name, &runs).await;
+        eventually::<Tokio>("every acknowledged add ran", || {
+            let r = runs.snapshot();
+            acked.iter().all(|(j, _)| r.contains_key(j))
+        })
+        .await;
+        eventually::<Tokio>("the queue is drained", || {
+            let c = raw1.counts(name);
+            c.waiting + c.active + c.delayed + c.prioritized == 0
+        })
+        .await;
+        within::<Tokio, _>("worker close", w.close()).await;
+        let runs = runs.snapshot();
+        assert!(runs.values().all(|v| v.len() == 1), "a job ran twice");
+        let present = total(&mut raw1, name) as usize;
+        assert_eq!(present, runs.len());
+        assert!(
+            (acked.len()..=acked.len() + lost).contains(&present),
+            "{present} jobs, {} acknowledged, {lost} lost",
+            acked.len()
+        );
+        eprintln!(
+            "one-client kill: {} of the {lost} adds lost with the broker had landed",
+            present - acked.len()
+        );
+        within::<Tokio, _>("close", client.close()).await;
+    });
+}
+
+/// One client on both brokers; broker 1 frozen with SIGSTOP. The adds that reached it before
+/// the client noticed wait (the command timeout is longer than the hang guard), but once its
+/// link counts as stalled every add goes to broker 0: waves of adds complete under the hang
+/// guard. After SIGCONT the waiting adds resolve and broker 1 takes work again.
+#[test]
+fn one_client_frozen_broker_does_not_stall_adds() {
+    const WAVE: i64 = 20;
+    let fleet = fleet_long_lease("one-client-freeze");
+    let name = "one-client-freeze";
+    Tokio::block_on(async {
+        let opts = both(&fleet, options)
+            .command_timeout(HANG * 2)
+            .stall_timeout(Duration::from_millis(300));
+        let client = connect::<Tokio>(opts).await;
+        let q = client.queue(name);
+        let add_wave = |from: i64| {
+            let q = q.clone();
+            async move {
+                let adds = (from..from + WAVE).map(|j| q.add("freeze", &j, JobOptions::new()));
+                join_all(adds).await
+            }
+        };
+        for r in within::<Tokio, _>("warm-up", add_wave(0)).await {
+            r.expect("add before the freeze");
+        }
+        fleet.suspend(1).expect("SIGSTOP broker 1");
+        // Sent while the client still takes broker 1 for live: some wait on it.
+        let early = tokio::spawn(add_wave(1000));
+        eventually::<Tokio>("the client marks broker 1 stalled", || {
+            let b = client.brokers();
+            b[0].live && !b[1].live && b[1].connected
+        })
+        .await;
+        let mut ids = Vec::new();
+        for k in 0..5 {
+            for r in
+                within::<Tokio, _>("adds while broker 1 is frozen", add_wave(2000 + k * WAVE)).await
+            {
+                ids.push(r.expect("add while broker 1 is frozen"));
+            }
+        }
+        let mut raw0 = raw(fleet.addr(0));
+        eventually::<Tokio>("broker 0 has every add made during the freeze", || {
+            ids.iter().all(|id| raw0.job(id).is_some())
+        })
+        .await;
+
+        fleet.resume(1).expect("SIGCONT broker 1");
+        let early = within::<Tokio, _>("the early adds after SIGCONT", early)
+            .await
+            .expect("task");
+        let mut waited = 0;
+        for r in early {
+            match r {
+                Ok(_) => waited += 1,
+                Err(e) => assert!(is_transport(&e), "{e:?}"),
+            }
+        }
+        let on1 = client.broker_stats().await[1].session.adds_ok;
+        eprintln!(
+            "one-client freeze: {} adds during the freeze all went to broker 0; of the early wave, {waited} resolved after SIGCONT ({on1} adds acknowledged by broker 1 in all)",
+            ids.len()
+        );
+        eventually::<Tokio>("broker 1 is live again", || client.brokers()[1].live).await;
+        let ok1 = client.broker_stats().await[1].session.adds_ok;
+        for r in within::<Tokio, _>("adds after SIGCONT", add_wave(9000)).await {
+            r.expect("add after SIGCONT");
+        }
+        assert!(
+            client.broker_stats().await[1].session.adds_ok > ok1,
+            "broker 1 takes adds again"
+        );
+        within::<Tokio, _>("close", client.close()).await;
+    });
+}
+
+/// `connect` with one broker down succeeds, the client works through the other, and the
+/// broker that was down joins once it is up.
+#[test]
+fn one_client_connects_with_a_broker_down() {
+    let mut fleet = fleet("one-client-down");
+    let name = "one-client-down";
+    fleet.broker_mut(1).stop().expect("stop broker 1");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt.block_on(connect::<Tokio>(both(&fleet, fragile_options)));
+    let q = client.queue(name);
+    rt.block_on(async {
+        let b = client.brokers();
+        assert!(b[0].live && !b[1].connected, "{b:?}");
+        let adds = (0..20i64).map(|j| q.add("down", &j, JobOptions::new()));
+        for r in within::<Tokio, _>("adds with broker 1 down", join_all(adds)).await {
+            r.expect("add");
+        }
+        within::<Tokio, _>("ping", client.ping())
+            .await
+            .expect("ping");
+    });
+    fleet.restart(1).expect("start broker 1");
+    rt.block_on(async {
+        eventually::<Tokio>("broker 1 joins", || client.brokers()[1].live).await;
+        let adds = (0..20i64).map(|j| q.add("down", &j, JobOptions::new()));
+        for r in within::<Tokio, _>("adds with both up", join_all(adds)).await {
+            r.expect("add");
+        }
+        assert!(client.broker_stats().await[1].session.adds_ok > 0);
+        within::<Tokio, _>("close", client.close()).await;
     });
 }

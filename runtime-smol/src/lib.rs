@@ -43,11 +43,11 @@ use std::time::Instant;
 use autobatch_driver::{AsyncTimer, BoxFuture, Runtime};
 
 pub use autobatch_driver::{
-    ops, ActiveJob, Backoff, BatchConfig, BatchStats, ClientOptions, ClientStats, CloseReport,
-    ConnectError, Debounce, Dedup, Error, EventsOptions, EventsStats, Fault, FlowJobs, FlowNode,
-    FlowRead, FlowTree, FlushReason, Job, JobCounts, JobError, JobOptions, JobOutput, JobState,
-    OptionsError, Outcome, OverflowPolicy, Pending, QueueEvent, Raw, ReconnectConfig, Repeat,
-    Replay, Response, ServerError, ServerErrorKind, ServerInfo, SessionStats, TlsError,
+    ops, ActiveJob, Backoff, BatchConfig, BatchStats, BrokerStatus, ClientOptions, ClientStats,
+    CloseReport, ConnectError, Debounce, Dedup, Error, EventsOptions, EventsStats, Fault, FlowJobs,
+    FlowNode, FlowRead, FlowTree, FlushReason, Job, JobCounts, JobError, JobOptions, JobOutput,
+    JobState, OptionsError, Outcome, OverflowPolicy, Pending, QueueEvent, Raw, ReconnectConfig,
+    Repeat, Replay, Response, ServerError, ServerErrorKind, ServerInfo, SessionStats, TlsError,
     TlsErrorKind, TlsOptions, TlsRoots, ValidationError, Value, WorkerEvent, WorkerOptions,
     DEFAULT_PORT,
 };

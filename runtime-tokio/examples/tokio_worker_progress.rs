@@ -1,7 +1,7 @@
 //! A worker that reports progress and log lines while it works, handles a job it can never do
 //! as unrecoverable, and prints its own events.
 //!
-//! `cargo run -p autobatch-tokio --example worker_progress -- [host:port] [queue]`
+//! `cargo run -p autobatch-tokio --example tokio_worker_progress -- [host:port] [queue]`
 //! (or `BUNQUEUE_ADDR`; default 127.0.0.1:6789, queue `autobatch-progress`). Adds three jobs,
 //! processes them, and stops when none is left waiting.
 

@@ -1,6 +1,6 @@
 //! Prints a queue's events as they happen (tokio).
 //!
-//! `cargo run -p autobatch-tokio --example queue_events -- [host:port] [queue]`
+//! `cargo run -p autobatch-tokio --example tokio_queue_events -- [host:port] [queue]`
 //! (or `BUNQUEUE_ADDR`; default 127.0.0.1:6789, queue `autobatch-example`). Run a producer or
 //! a worker example on the same queue meanwhile to see events.
 

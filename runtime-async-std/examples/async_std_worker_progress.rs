@@ -1,14 +1,14 @@
 //! A worker that reports progress and log lines while it works, handles a job it can never do
 //! as unrecoverable, and prints its own events.
 //!
-//! `cargo run -p autobatch-smol --example worker_progress -- [host:port] [queue]`
+//! `cargo run -p autobatch-async-std --example async_std_worker_progress -- [host:port] [queue]`
 //! (or `BUNQUEUE_ADDR`; default 127.0.0.1:6789, queue `autobatch-progress`). Adds three jobs,
 //! processes them, and stops when none is left waiting.
 
 use std::time::Duration;
 
+use autobatch_async_std::{Client, ClientOptions, JobOptions, Worker, WorkerOptions};
 use autobatch_driver::{ActiveJob, JobError, WorkerEvent};
-use autobatch_smol::{Client, ClientOptions, JobOptions, Worker, WorkerOptions};
 use futures_util::StreamExt;
 
 /// Renders `pages` pages, reporting after each one.
@@ -19,7 +19,7 @@ async fn render(job: ActiveJob) -> Result<String, JobError> {
         return Err(JobError::unrecoverable("nothing to render"));
     }
     for page in 1..=pages {
-        smol::Timer::after(Duration::from_millis(50)).await;
+        async_std::task::sleep(Duration::from_millis(50)).await;
         // Sent at once, never waited for: the job does not pay a round trip per page.
         job.update_progress(f64::from(page) * 100.0 / f64::from(pages))
             .detach();
@@ -30,7 +30,7 @@ async fn render(job: ActiveJob) -> Result<String, JobError> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    smol::block_on(async {
+    async_std::task::block_on(async {
         let mut args = std::env::args().skip(1);
         let addr = args
             .next()
@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let worker =
             Worker::start(options, WorkerOptions::new(&queue).concurrency(2), render).await?;
         let mut events = worker.events();
-        let printer = smol::spawn(async move {
+        async_std::task::spawn(async move {
             while let Some(event) = events.next().await {
                 match event {
                     WorkerEvent::Progress { id, progress, .. } => println!("{id}: {progress:.0}%"),
@@ -59,10 +59,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         });
-        printer.detach();
 
         while q.count().await? > 0 || worker.running() > 0 {
-            smol::Timer::after(Duration::from_millis(200)).await;
+            async_std::task::sleep(Duration::from_millis(200)).await;
         }
         worker.close_with_grace(Duration::from_secs(5)).await;
         client.close().await;

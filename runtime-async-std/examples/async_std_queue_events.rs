@@ -1,11 +1,11 @@
-//! Prints a queue's events as they happen (smol).
+//! Prints a queue's events as they happen (async-std).
 //!
-//! `cargo run -p autobatch-smol --example queue_events -- [host:port] [queue]`
+//! `cargo run -p autobatch-async-std --example async_std_queue_events -- [host:port] [queue]`
 //! (or `BUNQUEUE_ADDR`; default 127.0.0.1:6789, queue `autobatch-example`). Run a producer or
 //! a worker example on the same queue meanwhile to see events.
 
+use autobatch_async_std::{AsyncStdRuntime, ClientOptions};
 use autobatch_driver::{QueueEvent, QueueEvents};
-use autobatch_smol::{ClientOptions, SmolRuntime};
 use futures_util::StreamExt;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -17,8 +17,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let queue = args.next().unwrap_or_else(|| "autobatch-example".into());
     let options = ClientOptions::from_addr(&addr)?;
 
-    smol::block_on(async {
-        let mut events = QueueEvents::<SmolRuntime>::connect(options, &queue).await?;
+    async_std::task::block_on(async {
+        let mut events = QueueEvents::<AsyncStdRuntime>::connect(options, &queue).await?;
         println!("listening to {queue}; Ctrl-C to stop");
         while let Some(event) = events.next().await {
             match event {

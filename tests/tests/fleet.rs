@@ -57,11 +57,17 @@ impl Runs {
 
 /// A worker on `addr` recording every job it runs in `runs` as `broker`.
 async fn worker(addr: SocketAddr, queue: &str, broker: usize, runs: &Runs) -> Worker<R> {
+    worker_with(options(addr), queue, broker, runs).await
+}
+
+/// A worker with `opts` (one broker or several) recording every job it runs in `runs` as
+/// `broker`.
+async fn worker_with(opts: ClientOptions, queue: &str, broker: usize, runs: &Runs) -> Worker<R> {
     let runs = runs.clone();
     within::<Tokio, _>(
         "worker start",
         Worker::<R>::start(
-            options(addr),
+            opts,
             WorkerOptions::new(queue)
                 .concurrency(5)
                 .poll_timeout(Duration::from_millis(200)),
@@ -517,26 +523,7 @@ fn fleet_long_lease(scenario: &str) -> Fleet {
 /// A worker on both brokers of `fleet` recording every job it runs in `runs` (as broker 0:
 /// which broker handed it out is in the worker's per-broker stats).
 async fn worker_on_both(fleet: &Fleet, queue: &str, runs: &Runs) -> Worker<R> {
-    let runs = runs.clone();
-    within::<Tokio, _>(
-        "worker start",
-        Worker::<R>::start(
-            both(fleet, options),
-            WorkerOptions::new(queue)
-                .concurrency(5)
-                .poll_timeout(Duration::from_millis(200)),
-            move |job: Job| {
-                let runs = runs.clone();
-                async move {
-                    let i: i64 = job.data.deserialize().map_err(|e| e.to_string())?;
-                    runs.record(i, 0);
-                    Ok::<_, String>(i)
-                }
-            },
-        ),
-    )
-    .await
-    .expect("worker")
+    worker_with(both(fleet, options), queue, 0, runs).await
 }
 
 /// One client on both brokers adds in concurrent waves while one worker on both brokers

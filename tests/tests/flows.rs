@@ -58,6 +58,22 @@ fn fail(raw: &mut RawClient, id: &str, token: &str, error: &str) {
     assert_eq!(r.get("ok"), Some(&Value::from(true)), "FAIL {id}: {r:?}");
 }
 
+/// Adds the tree `merge` (in `top`) ← `a` ← `a1`, and `merge` ← `b` (in `parts`).
+async fn add_tree<R: autobatch_driver::Runtime>(
+    flows: &FlowProducer<R>,
+    top: &str,
+    parts: &str,
+) -> autobatch_driver::FlowTree {
+    flows
+        .add(
+            node(top, "merge", 0)
+                .child(node(parts, "a", 1).child(node(parts, "a1", 11)))
+                .child(node(parts, "b", 2)),
+        )
+        .await
+        .expect("add flow")
+}
+
 /// A tree of depth 3 lands whole: leaves wait, every parent waits for its children; the
 /// parent runs only after its children, and reads their values.
 async fn tree_children_before_parent<T: Rt>(target: Target) {
@@ -66,14 +82,7 @@ async fn tree_children_before_parent<T: Rt>(target: Target) {
     let top = queue_name::<T>("flow-top");
     let parts = queue_name::<T>("flow-parts");
     let flows = FlowProducer::new(&client);
-    let tree = flows
-        .add(
-            node(&top, "merge", 0)
-                .child(node(&parts, "a", 1).child(node(&parts, "a1", 11)))
-                .child(node(&parts, "b", 2)),
-        )
-        .await
-        .expect("add flow");
+    let tree = add_tree(&flows, &top, &parts).await;
     let a = &tree.children[0];
     let b = &tree.children[1];
     let a1 = &a.children[0];
@@ -140,14 +149,7 @@ async fn get_flow_reads_the_tree<T: Rt>(target: Target) {
     let top = queue_name::<T>("getflow-top");
     let parts = queue_name::<T>("getflow-parts");
     let flows = FlowProducer::new(&client);
-    let tree = flows
-        .add(
-            node(&top, "merge", 0)
-                .child(node(&parts, "a", 1).child(node(&parts, "a1", 11)))
-                .child(node(&parts, "b", 2)),
-        )
-        .await
-        .expect("add flow");
+    let tree = add_tree(&flows, &top, &parts).await;
     let mut raw = raw(server);
     let (id, _, token) = pull(&mut raw, &parts).expect("a leaf is ready");
     ack(&mut raw, &id, &token, Value::Int(7));

@@ -59,7 +59,7 @@ mod worker;
 
 pub use client::{Client, Queue, ServerInfo};
 pub use events::{EventsOptions, EventsStats, QueueEvents};
-pub use flow::{FlowJobs, FlowNode, FlowProducer, FlowRead, FlowTree};
+pub use flow::{FlowJobs, FlowNode, FlowProducer, FlowRead, FlowTree, MAX_FLOW_DEPTH};
 pub use job::{ActiveJob, Pending, MAX_UNANSWERED_JOB_UPDATES};
 pub use links::BrokerStatus;
 pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFAULT_PORT};

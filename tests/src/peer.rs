@@ -265,6 +265,12 @@ impl PeerProcess {
         })
     }
 
+    /// What the script has written to stdout so far: for scripts that announce when they are
+    /// ready before the test goes on.
+    pub fn stdout_so_far(&self) -> String {
+        read_lossy(&self.stdout_path)
+    }
+
     /// SIGKILL the script.
     pub fn kill(&mut self) -> io::Result<()> {
         match self.child.as_mut() {

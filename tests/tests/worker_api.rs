@@ -171,6 +171,49 @@ async fn ts_client_sees_progress_and_logs<T: Rt>(target: Target) {
     within::<T, _>("worker close", worker.close()).await;
 }
 
+/// Interop: bunqueue's own TS `QueueEvents` (a dashboard's view) sees an autobatch worker's
+/// progress, then the job's completion with its return value, in that order.
+async fn ts_queue_events_see_progress<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("tsevents");
+    let listener = autobatch_tests::TsPeer::new("events_ts_listen.ts")
+        .target(server)
+        .options(&serde_json::json!({ "queue": name, "count": 1 }))
+        .spawn()
+        .expect("events_ts_listen.ts started");
+    eventually::<T>("the TS QueueEvents subscribed", || {
+        listener.stdout_so_far().contains("\"ready\"")
+    })
+    .await;
+    let id = add_one::<T>(server, &name, JobOptions::new()).await;
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name),
+        move |job: ActiveJob| async move {
+            job.update_progress(42.0).await?;
+            Ok::<_, JobError>("done by autobatch")
+        },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("completed", || raw.state(&id) == "completed").await;
+    within::<T, _>("worker close", worker.close()).await;
+    let seen = listener
+        .wait()
+        .and_then(|out| out.success())
+        .and_then(|out| out.json_lines())
+        .expect("events_ts_listen.ts ran");
+    assert_eq!(
+        seen,
+        [
+            serde_json::json!({ "ready": true }),
+            serde_json::json!({ "event": "progress", "jobId": id, "data": 42 }),
+            serde_json::json!({ "event": "completed", "jobId": id, "returnvalue": "done by autobatch" }),
+        ],
+    );
+}
+
 /// An unrecoverable error fails the job at once, attempts left or not: one run, state failed.
 async fn unrecoverable_is_not_retried<T: Rt>(target: Target) {
     let server = target.shared();
@@ -649,6 +692,7 @@ macro_rules! all_scenarios {
         scenarios!($rt, $target =>
             progress_and_logs,
             ts_client_sees_progress_and_logs,
+            ts_queue_events_see_progress,
             unrecoverable_is_not_retried,
             plain_error_is_retried,
             delay_moves_to_delayed,

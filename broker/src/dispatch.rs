@@ -231,11 +231,11 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             ..
         } => {
             let remove = raw.get("removeOnFail").and_then(Value::as_bool);
-            shared
+            let applied = shared
                 .lock()
                 .fail(&id, token.as_deref(), error, unrecoverable, remove, now)
                 .map_err(|e| e.to_string())?;
-            Ok(Response::Finalized { applied: true })
+            Ok(Response::Finalized { applied })
         }
         Command::GetJob { id } => shared
             .lock()
@@ -252,10 +252,7 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             let echoed = raw.get("id").cloned().unwrap_or(Value::Undefined);
             Ok(other(vec![("id", echoed), ("result", result)]))
         }
-        Command::Count { queue } => {
-            let c = shared.lock().counts(&queue, now);
-            Ok(Response::Count(c.waiting + c.prioritized + c.delayed))
-        }
+        Command::Count { queue } => Ok(Response::Count(shared.lock().count(&queue, now))),
         Command::GetJobCounts { queue } => Ok(Response::Counts(shared.lock().counts(&queue, now))),
         Command::Other { cmd, body } => housekeeping(shared, conn, &cmd, &body, now),
         // A command a newer core decodes that this broker does not serve yet.

@@ -41,8 +41,8 @@ struct Entry {
 
 #[derive(Default)]
 struct QueueIndex {
-    /// (priority, descending; order: seq, or -seq for lifo) → id.
-    ready: BTreeMap<(Reverse<i64>, i64), String>,
+    /// bunqueue's pull order ([`ReadyKey`]) → id.
+    ready: BTreeMap<ReadyKey, String>,
     /// (run_at rounded up, seq) → id.
     delayed: BTreeMap<(i64, u64), String>,
     prioritized: u64,
@@ -424,7 +424,15 @@ impl State {
         remove: bool,
     ) -> Result<(), FinishError> {
         self.check_lock(id, token)?;
-        let e = self.finish(id)?;
+        if self.retried_in_queue(id) {
+            // bunqueue completes a job that failed and waits for its retry when an ACK for it
+            // arrives late (its "stall-retried" path), whatever the token.
+            self.unfile(id, None)
+                .map_err(|_| FinishError::NotActive(id.to_owned()))?;
+        } else {
+            self.finish(id)?;
+        }
+        let e = self.jobs.get_mut(id).expect("unfiled or finished above");
         e.rec.state = JobState::Completed;
         e.rec.result = result;
         let remove = remove || e.rec.remove_on_complete;
@@ -435,7 +443,16 @@ impl State {
         Ok(())
     }
 
+    /// A job that ran, failed and now waits in its queue for a retry.
+    fn retried_in_queue(&self, id: &str) -> bool {
+        self.jobs.get(id).is_some_and(|e| {
+            matches!(e.rec.state, JobState::Waiting | JobState::Delayed) && e.rec.attempts > 0
+        })
+    }
+
     /// Fails an active job: back to delayed with a backoff while attempts remain, else failed.
+    /// `Ok(false)`: not applied, as bunqueue answers a FAIL with a token for a job that already
+    /// failed and waits for its retry (`already-finalized`).
     pub fn fail(
         &mut self,
         id: &str,
@@ -444,8 +461,12 @@ impl State {
         unrecoverable: bool,
         remove: Option<bool>,
         now: f64,
-    ) -> Result<(), FinishError> {
+    ) -> Result<bool, FinishError> {
+        let had_lock = self.jobs.get(id).is_some_and(|e| e.lock.is_some());
         self.check_lock(id, token)?;
+        if token.is_some_and(|t| !t.is_empty()) && !had_lock && self.retried_in_queue(id) {
+            return Ok(false);
+        }
         let jitter = self.random();
         let e = self.finish(id)?;
         e.rec.attempts += 1;
@@ -467,7 +488,7 @@ impl State {
             self.index(&queue).failed += 1;
             self.retire(id, remove, op);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// A finished job either leaves for good (`removeOnComplete` / `removeOnFail`) or is
@@ -598,6 +619,15 @@ impl State {
         admin::paused_view(counts, q.paused)
     }
 
+    /// `Count`: the jobs waiting to run (waiting, prioritized, delayed), paused or not — as
+    /// bunqueue's, which reports its priority queue's size whatever the pause.
+    pub fn count(&mut self, queue: &str, now: f64) -> u64 {
+        self.promote(queue, now);
+        self.queues
+            .get(queue)
+            .map_or(0, |q| (q.ready.len() + q.delayed.len()) as u64)
+    }
+
     /// Registers a worker on a connection.
     pub fn register_worker(&mut self, id: String, conn: ConnId) {
         self.workers.insert(id, Worker { conn });
@@ -688,9 +718,27 @@ impl State {
     }
 }
 
-fn ready_key(rec: &JobRecord) -> (Reverse<i64>, i64) {
-    let order = rec.seq as i64;
-    (Reverse(rec.priority), if rec.lifo { -order } else { order })
+/// Where a ready job stands, in bunqueue's order (its `comparePriorityEntries`): higher
+/// priority first; at one priority LIFO jobs before FIFO ones, the LIFO ones by id, highest
+/// first; FIFO jobs by run time (a promoted or retried job queues behind the jobs already
+/// due), then by id. Ids are UUIDv7, so equal run times mostly keep the order of adding.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct ReadyKey(Reverse<i64>, Order);
+
+/// See [`ReadyKey`]. The variants' order matters: LIFO before FIFO.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Order {
+    Lifo(Reverse<String>),
+    Fifo(i64, String),
+}
+
+fn ready_key(rec: &JobRecord) -> ReadyKey {
+    let order = if rec.lifo {
+        Order::Lifo(Reverse(rec.id.clone()))
+    } else {
+        Order::Fifo(rec.run_at.floor() as i64, rec.id.clone())
+    };
+    ReadyKey(Reverse(rec.priority), order)
 }
 
 fn update_op(rec: &JobRecord) -> StoreOp {
@@ -801,6 +849,43 @@ mod tests {
         assert_eq!(s.counts("q", 50.0).delayed, 1);
         assert_eq!(s.next_due("q"), Some(100.0));
         assert_eq!(pull(&mut s, 1, 100.0).len(), 1);
+    }
+
+    /// bunqueue 2.9.5, seen by tests/tests/differential.rs: a job that failed and waits for
+    /// its retry is completed by a late ACK, and a second FAIL with the old token is not
+    /// applied (`already-finalized`) rather than refused.
+    #[test]
+    fn late_outcomes_of_a_retried_job() {
+        let mut s = state();
+        let spec = || JobSpec::new("a", Value::Nil).with_options(JobOptions::new().attempts(3));
+        let id = s.push("q", spec(), 0.0);
+        let t = pull(&mut s, 1, 0.0).remove(0).token;
+        assert_eq!(s.fail(&id, t.as_deref(), None, false, None, 0.0), Ok(true));
+        assert_eq!(s.fail(&id, t.as_deref(), None, true, None, 0.0), Ok(false));
+        assert_eq!(s.get_state(&id, 0.0), "delayed");
+        assert_eq!(s.ack(&id, None, Some(Value::Int(7)), false), Ok(()));
+        assert_eq!(s.get_state(&id, 0.0), "completed");
+        assert_eq!(s.get_result(&id), Some(Value::Int(7)));
+        assert_eq!(s.counts("q", 0.0).delayed, 0);
+        // A job that never ran is not completed by an ACK.
+        let fresh = s.push("q", spec(), 0.0);
+        assert!(s.ack(&fresh, None, None, false).is_err());
+    }
+
+    /// A promoted job queues behind the jobs already due (its run time becomes now).
+    #[test]
+    fn promoted_job_queues_behind_due_jobs() {
+        let mut s = state();
+        let later = JobOptions::new().delay(Duration::from_secs(3600));
+        let d = s.push("q", JobSpec::new("d", Value::Nil).with_options(later), 0.0);
+        let a = s.push("q", JobSpec::new("a", Value::Nil), 1.0);
+        assert!(s.promote_job(&d, 5.0));
+        let b = s.push("q", JobSpec::new("b", Value::Nil), 9.0);
+        let got: Vec<String> = pull(&mut s, 3, 10.0)
+            .into_iter()
+            .map(|p| p.job.id)
+            .collect();
+        assert_eq!(got, [a, d, b]);
     }
 
     #[test]

@@ -48,14 +48,14 @@ pub(super) fn serve(
             }
         }),
         "Promote" => answer::<Promote>(body, |op| {
-            if shared.lock().promote_job(&op.id) {
+            if shared.lock().promote_job(&op.id, now) {
                 Ok(())
             } else {
                 Err("Job not found or not delayed".into())
             }
         }),
         "PromoteJobs" => answer::<PromoteJobs>(body, |op| {
-            Ok(shared.lock().promote_jobs(&op.queue, op.count))
+            Ok(shared.lock().promote_jobs(&op.queue, op.count, now))
         }),
         "ChangePriority" => answer::<ChangePriority>(body, |op| {
             if shared.lock().change_priority(&op.id, op.priority, op.lifo) {

@@ -119,8 +119,9 @@ impl State {
         self.forget_queue_if_idle(queue);
     }
 
-    /// Promote: makes a delayed job waiting now. False if it is not delayed.
-    pub fn promote_job(&mut self, id: &str) -> bool {
+    /// Promote: makes a delayed job waiting now (its run time becomes `now`, so it queues
+    /// behind the jobs already due, as in bunqueue). False if it is not delayed.
+    pub fn promote_job(&mut self, id: &str, now: f64) -> bool {
         let Some(e) = self.jobs.get_mut(id) else {
             return false;
         };
@@ -132,6 +133,7 @@ impl State {
         };
         q.delayed.remove(&(e.rec.run_at.ceil() as i64, e.rec.seq));
         e.rec.state = JobState::Waiting;
+        e.rec.run_at = e.rec.run_at.min(now);
         if e.rec.priority > 0 {
             q.prioritized += 1;
         }
@@ -240,13 +242,13 @@ impl State {
 impl State {
     /// PromoteJobs: makes up to `count` delayed jobs of `queue` (all when `None`) waiting
     /// now, soonest due first; how many.
-    pub fn promote_jobs(&mut self, queue: &str, count: Option<u64>) -> u64 {
+    pub fn promote_jobs(&mut self, queue: &str, count: Option<u64>, now: f64) -> u64 {
         let Some(q) = self.queues.get(queue) else {
             return 0;
         };
         let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
         let ids: Vec<String> = q.delayed.values().take(n).cloned().collect();
-        ids.iter().filter(|id| self.promote_job(id)).count() as u64
+        ids.iter().filter(|id| self.promote_job(id, now)).count() as u64
     }
 }
 
@@ -318,7 +320,7 @@ impl State {
     /// Takes a waiting or delayed job out of its index, or an active one out of the active
     /// set (its lock checked against `token` first). The job is left in no index: the caller
     /// files it again.
-    fn unfile(&mut self, id: &str, token: Option<&str>) -> Result<(), MoveError> {
+    pub(super) fn unfile(&mut self, id: &str, token: Option<&str>) -> Result<(), MoveError> {
         self.check_lock(id, token).map_err(MoveError::Lock)?;
         let e = self.jobs.get(id).ok_or(MoveError::NotFound)?;
         let rec = &e.rec;
@@ -537,8 +539,8 @@ mod tests {
         let b = push(&mut s, JobOptions::new());
         let d = push(&mut s, later());
         // Promote only a delayed job, once.
-        assert!(s.promote_job(&d));
-        assert!(!s.promote_job(&d));
+        assert!(s.promote_job(&d, 0.0));
+        assert!(!s.promote_job(&d, 0.0));
         // Priority moves b ahead of a.
         assert!(s.change_priority(&b, 5, None));
         assert!(!s.change_priority("nope", 5, None));
@@ -572,7 +574,7 @@ mod tests {
         pull_ids(&mut s, 1);
         s.obliterate("q");
         assert!(s.list_jobs("q", &[], 0, 10, true, 2000.0).is_empty());
-        assert_eq!(s.promote_jobs("q", None), 0);
+        assert_eq!(s.promote_jobs("q", None, 0.0), 0);
         assert!(s.queue_names().is_empty());
     }
 }

@@ -254,6 +254,12 @@ fn batches_retries_and_moves() {
     );
     assert_eq!(kind(&e), ("delayed".into(), ids[1].clone()));
     assert_eq!(field(&e, "delay"), &int(5000));
+    // A queued job's new delay emits nothing (2.9.5): the next event is the ACKB's.
+    let r = p.call(
+        "ChangeDelay",
+        vec![("id", s(&ids[1])), ("delay", int(9000))],
+    );
+    assert!(ok(&r), "{r:?}");
     // ACKB: one `completed` per job, with its result.
     let r = p.call(
         "ACKB",

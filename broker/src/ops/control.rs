@@ -74,17 +74,14 @@ pub(super) fn serve(
                 })
         }),
         "MoveToDelayed" => answer::<MoveToDelayed>(body, |op| {
-            let mut state = shared.lock();
-            state
+            shared
+                .lock()
                 .delay_job(&op.id, op.delay, op.token.as_deref(), now)
                 .map_err(|e| match e {
                     MoveError::NotFound => "Job not found".into(),
                     MoveError::State(s) => format!("Job is not active (current state: {s})"),
                     MoveError::Lock(e) => e.to_string(),
-                })?;
-            // bunqueue's moveJobToDelayed emits `delayed`; ChangeDelay emits nothing.
-            state.emit_delayed(&op.id, op.delay);
-            Ok(())
+                })
         }),
         "Discard" => answer::<Discard>(body, |op| {
             shared

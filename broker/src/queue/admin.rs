@@ -127,8 +127,8 @@ impl State {
         removed
     }
 
-    /// bunqueue's `delayed` event (MoveToDelayed), `delay` in ms.
-    pub fn emit_delayed(&self, id: &str, delay: u64) {
+    /// bunqueue's `delayed` event, `delay` in ms.
+    fn emit_delayed(&self, id: &str, delay: u64) {
         if let Some(e) = self.jobs.get(id) {
             let queue = e.rec.queue.as_str();
             self.events.emit(queue, "delayed", |ts| {
@@ -436,8 +436,17 @@ impl State {
         token: Option<&str>,
         now: f64,
     ) -> Result<(), MoveError> {
+        let was_active = self
+            .jobs
+            .get(id)
+            .is_some_and(|e| e.rec.state == JobState::Active);
         self.unfile(id, token)?;
         self.refile(id, now + delay as f64, now);
+        if was_active {
+            // 2.9.5 (`changeDelay`, behind both MoveToDelayed and ChangeDelay): `delayed` when
+            // an active job moves; a queued job's new delay emits nothing.
+            self.emit_delayed(id, delay);
+        }
         Ok(())
     }
 

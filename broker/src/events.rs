@@ -32,11 +32,14 @@ pub(crate) trait EventSink: Send + Sync {
     fn push_event(&self, frame: Vec<u8>);
 }
 
+/// A subscribed connection and where its frames go.
+type Subscriber = (ConnId, Arc<dyn EventSink>);
+
 /// The subscriptions of one broker, kept inside the queue state (under its lock).
 #[derive(Default)]
 pub(crate) struct Events {
     /// Subscribers by queue name.
-    queues: HashMap<String, Vec<(ConnId, Arc<dyn EventSink>)>>,
+    queues: HashMap<String, Vec<Subscriber>>,
     /// The queue each subscribed connection listens to.
     conns: HashMap<ConnId, String>,
 }

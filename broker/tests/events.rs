@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::Read;
+use std::io::{ErrorKind, Read};
 use std::time::{Duration, Instant};
 
 use autobatch_broker::{BrokerConfig, EmbeddedBroker};
@@ -376,15 +376,16 @@ fn closed(c: &mut Raw) -> bool {
         .unwrap();
     let mut buf = vec![0u8; 1 << 20];
     let deadline = Instant::now() + Duration::from_secs(10);
-    let r = loop {
+    loop {
         match c.s.read(&mut buf) {
-            Ok(0) => break true,
+            Ok(0) => return true,
             Ok(_) if Instant::now() < deadline => continue,
-            Ok(_) => break false,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break false,
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => break false,
-            Err(_) => break true,
+            Ok(_) => return false,
+            // No more bytes for a while, and no end: still open.
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return false
+            }
+            Err(_) => return true,
         }
-    };
-    r
+    }
 }

@@ -77,11 +77,17 @@ impl Events {
         self.conns.len()
     }
 
+    /// Whether any connection is subscribed (the check the hot path pays).
+    #[inline]
+    pub fn listening(&self) -> bool {
+        !self.conns.is_empty()
+    }
+
     /// Whether an event of `queue` would go anywhere (for callers that must copy something
     /// before they know).
     #[inline]
     pub fn wants(&self, queue: &str) -> bool {
-        !self.conns.is_empty() && self.queues.contains_key(queue)
+        self.listening() && self.queues.contains_key(queue)
     }
 
     /// Sends one event of `queue` to its subscribers. `fields` builds the keys after
@@ -89,7 +95,7 @@ impl Events {
     #[inline]
     pub fn emit(&self, queue: &str, event_type: &str, fields: impl FnOnce(f64) -> Fields) {
         // The hot path without subscribers: one check, nothing built.
-        if self.conns.is_empty() {
+        if !self.listening() {
             return;
         }
         let Some(subs) = self.queues.get(queue) else {
@@ -124,13 +130,13 @@ impl Events {
     }
 }
 
-/// `{eventType, queue, jobId, timestamp}`: bunqueue's `pushed` and `pulled`.
-pub(crate) fn job_event(queue: &str, id: &str) -> impl FnOnce(f64) -> Fields {
-    let (queue, id) = (Value::from(queue), Value::from(id));
+/// `{eventType, queue, jobId, timestamp}`: bunqueue's `pushed` and `pulled`. Borrows until
+/// the event is built, so that nothing is copied when nobody listens.
+pub(crate) fn job_event<'a>(queue: &'a str, id: &'a str) -> impl FnOnce(f64) -> Fields + 'a {
     move |ts| {
         vec![
-            ("queue", queue),
-            ("jobId", id),
+            ("queue", Value::from(queue)),
+            ("jobId", Value::from(id)),
             ("timestamp", Value::F64(ts)),
         ]
     }

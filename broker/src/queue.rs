@@ -938,6 +938,10 @@ impl State {
         if message.is_some() {
             x.message = message;
         }
+        // No subscriber anywhere: not even the job's queue is looked up.
+        if !self.events.listening() {
+            return Ok(());
+        }
         let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
             return Ok(());
         };

@@ -22,11 +22,10 @@ pub(super) fn paused_view(mut counts: JobCounts, paused: bool) -> JobCounts {
 }
 
 /// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
-fn queue_event(queue: &str) -> impl FnOnce(f64) -> Fields {
-    let queue = Value::from(queue);
+fn queue_event(queue: &str) -> impl FnOnce(f64) -> Fields + '_ {
     move |ts| {
         vec![
-            ("queue", queue),
+            ("queue", Value::from(queue)),
             ("jobId", Value::from("")),
             ("timestamp", Value::F64(ts)),
         ]
@@ -116,7 +115,11 @@ impl State {
     /// Cancel: removes a waiting or delayed job. False for an unknown, active or finished
     /// one (bunqueue's `Job not found or cannot be cancelled`).
     pub fn cancel(&mut self, id: &str) -> bool {
-        let queue = self.jobs.get(id).map(|e| e.rec.queue.clone());
+        let queue = self
+            .jobs
+            .get(id)
+            .filter(|_| self.events.listening())
+            .map(|e| e.rec.queue.clone());
         let removed = self.take_out(id);
         if let (true, Some(queue)) = (removed, queue) {
             // bunqueue's `removed` says `prev: "waiting"` for a delayed job too.

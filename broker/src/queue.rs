@@ -233,6 +233,9 @@ impl State {
         if let Some(k) = &o.unique_key {
             if let Some(id) = self.unique.get(&(queue.to_owned(), k.clone())) {
                 if self.jobs.get(id).is_some_and(|e| e.rec.state.is_live()) {
+                    // 2.9.5 (`pushDeduplication`): `duplicated`, with the live job's id. A live
+                    // custom id returns its job silently, as there.
+                    self.events.emit(queue, "duplicated", job_event(queue, id));
                     return id.clone();
                 }
             }

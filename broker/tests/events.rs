@@ -273,6 +273,24 @@ fn batches_retries_and_moves() {
     let e = event(&mut sub);
     assert_eq!(kind(&e), ("completed".into(), ids[2].clone()));
     assert_eq!(field(&e, "data"), &int(7));
+    // An add deduplicated by a live unique key: `duplicated` with the live job's id.
+    let first = push(
+        &mut p,
+        "more",
+        Value::Map(vec![]),
+        vec![("uniqueKey", s("u1"))],
+    );
+    assert_eq!(kind(&event(&mut sub)), ("pushed".into(), first.clone()));
+    let again = push(
+        &mut p,
+        "more",
+        Value::Map(vec![]),
+        vec![("uniqueKey", s("u1"))],
+    );
+    assert_eq!(again, first);
+    let e = event(&mut sub);
+    assert_eq!(keys(&e), ["eventType", "queue", "jobId", "timestamp"]);
+    assert_eq!(kind(&e), ("duplicated".into(), first));
     // Pause and resume: queue events with an empty jobId.
     assert!(ok(&p.call("Pause", vec![("queue", s("more"))])));
     assert!(ok(&p.call("Resume", vec![("queue", s("more"))])));

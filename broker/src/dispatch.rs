@@ -17,6 +17,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::auth::token_matches;
 use crate::config::BrokerConfig;
+use crate::events::EventSink;
 use crate::framing::Budget;
 use crate::queue::{ConnId, FinishError, PullSpec, State, DEFAULT_LOCK_TTL};
 
@@ -67,6 +68,8 @@ impl Shared {
 pub(crate) struct Conn {
     pub id: ConnId,
     pub authed: AtomicBool,
+    /// Where this connection's event frames go once it subscribes (its outbox).
+    pub events: Arc<dyn EventSink>,
 }
 
 /// Wall clock, epoch ms.
@@ -484,14 +487,24 @@ fn housekeeping(
     let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_owned);
     let data = |d: Value| other(vec![("data", d)]);
     match cmd {
-        // No events are pushed; the subscription is acknowledged only (the TS Worker
-        // subscribes for `stalled` and must keep working). `events: false`, a key bunqueue
-        // does not send and TS clients ignore, lets autobatch's QueueEvents refuse honestly.
-        "SubscribeEvents" => Ok(other(vec![
-            ("id", Value::Undefined),
-            ("events", Value::from(false)),
-        ])),
-        "UnsubscribeEvents" => Ok(Response::Done),
+        // One subscription per connection, replaced by the next (see `events.rs`). The queue
+        // name is validated as bunqueue does (`Queue name is required`, …).
+        "SubscribeEvents" => {
+            let queue = body
+                .get("queue")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            validate_queue_name(queue).map_err(|e| e.message)?;
+            shared
+                .lock()
+                .events
+                .subscribe(conn.id, queue, conn.events.clone());
+            Ok(Response::Done)
+        }
+        "UnsubscribeEvents" => {
+            shared.lock().events.unsubscribe(conn.id);
+            Ok(Response::Done)
+        }
         "RegisterWorker" => {
             let id = text("workerId").unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
             shared.lock().register_worker(id.clone(), conn.id);

@@ -44,6 +44,7 @@ mod config;
 mod dispatch;
 mod embedded;
 mod error;
+mod events;
 mod framing;
 mod ops;
 mod queue;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use autobatch_core::wire::{Backoff, Job, JobCounts, JobSpec, Value};
 use tokio::sync::Notify;
 
+use crate::events::{job_event, js_number, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
@@ -114,6 +115,9 @@ pub(crate) struct State {
     recorded: u64,
     /// Progress and log lines, kept in memory only (see `ops/job.rs`).
     extras: HashMap<String, JobExtras>,
+    /// Event subscriptions: state changes are published under the state's lock, so every
+    /// subscriber sees them in order.
+    pub events: Events,
 }
 
 impl State {
@@ -132,6 +136,7 @@ impl State {
             store,
             recorded: 0,
             extras: HashMap::new(),
+            events: Events::default(),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
@@ -228,6 +233,9 @@ impl State {
         if let Some(k) = &o.unique_key {
             if let Some(id) = self.unique.get(&(queue.to_owned(), k.clone())) {
                 if self.jobs.get(id).is_some_and(|e| e.rec.state.is_live()) {
+                    // 2.9.5 (`pushDeduplication`): `duplicated`, with the live job's id. A live
+                    // custom id returns its job silently, as there.
+                    self.events.emit(queue, "duplicated", job_event(queue, id));
                     return id.clone();
                 }
             }
@@ -274,6 +282,8 @@ impl State {
         if ready {
             self.index(&queue).notify.notify_waiters();
         }
+        // bunqueue: `pushed` for every added job, delayed ones included (not `delayed`).
+        self.events.emit(&queue, "pushed", job_event(&queue, &id));
         id
     }
 
@@ -373,6 +383,8 @@ impl State {
                 self.held.entry(c).or_default().insert(id);
             }
             self.record(op);
+            self.events
+                .emit(spec.queue, "pulled", job_event(spec.queue, &job.id));
             out.push(Pulled { job, token });
         }
         out
@@ -438,6 +450,15 @@ impl State {
         let remove = remove || e.rec.remove_on_complete;
         let queue = e.rec.queue.clone();
         let op = update_op(&e.rec);
+        if self.events.wants(&queue) {
+            // `data`: the return value (msgpackr's undefined when the ACK carried none).
+            let data = self.jobs.get(id).and_then(|e| e.rec.result.clone());
+            self.events.emit(&queue, "completed", |ts| {
+                let mut f = job_event(&queue, id)(ts);
+                f.push(("data", data.unwrap_or(Value::Undefined)));
+                f
+            });
+        }
         self.index(&queue).completed += 1;
         self.retire(id, remove, op);
         Ok(())
@@ -473,6 +494,17 @@ impl State {
         e.rec.failed_reason = error;
         let retry = !unrecoverable && e.rec.attempts < e.rec.max_attempts;
         let queue = e.rec.queue.clone();
+        // What the `failed` event carries, copied only when someone listens.
+        let event = if self.events.wants(&queue) {
+            self.jobs
+                .get(id)
+                .map(|e| (e.rec.failed_reason.clone(), e.rec.data.clone()))
+        } else {
+            None
+        };
+        let Some(e) = self.jobs.get_mut(id) else {
+            return Err(FinishError::NotActive(id.to_owned()));
+        };
         if retry {
             let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
             e.rec.run_at = now + delay;
@@ -487,6 +519,25 @@ impl State {
             let op = update_op(&e.rec);
             self.index(&queue).failed += 1;
             self.retire(id, remove, op);
+        }
+        // bunqueue: `failed` (terminal or not), then `retried` when it runs again.
+        if let Some((error, data)) = event {
+            self.events.emit(&queue, "failed", |ts| {
+                let mut f = job_event(&queue, id)(ts);
+                f.extend([
+                    ("error", error.map_or(Value::Undefined, Value::from)),
+                    ("data", data),
+                    ("terminal", Value::from(!retry)),
+                ]);
+                f
+            });
+            if retry {
+                self.events.emit(&queue, "retried", |ts| {
+                    let mut f = job_event(&queue, id)(ts);
+                    f.push(("prev", Value::from("failed")));
+                    f
+                });
+            }
         }
         Ok(true)
     }
@@ -561,6 +612,7 @@ impl State {
 
     /// A connection closed: its jobs go back to waiting, its workers are unregistered.
     pub fn release_conn(&mut self, conn: ConnId) {
+        self.events.unsubscribe(conn);
         if let Some(ids) = self.held.remove(&conn) {
             for id in ids {
                 if self.jobs.get(&id).is_some_and(|e| e.conn == Some(conn)) {
@@ -973,6 +1025,28 @@ impl State {
         x.progress = progress.clamp(0.0, 100.0);
         if message.is_some() {
             x.message = message;
+        }
+        // No subscriber anywhere: not even the job's queue is looked up.
+        if !self.events.listening() {
+            return Ok(());
+        }
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
+            return Ok(());
+        };
+        if self.events.wants(queue) {
+            let p = js_number(x.progress);
+            let message = x.message.clone().map_or(Value::Nil, Value::from);
+            let (q, j) = (Value::from(queue), Value::from(id));
+            // bunqueue's key order here: jobId before queue.
+            self.events.emit(queue, "progress", |ts| {
+                vec![
+                    ("jobId", j),
+                    ("queue", q),
+                    ("timestamp", Value::F64(ts)),
+                    ("progress", p.clone()),
+                    ("data", Value::map([("progress", p), ("message", message)])),
+                ]
+            });
         }
         Ok(())
     }

@@ -17,6 +17,7 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::dispatch::{error_frame, handle, max_large_decodes, now_ms, Conn, Shared};
 use crate::error::context;
+use crate::events::EventSink;
 use crate::framing::{Assembler, Budget, Refusal};
 use crate::queue::State;
 use crate::store::{MemoryStore, SqliteStore, Store};
@@ -227,15 +228,21 @@ struct Outbox {
     /// The write budget was exceeded or the socket failed: the connection must close.
     broken: AtomicBool,
     changed: Notify,
+    /// Signalled once when the outbox breaks, with a stored permit: the read loop, blocked on
+    /// a socket an event subscriber never writes to, wakes and closes the connection.
+    cut: Notify,
 }
 
 impl Outbox {
     fn send(&self, frame: Vec<u8>) {
+        if self.is_broken() {
+            // The connection is being cut: nothing more is queued for it.
+            return;
+        }
         let n = frame.len();
         if self.pending.fetch_add(n, Ordering::AcqRel) + n > self.max {
             self.pending.fetch_sub(n, Ordering::AcqRel);
-            self.broken.store(true, Ordering::Release);
-            self.changed.notify_waiters();
+            self.break_off();
             return;
         }
         if self.tx.send(Some(frame)).is_err() {
@@ -247,8 +254,24 @@ impl Outbox {
         let _ = self.tx.send(None);
     }
 
+    /// Marks the connection for closing and wakes whoever waits on it.
+    fn break_off(&self) {
+        if !self.broken.swap(true, Ordering::AcqRel) {
+            self.cut.notify_one();
+        }
+        self.changed.notify_waiters();
+    }
+
     fn is_broken(&self) -> bool {
         self.broken.load(Ordering::Acquire)
+    }
+}
+
+/// Event frames go through the outbox like replies, under the same write budget
+/// (see [`crate::events`]).
+impl EventSink for Outbox {
+    fn push_event(&self, frame: Vec<u8>) {
+        self.send(frame);
     }
 }
 
@@ -277,8 +300,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             break;
         }
         if !buf.is_empty() && wr.write_all(&buf).await.is_err() {
-            out.broken.store(true, Ordering::Release);
-            out.changed.notify_waiters();
+            out.break_off();
             break;
         }
         out.pending.fetch_sub(buf.len(), Ordering::AcqRel);
@@ -354,10 +376,6 @@ async fn serve_connection<Rd, Wr>(
     let shared = counted.0.clone();
     let _counted = counted;
     let config = &shared.config;
-    let conn = Arc::new(Conn {
-        id: shared.next_conn.fetch_add(1, Ordering::Relaxed),
-        authed: AtomicBool::new(false),
-    });
     let needs_auth = !config.auth_tokens.is_empty();
     let (tx, rx) = mpsc::unbounded_channel();
     let out = Arc::new(Outbox {
@@ -366,8 +384,14 @@ async fn serve_connection<Rd, Wr>(
         max: config.max_write_queue_bytes,
         broken: AtomicBool::new(false),
         changed: Notify::new(),
+        cut: Notify::new(),
     });
     let writer = tokio::spawn(write_loop(wr, rx, out.clone()));
+    let conn = Arc::new(Conn {
+        id: shared.next_conn.fetch_add(1, Ordering::Relaxed),
+        authed: AtomicBool::new(false),
+        events: out.clone(),
+    });
     let slots = Arc::new(Semaphore::new(config.max_handlers_per_connection.max(1)));
     let mut handlers = JoinSet::new();
     let mut frames = Assembler::new(shared.budget.clone());
@@ -401,7 +425,7 @@ async fn serve_connection<Rd, Wr>(
             },
             _ = sleep_until(deadline) => break Close::Stalled,
             _ = stopped(&mut stop) => break Close::Stop,
-            _ = out.changed.notified(), if out.is_broken() => break Close::Gone,
+            _ = out.cut.notified() => break Close::Gone,
         };
         let now = tokio::time::Instant::now();
         let mut input = &buf[..n];
@@ -484,6 +508,11 @@ async fn serve_connection<Rd, Wr>(
         _ => false,
     };
     out.close();
+    if out.is_broken() {
+        // Cut for its write budget, the writer may be stuck on a peer that does not read:
+        // dropping it closes the socket instead of waiting for that peer.
+        writer.abort();
+    }
     let _ = writer.await;
     if linger && !out.is_broken() {
         let _ = tokio::time::timeout(LINGER, async {

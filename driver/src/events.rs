@@ -215,8 +215,8 @@ impl EventHook {
         }
         self.subscribing = None;
         match result {
-            // autobatch-broker acknowledges subscriptions but pushes no events, and says so:
-            // a stream that would stay silent is refused instead.
+            // An older autobatch-broker acknowledged subscriptions but pushed no events, and
+            // said so (`events: false`): a stream that would stay silent is refused instead.
             Ok(Response::Other(body)) if body.get("events") == Some(&Value::Bool(false)) => {
                 let e = Error::Server(ServerError::from(format!(
                     "SubscribeEvents is not supported by this server ({}): it pushes no events",

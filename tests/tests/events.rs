@@ -1,7 +1,7 @@
-//! QueueEvents for every runtime against the real bunqueue 2.9.5: the events a job's life
-//! produces (caused through an independent connection, [`RawClient::command`]), the gap
-//! reported after a connection cut, the slow-consumer policy, and events caused by
-//! bunqueue's own TS client arriving in order.
+//! QueueEvents for every runtime against the real bunqueue 2.9.5 and against autobatch-broker:
+//! the events a job's life produces (caused through an independent connection,
+//! [`RawClient::command`]), the gap reported after a connection cut, the slow-consumer policy,
+//! and events caused by bunqueue's own TS client arriving in order.
 
 mod common;
 
@@ -322,32 +322,6 @@ async fn ts_producer_and_worker_events<T: Rt>(target: Target) {
     events.close().await;
 }
 
-/// autobatch-broker pushes no events and says so in its acknowledgement: QueueEvents
-/// refuses to start rather than stay silent.
-async fn broker_refuses_honestly<T: Rt>(target: Target) {
-    let server = target.shared();
-    let name = queue_name::<T>("ev-broker");
-    let r = QueueEvents::<T::R>::connect_with(
-        T::R::default(),
-        options(server),
-        &name,
-        EventsOptions::default(),
-    )
-    .await;
-    match r {
-        Err(ConnectError::Handshake(Error::Server(e))) => {
-            assert!(e.message().contains("pushes no events"), "{e}")
-        }
-        other => panic!("expected the broker's refusal, got {other:?}"),
-    }
-    // The subscription is still acknowledged for TS clients (a raw SubscribeEvents is ok).
-    let mut raw = raw(server);
-    let r = raw
-        .command("SubscribeEvents", &[("queue", Value::from(name.as_str()))])
-        .expect("SubscribeEvents");
-    assert_eq!(r.get("ok"), Some(&Value::from(true)));
-}
-
 macro_rules! scenarios {
     ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
         #[test]
@@ -373,12 +347,14 @@ mod smol_bunqueue {
 mod async_std_bunqueue {
     all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
 }
+// autobatch-broker pushes events as bunqueue does (broker/src/events.rs): every scenario runs
+// against it too.
 mod tokio_broker {
-    scenarios!(super::Tokio, autobatch_tests::Target::Broker => bad_queue_name, broker_refuses_honestly);
+    all_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
 }
 mod smol_broker {
-    scenarios!(super::Smol, autobatch_tests::Target::Broker => bad_queue_name, broker_refuses_honestly);
+    all_scenarios!(super::Smol, autobatch_tests::Target::Broker);
 }
 mod async_std_broker {
-    scenarios!(super::AsyncStd, autobatch_tests::Target::Broker => bad_queue_name, broker_refuses_honestly);
+    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
 }

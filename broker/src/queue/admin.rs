@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use autobatch_core::wire::{Job, JobCounts, JobState as WireState};
+use autobatch_core::wire::{Job, JobCounts, JobState as WireState, Value};
+
+use crate::events::{js_number, Fields};
 
 use super::{ready_key, state_name, update_op, wire_job, FinishError, JobState, State, StoreOp};
 
@@ -19,10 +21,39 @@ pub(super) fn paused_view(mut counts: JobCounts, paused: bool) -> JobCounts {
     counts
 }
 
+/// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
+fn queue_event(queue: &str) -> impl FnOnce(f64) -> Fields + '_ {
+    move |ts| {
+        vec![
+            ("queue", Value::from(queue)),
+            ("jobId", Value::from("")),
+            ("timestamp", Value::F64(ts)),
+        ]
+    }
+}
+
+/// `{jobId, queue, timestamp, …extra}`: the key order of bunqueue's job-management events
+/// (`removed`, `delayed`, `waiting`).
+fn id_first<const N: usize>(
+    queue: &str,
+    id: &str,
+    ts: f64,
+    extra: [(&'static str, Value); N],
+) -> Fields {
+    let mut f = vec![
+        ("jobId", Value::from(id)),
+        ("queue", Value::from(queue)),
+        ("timestamp", Value::F64(ts)),
+    ];
+    f.extend(extra);
+    f
+}
+
 impl State {
     /// Pauses `queue`: pulls hand out nothing until [`resume`](Self::resume).
     pub fn pause(&mut self, queue: &str) {
         self.index(queue).paused = true;
+        self.events.emit(queue, "paused", queue_event(queue));
     }
 
     /// Resumes `queue`, waking its long-polls.
@@ -32,6 +63,7 @@ impl State {
             q.notify.notify_waiters();
         }
         self.forget_queue_if_idle(queue);
+        self.events.emit(queue, "resumed", queue_event(queue));
     }
 
     /// Whether `queue` is paused.
@@ -83,7 +115,29 @@ impl State {
     /// Cancel: removes a waiting or delayed job. False for an unknown, active or finished
     /// one (bunqueue's `Job not found or cannot be cancelled`).
     pub fn cancel(&mut self, id: &str) -> bool {
-        self.take_out(id)
+        let queue = self
+            .jobs
+            .get(id)
+            .filter(|_| self.events.listening())
+            .map(|e| e.rec.queue.clone());
+        let removed = self.take_out(id);
+        if let (true, Some(queue)) = (removed, queue) {
+            // bunqueue's `removed` says `prev: "waiting"` for a delayed job too.
+            self.events.emit(&queue, "removed", |ts| {
+                id_first(&queue, id, ts, [("prev", Value::from("waiting"))])
+            });
+        }
+        removed
+    }
+
+    /// bunqueue's `delayed` event, `delay` in ms.
+    fn emit_delayed(&self, id: &str, delay: u64) {
+        if let Some(e) = self.jobs.get(id) {
+            let queue = e.rec.queue.as_str();
+            self.events.emit(queue, "delayed", |ts| {
+                id_first(queue, id, ts, [("delay", js_number(delay as f64))])
+            });
+        }
     }
 
     /// Obliterate: every job of `queue` in every state, and the queue itself (its pause
@@ -387,8 +441,17 @@ impl State {
         token: Option<&str>,
         now: f64,
     ) -> Result<(), MoveError> {
+        let was_active = self
+            .jobs
+            .get(id)
+            .is_some_and(|e| e.rec.state == JobState::Active);
         self.unfile(id, token)?;
         self.refile(id, now + delay as f64, now);
+        if was_active {
+            // 2.9.5 (`changeDelay`, behind both MoveToDelayed and ChangeDelay): `delayed` when
+            // an active job moves; a queued job's new delay emits nothing.
+            self.emit_delayed(id, delay);
+        }
         Ok(())
     }
 
@@ -420,8 +483,16 @@ impl State {
         match e.rec.state {
             JobState::Waiting => Ok(()),
             JobState::Active | JobState::Delayed => {
+                let was_active = e.rec.state == JobState::Active;
+                let queue = e.rec.queue.clone();
                 self.unfile(id, token)?;
                 self.refile(id, now, now);
+                if was_active {
+                    // bunqueue's moveActiveToWait: `waiting` with `prev: "active"`.
+                    self.events.emit(&queue, "waiting", |ts| {
+                        id_first(&queue, id, ts, [("prev", Value::from("active"))])
+                    });
+                }
                 Ok(())
             }
             JobState::Failed => {

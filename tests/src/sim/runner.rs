@@ -1053,6 +1053,13 @@ impl World {
                     ));
                 }
             }
+            Event::Drained => {
+                // A worker's pull came back empty: informational; the ledger counts the jobs.
+                tr!(self, "c{c} Drained");
+                if self.clients[c].config.worker.is_none() {
+                    return Err(format!("client {c} reported Drained without a worker"));
+                }
+            }
             Event::Closed => {
                 tr!(self, "c{c} Closed");
                 let cl = &mut self.clients[c];

@@ -1,5 +1,6 @@
-//! The producer half of a session: adds go through one batcher per queue into PUSHB; durable
-//! adds and adds with batching off go out alone as PUSH; `add_bulk` is one PUSHB.
+//! The producer half of a session: adds go through one batcher per queue into PUSHB; a lone add
+//! to an idle queue, durable adds and adds with batching off go out alone as PUSH; `add_bulk` is
+//! one PUSHB.
 //!
 //! [`Producers`] owns the batchers and the requests they make ([`AddRequest`]); the machine
 //! queues what it returns and hands each reply back to it.
@@ -38,7 +39,8 @@ pub(super) enum AddRequest {
         ops: Vec<OpId>,
         jobs: Vec<JobSpec>,
     },
-    /// A single PUSH: durable, batching off, or a batch of one. A batch of one leaves as PUSH
+    /// A single PUSH: durable, batching off, a lone add to an idle queue (held aside, see
+    /// `Queue`), or a batch of one. A lone add or a batch of one leaves as PUSH
     /// because that is what it is: a PUSHB of one costs some servers much more (a bunqueue
     /// broker on PostgreSQL: 0.59x the rate), and sequential adds must pay nothing for
     /// batching. It keeps its batch's in-flight slot (`batch`), so adds made meanwhile are
@@ -386,8 +388,8 @@ impl Producers {
         }
     }
 
-    /// The next due batch, as a PUSHB (a PUSH for a batch of one) to queue, with the time it
-    /// must be written by.
+    /// The next due request, with the time it must be written by: a held add still alone as a
+    /// PUSH, or a due batch as a PUSHB (a PUSH for a batch of one).
     /// `default_deadline` is when a command queued now times out.
     pub(super) fn poll_request(
         &mut self,

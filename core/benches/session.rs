@@ -13,17 +13,18 @@ use autobatch_core::wire::server::EncodeResponse;
 use autobatch_core::wire::{write_frame, FrameDecoder, JobSpec, Response, Value};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
-/// Answers every PUSHB in `out` with as many ids, as one byte buffer.
+/// Answers every PUSHB in `out` with as many ids, and every PUSH with one, as one byte buffer.
+/// Each gets the reply of its own kind: a lone add leaves as PUSH, and a PUSHB reply to it would
+/// be a protocol error (measuring the error path instead).
 fn replies_for(out: &[u8], frames: &mut FrameDecoder, ids: &[String]) -> Vec<u8> {
     frames.extend(out);
     let mut replies = Vec::new();
     while let Some(f) = frames.next_frame().unwrap() {
         let v = Value::decode(&f).unwrap();
-        let n = v
-            .get("jobs")
-            .and_then(Value::as_array)
-            .map_or(0, <[Value]>::len);
-        let resp = Response::PushedBatch(ids[..n].to_vec());
+        let resp = match v.get("jobs").and_then(Value::as_array) {
+            Some(jobs) => Response::PushedBatch(ids[..jobs.len()].to_vec()),
+            None => Response::Pushed(ids[0].clone()),
+        };
         write_frame(&mut replies, |b| resp.encode(v.get("reqId").unwrap(), b)).unwrap();
     }
     replies
@@ -67,7 +68,8 @@ fn wave(c: &mut Criterion) {
                         let replies = replies_for(&out, &mut frames, &ids);
                         s.handle_input(now, &replies);
                         while let Some(e) = s.poll_event() {
-                            if matches!(e, Event::Done { .. }) {
+                            if let Event::Done { result, .. } = e {
+                                result.expect("add accepted");
                                 done += 1;
                             }
                         }

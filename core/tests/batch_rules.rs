@@ -734,3 +734,43 @@ fn an_item_over_the_cap_goes_alone() {
     );
     assert_eq!(b.poll_batch(at(t0, 2)).unwrap().reason, FlushReason::Size);
 }
+
+/// Rule 1, skipping the buffer: `send_alone` takes a slot only when a push would have left at
+/// once and alone, and counts it as that Idle batch of one.
+#[test]
+fn send_alone_only_when_idle_and_counted_as_an_idle_flush() {
+    let t0 = base();
+    let mut b = Batcher::new(cfg(10, 2).max_pending_bytes(100)).unwrap();
+    assert!(b.is_idle());
+    assert!(b.send_alone(t0, 101).is_none(), "a push would refuse it");
+    let alone = b.send_alone(t0, 10).expect("idle");
+    assert!(!b.is_idle());
+    assert_eq!(b.in_flight(), 1);
+    assert!(b.send_alone(t0, 10).is_none(), "a batch is in flight");
+    // Pushed meanwhile: buffered, not flushed at once, as behind any batch.
+    b.push(t0, "x", 10).unwrap();
+    assert!(b.poll_batch(t0).is_none());
+    b.complete(t0, alone);
+    let batch = b.poll_batch(t0).expect("completion flush");
+    assert_eq!(batch.reason, FlushReason::Completion);
+    assert!(
+        b.send_alone(t0, 10).is_none(),
+        "not idle while a batch is out"
+    );
+    b.complete(t0, batch.id);
+    assert!(b.is_idle());
+    b.push(t0, "y", 10).unwrap();
+    assert!(b.send_alone(t0, 10).is_none(), "an item is buffered");
+    let batch = b.poll_batch(t0).unwrap();
+    b.complete(t0, batch.id);
+    b.close(t0);
+    assert!(b.send_alone(t0, 10).is_none(), "closed");
+    assert!(b.is_drained());
+    let s = b.stats();
+    assert_eq!(s.batches, 3);
+    assert_eq!(s.items_pushed, 3);
+    assert_eq!(s.items_sent, 3);
+    assert_eq!(s.flushes_for(FlushReason::Idle), 2);
+    assert_eq!(s.completions, 3);
+    assert_eq!(s.batch_sizes.bucket(0), 3);
+}

@@ -270,6 +270,134 @@ fn linger_and_size_flush_while_a_batch_is_in_flight() {
     assert_eq!(sent.iter().map(jobs_in).collect::<Vec<_>>(), vec![50]);
 }
 
+/// The lone-add shortcut must not cost batching: adds made before the session is next polled
+/// all leave together, the first one included (deciding in `add` would send it alone).
+#[test]
+fn a_wave_made_before_a_poll_leaves_in_one_pushb() {
+    let mut h = Harness::connected(ok());
+    let ops: Vec<OpId> = (0..10)
+        .map(|i| {
+            h.s.add(h.now, "q", JobSpec::new("j", Value::Int(i)))
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(h.s.pending_adds().0, 10, "all ten wait for the poll");
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(cmd(&sent[0]), "PUSHB");
+    assert_eq!(jobs_in(&sent[0]), 10);
+    h.answer_push(&sent[0]);
+    assert!(ops.iter().all(|op| matches!(h.done(*op), Some(Ok(_)))));
+    // Waves of 100 leave as two PUSHB of max_batch (50), as before.
+    for i in 0..100 {
+        h.s.add(h.now, "q", JobSpec::new("j", Value::Int(i)))
+            .unwrap();
+    }
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(jobs_in).collect::<Vec<_>>(), vec![50, 50]);
+    assert!(sent.iter().all(|s| cmd(s) == "PUSHB"));
+}
+
+/// A lone add leaves as PUSH (with `jobId`, not PUSHB's `customId`) and holds its queue's
+/// in-flight slot as a batch would: an add made while it is out is buffered and batched.
+#[test]
+fn a_lone_add_leaves_as_push_and_holds_the_slot() {
+    let mut h = Harness::connected(ok());
+    let job = JobSpec::new("j", Value::Nil).with_options(JobOptions::new().job_id("c1"));
+    let first = h.s.add(h.now, "q", job).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(cmd(&sent[0]), "PUSH");
+    assert_eq!(sent[0].get("jobId"), Some(&Value::from("c1")));
+    assert_eq!(sent[0].get("customId"), None);
+    // The slot is taken: these wait behind it (linger) instead of leaving at once.
+    let job = JobSpec::new("j", Value::Nil).with_options(JobOptions::new().job_id("c2"));
+    let second = h.s.add(h.now, "q", job).unwrap();
+    let third = h.add("q", 3);
+    assert!(h.take_sent().is_empty(), "buffered behind the PUSH");
+    assert_eq!(h.s.pending_adds().0, 2);
+    assert_eq!(h.s.poll_timeout(), Some(h.now + Duration::from_millis(5)));
+    h.answer_push(&sent[0]);
+    assert!(matches!(h.done(first), Some(Ok(Response::Pushed(_)))));
+    // Its completion sends the two waiting as one PUSHB, custom ids as `customId`.
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(cmd(&sent[0]), "PUSHB");
+    let items = sent[0].get("jobs").unwrap().as_array().unwrap();
+    assert_eq!(items[0].get("customId"), Some(&Value::from("c2")));
+    assert_eq!(items[0].get("jobId"), None);
+    h.answer_push(&sent[0]);
+    assert!(matches!(h.done(second), Some(Ok(_))));
+    assert!(matches!(h.done(third), Some(Ok(_))));
+    // Counted as the idle flushes they are.
+    let stats: Vec<_> = h.s.batch_stats().collect();
+    assert_eq!(stats[0].1.batches, 2);
+    assert_eq!(stats[0].1.items_sent, 3);
+    assert_eq!(h.s.stats().push_frames, 1);
+    assert_eq!(h.s.stats().pushb_frames, 1);
+}
+
+/// An add not yet polled can be withdrawn as a buffered one can: nothing is sent, no outcome.
+#[test]
+fn a_held_add_can_be_cancelled() {
+    let mut h = Harness::connected(ok());
+    let op = h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)).unwrap();
+    assert!(h.s.cancel(op));
+    assert!(!h.s.cancel(op), "only once");
+    h.step();
+    assert!(h.take_sent().is_empty());
+    assert!(h.done(op).is_none());
+    assert_eq!(h.s.stats().adds_cancelled, 1);
+    assert_eq!(h.s.pending_adds(), (0, 0, 0));
+    // The queue is idle again: the next add goes out alone at once.
+    h.add("q", 1);
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(cmd(&sent[0]), "PUSH");
+}
+
+/// An add not polled within its command timeout fails as a buffered one does, never applied,
+/// and its deadline is armed.
+#[test]
+fn a_held_add_expires_like_a_buffered_one() {
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::connected(ok().command_timeout(timeout));
+    let op = h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)).unwrap();
+    assert_eq!(h.s.poll_timeout(), Some(h.now + timeout));
+    h.now += timeout;
+    h.s.handle_timeout(h.now);
+    assert_eq!(h.s.pending_adds(), (0, 0, 0));
+    h.step();
+    assert!(h.take_sent().is_empty(), "an expired add is never written");
+    assert_eq!(
+        h.done(op),
+        Some(&Err(Error::Timeout {
+            maybe_applied: false
+        }))
+    );
+    assert!(!h.s.cancel(op));
+}
+
+/// Closing with an add not yet polled sends it, flushed by the close, before reporting closed.
+#[test]
+fn close_sends_a_held_add() {
+    let mut h = Harness::connected(ok());
+    let op = h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)).unwrap();
+    h.s.close(h.now);
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(cmd(&sent[0]), "PUSH");
+    assert!(!h.take_events().contains(&Event::Closed));
+    h.answer_push(&sent[0]);
+    assert!(matches!(h.done(op), Some(Ok(Response::Pushed(_)))));
+    assert!(h.take_events().contains(&Event::Closed));
+    assert_eq!(h.s.stats().flushes[4], 1, "a close flush");
+}
+
 #[test]
 fn durable_adds_bypass_the_batcher_as_push() {
     let mut h = Harness::connected(ok());

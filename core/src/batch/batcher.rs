@@ -219,6 +219,63 @@ impl<T> Batcher<T> {
         Ok((id, Admission::Buffered))
     }
 
+    /// Whether the batcher is idle: open, nothing buffered or parked, nothing in flight. An item
+    /// pushed now would leave at once, alone ([`FlushReason::Idle`]); see
+    /// [`send_alone`](Self::send_alone).
+    pub fn is_idle(&self) -> bool {
+        !self.closed
+            && self.buffer.is_empty()
+            && self.parked.is_empty()
+            && self.in_flight.is_empty()
+    }
+
+    /// Lets the caller send one item of `bytes` itself, around the buffer, when the batcher is
+    /// [idle](Self::is_idle): it would have left at once and alone anyway, so this is the same
+    /// batch of one without the buffering. Returns the batch id holding its in-flight slot, to be
+    /// [`complete`](Self::complete)d like any batch, so items pushed meanwhile wait and batch.
+    /// The item counts as pushed and sent in a [`FlushReason::Idle`] batch of one.
+    ///
+    /// Returns `None`, taking nothing, if the batcher is not idle or `bytes` exceeds
+    /// `max_pending_bytes` (a push would refuse it): then [`push`](Self::push) it instead.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use autobatch_core::batch::{BatchConfig, Batcher};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut b = Batcher::new(BatchConfig::default().max_in_flight(1))?;
+    /// let now = Instant::now();
+    /// let alone = b.send_alone(now, 10).expect("idle");
+    /// // Its slot is taken: what comes meanwhile waits for it, and then leaves together.
+    /// assert!(b.send_alone(now, 10).is_none());
+    /// b.push(now, "a", 10)?;
+    /// b.push(now, "b", 10)?;
+    /// assert!(b.poll_batch(now).is_none());
+    /// b.complete(now, alone);
+    /// assert_eq!(b.poll_batch(now).map(|batch| batch.items.len()), Some(2));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn send_alone(&mut self, now: Instant, bytes: usize) -> Option<BatchId> {
+        self.advance(now);
+        if !self.is_idle() || bytes > self.config.max_pending_bytes {
+            return None;
+        }
+        // Counted as the push and Idle flush it stands for, so the stats read the same whichever
+        // way a lone item went.
+        self.next_item_id();
+        let id = BatchId(self.next_batch);
+        self.next_batch += 1;
+        self.in_flight.push(id);
+        self.stats.items_pushed += 1;
+        self.stats.items_sent += 1;
+        self.stats.batches += 1;
+        self.stats.flushes[FlushReason::Idle.index()] += 1;
+        self.stats.batch_sizes.record(1);
+        self.stats.max_in_flight_seen = self.stats.max_in_flight_seen.max(self.in_flight.len());
+        Some(id)
+    }
+
     /// Takes back an item that has not been sent yet (buffered or parked), for example because
     /// its caller gave up. Returns `None` if it was already sent, cancelled, dropped, or never
     /// existed.

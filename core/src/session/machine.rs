@@ -893,7 +893,7 @@ impl Session {
             return;
         }
         self.closing = true;
-        self.producers.close(now);
+        self.producers.close(now, out!(self));
         if let Some(w) = &mut self.worker {
             w.stop();
         }

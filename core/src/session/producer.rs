@@ -1,5 +1,6 @@
-//! The producer half of a session: adds go through one batcher per queue into PUSHB; durable
-//! adds and adds with batching off go out alone as PUSH; `add_bulk` is one PUSHB.
+//! The producer half of a session: adds go through one batcher per queue into PUSHB; a lone add
+//! to an idle queue, durable adds and adds with batching off go out alone as PUSH; `add_bulk` is
+//! one PUSHB.
 //!
 //! [`Producers`] owns the batchers and the requests they make ([`AddRequest`]); the machine
 //! queues what it returns and hands each reply back to it.
@@ -7,7 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-use crate::batch::{Admission, BatchConfig, BatchId, Batcher, ItemId, PushError};
+use crate::batch::{Admission, BatchConfig, BatchId, Batcher, FlushReason, ItemId, PushError};
 use crate::error::Error;
 use crate::hash::IntMap;
 use crate::wire::{
@@ -38,7 +39,8 @@ pub(super) enum AddRequest {
         ops: Vec<OpId>,
         jobs: Vec<JobSpec>,
     },
-    /// A single PUSH: durable, batching off, or a batch of one. A batch of one leaves as PUSH
+    /// A single PUSH: durable, batching off, a lone add to an idle queue (held aside, see
+    /// `Queue`), or a batch of one. A lone add or a batch of one leaves as PUSH
     /// because that is what it is: a PUSHB of one costs some servers much more (a bunqueue
     /// broker on PostgreSQL: 0.59x the rate), and sequential adds must pay nothing for
     /// batching. It keeps its batch's in-flight slot (`batch`), so adds made meanwhile are
@@ -116,13 +118,41 @@ impl AddRequest {
     }
 }
 
+/// An add held aside, out of the buffer, while its queue is idle.
+#[derive(Debug)]
+struct Held {
+    item: AddItem,
+    /// What it adds to a PUSHB, should it join one after all.
+    bytes: usize,
+}
+
+/// One queue: its batcher, and at most one add held aside.
+///
+/// A lone add to an idle queue would leave at once as a batch of one (a PUSH). Buffering it
+/// first costs the batcher's bookkeeping for nothing, so it is held here instead. Whether it
+/// is alone is only known when the session is next polled for transmit (adds made together
+/// all come before that poll): if another add for this queue comes first, both go into the
+/// buffer and batch as usual; otherwise it leaves as PUSH holding an in-flight slot
+/// ([`Batcher::send_alone`]). Invariant: `held` is `Some` only while the batcher is idle.
+#[derive(Debug)]
+struct Queue {
+    name: String,
+    batcher: Batcher<AddItem>,
+    held: Option<Held>,
+}
+
 /// The batchers, one per queue (a PUSHB names one queue), in creation order so that draining
 /// them is deterministic.
 #[derive(Debug)]
 pub(super) struct Producers {
     config: Option<BatchConfig>,
-    queues: Vec<(String, Batcher<AddItem>)>,
+    queues: Vec<Queue>,
     by_name: HashMap<String, usize>,
+    /// The queue of the last add: sequential adds name the same queue, and comparing one name
+    /// is cheaper than hashing it.
+    last_queue: usize,
+    /// How many queues hold an add aside, so cancel and expiry look for one only if any.
+    held: usize,
     /// Where each buffered add sits, so a caller can cancel it.
     items: IntMap<OpId, (usize, ItemId)>,
     /// `(deadline, op)` of buffered adds in add order. Entries of adds that already left the
@@ -138,6 +168,8 @@ impl Producers {
             config,
             queues: Vec::new(),
             by_name: HashMap::new(),
+            last_queue: 0,
+            held: 0,
             items: IntMap::default(),
             expiry: VecDeque::new(),
             closed: false,
@@ -145,7 +177,15 @@ impl Producers {
     }
 
     fn queue_index(&mut self, now: Instant, name: &str) -> Result<usize, Error> {
+        if self
+            .queues
+            .get(self.last_queue)
+            .is_some_and(|q| q.name == name)
+        {
+            return Ok(self.last_queue);
+        }
         if let Some(&i) = self.by_name.get(name) {
+            self.last_queue = i;
             return Ok(i);
         }
         let config = self.config.clone().unwrap_or_default();
@@ -163,13 +203,18 @@ impl Producers {
         if self.closed {
             batcher.close(now);
         }
-        self.queues.push((name.to_owned(), batcher));
-        self.by_name.insert(name.to_owned(), self.queues.len() - 1);
-        Ok(self.queues.len() - 1)
+        self.queues.push(Queue {
+            name: name.to_owned(),
+            batcher,
+            held: None,
+        });
+        self.last_queue = self.queues.len() - 1;
+        self.by_name.insert(name.to_owned(), self.last_queue);
+        Ok(self.last_queue)
     }
 
-    /// Adds one validated job: buffered in its queue's batcher (`Ok(None)`), or, durable or
-    /// with batching off, returned as a PUSH to queue at once.
+    /// Adds one validated job: held aside or buffered in its queue's batcher (`Ok(None)`), or,
+    /// durable or with batching off, returned as a PUSH to queue at once.
     pub(super) fn add(
         &mut self,
         now: Instant,
@@ -203,18 +248,66 @@ impl Producers {
             }));
         }
         let qi = self.queue_index(now, queue)?;
-        let Some((_, batcher)) = self.queues.get_mut(qi) else {
+        let Some(q) = self.queues.get_mut(qi) else {
             return Err(Error::Closed);
         };
-        match batcher.push(now, AddItem { op, job, deadline }, bytes) {
+        let item = AddItem { op, job, deadline };
+        if q.held.is_none() && q.batcher.is_idle() && bytes <= q.batcher.config().max_pending_bytes
+        {
+            // Perhaps alone: decided at the next poll (see `Queue`).
+            q.held = Some(Held { item, bytes });
+            self.held += 1;
+            return Ok(None);
+        }
+        // Not alone after all: the held add goes first, into the buffer, so the two batch.
+        self.unhold(now, qi, out);
+        self.buffer(now, qi, item, bytes, out).map(|()| None)
+    }
+
+    /// Moves queue `qi`'s held add, if any, into its batcher, as if it had been buffered at once.
+    fn unhold(&mut self, now: Instant, qi: usize, out: &mut Out<'_>) {
+        let Some(Held { item, bytes }) = self.queues.get_mut(qi).and_then(|q| q.held.take()) else {
+            return;
+        };
+        self.held -= 1;
+        let op = item.op;
+        // It was held only while its batcher was idle and within `max_pending_bytes`, so the
+        // push cannot fail; if it did, the add fails as that push would have.
+        if let Err(e) = self.buffer(now, qi, item, bytes, out) {
+            out.stats.adds_failed += 1;
+            out.done(op, Err(e));
+        }
+    }
+
+    /// Pushes one add into queue `qi`'s batcher, tracked for cancel and expiry.
+    fn buffer(
+        &mut self,
+        now: Instant,
+        qi: usize,
+        item: AddItem,
+        bytes: usize,
+        out: &mut Out<'_>,
+    ) -> Result<(), Error> {
+        let Some(q) = self.queues.get_mut(qi) else {
+            return Err(Error::Closed);
+        };
+        let (op, deadline) = (item.op, item.deadline);
+        match q.batcher.push(now, item, bytes) {
             Ok((item, admission)) => {
                 if admission == Admission::Parked {
                     out.stats.adds_parked += 1;
                 }
                 self.items.insert(op, (qi, item));
-                self.expiry.push_back((deadline, op));
+                // Deadlines are kept ordered; a held add that joins the buffer late may be older
+                // than adds buffered meanwhile in other queues.
+                if self.expiry.back().is_none_or(|&(d, _)| d <= deadline) {
+                    self.expiry.push_back((deadline, op));
+                } else {
+                    let at = self.expiry.partition_point(|&(d, _)| d <= deadline);
+                    self.expiry.insert(at, (deadline, op));
+                }
                 self.collect_rejected(qi, out);
-                Ok(None)
+                Ok(())
             }
             Err(PushError::Closed(_)) => Err(Error::Closed),
             Err(PushError::Rejected(_)) => {
@@ -225,31 +318,56 @@ impl Producers {
         }
     }
 
-    /// Withdraws a buffered add; whether it was one.
+    /// Withdraws a held or buffered add; whether it was one.
     pub(super) fn cancel(&mut self, op: OpId) -> bool {
         let Some((qi, item)) = self.items.remove(&op) else {
-            return false;
+            return self.take_held(|i| i.op == op).is_some();
         };
         self.queues
             .get_mut(qi)
-            .is_some_and(|(_, b)| b.cancel(item).is_some())
+            .is_some_and(|q| q.batcher.cancel(item).is_some())
+    }
+
+    /// Takes the first held add that `pick` chooses, if any.
+    fn take_held(&mut self, mut pick: impl FnMut(&AddItem) -> bool) -> Option<AddItem> {
+        if self.held == 0 {
+            return None;
+        }
+        let held = self
+            .queues
+            .iter_mut()
+            .find(|q| q.held.as_ref().is_some_and(|h| pick(&h.item)))?
+            .held
+            .take()?;
+        self.held -= 1;
+        Some(held.item)
     }
 
     /// DropOldest victims resolve with an overflow error.
     fn collect_rejected(&mut self, qi: usize, out: &mut Out<'_>) {
-        let Some((_, batcher)) = self.queues.get_mut(qi) else {
+        let Some(q) = self.queues.get_mut(qi) else {
             return;
         };
-        while let Some((_, item, _)) = batcher.poll_rejected() {
+        while let Some((_, item, _)) = q.batcher.poll_rejected() {
             self.items.remove(&item.op);
             out.stats.adds_rejected += 1;
             out.done(item.op, Err(Error::Overflow));
         }
     }
 
-    /// Adds still buffered (or parked) at their deadline fail with a timeout: they were never
-    /// written, so they were certainly not applied.
+    /// Adds still held, buffered (or parked) at their deadline fail with a timeout: they were
+    /// never written, so they were certainly not applied.
     pub(super) fn expire(&mut self, now: Instant, out: &mut Out<'_>) {
+        while let Some(item) = self.take_held(|i| i.deadline <= now) {
+            out.stats.timeouts += 1;
+            out.stats.adds_failed += 1;
+            out.done(
+                item.op,
+                Err(Error::Timeout {
+                    maybe_applied: false,
+                }),
+            );
+        }
         self.forget_sent();
         while let Some(&(deadline, op)) = self.expiry.front() {
             if deadline > now {
@@ -270,8 +388,8 @@ impl Producers {
         }
     }
 
-    /// The next due batch, as a PUSHB (a PUSH for a batch of one) to queue, with the time it
-    /// must be written by.
+    /// The next due request, with the time it must be written by: a held add still alone as a
+    /// PUSH, or a due batch as a PUSHB (a PUSH for a batch of one).
     /// `default_deadline` is when a command queued now times out.
     pub(super) fn poll_request(
         &mut self,
@@ -279,7 +397,13 @@ impl Producers {
         default_deadline: Instant,
         out: &mut Out<'_>,
     ) -> Option<(AddRequest, Instant)> {
-        for (qi, (name, batcher)) in self.queues.iter_mut().enumerate() {
+        for qi in 0..self.queues.len() {
+            if let Some(req) = self.send_held(now, qi, default_deadline, out) {
+                return Some(req);
+            }
+            let Some(Queue { name, batcher, .. }) = self.queues.get_mut(qi) else {
+                break;
+            };
             let Some(batch) = batcher.poll_batch(now) else {
                 continue;
             };
@@ -328,10 +452,39 @@ impl Producers {
         None
     }
 
+    /// Queue `qi`'s held add, still alone at this poll, as a PUSH holding an in-flight slot.
+    fn send_held(
+        &mut self,
+        now: Instant,
+        qi: usize,
+        default_deadline: Instant,
+        out: &mut Out<'_>,
+    ) -> Option<(AddRequest, Instant)> {
+        let q = self.queues.get_mut(qi)?;
+        let bytes = q.held.as_ref()?.bytes;
+        let Some(batch) = q.batcher.send_alone(now, bytes) else {
+            // Cannot happen while the invariant holds (held only while idle); should it, the add
+            // takes the ordinary way through the buffer.
+            self.unhold(now, qi, out);
+            return None;
+        };
+        let item = q.held.take()?.item;
+        let req = AddRequest::Push {
+            op: item.op,
+            queue: q.name.clone(),
+            job: Box::new(item.job),
+            batch: Some((qi, batch)),
+        };
+        self.held -= 1;
+        out.stats.record_flush(FlushReason::Idle);
+        out.stats.batches_sent += 1;
+        Some((req, default_deadline.min(item.deadline)))
+    }
+
     /// A batch's in-flight slot is free again.
     fn complete(&mut self, now: Instant, queue: usize, batch: Option<BatchId>) {
-        if let (Some(batch), Some((_, b))) = (batch, self.queues.get_mut(queue)) {
-            b.complete(now, batch);
+        if let (Some(batch), Some(q)) = (batch, self.queues.get_mut(queue)) {
+            q.batcher.complete(now, batch);
         }
     }
 
@@ -529,13 +682,22 @@ impl Producers {
     pub(super) fn poll_timeout(&self) -> Option<Instant> {
         self.queues
             .iter()
-            .filter_map(|(_, b)| b.poll_timeout())
+            .filter_map(|q| q.batcher.poll_timeout())
             .min()
     }
 
-    /// The deadline of the oldest add still buffered.
+    /// The deadline of the oldest add still held or buffered.
     pub(super) fn next_expiry(&self) -> Option<Instant> {
-        self.expiry.front().map(|(t, _)| *t)
+        let buffered = self.expiry.front().map(|(t, _)| *t);
+        if self.held == 0 {
+            return buffered;
+        }
+        let held = self
+            .queues
+            .iter()
+            .filter_map(|q| q.held.as_ref().map(|h| h.item.deadline))
+            .min();
+        buffered.into_iter().chain(held).min()
     }
 
     fn forget_sent(&mut self) {
@@ -548,30 +710,44 @@ impl Producers {
     }
 
     pub(super) fn handle_timeout(&mut self, now: Instant) {
-        for (_, b) in &mut self.queues {
-            b.handle_timeout(now);
+        for q in &mut self.queues {
+            q.batcher.handle_timeout(now);
         }
     }
 
-    pub(super) fn close(&mut self, now: Instant) {
+    /// Closes every batcher; held adds go into them first, so they are flushed on close exactly
+    /// as buffered ones are.
+    pub(super) fn close(&mut self, now: Instant, out: &mut Out<'_>) {
         self.closed = true;
-        for (_, b) in &mut self.queues {
-            b.close(now);
+        for qi in 0..self.queues.len() {
+            self.unhold(now, qi, out);
+            if let Some(q) = self.queues.get_mut(qi) {
+                q.batcher.close(now);
+            }
         }
     }
 
     pub(super) fn is_drained(&self) -> bool {
-        self.queues.iter().all(|(_, b)| b.is_drained())
+        self.held == 0 && self.queues.iter().all(|q| q.batcher.is_drained())
     }
 
     /// Per-queue batcher statistics.
     pub(super) fn stats(&self) -> impl Iterator<Item = (&str, &crate::batch::BatchStats)> {
-        self.queues.iter().map(|(n, b)| (n.as_str(), b.stats()))
+        self.queues
+            .iter()
+            .map(|q| (q.name.as_str(), q.batcher.stats()))
     }
 
+    /// Adds waiting (items, bytes) and parked; a held add counts as buffered, which it stands
+    /// for.
     pub(super) fn pending(&self) -> (usize, usize, usize) {
-        self.queues.iter().fold((0, 0, 0), |(i, b, p), (_, q)| {
-            (i + q.pending_items(), b + q.pending_bytes(), p + q.parked())
+        self.queues.iter().fold((0, 0, 0), |(i, b, p), q| {
+            let (hi, hb) = q.held.as_ref().map_or((0, 0), |h| (1, h.bytes));
+            (
+                i + q.batcher.pending_items() + hi,
+                b + q.batcher.pending_bytes() + hb,
+                p + q.batcher.parked(),
+            )
         })
     }
 }

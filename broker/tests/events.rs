@@ -191,13 +191,7 @@ fn batches_retries_and_moves() {
         ],
     );
     assert!(ok(&r), "{r:?}");
-    let ids: Vec<String> = r
-        .get("ids")
-        .and_then(Value::as_array)
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_owned())
-        .collect();
+    let ids = strings(&r, "ids");
     for id in &ids {
         assert_eq!(kind(&event(&mut sub)), ("pushed".into(), id.clone()));
     }
@@ -207,13 +201,7 @@ fn batches_retries_and_moves() {
         vec![("queue", s("more")), ("count", int(3)), ("owner", s("w"))],
     );
     assert!(ok(&r), "{r:?}");
-    let tokens: Vec<String> = r
-        .get("tokens")
-        .and_then(Value::as_array)
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_owned())
-        .collect();
+    let tokens = strings(&r, "tokens");
     for id in &ids {
         assert_eq!(kind(&event(&mut sub)), ("pulled".into(), id.clone()));
     }
@@ -406,4 +394,15 @@ fn closed(c: &mut Raw) -> bool {
             Err(_) => return true,
         }
     }
+}
+
+/// The strings of the array `key` of a reply.
+fn strings(reply: &Value, key: &str) -> Vec<String> {
+    reply
+        .get(key)
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("no array `{key}` in {reply:?}"))
+        .iter()
+        .map(|v| v.as_str().expect("a string").to_owned())
+        .collect()
 }

@@ -12,11 +12,14 @@
 //!   defaults, a longer campaign sets them higher.
 //! * `DIFF_SEED=<n>` runs one program: the reproduction a failure prints.
 //!
-//! Time does not pass in a program: delays and retry backoffs are an hour, and the one step
-//! whose effect depends on the clock (Promote: the job's run time becomes now) gets a
-//! millisecond of its own. Not in the programs yet (so not compared): time passing (delays
-//! running out, lock expiry), events, flows, DLQ, schedulers, limits, custom ids. What is left out of the
-//! comparison on purpose is listed in [`normalise`] with its reason.
+//! Time does not pass in a program: delays and retry backoffs are an hour, and the steps
+//! whose effect depends on the clock (Promote and MoveToWait make the job's run time now; a
+//! custom id sorts unlike UUIDv7 ids of the same millisecond) get a millisecond of their own.
+//!
+//! Not in the programs yet (so not compared): time passing (delays running out, lock
+//! expiry), events, flows, DLQ, schedulers, limits; and what the broker refuses as not
+//! supported (Clean, Update, …: README lists them). What is left out of the comparison on
+//! purpose is listed in [`normalise`] with its reason.
 
 use std::collections::HashMap;
 
@@ -48,20 +51,64 @@ impl Rng {
 enum Step {
     Push(JobPlan),
     PushB(Vec<JobPlan>),
-    PullB { count: i64 },
-    Ack { slot: usize },
-    Fail { slot: usize, unrecoverable: bool },
-    GetState { slot: usize },
-    GetJob { slot: usize },
-    GetResult { slot: usize },
+    PullB {
+        count: i64,
+    },
+    Ack {
+        slot: usize,
+    },
+    Fail {
+        slot: usize,
+        unrecoverable: bool,
+    },
+    GetState {
+        slot: usize,
+    },
+    GetJob {
+        slot: usize,
+    },
+    GetResult {
+        slot: usize,
+    },
     Counts,
     Count,
     Pause,
     Resume,
     IsPaused,
-    Promote { slot: usize },
-    ChangePriority { slot: usize, priority: i64 },
+    Promote {
+        slot: usize,
+    },
+    ChangePriority {
+        slot: usize,
+        priority: i64,
+    },
     UnknownJob,
+    /// A PUSH with a custom id, one of a few, so that some repeat (deduplication).
+    PushCustom {
+        plan: JobPlan,
+        custom: u64,
+    },
+    Drain,
+    Cancel {
+        slot: usize,
+    },
+    Discard {
+        slot: usize,
+    },
+    MoveToWait {
+        slot: usize,
+    },
+    MoveToDelayed {
+        slot: usize,
+    },
+    ChangeDelay {
+        slot: usize,
+    },
+    GetJobs {
+        state: &'static str,
+        asc: bool,
+    },
+    CountsPerPriority,
 }
 
 /// A job to add: its data is its slot, so replies show which job they are about.
@@ -101,32 +148,56 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
         } else if pick < 30 {
             let n = 1 + rng.below(4);
             Step::PushB((0..n).map(|_| plan(&mut rng, &mut slots)).collect())
-        } else if pick < 45 {
+        } else if pick < 40 {
             Step::PullB {
                 count: 1 + rng.below(3) as i64,
+            }
+        } else if pick < 43 {
+            let custom = rng.below(4);
+            Step::PushCustom {
+                plan: plan(&mut rng, &mut slots),
+                custom,
             }
         } else {
             let slot = rng.below(slots as u64) as usize;
             match pick {
-                45..=54 => Step::Ack { slot },
-                55..=61 => Step::Fail {
+                43..=49 => Step::Ack { slot },
+                50..=54 => Step::Fail {
                     slot,
                     unrecoverable: rng.chance(30),
                 },
-                62..=67 => Step::GetState { slot },
-                68..=73 => Step::GetJob { slot },
-                74..=76 => Step::GetResult { slot },
-                77..=81 => Step::Counts,
-                82..=83 => Step::Count,
-                84..=85 => Step::Pause,
-                86..=88 => Step::Resume,
-                89 => Step::IsPaused,
-                90..=92 => Step::Promote { slot },
-                93..=96 => Step::ChangePriority {
+                55..=57 => Step::GetState { slot },
+                58..=60 => Step::GetJob { slot },
+                61..=62 => Step::GetResult { slot },
+                63..=65 => Step::Counts,
+                66 => Step::Count,
+                67..=68 => Step::Pause,
+                69..=71 => Step::Resume,
+                72 => Step::IsPaused,
+                73..=74 => Step::Promote { slot },
+                75..=76 => Step::ChangePriority {
                     slot,
                     priority: rng.below(5) as i64,
                 },
-                _ => Step::UnknownJob,
+                77 => Step::UnknownJob,
+                78 => Step::Drain,
+                79..=80 => Step::Cancel { slot },
+                81..=82 => Step::Discard { slot },
+                83..=84 => Step::MoveToWait { slot },
+                85..=86 => Step::MoveToDelayed { slot },
+                87..=88 => Step::ChangeDelay { slot },
+                89..=94 => Step::GetJobs {
+                    state: [
+                        "waiting",
+                        "delayed",
+                        "active",
+                        "completed",
+                        "failed",
+                        "prioritized",
+                    ][rng.below(6) as usize],
+                    asc: rng.chance(50),
+                },
+                _ => Step::CountsPerPriority,
             }
         };
         out.push(step);
@@ -136,6 +207,7 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
 
 /// One server's side of a program: its connection, and its ids and tokens per slot.
 struct Side {
+    seed: u64,
     raw: RawClient,
     ids: Vec<String>,
     tokens: HashMap<String, String>,
@@ -164,6 +236,17 @@ impl Side {
             f.push(("delay", Value::from(p.delay)));
         }
         f
+    }
+
+    /// `cmd` on the job of `slot`, with its lock token when it has one, and `extra` fields.
+    fn by_id(&mut self, cmd: &str, slot: usize, extra: &[(&str, Value)]) -> Result<Value, String> {
+        let id = self.id(slot);
+        let mut f = vec![("id", Value::from(id.as_str()))];
+        if let Some(t) = self.tokens.get(&id) {
+            f.push(("token", Value::from(t.as_str())));
+        }
+        f.extend(extra.iter().cloned());
+        self.raw.command(cmd, &f)
     }
 
     /// Runs `step` on `queue` and returns the reply, normalised.
@@ -283,6 +366,41 @@ impl Side {
                 "GetJob",
                 &[("id", Value::from("00000000-0000-0000-0000-000000000000"))],
             ),
+            Step::PushCustom { plan, custom } => {
+                let mut f = vec![q];
+                f.extend(Self::job_fields(plan));
+                // Custom ids are global to a server: unique to this program and process.
+                let id = format!("cid{custom}-s{}-p{}", self.seed, std::process::id());
+                f.push(("jobId", Value::from(id)));
+                let r = self.raw.command("PUSH", &f);
+                if let Ok(id) = r.as_ref().map(|v| v.get("id").and_then(Value::as_str)) {
+                    self.ids.push(id.unwrap_or_default().to_owned());
+                }
+                r
+            }
+            Step::Drain => self.raw.command("Drain", &[q]),
+            Step::Cancel { slot } => self.by_id("Cancel", *slot, &[]),
+            Step::Discard { slot } => self.by_id("Discard", *slot, &[]),
+            Step::MoveToWait { slot } => self.by_id("MoveToWait", *slot, &[]),
+            Step::MoveToDelayed { slot } => self.by_id(
+                "MoveToDelayed",
+                *slot,
+                &[("delay", Value::from(3_600_000i64))],
+            ),
+            Step::ChangeDelay { slot } => self.by_id(
+                "ChangeDelay",
+                *slot,
+                &[("delay", Value::from(3_600_000i64))],
+            ),
+            Step::GetJobs { state, asc } => self.raw.command(
+                "GetJobs",
+                &[
+                    q,
+                    ("state", Value::from(*state)),
+                    ("asc", Value::from(*asc)),
+                ],
+            ),
+            Step::CountsPerPriority => self.raw.command("GetCountsPerPriority", &[q]),
         };
         match reply {
             Ok(v) => {
@@ -365,18 +483,26 @@ fn normalise(v: Json, ids: &[String], tokens: &HashMap<String, String>) -> Json 
 fn run_program(seed: u64, steps: usize) -> Result<(), String> {
     let queue = format!("diff-{seed}-{}", std::process::id());
     let connect = |target: Target| Side {
+        seed,
         raw: RawClient::connect(target.shared(), None).expect("connect"),
         ids: Vec::new(),
         tokens: HashMap::new(),
     };
     let (mut bq, mut broker) = (connect(Target::Bunqueue), connect(Target::Broker));
     let program = program(seed, steps);
+    if std::env::var_os("DIFF_SEED").is_some() {
+        eprintln!("program {seed}: {program:?}");
+    }
     for (i, step) in program.iter().enumerate() {
-        // A promoted job's run time becomes "now", which orders it among the jobs added in
-        // the same millisecond by id. The two servers' clocks cannot be stepped together, so
-        // a promote gets a millisecond of its own on both.
+        // Ready jobs of one priority run in order of run time, then id. A promoted or
+        // moved-back job's run time becomes "now", and a custom id sorts unlike the UUIDv7 ids
+        // added in the same millisecond; the two servers' clocks cannot be stepped together,
+        // so these steps get a millisecond of their own on both.
         let own_millisecond = || {
-            if matches!(step, Step::Promote { .. }) {
+            if matches!(
+                step,
+                Step::Promote { .. } | Step::MoveToWait { .. } | Step::PushCustom { .. }
+            ) {
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
         };

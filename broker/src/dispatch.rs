@@ -19,7 +19,7 @@ use crate::auth::token_matches;
 use crate::config::BrokerConfig;
 use crate::events::EventSink;
 use crate::framing::Budget;
-use crate::queue::{ConnId, FinishError, PullSpec, State, DEFAULT_LOCK_TTL};
+use crate::queue::{ConnId, FinishError, PullSpec, State, Worker, DEFAULT_LOCK_TTL};
 
 /// Longest long-poll, ms.
 const MAX_PULL_TIMEOUT: i64 = 60_000;
@@ -477,6 +477,32 @@ fn ack_batch(
 }
 
 /// The official Worker's housekeeping commands; anything else is unknown.
+/// A worker as RegisterWorker answers it and ListWorkers lists it (`id` in the list,
+/// `workerId` in the registration reply, as bunqueue). The broker does not count a worker's
+/// jobs: `activeJobs`, `processedJobs` and `failedJobs` stay 0.
+fn worker_record(id: &str, w: &Worker, listed_at: Option<f64>) -> Value {
+    let key = if listed_at.is_some() {
+        "id"
+    } else {
+        "workerId"
+    };
+    let mut m = vec![(key, Value::from(id))];
+    m.extend(w.fields.iter().cloned());
+    m.extend([
+        ("status", Value::from("active")),
+        ("registeredAt", Value::F64(w.registered_at)),
+        ("lastSeen", Value::F64(w.last_seen)),
+        ("activeJobs", Value::Int(0)),
+        ("processedJobs", Value::Int(0)),
+        ("failedJobs", Value::Int(0)),
+        ("currentJob", Value::Nil),
+    ]);
+    if let Some(now) = listed_at {
+        m.push(("uptime", Value::F64(now - w.registered_at)));
+    }
+    Value::map(m)
+}
+
 fn housekeeping(
     shared: &Shared,
     conn: &Conn,
@@ -507,27 +533,49 @@ fn housekeeping(
         }
         "RegisterWorker" => {
             let id = text("workerId").unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-            shared.lock().register_worker(id.clone(), conn.id);
-            let field = |k: &str| body.get(k).cloned().unwrap_or(Value::Nil);
-            Ok(data(Value::map([
-                ("workerId", Value::from(id)),
-                ("name", field("name")),
-                ("queues", field("queues")),
-                ("concurrency", field("concurrency")),
-                ("hostname", field("hostname")),
-                ("pid", field("pid")),
-                ("status", Value::from("active")),
-                ("registeredAt", Value::F64(now)),
-                ("lastSeen", Value::F64(now)),
+            let fields: Vec<(&'static str, Value)> =
+                ["name", "queues", "concurrency", "hostname", "pid"]
+                    .into_iter()
+                    .map(|k| (k, body.get(k).cloned().unwrap_or(Value::Nil)))
+                    .collect();
+            let worker = Worker {
+                conn: conn.id,
+                fields,
+                registered_at: now,
+                last_seen: now,
+            };
+            let record = worker_record(&id, &worker, None);
+            shared.lock().register_worker(id, worker);
+            Ok(data(record))
+        }
+        "ListWorkers" => {
+            let state = shared.lock();
+            let workers = state.workers();
+            let slots: i64 = workers
+                .iter()
+                .filter_map(|(_, w)| w.fields.iter().find(|(k, _)| *k == "concurrency"))
+                .filter_map(|(_, v)| v.as_i64())
+                .sum();
+            let stats = Value::map([
+                ("total", Value::Int(workers.len() as i64)),
+                ("active", Value::Int(workers.len() as i64)),
+                ("totalProcessed", Value::Int(0)),
+                ("totalFailed", Value::Int(0)),
                 ("activeJobs", Value::Int(0)),
-                ("processedJobs", Value::Int(0)),
-                ("failedJobs", Value::Int(0)),
-                ("currentJob", Value::Nil),
+                ("concurrencySlots", Value::Int(slots)),
+            ]);
+            let list = workers
+                .iter()
+                .map(|(id, w)| worker_record(id, w, Some(now)))
+                .collect();
+            Ok(data(Value::map([
+                ("workers", Value::Array(list)),
+                ("stats", stats),
             ])))
         }
         "Heartbeat" => {
             let id = text("id").unwrap_or_default();
-            if shared.lock().has_worker(&id) {
+            if shared.lock().touch_worker(&id, now) {
                 Ok(data(Value::map([("ok", Value::Bool(true))])))
             } else {
                 Err("Worker not found".into())

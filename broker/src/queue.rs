@@ -95,9 +95,16 @@ pub(crate) struct PullSpec<'a> {
     pub tie_to: Option<ConnId>,
 }
 
-/// A registered worker (the official Worker's housekeeping).
-struct Worker {
-    conn: ConnId,
+/// A registered worker (the official Worker's housekeeping), as ListWorkers shows it.
+pub(crate) struct Worker {
+    /// The connection it registered on: it is unregistered when that closes.
+    pub conn: ConnId,
+    /// `name`, `queues`, `concurrency`, `hostname`, `pid`, as RegisterWorker sent them.
+    pub fields: Vec<(&'static str, Value)>,
+    /// Epoch ms of RegisterWorker.
+    pub registered_at: f64,
+    /// Epoch ms of the last RegisterWorker or Heartbeat.
+    pub last_seen: f64,
 }
 
 /// The whole queue state.
@@ -632,6 +639,9 @@ impl State {
         job.state = Some(autobatch_core::wire::JobState::from(state_name(&e.rec)));
         job.returnvalue = e.rec.result.clone();
         job.failed_reason = e.rec.failed_reason.clone();
+        // bunqueue's record carries the last progress (0 until a worker reports one).
+        let progress = self.extras.get(id).map_or(0.0, |x| x.progress);
+        job.progress = Some(crate::events::js_number(progress));
         Some(job)
     }
 
@@ -680,14 +690,31 @@ impl State {
             .map_or(0, |q| (q.ready.len() + q.delayed.len()) as u64)
     }
 
-    /// Registers a worker on a connection.
-    pub fn register_worker(&mut self, id: String, conn: ConnId) {
-        self.workers.insert(id, Worker { conn });
+    /// Registers a worker on its connection.
+    pub fn register_worker(&mut self, id: String, worker: Worker) {
+        self.workers.insert(id, worker);
     }
 
-    /// Whether a worker is registered.
-    pub fn has_worker(&self, id: &str) -> bool {
-        self.workers.contains_key(id)
+    /// A worker's Heartbeat: false if it is not registered.
+    pub fn touch_worker(&mut self, id: &str, now: f64) -> bool {
+        match self.workers.get_mut(id) {
+            Some(w) => {
+                w.last_seen = now;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The registered workers, oldest registration first.
+    pub fn workers(&self) -> Vec<(&String, &Worker)> {
+        let mut all: Vec<_> = self.workers.iter().collect();
+        all.sort_by(|a, b| {
+            a.1.registered_at
+                .total_cmp(&b.1.registered_at)
+                .then(a.0.cmp(b.0))
+        });
+        all
     }
 
     /// Unregisters a worker; false if it was not registered.

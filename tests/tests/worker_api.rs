@@ -716,6 +716,9 @@ macro_rules! broker_scenarios {
     ($rt:ty) => {
         scenarios!($rt, autobatch_tests::Target::Broker =>
             progress_and_logs,
+            ts_client_sees_progress_and_logs,
+            ts_queue_events_see_progress,
+            list_workers_shows_the_worker,
             unrecoverable_is_not_retried,
             plain_error_is_retried,
             delay_moves_to_delayed,

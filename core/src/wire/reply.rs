@@ -552,6 +552,10 @@ impl Job {
             m.push(("progress", progress.clone()));
         }
         if let Some(s) = &self.state {
+            // bunqueue's record always has a `timeline`; its TS client reads it for a job
+            // without `failedReason` and throws a TypeError when it is missing. autobatch keeps
+            // no history: an empty one (the reason, when there is one, is in `failedReason`).
+            m.push(("timeline", Value::Array(Vec::new())));
             m.push(("state", Value::from(s.as_str())));
             m.push((
                 "returnvalue",

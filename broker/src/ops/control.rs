@@ -66,10 +66,9 @@ pub(super) fn serve(
         }),
         "ChangeDelay" => answer::<ChangeDelay>(body, |op| {
             // bunqueue takes the lock token here too (an active job moves to delayed).
-            let token = body.get("token").and_then(Value::as_str);
             shared
                 .lock()
-                .delay_job(&op.id, op.delay, token, now)
+                .delay_job(&op.id, op.delay, op.token.as_deref(), now)
                 .map_err(|e| match e {
                     MoveError::Lock(e) => e.to_string(),
                     _ => "Job not found or cannot change delay".into(),

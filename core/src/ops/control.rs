@@ -848,6 +848,10 @@ pub struct ChangeDelay {
     pub id: String,
     /// Ms from now.
     pub delay: u64,
+    /// The lock token of an active job (bunqueue then moves it to delayed; without the token
+    /// it answers `Lock token required for job <id>`). The TS worker's `job.changeDelay`
+    /// sends it.
+    pub token: Option<String>,
 }
 
 impl ChangeDelay {
@@ -856,7 +860,21 @@ impl ChangeDelay {
         ChangeDelay {
             id: id.into(),
             delay,
+            token: None,
         }
+    }
+
+    /// With the lock token an active job was pulled with.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{ChangeDelay, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let op = ChangeDelay::new("j1", 5_000).token("t1");
+    /// assert_eq!(op.to_body().get("token"), Some(&Value::from("t1")));
+    /// ```
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
     }
 }
 
@@ -869,7 +887,10 @@ impl Operation for ChangeDelay {
     }
 
     fn write_fields(&self, fields: &mut Fields) {
-        fields.put("id", self.id.as_str()).put("delay", self.delay);
+        fields
+            .put("id", self.id.as_str())
+            .put("delay", self.delay)
+            .put_opt("token", self.token.as_deref());
     }
 
     fn read_reply(_: &Value) -> Result<(), ProtocolError> {
@@ -880,6 +901,7 @@ impl Operation for ChangeDelay {
         Ok(ChangeDelay {
             id: req_str(request, "id")?,
             delay: req_opt_u64(request, "delay")?.unwrap_or(0),
+            token: req_opt_str(request, "token"),
         })
     }
 

@@ -109,6 +109,19 @@ enum Step {
         asc: bool,
     },
     CountsPerPriority,
+    Progress {
+        slot: usize,
+        progress: i64,
+    },
+    GetProgress {
+        slot: usize,
+    },
+    AddLog {
+        slot: usize,
+    },
+    GetLogs {
+        slot: usize,
+    },
 }
 
 /// A job to add: its data is its slot, so replies show which job they are about.
@@ -197,7 +210,14 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
                     ][rng.below(6) as usize],
                     asc: rng.chance(50),
                 },
-                _ => Step::CountsPerPriority,
+                95 => Step::CountsPerPriority,
+                96 => Step::Progress {
+                    slot,
+                    progress: rng.below(120) as i64,
+                },
+                97 => Step::GetProgress { slot },
+                98 => Step::AddLog { slot },
+                _ => Step::GetLogs { slot },
             }
         };
         out.push(step);
@@ -401,6 +421,35 @@ impl Side {
                 ],
             ),
             Step::CountsPerPriority => self.raw.command("GetCountsPerPriority", &[q]),
+            Step::Progress { slot, progress } => {
+                self.by_id("Progress", *slot, &[("progress", Value::from(*progress))])
+            }
+            Step::GetProgress { slot } => self.by_id("GetProgress", *slot, &[]),
+            Step::AddLog { slot } => self.by_id(
+                "AddLog",
+                *slot,
+                &[("message", Value::from(format!("line for {slot}")))],
+            ),
+            Step::GetLogs { slot } => {
+                // Intended difference: bunqueue keeps a removed job's logs (until Obliterate
+                // or Clean), the broker drops them with the job, so memory stays bounded by the
+                // jobs it holds. Logs are compared while the job exists.
+                let id = self.id(*slot);
+                let state = self.raw.command("GetState", &[("id", Value::from(id))]);
+                let gone = state
+                    .as_ref()
+                    .ok()
+                    .and_then(|v| v.get("state").and_then(Value::as_str))
+                    == Some("unknown");
+                if gone {
+                    Ok(Value::map([(
+                        "job",
+                        Value::from("gone: logs not compared"),
+                    )]))
+                } else {
+                    self.by_id("GetLogs", *slot, &[])
+                }
+            }
         };
         match reply {
             Ok(v) => {

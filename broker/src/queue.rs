@@ -645,6 +645,22 @@ impl State {
         Some(job)
     }
 
+    /// Update: replaces the data of a waiting, delayed or active job; false for a finished or
+    /// unknown one (bunqueue's `Job not found or cannot be updated`). Persisted as the whole
+    /// record, so a SQLite-backed broker keeps the change across a restart.
+    pub fn update_data(&mut self, id: &str, data: Value) -> bool {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return false;
+        };
+        if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
+            return false;
+        }
+        e.rec.data = data;
+        let op = StoreOp::Put(Box::new(e.rec.clone()));
+        self.record(op);
+        true
+    }
+
     /// A job's state name, `unknown` if there is no such job.
     pub fn get_state(&mut self, id: &str, now: f64) -> &'static str {
         let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {

@@ -15,7 +15,9 @@ fn restart_recovers_jobs_and_requeues_active_ones() {
     {
         let b = EmbeddedBroker::start(cfg()).unwrap();
         let mut c = Raw::connect(b.addr());
-        active = push(&mut c, "q", int(1), vec![("jobId", s("custom-1"))]);
+        // Jobs added in the same millisecond go by id, as in bunqueue: "0-custom" sorts
+        // before any UUIDv7 id ("01…"), so this one is pulled first whatever the clock.
+        active = push(&mut c, "q", int(1), vec![("jobId", s("0-custom"))]);
         waiting = push(
             &mut c,
             "q",
@@ -58,8 +60,8 @@ fn restart_recovers_jobs_and_requeues_active_ones() {
     );
     // The custom id is still live: re-adding it adds nothing.
     assert_eq!(
-        push(&mut c, "q", int(9), vec![("jobId", s("custom-1"))]),
-        "custom-1"
+        push(&mut c, "q", int(9), vec![("jobId", s("0-custom"))]),
+        "0-custom"
     );
     assert_eq!(
         c.call("Count", vec![("queue", s("q"))]).get("count"),
@@ -145,4 +147,46 @@ fn sigkill_keeps_every_acknowledged_durable_job() {
     );
     broker.child.kill().unwrap();
     broker.child.wait().unwrap();
+}
+
+/// `Update` is written to the store: the new data of a waiting and of an active job are what
+/// a restarted broker holds; a finished job is refused with bunqueue's text.
+#[test]
+fn updated_data_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let cfg = || BrokerConfig::default().data_path(&path);
+    let (waiting, active);
+    {
+        let b = EmbeddedBroker::start(cfg()).unwrap();
+        let mut c = Raw::connect(b.addr());
+        active = push(&mut c, "q", int(1), vec![]);
+        waiting = push(&mut c, "q", int(2), vec![]);
+        let done = push(&mut c, "q2", int(3), vec![]);
+        let (id, _) = pull_owned(&mut c, "q").unwrap();
+        assert_eq!(id, active);
+        for (id, data) in [(&waiting, "w"), (&active, "a")] {
+            let r = c.call("Update", vec![("id", s(id)), ("data", s(data))]);
+            assert!(ok(&r), "{r:?}");
+        }
+        let (id, t) = pull_owned(&mut c, "q2").unwrap();
+        assert_eq!(id, done);
+        assert!(ok(&c.call("ACK", vec![("id", s(&done)), ("token", s(&t))])));
+        let r = c.call("Update", vec![("id", s(&done)), ("data", s("late"))]);
+        assert_eq!(
+            r.get("error"),
+            Some(&s("Job not found or cannot be updated"))
+        );
+        b.stop().unwrap();
+    }
+    let b = EmbeddedBroker::start(cfg()).unwrap();
+    let mut c = Raw::connect(b.addr());
+    for (id, data) in [(&waiting, "w"), (&active, "a")] {
+        let r = c.call("GetJob", vec![("id", s(id))]);
+        assert_eq!(
+            r.get("job").and_then(|j| j.get("data")),
+            Some(&s(data)),
+            "{id}"
+        );
+    }
 }

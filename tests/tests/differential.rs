@@ -18,7 +18,7 @@
 //!
 //! Not in the programs yet (so not compared): time passing (delays running out, lock
 //! expiry), events, flows, DLQ, schedulers, limits; and what the broker refuses as not
-//! supported (Clean, Update, …: README lists them). What is left out of the comparison on
+//! supported (Clean, …: README lists them). What is left out of the comparison on
 //! purpose is listed in [`normalise`] with its reason.
 
 use std::collections::HashMap;
@@ -122,6 +122,9 @@ enum Step {
     GetLogs {
         slot: usize,
     },
+    Update {
+        slot: usize,
+    },
 }
 
 /// A job to add: its data is its slot, so replies show which job they are about.
@@ -216,7 +219,8 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
                     progress: rng.below(120) as i64,
                 },
                 97 => Step::GetProgress { slot },
-                98 => Step::AddLog { slot },
+                98 if rng.chance(50) => Step::AddLog { slot },
+                98 => Step::Update { slot },
                 _ => Step::GetLogs { slot },
             }
         };
@@ -430,6 +434,10 @@ impl Side {
                 *slot,
                 &[("message", Value::from(format!("line for {slot}")))],
             ),
+            Step::Update { slot } => {
+                let data = Value::map([("updated", Value::from(*slot as i64))]);
+                self.by_id("Update", *slot, &[("data", data)])
+            }
             Step::GetLogs { slot } => {
                 // Intended difference: bunqueue keeps a removed job's logs (until Obliterate
                 // or Clean), the broker drops them with the job, so memory stays bounded by the

@@ -595,23 +595,13 @@ async fn queue_job_methods<T: Rt>(target: Target) {
     q.clear_job_logs(&id, None).await.expect("clear");
     assert!(raw_logs(&mut raw, &id).is_empty());
 
-    if target == Target::Broker {
-        // The broker's store does not persist data changes: refused, typed.
-        match q.update_job_data(&id, &serde_json::json!({"a": 1})).await {
-            Err(Error::Server(e)) => {
-                assert!(e.message().starts_with("Update is not supported"), "{e}")
-            }
-            other => panic!("{other:?}"),
-        }
-    } else {
-        q.update_job_data(&id, &serde_json::json!({"a": 1}))
-            .await
-            .expect("update_job_data");
-        assert_eq!(
-            raw.job(&id).expect("job").data,
-            Value::map([("a", Value::Int(1))])
-        );
-    }
+    q.update_job_data(&id, &serde_json::json!({"a": 1}))
+        .await
+        .expect("update_job_data");
+    assert_eq!(
+        raw.job(&id).expect("job").data,
+        Value::map([("a", Value::Int(1))])
+    );
 
     // Progress only for active jobs: bunqueue's own text.
     match q.update_job_progress(&id, 10.0, None).await {
@@ -634,11 +624,9 @@ async fn queue_job_methods<T: Rt>(target: Target) {
         Err(Error::Server(e)) => assert_eq!(e.message(), "Job not found"),
         other => panic!("{other:?}"),
     }
-    if target == Target::Bunqueue {
-        match q.update_job_data("no-such-job", &1).await {
-            Err(Error::Server(e)) => assert_eq!(e.message(), "Job not found or cannot be updated"),
-            other => panic!("{other:?}"),
-        }
+    match q.update_job_data("no-such-job", &1).await {
+        Err(Error::Server(e)) => assert_eq!(e.message(), "Job not found or cannot be updated"),
+        other => panic!("{other:?}"),
     }
     match q
         .extend_job_lock(&id, Some("wrong"), Duration::from_secs(1))
@@ -710,38 +698,14 @@ macro_rules! all_scenarios {
     };
 }
 
-/// What the embedded broker serves: everything but `Update` (refused, checked in
-/// `queue_job_methods`), `ListWorkers` and the TS view of progress (its GetJob has none).
-macro_rules! broker_scenarios {
-    ($rt:ty) => {
-        scenarios!($rt, autobatch_tests::Target::Broker =>
-            progress_and_logs,
-            ts_client_sees_progress_and_logs,
-            ts_queue_events_see_progress,
-            list_workers_shows_the_worker,
-            unrecoverable_is_not_retried,
-            plain_error_is_retried,
-            delay_moves_to_delayed,
-            rate_limited_goes_back_to_waiting,
-            forced_close_releases_held_jobs,
-            pause_and_resume_worker,
-            events_stream,
-            drained_once_per_spell,
-            worker_removes_finished_jobs,
-            queue_job_methods,
-            limiter_caps_jobs_per_window,
-        );
-    };
-}
-
 mod tokio_broker {
-    broker_scenarios!(super::Tokio);
+    all_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
 }
 mod smol_broker {
-    broker_scenarios!(super::Smol);
+    all_scenarios!(super::Smol, autobatch_tests::Target::Broker);
 }
 mod async_std_broker {
-    broker_scenarios!(super::AsyncStd);
+    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
 }
 
 mod tokio_bunqueue {

@@ -1,13 +1,12 @@
 //! A job's own records (progress, logs, lock) and the worker's moves on it, served.
 //!
 //! Progress and log lines live in memory only (a restart of a SQLite-backed broker loses them,
-//! as it loses nothing else); `Update` (replacing a job's data) is refused, since the store does
-//! not persist data changes and a change that a restart silently undoes would be worse than a
-//! refusal.
+//! as it loses nothing else); `Update` (replacing a job's data) is written to the store as the
+//! whole record, so it survives a restart.
 
 use autobatch_core::ops::{
     AddLog, ClearLogs, ExtendLock, ExtendLocks, GetLogs, GetProgress, JobLog, JobLogs, JobProgress,
-    MoveToDelayed, UpdateProgress,
+    MoveToDelayed, UpdateData, UpdateProgress,
 };
 use autobatch_core::wire::{Response, Value};
 
@@ -31,6 +30,13 @@ pub(super) fn serve(
         "GetProgress" => answer::<GetProgress>(body, |op| {
             let (progress, message) = shared.lock().progress(&op.id, now)?;
             Ok(JobProgress::new(progress, message))
+        }),
+        "Update" => answer::<UpdateData>(body, |op| {
+            if shared.lock().update_data(&op.id, op.data) {
+                Ok(())
+            } else {
+                Err("Job not found or cannot be updated".into())
+            }
         }),
         "AddLog" => answer::<AddLog>(body, |op| {
             let level = op.level.unwrap_or_else(|| "info".into());

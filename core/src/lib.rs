@@ -23,3 +23,11 @@ pub mod session;
 pub mod wire;
 
 pub use error::{Error, Fault, ServerError, ServerErrorKind};
+
+/// The unit tests' clock, in one place. The core never reads a clock: its callers pass `now`
+/// in. A unit test stands in for such a caller, and this is where it takes the origin of its
+/// timeline (later instants are offsets of it, so no test depends on real time passing).
+#[cfg(test)]
+pub(crate) fn test_origin() -> std::time::Instant {
+    std::time::Instant::now()
+}

@@ -459,9 +459,8 @@ mod tests {
     fn the_session_hands_out_event_frames_in_order() {
         use crate::session::{Event, Session, SessionConfig};
         use crate::wire::write_frame;
-        use std::time::Instant;
 
-        let now = Instant::now();
+        let now = crate::test_origin();
         let mut s = Session::new(SessionConfig::default(), now).expect("config");
         while s.poll_event().is_some() {}
         s.handle_connected(now);

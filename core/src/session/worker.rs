@@ -782,7 +782,7 @@ mod tests {
 
     #[test]
     fn drained_is_reported_once_per_empty_spell() {
-        let now = Instant::now();
+        let now = crate::test_origin();
         let mut w = WorkerState::new(WorkerConfig::new("q").concurrency(2)).unwrap();
         let drained = |events: &[Event]| events.iter().filter(|e| **e == Event::Drained).count();
         assert_eq!(drained(&pulled(&mut w, now, &[])), 1, "first empty pull");
@@ -795,7 +795,7 @@ mod tests {
 
     #[test]
     fn a_paused_worker_does_not_pull_and_a_taken_job_frees_its_slot() {
-        let now = Instant::now();
+        let now = crate::test_origin();
         let mut stats = SessionStats::default();
         let mut w = WorkerState::new(WorkerConfig::new("q").concurrency(2)).unwrap();
         w.set_paused(true);
@@ -825,7 +825,7 @@ mod tests {
 
     #[test]
     fn a_rate_limit_holds_pulls_off_until_it_ends() {
-        let now = Instant::now();
+        let now = crate::test_origin();
         let mut stats = SessionStats::default();
         let mut w = WorkerState::new(WorkerConfig::new("q")).unwrap();
         let later = now + Duration::from_secs(5);
@@ -838,7 +838,7 @@ mod tests {
 
     #[test]
     fn the_limiter_caps_pulls_per_window() {
-        let now = Instant::now();
+        let now = crate::test_origin();
         let mut stats = SessionStats::default();
         let window = Duration::from_secs(10);
         let config = WorkerConfig::new("q")

@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 use autobatch_broker::{BrokerConfig, BrokerTls, EmbeddedBroker};
 use autobatch_driver::{Client, ClientOptions, Error, JobOptions, Queue, Runtime, TlsOptions};
 use futures::future::join_all;
+use futures::FutureExt;
 use serde::Serialize;
 
-use crate::workload::{waves, Cell, Contender, Pattern};
+use crate::cpu::{self, Threads};
+use crate::workload::{waves, Cell, CellCost, Contender, Latency, Pattern};
 use crate::RuntimeKind;
 
 /// The embedded broker of the default run: in-process, memory, own threads.
@@ -85,6 +87,7 @@ struct Autobatch<R: Runtime, E: BlockOn> {
     tls: bool,
     runtime: RuntimeKind,
     frames: Option<u64>,
+    cost: CellCost,
 }
 
 /// The autobatch contender: `batching` false is `ClientOptions::batching(None)` (every add its
@@ -151,24 +154,43 @@ impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
             tls: with_tls,
             runtime,
             frames: None,
+            cost: CellCost::default(),
         })
     }
 }
 
-/// `n` adds to `q` in `pattern`: `await` one by one, or `join_all` over waves.
-async fn adds<R: Runtime>(q: &Queue<R>, pattern: Pattern, n: usize) -> Result<(), Error> {
+/// `n` adds to `q` in `pattern`: `await` one by one, or `join_all` over waves. With `lat`,
+/// each add's latency (from the start of its wave to its reply) is pushed onto it: one clock
+/// read per add, inside the timed region, as bench.ts does for the TS client.
+async fn adds<R: Runtime>(
+    q: &Queue<R>,
+    pattern: Pattern,
+    n: usize,
+    mut lat: Option<&mut Vec<Duration>>,
+) -> Result<(), Error> {
     match pattern {
         Pattern::Seq => {
             for i in 0..n {
+                let start = Instant::now();
                 q.add("bench", &Data { i }, JobOptions::new()).await?;
+                if let Some(lat) = lat.as_deref_mut() {
+                    lat.push(start.elapsed());
+                }
             }
         }
         Pattern::All(w) => {
             let mut i = 0;
             for k in waves(n, w) {
-                let wave = (i..i + k).map(|i| q.add("bench", &Data { i }, JobOptions::new()));
-                for r in join_all(wave).await {
+                let start = Instant::now();
+                let wave = (i..i + k).map(|i| {
+                    q.add("bench", &Data { i }, JobOptions::new())
+                        .map(|r| (r, Instant::now()))
+                });
+                for (r, done) in join_all(wave).await {
                     r?;
+                    if let Some(lat) = lat.as_deref_mut() {
+                        lat.push(done - start);
+                    }
                 }
                 i += k;
             }
@@ -199,21 +221,34 @@ impl<R: Runtime, E: BlockOn> Contender for Autobatch<R, E> {
     fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
         let q = self.client.queue(&cell.queue);
         let client = &self.client;
-        let (elapsed, frames) = self.exec.block_on(async {
-            adds(&q, cell.pattern, cell.warmup)
+        let mut lat = Vec::with_capacity(cell.adds);
+        let (elapsed, frames, client_cpu) = self.exec.block_on(async {
+            adds(&q, cell.pattern, cell.warmup, None)
                 .await
                 .map_err(io::Error::other)?;
             let before = client.stats().await.session.frames_sent;
+            // Every thread of this process but the embedded broker's: the client's pump
+            // runs on other threads than the caller on some runtimes.
+            let cpu0 = Threads::Client.now();
             let t0 = Instant::now();
-            adds(&q, cell.pattern, cell.adds)
+            adds(&q, cell.pattern, cell.adds, Some(&mut lat))
                 .await
                 .map_err(io::Error::other)?;
             let elapsed = t0.elapsed();
+            let client_cpu = cpu::delta(cpu0, Threads::Client.now());
             let after = client.stats().await.session.frames_sent;
-            io::Result::Ok((elapsed, after - before))
+            io::Result::Ok((elapsed, after - before, client_cpu))
         })?;
         self.frames = Some(frames);
+        self.cost = CellCost {
+            client_cpu,
+            latency: Latency::of(&mut lat),
+        };
         Ok(elapsed)
+    }
+
+    fn last_cost(&self) -> CellCost {
+        self.cost
     }
 
     fn last_frames(&self) -> Option<u64> {

@@ -13,6 +13,8 @@
 #![forbid(unsafe_code)]
 
 mod autobatch;
+mod ceiling;
+mod cpu;
 mod fleet;
 mod floor;
 mod machine;
@@ -167,6 +169,15 @@ impl Server {
         }
     }
 
+    /// The threads whose CPU time is the server's, where they can be read.
+    fn threads(&self) -> Option<cpu::Threads> {
+        match self {
+            Server::Embedded(_) => Some(cpu::Threads::EmbeddedBroker),
+            Server::Bunqueue(s) => s.pid().map(|pid| cpu::Threads::Processes(vec![pid])),
+            Server::External(..) => None,
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
             Server::Embedded(b) => format!(
@@ -291,6 +302,7 @@ fn real_main(args: Args) -> io::Result<()> {
     if tls.is_none() {
         contenders.push(Box::new(floor::PingFloor::ping(addr)?));
         contenders.push(Box::new(floor::PingFloor::push(addr)?));
+        contenders.push(Box::new(ceiling::Ceiling::connect(addr)?));
     }
 
     let mut auditor: Box<dyn run::AfterCell> = match &tls {
@@ -301,7 +313,12 @@ fn real_main(args: Args) -> io::Result<()> {
             tls: run::TlsAuditor::connect(broker.addr(), pki.ca_pem().as_bytes())?,
         }),
     };
-    let measurements = run::run(&plan, &mut contenders, auditor.as_mut())?;
+    let measurements = run::run(
+        &plan,
+        &mut contenders,
+        auditor.as_mut(),
+        server.threads().as_ref(),
+    )?;
     drop(contenders);
 
     let info = RunInfo {
@@ -374,7 +391,13 @@ fn fleet_main(
     } else {
         Box::new(fleet::FleetAuditor::connect(addrs[0])?)
     };
-    let measurements = run::run(&plan, &mut contenders, auditor.as_mut())?;
+    let brokers = (0..most).filter_map(|i| fleet.broker(i).pid()).collect();
+    let measurements = run::run(
+        &plan,
+        &mut contenders,
+        auditor.as_mut(),
+        Some(&cpu::Threads::Processes(brokers)),
+    )?;
     drop(contenders);
 
     let server = format!(

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use bunqueue_client::{Connection, ConnectionOptions, JobOptions, Queue, Value};
 
-use crate::workload::{Cell, Contender, Pattern};
+use crate::cpu;
+use crate::workload::{Cell, CellCost, Contender, Latency, Pattern};
 
 /// The version measured (pinned in Cargo.toml).
 pub const VERSION: &str = "0.1.1";
@@ -20,6 +21,7 @@ pub const VERSION: &str = "0.1.1";
 /// `bunqueue-client` with one shared connection.
 pub struct Official {
     connection: Connection,
+    cost: CellCost,
 }
 
 impl Official {
@@ -31,39 +33,77 @@ impl Official {
             ..ConnectionOptions::default()
         });
         connection.ensure_connected().map_err(io::Error::other)?;
-        Ok(Official { connection })
+        Ok(Official {
+            connection,
+            cost: CellCost::default(),
+        })
     }
 
-    fn adds(queue: &Queue, pattern: Pattern, n: usize) -> io::Result<()> {
+    /// `n` adds in `pattern`; returns the CPU time of every thread that made them (each
+    /// thread reads its own, since the wave threads exit before the cell ends) and, with
+    /// `lat`, each add's latency.
+    fn adds(
+        queue: &Queue,
+        pattern: Pattern,
+        n: usize,
+        lat: Option<&mut Vec<Duration>>,
+    ) -> io::Result<Option<Duration>> {
         let w = pattern.wave();
+        let record = lat.is_some();
         if w == 1 {
+            let cpu0 = cpu::this_thread();
+            let mut own = Vec::new();
             for i in 0..n {
+                let start = Instant::now();
                 add(queue, i)?;
+                if record {
+                    own.push(start.elapsed());
+                }
             }
-            return Ok(());
+            if let Some(lat) = lat {
+                lat.append(&mut own);
+            }
+            return Ok(cpu::delta(cpu0, cpu::this_thread()));
         }
         let barrier = Barrier::new(w);
-        std::thread::scope(|s| {
+        let per_thread = std::thread::scope(|s| {
             let handles: Vec<_> = (0..w)
                 .map(|t| {
                     let barrier = &barrier;
                     let queue = queue.clone();
-                    s.spawn(move || -> io::Result<()> {
+                    s.spawn(move || -> io::Result<(Option<Duration>, Vec<Duration>)> {
+                        let cpu0 = cpu::this_thread();
+                        let mut own = Vec::new();
                         let mut result = Ok(());
                         for wave_start in (0..n).step_by(w) {
+                            let start = Instant::now();
                             if result.is_ok() && wave_start + t < n {
                                 result = add(&queue, wave_start + t);
+                                if record {
+                                    own.push(start.elapsed());
+                                }
                             }
                             barrier.wait();
                         }
-                        result
+                        result.map(|()| (cpu::delta(cpu0, cpu::this_thread()), own))
                     })
                 })
                 .collect();
             handles
                 .into_iter()
-                .try_for_each(|h| h.join().expect("bunqueue-client thread panicked"))
-        })
+                .map(|h| h.join().expect("bunqueue-client thread panicked"))
+                .collect::<io::Result<Vec<_>>>()
+        })?;
+        let mut total = Some(Duration::ZERO);
+        let mut all = Vec::new();
+        for (cpu, mut own) in per_thread {
+            total = total.zip(cpu).map(|(a, b)| a + b);
+            all.append(&mut own);
+        }
+        if let Some(lat) = lat {
+            lat.append(&mut all);
+        }
+        Ok(total)
     }
 }
 
@@ -86,12 +126,22 @@ impl Contender for Official {
 
     fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
         let queue = Queue::with_connection(cell.queue.clone(), self.connection.clone());
-        Self::adds(&queue, cell.pattern, cell.warmup)?;
+        Self::adds(&queue, cell.pattern, cell.warmup, None)?;
         // Thread start-up for the concurrent patterns is inside the timed region: the same
         // for every wave count and small next to thousands of round trips.
+        let mut lat = Vec::with_capacity(cell.adds);
         let t0 = Instant::now();
-        Self::adds(&queue, cell.pattern, cell.adds)?;
-        Ok(t0.elapsed())
+        let client_cpu = Self::adds(&queue, cell.pattern, cell.adds, Some(&mut lat))?;
+        let elapsed = t0.elapsed();
+        self.cost = CellCost {
+            client_cpu,
+            latency: Latency::of(&mut lat),
+        };
+        Ok(elapsed)
+    }
+
+    fn last_cost(&self) -> CellCost {
+        self.cost
     }
 }
 

@@ -4,9 +4,10 @@ use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
+use crate::cpu::{self, Threads};
 use crate::official::Auditor;
 use crate::stats::Summary;
-use crate::workload::{Cell, Contender, Pattern};
+use crate::workload::{Cell, Contender, Latency, Pattern};
 
 /// Sizes of a run.
 #[derive(Debug, Clone)]
@@ -38,12 +39,30 @@ pub struct Sample {
     pub elapsed: Duration,
     /// Frames the client wrote during the timed adds, where it can tell.
     pub frames: Option<u64>,
+    /// The client's CPU time over the timed adds, where it can tell.
+    pub client_cpu: Option<Duration>,
+    /// The server's CPU time over the whole cell, warm-up adds included, where it is known.
+    pub server_cpu: Option<Duration>,
+    /// Untimed warm-up adds of the cell (they count in `server_cpu`).
+    pub warmup: usize,
+    /// Add latencies of the timed adds, where the client records them.
+    pub latency: Option<Latency>,
 }
 
 impl Sample {
     /// Adds per second.
     pub fn ops_per_sec(&self) -> f64 {
         self.adds as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The client's CPU time per timed add, in microseconds.
+    pub fn client_us_per_add(&self) -> Option<f64> {
+        Some(self.client_cpu?.as_secs_f64() * 1e6 / self.adds.max(1) as f64)
+    }
+
+    /// The server's CPU time per add of the cell (warm-up included), in microseconds.
+    pub fn server_us_per_add(&self) -> Option<f64> {
+        Some(self.server_cpu?.as_secs_f64() * 1e6 / (self.adds + self.warmup).max(1) as f64)
     }
 }
 
@@ -68,6 +87,32 @@ impl Measurements {
             .collect();
         v.sort_by_key(|s| s.rep);
         v.into_iter().map(Sample::ops_per_sec).collect()
+    }
+
+    /// `f` of every sample of `contender` in `pattern` that has it, in repetition order.
+    pub fn series_of(
+        &self,
+        contender: &str,
+        pattern: Pattern,
+        f: impl Fn(&Sample) -> Option<f64>,
+    ) -> Vec<f64> {
+        let mut v: Vec<&Sample> = self
+            .samples
+            .iter()
+            .filter(|s| s.contender == contender && s.pattern == pattern)
+            .collect();
+        v.sort_by_key(|s| s.rep);
+        v.into_iter().filter_map(f).collect()
+    }
+
+    /// Median and spread of `f` over the repetitions that have it.
+    pub fn summary_of(
+        &self,
+        contender: &str,
+        pattern: Pattern,
+        f: impl Fn(&Sample) -> Option<f64>,
+    ) -> Option<Summary> {
+        Summary::of(&self.series_of(contender, pattern, f))
     }
 
     /// Adds per frame written, over all repetitions, where the client reports frames.
@@ -177,16 +222,20 @@ impl AfterCell for TlsAuditor {
 
 /// Whether a contender's jobs stay in its queue for the [`AfterCell`] check.
 pub fn leaves_jobs(id: &str) -> bool {
-    !(id == "floor" || id.starts_with("ts-"))
+    // The TS client keeps its jobs (bench.ts `keep`) except on a fleet (`ts-on.nN`), where
+    // it empties its queue itself.
+    id != "floor" && !(id.starts_with("ts-") && id.contains('.'))
 }
 
 /// Run every cell of `plan` for every contender. Order: for each repetition, for each
 /// pattern, every contender back to back, starting one further along the list at each
 /// repetition (so no contender always runs first or right after a given other one).
+/// `server`, where known, is read before and after each cell for the server's CPU time.
 pub fn run(
     plan: &Plan,
     contenders: &mut [Box<dyn Contender>],
     after: &mut dyn AfterCell,
+    server: Option<&Threads>,
 ) -> io::Result<Measurements> {
     let started = Instant::now();
     let mut m = Measurements {
@@ -230,6 +279,7 @@ pub fn run(
                     rep + 1,
                     plan.reps
                 ));
+                let server_before = server.and_then(Threads::now);
                 let elapsed = c.run(&cell).map_err(|e| {
                     progress.finish();
                     io::Error::new(
@@ -237,6 +287,7 @@ pub fn run(
                         format!("{} / {} / rep {}: {e}", c.label(), pattern.name(), rep + 1),
                     )
                 })?;
+                let server_cpu = cpu::delta(server_before, server.and_then(Threads::now));
                 let expected = leaves_jobs(&id).then_some(cell.warmup + cell.adds);
                 after
                     .after(&cell, expected)
@@ -248,6 +299,10 @@ pub fn run(
                     adds: plan.adds,
                     elapsed,
                     frames: c.last_frames(),
+                    client_cpu: c.last_cost().client_cpu,
+                    server_cpu,
+                    warmup: plan.warmup,
+                    latency: c.last_cost().latency,
                 };
                 progress.done(sample.ops_per_sec());
                 m.samples.push(sample);

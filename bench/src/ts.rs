@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use autobatch_tests::TsPeer;
 
-use crate::workload::{Cell, Contender};
+use crate::workload::{Cell, CellCost, Contender, Latency};
 
 /// bunqueue's TS client with `autoBatch.enabled` = `batching`.
 pub struct TsClient {
@@ -16,6 +16,7 @@ pub struct TsClient {
     batching: bool,
     // `--fleet`: one Queue per broker (all on the host of `addr`), adds dealt round-robin.
     fleet: Option<Vec<SocketAddr>>,
+    cost: CellCost,
 }
 
 impl TsClient {
@@ -26,6 +27,7 @@ impl TsClient {
             addr,
             batching,
             fleet: None,
+            cost: CellCost::default(),
         })
     }
 
@@ -75,6 +77,9 @@ impl Contender for TsClient {
         if let Some(addrs) = &self.fleet {
             let ports: Vec<u16> = addrs.iter().map(SocketAddr::port).collect();
             opts["ports"] = serde_json::json!(ports);
+        } else {
+            // One queue, named as the cell's, left for the auditor to count and empty.
+            opts["keep"] = serde_json::json!(true);
         }
         let out = TsPeer::new("bench.ts")
             .target(self.addr)
@@ -82,15 +87,28 @@ impl Contender for TsClient {
             .run()?
             .success()?;
         let lines = out.json_lines()?;
-        let ms = lines
+        let line = lines
             .iter()
-            .find_map(|l| l.get("elapsed_ms").and_then(serde_json::Value::as_f64))
+            .find(|l| l.get("elapsed_ms").is_some())
             .ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("bench.ts printed no measurement:\n{}", out.stdout),
                 )
             })?;
+        let field = |k: &str| line.get(k).and_then(serde_json::Value::as_f64);
+        let micros = |k: &str| field(k).map(|us| Duration::from_secs_f64(us.max(0.0) / 1e6));
+        self.cost = CellCost {
+            client_cpu: micros("cpu_us"),
+            latency: micros("lat_p50_us")
+                .zip(micros("lat_p99_us"))
+                .map(|(p50, p99)| Latency { p50, p99 }),
+        };
+        let ms = field("elapsed_ms").unwrap_or_default();
         Ok(Duration::from_secs_f64(ms / 1000.0))
+    }
+
+    fn last_cost(&self) -> CellCost {
+        self.cost
     }
 }

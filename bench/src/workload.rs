@@ -83,6 +83,45 @@ pub trait Contender {
     fn last_frames(&self) -> Option<u64> {
         None
     }
+    /// What the last cell's timed adds cost the client, where it can tell.
+    fn last_cost(&self) -> CellCost {
+        CellCost::default()
+    }
+}
+
+/// What a cell's timed adds cost a client, beside their wall time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CellCost {
+    /// CPU time the client spent on the timed adds (every thread it ran on).
+    pub client_cpu: Option<Duration>,
+    /// How long the adds took, each from the moment it was issued to its reply.
+    pub latency: Option<Latency>,
+}
+
+/// Percentiles of the add latencies of one cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Latency {
+    /// Median.
+    pub p50: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+}
+
+impl Latency {
+    /// The percentiles of `samples` (nearest rank); `None` for no samples. Sorts in place.
+    pub fn of(samples: &mut [Duration]) -> Option<Latency> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        let rank = |q: f64| {
+            samples[((q * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1]
+        };
+        Some(Latency {
+            p50: rank(0.50),
+            p99: rank(0.99),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -96,6 +135,17 @@ mod tests {
         }
         assert_eq!(Pattern::parse("all0"), None);
         assert_eq!(Pattern::parse("nope"), None);
+    }
+
+    #[test]
+    fn latency_percentiles_are_nearest_rank() {
+        let mut v: Vec<Duration> = (1..=200).rev().map(Duration::from_micros).collect();
+        let l = Latency::of(&mut v).unwrap();
+        assert_eq!(l.p50, Duration::from_micros(100));
+        assert_eq!(l.p99, Duration::from_micros(198));
+        let mut one = [Duration::from_micros(7)];
+        assert_eq!(Latency::of(&mut one).unwrap().p99, Duration::from_micros(7));
+        assert!(Latency::of(&mut []).is_none());
     }
 
     #[test]

@@ -41,11 +41,26 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let samples = doc["samples"].as_array().unwrap();
-    // 4 patterns x batching off/on, plus the two sequential floors.
-    assert_eq!(samples.len(), 10, "{samples:#?}");
+    // 4 patterns x batching off/on, the two sequential floors, the ceiling's 3 concurrent cells.
+    assert_eq!(samples.len(), 13, "{samples:#?}");
     for s in samples {
         assert_eq!(s["adds"], 300);
         assert!(s["ops_per_sec"].as_f64().unwrap() > 0.0, "{s}");
+        // The embedded broker's threads are in this process: every cell has its CPU time.
+        assert!(s["server_cpu_us_per_add"].as_f64().unwrap() > 0.0, "{s}");
+        if s["contender"].as_str().unwrap().starts_with("autobatch-") {
+            assert!(s["client_cpu_us_per_add"].as_f64().unwrap() > 0.0, "{s}");
+            let (p50, p99) = (s["latency_p50_us"].as_f64(), s["latency_p99_us"].as_f64());
+            assert!(p50.unwrap() > 0.0 && p50 <= p99, "{s}");
+        }
+    }
+    assert_eq!(
+        samples.iter().filter(|s| s["contender"] == "ceiling").count(),
+        3,
+        "the ceiling runs beside each concurrent cell"
+    );
+    for table in ["What each add costs", "Share of the server's ceiling", "Targets"] {
+        assert!(stdout.contains(table), "no {table:?} in:\n{stdout}");
     }
     let on_100 = samples
         .iter()

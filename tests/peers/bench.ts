@@ -15,9 +15,13 @@
 //   ports     the ports of several brokers on HOST, bunqueue's PostgreSQL fleet (default
 //             [PORT]): one Queue per broker, and add i of a run goes through queue
 //             i % ports.length, so a wave of W concurrent adds is dealt round-robin over them
+//   keep      true: the queue is named exactly `queue` and keeps its jobs (the caller counts
+//             and removes them), for a single cell
 //
 // Prints one JSON line per measurement:
-//   {"pattern","batching","rep","total","elapsed_ms","ops_per_sec"}
+//   {"pattern","batching","rep","total","elapsed_ms","ops_per_sec","cpu_us","lat_p50_us","lat_p99_us"}
+// cpu_us is this process's CPU time (user + system, process.cpuUsage) over the timed adds;
+// the latencies run from an add's call to its promise settling (nearest rank).
 // then one summary line {"summary": [{"pattern","batching","ops_per_sec_median","runs"}...]}.
 import { Queue } from 'bunqueue/client';
 import { connection, emit, fail, parseArgs } from './common';
@@ -30,6 +34,7 @@ const reps: number = t.opts.reps ?? 1;
 const warmup: number = t.opts.warmup ?? 200;
 const prefix: string = t.opts.queue ?? 'peer-bench';
 const ports: number[] = t.opts.ports ?? [t.port];
+const keep: boolean = t.opts.keep ?? false;
 
 function waveOf(pattern: string): number {
   if (pattern === 'seq') return 1;
@@ -38,40 +43,60 @@ function waveOf(pattern: string): number {
   return Number(m[1]);
 }
 
-async function run(queues: Queue<any>[], pattern: string, n: number): Promise<void> {
+// Adds `n` jobs in `pattern`; with `lat`, pushes each add's latency (ms) onto it.
+async function run(queues: Queue<any>[], pattern: string, n: number, lat?: number[]): Promise<void> {
   const w = waveOf(pattern);
   const m = queues.length;
   if (w === 1) {
-    for (let i = 0; i < n; i++) await queues[i % m].add('bench', { i });
+    for (let i = 0; i < n; i++) {
+      const s = performance.now();
+      await queues[i % m].add('bench', { i });
+      lat?.push(performance.now() - s);
+    }
     return;
   }
   for (let done = 0; done < n; done += w) {
     const k = Math.min(w, n - done);
     const ps = new Array(k);
-    for (let j = 0; j < k; j++) ps[j] = queues[(done + j) % m].add('bench', { i: done + j });
+    const s = performance.now();
+    for (let j = 0; j < k; j++) {
+      const p = queues[(done + j) % m].add('bench', { i: done + j });
+      ps[j] = lat ? p.then(() => lat.push(performance.now() - s)) : p;
+    }
     await Promise.all(ps);
   }
 }
+
+// Nearest-rank percentile of sorted `xs`.
+const rank = (xs: number[], q: number) => xs[Math.min(xs.length, Math.max(1, Math.ceil(q * xs.length))) - 1];
 
 const results = new Map<string, number[]>();
 for (let rep = 0; rep < reps; rep++) {
   for (const pattern of patterns) {
     for (const on of batching) {
-      const name = `${prefix}-${pattern}-${on ? 'on' : 'off'}-${rep}`;
+      const name = keep ? prefix : `${prefix}-${pattern}-${on ? 'on' : 'off'}-${rep}`;
       const queues = ports.map(
         (port) => new Queue(name, { connection: { ...connection(t), port }, autoBatch: { enabled: on } }),
       );
       const queue = queues[0];
       try {
         if (warmup > 0) await run(queues, pattern, warmup);
+        const lat: number[] = [];
+        const cpu0 = process.cpuUsage();
         const t0 = performance.now();
-        await run(queues, pattern, total);
+        await run(queues, pattern, total, lat);
         const ms = performance.now() - t0;
+        const cpu = process.cpuUsage(cpu0);
         const ops = (total / ms) * 1000;
-        emit({ pattern, batching: on, rep, total, elapsed_ms: ms, ops_per_sec: Math.round(ops) });
+        lat.sort((a, b) => a - b);
+        emit({
+          pattern, batching: on, rep, total, elapsed_ms: ms, ops_per_sec: Math.round(ops),
+          cpu_us: cpu.user + cpu.system,
+          lat_p50_us: Math.round(rank(lat, 0.5) * 1000), lat_p99_us: Math.round(rank(lat, 0.99) * 1000),
+        });
         const key = `${pattern}|${on}`;
         results.set(key, [...(results.get(key) ?? []), ops]);
-        await queue.obliterateAsync();
+        if (!keep) await queue.obliterateAsync();
       } catch (e) {
         fail(`bench cell ${name} failed: ${e instanceof Error ? e.message : String(e)}`);
       }

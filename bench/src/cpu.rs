@@ -1,0 +1,124 @@
+//! CPU time, per thread, from Linux's `/proc/…/schedstat` (nanoseconds on a CPU).
+//!
+//! The bench measures two costs beside throughput: the client's CPU time per add and the
+//! server's. Both come from the per-thread `schedstat` files because they have nanosecond
+//! resolution (`/proc/PID/stat` counts 10 ms ticks, longer than a whole cell) and need no
+//! `unsafe` (getrusage would). Their one blind spot is a thread that exits between two
+//! readings: its time vanishes from the sum. Threads that come and go inside a measured
+//! region (the official client's per-wave threads) therefore read their own time
+//! ([`this_thread`]) before they exit.
+//!
+//! * The client, in this process: every thread of this process except the embedded broker's
+//!   ([`BROKER_THREAD_PREFIX`]), so the default run, whose broker lives in-process, is measured
+//!   like `--compare`, whose server is another process.
+//! * The server: every thread of its process (bunqueue's bun), or the embedded broker's
+//!   threads here.
+
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+/// The name every thread of the embedded broker starts with (`autobatch-broker` and its
+/// runtime's `autobatch-broker-rt`; Linux keeps 15 bytes of a thread's name).
+pub const BROKER_THREAD_PREFIX: &str = "autobatch-broke";
+
+/// Which threads a reading sums.
+#[derive(Debug, Clone)]
+pub enum Threads {
+    /// This process, less the embedded broker's threads: the client.
+    Client,
+    /// The embedded broker's threads in this process.
+    EmbeddedBroker,
+    /// Every thread of these processes (a bunqueue server, a fleet's brokers).
+    Processes(Vec<u32>),
+}
+
+impl Threads {
+    /// CPU time used so far by these threads; `None` where `/proc` cannot tell (not Linux,
+    /// or a kernel without schedstats).
+    pub fn now(&self) -> Option<Duration> {
+        match self {
+            Threads::Client => sum_tasks(Path::new("/proc/self/task"), |comm| {
+                !comm.starts_with(BROKER_THREAD_PREFIX)
+            }),
+            Threads::EmbeddedBroker => sum_tasks(Path::new("/proc/self/task"), |comm| {
+                comm.starts_with(BROKER_THREAD_PREFIX)
+            }),
+            Threads::Processes(pids) => pids.iter().try_fold(Duration::ZERO, |acc, pid| {
+                let dir = format!("/proc/{pid}/task");
+                Some(acc + sum_tasks(Path::new(&dir), |_| true)?)
+            }),
+        }
+    }
+}
+
+/// CPU time the calling thread has used so far.
+pub fn this_thread() -> Option<Duration> {
+    read_schedstat(Path::new("/proc/thread-self/schedstat"))
+}
+
+/// The time between two readings, `None` if either is missing.
+pub fn delta(before: Option<Duration>, after: Option<Duration>) -> Option<Duration> {
+    Some(after?.saturating_sub(before?))
+}
+
+fn sum_tasks(dir: &Path, keep: impl Fn(&str) -> bool) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    for entry in fs::read_dir(dir).ok()? {
+        let Ok(entry) = entry else { continue };
+        let task = entry.path();
+        // A thread can exit between the listing and the read: it is simply not counted.
+        let Ok(comm) = fs::read_to_string(task.join("comm")) else {
+            continue;
+        };
+        if !keep(comm.trim_end()) {
+            continue;
+        }
+        if let Some(t) = read_schedstat(&task.join("schedstat")) {
+            total += t;
+        }
+    }
+    Some(total)
+}
+
+/// The first field of a `schedstat` file: nanoseconds spent on a CPU.
+fn read_schedstat(path: &Path) -> Option<Duration> {
+    let text = fs::read_to_string(path).ok()?;
+    parse_schedstat(&text)
+}
+
+fn parse_schedstat(text: &str) -> Option<Duration> {
+    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedstat_first_field_is_nanoseconds_on_cpu() {
+        assert_eq!(
+            parse_schedstat("599451 2956883 2\n"),
+            Some(Duration::from_nanos(599_451))
+        );
+        assert_eq!(parse_schedstat(""), None);
+        assert_eq!(parse_schedstat("x 1 2"), None);
+    }
+
+    #[test]
+    fn busy_work_shows_in_this_threads_and_the_clients_time() {
+        let (Some(t0), Some(c0)) = (this_thread(), Threads::Client.now()) else {
+            return; // no schedstats on this kernel: nothing to check
+        };
+        let mut x = 0u64;
+        while delta(Some(t0), this_thread()).unwrap() < Duration::from_millis(20) {
+            x = x.wrapping_mul(31).wrapping_add(7);
+        }
+        std::hint::black_box(x);
+        let c1 = Threads::Client.now().unwrap();
+        assert!(c1 - c0 >= Duration::from_millis(20), "{c0:?} → {c1:?}");
+        // No broker threads run in this test process.
+        assert_eq!(Threads::EmbeddedBroker.now(), Some(Duration::ZERO));
+    }
+}

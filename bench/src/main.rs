@@ -72,9 +72,11 @@ struct Args {
     #[arg(long, value_name = "HOST:PORT")]
     server: Option<String>,
 
-    /// Runtime adapter for the autobatch client.
-    #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
-    runtime: RuntimeKind,
+    /// Runtime adapter(s) for the autobatch client, comma-separated: with several, the same
+    /// client runs on each, interleaved, and a table puts them side by side (the targets and
+    /// the seed's table are the first one's).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "tokio")]
+    runtime: Vec<RuntimeKind>,
 
     /// Timed adds per cell [default: 20000; 5000 with --compare; 500 with --fleet; 300 with
     /// --smoke].
@@ -281,16 +283,22 @@ fn real_main(args: Args) -> io::Result<()> {
         None
     };
 
+    let runtimes = runtimes(&args.runtime);
     let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
     for &on in args.batching.modes() {
-        contenders.push(autobatch::contender(args.runtime, addr, on, None)?);
+        contenders.push(autobatch::contender(runtimes[0], addr, on, None)?);
         if let Some((_, broker, client)) = &tls {
             contenders.push(autobatch::contender(
-                args.runtime,
+                runtimes[0],
                 broker.addr(),
                 on,
                 Some(client.clone()),
             )?);
+        }
+        // Further runtimes: the same client, as `autobatch-on:smol` and so on.
+        for &rt in &runtimes[1..] {
+            let c = autobatch::contender(rt, addr, on, None)?;
+            contenders.push(Box::new(workload::Tagged::new(c, rt.name())));
         }
     }
     if args.compare {
@@ -324,7 +332,8 @@ fn real_main(args: Args) -> io::Result<()> {
     let info = RunInfo {
         machine,
         server: server.describe(),
-        runtime: args.runtime.name().into(),
+        runtime: runtimes[0].name().into(),
+        runtimes: runtimes.iter().map(|r| r.name().to_owned()).collect(),
         plan,
         compare: args.compare,
         tls: tls.as_ref().map(|(_, broker, _)| {
@@ -367,7 +376,7 @@ fn fleet_main(
             "--fleet needs at least one broker count above 0",
         ));
     };
-    if args.runtime != RuntimeKind::Tokio {
+    if args.runtime != [RuntimeKind::Tokio] {
         eprintln!("autobatch-bench: --fleet measures autobatch on tokio only");
     }
     eprintln!(
@@ -413,6 +422,7 @@ fn fleet_main(
         machine,
         server: server.clone(),
         runtime: RuntimeKind::Tokio.name().into(),
+        runtimes: vec![RuntimeKind::Tokio.name().into()],
         plan,
         compare: false,
         smoke: args.smoke,
@@ -456,6 +466,20 @@ fn fleet_main(
     }
     drop(fleet);
     Ok(())
+}
+
+/// `--runtime`'s list without repeats, in the order given (never empty: clap's default).
+fn runtimes(given: &[RuntimeKind]) -> Vec<RuntimeKind> {
+    let mut out: Vec<RuntimeKind> = Vec::new();
+    for &r in given {
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    if out.is_empty() {
+        out.push(RuntimeKind::Tokio);
+    }
+    out
 }
 
 /// `--no-verify`.

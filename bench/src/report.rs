@@ -38,8 +38,10 @@ pub struct RunInfo {
     pub machine: MachineInfo,
     /// The server measured against, in words.
     pub server: String,
-    /// The autobatch runtime adapter.
+    /// The autobatch runtime adapter (the first of `runtimes`).
     pub runtime: String,
+    /// Every runtime measured (`--runtime a,b,…`); the others' contenders are `id:runtime`.
+    pub runtimes: Vec<String>,
     /// Sizes.
     pub plan: Plan,
     /// `--compare` run.
@@ -250,6 +252,60 @@ fn render_costs(m: &Measurements, plan: &Plan) -> Option<String> {
     })
 }
 
+/// The same client on every runtime measured, batching on, side by side; ratios are to the
+/// first runtime, paired by repetition.
+fn render_runtimes(info: &RunInfo, m: &Measurements) -> String {
+    let first = &info.runtimes[0];
+    let id = |rt: &str, base: &str| {
+        if rt == first {
+            base.to_owned()
+        } else {
+            format!("{base}:{rt}")
+        }
+    };
+    let heads: Vec<String> = info
+        .runtimes
+        .iter()
+        .flat_map(|rt| {
+            let mut h = vec![format!("{rt} ops/s")];
+            if rt != first {
+                h.push(format!("{rt} ÷ {first}"));
+            }
+            h.push(format!("{rt} adds/frame"));
+            h.push(format!("{rt} client µs/add"));
+            h
+        })
+        .collect();
+    let mut header: Vec<(&str, Align)> = vec![("Pattern (batching on)", Align::Left)];
+    header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
+    let mut t = Table::new(&header);
+    for &p in &info.plan.patterns {
+        let mut row = vec![p.label()];
+        for rt in &info.runtimes {
+            let on = id(rt, AB_ON);
+            row.push(ops_cell(m.summary(&on, p)));
+            if rt != first {
+                row.push(ratio_cell(ratio_summary(m, &on, AB_ON, p)));
+            }
+            row.push(
+                m.adds_per_frame(&on, p)
+                    .map(|x| format!("{x:.1}"))
+                    .unwrap_or_else(|| "–".into()),
+            );
+            row.push(
+                m.summary_of(&on, p, Sample::client_us_per_add)
+                    .map(micros_cell)
+                    .unwrap_or_else(|| "–".into()),
+            );
+        }
+        t.row(row);
+    }
+    format!(
+        "Runtimes side by side (the same client, cells interleaved):\n{}",
+        t.render()
+    )
+}
+
 /// The concurrent cells as a share of the server's ceiling measured beside them.
 fn render_ceiling(m: &Measurements, plan: &Plan) -> Option<String> {
     let cols: Vec<&str> = [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL]
@@ -440,6 +496,11 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
             }
         }
         out.push_str(&t.render());
+    }
+
+    if info.runtimes.len() > 1 {
+        out.push('\n');
+        out.push_str(&render_runtimes(info, m));
     }
 
     if let Some(costs) = render_costs(m, plan) {

@@ -89,6 +89,43 @@ pub trait Contender {
     }
 }
 
+/// A contender under another id: `id:tag`, for the same client on a further runtime.
+pub struct Tagged {
+    inner: Box<dyn Contender>,
+    tag: String,
+}
+
+impl Tagged {
+    /// `inner`, reported as `{inner.id()}:{tag}`.
+    pub fn new(inner: Box<dyn Contender>, tag: &str) -> Tagged {
+        Tagged {
+            inner,
+            tag: tag.to_owned(),
+        }
+    }
+}
+
+impl Contender for Tagged {
+    fn id(&self) -> String {
+        format!("{}:{}", self.inner.id(), self.tag)
+    }
+    fn label(&self) -> String {
+        self.inner.label()
+    }
+    fn applies(&self, pattern: Pattern) -> bool {
+        self.inner.applies(pattern)
+    }
+    fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
+        self.inner.run(cell)
+    }
+    fn last_frames(&self) -> Option<u64> {
+        self.inner.last_frames()
+    }
+    fn last_cost(&self) -> CellCost {
+        self.inner.last_cost()
+    }
+}
+
 /// What a cell's timed adds cost a client, beside their wall time.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CellCost {

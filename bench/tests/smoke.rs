@@ -55,11 +55,18 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
         }
     }
     assert_eq!(
-        samples.iter().filter(|s| s["contender"] == "ceiling").count(),
+        samples
+            .iter()
+            .filter(|s| s["contender"] == "ceiling")
+            .count(),
         3,
         "the ceiling runs beside each concurrent cell"
     );
-    for table in ["What each add costs", "Share of the server's ceiling", "Targets"] {
+    for table in [
+        "What each add costs",
+        "Share of the server's ceiling",
+        "Targets",
+    ] {
         assert!(stdout.contains(table), "no {table:?} in:\n{stdout}");
     }
     let on_100 = samples

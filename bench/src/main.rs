@@ -112,6 +112,11 @@ struct Args {
     #[arg(long)]
     compare: bool,
 
+    /// With --compare: bunqueue's storage, memory (its default) or SQLite (a database file in
+    /// a temporary directory, removed afterwards).
+    #[arg(long, value_enum, default_value_t = Storage::Memory, requires = "compare")]
+    storage: Storage,
+
     /// bunqueue's PostgreSQL fleet: start a throwaway PostgreSQL (`initdb` from
     /// /usr/lib/postgresql/15/bin, or $AUTOBATCH_PG_BIN) and as many bunqueue brokers as the
     /// largest size, then measure autobatch and bunqueue's TS client with their producers
@@ -132,6 +137,15 @@ struct Args {
     /// TLS with a certificate made at start. Not with --compare or --server.
     #[arg(long, conflicts_with_all = ["compare", "server"])]
     tls: bool,
+}
+
+/// `--storage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Storage {
+    /// In memory.
+    Memory,
+    /// SQLite, on disk.
+    Sqlite,
 }
 
 /// `--batching`.
@@ -158,7 +172,7 @@ impl Batching {
 /// The server measured against; kept alive for the whole run.
 enum Server {
     Embedded(autobatch::Broker),
-    Bunqueue(Box<autobatch_tests::BunqueueServer>),
+    Bunqueue(Box<autobatch_tests::BunqueueServer>, Storage),
     External(SocketAddr, String),
 }
 
@@ -166,7 +180,7 @@ impl Server {
     fn addr(&self) -> SocketAddr {
         match self {
             Server::Embedded(b) => b.addr(),
-            Server::Bunqueue(s) => s.addr(),
+            Server::Bunqueue(s, _) => s.addr(),
             Server::External(a, _) => *a,
         }
     }
@@ -175,7 +189,7 @@ impl Server {
     fn threads(&self) -> Option<cpu::Threads> {
         match self {
             Server::Embedded(_) => Some(cpu::Threads::EmbeddedBroker),
-            Server::Bunqueue(s) => s.pid().map(|pid| cpu::Threads::Processes(vec![pid])),
+            Server::Bunqueue(s, _) => s.pid().map(|pid| cpu::Threads::Processes(vec![pid])),
             Server::External(..) => None,
         }
     }
@@ -186,10 +200,14 @@ impl Server {
                 "embedded autobatch-broker (in-process, memory) at {}",
                 b.addr()
             ),
-            Server::Bunqueue(s) => format!(
-                "bunqueue {} (bun {}, memory, rate limit lifted) at {}",
+            Server::Bunqueue(s, storage) => format!(
+                "bunqueue {} (bun {}, {}, rate limit lifted) at {}",
                 autobatch_tests::install::BUNQUEUE_VERSION,
                 autobatch_tests::install::BUN_VERSION,
+                match storage {
+                    Storage::Memory => "memory",
+                    Storage::Sqlite => "SQLite",
+                },
                 s.addr()
             ),
             Server::External(a, name) => format!("external server {name} ({a})"),
@@ -257,6 +275,7 @@ fn real_main(args: Args) -> io::Result<()> {
         return fleet_main(&args, sizes, plan, machine);
     }
 
+    let mut db_dir = DbDir::default();
     let server = match (&args.server, args.compare) {
         (Some(s), _) => Server::External(resolve(s)?, s.clone()),
         (None, true) => {
@@ -264,9 +283,14 @@ fn real_main(args: Args) -> io::Result<()> {
                 "starting bunqueue {} …",
                 autobatch_tests::install::BUNQUEUE_VERSION
             );
-            Server::Bunqueue(Box::new(autobatch_tests::BunqueueServer::start(
-                autobatch_tests::ServerOptions::memory(),
-            )?))
+            let opts = match args.storage {
+                Storage::Memory => autobatch_tests::ServerOptions::memory(),
+                Storage::Sqlite => autobatch_tests::ServerOptions::sqlite(db_dir.path()?),
+            };
+            Server::Bunqueue(
+                Box::new(autobatch_tests::BunqueueServer::start(opts)?),
+                args.storage,
+            )
         }
         (None, false) => Server::Embedded(autobatch::Broker::start()?),
     };
@@ -357,7 +381,31 @@ fn real_main(args: Args) -> io::Result<()> {
     }
     drop(server);
     drop(tls);
+    drop(db_dir);
     Ok(())
+}
+
+/// `--storage sqlite`'s temporary directory, made on first use and removed on drop.
+#[derive(Default)]
+struct DbDir(Option<PathBuf>);
+
+impl DbDir {
+    /// The database file's path inside the directory.
+    fn path(&mut self) -> io::Result<PathBuf> {
+        let dir =
+            std::env::temp_dir().join(format!("autobatch-bench-sqlite-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        self.0 = Some(dir.clone());
+        Ok(dir.join("bunqueue.db"))
+    }
+}
+
+impl Drop for DbDir {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 /// `--fleet`: the seed's table on bunqueue's PostgreSQL fleet (see the `fleet` module).

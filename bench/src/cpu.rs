@@ -31,6 +31,9 @@ pub enum Threads {
     EmbeddedBroker,
     /// Every thread of these processes (a bunqueue server, a fleet's brokers).
     Processes(Vec<u32>),
+    /// Every thread of these processes and of their children at the time of reading (a
+    /// PostgreSQL server: the postmaster and its backends).
+    Trees(Vec<u32>),
 }
 
 impl Threads {
@@ -44,12 +47,43 @@ impl Threads {
             Threads::EmbeddedBroker => sum_tasks(Path::new("/proc/self/task"), |comm| {
                 comm.starts_with(BROKER_THREAD_PREFIX)
             }),
-            Threads::Processes(pids) => pids.iter().try_fold(Duration::ZERO, |acc, pid| {
-                let dir = format!("/proc/{pid}/task");
-                Some(acc + sum_tasks(Path::new(&dir), |_| true)?)
-            }),
+            Threads::Processes(pids) => sum_processes(pids),
+            Threads::Trees(roots) => {
+                let mut pids = roots.clone();
+                pids.extend(children_of(roots));
+                sum_processes(&pids)
+            }
         }
     }
+}
+
+fn sum_processes(pids: &[u32]) -> Option<Duration> {
+    pids.iter().try_fold(Duration::ZERO, |acc, pid| {
+        let dir = format!("/proc/{pid}/task");
+        Some(acc + sum_tasks(Path::new(&dir), |_| true)?)
+    })
+}
+
+/// The processes whose parent is one of `parents` (one level: PostgreSQL's backends are the
+/// postmaster's children).
+fn children_of(parents: &[u32]) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so read after the last ')'.
+        let ppid: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        parents.contains(&ppid).then_some(pid)
+    })
+    .collect()
 }
 
 /// CPU time the calling thread has used so far.
@@ -104,6 +138,19 @@ mod tests {
         );
         assert_eq!(parse_schedstat(""), None);
         assert_eq!(parse_schedstat("x 1 2"), None);
+    }
+
+    #[test]
+    fn a_tree_holds_its_children() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        assert!(children_of(&[me]).contains(&child.id()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!children_of(&[me]).contains(&child.id()));
     }
 
     #[test]

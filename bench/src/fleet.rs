@@ -26,17 +26,31 @@ use autobatch_driver::{Client, ClientOptions, Error, JobOptions, Queue};
 use autobatch_tests::{Fleet, FleetOptions, RawClient};
 use autobatch_tokio::TokioRuntime;
 use futures::future::join_all;
+use futures::FutureExt;
 use serde::Serialize;
 
+use crate::cpu::{self, Threads};
 use crate::run::{AfterCell, Measurements};
 use crate::stats::Summary;
 use crate::table::{compact, ratio, thousands, Align, Table};
-use crate::workload::{waves, Cell, Contender, Pattern};
+use crate::workload::{waves, Cell, CellCost, Contender, Latency, Pattern};
 
 /// How long the audit waits for broker 0 to see a cell's jobs.
 pub const AUDIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Start PostgreSQL and `brokers` brokers (see the module docs).
+/// The PostgreSQL postmaster's pid, from its `postmaster.pid` (first line).
+pub fn postmaster_pid(fleet: &Fleet) -> Option<u32> {
+    let file = fleet.postgres().dir().join("data").join("postmaster.pid");
+    std::fs::read_to_string(file)
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 pub fn start(brokers: usize) -> io::Result<Fleet> {
     Fleet::start(FleetOptions::new(brokers))
 }
@@ -58,6 +72,7 @@ pub struct FleetAutobatch {
     clients: Vec<Client<TokioRuntime>>,
     batching: bool,
     frames: Option<u64>,
+    cost: CellCost,
 }
 
 impl FleetAutobatch {
@@ -83,6 +98,7 @@ impl FleetAutobatch {
             clients,
             batching,
             frames: None,
+            cost: CellCost::default(),
         })
     }
 
@@ -95,28 +111,34 @@ impl FleetAutobatch {
     }
 }
 
-/// `n` adds in `pattern`, add `i` through `queues[i % queues.len()]`.
-async fn adds(queues: &[Queue<TokioRuntime>], pattern: Pattern, n: usize) -> Result<(), Error> {
+/// `n` adds in `pattern`, add `i` through `queues[i % queues.len()]`; with `lat`, each add's
+/// latency (from the start of its wave) is pushed onto it.
+async fn adds(
+    queues: &[Queue<TokioRuntime>],
+    pattern: Pattern,
+    n: usize,
+    mut lat: Option<&mut Vec<Duration>>,
+) -> Result<(), Error> {
     let m = queues.len();
-    match pattern {
-        Pattern::Seq => {
-            for i in 0..n {
-                queues[i % m]
-                    .add("bench", &Data { i }, JobOptions::new())
-                    .await?;
+    let waves: Box<dyn Iterator<Item = usize>> = match pattern {
+        Pattern::Seq => Box::new(std::iter::repeat_n(1, n)),
+        Pattern::All(w) => Box::new(waves(n, w)),
+    };
+    let mut i = 0;
+    for k in waves {
+        let start = Instant::now();
+        let wave = (i..i + k).map(|i| {
+            queues[i % m]
+                .add("bench", &Data { i }, JobOptions::new())
+                .map(|r| (r, Instant::now()))
+        });
+        for (r, done) in join_all(wave).await {
+            r?;
+            if let Some(lat) = lat.as_deref_mut() {
+                lat.push(done - start);
             }
         }
-        Pattern::All(w) => {
-            let mut i = 0;
-            for k in waves(n, w) {
-                let wave =
-                    (i..i + k).map(|i| queues[i % m].add("bench", &Data { i }, JobOptions::new()));
-                for r in join_all(wave).await {
-                    r?;
-                }
-                i += k;
-            }
-        }
+        i += k;
     }
     Ok(())
 }
@@ -143,25 +165,36 @@ impl Contender for FleetAutobatch {
 
     fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
         let queues: Vec<_> = self.clients.iter().map(|c| c.queue(&cell.queue)).collect();
-        let (elapsed, frames) = self.rt.block_on(async {
-            adds(&queues, cell.pattern, cell.warmup)
+        let mut lat = Vec::with_capacity(cell.adds);
+        let (elapsed, frames, client_cpu) = self.rt.block_on(async {
+            adds(&queues, cell.pattern, cell.warmup, None)
                 .await
                 .map_err(io::Error::other)?;
             let before = self.frames_sent().await;
+            let cpu0 = Threads::Client.now();
             let t0 = Instant::now();
-            adds(&queues, cell.pattern, cell.adds)
+            adds(&queues, cell.pattern, cell.adds, Some(&mut lat))
                 .await
                 .map_err(io::Error::other)?;
             let elapsed = t0.elapsed();
+            let client_cpu = cpu::delta(cpu0, Threads::Client.now());
             let after = self.frames_sent().await;
-            io::Result::Ok((elapsed, after - before))
+            io::Result::Ok((elapsed, after - before, client_cpu))
         })?;
         self.frames = Some(frames);
+        self.cost = CellCost {
+            client_cpu,
+            latency: Latency::of(&mut lat),
+        };
         Ok(elapsed)
     }
 
     fn last_frames(&self) -> Option<u64> {
         self.frames
+    }
+
+    fn last_cost(&self) -> CellCost {
+        self.cost
     }
 }
 
@@ -283,6 +316,23 @@ pub fn render(header: &str, sizes: &[usize], patterns: &[Pattern], m: &Measureme
         }
         out.push_str(&format!("\n{n} broker{}:\n", if n == 1 { "" } else { "s" }));
         out.push_str(&t.render());
+    }
+    let clients: Vec<(String, String)> = sizes
+        .iter()
+        .flat_map(|&n| {
+            let b = format!("{n} broker{}", if n == 1 { "" } else { "s" });
+            [
+                (id("autobatch-off", n), format!("autobatch off, {b}")),
+                (id("autobatch-on", n), format!("autobatch on, {b}")),
+                (id("ts-off", n), format!("TS client off, {b}")),
+                (id("ts-on", n), format!("TS client on, {b}")),
+            ]
+        })
+        .collect();
+    if let Some(costs) = crate::report::render_costs(m, patterns, &clients) {
+        out.push('\n');
+        out.push_str(&costs);
+        out.push_str("(server CPU: every broker and every PostgreSQL process)\n");
     }
     if sizes.len() > 1 {
         let base = sizes[0];

@@ -448,12 +448,14 @@ fn fleet_main(
     } else {
         Box::new(fleet::FleetAuditor::connect(addrs[0])?)
     };
-    let brokers = (0..most).filter_map(|i| fleet.broker(i).pid()).collect();
+    // The server is the brokers and the database: every backend PostgreSQL runs for them.
+    let mut server_pids: Vec<u32> = (0..most).filter_map(|i| fleet.broker(i).pid()).collect();
+    server_pids.extend(fleet::postmaster_pid(&fleet));
     let measurements = run::run(
         &plan,
         &mut contenders,
         auditor.as_mut(),
-        Some(&cpu::Threads::Processes(brokers)),
+        Some(&cpu::Threads::Trees(server_pids)),
     )?;
     drop(contenders);
 

@@ -210,8 +210,12 @@ pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
 }
 
 /// The cost side of each cell: the client's and the server's CPU time per add, and add
-/// latency, for every client that reports them.
-fn render_costs(m: &Measurements, plan: &Plan) -> Option<String> {
+/// latency, for each of `clients` (`(id, label)`) that took part.
+pub fn render_costs(
+    m: &Measurements,
+    patterns: &[Pattern],
+    clients: &[(String, String)],
+) -> Option<String> {
     let mut t = Table::new(&[
         ("Pattern", Align::Left),
         ("Client", Align::Left),
@@ -221,8 +225,8 @@ fn render_costs(m: &Measurements, plan: &Plan) -> Option<String> {
         ("latency p99 µs", Align::Right),
     ]);
     let mut any = false;
-    for &p in &plan.patterns {
-        for id in [AB_OFF, AB_ON, TLS_OFF, TLS_ON, TS_OFF, TS_ON, OFFICIAL] {
+    for &p in patterns {
+        for (id, label) in clients {
             if !m.has(id) || m.summary(id, p).is_none() {
                 continue;
             }
@@ -233,7 +237,7 @@ fn render_costs(m: &Measurements, plan: &Plan) -> Option<String> {
             };
             t.row(vec![
                 p.label(),
-                short_name(id).into(),
+                label.clone(),
                 micros(Sample::client_us_per_add),
                 micros(Sample::server_us_per_add),
                 micros(|s| Some(s.latency?.p50.as_secs_f64() * 1e6)),
@@ -503,7 +507,11 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
         out.push_str(&render_runtimes(info, m));
     }
 
-    if let Some(costs) = render_costs(m, plan) {
+    let clients: Vec<(String, String)> = [AB_OFF, AB_ON, TLS_OFF, TLS_ON, TS_OFF, TS_ON, OFFICIAL]
+        .into_iter()
+        .map(|id| (id.to_owned(), short_name(id).to_owned()))
+        .collect();
+    if let Some(costs) = render_costs(m, &plan.patterns, &clients) {
         out.push('\n');
         out.push_str(&costs);
     }

@@ -73,13 +73,13 @@ impl Contender for TsClient {
             "reps": 1,
             "warmup": cell.warmup,
             "queue": cell.queue,
+            // One queue, named as the cell's, left for the auditor to count and empty, and
+            // outside the server CPU measured around the cell.
+            "keep": true,
         });
         if let Some(addrs) = &self.fleet {
             let ports: Vec<u16> = addrs.iter().map(SocketAddr::port).collect();
             opts["ports"] = serde_json::json!(ports);
-        } else {
-            // One queue, named as the cell's, left for the auditor to count and empty.
-            opts["keep"] = serde_json::json!(true);
         }
         let out = TsPeer::new("bench.ts")
             .target(self.addr)

@@ -591,7 +591,12 @@ fn housekeeping(
         }
         "JobHeartbeat" => {
             let id = text("id").unwrap_or_default();
-            if shared.lock().heartbeat(&id, text("token").as_deref(), now) {
+            // bunqueue renews by `duration` only when a token comes with it.
+            let duration = body.get("duration").and_then(Value::as_f64);
+            if shared
+                .lock()
+                .heartbeat(&id, text("token").as_deref(), duration, now)
+            {
                 Ok(data(Value::map([("ok", Value::Bool(true))])))
             } else {
                 Err("Job not found or not active (or invalid token)".into())
@@ -605,7 +610,7 @@ fn housekeeping(
             for (i, id) in ids.iter().enumerate() {
                 let Some(id) = id.as_str() else { continue };
                 let token = tokens.and_then(|t| t.get(i)).and_then(Value::as_str);
-                count += i64::from(state.heartbeat(id, token, now));
+                count += i64::from(state.heartbeat(id, token, None, now));
             }
             Ok(data(Value::map([
                 ("ok", Value::Bool(true)),

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use autobatch_core::ops::{StallConfig, StallConfigUpdate};
 use autobatch_core::wire::{Backoff, Job, JobCounts, JobSpec, Value};
 use tokio::sync::Notify;
 
@@ -25,6 +26,8 @@ const DEFAULT_BACKOFF: Duration = Duration::from_millis(1000);
 const MAX_RETRY_DELAY: f64 = 3_600_000.0;
 /// Default lock time to live, ms.
 pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
+/// How often stall detection runs, ms (bunqueue's `stallCheckMs`).
+pub(crate) const STALL_CHECK_MS: f64 = 5_000.0;
 
 /// A connection, as the state knows it.
 pub(crate) type ConnId = u64;
@@ -32,12 +35,32 @@ pub(crate) type ConnId = u64;
 struct Lock {
     token: String,
     expires_at: f64,
+    /// The lock's own time to live (the pull's `lockTtl`): a heartbeat without a duration
+    /// renews it by this much, as bunqueue's `renewLock`.
+    ttl: f64,
 }
 
 struct Entry {
     rec: JobRecord,
     lock: Option<Lock>,
     conn: Option<ConnId>,
+    /// Stall detection's view of a running job (bunqueue's `startedAt`, `lastHeartbeat`,
+    /// `stallCount`, and the job's `stallTimeout` option). In memory only: a restart
+    /// requeues active jobs anyway.
+    run: RunInfo,
+}
+
+/// See [`Entry::run`].
+#[derive(Default)]
+struct RunInfo {
+    started_at: Option<f64>,
+    last_heartbeat: f64,
+    stall_count: u64,
+    stall_timeout: Option<f64>,
+    /// The job's `timeout`, ms: failed when it runs longer (bunqueue's timeout scheduler).
+    timeout: Option<f64>,
+    /// The job's `ttl`, ms: dropped unrun once older (from `createdAt`) than this.
+    ttl: Option<f64>,
 }
 
 #[derive(Default)]
@@ -125,6 +148,16 @@ pub(crate) struct State {
     /// Event subscriptions: state changes are published under the state's lock, so every
     /// subscriber sees them in order.
     pub events: Events,
+    /// Ids of the jobs pulled and not yet finished (some may have left since: the sweeps
+    /// check), so that the lock and stall sweeps do not walk every job.
+    running: HashSet<String>,
+    /// Stall settings set by SetStallConfig, per queue (bunqueue's defaults otherwise).
+    stall_config: HashMap<String, StallConfig>,
+    /// Jobs found stalled by the last stall check: stalled for good if the next check still
+    /// finds them so (bunqueue's two-phase detection).
+    stall_candidates: HashSet<String>,
+    /// When the stall check last ran, epoch ms.
+    last_stall_check: f64,
 }
 
 impl State {
@@ -144,6 +177,10 @@ impl State {
             recorded: 0,
             extras: HashMap::new(),
             events: Events::default(),
+            running: HashSet::new(),
+            stall_config: HashMap::new(),
+            stall_candidates: HashSet::new(),
+            last_stall_check: now,
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
@@ -191,6 +228,7 @@ impl State {
                 rec,
                 lock: None,
                 conn: None,
+                run: RunInfo::default(),
             }),
         );
     }
@@ -252,6 +290,13 @@ impl State {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
+        let run = RunInfo {
+            stall_timeout: o.stall_timeout.map(ms),
+            // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
+            timeout: o.timeout.map(ms).filter(|t| *t > 0.0),
+            ttl: o.ttl.map(ms),
+            ..RunInfo::default()
+        };
         let created_at = o.timestamp.unwrap_or(now);
         let seq = self.seq;
         self.seq += 1;
@@ -286,6 +331,9 @@ impl State {
         let ready = rec.state == JobState::Waiting;
         let queue = rec.queue.clone();
         self.admit(rec);
+        if let Some(e) = self.jobs.get_mut(&id) {
+            e.run = run;
+        }
         if ready {
             self.index(&queue).notify.notify_waiters();
         }
@@ -371,6 +419,12 @@ impl State {
             if e.rec.priority > 0 {
                 q.prioritized = q.prioritized.saturating_sub(1);
             }
+            // bunqueue's pull drops a job older than its ttl, silently (no event).
+            if e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl) {
+                self.forget(&id);
+                self.record(StoreOp::Remove(id));
+                continue;
+            }
             q.active += 1;
             e.rec.state = JobState::Active;
             let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
@@ -382,8 +436,12 @@ impl State {
             e.lock = token.clone().map(|token| Lock {
                 token,
                 expires_at: now + ttl as f64,
+                ttl: ttl as f64,
             });
+            e.run.started_at = Some(now);
+            e.run.last_heartbeat = now;
             e.conn = spec.tie_to;
+            self.running.insert(id.clone());
             let job = wire_job(&e.rec);
             let op = update_op(&e.rec);
             if let Some(c) = spec.tie_to {
@@ -423,6 +481,8 @@ impl State {
             _ => return Err(FinishError::NotActive(id.to_owned())),
         };
         e.lock = None;
+        e.run.started_at = None;
+        self.running.remove(id);
         if let Some(c) = e.conn.take() {
             if let Some(set) = self.held.get_mut(&c) {
                 set.remove(id);
@@ -560,49 +620,232 @@ impl State {
         }
     }
 
-    /// Renews the lock of an active job (JobHeartbeat). False if the job is not active or the
-    /// token does not match.
-    pub fn heartbeat(&mut self, id: &str, token: Option<&str>, now: f64) -> bool {
+    /// JobHeartbeat, as bunqueue's `jobHeartbeat`: with a token, renews the job's lock (by
+    /// `duration` ms when given, else by the lock's own ttl) and fails when the job has no lock,
+    /// the token differs or the lock already expired; without one, only marks the job alive for
+    /// stall detection. False if the job is not active.
+    pub fn heartbeat(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+        duration: Option<f64>,
+        now: f64,
+    ) -> bool {
         let Some(e) = self.jobs.get_mut(id) else {
             return false;
         };
         if e.rec.state != JobState::Active {
             return false;
         }
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            e.run.last_heartbeat = now;
+            return true;
+        };
         match &mut e.lock {
-            None => true,
-            Some(lock) => match token.filter(|t| !t.is_empty()) {
-                Some(t) if t != lock.token => false,
-                _ => {
-                    lock.expires_at = now + DEFAULT_LOCK_TTL as f64;
-                    true
-                }
-            },
+            Some(lock) if lock.token == token && now < lock.expires_at => {
+                lock.expires_at = now + duration.filter(|d| *d > 0.0).unwrap_or(lock.ttl);
+                e.run.last_heartbeat = now;
+                true
+            }
+            _ => false,
         }
     }
 
-    /// Requeues active jobs whose lock expired, with one more attempt counted.
+    /// The stall settings of `queue`.
+    pub fn stall_config(&self, queue: &str) -> StallConfig {
+        self.stall_config.get(queue).cloned().unwrap_or_default()
+    }
+
+    /// SetStallConfig: merges `update` into the settings of `queue`.
+    pub fn set_stall_config(&mut self, queue: &str, update: &StallConfigUpdate) {
+        let merged = update.apply(self.stall_config(queue));
+        self.stall_config.insert(queue.to_owned(), merged);
+    }
+
+    /// The periodic housekeeping of running jobs: expired locks every call, stall detection
+    /// every [`STALL_CHECK_MS`] (bunqueue's `stallCheckMs`).
+    pub fn sweep(&mut self, now: f64) {
+        self.expire_locks(now);
+        self.expire_timeouts(now);
+        if now - self.last_stall_check >= STALL_CHECK_MS {
+            self.last_stall_check = now;
+            self.check_stalled(now);
+        }
+    }
+
+    /// Active jobs whose lock expired, as bunqueue's `processExpiredLockInner`: one more
+    /// attempt and one more stall counted; back to waiting (its run time unchanged) with a
+    /// `stalled` event, or, past the attempts or the queue's `maxStalls`, failed for good
+    /// with `stalled` (action `move_to_dlq`) and `failed` events.
     pub fn expire_locks(&mut self, now: f64) {
+        // Obliterate drops running jobs without finishing them: forget those here.
+        let jobs = &self.jobs;
+        self.running.retain(|id| {
+            jobs.get(id)
+                .is_some_and(|e| e.rec.state == JobState::Active)
+        });
         let expired: Vec<String> = self
-            .jobs
-            .values()
-            .filter(|e| e.rec.state == JobState::Active)
-            .filter(|e| e.lock.as_ref().is_some_and(|l| l.expires_at <= now))
-            .map(|e| e.rec.id.clone())
+            .running
+            .iter()
+            .filter(|id| {
+                self.jobs.get(*id).is_some_and(|e| {
+                    e.rec.state == JobState::Active
+                        && e.lock.as_ref().is_some_and(|l| l.expires_at <= now)
+                })
+            })
+            .cloned()
             .collect();
         for id in expired {
-            self.requeue(&id, true);
+            let Some(queue) = self.jobs.get(&id).map(|e| e.rec.queue.clone()) else {
+                continue;
+            };
+            let max_stalls = self.stall_config(&queue).max_stalls;
+            let Ok(e) = self.finish(&id) else { continue };
+            e.rec.attempts += 1;
+            e.run.stall_count += 1;
+            e.run.last_heartbeat = now;
+            let stalls = e.run.stall_count;
+            let attempts_exhausted = e.rec.attempts >= e.rec.max_attempts;
+            if attempts_exhausted || (max_stalls > 0 && stalls >= max_stalls) {
+                self.file_failed(&id);
+                self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), true);
+                let error = if attempts_exhausted {
+                    "Lock expired (max attempts reached)"
+                } else {
+                    "Lock expired (max stalls reached)"
+                };
+                self.events.emit(&queue, "failed", |ts| {
+                    vec![
+                        ("jobId", Value::from(id.as_str())),
+                        ("queue", Value::from(queue.as_str())),
+                        ("timestamp", Value::F64(ts)),
+                        ("error", Value::from(error)),
+                    ]
+                });
+            } else {
+                self.refile_ready(&id);
+                self.emit_stalled(&queue, &id, None, true);
+            }
         }
     }
 
-    /// Puts an active job back to waiting.
-    fn requeue(&mut self, id: &str, count_attempt: bool) {
-        let Ok(e) = self.finish(id) else {
+    /// Running jobs past their `timeout` fail as a FAIL with bunqueue's `Job timeout exceeded`
+    /// would fail them (retried while attempts remain), earliest deadline first.
+    pub fn expire_timeouts(&mut self, now: f64) {
+        let mut due: Vec<(f64, String, Option<String>)> = self
+            .running
+            .iter()
+            .filter_map(|id| {
+                let e = self
+                    .jobs
+                    .get(id)
+                    .filter(|e| e.rec.state == JobState::Active)?;
+                let deadline = e.run.started_at? + e.run.timeout?;
+                let token = e.lock.as_ref().map(|l| l.token.clone());
+                (now >= deadline).then(|| (deadline, id.clone(), token))
+            })
+            .collect();
+        due.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, id, token) in due {
+            let error = Some("Job timeout exceeded".to_owned());
+            // Its own lock's token: the broker fails it, not a worker.
+            let _ = self.fail(&id, token.as_deref(), error, false, None, now);
+        }
+    }
+
+    /// bunqueue's `checkStalledJobs`: a running job that has not been heard from (pull,
+    /// heartbeat) for longer than its `stallTimeout` or the queue's `stallInterval`, past the
+    /// grace period after it started, is a candidate; still one at the next check, it has
+    /// stalled: one more attempt and stall, then a retry after its backoff (`stalled`, action
+    /// `retry`), or, at the queue's `maxStalls` or the last attempt, failed for good
+    /// (`stalled`, action `move_to_dlq`). Queues with detection disabled are skipped.
+    pub fn check_stalled(&mut self, now: f64) {
+        let stalled = |s: &State, id: &str| -> Option<bool> {
+            let e = s.jobs.get(id).filter(|e| e.rec.state == JobState::Active)?;
+            let cfg = s.stall_config(&e.rec.queue);
+            let started = e.run.started_at?;
+            if !cfg.enabled || now - started < ms(cfg.grace_period) {
+                return None;
+            }
+            let interval = e.run.stall_timeout.unwrap_or(ms(cfg.stall_interval));
+            if now - e.run.last_heartbeat <= interval {
+                return None;
+            }
+            // Some(true): this stall reaches `maxStalls`.
+            Some(e.run.stall_count + 1 >= cfg.max_stalls)
+        };
+        let candidates = std::mem::take(&mut self.stall_candidates);
+        let confirmed: Vec<(String, bool)> = candidates
+            .iter()
+            .filter_map(|id| stalled(self, id).map(|dlq| (id.clone(), dlq)))
+            .collect();
+        self.stall_candidates = self
+            .running
+            .iter()
+            .filter(|id| stalled(self, id).is_some())
+            .cloned()
+            .collect();
+        for (id, max_stalls) in confirmed {
+            let Some(queue) = self.jobs.get(&id).map(|e| e.rec.queue.clone()) else {
+                continue;
+            };
+            let jitter = self.random();
+            let Ok(e) = self.finish(&id) else { continue };
+            let exhausted = e.rec.attempts + 1 >= e.rec.max_attempts;
+            e.run.stall_count += 1;
+            e.rec.attempts += 1;
+            e.run.last_heartbeat = now;
+            let stalls = e.run.stall_count;
+            if max_stalls || exhausted {
+                self.file_failed(&id);
+                self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), false);
+            } else {
+                // Its timeline's last failure, which GetJob shows as `failedReason`.
+                e.rec.failed_reason = Some("stalled".into());
+                e.rec.run_at = now + retry_delay(e.rec.backoff, e.rec.attempts, jitter);
+                let run_at = e.rec.run_at;
+                self.refile(&id, run_at, now);
+                self.emit_stalled(&queue, &id, Some((stalls, "retry")), false);
+            }
+        }
+    }
+
+    /// bunqueue's `stalled` event; `id_first` for the lock-expiry path's key order.
+    fn emit_stalled(&self, queue: &str, id: &str, data: Option<(u64, &str)>, id_first: bool) {
+        self.events.emit(queue, "stalled", |ts| {
+            let (q, j) = (("queue", Value::from(queue)), ("jobId", Value::from(id)));
+            let mut f = if id_first { vec![j, q] } else { vec![q, j] };
+            f.push(("timestamp", Value::F64(ts)));
+            if let Some((count, action)) = data {
+                f.push((
+                    "data",
+                    Value::map([
+                        ("stallCount", Value::from(count as i64)),
+                        ("action", Value::from(action)),
+                    ]),
+                ));
+            }
+            f
+        });
+    }
+
+    /// Files a job taken out of the active set as failed for good (bunqueue's DLQ), recorded.
+    fn file_failed(&mut self, id: &str) {
+        let Some(e) = self.jobs.get_mut(id) else {
             return;
         };
-        if count_attempt {
-            e.rec.attempts += 1;
-        }
+        e.rec.state = JobState::Failed;
+        let op = update_op(&e.rec);
+        let queue = e.rec.queue.clone();
+        self.index(&queue).failed += 1;
+        self.record(op);
+    }
+
+    /// Files a job taken out of the active set as waiting, its run time unchanged, recorded.
+    fn refile_ready(&mut self, id: &str) {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return;
+        };
         e.rec.state = JobState::Waiting;
         let key = ready_key(&e.rec);
         let prioritized = e.rec.priority > 0;
@@ -617,13 +860,20 @@ impl State {
         self.record(op);
     }
 
+    /// Puts an active job back to waiting.
+    fn requeue(&mut self, id: &str) {
+        if self.finish(id).is_ok() {
+            self.refile_ready(id);
+        }
+    }
+
     /// A connection closed: its jobs go back to waiting, its workers are unregistered.
     pub fn release_conn(&mut self, conn: ConnId) {
         self.events.unsubscribe(conn);
         if let Some(ids) = self.held.remove(&conn) {
             for id in ids {
                 if self.jobs.get(&id).is_some_and(|e| e.conn == Some(conn)) {
-                    self.requeue(&id, false);
+                    self.requeue(&id);
                 }
             }
         }
@@ -1016,6 +1266,194 @@ mod tests {
         assert_eq!(
             s.ack(&id, t.as_deref(), None, false),
             Err(FinishError::NotActive(id.clone()))
+        );
+    }
+
+    fn pull_ttl(s: &mut State, locked: bool, ttl: i64, now: f64) -> Pulled {
+        s.pull(
+            &PullSpec {
+                queue: "q",
+                count: 1,
+                locked,
+                lock_ttl: ttl,
+                tie_to: Some(1),
+            },
+            now,
+        )
+        .remove(0)
+    }
+
+    fn push_attempts(s: &mut State, attempts: i64) -> String {
+        s.push(
+            "q",
+            JobSpec::new("a", Value::Nil).with_options(JobOptions::new().attempts(attempts)),
+            0.0,
+        )
+    }
+
+    /// The lock lasts the pull's lockTtl, a heartbeat with the token renews it by that ttl
+    /// (bunqueue's `renewLock` without a duration), and an expired lock requeues the job with
+    /// one attempt counted.
+    #[test]
+    fn lock_lasts_the_pull_ttl_and_heartbeats_renew_by_it() {
+        let mut s = state();
+        let id = push_attempts(&mut s, 3);
+        let t = pull_ttl(&mut s, true, 100, 0.0).token;
+        s.sweep(99.0);
+        assert_eq!(s.get_state(&id, 99.0), "active");
+        assert!(s.heartbeat(&id, t.as_deref(), None, 90.0));
+        s.sweep(150.0);
+        assert_eq!(s.get_state(&id, 150.0), "active", "renewed to 190");
+        assert!(!s.heartbeat(&id, Some("other"), None, 150.0));
+        // A heartbeat without a token keeps the job alive for stall detection only.
+        assert!(s.heartbeat(&id, None, None, 160.0));
+        s.sweep(190.0);
+        assert_eq!(s.get_state(&id, 190.0), "waiting");
+        let job = s.get_job(&id, 190.0).unwrap();
+        assert_eq!(job.attempts, 1);
+        // The old token no longer renews anything.
+        assert!(!s.heartbeat(&id, t.as_deref(), None, 191.0));
+    }
+
+    /// A job pulled without an owner has no lock: a heartbeat with some token fails there,
+    /// as bunqueue's `renewJobLock` finds no lock.
+    #[test]
+    fn heartbeat_with_a_token_needs_a_lock() {
+        let mut s = state();
+        let id = push_attempts(&mut s, 3);
+        pull_ttl(&mut s, false, 0, 0.0);
+        assert!(!s.heartbeat(&id, Some("t"), None, 1.0));
+        assert!(s.heartbeat(&id, None, None, 1.0));
+    }
+
+    /// Lock expiry at the last attempt, or at the queue's maxStalls, fails the job for good.
+    #[test]
+    fn expired_lock_fails_the_job_past_attempts_or_max_stalls() {
+        let mut s = state();
+        let one = push_attempts(&mut s, 1);
+        pull_ttl(&mut s, true, 10, 0.0);
+        s.sweep(10.0);
+        assert_eq!(s.get_state(&one, 10.0), "failed");
+        assert_eq!(s.counts("q", 10.0).failed, 1);
+
+        s.set_stall_config("q", &StallConfigUpdate::new().max_stalls(2));
+        let id = push_attempts(&mut s, 10);
+        pull_ttl(&mut s, true, 10, 20.0);
+        s.sweep(30.0);
+        assert_eq!(s.get_state(&id, 30.0), "waiting");
+        pull_ttl(&mut s, true, 10, 40.0);
+        s.sweep(50.0);
+        assert_eq!(s.get_state(&id, 50.0), "failed", "second stall of 2");
+        assert_eq!(s.stall_config("q").max_stalls, 2);
+        assert!(s.stall_config("q").enabled, "merged, not replaced");
+    }
+
+    /// Stall detection: a job not heard from for longer than the stall interval (past the
+    /// grace period) is a candidate at one check and stalled at the next: retried after its
+    /// backoff, or failed at maxStalls. Heartbeats keep it alive; disabled queues are skipped.
+    #[test]
+    fn silent_jobs_stall_at_the_second_check() {
+        let mut s = state();
+        s.set_stall_config(
+            "q",
+            &StallConfigUpdate::new()
+                .stall_interval(Duration::from_millis(1000))
+                .grace_period(Duration::from_millis(0))
+                .max_stalls(2),
+        );
+        let id = push_attempts(&mut s, 5);
+        // Unlocked, so only stall detection can take it back.
+        pull_ttl(&mut s, false, 0, 0.0);
+        s.check_stalled(500.0);
+        s.check_stalled(1500.0);
+        assert_eq!(
+            s.get_state(&id, 1500.0),
+            "active",
+            "a candidate, not yet stalled"
+        );
+        s.check_stalled(2000.0);
+        assert_eq!(
+            s.get_state(&id, 2000.0),
+            "delayed",
+            "retried after its backoff"
+        );
+        let job = s.get_job(&id, 2000.0).unwrap();
+        assert_eq!(
+            (job.attempts, job.failed_reason.as_deref()),
+            (1, Some("stalled"))
+        );
+
+        // Still a candidate from the 2000 check (bunqueue marks candidates by id before it
+        // handles the confirmed ones): a heartbeat before the next check clears it.
+        assert_eq!(s.promote_jobs("q", None, 2000.0), 1);
+        pull_ttl(&mut s, false, 0, 3000.0);
+        assert!(s.heartbeat(&id, None, None, 4400.0));
+        s.check_stalled(4500.0);
+        s.check_stalled(5000.0);
+        assert_eq!(s.get_state(&id, 5000.0), "active");
+        s.check_stalled(6000.0);
+        s.check_stalled(7000.0);
+        assert_eq!(s.get_state(&id, 7000.0), "failed", "second stall of 2");
+
+        s.set_stall_config("q", &StallConfigUpdate::new().enabled(false));
+        let other = push_attempts(&mut s, 5);
+        pull_ttl(&mut s, false, 0, 8000.0);
+        s.check_stalled(20_000.0);
+        s.check_stalled(30_000.0);
+        assert_eq!(s.get_state(&other, 30_000.0), "active");
+    }
+
+    /// A job's `timeout` fails it once it has run that long, as a FAIL would (retried while
+    /// attempts remain, with bunqueue's error text).
+    #[test]
+    fn timeout_fails_a_running_job() {
+        let mut s = state();
+        let opts = JobOptions::new()
+            .attempts(2)
+            .timeout(Duration::from_millis(100));
+        let id = s.push("q", JobSpec::new("a", Value::Nil).with_options(opts), 0.0);
+        pull_ttl(&mut s, true, 30_000, 10.0);
+        s.sweep(109.0);
+        assert_eq!(s.get_state(&id, 109.0), "active");
+        s.sweep(110.0);
+        assert_eq!(s.get_state(&id, 110.0), "delayed");
+        let job = s.get_job(&id, 110.0).unwrap();
+        assert_eq!(job.attempts, 1);
+        assert_eq!(job.failed_reason.as_deref(), Some("Job timeout exceeded"));
+        assert_eq!(s.promote_jobs("q", None, 110.0), 1);
+        pull_ttl(&mut s, false, 0, 200.0);
+        s.sweep(300.0);
+        assert_eq!(
+            s.get_state(&id, 300.0),
+            "failed",
+            "the last attempt timed out"
+        );
+    }
+
+    /// A job older than its `ttl` is dropped by the pull that reaches it, unrun.
+    #[test]
+    fn ttl_drops_a_job_at_pull() {
+        let mut s = state();
+        let ttl = JobOptions::new().ttl(Duration::from_millis(50));
+        let old = s.push("q", JobSpec::new("a", Value::Nil).with_options(ttl), 0.0);
+        let fresh = s.push("q", JobSpec::new("b", Value::Nil), 0.0);
+        assert_eq!(
+            s.get_state(&old, 60.0),
+            "waiting",
+            "until a pull reaches it"
+        );
+        let got: Vec<String> = pull(&mut s, 2, 60.0)
+            .into_iter()
+            .map(|p| p.job.id)
+            .collect();
+        assert_eq!(got, [fresh]);
+        assert_eq!(s.get_state(&old, 60.0), "unknown");
+        assert_eq!(
+            s.counts("q", 60.0),
+            JobCounts {
+                active: 1,
+                ..JobCounts::default()
+            }
         );
     }
 

@@ -404,7 +404,7 @@ impl State {
 
     /// Files a job that [`unfile`](Self::unfile) took out as waiting (`run_at <= now`) or
     /// delayed, and records it.
-    fn refile(&mut self, id: &str, run_at: f64, now: f64) {
+    pub(super) fn refile(&mut self, id: &str, run_at: f64, now: f64) {
         let Some(e) = self.jobs.get_mut(id) else {
             return;
         };

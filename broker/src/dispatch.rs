@@ -216,7 +216,7 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             let remove = raw.get("removeOnComplete").and_then(Value::as_bool) == Some(true);
             shared
                 .lock()
-                .ack(&id, token.as_deref(), result, remove)
+                .ack(&id, token.as_deref(), result, remove, now)
                 .map_err(|e| e.to_string())?;
             Ok(Response::Finalized { applied: true })
         }
@@ -225,7 +225,7 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             results,
             tokens,
             ..
-        } => ack_batch(shared, ids, results, tokens, raw),
+        } => ack_batch(shared, ids, results, tokens, raw, now),
         Command::Fail {
             id,
             error,
@@ -440,6 +440,7 @@ fn ack_batch(
     results: Option<Vec<Value>>,
     tokens: Option<Vec<String>>,
     raw: &Value,
+    now: f64,
 ) -> Result<Response, String> {
     let removes = raw.get("removeOnCompletes").and_then(Value::as_array);
     for (name, len) in [
@@ -463,7 +464,7 @@ fn ack_batch(
             .map(|r| r[i].clone())
             .filter(|r| !r.is_nullish());
         let remove = removes.is_some_and(|r| r[i].as_bool() == Some(true));
-        if let Err(e) = state.ack(id, token(i), result, remove) {
+        if let Err(e) = state.ack(id, token(i), result, remove, now) {
             first_missing.get_or_insert(e);
         }
     }

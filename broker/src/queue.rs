@@ -61,6 +61,10 @@ struct RunInfo {
     timeout: Option<f64>,
     /// The job's `ttl`, ms: dropped unrun once older (from `createdAt`) than this.
     ttl: Option<f64>,
+    /// When it completed or failed for good (epoch ms) and in which order, for Clean. None
+    /// for a job that finished before a restart: Clean then goes by its creation time, as
+    /// bunqueue does for a record without `completedAt`.
+    finished: Option<(f64, u64)>,
 }
 
 #[derive(Default)]
@@ -158,6 +162,8 @@ pub(crate) struct State {
     stall_candidates: HashSet<String>,
     /// When the stall check last ran, epoch ms.
     last_stall_check: f64,
+    /// Jobs finished so far, numbering [`RunInfo::finished`].
+    finish_seq: u64,
 }
 
 impl State {
@@ -181,6 +187,7 @@ impl State {
             stall_config: HashMap::new(),
             stall_candidates: HashSet::new(),
             last_stall_check: now,
+            finish_seq: 0,
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
@@ -501,6 +508,7 @@ impl State {
         token: Option<&str>,
         result: Option<Value>,
         remove: bool,
+        now: f64,
     ) -> Result<(), FinishError> {
         self.check_lock(id, token)?;
         if self.retried_in_queue(id) {
@@ -511,6 +519,7 @@ impl State {
         } else {
             self.finish(id)?;
         }
+        self.mark_finished(id, now);
         let e = self.jobs.get_mut(id).expect("unfiled or finished above");
         e.rec.state = JobState::Completed;
         e.rec.result = result;
@@ -582,6 +591,8 @@ impl State {
             self.record(op);
         } else {
             e.rec.state = JobState::Failed;
+            e.run.finished = Some((now, self.finish_seq));
+            self.finish_seq += 1;
             let remove = remove.unwrap_or(e.rec.remove_on_fail);
             let op = update_op(&e.rec);
             self.index(&queue).failed += 1;
@@ -707,7 +718,7 @@ impl State {
             let stalls = e.run.stall_count;
             let attempts_exhausted = e.rec.attempts >= e.rec.max_attempts;
             if attempts_exhausted || (max_stalls > 0 && stalls >= max_stalls) {
-                self.file_failed(&id);
+                self.file_failed(&id, now);
                 self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), true);
                 let error = if attempts_exhausted {
                     "Lock expired (max attempts reached)"
@@ -797,7 +808,7 @@ impl State {
             e.run.last_heartbeat = now;
             let stalls = e.run.stall_count;
             if max_stalls || exhausted {
-                self.file_failed(&id);
+                self.file_failed(&id, now);
                 self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), false);
             } else {
                 // Its timeline's last failure, which GetJob shows as `failedReason`.
@@ -829,8 +840,17 @@ impl State {
         });
     }
 
+    /// Notes that a job finished now (see [`RunInfo::finished`]).
+    pub(crate) fn mark_finished(&mut self, id: &str, now: f64) {
+        if let Some(e) = self.jobs.get_mut(id) {
+            e.run.finished = Some((now, self.finish_seq));
+            self.finish_seq += 1;
+        }
+    }
+
     /// Files a job taken out of the active set as failed for good (bunqueue's DLQ), recorded.
-    fn file_failed(&mut self, id: &str) {
+    fn file_failed(&mut self, id: &str, now: f64) {
+        self.mark_finished(id, now);
         let Some(e) = self.jobs.get_mut(id) else {
             return;
         };
@@ -1208,13 +1228,13 @@ mod tests {
         assert_eq!(s.fail(&id, t.as_deref(), None, false, None, 0.0), Ok(true));
         assert_eq!(s.fail(&id, t.as_deref(), None, true, None, 0.0), Ok(false));
         assert_eq!(s.get_state(&id, 0.0), "delayed");
-        assert_eq!(s.ack(&id, None, Some(Value::Int(7)), false), Ok(()));
+        assert_eq!(s.ack(&id, None, Some(Value::Int(7)), false, 0.0), Ok(()));
         assert_eq!(s.get_state(&id, 0.0), "completed");
         assert_eq!(s.get_result(&id), Some(Value::Int(7)));
         assert_eq!(s.counts("q", 0.0).delayed, 0);
         // A job that never ran is not completed by an ACK.
         let fresh = s.push("q", spec(), 0.0);
-        assert!(s.ack(&fresh, None, None, false).is_err());
+        assert!(s.ack(&fresh, None, None, false, 0.0).is_err());
     }
 
     /// A promoted job queues behind the jobs already due (its run time becomes now).
@@ -1264,7 +1284,7 @@ mod tests {
         s.release_conn(1);
         assert_eq!(s.get_state(&id, 0.0), "waiting");
         assert_eq!(
-            s.ack(&id, t.as_deref(), None, false),
+            s.ack(&id, t.as_deref(), None, false, 0.0),
             Err(FinishError::NotActive(id.clone()))
         );
     }

@@ -10,7 +10,8 @@
 //!
 //! * `DIFF_PROGRAMS` (default 200) programs of `DIFF_STEPS` (default 40) steps each; CI runs the
 //!   defaults, a longer campaign sets them higher.
-//! * `DIFF_SEED=<n>` runs one program: the reproduction a failure prints.
+//! * `DIFF_SEED=<n>` runs one program: the reproduction a failure prints; with `DIFF_TRACE=1`
+//!   it prints every step's reply too.
 //!
 //! Time does not pass in a program: delays and retry backoffs are an hour, and the steps
 //! whose effect depends on the clock (Promote and MoveToWait make the job's run time now; a
@@ -125,6 +126,11 @@ enum Step {
     Update {
         slot: usize,
     },
+    /// Clean with grace 0 and a limit above any program's job count (see [`Step::run`] for
+    /// why).
+    Clean {
+        state: Option<&'static str>,
+    },
 }
 
 /// A job to add: its data is its slot, so replies show which job they are about.
@@ -157,7 +163,7 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
     };
     let mut out = Vec::with_capacity(steps);
     for _ in 0..steps {
-        let pick = rng.below(100);
+        let pick = rng.below(104);
         // A job step needs a job; the first steps add some.
         let step = if slots == 0 || pick < 20 {
             Step::Push(plan(&mut rng, &mut slots))
@@ -221,7 +227,21 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
                 97 => Step::GetProgress { slot },
                 98 if rng.chance(50) => Step::AddLog { slot },
                 98 => Step::Update { slot },
-                _ => Step::GetLogs { slot },
+                99 => Step::GetLogs { slot },
+                _ => Step::Clean {
+                    state: [
+                        None,
+                        Some("waiting"),
+                        Some("wait"),
+                        Some("delayed"),
+                        Some("prioritized"),
+                        Some("paused"),
+                        Some("completed"),
+                        Some("failed"),
+                        Some("active"),
+                        Some("nonsense"),
+                    ][rng.below(10) as usize],
+                },
             }
         };
         out.push(step);
@@ -438,6 +458,39 @@ impl Side {
                 let data = Value::map([("updated", Value::from(*slot as i64))]);
                 self.by_id("Update", *slot, &[("data", data)])
             }
+            Step::Clean { state } => {
+                // Grace 0 and a limit above the jobs a program adds: which jobs a smaller
+                // limit picks depends on the clock (completed ones go by completion time, then
+                // id, and the two servers' milliseconds differ), and for queued jobs bunqueue
+                // counts entries of jobs pulled since its last 10-s index sweep against the
+                // limit. The removed ids are compared as a set, for the same reason.
+                let mut f = vec![
+                    q,
+                    ("grace", Value::from(0i64)),
+                    ("limit", Value::from(1000i64)),
+                ];
+                if let Some(s) = state {
+                    f.push(("state", Value::from(*s)));
+                }
+                self.raw.command("Clean", &f).map(|v| match v {
+                    Value::Map(entries) => Value::Map(
+                        entries
+                            .into_iter()
+                            .map(|(k, v)| match (k.as_str(), v) {
+                                (Some("ids"), Value::Array(mut ids)) => {
+                                    ids.sort_by_key(|id| {
+                                        let id = id.as_str().unwrap_or_default();
+                                        self.ids.iter().position(|x| x == id)
+                                    });
+                                    (k, Value::Array(ids))
+                                }
+                                (_, v) => (k, v),
+                            })
+                            .collect(),
+                    ),
+                    other => other,
+                })
+            }
             Step::GetLogs { slot } => {
                 // Intended difference: bunqueue keeps a removed job's logs (until Obliterate
                 // or Clean), the broker drops them with the job, so memory stays bounded by the
@@ -550,6 +603,8 @@ fn run_program(seed: u64, steps: usize) -> Result<(), String> {
     if std::env::var_os("DIFF_SEED").is_some() {
         eprintln!("program {seed}: {program:?}");
     }
+    // DIFF_TRACE=1: every step's (bunqueue's) normalised reply, to see what a program checks.
+    let trace = std::env::var_os("DIFF_TRACE").is_some();
     for (i, step) in program.iter().enumerate() {
         // Ready jobs of one priority run in order of run time, then id. A promoted or
         // moved-back job's run time becomes "now", and a custom id sorts unlike the UUIDv7 ids
@@ -566,6 +621,9 @@ fn run_program(seed: u64, steps: usize) -> Result<(), String> {
         own_millisecond();
         let (a, b) = (bq.run(&queue, step), broker.run(&queue, step));
         own_millisecond();
+        if trace {
+            eprintln!("step {i}: {step:?}\n  -> {a}");
+        }
         if a != b {
             return Err(format!(
                 "seed {seed}, step {i}: {step:?}\n  bunqueue: {a}\n  broker:   {b}\n  \

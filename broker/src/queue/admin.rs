@@ -805,7 +805,7 @@ mod clean_tests {
         // Grace: only b completed at least 155 ms before 200.
         assert_eq!(
             s.clean("q", 155, CleanState::Completed, 10, 200.0),
-            [b.clone()]
+            std::slice::from_ref(&b)
         );
         assert_eq!(s.clean("q", 0, CleanState::Completed, 10, 200.0), [a]);
         assert_eq!(s.clean("q", 0, CleanState::Failed, 10, 200.0), [c]);

@@ -17,6 +17,8 @@ use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
 /// `crate::ops::{lookup, control}`.
 pub(crate) mod admin;
+/// The dead-letter queue: the state methods behind `crate::ops::dlq`.
+pub(crate) mod dlq;
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
@@ -38,6 +40,8 @@ struct Lock {
     /// The lock's own time to live (the pull's `lockTtl`): a heartbeat without a duration
     /// renews it by this much, as bunqueue's `renewLock`.
     ttl: f64,
+    /// Renewals so far (bunqueue's `renewalCount`, named in a DLQ entry's error).
+    renewals: u64,
 }
 
 struct Entry {
@@ -65,6 +69,8 @@ struct RunInfo {
     /// for a job that finished before a restart: Clean then goes by its creation time, as
     /// bunqueue does for a record without `completedAt`.
     finished: Option<(f64, u64)>,
+    /// Why it failed for good and the DLQ entry's error (see `dlq`).
+    dlq: Option<(&'static str, Option<String>)>,
 }
 
 #[derive(Default)]
@@ -80,6 +86,9 @@ struct QueueIndex {
     notify: Arc<Notify>,
     /// Paused: pulls hand out nothing (see `admin`).
     paused: bool,
+    /// The failed jobs, bunqueue's dead-letter queue: finish order ([`RunInfo::finished`]'s
+    /// number) → id (see `dlq`).
+    dlq: BTreeMap<u64, String>,
 }
 
 /// What ACK, FAIL and the lock checks can refuse, with bunqueue's messages.
@@ -209,6 +218,7 @@ impl State {
 
     /// Files a record under its queue and state, and keeps it.
     fn admit(&mut self, rec: JobRecord) {
+        let dlq_seq = self.finish_seq;
         let q = self.index(&rec.queue);
         match rec.state {
             JobState::Waiting => {
@@ -223,11 +233,21 @@ impl State {
             }
             JobState::Active => q.active += 1,
             JobState::Completed => q.completed += 1,
-            JobState::Failed => q.failed += 1,
+            JobState::Failed => {
+                q.failed += 1;
+                q.dlq.insert(dlq_seq, rec.id.clone());
+            }
         }
         if let Some(k) = &rec.unique_key {
             self.unique
                 .insert((rec.queue.clone(), k.clone()), rec.id.clone());
+        }
+        let mut run = RunInfo::default();
+        if rec.state == JobState::Failed {
+            // Failed before a restart: in the DLQ in recovery order, reason unknown.
+            run.finished = Some((rec.created_at, dlq_seq));
+            run.dlq = Some(("unknown", rec.failed_reason.clone()));
+            self.finish_seq += 1;
         }
         self.jobs.insert(
             rec.id.clone(),
@@ -235,7 +255,7 @@ impl State {
                 rec,
                 lock: None,
                 conn: None,
-                run: RunInfo::default(),
+                run,
             }),
         );
     }
@@ -358,7 +378,12 @@ impl State {
         if let Some(q) = self.queues.get_mut(&e.rec.queue) {
             match e.rec.state {
                 JobState::Completed => q.completed = q.completed.saturating_sub(1),
-                JobState::Failed => q.failed = q.failed.saturating_sub(1),
+                JobState::Failed => {
+                    q.failed = q.failed.saturating_sub(1);
+                    if let Some((_, n)) = e.run.finished {
+                        q.dlq.remove(&n);
+                    }
+                }
                 _ => {}
             }
         }
@@ -444,6 +469,7 @@ impl State {
                 token,
                 expires_at: now + ttl as f64,
                 ttl: ttl as f64,
+                renewals: 0,
             });
             e.run.started_at = Some(now);
             e.run.last_heartbeat = now;
@@ -559,6 +585,21 @@ impl State {
         remove: Option<bool>,
         now: f64,
     ) -> Result<bool, FinishError> {
+        self.fail_as(id, token, error, unrecoverable, remove, now, false)
+    }
+
+    /// [`fail`](Self::fail); `timed_out`: the job's timeout failed it (its DLQ reason).
+    #[allow(clippy::too_many_arguments)]
+    fn fail_as(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+        error: Option<String>,
+        unrecoverable: bool,
+        remove: Option<bool>,
+        now: f64,
+        timed_out: bool,
+    ) -> Result<bool, FinishError> {
         let had_lock = self.jobs.get(id).is_some_and(|e| e.lock.is_some());
         self.check_lock(id, token)?;
         if token.is_some_and(|t| !t.is_empty()) && !had_lock && self.retried_in_queue(id) {
@@ -591,11 +632,15 @@ impl State {
             self.record(op);
         } else {
             e.rec.state = JobState::Failed;
-            e.run.finished = Some((now, self.finish_seq));
-            self.finish_seq += 1;
             let remove = remove.unwrap_or(e.rec.remove_on_fail);
             let op = update_op(&e.rec);
-            self.index(&queue).failed += 1;
+            let reason = if timed_out {
+                "timeout"
+            } else {
+                "max_attempts_exceeded"
+            };
+            let error = e.rec.failed_reason.clone();
+            self.enter_dlq(id, now, reason, error);
             self.retire(id, remove, op);
         }
         // bunqueue: `failed` (terminal or not), then `retried` when it runs again.
@@ -655,6 +700,7 @@ impl State {
         match &mut e.lock {
             Some(lock) if lock.token == token && now < lock.expires_at => {
                 lock.expires_at = now + duration.filter(|d| *d > 0.0).unwrap_or(lock.ttl);
+                lock.renewals += 1;
                 e.run.last_heartbeat = now;
                 true
             }
@@ -711,6 +757,11 @@ impl State {
                 continue;
             };
             let max_stalls = self.stall_config(&queue).max_stalls;
+            let renewals = self
+                .jobs
+                .get(&id)
+                .and_then(|e| e.lock.as_ref())
+                .map_or(0, |l| l.renewals);
             let Ok(e) = self.finish(&id) else { continue };
             e.rec.attempts += 1;
             e.run.stall_count += 1;
@@ -718,7 +769,16 @@ impl State {
             let stalls = e.run.stall_count;
             let attempts_exhausted = e.rec.attempts >= e.rec.max_attempts;
             if attempts_exhausted || (max_stalls > 0 && stalls >= max_stalls) {
-                self.file_failed(&id, now);
+                let (reason, error) = if attempts_exhausted {
+                    let max = e.rec.max_attempts;
+                    (
+                        "max_attempts_exceeded",
+                        format!("Lock expired at max attempts ({max})"),
+                    )
+                } else {
+                    ("stalled", format!("Lock expired after {renewals} renewals"))
+                };
+                self.file_failed(&id, now, reason, error);
                 self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), true);
                 let error = if attempts_exhausted {
                     "Lock expired (max attempts reached)"
@@ -760,7 +820,7 @@ impl State {
         for (_, id, token) in due {
             let error = Some("Job timeout exceeded".to_owned());
             // Its own lock's token: the broker fails it, not a worker.
-            let _ = self.fail(&id, token.as_deref(), error, false, None, now);
+            let _ = self.fail_as(&id, token.as_deref(), error, false, None, now, true);
         }
     }
 
@@ -808,7 +868,16 @@ impl State {
             e.run.last_heartbeat = now;
             let stalls = e.run.stall_count;
             if max_stalls || exhausted {
-                self.file_failed(&id, now);
+                let (reason, error) = if exhausted {
+                    let max = e.rec.max_attempts;
+                    (
+                        "max_attempts_exceeded",
+                        format!("Job stalled at max attempts ({max})"),
+                    )
+                } else {
+                    ("stalled", format!("Job stalled {stalls} times"))
+                };
+                self.file_failed(&id, now, reason, error);
                 self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), false);
             } else {
                 // Its timeline's last failure, which GetJob shows as `failedReason`.
@@ -849,15 +918,13 @@ impl State {
     }
 
     /// Files a job taken out of the active set as failed for good (bunqueue's DLQ), recorded.
-    fn file_failed(&mut self, id: &str, now: f64) {
-        self.mark_finished(id, now);
+    fn file_failed(&mut self, id: &str, now: f64, reason: &'static str, error: String) {
         let Some(e) = self.jobs.get_mut(id) else {
             return;
         };
         e.rec.state = JobState::Failed;
         let op = update_op(&e.rec);
-        let queue = e.rec.queue.clone();
-        self.index(&queue).failed += 1;
+        self.enter_dlq(id, now, reason, Some(error));
         self.record(op);
     }
 
@@ -1609,6 +1676,7 @@ impl State {
         match (&mut e.lock, token.filter(|t| !t.is_empty())) {
             (Some(lock), Some(t)) if t == lock.token => {
                 lock.expires_at = now + duration;
+                lock.renewals += 1;
                 true
             }
             _ => false,

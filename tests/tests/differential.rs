@@ -131,6 +131,20 @@ enum Step {
     Clean {
         state: Option<&'static str>,
     },
+    /// The DLQ listing, all of it or its first `count` entries.
+    Dlq {
+        count: Option<i64>,
+    },
+    DlqStats,
+    /// RetryDlq of one job, of the first `count`, or of all.
+    RetryDlq {
+        slot: Option<usize>,
+        count: Option<i64>,
+    },
+    PurgeDlq,
+    RemoveDlqJob {
+        slot: usize,
+    },
 }
 
 /// A job to add: its data is its slot, so replies show which job they are about.
@@ -163,7 +177,7 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
     };
     let mut out = Vec::with_capacity(steps);
     for _ in 0..steps {
-        let pick = rng.below(104);
+        let pick = rng.below(112);
         // A job step needs a job; the first steps add some.
         let step = if slots == 0 || pick < 20 {
             Step::Push(plan(&mut rng, &mut slots))
@@ -228,6 +242,26 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
                 98 if rng.chance(50) => Step::AddLog { slot },
                 98 => Step::Update { slot },
                 99 => Step::GetLogs { slot },
+                104..=105 => Step::Dlq {
+                    count: rng.chance(50).then(|| 1 + rng.below(2) as i64),
+                },
+                106 => Step::DlqStats,
+                107..=108 => match rng.below(3) {
+                    0 => Step::RetryDlq {
+                        slot: Some(slot),
+                        count: None,
+                    },
+                    1 => Step::RetryDlq {
+                        slot: None,
+                        count: Some(1),
+                    },
+                    _ => Step::RetryDlq {
+                        slot: None,
+                        count: None,
+                    },
+                },
+                109 => Step::PurgeDlq,
+                110..=111 => Step::RemoveDlqJob { slot },
                 _ => Step::Clean {
                     state: [
                         None,
@@ -491,6 +525,30 @@ impl Side {
                     other => other,
                 })
             }
+            Step::Dlq { count } => {
+                let mut f = vec![q];
+                if let Some(c) = count {
+                    f.push(("count", Value::from(*c)));
+                }
+                self.raw.command("Dlq", &f)
+            }
+            Step::DlqStats => self.raw.command("GetDlqStats", &[q]),
+            Step::RetryDlq { slot, count } => {
+                let mut f = vec![q];
+                if let Some(slot) = slot {
+                    f.push(("jobId", Value::from(self.id(*slot))));
+                }
+                if let Some(c) = count {
+                    f.push(("count", Value::from(*c)));
+                }
+                self.raw.command("RetryDlq", &f)
+            }
+            Step::PurgeDlq => self.raw.command("PurgeDlq", &[q]),
+            Step::RemoveDlqJob { slot } => {
+                let id = self.id(*slot);
+                self.raw
+                    .command("RemoveDlqJob", &[q, ("jobId", Value::from(id))])
+            }
             Step::GetLogs { slot } => {
                 // Intended difference: bunqueue keeps a removed job's logs (until Obliterate
                 // or Clean), the broker drops them with the job, so memory stays bounded by the
@@ -539,6 +597,10 @@ const VOLATILE: &[&str] = &[
     "processedOn",
     "finishedOn",
     "lockExpiresAt",
+    "enteredAt",
+    "expiresAt",
+    "oldestEntry",
+    "newestEntry",
 ];
 
 /// The keys of a job record that are compared. bunqueue sends its whole internal record (about
@@ -580,6 +642,9 @@ fn normalise(v: Json, ids: &[String], tokens: &HashMap<String, String>) -> Json 
             Json::Object(
                 m.into_iter()
                     .filter(|(k, _)| !VOLATILE.contains(&k.as_str()))
+                    // A DLQ entry's history of failed attempts (an array; a job's `attempts`
+                    // is a number): the broker keeps none, an intended difference (memory).
+                    .filter(|(k, v)| !(k == "attempts" && v.is_array()))
                     .filter(|(k, _)| !is_job || JOB_KEYS.contains(&k.as_str()))
                     .map(|(k, v)| (k, normalise(v, ids, tokens)))
                     .collect::<Map<_, _>>(),
@@ -606,14 +671,17 @@ fn run_program(seed: u64, steps: usize) -> Result<(), String> {
     // DIFF_TRACE=1: every step's (bunqueue's) normalised reply, to see what a program checks.
     let trace = std::env::var_os("DIFF_TRACE").is_some();
     for (i, step) in program.iter().enumerate() {
-        // Ready jobs of one priority run in order of run time, then id. A promoted or
-        // moved-back job's run time becomes "now", and a custom id sorts unlike the UUIDv7 ids
+        // Ready jobs of one priority run in order of run time, then id. A promoted, moved-back
+        // or retried-from-the-DLQ job's run time becomes "now", and a custom id sorts unlike the UUIDv7 ids
         // added in the same millisecond; the two servers' clocks cannot be stepped together,
         // so these steps get a millisecond of their own on both.
         let own_millisecond = || {
             if matches!(
                 step,
-                Step::Promote { .. } | Step::MoveToWait { .. } | Step::PushCustom { .. }
+                Step::Promote { .. }
+                    | Step::MoveToWait { .. }
+                    | Step::PushCustom { .. }
+                    | Step::RetryDlq { .. }
             ) {
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }

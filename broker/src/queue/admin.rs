@@ -458,14 +458,14 @@ impl State {
     /// Discard: a waiting, delayed or active job fails for good.
     pub fn discard(&mut self, id: &str, token: Option<&str>, now: f64) -> Result<(), MoveError> {
         self.unfile(id, token)?;
-        self.mark_finished(id, now);
         let Some(e) = self.jobs.get_mut(id) else {
             return Err(MoveError::NotFound);
         };
         e.rec.state = JobState::Failed;
-        let rec = e.rec.clone();
-        self.index(&rec.queue).failed += 1;
-        self.record(update_op(&rec));
+        let op = update_op(&e.rec);
+        // bunqueue's `addToDlq` with its default reason and no error.
+        self.enter_dlq(id, now, "unknown", None);
+        self.record(op);
         Ok(())
     }
 
@@ -497,9 +497,7 @@ impl State {
                 Ok(())
             }
             JobState::Failed => {
-                let queue = e.rec.queue.clone();
-                let q = self.index(&queue);
-                q.failed = q.failed.saturating_sub(1);
+                self.leave_dlq(id);
                 if let Some(e) = self.jobs.get_mut(id) {
                     e.rec.attempts = 0;
                     e.rec.failed_reason = None;

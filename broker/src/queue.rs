@@ -741,18 +741,19 @@ impl State {
             jobs.get(id)
                 .is_some_and(|e| e.rec.state == JobState::Active)
         });
-        let expired: Vec<String> = self
+        let mut expired: Vec<(f64, String)> = self
             .running
             .iter()
-            .filter(|id| {
-                self.jobs.get(*id).is_some_and(|e| {
-                    e.rec.state == JobState::Active
-                        && e.lock.as_ref().is_some_and(|l| l.expires_at <= now)
-                })
+            .filter_map(|id| {
+                let e = self.jobs.get(id)?;
+                let at = e.lock.as_ref()?.expires_at;
+                (e.rec.state == JobState::Active && at <= now).then(|| (at, id.clone()))
             })
-            .cloned()
             .collect();
-        for id in expired {
+        // In expiry order, then by id (a pull's jobs in their pull order, roughly bunqueue's
+        // walk of its lock map in insertion order), not the set's.
+        expired.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, id) in expired {
             let Some(queue) = self.jobs.get(&id).map(|e| e.rec.queue.clone()) else {
                 continue;
             };
@@ -846,10 +847,12 @@ impl State {
             Some(e.run.stall_count + 1 >= cfg.max_stalls)
         };
         let candidates = std::mem::take(&mut self.stall_candidates);
-        let confirmed: Vec<(String, bool)> = candidates
+        let mut confirmed: Vec<(String, bool)> = candidates
             .iter()
             .filter_map(|id| stalled(self, id).map(|dlq| (id.clone(), dlq)))
             .collect();
+        // By id (roughly pull order), not the set's order.
+        confirmed.sort();
         self.stall_candidates = self
             .running
             .iter()

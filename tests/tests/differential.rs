@@ -755,3 +755,223 @@ fn broker_answers_like_bunqueue() {
             .join("\n")
     );
 }
+
+/// One server's side of [`time_passes_like_bunqueue`]: its replies, normalised, in order.
+fn timed_program(target: Target) -> Vec<(String, Json)> {
+    let queue = format!("diff-time-{}", std::process::id());
+    let stall_queue = format!("{queue}-stall");
+    let mut side = Side {
+        seed: 0,
+        raw: RawClient::connect(target.shared(), None).expect("connect"),
+        ids: Vec::new(),
+        tokens: HashMap::new(),
+    };
+    let mut out = Vec::new();
+    let mut say = |side: &mut Side, what: &str, r: Result<Value, String>| {
+        let json = match r {
+            Ok(v) => v
+                .expanded()
+                .ok()
+                .and_then(|v| v.deserialize::<Json>().ok())
+                .unwrap_or_else(|| json!({ "undecodable": format!("{v:?}") })),
+            Err(e) => json!({ "transport": e }),
+        };
+        out.push((what.to_owned(), normalise(json, &side.ids, &side.tokens)));
+    };
+    let q = || ("queue", Value::from(queue.as_str()));
+    let job = |slot: i64, extra: &[(&'static str, Value)]| {
+        let mut f = vec![
+            ("name", Value::from("diff")),
+            ("data", Value::map([("slot", Value::from(slot))])),
+            ("backoff", Value::from(3_600_000i64)),
+        ];
+        f.extend(extra.iter().cloned());
+        Value::map(f)
+    };
+    let pull = |side: &mut Side, queue: &str, count: i64, lock_ttl: Option<i64>| {
+        let mut f = vec![
+            ("queue", Value::from(queue)),
+            ("count", Value::from(count)),
+            ("timeout", Value::from(0i64)),
+        ];
+        if let Some(ttl) = lock_ttl {
+            f.push(("owner", Value::from("diff-worker")));
+            f.push(("lockTtl", Value::from(ttl)));
+        }
+        let r = side.raw.command("PULLB", &f);
+        if let Ok(v) = &r {
+            let jobs = v.get("jobs").and_then(Value::as_array).unwrap_or_default();
+            let tokens = v
+                .get("tokens")
+                .and_then(Value::as_array)
+                .unwrap_or_default();
+            for (job, token) in jobs.iter().zip(tokens) {
+                if let (Some(id), Some(t)) = (job.get("id").and_then(Value::as_str), token.as_str())
+                {
+                    side.tokens.insert(id.to_owned(), t.to_owned());
+                }
+            }
+        }
+        r
+    };
+    // Waits until none of `slots` is active (a generous deadline only against a hang: the
+    // outcome, not the time it took, is compared).
+    let settle = |side: &mut Side, slots: &[usize]| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while slots.iter().any(|&s| {
+            let id = side.id(s);
+            side.raw.state(&id) == "active"
+        }) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{target:?}: jobs stay active"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+
+    let r = side.raw.command(
+        "SetStallConfig",
+        &[
+            q(),
+            ("config", Value::map([("maxStalls", Value::from(2i64))])),
+        ],
+    );
+    say(&mut side, "SetStallConfig", r);
+    let r = side.raw.command("GetStallConfig", &[q()]);
+    say(&mut side, "GetStallConfig", r);
+    // Stall detection proper (no lock: only missed heartbeats) on a queue of its own, so its
+    // short interval does not race the lock expiry of the jobs above.
+    let r = side.raw.command(
+        "SetStallConfig",
+        &[
+            ("queue", Value::from(stall_queue.as_str())),
+            (
+                "config",
+                Value::map([
+                    ("stallInterval", Value::from(1000i64)),
+                    ("gracePeriod", Value::from(0i64)),
+                ]),
+            ),
+        ],
+    );
+    say(&mut side, "SetStallConfig stall queue", r);
+
+    let jobs = vec![
+        job(0, &[("maxAttempts", Value::from(3i64))]),
+        job(1, &[("maxAttempts", Value::from(1i64))]),
+        job(
+            2,
+            &[
+                ("maxAttempts", Value::from(2i64)),
+                ("timeout", Value::from(300i64)),
+            ],
+        ),
+        job(3, &[("ttl", Value::from(300i64))]),
+        job(4, &[("delay", Value::from(300i64))]),
+    ];
+    let pushed_at = std::time::Instant::now();
+    let r = side
+        .raw
+        .command("PUSHB", &[q(), ("jobs", Value::Array(jobs))]);
+    if let Ok(v) = &r {
+        for id in v.get("ids").and_then(Value::as_array).unwrap_or_default() {
+            side.ids.push(id.as_str().unwrap_or_default().to_owned());
+        }
+    }
+    say(&mut side, "PUSHB", r);
+    let r = side.raw.command(
+        "PUSH",
+        &[
+            ("queue", Value::from(stall_queue.as_str())),
+            ("name", Value::from("diff")),
+            ("data", Value::map([("slot", Value::from(5i64))])),
+            ("backoff", Value::from(3_600_000i64)),
+        ],
+    );
+    if let Ok(id) = r.as_ref().map(|v| v.get("id").and_then(Value::as_str)) {
+        side.ids.push(id.unwrap_or_default().to_owned());
+    }
+    say(&mut side, "PUSH stall queue", r);
+
+    // #0..#2 locked for 600 ms; #0's lock renewed once by a heartbeat (by that ttl again).
+    let r = pull(&mut side, &queue, 3, Some(600));
+    say(&mut side, "PULLB locked", r);
+    let r = side.by_id("JobHeartbeat", 0, &[]);
+    say(&mut side, "JobHeartbeat", r);
+    let r = pull(&mut side, &stall_queue, 1, None);
+    say(&mut side, "PULLB stall queue", r);
+    settle(&mut side, &[0, 1, 2, 5]);
+    // #3's ttl and #4's delay (300 ms) have run out by now.
+    if let Some(left) = std::time::Duration::from_millis(700).checked_sub(pushed_at.elapsed()) {
+        std::thread::sleep(left);
+    }
+    for slot in [0, 1, 2, 5] {
+        let id = side.id(slot);
+        let r = side.raw.command("GetJob", &[("id", Value::from(id))]);
+        say(
+            &mut side,
+            &format!("GetJob #{slot} after its lock, timeout or stall"),
+            r,
+        );
+    }
+    let r = side.raw.command("GetJobCounts", &[q()]);
+    say(&mut side, "GetJobCounts", r);
+    // #3 is dropped (its ttl) by the pull that reaches it; #0 (requeued) and #4 (due) run.
+    let r = pull(&mut side, &queue, 5, Some(300));
+    say(&mut side, "PULLB after the ttl and delay", r);
+    let id = side.id(3);
+    let r = side.raw.command("GetState", &[("id", Value::from(id))]);
+    say(&mut side, "GetState #3", r);
+    // #0's second lost lock reaches the queue's maxStalls; #4's first requeues it.
+    settle(&mut side, &[0, 4]);
+    for slot in [0, 4] {
+        let id = side.id(slot);
+        let r = side.raw.command("GetJob", &[("id", Value::from(id))]);
+        say(
+            &mut side,
+            &format!("GetJob #{slot} after its second lock"),
+            r,
+        );
+    }
+    let r = side.raw.command("Dlq", &[q()]);
+    say(&mut side, "Dlq", r);
+    let r = side.raw.command("GetDlqStats", &[q()]);
+    say(&mut side, "GetDlqStats", r);
+    let r = side.raw.command("GetJobCounts", &[q()]);
+    say(&mut side, "GetJobCounts at the end", r);
+    out
+}
+
+/// Time passing, compared: lock expiry (the pull's lockTtl, renewed by a heartbeat), a job's
+/// timeout and ttl, a delay running out, stall detection without a lock, maxStalls, and what
+/// reaches the DLQ. One fixed program per server, both run at once (bunqueue checks locks and
+/// stalls every 5 s, so each side waits seconds); each side waits for its own jobs to leave
+/// `active` and the outcomes are compared, never the time they took.
+#[test]
+fn time_passes_like_bunqueue() {
+    let (a, b) = std::thread::scope(|s| {
+        let bq = s.spawn(|| timed_program(Target::Bunqueue));
+        let broker = s.spawn(|| timed_program(Target::Broker));
+        (
+            bq.join().expect("bunqueue side"),
+            broker.join().expect("broker side"),
+        )
+    });
+    if std::env::var_os("DIFF_TRACE").is_some() {
+        for (what, x) in &a {
+            eprintln!("{what}\n  -> {x}");
+        }
+    }
+    let diverged: Vec<String> = a
+        .iter()
+        .zip(&b)
+        .filter(|(x, y)| x != y)
+        .map(|((what, x), (_, y))| format!("{what}\n  bunqueue: {x}\n  broker:   {y}"))
+        .collect();
+    assert!(
+        diverged.is_empty() && a.len() == b.len(),
+        "time-passing program diverged:\n{}",
+        diverged.join("\n")
+    );
+}

@@ -819,6 +819,7 @@ impl State {
             .collect();
         due.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         for (_, id, token) in due {
+            tracing::info!(job = id.as_str(), "job timed out");
             let error = Some("Job timeout exceeded".to_owned());
             // Its own lock's token: the broker fails it, not a worker.
             let _ = self.fail_as(&id, token.as_deref(), error, false, None, now, true);
@@ -895,6 +896,13 @@ impl State {
 
     /// bunqueue's `stalled` event; `id_first` for the lock-expiry path's key order.
     fn emit_stalled(&self, queue: &str, id: &str, data: Option<(u64, &str)>, id_first: bool) {
+        let (stalls, action) = data.unwrap_or((0, "retry"));
+        let why = if id_first {
+            "lock expired"
+        } else {
+            "no heartbeat"
+        };
+        tracing::info!(queue, job = id, stalls, action, why, "job stalled");
         self.events.emit(queue, "stalled", |ts| {
             let (q, j) = (("queue", Value::from(queue)), ("jobId", Value::from(id)));
             let mut f = if id_first { vec![j, q] } else { vec![q, j] };

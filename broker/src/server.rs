@@ -183,6 +183,10 @@ impl Broker {
                     Ok((stream, _)) => {
                         // Only this loop adds connections, so the count cannot overshoot.
                         if shared.connections.load(Ordering::Acquire) >= shared.config.max_connections {
+                            tracing::warn!(
+                                max = shared.config.max_connections,
+                                "connection refused: too many open connections"
+                            );
                             refuse(stream);
                         } else {
                             shared.connections.fetch_add(1, Ordering::AcqRel);
@@ -190,7 +194,10 @@ impl Broker {
                         }
                     }
                     // Out of descriptors and the like: back off briefly, keep serving.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await
+                    }
                 },
                 Some(_) = conns.join_next(), if !conns.is_empty() => {}
             }

@@ -499,8 +499,11 @@ impl State {
             JobState::Failed => {
                 self.leave_dlq(id);
                 if let Some(e) = self.jobs.get_mut(id) {
+                    // bunqueue keeps the job's timeline, so GetJob still shows the last
+                    // failure as `failedReason` (seen by the differential test).
                     e.rec.attempts = 0;
-                    e.rec.failed_reason = None;
+                    e.run.stall_count = 0;
+                    e.run.dlq = None;
                 }
                 self.refile(id, now, now);
                 Ok(())

@@ -278,9 +278,10 @@ fn range(field: &str, v: i64, min: i64, max: i64) -> Result<(), String> {
 async fn push(
     shared: &Shared,
     queue: &str,
-    jobs: Vec<JobSpec>,
+    mut jobs: Vec<JobSpec>,
     batch: bool,
 ) -> Result<Vec<String>, String> {
+    let mut refused = None;
     let waiter = {
         let mut state = shared.lock();
         let batch_ids: std::collections::HashSet<&str> = jobs
@@ -306,6 +307,31 @@ async fn push(
                     });
                 }
             }
+        }
+        // A group's `maxSize` (bunqueue's `Group <id> has reached its maximum size of <n>`),
+        // counting this batch's earlier jobs of the group. As in bunqueue's PUSHB, the jobs
+        // before the refused one are added all the same, and the reply is the error.
+        let mut pending: std::collections::HashMap<&str, u64> = Default::default();
+        for (i, job) in jobs.iter().enumerate() {
+            let Some(group) = job.opts.group_id.as_deref() else {
+                continue;
+            };
+            let queued = pending
+                .entry(group)
+                .or_insert_with(|| state.group_queued(queue, group));
+            if let Some(max) = job.opts.group_max_size {
+                if *queued >= max.max(0) as u64 {
+                    refused = Some((
+                        i,
+                        format!("Group {group} has reached its maximum size of {max}"),
+                    ));
+                    break;
+                }
+            }
+            *queued += 1;
+        }
+        if let Some((i, _)) = &refused {
+            jobs.truncate(*i);
         }
         let durable = jobs.iter().any(|j| j.opts.is_durable());
         let before = state.recorded();
@@ -349,7 +375,10 @@ async fn push(
             return Err(format!("Durable write failed, jobs not added: {e}"));
         }
     }
-    Ok(ids)
+    match refused {
+        Some((_, msg)) => Err(msg),
+        None => Ok(ids),
+    }
 }
 
 /// PULL (`count: None`) and PULLB, with the long-poll.

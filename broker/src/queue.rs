@@ -71,6 +71,8 @@ struct RunInfo {
     finished: Option<(f64, u64)>,
     /// Why it failed for good and the DLQ entry's error (see `dlq`).
     dlq: Option<(&'static str, Option<String>)>,
+    /// Its `groupId`, for a group's `maxSize` (see [`State::group_queued`]).
+    group: Option<String>,
 }
 
 #[derive(Default)]
@@ -322,6 +324,7 @@ impl State {
             // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
             timeout: o.timeout.map(ms).filter(|t| *t > 0.0),
             ttl: o.ttl.map(ms),
+            group: o.group_id.clone(),
             ..RunInfo::default()
         };
         let created_at = o.timestamp.unwrap_or(now);
@@ -367,6 +370,21 @@ impl State {
         // bunqueue: `pushed` for every added job, delayed ones included (not `delayed`).
         self.events.emit(&queue, "pushed", job_event(&queue, &id));
         id
+    }
+
+    /// How many jobs of group `group` wait in `queue` (waiting or delayed): what a group's
+    /// `maxSize` bounds, as bunqueue's group scheduler counts them (pulled jobs leave it).
+    /// A walk of the queue's waiting jobs, done only for a push that sets `maxSize`.
+    pub fn group_queued(&self, queue: &str, group: &str) -> u64 {
+        let Some(q) = self.queues.get(queue) else {
+            return 0;
+        };
+        q.ready
+            .values()
+            .chain(q.delayed.values())
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|e| e.run.group.as_deref() == Some(group))
+            .count() as u64
     }
 
     /// Drops a finished job entirely (a new generation of its custom id, or remove-on-finish).

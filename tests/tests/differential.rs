@@ -975,3 +975,102 @@ fn time_passes_like_bunqueue() {
         diverged.join("\n")
     );
 }
+
+/// A group's `maxSize`, compared on both servers: pushes past it are refused (PUSH and PUSHB,
+/// the batch's own jobs counted), a pulled job leaves the count, other groups are apart.
+/// A fixed program, not in the random ones: bunqueue pulls grouped jobs through its group
+/// scheduler, an order the broker does not follow (README), so random pulls would diverge.
+#[test]
+fn group_max_size_like_bunqueue() {
+    let run = |target: Target| -> Vec<Json> {
+        let queue = format!("diff-group-{}", std::process::id());
+        let mut side = Side {
+            seed: 0,
+            raw: RawClient::connect(target.shared(), None).expect("connect"),
+            ids: Vec::new(),
+            tokens: HashMap::new(),
+        };
+        let job = |slot: i64, group: &str, max: i64| {
+            Value::map([
+                ("name", Value::from("diff")),
+                ("data", Value::map([("slot", Value::from(slot))])),
+                ("groupId", Value::from(group)),
+                ("groupMaxSize", Value::from(max)),
+            ])
+        };
+        let mut out = Vec::new();
+        let mut note = |side: &mut Side, r: Result<Value, String>| {
+            if let Ok(v) = &r {
+                let ids = v.get("ids").and_then(Value::as_array).unwrap_or_default();
+                let one = v.get("id").into_iter();
+                for id in ids.iter().chain(one).filter_map(Value::as_str) {
+                    if !side.ids.iter().any(|x| x == id) {
+                        side.ids.push(id.to_owned());
+                    }
+                }
+            }
+            let json = match r {
+                Ok(v) => v.expanded().unwrap().deserialize::<Json>().unwrap(),
+                Err(e) => json!({ "transport": e }),
+            };
+            out.push(normalise(json, &side.ids, &side.tokens));
+        };
+        let push = |side: &mut Side, v: Value| {
+            let Value::Map(mut f) = v else { unreachable!() };
+            f.insert(0, (Value::from("queue"), Value::from(queue.as_str())));
+            let fields: Vec<(String, Value)> = f
+                .into_iter()
+                .map(|(k, v)| (k.as_str().unwrap().to_owned(), v))
+                .collect();
+            let fields: Vec<(&str, Value)> = fields
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .collect();
+            side.raw.command("PUSH", &fields)
+        };
+        let q = ("queue", Value::from(queue.as_str()));
+        for slot in 0..3 {
+            let r = push(&mut side, job(slot, "g", 2));
+            note(&mut side, r);
+        }
+        let r = push(&mut side, job(3, "other", 2));
+        note(&mut side, r);
+        // A batch counts its own jobs: the second of group h past a maxSize of 1.
+        let r = side.raw.command(
+            "PUSHB",
+            &[
+                q.clone(),
+                ("jobs", Value::Array(vec![job(4, "h", 1), job(5, "h", 1)])),
+            ],
+        );
+        note(&mut side, r);
+        let r = side.raw.command(
+            "PULLB",
+            &[
+                q.clone(),
+                ("count", Value::from(1i64)),
+                ("timeout", Value::from(0i64)),
+            ],
+        );
+        note(&mut side, r);
+        let r = push(&mut side, job(6, "g", 2));
+        note(&mut side, r);
+        let r = side.raw.command("GetJobCounts", &[q]);
+        note(&mut side, r);
+        out
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let bq = s.spawn(|| run(Target::Bunqueue));
+        let broker = s.spawn(|| run(Target::Broker));
+        (
+            bq.join().expect("bunqueue side"),
+            broker.join().expect("broker side"),
+        )
+    });
+    if std::env::var_os("DIFF_TRACE").is_some() {
+        for x in &a {
+            eprintln!("  -> {x}");
+        }
+    }
+    assert_eq!(a, b, "group maxSize diverged (bunqueue left, broker right)");
+}

@@ -1,10 +1,8 @@
 //! Queue control, served: pause, resume, is paused, drain, obliterate, remove (Cancel),
 //! promote (one and many), change priority, change delay, move to delayed, move to wait
-//! (retry), discard, the deduplication keys, retry completed (by id or count), Clean (see
-//! `State::clean` for its one difference). RetryCompleted with a `timestamp` is refused as
-//! not supported. Failed jobs
-//! stay in the queue as `failed` (the broker has no separate dead-letter queue): MoveToWait
-//! runs them again from their first attempt, as bunqueue's retry from the DLQ does.
+//! (retry), discard, the deduplication keys, retry completed (by id, count or completion
+//! time), Clean (see `State::clean` for its one difference). Failed jobs are the DLQ
+//! (`crate::queue::dlq`): MoveToWait runs one again from its first attempt, as RetryDlq does.
 
 use autobatch_core::ops::{
     Cancel, ChangeDelay, ChangePriority, Clean, Discard, Drain, IsPaused, MoveToDelayed,
@@ -110,14 +108,13 @@ pub(super) fn serve(
                 .clean(&op.queue, op.grace, state, op.limit, now))
         }),
         "RetryCompleted" => answer::<RetryCompleted>(body, |op| {
-            if op.timestamp.is_some() {
-                return Err("RetryCompleted with a timestamp is not supported by \
-                     autobatch-broker (see its README section)"
-                    .into());
-            }
-            Ok(shared
-                .lock()
-                .retry_completed(&op.queue, op.id.as_deref(), op.count, now))
+            Ok(shared.lock().retry_completed(
+                &op.queue,
+                op.id.as_deref(),
+                op.count,
+                op.timestamp,
+                now,
+            ))
         }),
         "RemoveDeduplicationKey" => answer::<RemoveDeduplicationKey>(body, |op| {
             Ok(shared

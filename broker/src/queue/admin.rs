@@ -626,28 +626,34 @@ impl State {
     }
 
     /// RetryCompleted: completed job `id` of `queue`, or up to `count` completed jobs of it
-    /// (oldest first, all when `None`), run again from their first attempt; how many.
+    /// (in completion order, all when `None`; only those completed at or before `before` when
+    /// given), run again from their first attempt; how many.
     pub fn retry_completed(
         &mut self,
         queue: &str,
         id: Option<&str>,
         count: Option<u64>,
+        before: Option<f64>,
         now: f64,
     ) -> u64 {
         let completed =
             |e: &super::Entry| e.rec.queue == queue && e.rec.state == JobState::Completed;
+        // Completion order (bunqueue's, in memory), a job completed before a restart by its
+        // creation time.
+        let when = |e: &super::Entry| e.run.finished.unwrap_or((e.rec.created_at, 0));
         let mut ids: Vec<(f64, u64, String)> = match id {
             Some(id) => self
                 .jobs
                 .get(id)
                 .filter(|e| completed(e))
-                .map(|e| vec![(e.rec.created_at, e.rec.seq, id.to_owned())])
+                .map(|e| vec![(when(e).0, when(e).1, id.to_owned())])
                 .unwrap_or_default(),
             None => self
                 .jobs
                 .values()
                 .filter(|e| completed(e))
-                .map(|e| (e.rec.created_at, e.rec.seq, e.rec.id.clone()))
+                .filter(|e| before.is_none_or(|t| when(e).0 <= t))
+                .map(|e| (when(e).0, when(e).1, e.rec.id.clone()))
                 .collect(),
         };
         ids.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));

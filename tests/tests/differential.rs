@@ -13,14 +13,19 @@
 //! * `DIFF_SEED=<n>` runs one program: the reproduction a failure prints; with `DIFF_TRACE=1`
 //!   it prints every step's reply too.
 //!
-//! Time does not pass in a program: delays and retry backoffs are an hour, and the steps
-//! whose effect depends on the clock (Promote and MoveToWait make the job's run time now; a
-//! custom id sorts unlike UUIDv7 ids of the same millisecond) get a millisecond of their own.
+//! Time does not pass in a random program: delays and retry backoffs are an hour, and the
+//! steps whose effect depends on the clock (Promote, MoveToWait and RetryDlq make the job's run
+//! time now; a custom id sorts unlike UUIDv7 ids of the same millisecond) get a millisecond of
+//! their own. Time passing is [`time_passes_like_bunqueue`]: one fixed program (lock expiry
+//! with the pull's lockTtl and a heartbeat, maxStalls, a job's timeout and ttl, a delay running
+//! out, stall detection without a lock, the DLQ they fill) on both servers at once, each side
+//! waiting for its own jobs to leave `active`, outcomes compared. A group's `maxSize` is
+//! [`group_max_size_like_bunqueue`] (bunqueue pulls grouped jobs in its group scheduler's
+//! order, which the broker does not follow, so grouped jobs are not in the random programs).
 //!
-//! Not in the programs yet (so not compared): time passing (delays running out, lock
-//! expiry), events, flows, DLQ, schedulers, limits; and what the broker refuses as not
-//! supported (Clean, …: README lists them). What is left out of the comparison on
-//! purpose is listed in [`normalise`] with its reason.
+//! Not compared yet: events, flows, schedulers, rate and concurrency limits; and what the
+//! broker refuses as not supported (README lists them). What is left out of the comparison
+//! on purpose is listed in [`normalise`] and at the steps concerned, with the reason.
 
 use std::collections::HashMap;
 

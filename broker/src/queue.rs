@@ -737,11 +737,13 @@ impl State {
         self.stall_config.insert(queue.to_owned(), merged);
     }
 
-    /// The periodic housekeeping of running jobs: expired locks every call, stall detection
-    /// every [`STALL_CHECK_MS`] (bunqueue's `stallCheckMs`).
+    /// The periodic housekeeping of running jobs: timeouts and expired locks every call, stall
+    /// detection every [`STALL_CHECK_MS`] (bunqueue's `stallCheckMs`).
     pub fn sweep(&mut self, now: f64) {
-        self.expire_locks(now);
+        // Timeouts first: bunqueue fails a job on a timer at its deadline, while it looks for
+        // expired locks only every 5 s, so a late sweep must not let the lock win.
         self.expire_timeouts(now);
+        self.expire_locks(now);
         if now - self.last_stall_check >= STALL_CHECK_MS {
             self.last_stall_check = now;
             self.check_stalled(now);
@@ -1544,6 +1546,22 @@ mod tests {
             "failed",
             "the last attempt timed out"
         );
+    }
+
+    /// A sweep that comes late, past both a job's timeout and its lock's expiry, times it out
+    /// (bunqueue's timeout timer fires at the deadline; its lock check only every 5 s).
+    #[test]
+    fn a_late_sweep_times_out_before_the_lock_expires() {
+        let mut s = state();
+        let opts = JobOptions::new()
+            .attempts(3)
+            .timeout(Duration::from_millis(100));
+        let id = s.push("q", JobSpec::new("a", Value::Nil).with_options(opts), 0.0);
+        pull_ttl(&mut s, true, 200, 0.0);
+        s.sweep(1000.0);
+        let job = s.get_job(&id, 1000.0).unwrap();
+        assert_eq!(job.failed_reason.as_deref(), Some("Job timeout exceeded"));
+        assert_eq!(s.get_state(&id, 1000.0), "delayed");
     }
 
     /// A job older than its `ttl` is dropped by the pull that reaches it, unrun.

@@ -150,6 +150,18 @@ enum Step {
     RemoveDlqJob {
         slot: usize,
     },
+    /// JobHeartbeat with the job's token (when it has one) or without, with a duration or not.
+    Heartbeat {
+        slot: usize,
+        token: bool,
+        duration: bool,
+    },
+    /// SetStallConfig with some settings (detection stays off the clock: an hour's interval),
+    /// then GetStallConfig.
+    StallConfig {
+        max_stalls: Option<i64>,
+        enabled: Option<bool>,
+    },
 }
 
 /// A job to add: its data is its slot, so replies show which job they are about.
@@ -182,7 +194,7 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
     };
     let mut out = Vec::with_capacity(steps);
     for _ in 0..steps {
-        let pick = rng.below(112);
+        let pick = rng.below(116);
         // A job step needs a job; the first steps add some.
         let step = if slots == 0 || pick < 20 {
             Step::Push(plan(&mut rng, &mut slots))
@@ -267,6 +279,15 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
                 },
                 109 => Step::PurgeDlq,
                 110..=111 => Step::RemoveDlqJob { slot },
+                112..=113 => Step::Heartbeat {
+                    slot,
+                    token: rng.chance(70),
+                    duration: rng.chance(30),
+                },
+                114 => Step::StallConfig {
+                    max_stalls: rng.chance(50).then(|| rng.below(4) as i64),
+                    enabled: rng.chance(30).then(|| rng.chance(50)),
+                },
                 _ => Step::Clean {
                     state: [
                         None,
@@ -553,6 +574,42 @@ impl Side {
                 let id = self.id(*slot);
                 self.raw
                     .command("RemoveDlqJob", &[q, ("jobId", Value::from(id))])
+            }
+            Step::Heartbeat {
+                slot,
+                token,
+                duration,
+            } => {
+                let id = self.id(*slot);
+                let mut f = vec![("id", Value::from(id.as_str()))];
+                if let (true, Some(t)) = (*token, self.tokens.get(&id)) {
+                    f.push(("token", Value::from(t.as_str())));
+                }
+                if *duration {
+                    // Renewed for an hour: the lock never runs out in a program.
+                    f.push(("duration", Value::from(3_600_000i64)));
+                }
+                self.raw.command("JobHeartbeat", &f)
+            }
+            Step::StallConfig {
+                max_stalls,
+                enabled,
+            } => {
+                let mut c = vec![("stallInterval", Value::from(3_600_000i64))];
+                if let Some(m) = max_stalls {
+                    c.push(("maxStalls", Value::from(*m)));
+                }
+                if let Some(e) = enabled {
+                    c.push(("enabled", Value::from(*e)));
+                }
+                let set = self
+                    .raw
+                    .command("SetStallConfig", &[q.clone(), ("config", Value::map(c))]);
+                let got = self.raw.command("GetStallConfig", &[q]);
+                match (set, got) {
+                    (Ok(a), Ok(b)) => Ok(Value::Array(vec![a, b])),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                }
             }
             Step::GetLogs { slot } => {
                 // Intended difference: bunqueue keeps a removed job's logs (until Obliterate

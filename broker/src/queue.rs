@@ -1564,6 +1564,21 @@ mod tests {
         assert_eq!(s.get_state(&id, 1000.0), "delayed");
     }
 
+    /// ExtendLock as bunqueue's: without a token it renews the job's own lock; a wrong token
+    /// or an expired lock is refused.
+    #[test]
+    fn extend_lock_with_or_without_the_token() {
+        let mut s = state();
+        let id = push_attempts(&mut s, 3);
+        let t = pull_ttl(&mut s, true, 100, 0.0).token;
+        assert!(s.extend_lock(&id, None, 1000.0, 50.0));
+        assert!(!s.extend_lock(&id, Some("other"), 1000.0, 60.0));
+        assert!(s.extend_lock(&id, t.as_deref(), 1000.0, 70.0));
+        s.sweep(1069.0);
+        assert_eq!(s.get_state(&id, 1069.0), "active", "extended to 1070");
+        assert!(!s.extend_lock(&id, None, 1000.0, 1070.0), "expired");
+    }
+
     /// A job older than its `ttl` is dropped by the pull that reaches it, unrun.
     #[test]
     fn ttl_drops_a_job_at_pull() {
@@ -1711,8 +1726,8 @@ impl State {
         }
     }
 
-    /// Extends an active job's lock to `duration` ms from now; false when it has no lock or the
-    /// token does not match.
+    /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
+    /// lock expired, or a token is given and does not match.
     pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
         let Some(e) = self.jobs.get_mut(id) else {
             return false;
@@ -1720,10 +1735,13 @@ impl State {
         if e.rec.state != JobState::Active {
             return false;
         }
+        // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's
+        // own token; an expired lock is not renewed.
         match (&mut e.lock, token.filter(|t| !t.is_empty())) {
-            (Some(lock), Some(t)) if t == lock.token => {
+            (Some(lock), t) if t.is_none_or(|t| t == lock.token) && now < lock.expires_at => {
                 lock.expires_at = now + duration;
                 lock.renewals += 1;
+                e.run.last_heartbeat = now;
                 true
             }
             _ => false,

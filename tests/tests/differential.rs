@@ -156,6 +156,11 @@ enum Step {
         token: bool,
         duration: bool,
     },
+    /// ExtendLock by an hour, with the job's token (when it has one) or without.
+    ExtendLock {
+        slot: usize,
+        token: bool,
+    },
     /// SetStallConfig with some settings (detection stays off the clock: an hour's interval),
     /// then GetStallConfig.
     StallConfig {
@@ -194,7 +199,7 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
     };
     let mut out = Vec::with_capacity(steps);
     for _ in 0..steps {
-        let pick = rng.below(116);
+        let pick = rng.below(117);
         // A job step needs a job; the first steps add some.
         let step = if slots == 0 || pick < 20 {
             Step::Push(plan(&mut rng, &mut slots))
@@ -283,6 +288,10 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
                     slot,
                     token: rng.chance(70),
                     duration: rng.chance(30),
+                },
+                115 => Step::ExtendLock {
+                    slot,
+                    token: rng.chance(60),
                 },
                 114 => Step::StallConfig {
                     max_stalls: rng.chance(50).then(|| rng.below(4) as i64),
@@ -590,6 +599,17 @@ impl Side {
                     f.push(("duration", Value::from(3_600_000i64)));
                 }
                 self.raw.command("JobHeartbeat", &f)
+            }
+            Step::ExtendLock { slot, token } => {
+                let id = self.id(*slot);
+                let mut f = vec![
+                    ("id", Value::from(id.as_str())),
+                    ("duration", Value::from(3_600_000i64)),
+                ];
+                if let (true, Some(t)) = (*token, self.tokens.get(&id)) {
+                    f.push(("token", Value::from(t.as_str())));
+                }
+                self.raw.command("ExtendLock", &f)
             }
             Step::StallConfig {
                 max_stalls,

@@ -216,7 +216,7 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             let remove = raw.get("removeOnComplete").and_then(Value::as_bool) == Some(true);
             shared
                 .lock()
-                .ack(&id, token.as_deref(), result, remove)
+                .ack(&id, token.as_deref(), result, remove, now)
                 .map_err(|e| e.to_string())?;
             Ok(Response::Finalized { applied: true })
         }
@@ -225,7 +225,7 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             results,
             tokens,
             ..
-        } => ack_batch(shared, ids, results, tokens, raw),
+        } => ack_batch(shared, ids, results, tokens, raw, now),
         Command::Fail {
             id,
             error,
@@ -278,9 +278,10 @@ fn range(field: &str, v: i64, min: i64, max: i64) -> Result<(), String> {
 async fn push(
     shared: &Shared,
     queue: &str,
-    jobs: Vec<JobSpec>,
+    mut jobs: Vec<JobSpec>,
     batch: bool,
 ) -> Result<Vec<String>, String> {
+    let mut refused = None;
     let waiter = {
         let mut state = shared.lock();
         let batch_ids: std::collections::HashSet<&str> = jobs
@@ -306,6 +307,31 @@ async fn push(
                     });
                 }
             }
+        }
+        // A group's `maxSize` (bunqueue's `Group <id> has reached its maximum size of <n>`),
+        // counting this batch's earlier jobs of the group. As in bunqueue's PUSHB, the jobs
+        // before the refused one are added all the same, and the reply is the error.
+        let mut pending: std::collections::HashMap<&str, u64> = Default::default();
+        for (i, job) in jobs.iter().enumerate() {
+            let Some(group) = job.opts.group_id.as_deref() else {
+                continue;
+            };
+            let queued = pending
+                .entry(group)
+                .or_insert_with(|| state.group_queued(queue, group));
+            if let Some(max) = job.opts.group_max_size {
+                if *queued >= max.max(0) as u64 {
+                    refused = Some((
+                        i,
+                        format!("Group {group} has reached its maximum size of {max}"),
+                    ));
+                    break;
+                }
+            }
+            *queued += 1;
+        }
+        if let Some((i, _)) = &refused {
+            jobs.truncate(*i);
         }
         let durable = jobs.iter().any(|j| j.opts.is_durable());
         let before = state.recorded();
@@ -349,7 +375,10 @@ async fn push(
             return Err(format!("Durable write failed, jobs not added: {e}"));
         }
     }
-    Ok(ids)
+    match refused {
+        Some((_, msg)) => Err(msg),
+        None => Ok(ids),
+    }
 }
 
 /// PULL (`count: None`) and PULLB, with the long-poll.
@@ -440,6 +469,7 @@ fn ack_batch(
     results: Option<Vec<Value>>,
     tokens: Option<Vec<String>>,
     raw: &Value,
+    now: f64,
 ) -> Result<Response, String> {
     let removes = raw.get("removeOnCompletes").and_then(Value::as_array);
     for (name, len) in [
@@ -463,7 +493,7 @@ fn ack_batch(
             .map(|r| r[i].clone())
             .filter(|r| !r.is_nullish());
         let remove = removes.is_some_and(|r| r[i].as_bool() == Some(true));
-        if let Err(e) = state.ack(id, token(i), result, remove) {
+        if let Err(e) = state.ack(id, token(i), result, remove, now) {
             first_missing.get_or_insert(e);
         }
     }
@@ -591,7 +621,12 @@ fn housekeeping(
         }
         "JobHeartbeat" => {
             let id = text("id").unwrap_or_default();
-            if shared.lock().heartbeat(&id, text("token").as_deref(), now) {
+            // bunqueue renews by `duration` only when a token comes with it.
+            let duration = body.get("duration").and_then(Value::as_f64);
+            if shared
+                .lock()
+                .heartbeat(&id, text("token").as_deref(), duration, now)
+            {
                 Ok(data(Value::map([("ok", Value::Bool(true))])))
             } else {
                 Err("Job not found or not active (or invalid token)".into())
@@ -605,7 +640,7 @@ fn housekeeping(
             for (i, id) in ids.iter().enumerate() {
                 let Some(id) = id.as_str() else { continue };
                 let token = tokens.and_then(|t| t.get(i)).and_then(Value::as_str);
-                count += i64::from(state.heartbeat(id, token, now));
+                count += i64::from(state.heartbeat(id, token, None, now));
             }
             Ok(data(Value::map([
                 ("ok", Value::Bool(true)),

@@ -14,6 +14,12 @@
 //!   durable log behind it: nothing ([`store::MemoryStore`]) or SQLite
 //!   ([`store::SqliteStore`]: WAL, `synchronous=NORMAL`, group commit; `durable` pushes commit
 //!   before their reply, others just after).
+//! * A running job's rules as bunqueue's: its lock lasts the pull's `lockTtl` (a heartbeat
+//!   renews it by that much), an expired lock or a job silent past its queue's stall settings
+//!   (SetStallConfig) is requeued or, past its attempts or `maxStalls`, failed with bunqueue's
+//!   `stalled`/`failed` events; a job's `timeout` fails it, its `ttl` drops it unrun, a group's
+//!   `maxSize` refuses adds. Failed jobs are the dead-letter queue (Dlq, RetryDlq, PurgeDlq,
+//!   …), bounded at bunqueue's 10,000 entries per queue.
 //! * TLS on the port when [`BrokerConfig::tls`] is set ([`BrokerTls`]: rustls with *ring*,
 //!   through tokio-rustls), as bunqueue serves it with `TLS_CERT_FILE` / `TLS_KEY_FILE`.
 //!

@@ -2,8 +2,9 @@
 //!
 //! Every flag can also come from the environment: bunqueue's own names where it has the
 //! setting (`HOST`, `TCP_PORT`, `DATA_PATH`, `AUTH_TOKENS`, `TCP_IDLE_TIMEOUT_MS`,
-//! `TLS_CERT_FILE`, `TLS_KEY_FILE`), an
-//! `AUTOBATCH_` name otherwise. A flag wins over its variable.
+//! `TLS_CERT_FILE`, `TLS_KEY_FILE`, `LOG_LEVEL`), an `AUTOBATCH_` name otherwise. A flag wins
+//! over its variable. Logs go to stderr through `tracing-subscriber`; stdout keeps its one
+//! `listening on ADDR` line for scripts.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -64,6 +65,10 @@ struct Args {
     /// PEM private key of --tls-cert.
     #[arg(long, env = "TLS_KEY_FILE")]
     tls_key: Option<PathBuf>,
+    /// Least severe log level written to stderr: error, warn, info, debug or trace (any case,
+    /// as bunqueue's LOG_LEVEL).
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    log_level: tracing::Level,
 }
 
 impl Args {
@@ -120,7 +125,12 @@ fn misconfigured(what: &str) -> std::io::Error {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match async { run(Args::parse().config()?).await }.await {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_max_level(args.log_level)
+        .with_writer(std::io::stderr)
+        .init();
+    match async { run(args.config()?).await }.await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Display: the message names what failed and on what path (see Broker::bind).
@@ -135,6 +145,7 @@ async fn run(config: BrokerConfig) -> std::io::Result<()> {
     let broker = Broker::bind(config).await?;
     // The first line stays `listening on ADDR` (scripts parse it); TLS is said on stderr.
     println!("listening on {}", broker.local_addr());
+    tracing::info!(addr = %broker.local_addr(), tls = broker_tls, "autobatch-broker listening");
     if broker_tls {
         eprintln!("autobatch-broker: serving TLS");
     }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use autobatch_core::ops::{StallConfig, StallConfigUpdate};
 use autobatch_core::wire::{Backoff, Job, JobCounts, JobSpec, Value};
 use tokio::sync::Notify;
 
@@ -16,6 +17,8 @@ use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
 /// `crate::ops::{lookup, control}`.
 pub(crate) mod admin;
+/// The dead-letter queue: the state methods behind `crate::ops::dlq`.
+pub(crate) mod dlq;
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
@@ -25,6 +28,8 @@ const DEFAULT_BACKOFF: Duration = Duration::from_millis(1000);
 const MAX_RETRY_DELAY: f64 = 3_600_000.0;
 /// Default lock time to live, ms.
 pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
+/// How often stall detection runs, ms (bunqueue's `stallCheckMs`).
+pub(crate) const STALL_CHECK_MS: f64 = 5_000.0;
 
 /// A connection, as the state knows it.
 pub(crate) type ConnId = u64;
@@ -32,12 +37,42 @@ pub(crate) type ConnId = u64;
 struct Lock {
     token: String,
     expires_at: f64,
+    /// The lock's own time to live (the pull's `lockTtl`): a heartbeat without a duration
+    /// renews it by this much, as bunqueue's `renewLock`.
+    ttl: f64,
+    /// Renewals so far (bunqueue's `renewalCount`, named in a DLQ entry's error).
+    renewals: u64,
 }
 
 struct Entry {
     rec: JobRecord,
     lock: Option<Lock>,
     conn: Option<ConnId>,
+    /// Stall detection's view of a running job (bunqueue's `startedAt`, `lastHeartbeat`,
+    /// `stallCount`, and the job's `stallTimeout` option). In memory only: a restart
+    /// requeues active jobs anyway.
+    run: RunInfo,
+}
+
+/// See [`Entry::run`].
+#[derive(Default)]
+struct RunInfo {
+    started_at: Option<f64>,
+    last_heartbeat: f64,
+    stall_count: u64,
+    stall_timeout: Option<f64>,
+    /// The job's `timeout`, ms: failed when it runs longer (bunqueue's timeout scheduler).
+    timeout: Option<f64>,
+    /// The job's `ttl`, ms: dropped unrun once older (from `createdAt`) than this.
+    ttl: Option<f64>,
+    /// When it completed or failed for good (epoch ms) and in which order, for Clean. None
+    /// for a job that finished before a restart: Clean then goes by its creation time, as
+    /// bunqueue does for a record without `completedAt`.
+    finished: Option<(f64, u64)>,
+    /// Why it failed for good and the DLQ entry's error (see `dlq`).
+    dlq: Option<(&'static str, Option<String>)>,
+    /// Its `groupId`, for a group's `maxSize` (see [`State::group_queued`]).
+    group: Option<String>,
 }
 
 #[derive(Default)]
@@ -53,6 +88,9 @@ struct QueueIndex {
     notify: Arc<Notify>,
     /// Paused: pulls hand out nothing (see `admin`).
     paused: bool,
+    /// The failed jobs, bunqueue's dead-letter queue: finish order ([`RunInfo::finished`]'s
+    /// number) → id (see `dlq`).
+    dlq: BTreeMap<u64, String>,
 }
 
 /// What ACK, FAIL and the lock checks can refuse, with bunqueue's messages.
@@ -125,6 +163,18 @@ pub(crate) struct State {
     /// Event subscriptions: state changes are published under the state's lock, so every
     /// subscriber sees them in order.
     pub events: Events,
+    /// Ids of the jobs pulled and not yet finished (some may have left since: the sweeps
+    /// check), so that the lock and stall sweeps do not walk every job.
+    running: HashSet<String>,
+    /// Stall settings set by SetStallConfig, per queue (bunqueue's defaults otherwise).
+    stall_config: HashMap<String, StallConfig>,
+    /// Jobs found stalled by the last stall check: stalled for good if the next check still
+    /// finds them so (bunqueue's two-phase detection).
+    stall_candidates: HashSet<String>,
+    /// When the stall check last ran, epoch ms.
+    last_stall_check: f64,
+    /// Jobs finished so far, numbering [`RunInfo::finished`].
+    finish_seq: u64,
 }
 
 impl State {
@@ -144,6 +194,11 @@ impl State {
             recorded: 0,
             extras: HashMap::new(),
             events: Events::default(),
+            running: HashSet::new(),
+            stall_config: HashMap::new(),
+            stall_candidates: HashSet::new(),
+            last_stall_check: now,
+            finish_seq: 0,
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
@@ -165,6 +220,7 @@ impl State {
 
     /// Files a record under its queue and state, and keeps it.
     fn admit(&mut self, rec: JobRecord) {
+        let dlq_seq = self.finish_seq;
         let q = self.index(&rec.queue);
         match rec.state {
             JobState::Waiting => {
@@ -179,11 +235,21 @@ impl State {
             }
             JobState::Active => q.active += 1,
             JobState::Completed => q.completed += 1,
-            JobState::Failed => q.failed += 1,
+            JobState::Failed => {
+                q.failed += 1;
+                q.dlq.insert(dlq_seq, rec.id.clone());
+            }
         }
         if let Some(k) = &rec.unique_key {
             self.unique
                 .insert((rec.queue.clone(), k.clone()), rec.id.clone());
+        }
+        let mut run = RunInfo::default();
+        if rec.state == JobState::Failed {
+            // Failed before a restart: in the DLQ in recovery order, reason unknown.
+            run.finished = Some((rec.created_at, dlq_seq));
+            run.dlq = Some(("unknown", rec.failed_reason.clone()));
+            self.finish_seq += 1;
         }
         self.jobs.insert(
             rec.id.clone(),
@@ -191,6 +257,7 @@ impl State {
                 rec,
                 lock: None,
                 conn: None,
+                run,
             }),
         );
     }
@@ -252,6 +319,14 @@ impl State {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
+        let run = RunInfo {
+            stall_timeout: o.stall_timeout.map(ms),
+            // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
+            timeout: o.timeout.map(ms).filter(|t| *t > 0.0),
+            ttl: o.ttl.map(ms),
+            group: o.group_id.clone(),
+            ..RunInfo::default()
+        };
         let created_at = o.timestamp.unwrap_or(now);
         let seq = self.seq;
         self.seq += 1;
@@ -286,12 +361,30 @@ impl State {
         let ready = rec.state == JobState::Waiting;
         let queue = rec.queue.clone();
         self.admit(rec);
+        if let Some(e) = self.jobs.get_mut(&id) {
+            e.run = run;
+        }
         if ready {
             self.index(&queue).notify.notify_waiters();
         }
         // bunqueue: `pushed` for every added job, delayed ones included (not `delayed`).
         self.events.emit(&queue, "pushed", job_event(&queue, &id));
         id
+    }
+
+    /// How many jobs of group `group` wait in `queue` (waiting or delayed): what a group's
+    /// `maxSize` bounds, as bunqueue's group scheduler counts them (pulled jobs leave it).
+    /// A walk of the queue's waiting jobs, done only for a push that sets `maxSize`.
+    pub fn group_queued(&self, queue: &str, group: &str) -> u64 {
+        let Some(q) = self.queues.get(queue) else {
+            return 0;
+        };
+        q.ready
+            .values()
+            .chain(q.delayed.values())
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|e| e.run.group.as_deref() == Some(group))
+            .count() as u64
     }
 
     /// Drops a finished job entirely (a new generation of its custom id, or remove-on-finish).
@@ -303,7 +396,12 @@ impl State {
         if let Some(q) = self.queues.get_mut(&e.rec.queue) {
             match e.rec.state {
                 JobState::Completed => q.completed = q.completed.saturating_sub(1),
-                JobState::Failed => q.failed = q.failed.saturating_sub(1),
+                JobState::Failed => {
+                    q.failed = q.failed.saturating_sub(1);
+                    if let Some((_, n)) = e.run.finished {
+                        q.dlq.remove(&n);
+                    }
+                }
                 _ => {}
             }
         }
@@ -371,6 +469,12 @@ impl State {
             if e.rec.priority > 0 {
                 q.prioritized = q.prioritized.saturating_sub(1);
             }
+            // bunqueue's pull drops a job older than its ttl, silently (no event).
+            if e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl) {
+                self.forget(&id);
+                self.record(StoreOp::Remove(id));
+                continue;
+            }
             q.active += 1;
             e.rec.state = JobState::Active;
             let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
@@ -382,8 +486,13 @@ impl State {
             e.lock = token.clone().map(|token| Lock {
                 token,
                 expires_at: now + ttl as f64,
+                ttl: ttl as f64,
+                renewals: 0,
             });
+            e.run.started_at = Some(now);
+            e.run.last_heartbeat = now;
             e.conn = spec.tie_to;
+            self.running.insert(id.clone());
             let job = wire_job(&e.rec);
             let op = update_op(&e.rec);
             if let Some(c) = spec.tie_to {
@@ -423,6 +532,8 @@ impl State {
             _ => return Err(FinishError::NotActive(id.to_owned())),
         };
         e.lock = None;
+        e.run.started_at = None;
+        self.running.remove(id);
         if let Some(c) = e.conn.take() {
             if let Some(set) = self.held.get_mut(&c) {
                 set.remove(id);
@@ -441,6 +552,7 @@ impl State {
         token: Option<&str>,
         result: Option<Value>,
         remove: bool,
+        now: f64,
     ) -> Result<(), FinishError> {
         self.check_lock(id, token)?;
         if self.retried_in_queue(id) {
@@ -451,6 +563,7 @@ impl State {
         } else {
             self.finish(id)?;
         }
+        self.mark_finished(id, now);
         let e = self.jobs.get_mut(id).expect("unfiled or finished above");
         e.rec.state = JobState::Completed;
         e.rec.result = result;
@@ -490,6 +603,21 @@ impl State {
         remove: Option<bool>,
         now: f64,
     ) -> Result<bool, FinishError> {
+        self.fail_as(id, token, error, unrecoverable, remove, now, false)
+    }
+
+    /// [`fail`](Self::fail); `timed_out`: the job's timeout failed it (its DLQ reason).
+    #[allow(clippy::too_many_arguments)]
+    fn fail_as(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+        error: Option<String>,
+        unrecoverable: bool,
+        remove: Option<bool>,
+        now: f64,
+        timed_out: bool,
+    ) -> Result<bool, FinishError> {
         let had_lock = self.jobs.get(id).is_some_and(|e| e.lock.is_some());
         self.check_lock(id, token)?;
         if token.is_some_and(|t| !t.is_empty()) && !had_lock && self.retried_in_queue(id) {
@@ -524,7 +652,13 @@ impl State {
             e.rec.state = JobState::Failed;
             let remove = remove.unwrap_or(e.rec.remove_on_fail);
             let op = update_op(&e.rec);
-            self.index(&queue).failed += 1;
+            let reason = if timed_out {
+                "timeout"
+            } else {
+                "max_attempts_exceeded"
+            };
+            let error = e.rec.failed_reason.clone();
+            self.enter_dlq(id, now, reason, error);
             self.retire(id, remove, op);
         }
         // bunqueue: `failed` (terminal or not), then `retried` when it runs again.
@@ -560,49 +694,276 @@ impl State {
         }
     }
 
-    /// Renews the lock of an active job (JobHeartbeat). False if the job is not active or the
-    /// token does not match.
-    pub fn heartbeat(&mut self, id: &str, token: Option<&str>, now: f64) -> bool {
+    /// JobHeartbeat, as bunqueue's `jobHeartbeat`: with a token, renews the job's lock (by
+    /// `duration` ms when given, else by the lock's own ttl) and fails when the job has no lock,
+    /// the token differs or the lock already expired; without one, only marks the job alive for
+    /// stall detection. False if the job is not active.
+    pub fn heartbeat(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+        duration: Option<f64>,
+        now: f64,
+    ) -> bool {
         let Some(e) = self.jobs.get_mut(id) else {
             return false;
         };
         if e.rec.state != JobState::Active {
             return false;
         }
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            e.run.last_heartbeat = now;
+            return true;
+        };
         match &mut e.lock {
-            None => true,
-            Some(lock) => match token.filter(|t| !t.is_empty()) {
-                Some(t) if t != lock.token => false,
-                _ => {
-                    lock.expires_at = now + DEFAULT_LOCK_TTL as f64;
-                    true
-                }
-            },
+            Some(lock) if lock.token == token && now < lock.expires_at => {
+                lock.expires_at = now + duration.filter(|d| *d > 0.0).unwrap_or(lock.ttl);
+                lock.renewals += 1;
+                e.run.last_heartbeat = now;
+                true
+            }
+            _ => false,
         }
     }
 
-    /// Requeues active jobs whose lock expired, with one more attempt counted.
+    /// The stall settings of `queue`.
+    pub fn stall_config(&self, queue: &str) -> StallConfig {
+        self.stall_config.get(queue).cloned().unwrap_or_default()
+    }
+
+    /// SetStallConfig: merges `update` into the settings of `queue`.
+    pub fn set_stall_config(&mut self, queue: &str, update: &StallConfigUpdate) {
+        let merged = update.apply(self.stall_config(queue));
+        self.stall_config.insert(queue.to_owned(), merged);
+    }
+
+    /// The periodic housekeeping of running jobs: timeouts and expired locks every call, stall
+    /// detection every [`STALL_CHECK_MS`] (bunqueue's `stallCheckMs`).
+    pub fn sweep(&mut self, now: f64) {
+        // Timeouts first: bunqueue fails a job on a timer at its deadline, while it looks for
+        // expired locks only every 5 s, so a late sweep must not let the lock win.
+        self.expire_timeouts(now);
+        self.expire_locks(now);
+        if now - self.last_stall_check >= STALL_CHECK_MS {
+            self.last_stall_check = now;
+            self.check_stalled(now);
+        }
+    }
+
+    /// Active jobs whose lock expired, as bunqueue's `processExpiredLockInner`: one more
+    /// attempt and one more stall counted; back to waiting (its run time unchanged) with a
+    /// `stalled` event, or, past the attempts or the queue's `maxStalls`, failed for good
+    /// with `stalled` (action `move_to_dlq`) and `failed` events.
     pub fn expire_locks(&mut self, now: f64) {
-        let expired: Vec<String> = self
-            .jobs
-            .values()
-            .filter(|e| e.rec.state == JobState::Active)
-            .filter(|e| e.lock.as_ref().is_some_and(|l| l.expires_at <= now))
-            .map(|e| e.rec.id.clone())
+        // Obliterate drops running jobs without finishing them: forget those here.
+        let jobs = &self.jobs;
+        self.running.retain(|id| {
+            jobs.get(id)
+                .is_some_and(|e| e.rec.state == JobState::Active)
+        });
+        let mut expired: Vec<(f64, String)> = self
+            .running
+            .iter()
+            .filter_map(|id| {
+                let e = self.jobs.get(id)?;
+                let at = e.lock.as_ref()?.expires_at;
+                (e.rec.state == JobState::Active && at <= now).then(|| (at, id.clone()))
+            })
             .collect();
-        for id in expired {
-            self.requeue(&id, true);
+        // In expiry order, then by id (a pull's jobs in their pull order, roughly bunqueue's
+        // walk of its lock map in insertion order), not the set's.
+        expired.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, id) in expired {
+            let Some(queue) = self.jobs.get(&id).map(|e| e.rec.queue.clone()) else {
+                continue;
+            };
+            let max_stalls = self.stall_config(&queue).max_stalls;
+            let renewals = self
+                .jobs
+                .get(&id)
+                .and_then(|e| e.lock.as_ref())
+                .map_or(0, |l| l.renewals);
+            let Ok(e) = self.finish(&id) else { continue };
+            e.rec.attempts += 1;
+            e.run.stall_count += 1;
+            e.run.last_heartbeat = now;
+            let stalls = e.run.stall_count;
+            let attempts_exhausted = e.rec.attempts >= e.rec.max_attempts;
+            if attempts_exhausted || (max_stalls > 0 && stalls >= max_stalls) {
+                let (reason, error) = if attempts_exhausted {
+                    let max = e.rec.max_attempts;
+                    (
+                        "max_attempts_exceeded",
+                        format!("Lock expired at max attempts ({max})"),
+                    )
+                } else {
+                    ("stalled", format!("Lock expired after {renewals} renewals"))
+                };
+                self.file_failed(&id, now, reason, error);
+                self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), true);
+                let error = if attempts_exhausted {
+                    "Lock expired (max attempts reached)"
+                } else {
+                    "Lock expired (max stalls reached)"
+                };
+                self.events.emit(&queue, "failed", |ts| {
+                    vec![
+                        ("jobId", Value::from(id.as_str())),
+                        ("queue", Value::from(queue.as_str())),
+                        ("timestamp", Value::F64(ts)),
+                        ("error", Value::from(error)),
+                    ]
+                });
+            } else {
+                self.refile_ready(&id);
+                self.emit_stalled(&queue, &id, None, true);
+            }
         }
     }
 
-    /// Puts an active job back to waiting.
-    fn requeue(&mut self, id: &str, count_attempt: bool) {
-        let Ok(e) = self.finish(id) else {
+    /// Running jobs past their `timeout` fail as a FAIL with bunqueue's `Job timeout exceeded`
+    /// would fail them (retried while attempts remain), earliest deadline first.
+    pub fn expire_timeouts(&mut self, now: f64) {
+        let mut due: Vec<(f64, String, Option<String>)> = self
+            .running
+            .iter()
+            .filter_map(|id| {
+                let e = self
+                    .jobs
+                    .get(id)
+                    .filter(|e| e.rec.state == JobState::Active)?;
+                let deadline = e.run.started_at? + e.run.timeout?;
+                let token = e.lock.as_ref().map(|l| l.token.clone());
+                (now >= deadline).then(|| (deadline, id.clone(), token))
+            })
+            .collect();
+        due.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, id, token) in due {
+            tracing::info!(job = id.as_str(), "job timed out");
+            let error = Some("Job timeout exceeded".to_owned());
+            // Its own lock's token: the broker fails it, not a worker.
+            let _ = self.fail_as(&id, token.as_deref(), error, false, None, now, true);
+        }
+    }
+
+    /// bunqueue's `checkStalledJobs`: a running job that has not been heard from (pull,
+    /// heartbeat) for longer than its `stallTimeout` or the queue's `stallInterval`, past the
+    /// grace period after it started, is a candidate; still one at the next check, it has
+    /// stalled: one more attempt and stall, then a retry after its backoff (`stalled`, action
+    /// `retry`), or, at the queue's `maxStalls` or the last attempt, failed for good
+    /// (`stalled`, action `move_to_dlq`). Queues with detection disabled are skipped.
+    pub fn check_stalled(&mut self, now: f64) {
+        let stalled = |s: &State, id: &str| -> Option<bool> {
+            let e = s.jobs.get(id).filter(|e| e.rec.state == JobState::Active)?;
+            let cfg = s.stall_config(&e.rec.queue);
+            let started = e.run.started_at?;
+            if !cfg.enabled || now - started < ms(cfg.grace_period) {
+                return None;
+            }
+            let interval = e.run.stall_timeout.unwrap_or(ms(cfg.stall_interval));
+            if now - e.run.last_heartbeat <= interval {
+                return None;
+            }
+            // Some(true): this stall reaches `maxStalls`.
+            Some(e.run.stall_count + 1 >= cfg.max_stalls)
+        };
+        let candidates = std::mem::take(&mut self.stall_candidates);
+        let mut confirmed: Vec<(String, bool)> = candidates
+            .iter()
+            .filter_map(|id| stalled(self, id).map(|dlq| (id.clone(), dlq)))
+            .collect();
+        // By id (roughly pull order), not the set's order.
+        confirmed.sort();
+        self.stall_candidates = self
+            .running
+            .iter()
+            .filter(|id| stalled(self, id).is_some())
+            .cloned()
+            .collect();
+        for (id, max_stalls) in confirmed {
+            let Some(queue) = self.jobs.get(&id).map(|e| e.rec.queue.clone()) else {
+                continue;
+            };
+            let jitter = self.random();
+            let Ok(e) = self.finish(&id) else { continue };
+            let exhausted = e.rec.attempts + 1 >= e.rec.max_attempts;
+            e.run.stall_count += 1;
+            e.rec.attempts += 1;
+            e.run.last_heartbeat = now;
+            let stalls = e.run.stall_count;
+            if max_stalls || exhausted {
+                let (reason, error) = if exhausted {
+                    let max = e.rec.max_attempts;
+                    (
+                        "max_attempts_exceeded",
+                        format!("Job stalled at max attempts ({max})"),
+                    )
+                } else {
+                    ("stalled", format!("Job stalled {stalls} times"))
+                };
+                self.file_failed(&id, now, reason, error);
+                self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), false);
+            } else {
+                // Its timeline's last failure, which GetJob shows as `failedReason`.
+                e.rec.failed_reason = Some("stalled".into());
+                e.rec.run_at = now + retry_delay(e.rec.backoff, e.rec.attempts, jitter);
+                let run_at = e.rec.run_at;
+                self.refile(&id, run_at, now);
+                self.emit_stalled(&queue, &id, Some((stalls, "retry")), false);
+            }
+        }
+    }
+
+    /// bunqueue's `stalled` event; `id_first` for the lock-expiry path's key order.
+    fn emit_stalled(&self, queue: &str, id: &str, data: Option<(u64, &str)>, id_first: bool) {
+        let (stalls, action) = data.unwrap_or((0, "retry"));
+        let why = if id_first {
+            "lock expired"
+        } else {
+            "no heartbeat"
+        };
+        tracing::info!(queue, job = id, stalls, action, why, "job stalled");
+        self.events.emit(queue, "stalled", |ts| {
+            let (q, j) = (("queue", Value::from(queue)), ("jobId", Value::from(id)));
+            let mut f = if id_first { vec![j, q] } else { vec![q, j] };
+            f.push(("timestamp", Value::F64(ts)));
+            if let Some((count, action)) = data {
+                f.push((
+                    "data",
+                    Value::map([
+                        ("stallCount", Value::from(count as i64)),
+                        ("action", Value::from(action)),
+                    ]),
+                ));
+            }
+            f
+        });
+    }
+
+    /// Notes that a job finished now (see [`RunInfo::finished`]).
+    pub(crate) fn mark_finished(&mut self, id: &str, now: f64) {
+        if let Some(e) = self.jobs.get_mut(id) {
+            e.run.finished = Some((now, self.finish_seq));
+            self.finish_seq += 1;
+        }
+    }
+
+    /// Files a job taken out of the active set as failed for good (bunqueue's DLQ), recorded.
+    fn file_failed(&mut self, id: &str, now: f64, reason: &'static str, error: String) {
+        let Some(e) = self.jobs.get_mut(id) else {
             return;
         };
-        if count_attempt {
-            e.rec.attempts += 1;
-        }
+        e.rec.state = JobState::Failed;
+        let op = update_op(&e.rec);
+        self.enter_dlq(id, now, reason, Some(error));
+        self.record(op);
+    }
+
+    /// Files a job taken out of the active set as waiting, its run time unchanged, recorded.
+    fn refile_ready(&mut self, id: &str) {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return;
+        };
         e.rec.state = JobState::Waiting;
         let key = ready_key(&e.rec);
         let prioritized = e.rec.priority > 0;
@@ -617,13 +978,20 @@ impl State {
         self.record(op);
     }
 
+    /// Puts an active job back to waiting.
+    fn requeue(&mut self, id: &str) {
+        if self.finish(id).is_ok() {
+            self.refile_ready(id);
+        }
+    }
+
     /// A connection closed: its jobs go back to waiting, its workers are unregistered.
     pub fn release_conn(&mut self, conn: ConnId) {
         self.events.unsubscribe(conn);
         if let Some(ids) = self.held.remove(&conn) {
             for id in ids {
                 if self.jobs.get(&id).is_some_and(|e| e.conn == Some(conn)) {
-                    self.requeue(&id, false);
+                    self.requeue(&id);
                 }
             }
         }
@@ -958,13 +1326,13 @@ mod tests {
         assert_eq!(s.fail(&id, t.as_deref(), None, false, None, 0.0), Ok(true));
         assert_eq!(s.fail(&id, t.as_deref(), None, true, None, 0.0), Ok(false));
         assert_eq!(s.get_state(&id, 0.0), "delayed");
-        assert_eq!(s.ack(&id, None, Some(Value::Int(7)), false), Ok(()));
+        assert_eq!(s.ack(&id, None, Some(Value::Int(7)), false, 0.0), Ok(()));
         assert_eq!(s.get_state(&id, 0.0), "completed");
         assert_eq!(s.get_result(&id), Some(Value::Int(7)));
         assert_eq!(s.counts("q", 0.0).delayed, 0);
         // A job that never ran is not completed by an ACK.
         let fresh = s.push("q", spec(), 0.0);
-        assert!(s.ack(&fresh, None, None, false).is_err());
+        assert!(s.ack(&fresh, None, None, false, 0.0).is_err());
     }
 
     /// A promoted job queues behind the jobs already due (its run time becomes now).
@@ -1014,8 +1382,227 @@ mod tests {
         s.release_conn(1);
         assert_eq!(s.get_state(&id, 0.0), "waiting");
         assert_eq!(
-            s.ack(&id, t.as_deref(), None, false),
+            s.ack(&id, t.as_deref(), None, false, 0.0),
             Err(FinishError::NotActive(id.clone()))
+        );
+    }
+
+    fn pull_ttl(s: &mut State, locked: bool, ttl: i64, now: f64) -> Pulled {
+        s.pull(
+            &PullSpec {
+                queue: "q",
+                count: 1,
+                locked,
+                lock_ttl: ttl,
+                tie_to: Some(1),
+            },
+            now,
+        )
+        .remove(0)
+    }
+
+    fn push_attempts(s: &mut State, attempts: i64) -> String {
+        s.push(
+            "q",
+            JobSpec::new("a", Value::Nil).with_options(JobOptions::new().attempts(attempts)),
+            0.0,
+        )
+    }
+
+    /// The lock lasts the pull's lockTtl, a heartbeat with the token renews it by that ttl
+    /// (bunqueue's `renewLock` without a duration), and an expired lock requeues the job with
+    /// one attempt counted.
+    #[test]
+    fn lock_lasts_the_pull_ttl_and_heartbeats_renew_by_it() {
+        let mut s = state();
+        let id = push_attempts(&mut s, 3);
+        let t = pull_ttl(&mut s, true, 100, 0.0).token;
+        s.sweep(99.0);
+        assert_eq!(s.get_state(&id, 99.0), "active");
+        assert!(s.heartbeat(&id, t.as_deref(), None, 90.0));
+        s.sweep(150.0);
+        assert_eq!(s.get_state(&id, 150.0), "active", "renewed to 190");
+        assert!(!s.heartbeat(&id, Some("other"), None, 150.0));
+        // A heartbeat without a token keeps the job alive for stall detection only.
+        assert!(s.heartbeat(&id, None, None, 160.0));
+        s.sweep(190.0);
+        assert_eq!(s.get_state(&id, 190.0), "waiting");
+        let job = s.get_job(&id, 190.0).unwrap();
+        assert_eq!(job.attempts, 1);
+        // The old token no longer renews anything.
+        assert!(!s.heartbeat(&id, t.as_deref(), None, 191.0));
+    }
+
+    /// A job pulled without an owner has no lock: a heartbeat with some token fails there,
+    /// as bunqueue's `renewJobLock` finds no lock.
+    #[test]
+    fn heartbeat_with_a_token_needs_a_lock() {
+        let mut s = state();
+        let id = push_attempts(&mut s, 3);
+        pull_ttl(&mut s, false, 0, 0.0);
+        assert!(!s.heartbeat(&id, Some("t"), None, 1.0));
+        assert!(s.heartbeat(&id, None, None, 1.0));
+    }
+
+    /// Lock expiry at the last attempt, or at the queue's maxStalls, fails the job for good.
+    #[test]
+    fn expired_lock_fails_the_job_past_attempts_or_max_stalls() {
+        let mut s = state();
+        let one = push_attempts(&mut s, 1);
+        pull_ttl(&mut s, true, 10, 0.0);
+        s.sweep(10.0);
+        assert_eq!(s.get_state(&one, 10.0), "failed");
+        assert_eq!(s.counts("q", 10.0).failed, 1);
+
+        s.set_stall_config("q", &StallConfigUpdate::new().max_stalls(2));
+        let id = push_attempts(&mut s, 10);
+        pull_ttl(&mut s, true, 10, 20.0);
+        s.sweep(30.0);
+        assert_eq!(s.get_state(&id, 30.0), "waiting");
+        pull_ttl(&mut s, true, 10, 40.0);
+        s.sweep(50.0);
+        assert_eq!(s.get_state(&id, 50.0), "failed", "second stall of 2");
+        assert_eq!(s.stall_config("q").max_stalls, 2);
+        assert!(s.stall_config("q").enabled, "merged, not replaced");
+    }
+
+    /// Stall detection: a job not heard from for longer than the stall interval (past the
+    /// grace period) is a candidate at one check and stalled at the next: retried after its
+    /// backoff, or failed at maxStalls. Heartbeats keep it alive; disabled queues are skipped.
+    #[test]
+    fn silent_jobs_stall_at_the_second_check() {
+        let mut s = state();
+        s.set_stall_config(
+            "q",
+            &StallConfigUpdate::new()
+                .stall_interval(Duration::from_millis(1000))
+                .grace_period(Duration::from_millis(0))
+                .max_stalls(2),
+        );
+        let id = push_attempts(&mut s, 5);
+        // Unlocked, so only stall detection can take it back.
+        pull_ttl(&mut s, false, 0, 0.0);
+        s.check_stalled(500.0);
+        s.check_stalled(1500.0);
+        assert_eq!(
+            s.get_state(&id, 1500.0),
+            "active",
+            "a candidate, not yet stalled"
+        );
+        s.check_stalled(2000.0);
+        assert_eq!(
+            s.get_state(&id, 2000.0),
+            "delayed",
+            "retried after its backoff"
+        );
+        let job = s.get_job(&id, 2000.0).unwrap();
+        assert_eq!(
+            (job.attempts, job.failed_reason.as_deref()),
+            (1, Some("stalled"))
+        );
+
+        // Still a candidate from the 2000 check (bunqueue marks candidates by id before it
+        // handles the confirmed ones): a heartbeat before the next check clears it.
+        assert_eq!(s.promote_jobs("q", None, 2000.0), 1);
+        pull_ttl(&mut s, false, 0, 3000.0);
+        assert!(s.heartbeat(&id, None, None, 4400.0));
+        s.check_stalled(4500.0);
+        s.check_stalled(5000.0);
+        assert_eq!(s.get_state(&id, 5000.0), "active");
+        s.check_stalled(6000.0);
+        s.check_stalled(7000.0);
+        assert_eq!(s.get_state(&id, 7000.0), "failed", "second stall of 2");
+
+        s.set_stall_config("q", &StallConfigUpdate::new().enabled(false));
+        let other = push_attempts(&mut s, 5);
+        pull_ttl(&mut s, false, 0, 8000.0);
+        s.check_stalled(20_000.0);
+        s.check_stalled(30_000.0);
+        assert_eq!(s.get_state(&other, 30_000.0), "active");
+    }
+
+    /// A job's `timeout` fails it once it has run that long, as a FAIL would (retried while
+    /// attempts remain, with bunqueue's error text).
+    #[test]
+    fn timeout_fails_a_running_job() {
+        let mut s = state();
+        let opts = JobOptions::new()
+            .attempts(2)
+            .timeout(Duration::from_millis(100));
+        let id = s.push("q", JobSpec::new("a", Value::Nil).with_options(opts), 0.0);
+        pull_ttl(&mut s, true, 30_000, 10.0);
+        s.sweep(109.0);
+        assert_eq!(s.get_state(&id, 109.0), "active");
+        s.sweep(110.0);
+        assert_eq!(s.get_state(&id, 110.0), "delayed");
+        let job = s.get_job(&id, 110.0).unwrap();
+        assert_eq!(job.attempts, 1);
+        assert_eq!(job.failed_reason.as_deref(), Some("Job timeout exceeded"));
+        assert_eq!(s.promote_jobs("q", None, 110.0), 1);
+        pull_ttl(&mut s, false, 0, 200.0);
+        s.sweep(300.0);
+        assert_eq!(
+            s.get_state(&id, 300.0),
+            "failed",
+            "the last attempt timed out"
+        );
+    }
+
+    /// A sweep that comes late, past both a job's timeout and its lock's expiry, times it out
+    /// (bunqueue's timeout timer fires at the deadline; its lock check only every 5 s).
+    #[test]
+    fn a_late_sweep_times_out_before_the_lock_expires() {
+        let mut s = state();
+        let opts = JobOptions::new()
+            .attempts(3)
+            .timeout(Duration::from_millis(100));
+        let id = s.push("q", JobSpec::new("a", Value::Nil).with_options(opts), 0.0);
+        pull_ttl(&mut s, true, 200, 0.0);
+        s.sweep(1000.0);
+        let job = s.get_job(&id, 1000.0).unwrap();
+        assert_eq!(job.failed_reason.as_deref(), Some("Job timeout exceeded"));
+        assert_eq!(s.get_state(&id, 1000.0), "delayed");
+    }
+
+    /// ExtendLock as bunqueue's: without a token it renews the job's own lock; a wrong token
+    /// or an expired lock is refused.
+    #[test]
+    fn extend_lock_with_or_without_the_token() {
+        let mut s = state();
+        let id = push_attempts(&mut s, 3);
+        let t = pull_ttl(&mut s, true, 100, 0.0).token;
+        assert!(s.extend_lock(&id, None, 1000.0, 50.0));
+        assert!(!s.extend_lock(&id, Some("other"), 1000.0, 60.0));
+        assert!(s.extend_lock(&id, t.as_deref(), 1000.0, 70.0));
+        s.sweep(1069.0);
+        assert_eq!(s.get_state(&id, 1069.0), "active", "extended to 1070");
+        assert!(!s.extend_lock(&id, None, 1000.0, 1070.0), "expired");
+    }
+
+    /// A job older than its `ttl` is dropped by the pull that reaches it, unrun.
+    #[test]
+    fn ttl_drops_a_job_at_pull() {
+        let mut s = state();
+        let ttl = JobOptions::new().ttl(Duration::from_millis(50));
+        let old = s.push("q", JobSpec::new("a", Value::Nil).with_options(ttl), 0.0);
+        let fresh = s.push("q", JobSpec::new("b", Value::Nil), 0.0);
+        assert_eq!(
+            s.get_state(&old, 60.0),
+            "waiting",
+            "until a pull reaches it"
+        );
+        let got: Vec<String> = pull(&mut s, 2, 60.0)
+            .into_iter()
+            .map(|p| p.job.id)
+            .collect();
+        assert_eq!(got, [fresh]);
+        assert_eq!(s.get_state(&old, 60.0), "unknown");
+        assert_eq!(
+            s.counts("q", 60.0),
+            JobCounts {
+                active: 1,
+                ..JobCounts::default()
+            }
         );
     }
 
@@ -1139,8 +1726,8 @@ impl State {
         }
     }
 
-    /// Extends an active job's lock to `duration` ms from now; false when it has no lock or the
-    /// token does not match.
+    /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
+    /// lock expired, or a token is given and does not match.
     pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
         let Some(e) = self.jobs.get_mut(id) else {
             return false;
@@ -1148,9 +1735,13 @@ impl State {
         if e.rec.state != JobState::Active {
             return false;
         }
+        // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's
+        // own token; an expired lock is not renewed.
         match (&mut e.lock, token.filter(|t| !t.is_empty())) {
-            (Some(lock), Some(t)) if t == lock.token => {
+            (Some(lock), t) if t.is_none_or(|t| t == lock.token) && now < lock.expires_at => {
                 lock.expires_at = now + duration;
+                lock.renewals += 1;
+                e.run.last_heartbeat = now;
                 true
             }
             _ => false,

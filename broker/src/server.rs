@@ -22,8 +22,10 @@ use crate::framing::{Assembler, Budget, Refusal};
 use crate::queue::State;
 use crate::store::{MemoryStore, SqliteStore, Store};
 
-/// How often expired job locks are looked for.
-const LOCK_SWEEP: Duration = Duration::from_millis(500);
+/// How often running jobs are checked for an expired lock or timeout (stall detection runs on
+/// its own, slower period inside the sweep). bunqueue checks locks every 5 s and times jobs
+/// out on a timer: a quarter second keeps a job's `timeout` close without costing much.
+const LOCK_SWEEP: Duration = Duration::from_millis(250);
 /// Largest chunk handed to one socket write.
 const WRITE_CHUNK: usize = 256 * 1024;
 /// How long a TLS client may take to finish its handshake.
@@ -170,7 +172,7 @@ impl Broker {
                 let mut tick = tokio::time::interval(LOCK_SWEEP);
                 loop {
                     tick.tick().await;
-                    shared.lock().expire_locks(now_ms());
+                    shared.lock().sweep(now_ms());
                 }
             }
         });
@@ -181,6 +183,10 @@ impl Broker {
                     Ok((stream, _)) => {
                         // Only this loop adds connections, so the count cannot overshoot.
                         if shared.connections.load(Ordering::Acquire) >= shared.config.max_connections {
+                            tracing::warn!(
+                                max = shared.config.max_connections,
+                                "connection refused: too many open connections"
+                            );
                             refuse(stream);
                         } else {
                             shared.connections.fetch_add(1, Ordering::AcqRel);
@@ -188,7 +194,10 @@ impl Broker {
                         }
                     }
                     // Out of descriptors and the like: back off briefly, keep serving.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await
+                    }
                 },
                 Some(_) = conns.join_next(), if !conns.is_empty() => {}
             }

@@ -116,3 +116,51 @@ fn env_vars_and_flags_configure_the_binary() {
         "Too many connections"
     );
 }
+
+/// What the binary wrote to stderr from start to kill, with `cmd`'s settings.
+fn stderr_of(mut cmd: Command) -> String {
+    use std::io::Read;
+    cmd.args(["--port", "0"])
+        .stderr(std::process::Stdio::piped());
+    let mut broker = spawn(cmd);
+    // Served before it is stopped: the startup lines are all written by then.
+    assert!(ok(&Raw::connect(broker.addr).call("Ping", vec![])));
+    broker.child.kill().unwrap();
+    broker.child.wait().unwrap();
+    let mut err = String::new();
+    broker
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    err
+}
+
+/// Logs go to stderr at the level of `--log-level` or bunqueue's `LOG_LEVEL` (any case),
+/// info by default; a level it does not know is refused at startup.
+#[test]
+fn log_level_comes_from_the_flag_or_log_level() {
+    let started = "autobatch-broker listening";
+    assert!(stderr_of(broker_command()).contains(started));
+    let mut quiet = broker_command();
+    quiet.env("LOG_LEVEL", "WARN");
+    assert!(!stderr_of(quiet).contains(started));
+    let mut flag = broker_command();
+    flag.env("LOG_LEVEL", "error")
+        .args(["--log-level", "debug"]);
+    assert!(stderr_of(flag).contains(started), "the flag wins");
+
+    let out = broker_command()
+        .env("LOG_LEVEL", "chatty")
+        .args(["--port", "0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("log-level") && stderr.contains("chatty"),
+        "{stderr}"
+    );
+}

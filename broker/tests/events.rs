@@ -406,3 +406,59 @@ fn strings(reply: &Value, key: &str) -> Vec<String> {
         .map(|v| v.as_str().expect("a string").to_owned())
         .collect()
 }
+
+/// A lost lock in bunqueue's frames: `stalled` (jobId before queue) when the job is requeued;
+/// at its last attempt `stalled` with `data: {stallCount, action: "move_to_dlq"}`, then
+/// `failed` with the reason text, and the job sits in the DLQ with that error.
+#[test]
+fn a_lost_lock_in_bunqueues_frames() {
+    let b = broker();
+    let mut sub = Raw::connect(b.addr());
+    subscribe(&mut sub, "lost");
+    let mut p = Raw::connect(b.addr());
+    let id = push(&mut p, "lost", int(1), vec![("maxAttempts", int(2))]);
+    assert_eq!(kind(&event(&mut sub)), ("pushed".into(), id.clone()));
+    for attempt in 1..=2 {
+        let r = p.call(
+            "PULL",
+            vec![
+                ("queue", s("lost")),
+                ("owner", s("w1")),
+                ("lockTtl", int(50)),
+            ],
+        );
+        assert!(ok(&r), "{r:?}");
+        assert_eq!(kind(&event(&mut sub)), ("pulled".into(), id.clone()));
+        // No heartbeat: the lock runs out and the broker's sweep takes the job back.
+        let e = event(&mut sub);
+        assert_eq!(kind(&e), ("stalled".into(), id.clone()));
+        if attempt == 1 {
+            assert_eq!(keys(&e), ["eventType", "jobId", "queue", "timestamp"]);
+            assert_eq!(state(&mut p, &id), "waiting");
+        } else {
+            assert_eq!(
+                keys(&e),
+                ["eventType", "jobId", "queue", "timestamp", "data"]
+            );
+            // Nested maps arrive undecoded: expanded to be read.
+            let data = field(&e, "data").expanded().unwrap();
+            assert_eq!(field(&data, "stallCount"), &int(2));
+            assert_eq!(field(&data, "action"), &s("move_to_dlq"));
+            let f = event(&mut sub);
+            assert_eq!(kind(&f), ("failed".into(), id.clone()));
+            assert_eq!(
+                field(&f, "error"),
+                &s("Lock expired (max attempts reached)")
+            );
+        }
+    }
+    assert_eq!(state(&mut p, &id), "failed");
+    let dlq = p.call("Dlq", vec![("queue", s("lost"))]);
+    let entries = field(&dlq, "entries").expanded().unwrap();
+    let entry = &entries.as_array().unwrap()[0];
+    assert_eq!(field(entry, "reason"), &s("max_attempts_exceeded"));
+    assert_eq!(
+        field(entry, "error"),
+        &s("Lock expired at max attempts (2)")
+    );
+}

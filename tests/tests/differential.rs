@@ -10,16 +10,22 @@
 //!
 //! * `DIFF_PROGRAMS` (default 200) programs of `DIFF_STEPS` (default 40) steps each; CI runs the
 //!   defaults, a longer campaign sets them higher.
-//! * `DIFF_SEED=<n>` runs one program: the reproduction a failure prints.
+//! * `DIFF_SEED=<n>` runs one program: the reproduction a failure prints; with `DIFF_TRACE=1`
+//!   it prints every step's reply too.
 //!
-//! Time does not pass in a program: delays and retry backoffs are an hour, and the steps
-//! whose effect depends on the clock (Promote and MoveToWait make the job's run time now; a
-//! custom id sorts unlike UUIDv7 ids of the same millisecond) get a millisecond of their own.
+//! Time does not pass in a random program: delays and retry backoffs are an hour, and the
+//! steps whose effect depends on the clock (Promote, MoveToWait and RetryDlq make the job's run
+//! time now; a custom id sorts unlike UUIDv7 ids of the same millisecond) get a millisecond of
+//! their own. Time passing is [`time_passes_like_bunqueue`]: one fixed program (lock expiry
+//! with the pull's lockTtl and a heartbeat, maxStalls, a job's timeout and ttl, a delay running
+//! out, stall detection without a lock, the DLQ they fill) on both servers at once, each side
+//! waiting for its own jobs to leave `active`, outcomes compared. A group's `maxSize` is
+//! [`group_max_size_like_bunqueue`] (bunqueue pulls grouped jobs in its group scheduler's
+//! order, which the broker does not follow, so grouped jobs are not in the random programs).
 //!
-//! Not in the programs yet (so not compared): time passing (delays running out, lock
-//! expiry), events, flows, DLQ, schedulers, limits; and what the broker refuses as not
-//! supported (Clean, …: README lists them). What is left out of the comparison on
-//! purpose is listed in [`normalise`] with its reason.
+//! Not compared yet: events, flows, schedulers, rate and concurrency limits; and what the
+//! broker refuses as not supported (README lists them). What is left out of the comparison
+//! on purpose is listed in [`normalise`] and at the steps concerned, with the reason.
 
 use std::collections::HashMap;
 
@@ -125,6 +131,42 @@ enum Step {
     Update {
         slot: usize,
     },
+    /// Clean with grace 0 and a limit above any program's job count (see [`Step::run`] for
+    /// why).
+    Clean {
+        state: Option<&'static str>,
+    },
+    /// The DLQ listing, all of it or its first `count` entries.
+    Dlq {
+        count: Option<i64>,
+    },
+    DlqStats,
+    /// RetryDlq of one job, of the first `count`, or of all.
+    RetryDlq {
+        slot: Option<usize>,
+        count: Option<i64>,
+    },
+    PurgeDlq,
+    RemoveDlqJob {
+        slot: usize,
+    },
+    /// JobHeartbeat with the job's token (when it has one) or without, with a duration or not.
+    Heartbeat {
+        slot: usize,
+        token: bool,
+        duration: bool,
+    },
+    /// ExtendLock by an hour, with the job's token (when it has one) or without.
+    ExtendLock {
+        slot: usize,
+        token: bool,
+    },
+    /// SetStallConfig with some settings (detection stays off the clock: an hour's interval),
+    /// then GetStallConfig.
+    StallConfig {
+        max_stalls: Option<i64>,
+        enabled: Option<bool>,
+    },
 }
 
 /// A job to add: its data is its slot, so replies show which job they are about.
@@ -157,7 +199,7 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
     };
     let mut out = Vec::with_capacity(steps);
     for _ in 0..steps {
-        let pick = rng.below(100);
+        let pick = rng.below(117);
         // A job step needs a job; the first steps add some.
         let step = if slots == 0 || pick < 20 {
             Step::Push(plan(&mut rng, &mut slots))
@@ -221,7 +263,54 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
                 97 => Step::GetProgress { slot },
                 98 if rng.chance(50) => Step::AddLog { slot },
                 98 => Step::Update { slot },
-                _ => Step::GetLogs { slot },
+                99 => Step::GetLogs { slot },
+                104..=105 => Step::Dlq {
+                    count: rng.chance(50).then(|| 1 + rng.below(2) as i64),
+                },
+                106 => Step::DlqStats,
+                107..=108 => match rng.below(3) {
+                    0 => Step::RetryDlq {
+                        slot: Some(slot),
+                        count: None,
+                    },
+                    1 => Step::RetryDlq {
+                        slot: None,
+                        count: Some(1),
+                    },
+                    _ => Step::RetryDlq {
+                        slot: None,
+                        count: None,
+                    },
+                },
+                109 => Step::PurgeDlq,
+                110..=111 => Step::RemoveDlqJob { slot },
+                112..=113 => Step::Heartbeat {
+                    slot,
+                    token: rng.chance(70),
+                    duration: rng.chance(30),
+                },
+                115 => Step::ExtendLock {
+                    slot,
+                    token: rng.chance(60),
+                },
+                114 => Step::StallConfig {
+                    max_stalls: rng.chance(50).then(|| rng.below(4) as i64),
+                    enabled: rng.chance(30).then(|| rng.chance(50)),
+                },
+                _ => Step::Clean {
+                    state: [
+                        None,
+                        Some("waiting"),
+                        Some("wait"),
+                        Some("delayed"),
+                        Some("prioritized"),
+                        Some("paused"),
+                        Some("completed"),
+                        Some("failed"),
+                        Some("active"),
+                        Some("nonsense"),
+                    ][rng.below(10) as usize],
+                },
             }
         };
         out.push(step);
@@ -438,6 +527,110 @@ impl Side {
                 let data = Value::map([("updated", Value::from(*slot as i64))]);
                 self.by_id("Update", *slot, &[("data", data)])
             }
+            Step::Clean { state } => {
+                // Grace 0 and a limit above the jobs a program adds: which jobs a smaller
+                // limit picks depends on the clock (completed ones go by completion time, then
+                // id, and the two servers' milliseconds differ), and for queued jobs bunqueue
+                // counts entries of jobs pulled since its last 10-s index sweep against the
+                // limit. The removed ids are compared as a set, for the same reason.
+                let mut f = vec![
+                    q,
+                    ("grace", Value::from(0i64)),
+                    ("limit", Value::from(1000i64)),
+                ];
+                if let Some(s) = state {
+                    f.push(("state", Value::from(*s)));
+                }
+                self.raw.command("Clean", &f).map(|v| match v {
+                    Value::Map(entries) => Value::Map(
+                        entries
+                            .into_iter()
+                            .map(|(k, v)| match (k.as_str(), v) {
+                                (Some("ids"), Value::Array(mut ids)) => {
+                                    ids.sort_by_key(|id| {
+                                        let id = id.as_str().unwrap_or_default();
+                                        self.ids.iter().position(|x| x == id)
+                                    });
+                                    (k, Value::Array(ids))
+                                }
+                                (_, v) => (k, v),
+                            })
+                            .collect(),
+                    ),
+                    other => other,
+                })
+            }
+            Step::Dlq { count } => {
+                let mut f = vec![q];
+                if let Some(c) = count {
+                    f.push(("count", Value::from(*c)));
+                }
+                self.raw.command("Dlq", &f)
+            }
+            Step::DlqStats => self.raw.command("GetDlqStats", &[q]),
+            Step::RetryDlq { slot, count } => {
+                let mut f = vec![q];
+                if let Some(slot) = slot {
+                    f.push(("jobId", Value::from(self.id(*slot))));
+                }
+                if let Some(c) = count {
+                    f.push(("count", Value::from(*c)));
+                }
+                self.raw.command("RetryDlq", &f)
+            }
+            Step::PurgeDlq => self.raw.command("PurgeDlq", &[q]),
+            Step::RemoveDlqJob { slot } => {
+                let id = self.id(*slot);
+                self.raw
+                    .command("RemoveDlqJob", &[q, ("jobId", Value::from(id))])
+            }
+            Step::Heartbeat {
+                slot,
+                token,
+                duration,
+            } => {
+                let id = self.id(*slot);
+                let mut f = vec![("id", Value::from(id.as_str()))];
+                if let (true, Some(t)) = (*token, self.tokens.get(&id)) {
+                    f.push(("token", Value::from(t.as_str())));
+                }
+                if *duration {
+                    // Renewed for an hour: the lock never runs out in a program.
+                    f.push(("duration", Value::from(3_600_000i64)));
+                }
+                self.raw.command("JobHeartbeat", &f)
+            }
+            Step::ExtendLock { slot, token } => {
+                let id = self.id(*slot);
+                let mut f = vec![
+                    ("id", Value::from(id.as_str())),
+                    ("duration", Value::from(3_600_000i64)),
+                ];
+                if let (true, Some(t)) = (*token, self.tokens.get(&id)) {
+                    f.push(("token", Value::from(t.as_str())));
+                }
+                self.raw.command("ExtendLock", &f)
+            }
+            Step::StallConfig {
+                max_stalls,
+                enabled,
+            } => {
+                let mut c = vec![("stallInterval", Value::from(3_600_000i64))];
+                if let Some(m) = max_stalls {
+                    c.push(("maxStalls", Value::from(*m)));
+                }
+                if let Some(e) = enabled {
+                    c.push(("enabled", Value::from(*e)));
+                }
+                let set = self
+                    .raw
+                    .command("SetStallConfig", &[q.clone(), ("config", Value::map(c))]);
+                let got = self.raw.command("GetStallConfig", &[q]);
+                match (set, got) {
+                    (Ok(a), Ok(b)) => Ok(Value::Array(vec![a, b])),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                }
+            }
             Step::GetLogs { slot } => {
                 // Intended difference: bunqueue keeps a removed job's logs (until Obliterate
                 // or Clean), the broker drops them with the job, so memory stays bounded by the
@@ -486,6 +679,10 @@ const VOLATILE: &[&str] = &[
     "processedOn",
     "finishedOn",
     "lockExpiresAt",
+    "enteredAt",
+    "expiresAt",
+    "oldestEntry",
+    "newestEntry",
 ];
 
 /// The keys of a job record that are compared. bunqueue sends its whole internal record (about
@@ -527,6 +724,9 @@ fn normalise(v: Json, ids: &[String], tokens: &HashMap<String, String>) -> Json 
             Json::Object(
                 m.into_iter()
                     .filter(|(k, _)| !VOLATILE.contains(&k.as_str()))
+                    // A DLQ entry's history of failed attempts (an array; a job's `attempts`
+                    // is a number): the broker keeps none, an intended difference (memory).
+                    .filter(|(k, v)| !(k == "attempts" && v.is_array()))
                     .filter(|(k, _)| !is_job || JOB_KEYS.contains(&k.as_str()))
                     .map(|(k, v)| (k, normalise(v, ids, tokens)))
                     .collect::<Map<_, _>>(),
@@ -550,15 +750,20 @@ fn run_program(seed: u64, steps: usize) -> Result<(), String> {
     if std::env::var_os("DIFF_SEED").is_some() {
         eprintln!("program {seed}: {program:?}");
     }
+    // DIFF_TRACE=1: every step's (bunqueue's) normalised reply, to see what a program checks.
+    let trace = std::env::var_os("DIFF_TRACE").is_some();
     for (i, step) in program.iter().enumerate() {
-        // Ready jobs of one priority run in order of run time, then id. A promoted or
-        // moved-back job's run time becomes "now", and a custom id sorts unlike the UUIDv7 ids
+        // Ready jobs of one priority run in order of run time, then id. A promoted, moved-back
+        // or retried-from-the-DLQ job's run time becomes "now", and a custom id sorts unlike the UUIDv7 ids
         // added in the same millisecond; the two servers' clocks cannot be stepped together,
         // so these steps get a millisecond of their own on both.
         let own_millisecond = || {
             if matches!(
                 step,
-                Step::Promote { .. } | Step::MoveToWait { .. } | Step::PushCustom { .. }
+                Step::Promote { .. }
+                    | Step::MoveToWait { .. }
+                    | Step::PushCustom { .. }
+                    | Step::RetryDlq { .. }
             ) {
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
@@ -566,6 +771,9 @@ fn run_program(seed: u64, steps: usize) -> Result<(), String> {
         own_millisecond();
         let (a, b) = (bq.run(&queue, step), broker.run(&queue, step));
         own_millisecond();
+        if trace {
+            eprintln!("step {i}: {step:?}\n  -> {a}");
+        }
         if a != b {
             return Err(format!(
                 "seed {seed}, step {i}: {step:?}\n  bunqueue: {a}\n  broker:   {b}\n  \
@@ -628,4 +836,323 @@ fn broker_answers_like_bunqueue() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// One server's side of [`time_passes_like_bunqueue`]: its replies, normalised, in order.
+fn timed_program(target: Target) -> Vec<(String, Json)> {
+    let queue = format!("diff-time-{}", std::process::id());
+    let stall_queue = format!("{queue}-stall");
+    let mut side = Side {
+        seed: 0,
+        raw: RawClient::connect(target.shared(), None).expect("connect"),
+        ids: Vec::new(),
+        tokens: HashMap::new(),
+    };
+    let mut out = Vec::new();
+    let mut say = |side: &mut Side, what: &str, r: Result<Value, String>| {
+        let json = match r {
+            Ok(v) => v
+                .expanded()
+                .ok()
+                .and_then(|v| v.deserialize::<Json>().ok())
+                .unwrap_or_else(|| json!({ "undecodable": format!("{v:?}") })),
+            Err(e) => json!({ "transport": e }),
+        };
+        out.push((what.to_owned(), normalise(json, &side.ids, &side.tokens)));
+    };
+    let q = || ("queue", Value::from(queue.as_str()));
+    let job = |slot: i64, extra: &[(&'static str, Value)]| {
+        let mut f = vec![
+            ("name", Value::from("diff")),
+            ("data", Value::map([("slot", Value::from(slot))])),
+            ("backoff", Value::from(3_600_000i64)),
+        ];
+        f.extend(extra.iter().cloned());
+        Value::map(f)
+    };
+    let pull = |side: &mut Side, queue: &str, count: i64, lock_ttl: Option<i64>| {
+        let mut f = vec![
+            ("queue", Value::from(queue)),
+            ("count", Value::from(count)),
+            ("timeout", Value::from(0i64)),
+        ];
+        if let Some(ttl) = lock_ttl {
+            f.push(("owner", Value::from("diff-worker")));
+            f.push(("lockTtl", Value::from(ttl)));
+        }
+        let r = side.raw.command("PULLB", &f);
+        if let Ok(v) = &r {
+            let jobs = v.get("jobs").and_then(Value::as_array).unwrap_or_default();
+            let tokens = v
+                .get("tokens")
+                .and_then(Value::as_array)
+                .unwrap_or_default();
+            for (job, token) in jobs.iter().zip(tokens) {
+                if let (Some(id), Some(t)) = (job.get("id").and_then(Value::as_str), token.as_str())
+                {
+                    side.tokens.insert(id.to_owned(), t.to_owned());
+                }
+            }
+        }
+        r
+    };
+    // Waits until none of `slots` is active (a generous deadline only against a hang: the
+    // outcome, not the time it took, is compared).
+    let settle = |side: &mut Side, slots: &[usize]| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while slots.iter().any(|&s| {
+            let id = side.id(s);
+            side.raw.state(&id) == "active"
+        }) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{target:?}: jobs stay active"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+
+    let r = side.raw.command(
+        "SetStallConfig",
+        &[
+            q(),
+            ("config", Value::map([("maxStalls", Value::from(2i64))])),
+        ],
+    );
+    say(&mut side, "SetStallConfig", r);
+    let r = side.raw.command("GetStallConfig", &[q()]);
+    say(&mut side, "GetStallConfig", r);
+    // Stall detection proper (no lock: only missed heartbeats) on a queue of its own, so its
+    // short interval does not race the lock expiry of the jobs above.
+    let r = side.raw.command(
+        "SetStallConfig",
+        &[
+            ("queue", Value::from(stall_queue.as_str())),
+            (
+                "config",
+                Value::map([
+                    ("stallInterval", Value::from(1000i64)),
+                    ("gracePeriod", Value::from(0i64)),
+                ]),
+            ),
+        ],
+    );
+    say(&mut side, "SetStallConfig stall queue", r);
+
+    let jobs = vec![
+        job(0, &[("maxAttempts", Value::from(3i64))]),
+        job(1, &[("maxAttempts", Value::from(1i64))]),
+        job(
+            2,
+            &[
+                ("maxAttempts", Value::from(2i64)),
+                ("timeout", Value::from(300i64)),
+            ],
+        ),
+        job(3, &[("ttl", Value::from(300i64))]),
+        job(4, &[("delay", Value::from(300i64))]),
+    ];
+    let pushed_at = std::time::Instant::now();
+    let r = side
+        .raw
+        .command("PUSHB", &[q(), ("jobs", Value::Array(jobs))]);
+    if let Ok(v) = &r {
+        for id in v.get("ids").and_then(Value::as_array).unwrap_or_default() {
+            side.ids.push(id.as_str().unwrap_or_default().to_owned());
+        }
+    }
+    say(&mut side, "PUSHB", r);
+    let r = side.raw.command(
+        "PUSH",
+        &[
+            ("queue", Value::from(stall_queue.as_str())),
+            ("name", Value::from("diff")),
+            ("data", Value::map([("slot", Value::from(5i64))])),
+            ("backoff", Value::from(3_600_000i64)),
+        ],
+    );
+    if let Ok(id) = r.as_ref().map(|v| v.get("id").and_then(Value::as_str)) {
+        side.ids.push(id.unwrap_or_default().to_owned());
+    }
+    say(&mut side, "PUSH stall queue", r);
+
+    // #0..#2 locked for 600 ms; #0's lock renewed once by a heartbeat (by that ttl again).
+    let r = pull(&mut side, &queue, 3, Some(600));
+    say(&mut side, "PULLB locked", r);
+    let r = side.by_id("JobHeartbeat", 0, &[]);
+    say(&mut side, "JobHeartbeat", r);
+    let r = pull(&mut side, &stall_queue, 1, None);
+    say(&mut side, "PULLB stall queue", r);
+    settle(&mut side, &[0, 1, 2, 5]);
+    // #3's ttl and #4's delay (300 ms) have run out by now.
+    if let Some(left) = std::time::Duration::from_millis(700).checked_sub(pushed_at.elapsed()) {
+        std::thread::sleep(left);
+    }
+    for slot in [0, 1, 2, 5] {
+        let id = side.id(slot);
+        let r = side.raw.command("GetJob", &[("id", Value::from(id))]);
+        say(
+            &mut side,
+            &format!("GetJob #{slot} after its lock, timeout or stall"),
+            r,
+        );
+    }
+    let r = side.raw.command("GetJobCounts", &[q()]);
+    say(&mut side, "GetJobCounts", r);
+    // #3 is dropped (its ttl) by the pull that reaches it; #0 (requeued) and #4 (due) run.
+    let r = pull(&mut side, &queue, 5, Some(300));
+    say(&mut side, "PULLB after the ttl and delay", r);
+    let id = side.id(3);
+    let r = side.raw.command("GetState", &[("id", Value::from(id))]);
+    say(&mut side, "GetState #3", r);
+    // #0's second lost lock reaches the queue's maxStalls; #4's first requeues it.
+    settle(&mut side, &[0, 4]);
+    for slot in [0, 4] {
+        let id = side.id(slot);
+        let r = side.raw.command("GetJob", &[("id", Value::from(id))]);
+        say(
+            &mut side,
+            &format!("GetJob #{slot} after its second lock"),
+            r,
+        );
+    }
+    let r = side.raw.command("Dlq", &[q()]);
+    say(&mut side, "Dlq", r);
+    let r = side.raw.command("GetDlqStats", &[q()]);
+    say(&mut side, "GetDlqStats", r);
+    let r = side.raw.command("GetJobCounts", &[q()]);
+    say(&mut side, "GetJobCounts at the end", r);
+    out
+}
+
+/// Time passing, compared: lock expiry (the pull's lockTtl, renewed by a heartbeat), a job's
+/// timeout and ttl, a delay running out, stall detection without a lock, maxStalls, and what
+/// reaches the DLQ. One fixed program per server, both run at once (bunqueue checks locks and
+/// stalls every 5 s, so each side waits seconds); each side waits for its own jobs to leave
+/// `active` and the outcomes are compared, never the time they took.
+#[test]
+fn time_passes_like_bunqueue() {
+    let (a, b) = std::thread::scope(|s| {
+        let bq = s.spawn(|| timed_program(Target::Bunqueue));
+        let broker = s.spawn(|| timed_program(Target::Broker));
+        (
+            bq.join().expect("bunqueue side"),
+            broker.join().expect("broker side"),
+        )
+    });
+    if std::env::var_os("DIFF_TRACE").is_some() {
+        for (what, x) in &a {
+            eprintln!("{what}\n  -> {x}");
+        }
+    }
+    let diverged: Vec<String> = a
+        .iter()
+        .zip(&b)
+        .filter(|(x, y)| x != y)
+        .map(|((what, x), (_, y))| format!("{what}\n  bunqueue: {x}\n  broker:   {y}"))
+        .collect();
+    assert!(
+        diverged.is_empty() && a.len() == b.len(),
+        "time-passing program diverged:\n{}",
+        diverged.join("\n")
+    );
+}
+
+/// A group's `maxSize`, compared on both servers: pushes past it are refused (PUSH and PUSHB,
+/// the batch's own jobs counted), a pulled job leaves the count, other groups are apart.
+/// A fixed program, not in the random ones: bunqueue pulls grouped jobs through its group
+/// scheduler, an order the broker does not follow (README), so random pulls would diverge.
+#[test]
+fn group_max_size_like_bunqueue() {
+    let run = |target: Target| -> Vec<Json> {
+        let queue = format!("diff-group-{}", std::process::id());
+        let mut side = Side {
+            seed: 0,
+            raw: RawClient::connect(target.shared(), None).expect("connect"),
+            ids: Vec::new(),
+            tokens: HashMap::new(),
+        };
+        let job = |slot: i64, group: &str, max: i64| {
+            Value::map([
+                ("name", Value::from("diff")),
+                ("data", Value::map([("slot", Value::from(slot))])),
+                ("groupId", Value::from(group)),
+                ("groupMaxSize", Value::from(max)),
+            ])
+        };
+        let mut out = Vec::new();
+        let mut note = |side: &mut Side, r: Result<Value, String>| {
+            if let Ok(v) = &r {
+                let ids = v.get("ids").and_then(Value::as_array).unwrap_or_default();
+                let one = v.get("id").into_iter();
+                for id in ids.iter().chain(one).filter_map(Value::as_str) {
+                    if !side.ids.iter().any(|x| x == id) {
+                        side.ids.push(id.to_owned());
+                    }
+                }
+            }
+            let json = match r {
+                Ok(v) => v.expanded().unwrap().deserialize::<Json>().unwrap(),
+                Err(e) => json!({ "transport": e }),
+            };
+            out.push(normalise(json, &side.ids, &side.tokens));
+        };
+        let push = |side: &mut Side, v: Value| {
+            let Value::Map(mut f) = v else { unreachable!() };
+            f.insert(0, (Value::from("queue"), Value::from(queue.as_str())));
+            let fields: Vec<(String, Value)> = f
+                .into_iter()
+                .map(|(k, v)| (k.as_str().unwrap().to_owned(), v))
+                .collect();
+            let fields: Vec<(&str, Value)> = fields
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .collect();
+            side.raw.command("PUSH", &fields)
+        };
+        let q = ("queue", Value::from(queue.as_str()));
+        for slot in 0..3 {
+            let r = push(&mut side, job(slot, "g", 2));
+            note(&mut side, r);
+        }
+        let r = push(&mut side, job(3, "other", 2));
+        note(&mut side, r);
+        // A batch counts its own jobs: the second of group h past a maxSize of 1.
+        let r = side.raw.command(
+            "PUSHB",
+            &[
+                q.clone(),
+                ("jobs", Value::Array(vec![job(4, "h", 1), job(5, "h", 1)])),
+            ],
+        );
+        note(&mut side, r);
+        let r = side.raw.command(
+            "PULLB",
+            &[
+                q.clone(),
+                ("count", Value::from(1i64)),
+                ("timeout", Value::from(0i64)),
+            ],
+        );
+        note(&mut side, r);
+        let r = push(&mut side, job(6, "g", 2));
+        note(&mut side, r);
+        let r = side.raw.command("GetJobCounts", &[q]);
+        note(&mut side, r);
+        out
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let bq = s.spawn(|| run(Target::Bunqueue));
+        let broker = s.spawn(|| run(Target::Broker));
+        (
+            bq.join().expect("bunqueue side"),
+            broker.join().expect("broker side"),
+        )
+    });
+    if std::env::var_os("DIFF_TRACE").is_some() {
+        for x in &a {
+            eprintln!("  -> {x}");
+        }
+    }
+    assert_eq!(a, b, "group maxSize diverged (bunqueue left, broker right)");
 }

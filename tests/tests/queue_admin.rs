@@ -430,6 +430,11 @@ async fn dlq_round_trip<T: Rt>(target: Target) {
     assert_eq!(raw_dlq_len(&mut raw, &name), 0);
     assert!(!q.remove_dlq_job(&id).await.expect("remove again"));
     assert_eq!(q.purge_dlq().await.expect("purge"), 0);
+    if target == Target::Broker {
+        // The broker keeps bunqueue's default DLQ settings (see `broker_refuses_typed`).
+        client.close().await;
+        return;
+    }
 
     q.set_dlq_config(DlqConfigUpdate::new().max_entries(5).auto_retry(true))
         .await
@@ -549,12 +554,15 @@ async fn broker_refuses_typed<T: Rt>(target: Target) {
     let server = target.shared();
     let client = connect::<T>(options(server)).await;
     let q = client.queue(queue_name::<T>("refused"));
-    match q.get_dlq_stats().await {
+    match q
+        .set_dlq_config(DlqConfigUpdate::new().max_entries(5))
+        .await
+    {
         Err(Error::Server(e)) => {
             assert_eq!(e.kind(), ServerErrorKind::Other);
             assert!(
                 e.message()
-                    .starts_with("GetDlqStats is not supported by autobatch-broker"),
+                    .starts_with("SetDlqConfig is not supported by autobatch-broker"),
                 "{e}"
             );
         }
@@ -570,8 +578,9 @@ async fn broker_refuses_typed<T: Rt>(target: Target) {
     client.close().await;
 }
 
-/// The broker answers the DLQ and stall settings with bunqueue's defaults (it keeps none of
-/// its own), seen through a raw connection as well.
+/// The broker answers the DLQ settings with bunqueue's defaults (it keeps no others) and a
+/// queue's stall settings with them until SetStallConfig changes them, seen through a raw
+/// connection as well.
 async fn defaults_served<T: Rt>(target: Target) {
     let server = target.shared();
     let client = connect::<T>(options(server)).await;
@@ -618,7 +627,7 @@ macro_rules! bunqueue_scenarios {
 macro_rules! broker_scenarios {
     ($rt:ty) => {
         scenarios!($rt, autobatch_tests::Target::Broker =>
-            job_options_accepted, broker_refuses_typed, defaults_served);
+            job_options_accepted, broker_refuses_typed, defaults_served, dlq_round_trip);
     };
 }
 

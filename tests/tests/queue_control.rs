@@ -386,17 +386,23 @@ async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
     let name = queue_name::<T>("refused");
     let q = client.queue(&name);
     let id = q.add("a", &1, JobOptions::new()).await.expect("add");
-    let (kind, msg) = server_error(q.clean(0, 10, None).await.expect_err("refused"));
+    // DLQ settings: the broker keeps bunqueue's defaults and would not apply others.
+    let set = autobatch_driver::ops::SetDlqConfig::new(
+        &name,
+        autobatch_driver::ops::DlqConfigUpdate::new().max_entries(100),
+    );
+    let (kind, msg) = server_error(client.run(set).await.expect_err("refused"));
     assert_eq!(kind, ServerErrorKind::Other);
     assert_eq!(
         msg,
-        "Clean is not supported by autobatch-broker (see its README section)"
+        "SetDlqConfig is not supported by autobatch-broker (see its README section)"
     );
-    let before = autobatch_driver::ops::RetryCompleted::new(&name).before(1.0e12);
-    let (_, msg) = server_error(client.run(before).await.expect_err("refused"));
+    // Rate limits: its pull path does not enforce them.
+    let limit = autobatch_driver::ops::RateLimit::new(&name, 10);
+    let (_, msg) = server_error(client.run(limit).await.expect_err("refused"));
     assert_eq!(
         msg,
-        "RetryCompleted with a timestamp is not supported by autobatch-broker (see its README section)"
+        "RateLimit is not supported by autobatch-broker (see its README section)"
     );
     // Nothing happened to the job.
     assert_eq!(raw(server).state(&id), "waiting");
@@ -428,7 +434,8 @@ macro_rules! broker_scenarios {
     ($rt:ty, $target:expr) => {
         scenarios!($rt, $target =>
             pause_and_resume, paused_queue_hands_out_nothing, drain_removes_waiting_and_delayed,
-            obliterate_removes_everything, remove_a_job, promote_one_and_many, change_priority,
+            clean_completed, obliterate_removes_everything, remove_a_job, promote_one_and_many,
+            change_priority,
             change_delay, discard_then_retry, move_active_job, retry_completed, deduplication_keys,
             broker_refuses_what_it_does_not_serve);
     };

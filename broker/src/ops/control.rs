@@ -1,21 +1,19 @@
 //! Queue control, served: pause, resume, is paused, drain, obliterate, remove (Cancel),
 //! promote (one and many), change priority, change delay, move to delayed, move to wait
-//! (retry), discard, the deduplication keys, retry completed (by id or count). Clean, and
-//! RetryCompleted with a `timestamp`, are refused as not supported: the broker keeps no
-//! finish times to answer them as bunqueue does. Failed jobs
-//! stay in the queue as `failed` (the broker has no separate dead-letter queue): MoveToWait
-//! runs them again from their first attempt, as bunqueue's retry from the DLQ does.
+//! (retry), discard, the deduplication keys, retry completed (by id, count or completion
+//! time), Clean (see `State::clean` for its one difference). Failed jobs are the DLQ
+//! (`crate::queue::dlq`): MoveToWait runs one again from its first attempt, as RetryDlq does.
 
 use autobatch_core::ops::{
-    Cancel, ChangeDelay, ChangePriority, Discard, Drain, IsPaused, MoveToDelayed, MoveToWait,
-    Obliterate, Pause, Promote, PromoteJobs, RemoveDeduplicationKey, RemoveJobDeduplicationKey,
-    Resume, RetryCompleted,
+    Cancel, ChangeDelay, ChangePriority, Clean, Discard, Drain, IsPaused, MoveToDelayed,
+    MoveToWait, Obliterate, Pause, Promote, PromoteJobs, RemoveDeduplicationKey,
+    RemoveJobDeduplicationKey, Resume, RetryCompleted,
 };
 use autobatch_core::wire::{Response, Value};
 
 use super::answer;
 use crate::dispatch::{Conn, Shared};
-use crate::queue::admin::MoveError;
+use crate::queue::admin::{CleanState, MoveError};
 
 /// Serves the control commands this broker implements.
 pub(super) fn serve(
@@ -87,7 +85,7 @@ pub(super) fn serve(
         "Discard" => answer::<Discard>(body, |op| {
             shared
                 .lock()
-                .discard(&op.id, op.token.as_deref())
+                .discard(&op.id, op.token.as_deref(), now)
                 .map_err(|e| match e {
                     MoveError::Lock(e) => e.to_string(),
                     _ => "Job not found".into(),
@@ -103,15 +101,20 @@ pub(super) fn serve(
                     MoveError::Lock(e) => e.to_string(),
                 })
         }),
-        "RetryCompleted" => answer::<RetryCompleted>(body, |op| {
-            if op.timestamp.is_some() {
-                return Err("RetryCompleted with a timestamp is not supported by \
-                     autobatch-broker (see its README section)"
-                    .into());
-            }
+        "Clean" => answer::<Clean>(body, |op| {
+            let state = CleanState::parse(op.state.as_ref().map(|s| s.as_str()));
             Ok(shared
                 .lock()
-                .retry_completed(&op.queue, op.id.as_deref(), op.count, now))
+                .clean(&op.queue, op.grace, state, op.limit, now))
+        }),
+        "RetryCompleted" => answer::<RetryCompleted>(body, |op| {
+            Ok(shared.lock().retry_completed(
+                &op.queue,
+                op.id.as_deref(),
+                op.count,
+                op.timestamp,
+                now,
+            ))
         }),
         "RemoveDeduplicationKey" => answer::<RemoveDeduplicationKey>(body, |op| {
             Ok(shared

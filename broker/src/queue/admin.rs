@@ -404,7 +404,7 @@ impl State {
 
     /// Files a job that [`unfile`](Self::unfile) took out as waiting (`run_at <= now`) or
     /// delayed, and records it.
-    fn refile(&mut self, id: &str, run_at: f64, now: f64) {
+    pub(super) fn refile(&mut self, id: &str, run_at: f64, now: f64) {
         let Some(e) = self.jobs.get_mut(id) else {
             return;
         };
@@ -456,15 +456,16 @@ impl State {
     }
 
     /// Discard: a waiting, delayed or active job fails for good.
-    pub fn discard(&mut self, id: &str, token: Option<&str>) -> Result<(), MoveError> {
+    pub fn discard(&mut self, id: &str, token: Option<&str>, now: f64) -> Result<(), MoveError> {
         self.unfile(id, token)?;
         let Some(e) = self.jobs.get_mut(id) else {
             return Err(MoveError::NotFound);
         };
         e.rec.state = JobState::Failed;
-        let rec = e.rec.clone();
-        self.index(&rec.queue).failed += 1;
-        self.record(update_op(&rec));
+        let op = update_op(&e.rec);
+        // bunqueue's `addToDlq` with its default reason and no error.
+        self.enter_dlq(id, now, "unknown", None);
+        self.record(op);
         Ok(())
     }
 
@@ -496,12 +497,13 @@ impl State {
                 Ok(())
             }
             JobState::Failed => {
-                let queue = e.rec.queue.clone();
-                let q = self.index(&queue);
-                q.failed = q.failed.saturating_sub(1);
+                self.leave_dlq(id);
                 if let Some(e) = self.jobs.get_mut(id) {
+                    // bunqueue keeps the job's timeline, so GetJob still shows the last
+                    // failure as `failedReason` (seen by the differential test).
                     e.rec.attempts = 0;
-                    e.rec.failed_reason = None;
+                    e.run.stall_count = 0;
+                    e.run.dlq = None;
                 }
                 self.refile(id, now, now);
                 Ok(())
@@ -511,30 +513,147 @@ impl State {
     }
 }
 
+/// Which jobs [`State::clean`] looks at (bunqueue's `cleanQueue` cases).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CleanState {
+    /// Waiting, prioritized, delayed or paused: every job not yet pulled.
+    Queued,
+    /// Completed jobs.
+    Completed,
+    /// Failed jobs (bunqueue's dead-letter queue).
+    Failed,
+    /// Active or a state bunqueue does not clean: nothing is removed.
+    Nothing,
+}
+
+impl CleanState {
+    /// bunqueue's state names and its `wait` alias; none means waiting.
+    pub fn parse(state: Option<&str>) -> CleanState {
+        match state {
+            None | Some("waiting" | "wait" | "delayed" | "prioritized" | "paused") => {
+                CleanState::Queued
+            }
+            Some("completed") => CleanState::Completed,
+            Some("failed") => CleanState::Failed,
+            Some(_) => CleanState::Nothing,
+        }
+    }
+}
+
 impl State {
+    /// Clean: removes up to `limit` jobs of `queue` in `state` that are at least `grace` ms
+    /// old, and returns their ids, in bunqueue's order: queued jobs by creation time then
+    /// id, completed jobs by completion time then id, failed jobs in the order they failed.
+    /// Removed silently (no event), logs and results with them.
+    ///
+    /// One difference, for queued jobs with a `limit` below their number: bunqueue takes the
+    /// `limit` oldest entries of an index that still holds jobs pulled since its last 10-s
+    /// sweep and removes those still queued, so it may remove fewer; the broker removes the
+    /// `limit` oldest queued jobs.
+    pub fn clean(
+        &mut self,
+        queue: &str,
+        grace: u64,
+        state: CleanState,
+        limit: u64,
+        now: f64,
+    ) -> Vec<String> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        if limit == 0 {
+            return Vec::new();
+        }
+        let threshold = now - grace as f64;
+        // (time, tie-break, id): sorted, the order bunqueue removes them in.
+        let mut found: Vec<(f64, String, u64, String)> = match state {
+            CleanState::Nothing => return Vec::new(),
+            CleanState::Queued => {
+                self.promote(queue, now);
+                let Some(q) = self.queues.get(queue) else {
+                    return Vec::new();
+                };
+                q.ready
+                    .values()
+                    .chain(q.delayed.values())
+                    .filter_map(|id| self.jobs.get(id))
+                    .filter(|e| e.rec.created_at <= threshold)
+                    .map(|e| (e.rec.created_at, e.rec.id.clone(), 0, e.rec.id.clone()))
+                    .collect()
+            }
+            CleanState::Completed | CleanState::Failed => {
+                let want = if state == CleanState::Completed {
+                    JobState::Completed
+                } else {
+                    JobState::Failed
+                };
+                self.jobs
+                    .values()
+                    .filter(|e| e.rec.queue == queue && e.rec.state == want)
+                    .filter_map(|e| {
+                        let (at, seq) = e.run.finished.unwrap_or((e.rec.created_at, 0));
+                        (at <= threshold).then(|| {
+                            // Completed: by id within a millisecond; failed: by arrival.
+                            let tie = if want == JobState::Completed {
+                                e.rec.id.clone()
+                            } else {
+                                String::new()
+                            };
+                            (at, tie, seq, e.rec.id.clone())
+                        })
+                    })
+                    .collect()
+            }
+        };
+        found.sort_by(|a, b| {
+            a.0.total_cmp(&b.0)
+                .then_with(|| a.1.cmp(&b.1))
+                .then(a.2.cmp(&b.2))
+        });
+        let mut removed = Vec::new();
+        for (_, _, _, id) in found.into_iter().take(limit) {
+            let gone = match state {
+                CleanState::Queued => self.take_out(&id),
+                _ => {
+                    self.forget(&id);
+                    self.record(StoreOp::Remove(id.clone()));
+                    true
+                }
+            };
+            if gone {
+                removed.push(id);
+            }
+        }
+        removed
+    }
+
     /// RetryCompleted: completed job `id` of `queue`, or up to `count` completed jobs of it
-    /// (oldest first, all when `None`), run again from their first attempt; how many.
+    /// (in completion order, all when `None`; only those completed at or before `before` when
+    /// given), run again from their first attempt; how many.
     pub fn retry_completed(
         &mut self,
         queue: &str,
         id: Option<&str>,
         count: Option<u64>,
+        before: Option<f64>,
         now: f64,
     ) -> u64 {
         let completed =
             |e: &super::Entry| e.rec.queue == queue && e.rec.state == JobState::Completed;
+        // Completion order (bunqueue's, in memory), a job completed before a restart by its
+        // creation time.
+        let when = |e: &super::Entry| e.run.finished.unwrap_or((e.rec.created_at, 0));
         let mut ids: Vec<(f64, u64, String)> = match id {
             Some(id) => self
                 .jobs
                 .get(id)
                 .filter(|e| completed(e))
-                .map(|e| vec![(e.rec.created_at, e.rec.seq, id.to_owned())])
+                .map(|e| vec![(when(e).0, when(e).1, id.to_owned())])
                 .unwrap_or_default(),
             None => self
                 .jobs
                 .values()
                 .filter(|e| completed(e))
-                .map(|e| (e.rec.created_at, e.rec.seq, e.rec.id.clone()))
+                .filter(|e| before.is_none_or(|t| when(e).0 <= t))
+                .map(|e| (when(e).0, when(e).1, e.rec.id.clone()))
                 .collect(),
         };
         ids.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -647,5 +766,61 @@ mod tests {
         assert!(s.list_jobs("q", &[], 0, 10, true, 2000.0).is_empty());
         assert_eq!(s.promote_jobs("q", None, 0.0), 0);
         assert!(s.queue_names().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod clean_tests {
+    use super::super::{PullSpec, State};
+    use super::CleanState;
+    use crate::store::MemoryStore;
+    use autobatch_core::wire::{JobOptions, JobSpec, Value};
+
+    /// Clean takes the state's jobs at least `grace` old, up to `limit`, oldest first
+    /// (completed ones by completion time), and never active ones.
+    #[test]
+    fn clean_by_state_grace_and_limit() {
+        let mut s = State::new(Box::new(MemoryStore::new()), 0.0).expect("memory store");
+        let add = |s: &mut State, at: f64| {
+            let o = JobOptions::new().attempts(1);
+            s.push("q", JobSpec::new("j", Value::Nil).with_options(o), at)
+        };
+        let pull = |s: &mut State, at: f64| {
+            let spec = PullSpec {
+                queue: "q",
+                count: 1,
+                locked: false,
+                lock_ttl: 0,
+                tie_to: None,
+            };
+            s.pull(&spec, at).remove(0).job.id
+        };
+        let (a, b) = (add(&mut s, 10.0), add(&mut s, 20.0));
+        assert_eq!(pull(&mut s, 30.0), a);
+        assert_eq!(pull(&mut s, 30.0), b);
+        // b completes before a.
+        s.ack(&b, None, None, false, 40.0).unwrap();
+        s.ack(&a, None, None, false, 50.0).unwrap();
+        let (c, d) = (add(&mut s, 60.0), add(&mut s, 70.0));
+        assert_eq!(pull(&mut s, 80.0), c);
+        s.fail(&c, None, None, false, None, 90.0).unwrap();
+        assert_eq!(pull(&mut s, 100.0), d);
+        let w = add(&mut s, 100.0);
+
+        assert!(s.clean("q", 0, CleanState::Nothing, 10, 200.0).is_empty());
+        assert!(s.clean("q", 0, CleanState::Queued, 0, 200.0).is_empty());
+        // Grace: only b completed at least 155 ms before 200.
+        assert_eq!(
+            s.clean("q", 155, CleanState::Completed, 10, 200.0),
+            std::slice::from_ref(&b)
+        );
+        assert_eq!(s.clean("q", 0, CleanState::Completed, 10, 200.0), [a]);
+        assert_eq!(s.clean("q", 0, CleanState::Failed, 10, 200.0), [c]);
+        assert_eq!(s.get_state(&b, 200.0), "unknown");
+        let f = add(&mut s, 150.0);
+        assert_eq!(s.clean("q", 0, CleanState::Queued, 1, 200.0), [w]);
+        assert_eq!(s.clean("q", 0, CleanState::Queued, 5, 200.0), [f]);
+        let counts = s.counts("q", 200.0);
+        assert_eq!((counts.waiting, counts.active), (0, 1), "d, active, stays");
     }
 }

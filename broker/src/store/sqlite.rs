@@ -351,9 +351,11 @@ impl Committer {
             self.lost.fetch_add(ops as u64, Ordering::Relaxed);
             self.last_lost = self.recorded + ops as u64;
             self.last_error = e.to_string();
-            eprintln!(
-                "autobatch-broker: SQLite commit failed, {ops} writes lost ({} in all): {e}",
-                self.lost.load(Ordering::Relaxed)
+            tracing::error!(
+                lost = ops,
+                lost_in_all = self.lost.load(Ordering::Relaxed),
+                error = %e,
+                "SQLite commit failed: its writes are lost"
             );
         }
         for (_, msg) in items.drain(..) {

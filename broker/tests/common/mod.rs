@@ -162,7 +162,8 @@ impl Drop for Spawned {
 }
 
 /// The env vars the binary reads, removed so the caller's environment cannot leak in.
-pub const ENV: [&str; 11] = [
+pub const ENV: [&str; 12] = [
+    "LOG_LEVEL",
     "HOST",
     "TCP_PORT",
     "DATA_PATH",

@@ -1,0 +1,359 @@
+//! The dead-letter queue. In bunqueue 2.9.5 every job that fails for good (a FAIL without
+//! attempts left, Discard, a timeout or a stall at the last attempt) moves to its queue's DLQ,
+//! and that is what `failed` counts and GetState calls `failed`. The broker's failed jobs are
+//! that DLQ: each queue keeps their ids in failure order ([`super::QueueIndex::dlq`]), capped
+//! at bunqueue's default `maxEntries` (the oldest entry leaves for good past it), so the
+//! DLQ's memory is bounded per queue as bunqueue's is.
+//!
+//! Not kept: the history of earlier failed attempts of a job (an entry's `attempts` is empty)
+//! and automatic retries (bunqueue's default, `autoRetry: false`, is the only setting).
+
+use autobatch_core::wire::Value;
+
+use super::{wire_job, State};
+use crate::store::{JobState, StoreOp};
+
+/// bunqueue's default DLQ `maxEntries`, per queue.
+pub(crate) const DLQ_MAX_ENTRIES: usize = 10_000;
+/// bunqueue's default DLQ `maxAge` (7 days): an entry's `expiresAt`.
+const DLQ_MAX_AGE: f64 = 7.0 * 24.0 * 3_600_000.0;
+
+/// Every failure reason bunqueue's GetDlqStats counts, in its order.
+pub(crate) const REASONS: [&str; 7] = [
+    "explicit_fail",
+    "max_attempts_exceeded",
+    "timeout",
+    "stalled",
+    "ttl_expired",
+    "worker_lost",
+    "unknown",
+];
+
+/// Which entries a DLQ command takes (bunqueue's `getDlqFiltered`).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Filter {
+    pub reason: Option<String>,
+    pub older_than: Option<f64>,
+    pub newer_than: Option<f64>,
+    /// Only entries due for an automatic retry: never any here (auto retry is off).
+    pub retriable: bool,
+    /// Only entries past `maxAge`.
+    pub expired: bool,
+    pub offset: Option<u64>,
+    pub limit: Option<u64>,
+}
+
+/// One DLQ entry as the listing shows it.
+pub(crate) struct Entry {
+    pub job: Value,
+    pub entered_at: f64,
+    pub reason: &'static str,
+    pub error: Option<String>,
+}
+
+impl Entry {
+    /// bunqueue's entry object (`createDlqEntry`).
+    pub fn to_value(&self) -> Value {
+        Value::map([
+            ("job", self.job.clone()),
+            ("enteredAt", Value::F64(self.entered_at)),
+            ("reason", Value::from(self.reason)),
+            ("error", self.error.clone().map_or(Value::Nil, Value::from)),
+            ("attempts", Value::Array(Vec::new())),
+            ("retryCount", Value::Int(0)),
+            ("lastRetryAt", Value::Nil),
+            ("nextRetryAt", Value::Nil),
+            ("expiresAt", Value::F64(self.entered_at + DLQ_MAX_AGE)),
+        ])
+    }
+}
+
+impl State {
+    /// Files a job that just failed for good in its queue's DLQ (it is `Failed` already or
+    /// about to be: the caller records the state), evicting the oldest entry past
+    /// [`DLQ_MAX_ENTRIES`].
+    pub(super) fn enter_dlq(
+        &mut self,
+        id: &str,
+        now: f64,
+        reason: &'static str,
+        error: Option<String>,
+    ) {
+        let seq = self.finish_seq;
+        self.finish_seq += 1;
+        let Some(e) = self.jobs.get_mut(id) else {
+            return;
+        };
+        e.run.finished = Some((now, seq));
+        e.run.dlq = Some((reason, error));
+        let queue = e.rec.queue.clone();
+        let q = self.index(&queue);
+        q.failed += 1;
+        q.dlq.insert(seq, id.to_owned());
+        if q.dlq.len() > DLQ_MAX_ENTRIES {
+            if let Some((_, oldest)) = q.dlq.pop_first() {
+                // `forget` counts it out of `failed` (its DLQ slot is gone already).
+                self.forget(&oldest);
+                self.record(StoreOp::Remove(oldest));
+            }
+        }
+    }
+
+    /// Takes a failed job out of the DLQ (to run it again); its state is the caller's.
+    pub(super) fn leave_dlq(&mut self, id: &str) {
+        let Some(e) = self.jobs.get(id) else { return };
+        if e.rec.state != JobState::Failed {
+            return;
+        }
+        let seq = e.run.finished.map(|(_, n)| n);
+        let queue = e.rec.queue.clone();
+        let q = self.index(&queue);
+        q.failed = q.failed.saturating_sub(1);
+        if let Some(n) = seq {
+            q.dlq.remove(&n);
+        }
+    }
+
+    /// The DLQ ids of `queue` selected by `filter`, oldest first.
+    fn dlq_ids(&self, queue: &str, filter: Option<&Filter>, now: f64) -> Vec<String> {
+        let Some(q) = self.queues.get(queue) else {
+            return Vec::new();
+        };
+        let all = q.dlq.values();
+        let Some(f) = filter else {
+            return all.cloned().collect();
+        };
+        let picked = all.filter(|id| {
+            let Some(e) = self.jobs.get(*id) else {
+                return false;
+            };
+            let entered = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
+            let reason = e.run.dlq.as_ref().map_or("unknown", |d| d.0);
+            // bunqueue tests each bound for truthiness: 0 means unset.
+            !(f.reason.as_deref().is_some_and(|r| r != reason)
+                || f.older_than.is_some_and(|t| t != 0.0 && entered > t)
+                || f.newer_than.is_some_and(|t| t != 0.0 && entered < t)
+                || f.retriable
+                || (f.expired && entered + DLQ_MAX_AGE > now))
+        });
+        let skip = f.offset.unwrap_or(0) as usize;
+        let take = f
+            .limit
+            .filter(|n| *n > 0)
+            .map_or(usize::MAX, |n| n as usize);
+        picked.skip(skip).take(take).cloned().collect()
+    }
+
+    /// `Dlq`: the entries of `queue`, oldest first, the first `count` of them when given.
+    pub fn dlq_entries(
+        &self,
+        queue: &str,
+        count: Option<u64>,
+        filter: Option<&Filter>,
+        now: f64,
+    ) -> Vec<Entry> {
+        let ids = self.dlq_ids(queue, filter, now);
+        let n = count.map_or(usize::MAX, |c| c as usize);
+        ids.iter()
+            .take(n)
+            .filter_map(|id| self.jobs.get(id))
+            .map(|e| {
+                let (reason, error) = e.run.dlq.clone().unwrap_or(("unknown", None));
+                Entry {
+                    job: wire_job(&e.rec).to_value(),
+                    entered_at: e.run.finished.map_or(e.rec.created_at, |(at, _)| at),
+                    reason,
+                    error,
+                }
+            })
+            .collect()
+    }
+
+    /// `GetDlqStats`: `(total, per reason in [`REASONS`] order, expired, oldest, newest)`.
+    pub fn dlq_stats(
+        &self,
+        queue: &str,
+        now: f64,
+    ) -> (u64, [u64; 7], u64, Option<f64>, Option<f64>) {
+        let mut by = [0u64; 7];
+        let (mut expired, mut oldest, mut newest) = (0, None::<f64>, None::<f64>);
+        let ids = self.dlq_ids(queue, None, now);
+        for e in ids.iter().filter_map(|id| self.jobs.get(id)) {
+            let reason = e.run.dlq.as_ref().map_or("unknown", |d| d.0);
+            if let Some(i) = REASONS.iter().position(|r| *r == reason) {
+                by[i] += 1;
+            }
+            let at = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
+            if at + DLQ_MAX_AGE <= now {
+                expired += 1;
+            }
+            oldest = Some(oldest.map_or(at, |o| o.min(at)));
+            newest = Some(newest.map_or(at, |n| n.max(at)));
+        }
+        (ids.len() as u64, by, expired, oldest, newest)
+    }
+
+    /// `RetryDlq`: runs DLQ jobs again from their first attempt, waiting now: one job, the
+    /// first `count`, the filtered ones, or all. A job whose unique key another live job holds
+    /// now stays (bunqueue's `canRetry`). How many were retried.
+    pub fn retry_dlq(
+        &mut self,
+        queue: &str,
+        id: Option<&str>,
+        count: Option<u64>,
+        filter: Option<&Filter>,
+        now: f64,
+    ) -> u64 {
+        let ids: Vec<String> = match (id, filter) {
+            (Some(id), None) => self
+                .dlq_ids(queue, None, now)
+                .into_iter()
+                .filter(|x| x == id)
+                .take(1)
+                .collect(),
+            (_, Some(f)) => self.dlq_ids(queue, Some(f), now),
+            (None, None) => {
+                let all = self.dlq_ids(queue, None, now);
+                match count {
+                    Some(c) => all.into_iter().take(c as usize).collect(),
+                    None => all,
+                }
+            }
+        };
+        let mut done = 0;
+        for id in ids {
+            let Some(e) = self.jobs.get(&id) else {
+                continue;
+            };
+            if let Some(k) = &e.rec.unique_key {
+                let holder = self.unique.get(&(queue.to_owned(), k.clone()));
+                let held = holder.is_some_and(|h| {
+                    *h != id && self.jobs.get(h).is_some_and(|o| o.rec.state.is_live())
+                });
+                if held {
+                    continue;
+                }
+            }
+            self.leave_dlq(&id);
+            if let Some(e) = self.jobs.get_mut(&id) {
+                e.rec.attempts = 0;
+                e.run.stall_count = 0;
+                e.run.dlq = None;
+            }
+            self.refile(&id, now, now);
+            done += 1;
+        }
+        done
+    }
+
+    /// `PurgeDlq`: drops every DLQ job of `queue` for good; how many.
+    pub fn purge_dlq(&mut self, queue: &str, now: f64) -> u64 {
+        let ids = self.dlq_ids(queue, None, now);
+        for id in &ids {
+            self.forget(id);
+            self.record(StoreOp::Remove(id.clone()));
+        }
+        ids.len() as u64
+    }
+
+    /// `RemoveDlqJob`: drops one DLQ job of `queue` for good; false if it is not there.
+    pub fn remove_dlq_job(&mut self, queue: &str, id: &str) -> bool {
+        let there = self
+            .jobs
+            .get(id)
+            .is_some_and(|e| e.rec.queue == queue && e.rec.state == JobState::Failed);
+        if there {
+            self.forget(id);
+            self.record(StoreOp::Remove(id.to_owned()));
+        }
+        there
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{PullSpec, State};
+    use super::{Filter, DLQ_MAX_ENTRIES};
+    use crate::store::MemoryStore;
+    use autobatch_core::wire::{JobOptions, JobSpec, Value};
+
+    fn state() -> State {
+        State::new(Box::new(MemoryStore::new()), 0.0).expect("memory store")
+    }
+
+    fn fail_one(s: &mut State, now: f64) -> String {
+        let o = JobOptions::new().attempts(1);
+        let id = s.push("q", JobSpec::new("j", Value::Nil).with_options(o), now);
+        let spec = PullSpec {
+            queue: "q",
+            count: 1,
+            locked: false,
+            lock_ttl: 0,
+            tie_to: None,
+        };
+        let got = s.pull(&spec, now).remove(0).job.id;
+        assert_eq!(got, id);
+        s.fail(&id, None, Some(format!("boom {now}")), false, None, now)
+            .expect("active");
+        id
+    }
+
+    /// Failed jobs are the DLQ, in failure order, with bunqueue's reasons; RetryDlq runs them
+    /// again from their first attempt, RemoveDlqJob and PurgeDlq drop them.
+    #[test]
+    fn failed_jobs_are_the_dlq() {
+        let mut s = state();
+        let a = fail_one(&mut s, 1.0);
+        let b = s.push("q", JobSpec::new("j", Value::Nil), 2.0);
+        s.discard(&b, None, 3.0).unwrap();
+        let c = fail_one(&mut s, 4.0);
+        let listed: Vec<_> = s.dlq_entries("q", None, None, 5.0);
+        let got: Vec<_> = listed
+            .iter()
+            .map(|e| {
+                (
+                    e.job.get("id").and_then(Value::as_str).unwrap().to_owned(),
+                    e.reason,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (a.clone(), "max_attempts_exceeded"),
+                (b.clone(), "unknown"),
+                (c.clone(), "max_attempts_exceeded")
+            ]
+        );
+        assert_eq!(listed[0].error.as_deref(), Some("boom 1"));
+        let only_unknown = Filter {
+            reason: Some("unknown".into()),
+            ..Filter::default()
+        };
+        assert_eq!(s.dlq_entries("q", None, Some(&only_unknown), 5.0).len(), 1);
+        let (total, by, ..) = s.dlq_stats("q", 5.0);
+        assert_eq!((total, by[1], by[6]), (3, 2, 1));
+
+        assert_eq!(s.retry_dlq("q", None, Some(1), None, 6.0), 1);
+        assert_eq!(s.get_state(&a, 6.0), "waiting");
+        assert_eq!(s.get_job(&a, 6.0).unwrap().attempts, 0);
+        assert!(s.remove_dlq_job("q", &b));
+        assert!(!s.remove_dlq_job("q", &b));
+        assert_eq!(s.purge_dlq("q", 7.0), 1);
+        assert_eq!(s.get_state(&c, 7.0), "unknown");
+        assert_eq!(s.counts("q", 7.0).failed, 0);
+    }
+
+    /// Past bunqueue's `maxEntries` the oldest entry leaves for good: the DLQ stays bounded.
+    #[test]
+    fn the_dlq_is_bounded() {
+        let mut s = state();
+        let first = fail_one(&mut s, 0.0);
+        for i in 1..=DLQ_MAX_ENTRIES {
+            fail_one(&mut s, i as f64);
+        }
+        assert_eq!(s.counts("q", 1e9).failed, DLQ_MAX_ENTRIES as u64);
+        assert_eq!(s.get_state(&first, 1e9), "unknown");
+        assert_eq!(s.dlq_entries("q", None, None, 1e9).len(), DLQ_MAX_ENTRIES);
+    }
+}

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::error::Error;
 use crate::hash::IntMap;
-use crate::wire::{validate_queue_name, Response};
+use crate::wire::{validate_queue_name, CommandKind, PushIds, PushReply, Response};
 use crate::wire::{write_frame, Command, FrameError, Incoming, JobSpec, Reply, Value};
 
 use super::config::{ConfigError, SessionConfig};
@@ -535,25 +535,30 @@ impl Session {
                 }
             };
             self.stats.frames_received += 1;
-            let bytes = frame.len();
-            let incoming = Value::decode(&frame)
-                .map_err(|e| format!("undecodable reply: {e}"))
-                .and_then(|v| Incoming::from_value(v).map_err(|e| e.to_string()));
-            match incoming {
-                Ok(Incoming::Reply(reply)) => {
-                    if let Err(why) = self.on_reply(now, reply) {
+            // An add's reply in bunqueue's own shape is read without a tree; anything else
+            // (or one that does not match its request) takes the generic way.
+            let fast = PushReply::read(&frame).is_some_and(|r| self.on_push_reply(now, r));
+            if !fast {
+                let bytes = frame.len();
+                let incoming = Value::decode(&frame)
+                    .map_err(|e| format!("undecodable reply: {e}"))
+                    .and_then(|v| Incoming::from_value(v).map_err(|e| e.to_string()));
+                match incoming {
+                    Ok(Incoming::Reply(reply)) => {
+                        if let Err(why) = self.on_reply(now, reply) {
+                            self.reset_connection(now, FailKind::Protocol(why));
+                            return;
+                        }
+                    }
+                    // Only after a SubscribeEvents on this connection: handed out as they
+                    // come, in order, interleaved with the replies around them.
+                    Ok(Incoming::Event(frame)) => {
+                        self.events.push_back(Event::QueueEvent { frame, bytes });
+                    }
+                    Err(why) => {
                         self.reset_connection(now, FailKind::Protocol(why));
                         return;
                     }
-                }
-                // Only after a SubscribeEvents on this connection: handed out as they come,
-                // in order, interleaved with the replies around them.
-                Ok(Incoming::Event(frame)) => {
-                    self.events.push_back(Event::QueueEvent { frame, bytes });
-                }
-                Err(why) => {
-                    self.reset_connection(now, FailKind::Protocol(why));
-                    return;
                 }
             }
             if !matches!(self.conn, Conn::Authenticating | Conn::Ready) {
@@ -577,9 +582,7 @@ impl Session {
                 Err(format!("reply to unknown reqId {req}"))
             };
         };
-        self.deadlines.remove(&(q.deadline, req));
-        self.consecutive_timeouts = 0;
-        self.reconnect_attempt = 0;
+        self.answered(req, &q);
         let kind = q.req.kind();
         if let Err(msg) = reply.result {
             self.on_error_reply(now, q, msg);
@@ -597,6 +600,31 @@ impl Session {
         };
         self.on_response(now, q.req, response);
         Ok(())
+    }
+
+    /// The command `req` got its reply.
+    fn answered(&mut self, req: u32, q: &Queued) {
+        self.deadlines.remove(&(q.deadline, req));
+        self.consecutive_timeouts = 0;
+        self.reconnect_attempt = 0;
+    }
+
+    /// A PUSH or PUSHB reply read the fast way. Handled as [`on_reply`](Self::on_reply)
+    /// would (returns `true`) when it answers an in-flight command of its kind; otherwise
+    /// (`false`) nothing is touched and the frame is read the generic way, which reports it.
+    fn on_push_reply(&mut self, now: Instant, reply: PushReply) -> bool {
+        let req = reply.req_id;
+        let response = match (self.in_flight.get(&req).map(|q| q.req.kind()), reply.ids) {
+            (Some(CommandKind::Push), PushIds::One(id)) => Response::Pushed(id),
+            (Some(CommandKind::PushB), PushIds::Many(ids)) => Response::PushedBatch(ids),
+            _ => return false,
+        };
+        let Some(q) = self.in_flight.remove(&req) else {
+            return false;
+        };
+        self.answered(req, &q);
+        self.on_response(now, q.req, response);
+        true
     }
 
     /// A success reply, handed to whoever made the request.

@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::error::Error;
 use crate::hash::IntMap;
 use crate::wire::{validate_queue_name, CommandKind, PushIds, PushReply, Response};
-use crate::wire::{write_frame, Command, FrameError, Incoming, JobSpec, Reply, Value};
+use crate::wire::{Command, FrameError, Incoming, JobSpec, Reply, Value};
 
 use super::config::{ConfigError, SessionConfig};
 use super::event::{Event, FailKind, OpId, Out};
@@ -286,7 +286,7 @@ impl Session {
         self.stats.adds += jobs.len() as u64;
         let bulk = AddRequest::Bulk {
             op,
-            queue: queue.to_owned(),
+            queue: queue.into(),
             jobs,
         };
         self.enqueue(now, Request::Add(bulk));
@@ -786,15 +786,11 @@ impl Session {
             self.next_req = self.next_req.wrapping_add(1) & 0x7fff_ffff;
             let req = self.next_req;
             let req_value = Value::Str(req.to_string());
-            let stats = &mut self.stats;
-            let written = q.req.with_command(|cmd| {
-                let r = write_frame(out, |buf| cmd.encode(Some(&req_value), buf));
-                if r.is_ok() {
-                    stats.frames_sent += 1;
-                    stats.count_command(cmd);
-                }
-                r
-            });
+            let written = q.req.write(&req_value, out);
+            if let Ok(kind) = written {
+                self.stats.frames_sent += 1;
+                self.stats.count_command(kind);
+            }
             if let Err(e) = written {
                 // Only a job far over the data limit could get here; validation stops those.
                 let why = FailKind::TooLarge(e.to_string());

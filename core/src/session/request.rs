@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::wire::{Command, CommandKind};
+use crate::wire::{write_frame, Command, CommandKind, FrameError, Value};
 
 use super::event::OpId;
 use super::producer::AddRequest;
@@ -74,24 +74,32 @@ impl Request {
         }
     }
 
-    /// Lends the wire command to `f`, to encode it.
-    pub(super) fn with_command<R>(&mut self, f: impl FnOnce(&Command) -> R) -> R {
+    /// Writes it as one frame appended to `out`, with `req_id`; returns its kind.
+    pub(super) fn write(
+        &mut self,
+        req_id: &Value,
+        out: &mut Vec<u8>,
+    ) -> Result<CommandKind, FrameError> {
+        let command = |cmd: &Command, out: &mut Vec<u8>| {
+            write_frame(out, |buf| cmd.encode(Some(req_id), buf)).map(|()| cmd.kind())
+        };
         match self {
+            // Adds are most of what goes out: encoded where they sit.
+            Request::Add(a) => write_frame(out, |buf| a.encode(req_id, buf)).map(|()| a.kind()),
+            Request::Work(w) => w.with_command(|cmd| command(cmd, out)),
+            Request::User { cmd, .. } => command(cmd, out),
+            Request::Ping => command(&Command::Ping, out),
             Request::Auth { token } => {
                 let cmd = Command::Auth {
                     token: std::mem::take(token),
                 };
-                let r = f(&cmd);
+                let r = command(&cmd, out);
                 // `cmd` was built as an Auth just above: this always matches.
                 if let Command::Auth { token: t } = cmd {
                     *token = t;
                 }
                 r
             }
-            Request::Ping => f(&Command::Ping),
-            Request::User { cmd, .. } => f(cmd.as_ref()),
-            Request::Add(a) => a.with_command(f),
-            Request::Work(w) => w.with_command(f),
         }
     }
 }

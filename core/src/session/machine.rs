@@ -254,9 +254,9 @@ impl Session {
         }
         let op = self.next_op_id();
         let deadline = self.deadline(now);
-        if let Some(push) = self
-            .producers
-            .add(now, op, queue, job, deadline, out!(self))?
+        if let Some(push) =
+            self.producers
+                .add(now, op, queue, Box::new(job), deadline, out!(self))?
         {
             self.enqueue(now, Request::Add(push));
         }

@@ -4,6 +4,8 @@
 //! `jobId` but PUSHB items as `customId`; `name` is always sent; ids travel as strings; integers
 //! outside the int32/uint32 range go out as float64; `undefined` reads as absent.
 
+use std::borrow::Borrow;
+
 use super::codec::Encoder;
 use super::error::ProtocolError;
 use super::job::{
@@ -552,13 +554,14 @@ fn write_push(e: &mut Encoder<'_>, queue: &str, job: &JobSpec, extra: usize) {
     write_job_fields(e, job, Flavor::Push);
 }
 
-fn write_pushb(e: &mut Encoder<'_>, queue: &str, jobs: &[JobSpec], extra: usize) {
+fn write_pushb<J: Borrow<JobSpec>>(e: &mut Encoder<'_>, queue: &str, jobs: &[J], extra: usize) {
     e.map(3 + extra)
         .kv_str("cmd", "PUSHB")
         .kv_str("queue", queue)
         .str("jobs")
         .array(jobs.len());
     for job in jobs {
+        let job = job.borrow();
         e.map(job_field_count(job, Flavor::PushB));
         write_job_fields(e, job, Flavor::PushB);
     }
@@ -573,7 +576,12 @@ pub(crate) fn encode_push(queue: &str, job: &JobSpec, req_id: &Value, out: &mut 
 }
 
 /// What [`Command::PushB`]'s `encode` writes, from borrowed parts (see [`encode_push`]).
-pub(crate) fn encode_pushb(queue: &str, jobs: &[JobSpec], req_id: &Value, out: &mut Vec<u8>) {
+pub(crate) fn encode_pushb<J: Borrow<JobSpec>>(
+    queue: &str,
+    jobs: &[J],
+    req_id: &Value,
+    out: &mut Vec<u8>,
+) {
     let mut e = Encoder::new(out);
     write_pushb(&mut e, queue, jobs, 1);
     e.str("reqId").value(req_id);

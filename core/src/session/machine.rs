@@ -248,16 +248,21 @@ impl Session {
     /// `Reject` policy.
     pub fn add(&mut self, now: Instant, queue: &str, job: JobSpec) -> Result<OpId, Error> {
         validate_queue_name(queue)?;
-        job.validate()?;
+        let data_len = job.validate_sized()?;
         if self.is_closing() {
             return Err(Error::Closed);
         }
         let op = self.next_op_id();
         let deadline = self.deadline(now);
-        if let Some(push) =
-            self.producers
-                .add(now, op, queue, Box::new(job), deadline, out!(self))?
-        {
+        if let Some(push) = self.producers.add(
+            now,
+            op,
+            queue,
+            Box::new(job),
+            data_len,
+            deadline,
+            out!(self),
+        )? {
             self.enqueue(now, Request::Add(push));
         }
         Ok(op)

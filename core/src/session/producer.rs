@@ -13,8 +13,8 @@ use crate::batch::{Admission, BatchConfig, BatchId, Batcher, FlushReason, ItemId
 use crate::error::Error;
 use crate::hash::IntMap;
 use crate::wire::{
-    encode_push, encode_pushb, pushb_jobs_budget, CommandKind, JobSpec, Response, ValidationError,
-    Value,
+    encode_push, encode_pushb, pushb_item_len_with, pushb_jobs_budget, CommandKind, JobSpec,
+    Response, ValidationError, Value,
 };
 
 use super::event::{FailKind, OpId, Out};
@@ -212,14 +212,18 @@ impl Producers {
         }
     }
 
-    /// Adds one validated job: held aside or buffered in its queue's batcher (`Ok(None)`), or,
-    /// durable or with batching off, returned as a PUSH to queue at once.
+    /// Adds one validated job, whose data encodes in `data_len` bytes: held aside or buffered
+    /// in its queue's batcher (`Ok(None)`), or, durable or with batching off, returned as a
+    /// PUSH to queue at once.
+    // The add's parts, as the machine has them: bundling them would only move them once more.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn add(
         &mut self,
         now: Instant,
         op: OpId,
         queue: &str,
         job: Box<JobSpec>,
+        data_len: usize,
         deadline: Instant,
         out: &mut Out<'_>,
     ) -> Result<Option<AddRequest>, Error> {
@@ -235,7 +239,7 @@ impl Producers {
         }
         // Exact: what this job adds to a PUSHB. The batcher caps every batch at the frame's
         // budget, so valid jobs never sink together in a PUSHB too large to send.
-        let bytes = job.pushb_len();
+        let bytes = pushb_item_len_with(&job, data_len);
         let budget = pushb_jobs_budget(queue);
         if bytes > budget {
             // Even alone it would not fit in a frame: refused before anything is sent.

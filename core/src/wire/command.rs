@@ -881,7 +881,13 @@ impl JobSpec {
 /// The exact length of `job` encoded as one PUSHB item, as [`write_job_fields`] writes it with
 /// its map header: name, data and every option key and value.
 pub(crate) fn pushb_item_len(job: &JobSpec) -> usize {
-    use super::size::{array_header_len, int_len, map_header_len, str_len, value_len};
+    pushb_item_len_with(job, super::size::value_len(&job.data))
+}
+
+/// [`pushb_item_len`] for a job whose data is known to encode in `data_len` bytes (learnt
+/// when it was validated: the data is not walked again).
+pub(crate) fn pushb_item_len_with(job: &JobSpec, data_len: usize) -> usize {
+    use super::size::{array_header_len, int_len, map_header_len, str_len};
     let o = &job.opts;
     let key = str_len;
     let kv_str = |k: &str, v: &str| key(k.len()) + str_len(v.len());
@@ -899,7 +905,7 @@ pub(crate) fn pushb_item_len(job: &JobSpec) -> usize {
     let mut n = map_header_len(job_field_count(job, Flavor::PushB))
         + kv_str("name", &job.name)
         + key("data".len())
-        + value_len(&job.data)
+        + data_len
         + int("priority", o.priority)
         + int("delay", o.delay.map(millis))
         + int("maxAttempts", o.attempts)
@@ -1779,6 +1785,37 @@ mod size_tests {
             let header = |n: usize| crate::wire::size::array_header_len(n);
             let empty = encode(Vec::new()) - header(0);
             prop_assert_eq!(real, empty + header(jobs.len()) + items);
+        }
+
+        /// The one walk validation makes gives the same verdict as the three it replaced
+        /// (BigInt search, size estimate, exact count) and the data's exact length, so the
+        /// session sizes a validated job without walking its data again.
+        #[test]
+        fn validation_sizes_the_data_it_checks(
+            data in prop_oneof![
+                value(),
+                value().prop_map(|v| Value::Raw(crate::wire::RawValue::from_bytes(&v.to_bytes()).unwrap())),
+                value().prop_map(|v| Value::map([("raw", Value::Raw(crate::wire::RawValue::from_bytes(&v.to_bytes()).unwrap())), ("v", v)])),
+            ],
+        ) {
+            use crate::wire::job::approx_value_size;
+            use crate::wire::{MAX_DATA_JSON_LEN, ValidationError};
+            let old = if data.contains_bigint() {
+                Err(ValidationError::new("data", "Job data must be JSON serializable"))
+            } else if approx_value_size(&data) * 6 > MAX_DATA_JSON_LEN
+                && data.json_len(MAX_DATA_JSON_LEN) > MAX_DATA_JSON_LEN
+            {
+                Err(ValidationError::new("data", "Job data too large (max 10MB)"))
+            } else {
+                Ok(())
+            };
+            let job = JobSpec::new("j", data.clone());
+            let sized = job.validate_sized();
+            prop_assert_eq!(sized.clone().map(|_| ()), old);
+            if let Ok(len) = sized {
+                prop_assert_eq!(len, crate::wire::size::value_len(&data));
+                prop_assert_eq!(super::pushb_item_len_with(&job, len), job.pushb_len());
+            }
         }
 
         /// The session's borrowed encoders write exactly what the commands write.

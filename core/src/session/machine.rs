@@ -247,7 +247,9 @@ impl Session {
     /// [`close`](Session::close), [`Error::Overflow`] when the buffer is full under the
     /// `Reject` policy.
     pub fn add(&mut self, now: Instant, queue: &str, job: JobSpec) -> Result<OpId, Error> {
-        validate_queue_name(queue)?;
+        if !self.producers.is_last_queue(queue) {
+            validate_queue_name(queue)?;
+        }
         let data_len = job.validate_sized()?;
         if self.is_closing() {
             return Err(Error::Closed);
@@ -790,8 +792,7 @@ impl Session {
             };
             self.next_req = self.next_req.wrapping_add(1) & 0x7fff_ffff;
             let req = self.next_req;
-            let req_value = Value::Str(req.to_string());
-            let written = q.req.write(&req_value, out);
+            let written = q.req.write(req, out);
             if let Ok(kind) = written {
                 self.stats.frames_sent += 1;
                 self.stats.count_command(kind);

@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::hash::IntMap;
 use crate::wire::{
     encode_push, encode_pushb, pushb_item_len_with, pushb_jobs_budget, CommandKind, JobSpec,
-    Response, ValidationError, Value,
+    Response, ValidationError,
 };
 
 use super::event::{FailKind, OpId, Out};
@@ -90,7 +90,7 @@ impl AddRequest {
 
     /// Appends the PUSH or PUSHB map (no frame header) to `out`, encoded from where the jobs
     /// sit: nothing is moved or copied to build a command first.
-    pub(super) fn encode(&self, req_id: &Value, out: &mut Vec<u8>) {
+    pub(super) fn encode(&self, req_id: &str, out: &mut Vec<u8>) {
         match self {
             AddRequest::Batch { name, jobs, .. } => encode_pushb(name, jobs, req_id, out),
             AddRequest::Bulk { queue, jobs, .. } => encode_pushb(queue, jobs, req_id, out),
@@ -197,6 +197,15 @@ impl Producers {
         self.last_queue = self.queues.len() - 1;
         self.by_name.insert(name.to_owned(), self.last_queue);
         Ok(self.last_queue)
+    }
+
+    /// Whether `name` is the queue of the last add (sequential adds name one queue): its name
+    /// was validated when that add was made, so it need not be again.
+    pub(super) fn is_last_queue(&self, name: &str) -> bool {
+        self.queues
+            .get(self.last_queue)
+            .is_some_and(|q| *q.name == *name)
+            || self.last_direct.as_deref() == Some(name)
     }
 
     /// The name of a queue that direct PUSHes (durable, batching off) go to: the last one's,

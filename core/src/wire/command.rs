@@ -569,22 +569,22 @@ fn write_pushb<J: Borrow<JobSpec>>(e: &mut Encoder<'_>, queue: &str, jobs: &[J],
 
 /// What [`Command::Push`]'s `encode` writes, from borrowed parts: the session encodes its adds
 /// where they sit instead of moving them into a `Command` (368 bytes) and back.
-pub(crate) fn encode_push(queue: &str, job: &JobSpec, req_id: &Value, out: &mut Vec<u8>) {
+pub(crate) fn encode_push(queue: &str, job: &JobSpec, req_id: &str, out: &mut Vec<u8>) {
     let mut e = Encoder::new(out);
     write_push(&mut e, queue, job, 1);
-    e.str("reqId").value(req_id);
+    e.kv_str("reqId", req_id);
 }
 
 /// What [`Command::PushB`]'s `encode` writes, from borrowed parts (see [`encode_push`]).
 pub(crate) fn encode_pushb<J: Borrow<JobSpec>>(
     queue: &str,
     jobs: &[J],
-    req_id: &Value,
+    req_id: &str,
     out: &mut Vec<u8>,
 ) {
     let mut e = Encoder::new(out);
     write_pushb(&mut e, queue, jobs, 1);
-    e.str("reqId").value(req_id);
+    e.kv_str("reqId", req_id);
 }
 
 fn job_field_count(job: &JobSpec, flavor: Flavor) -> usize {
@@ -1825,10 +1825,10 @@ mod size_tests {
             queue in "[a-z]{1,12}",
             req in 0u32..,
         ) {
-            let req = Value::Str(req.to_string());
+            let req = req.to_string();
             let via = |cmd: Command| {
                 let mut out = Vec::new();
-                cmd.encode(Some(&req), &mut out);
+                cmd.encode(Some(&Value::from(req.as_str())), &mut out);
                 out
             };
             let mut out = Vec::new();

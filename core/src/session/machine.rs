@@ -2,7 +2,7 @@
 //! pipelining window, timeouts, reconnects. It drives the producer and worker parts, which own
 //! their state, return the requests they want sent, and get their replies handed back.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::error::Error;
@@ -13,7 +13,7 @@ use crate::wire::{Command, FrameError, Incoming, JobSpec, Reply, Value};
 use super::config::{ConfigError, SessionConfig};
 use super::event::{Event, FailKind, OpId, Out};
 use super::producer::{AddRequest, Producers};
-use super::queue::{Queued, SendQueue};
+use super::queue::{Queued, SendQueue, WrittenDeadlines};
 use super::replay::Replay;
 use super::request::Request;
 use super::rng::SplitMix64;
@@ -61,8 +61,8 @@ pub struct Session {
     outgoing: SendQueue,
     /// Commands written and not yet answered, by reqId.
     in_flight: IntMap<u32, Queued>,
-    /// `(deadline, reqId)` of every in-flight command, earliest first.
-    deadlines: BTreeSet<(Instant, u32)>,
+    /// The deadlines of the in-flight commands, earliest first on demand.
+    deadlines: WrittenDeadlines,
     consecutive_timeouts: u32,
     next_ping: Option<Instant>,
     producers: Producers,
@@ -94,7 +94,7 @@ impl Session {
             next_req: 0,
             outgoing: SendQueue::default(),
             in_flight: IntMap::default(),
-            deadlines: BTreeSet::new(),
+            deadlines: WrittenDeadlines::default(),
             consecutive_timeouts: 0,
             next_ping: None,
             producers,
@@ -611,7 +611,10 @@ impl Session {
 
     /// The command `req` got its reply.
     fn answered(&mut self, req: u32, q: &Queued) {
-        self.deadlines.remove(&(q.deadline, req));
+        let in_flight = &self.in_flight;
+        self.deadlines.remove(q.deadline, req, |r, d| {
+            in_flight.get(&r).is_some_and(|q| q.deadline == d)
+        });
         self.consecutive_timeouts = 0;
         self.reconnect_attempt = 0;
     }
@@ -807,7 +810,7 @@ impl Session {
             // long-poll gets its whole poll time on top, however long it waited to be written.
             q.deadline = self.deadline(now) + q.req.long_poll();
             q.written = true;
-            self.deadlines.insert((q.deadline, req));
+            self.deadlines.insert(q.deadline, req);
             self.in_flight.insert(req, q);
         }
         let wrote = out.len() > before;
@@ -842,7 +845,7 @@ impl Session {
         if let Conn::Disconnected(at) = self.conn {
             consider(Some(at));
         }
-        consider(self.deadlines.first().map(|(d, _)| *d));
+        consider(self.deadlines.first());
         consider(self.outgoing.next_deadline());
         consider(self.producers.poll_timeout());
         consider(self.producers.next_expiry());
@@ -873,14 +876,10 @@ impl Session {
             }
         }
         // Written commands whose reply is overdue.
-        let mut overdue = Vec::new();
-        while let Some(&(d, req)) = self.deadlines.first() {
-            if d > now {
-                break;
-            }
-            self.deadlines.pop_first();
-            overdue.push(req);
-        }
+        let in_flight = &self.in_flight;
+        let overdue = self.deadlines.take_due(now, |r, d| {
+            in_flight.get(&r).is_some_and(|q| q.deadline == d)
+        });
         for req in overdue {
             if let Some(q) = self.in_flight.remove(&req) {
                 self.stats.timeouts += 1;

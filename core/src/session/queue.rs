@@ -174,6 +174,98 @@ impl<T: Ord + Copy> SendQueue<T> {
     }
 }
 
+/// `(deadline, reqId)` of the written commands awaiting replies, earliest first on demand.
+///
+/// As in [`SendQueue`], commands are written with deadlines in order (`now + timeout`), so
+/// those go into the deque `run` and the rest (a long poll's later deadline followed by shorter
+/// ones) into the ordered set `others`. Replies may come in any order, so an answered entry is
+/// not taken out of the middle of `run`: it is left there, stale, and dropped when it reaches
+/// the front. The front is kept live (`is_live` says whether a reqId still waits with that
+/// deadline), so the earliest deadline is read in O(1), and a stale entry lives at most as long
+/// as the oldest command still waiting, which its own deadline bounds.
+#[derive(Debug)]
+pub(super) struct WrittenDeadlines<T = Instant> {
+    run: VecDeque<(T, u32)>,
+    others: BTreeSet<(T, u32)>,
+}
+
+impl<T> Default for WrittenDeadlines<T> {
+    fn default() -> Self {
+        WrittenDeadlines {
+            run: VecDeque::new(),
+            others: BTreeSet::new(),
+        }
+    }
+}
+
+impl<T: Ord + Copy> WrittenDeadlines<T> {
+    pub(super) fn insert(&mut self, deadline: T, req: u32) {
+        if self.run.back().is_none_or(|&(d, _)| d <= deadline) {
+            self.run.push_back((deadline, req));
+        } else {
+            self.others.insert((deadline, req));
+        }
+    }
+
+    /// `req`, written with `deadline`, is no longer waiting (`is_live` already says so).
+    pub(super) fn remove(&mut self, deadline: T, req: u32, is_live: impl Fn(u32, T) -> bool) {
+        if !self.others.remove(&(deadline, req)) {
+            self.drop_stale(is_live);
+        }
+    }
+
+    fn drop_stale(&mut self, is_live: impl Fn(u32, T) -> bool) {
+        while let Some(&(d, r)) = self.run.front() {
+            if is_live(r, d) {
+                break;
+            }
+            self.run.pop_front();
+        }
+    }
+
+    /// The earliest deadline of a command still waiting.
+    pub(super) fn first(&self) -> Option<T> {
+        let run = self.run.front().map(|(d, _)| *d);
+        let others = self.others.first().map(|(d, _)| *d);
+        match (run, others) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Takes every waiting command due at `now`, earliest first. The caller then takes them
+    /// out of its map; stale entries left at the front are dropped by the next `remove` or
+    /// `take_due`, and never reported (`is_live`).
+    pub(super) fn take_due(&mut self, now: T, is_live: impl Fn(u32, T) -> bool) -> Vec<u32> {
+        let mut due = Vec::new();
+        loop {
+            self.drop_stale(&is_live);
+            let run = self.run.front().copied().filter(|&(d, _)| d <= now);
+            let other = self.others.first().copied().filter(|&(d, _)| d <= now);
+            match (run, other) {
+                (Some(a), Some(b)) if b < a => {
+                    self.others.pop_first();
+                    due.push(b.1);
+                }
+                (Some(a), _) => {
+                    self.run.pop_front();
+                    due.push(a.1);
+                }
+                (None, Some(b)) => {
+                    self.others.pop_first();
+                    due.push(b.1);
+                }
+                (None, None) => return due,
+            }
+        }
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.run.clear();
+        self.others.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +415,74 @@ mod tests {
                 proptest::prop_assert_eq!(q.next_deadline(), model.iter().min().copied());
                 let order: Vec<u64> = q.items.iter().map(|(_, e)| e.deadline).collect();
                 proptest::prop_assert_eq!(order, Vec::from(model.clone()));
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum WOp {
+        /// Writes a command due this far after the last one written (negative: a long poll
+        /// went before).
+        Write(i8),
+        /// The reply to the `n`-th oldest command waiting.
+        Reply(usize),
+        /// The clock moves on this far, and what is due times out.
+        Tick(u8),
+    }
+
+    fn wop() -> impl proptest::strategy::Strategy<Value = WOp> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => any::<i8>().prop_map(WOp::Write),
+            3 => (0..8usize).prop_map(WOp::Reply),
+            1 => any::<u8>().prop_map(WOp::Tick),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Against an ordered set of the commands waiting, with replies in any order: the
+        /// earliest deadline and what times out are always the same, and stale entries never
+        /// outnumber the writes.
+        #[test]
+        fn written_deadlines_agree_with_an_ordered_set(
+            ops in proptest::collection::vec(wop(), 0..300),
+        ) {
+            let mut w = WrittenDeadlines::default();
+            // reqId -> deadline of the commands waiting: the session's in-flight map.
+            let mut waiting: std::collections::BTreeMap<u32, i64> = Default::default();
+            let (mut now, mut last, mut next_req) = (0i64, 100i64, 0u32);
+            for op in ops {
+                match op {
+                    WOp::Write(step) => {
+                        last = (last + i64::from(step)).max(now + 1);
+                        next_req += 1;
+                        w.insert(last, next_req);
+                        waiting.insert(next_req, last);
+                    }
+                    WOp::Reply(n) => {
+                        if let Some((&req, &d)) = waiting.iter().nth(n) {
+                            waiting.remove(&req);
+                            w.remove(d, req, |r, d| waiting.get(&r) == Some(&d));
+                        }
+                    }
+                    WOp::Tick(step) => {
+                        now += i64::from(step);
+                        let mut due = w.take_due(now, |r, d| waiting.get(&r) == Some(&d));
+                        let mut want: Vec<u32> = waiting
+                            .iter()
+                            .filter(|(_, &d)| d <= now)
+                            .map(|(&r, _)| r)
+                            .collect();
+                        for r in &due {
+                            waiting.remove(r);
+                        }
+                        due.sort_unstable();
+                        want.sort_unstable();
+                        proptest::prop_assert_eq!(due, want);
+                    }
+                }
+                proptest::prop_assert_eq!(w.first(), waiting.values().min().copied());
+                proptest::prop_assert!(w.run.len() + w.others.len() <= next_req as usize);
             }
         }
     }

@@ -854,7 +854,7 @@ fn validate_data_sized(data: &Value) -> Result<usize, ValidationError> {
 /// search, size estimate, exact length): each added job is walked once.
 #[derive(Debug, Default)]
 struct DataWalk {
-    /// [`approx_value_size`].
+    /// The size estimate (`approx_value_size`, kept for tests).
     approx: usize,
     /// The exact encoded length (`size::value_len`).
     len: usize,

@@ -1,17 +1,27 @@
-//! What one sequential add costs the session, in instructions: each add is written, answered
-//! and resolved before the next is made, as `for … { queue.add(…).await }` does. Only the
-//! session runs (replies are synthesised, no socket), so callgrind counts the client's own work.
+//! What an add costs the session, in instructions. Only the session runs (replies are
+//! synthesised, no socket), so callgrind counts the client's own work.
 //!
-//! Run it under callgrind twice, batching off and on, and divide by the adds:
+//! `add_cost on|off ADDS [WAVE]` makes ADDS adds in waves of WAVE concurrent adds (default 1:
+//! each add is written, answered and resolved before the next is made, as
+//! `for … { queue.add(…).await }` does). A wave is added all at once, then every frame the
+//! session writes is answered at once (one read of all the replies), until the wave is done:
+//! how `join_all` over WAVE adds runs against a fast server.
+//!
+//! Run it under callgrind, and subtract a run of 0 adds (the set-up) to get the cost per add:
 //!
 //! ```text
 //! cargo build --release -p autobatch-core --example add_cost
-//! valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.off target/release/examples/add_cost off 20000
-//! valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.on  target/release/examples/add_cost on 20000
+//! valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.0 target/release/examples/add_cost on 0
+//! valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.1 target/release/examples/add_cost on 20000 100
 //! ```
 //!
-//! The set-up (session, connection, the job) is the same in both runs and small next to 20,000
-//! adds; subtracting a run of 0 adds removes it exactly if needed.
+//! That total includes the synthesised server (decoding each frame, encoding its reply). To
+//! count the session alone, collect only inside its methods:
+//!
+//! ```text
+//! valgrind --tool=callgrind --toggle-collect='autobatch_core::session::machine::Session::*' \
+//!     target/release/examples/add_cost on 20000 100
+//! ```
 
 use std::time::{Duration, Instant};
 
@@ -47,11 +57,13 @@ fn main() {
         Some("on") => true,
         Some("off") => false,
         _ => {
-            eprintln!("usage: add_cost on|off [adds]");
+            eprintln!("usage: add_cost on|off [adds] [wave]");
             std::process::exit(2);
         }
     };
     let adds: u64 = args.next().map_or(20_000, |n| n.parse().expect("adds"));
+    let wave: u64 = args.next().map_or(1, |n| n.parse().expect("wave"));
+    assert!(wave > 0, "a wave has at least one add");
 
     let start = Instant::now();
     let mut config = SessionConfig::default().ping_interval(None);
@@ -72,31 +84,43 @@ fn main() {
             ("attempt", Value::Int(1)),
         ]),
     );
-    let mut frames_sent = 0u64;
-    for tick in 0..adds {
-        // A clock that moves, as a real one does; the session never reads one itself.
-        let now = start + Duration::from_micros(tick);
-        let op = s.add(now, "emails", job.clone()).expect("add");
-        let mut done = false;
-        while !done {
+    let mut writes = 0u64;
+    let mut made = 0u64;
+    // A clock that moves, as a real one does; the session never reads one itself.
+    let mut tick = 0u64;
+    while made < adds {
+        tick += 1;
+        let mut now = start + Duration::from_micros(tick);
+        let n = wave.min(adds - made);
+        for _ in 0..n {
+            s.add(now, "emails", job.clone()).expect("add");
+        }
+        made += n;
+        let mut done = 0;
+        while done < n {
             out.clear();
             if s.poll_transmit(now, &mut out) {
-                frames_sent += 1;
+                writes += 1;
+            } else if let Some(t) = s.poll_timeout() {
+                // Nothing may be written yet (a linger, say): the driver sleeps until then.
+                now = now.max(t);
+                s.handle_timeout(now);
+                continue;
             }
             replies.clear();
             replies_for(&out, &mut frames, &mut replies);
             s.handle_input(now, &replies);
             while let Some(e) = s.poll_event() {
-                if let Event::Done { op: o, result } = e {
+                if let Event::Done { result, .. } = e {
                     result.expect("add accepted");
-                    done |= o == op;
+                    done += 1;
                 }
             }
         }
     }
     let st = s.stats();
     println!(
-        "batching {}: {adds} adds, {frames_sent} writes, PUSH {} PUSHB {}",
+        "batching {}: {adds} adds in waves of {wave}, {writes} writes, PUSH {} PUSHB {}",
         if batching { "on" } else { "off" },
         st.push_frames,
         st.pushb_frames,

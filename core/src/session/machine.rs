@@ -2,18 +2,18 @@
 //! pipelining window, timeouts, reconnects. It drives the producer and worker parts, which own
 //! their state, return the requests they want sent, and get their replies handed back.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::error::Error;
 use crate::hash::IntMap;
-use crate::wire::{validate_queue_name, Response};
-use crate::wire::{write_frame, Command, FrameError, Incoming, JobSpec, Reply, Value};
+use crate::wire::{validate_queue_name, CommandKind, PushIds, PushReply, Response};
+use crate::wire::{Command, FrameError, Incoming, JobSpec, Reply, Value};
 
 use super::config::{ConfigError, SessionConfig};
 use super::event::{Event, FailKind, OpId, Out};
 use super::producer::{AddRequest, Producers};
-use super::queue::{Queued, SendQueue};
+use super::queue::{Queued, SendQueue, WrittenDeadlines};
 use super::replay::Replay;
 use super::request::Request;
 use super::rng::SplitMix64;
@@ -61,8 +61,8 @@ pub struct Session {
     outgoing: SendQueue,
     /// Commands written and not yet answered, by reqId.
     in_flight: IntMap<u32, Queued>,
-    /// `(deadline, reqId)` of every in-flight command, earliest first.
-    deadlines: BTreeSet<(Instant, u32)>,
+    /// The deadlines of the in-flight commands, earliest first on demand.
+    deadlines: WrittenDeadlines,
     consecutive_timeouts: u32,
     next_ping: Option<Instant>,
     producers: Producers,
@@ -94,7 +94,7 @@ impl Session {
             next_req: 0,
             outgoing: SendQueue::default(),
             in_flight: IntMap::default(),
-            deadlines: BTreeSet::new(),
+            deadlines: WrittenDeadlines::default(),
             consecutive_timeouts: 0,
             next_ping: None,
             producers,
@@ -247,17 +247,24 @@ impl Session {
     /// [`close`](Session::close), [`Error::Overflow`] when the buffer is full under the
     /// `Reject` policy.
     pub fn add(&mut self, now: Instant, queue: &str, job: JobSpec) -> Result<OpId, Error> {
-        validate_queue_name(queue)?;
-        job.validate()?;
+        if !self.producers.is_last_queue(queue) {
+            validate_queue_name(queue)?;
+        }
+        let data_len = job.validate_sized()?;
         if self.is_closing() {
             return Err(Error::Closed);
         }
         let op = self.next_op_id();
         let deadline = self.deadline(now);
-        if let Some(push) = self
-            .producers
-            .add(now, op, queue, job, deadline, out!(self))?
-        {
+        if let Some(push) = self.producers.add(
+            now,
+            op,
+            queue,
+            Box::new(job),
+            data_len,
+            deadline,
+            out!(self),
+        )? {
             self.enqueue(now, Request::Add(push));
         }
         Ok(op)
@@ -286,7 +293,7 @@ impl Session {
         self.stats.adds += jobs.len() as u64;
         let bulk = AddRequest::Bulk {
             op,
-            queue: queue.to_owned(),
+            queue: queue.into(),
             jobs,
         };
         self.enqueue(now, Request::Add(bulk));
@@ -535,25 +542,30 @@ impl Session {
                 }
             };
             self.stats.frames_received += 1;
-            let bytes = frame.len();
-            let incoming = Value::decode(&frame)
-                .map_err(|e| format!("undecodable reply: {e}"))
-                .and_then(|v| Incoming::from_value(v).map_err(|e| e.to_string()));
-            match incoming {
-                Ok(Incoming::Reply(reply)) => {
-                    if let Err(why) = self.on_reply(now, reply) {
+            // An add's reply in bunqueue's own shape is read without a tree; anything else
+            // (or one that does not match its request) takes the generic way.
+            let fast = PushReply::read(&frame).is_some_and(|r| self.on_push_reply(now, r));
+            if !fast {
+                let bytes = frame.len();
+                let incoming = Value::decode(&frame)
+                    .map_err(|e| format!("undecodable reply: {e}"))
+                    .and_then(|v| Incoming::from_value(v).map_err(|e| e.to_string()));
+                match incoming {
+                    Ok(Incoming::Reply(reply)) => {
+                        if let Err(why) = self.on_reply(now, reply) {
+                            self.reset_connection(now, FailKind::Protocol(why));
+                            return;
+                        }
+                    }
+                    // Only after a SubscribeEvents on this connection: handed out as they
+                    // come, in order, interleaved with the replies around them.
+                    Ok(Incoming::Event(frame)) => {
+                        self.events.push_back(Event::QueueEvent { frame, bytes });
+                    }
+                    Err(why) => {
                         self.reset_connection(now, FailKind::Protocol(why));
                         return;
                     }
-                }
-                // Only after a SubscribeEvents on this connection: handed out as they come,
-                // in order, interleaved with the replies around them.
-                Ok(Incoming::Event(frame)) => {
-                    self.events.push_back(Event::QueueEvent { frame, bytes });
-                }
-                Err(why) => {
-                    self.reset_connection(now, FailKind::Protocol(why));
-                    return;
                 }
             }
             if !matches!(self.conn, Conn::Authenticating | Conn::Ready) {
@@ -577,9 +589,7 @@ impl Session {
                 Err(format!("reply to unknown reqId {req}"))
             };
         };
-        self.deadlines.remove(&(q.deadline, req));
-        self.consecutive_timeouts = 0;
-        self.reconnect_attempt = 0;
+        self.answered(req, &q);
         let kind = q.req.kind();
         if let Err(msg) = reply.result {
             self.on_error_reply(now, q, msg);
@@ -597,6 +607,34 @@ impl Session {
         };
         self.on_response(now, q.req, response);
         Ok(())
+    }
+
+    /// The command `req` got its reply.
+    fn answered(&mut self, req: u32, q: &Queued) {
+        let in_flight = &self.in_flight;
+        self.deadlines.remove(q.deadline, req, |r, d| {
+            in_flight.get(&r).is_some_and(|q| q.deadline == d)
+        });
+        self.consecutive_timeouts = 0;
+        self.reconnect_attempt = 0;
+    }
+
+    /// A PUSH or PUSHB reply read the fast way. Handled as [`on_reply`](Self::on_reply)
+    /// would (returns `true`) when it answers an in-flight command of its kind; otherwise
+    /// (`false`) nothing is touched and the frame is read the generic way, which reports it.
+    fn on_push_reply(&mut self, now: Instant, reply: PushReply) -> bool {
+        let req = reply.req_id;
+        let response = match (self.in_flight.get(&req).map(|q| q.req.kind()), reply.ids) {
+            (Some(CommandKind::Push), PushIds::One(id)) => Response::Pushed(id),
+            (Some(CommandKind::PushB), PushIds::Many(ids)) => Response::PushedBatch(ids),
+            _ => return false,
+        };
+        let Some(q) = self.in_flight.remove(&req) else {
+            return false;
+        };
+        self.answered(req, &q);
+        self.on_response(now, q.req, response);
+        true
     }
 
     /// A success reply, handed to whoever made the request.
@@ -757,16 +795,11 @@ impl Session {
             };
             self.next_req = self.next_req.wrapping_add(1) & 0x7fff_ffff;
             let req = self.next_req;
-            let req_value = Value::Str(req.to_string());
-            let stats = &mut self.stats;
-            let written = q.req.with_command(|cmd| {
-                let r = write_frame(out, |buf| cmd.encode(Some(&req_value), buf));
-                if r.is_ok() {
-                    stats.frames_sent += 1;
-                    stats.count_command(cmd);
-                }
-                r
-            });
+            let written = q.req.write(req, out);
+            if let Ok(kind) = written {
+                self.stats.frames_sent += 1;
+                self.stats.count_command(kind);
+            }
             if let Err(e) = written {
                 // Only a job far over the data limit could get here; validation stops those.
                 let why = FailKind::TooLarge(e.to_string());
@@ -777,7 +810,7 @@ impl Session {
             // long-poll gets its whole poll time on top, however long it waited to be written.
             q.deadline = self.deadline(now) + q.req.long_poll();
             q.written = true;
-            self.deadlines.insert((q.deadline, req));
+            self.deadlines.insert(q.deadline, req);
             self.in_flight.insert(req, q);
         }
         let wrote = out.len() > before;
@@ -812,7 +845,7 @@ impl Session {
         if let Conn::Disconnected(at) = self.conn {
             consider(Some(at));
         }
-        consider(self.deadlines.first().map(|(d, _)| *d));
+        consider(self.deadlines.first());
         consider(self.outgoing.next_deadline());
         consider(self.producers.poll_timeout());
         consider(self.producers.next_expiry());
@@ -843,14 +876,10 @@ impl Session {
             }
         }
         // Written commands whose reply is overdue.
-        let mut overdue = Vec::new();
-        while let Some(&(d, req)) = self.deadlines.first() {
-            if d > now {
-                break;
-            }
-            self.deadlines.pop_first();
-            overdue.push(req);
-        }
+        let in_flight = &self.in_flight;
+        let overdue = self.deadlines.take_due(now, |r, d| {
+            in_flight.get(&r).is_some_and(|q| q.deadline == d)
+        });
         for req in overdue {
             if let Some(q) = self.in_flight.remove(&req) {
                 self.stats.timeouts += 1;

@@ -6,13 +6,15 @@
 //! queues what it returns and hands each reply back to it.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::batch::{Admission, BatchConfig, BatchId, Batcher, FlushReason, ItemId, PushError};
 use crate::error::Error;
 use crate::hash::IntMap;
 use crate::wire::{
-    pushb_jobs_budget, Command, CommandKind, JobSpec, Response, ValidationError, Value,
+    encode_push, encode_pushb, pushb_item_len_with, pushb_jobs_budget, CommandKind, JobSpec,
+    Response, ValidationError,
 };
 
 use super::event::{FailKind, OpId, Out};
@@ -22,7 +24,9 @@ use super::replay::{job_replay, Replay};
 #[derive(Debug)]
 pub(super) struct AddItem {
     op: OpId,
-    job: JobSpec,
+    /// Boxed once, when added: an add is moved half a dozen times on its way to the wire
+    /// (into the batcher, out as a batch, into the request), and a `JobSpec` is 336 bytes.
+    job: Box<JobSpec>,
     /// When the add must have been written: `command_timeout` after `add`.
     deadline: Instant,
 }
@@ -35,9 +39,12 @@ pub(super) enum AddRequest {
     Batch {
         queue: usize,
         batch: Option<BatchId>,
-        name: String,
+        name: Arc<str>,
         ops: Vec<OpId>,
-        jobs: Vec<JobSpec>,
+        // Each job stays in the box it got when added: unboxing them here would move every
+        // job once more, to save one free per add at the end.
+        #[allow(clippy::vec_box)]
+        jobs: Vec<Box<JobSpec>>,
     },
     /// A single PUSH: durable, batching off, a lone add to an idle queue (held aside, see
     /// `Queue`), or a batch of one. A lone add or a batch of one leaves as PUSH
@@ -47,14 +54,14 @@ pub(super) enum AddRequest {
     /// still buffered and batched.
     Push {
         op: OpId,
-        queue: String,
+        queue: Arc<str>,
         job: Box<JobSpec>,
         batch: Option<(usize, BatchId)>,
     },
     /// `add_bulk`: one PUSHB, one outcome.
     Bulk {
         op: OpId,
-        queue: String,
+        queue: Arc<str>,
         jobs: Vec<JobSpec>,
     },
 }
@@ -81,39 +88,13 @@ impl AddRequest {
         }
     }
 
-    /// Lends the wire command to `f` (to encode it), without copying the jobs: they move into
-    /// the command and back.
-    pub(super) fn with_command<R>(&mut self, f: impl FnOnce(&Command) -> R) -> R {
+    /// Appends the PUSH or PUSHB map (no frame header) to `out`, encoded from where the jobs
+    /// sit: nothing is moved or copied to build a command first.
+    pub(super) fn encode(&self, req_id: &str, out: &mut Vec<u8>) {
         match self {
-            AddRequest::Batch { name, jobs, .. }
-            | AddRequest::Bulk {
-                queue: name, jobs, ..
-            } => {
-                let cmd = Command::PushB {
-                    queue: std::mem::take(name),
-                    jobs: std::mem::take(jobs),
-                };
-                let r = f(&cmd);
-                // `cmd` was built as a PUSHB just above: this always matches.
-                if let Command::PushB { queue, jobs: j } = cmd {
-                    *name = queue;
-                    *jobs = j;
-                }
-                r
-            }
-            AddRequest::Push { queue, job, .. } => {
-                let cmd = Command::Push {
-                    queue: std::mem::take(queue),
-                    job: std::mem::replace(&mut **job, JobSpec::new(String::new(), Value::Nil)),
-                };
-                let r = f(&cmd);
-                // `cmd` was built as a PUSH just above: this always matches.
-                if let Command::Push { queue: q, job: j } = cmd {
-                    *queue = q;
-                    **job = j;
-                }
-                r
-            }
+            AddRequest::Batch { name, jobs, .. } => encode_pushb(name, jobs, req_id, out),
+            AddRequest::Bulk { queue, jobs, .. } => encode_pushb(queue, jobs, req_id, out),
+            AddRequest::Push { queue, job, .. } => encode_push(queue, job, req_id, out),
         }
     }
 }
@@ -136,7 +117,9 @@ struct Held {
 /// ([`Batcher::send_alone`]). Invariant: `held` is `Some` only while the batcher is idle.
 #[derive(Debug)]
 struct Queue {
-    name: String,
+    /// Shared with every request made for this queue: a PUSH or PUSHB names its queue without
+    /// a copy of the name.
+    name: Arc<str>,
     batcher: Batcher<AddItem>,
     held: Option<Held>,
 }
@@ -151,6 +134,8 @@ pub(super) struct Producers {
     /// The queue of the last add: sequential adds name the same queue, and comparing one name
     /// is cheaper than hashing it.
     last_queue: usize,
+    /// The queue of the last direct PUSH (see `direct_queue`).
+    last_direct: Option<Arc<str>>,
     /// How many queues hold an add aside, so cancel and expiry look for one only if any.
     held: usize,
     /// Where each buffered add sits, so a caller can cancel it.
@@ -169,6 +154,7 @@ impl Producers {
             queues: Vec::new(),
             by_name: HashMap::new(),
             last_queue: 0,
+            last_direct: None,
             held: 0,
             items: IntMap::default(),
             expiry: VecDeque::new(),
@@ -180,7 +166,7 @@ impl Producers {
         if self
             .queues
             .get(self.last_queue)
-            .is_some_and(|q| q.name == name)
+            .is_some_and(|q| *q.name == *name)
         {
             return Ok(self.last_queue);
         }
@@ -204,7 +190,7 @@ impl Producers {
             batcher.close(now);
         }
         self.queues.push(Queue {
-            name: name.to_owned(),
+            name: Arc::from(name),
             batcher,
             held: None,
         });
@@ -213,14 +199,40 @@ impl Producers {
         Ok(self.last_queue)
     }
 
-    /// Adds one validated job: held aside or buffered in its queue's batcher (`Ok(None)`), or,
-    /// durable or with batching off, returned as a PUSH to queue at once.
+    /// Whether `name` is the queue of the last add (sequential adds name one queue): its name
+    /// was validated when that add was made, so it need not be again.
+    pub(super) fn is_last_queue(&self, name: &str) -> bool {
+        self.queues
+            .get(self.last_queue)
+            .is_some_and(|q| *q.name == *name)
+            || self.last_direct.as_deref() == Some(name)
+    }
+
+    /// The name of a queue that direct PUSHes (durable, batching off) go to: the last one's,
+    /// shared, when it is the same (sequential adds name one queue), else a new one.
+    fn direct_queue(&mut self, name: &str) -> Arc<str> {
+        match &self.last_direct {
+            Some(q) if **q == *name => Arc::clone(q),
+            _ => {
+                let q: Arc<str> = Arc::from(name);
+                self.last_direct = Some(Arc::clone(&q));
+                q
+            }
+        }
+    }
+
+    /// Adds one validated job, whose data encodes in `data_len` bytes: held aside or buffered
+    /// in its queue's batcher (`Ok(None)`), or, durable or with batching off, returned as a
+    /// PUSH to queue at once.
+    // The add's parts, as the machine has them: bundling them would only move them once more.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn add(
         &mut self,
         now: Instant,
         op: OpId,
         queue: &str,
-        job: JobSpec,
+        job: Box<JobSpec>,
+        data_len: usize,
         deadline: Instant,
         out: &mut Out<'_>,
     ) -> Result<Option<AddRequest>, Error> {
@@ -229,14 +241,14 @@ impl Producers {
             out.stats.adds_direct += 1;
             return Ok(Some(AddRequest::Push {
                 op,
-                queue: queue.to_owned(),
-                job: Box::new(job),
+                queue: self.direct_queue(queue),
+                job,
                 batch: None,
             }));
         }
         // Exact: what this job adds to a PUSHB. The batcher caps every batch at the frame's
         // budget, so valid jobs never sink together in a PUSHB too large to send.
-        let bytes = job.pushb_len();
+        let bytes = pushb_item_len_with(&job, data_len);
         let budget = pushb_jobs_budget(queue);
         if bytes > budget {
             // Even alone it would not fit in a frame: refused before anything is sent.
@@ -420,7 +432,7 @@ impl Producers {
                 let req = AddRequest::Push {
                     op: item.op,
                     queue: name.clone(),
-                    job: Box::new(item.job),
+                    job: item.job,
                     batch: Some((qi, batch.id)),
                 };
                 return Some((req, default_deadline.min(item.deadline)));
@@ -472,7 +484,7 @@ impl Producers {
         let req = AddRequest::Push {
             op: item.op,
             queue: q.name.clone(),
-            job: Box::new(item.job),
+            job: item.job,
             batch: Some((qi, batch)),
         };
         self.held -= 1;
@@ -733,9 +745,7 @@ impl Producers {
 
     /// Per-queue batcher statistics.
     pub(super) fn stats(&self) -> impl Iterator<Item = (&str, &crate::batch::BatchStats)> {
-        self.queues
-            .iter()
-            .map(|q| (q.name.as_str(), q.batcher.stats()))
+        self.queues.iter().map(|q| (&*q.name, q.batcher.stats()))
     }
 
     /// Adds waiting (items, bytes) and parked; a held add counts as buffered, which it stands

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::wire::{Command, CommandKind};
+use crate::wire::{write_frame, Command, CommandKind, FrameError, Value};
 
 use super::event::OpId;
 use super::producer::AddRequest;
@@ -74,24 +74,62 @@ impl Request {
         }
     }
 
-    /// Lends the wire command to `f`, to encode it.
-    pub(super) fn with_command<R>(&mut self, f: impl FnOnce(&Command) -> R) -> R {
+    /// Writes it as one frame appended to `out`, with reqId `req` (a decimal string, as the
+    /// official client sends it); returns its kind.
+    pub(super) fn write(&mut self, req: u32, out: &mut Vec<u8>) -> Result<CommandKind, FrameError> {
         match self {
+            Request::Add(a) => {
+                // Adds are most of what goes out: encoded where they sit, the reqId spelt on
+                // the stack.
+                let mut digits = [0u8; 10];
+                let req_id = decimal(req, &mut digits);
+                write_frame(out, |buf| a.encode(req_id, buf)).map(|()| a.kind())
+            }
+            Request::Work(w) => w.with_command(|cmd| write_command(cmd, req, out)),
+            Request::User { cmd, .. } => write_command(cmd, req, out),
+            Request::Ping => write_command(&Command::Ping, req, out),
             Request::Auth { token } => {
                 let cmd = Command::Auth {
                     token: std::mem::take(token),
                 };
-                let r = f(&cmd);
+                let r = write_command(&cmd, req, out);
                 // `cmd` was built as an Auth just above: this always matches.
                 if let Command::Auth { token: t } = cmd {
                     *token = t;
                 }
                 r
             }
-            Request::Ping => f(&Command::Ping),
-            Request::User { cmd, .. } => f(cmd.as_ref()),
-            Request::Add(a) => a.with_command(f),
-            Request::Work(w) => w.with_command(f),
+        }
+    }
+}
+
+fn write_command(cmd: &Command, req: u32, out: &mut Vec<u8>) -> Result<CommandKind, FrameError> {
+    let req_id = Value::Str(req.to_string());
+    write_frame(out, |buf| cmd.encode(Some(&req_id), buf)).map(|()| cmd.kind())
+}
+
+/// `n` in decimal, written into `buf` (a `u32` has at most 10 digits).
+fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_spells_what_to_string_spells() {
+        let mut buf = [0u8; 10];
+        for n in [0, 7, 10, 99, 100, 12_345, 2_147_483_647, u32::MAX] {
+            assert_eq!(super::decimal(n, &mut buf), n.to_string());
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Counters a user can read without a runtime.
 
 use crate::batch::FlushReason;
-use crate::wire::Command;
+use crate::wire::CommandKind;
 
 /// Counters of one session. Batch sizes and flush reasons per queue are in
 /// [`Session::batch_stats`](super::Session::batch_stats).
@@ -78,11 +78,11 @@ pub struct SessionStats {
 }
 
 impl SessionStats {
-    pub(super) fn count_command(&mut self, cmd: &Command) {
-        match cmd {
-            Command::Push { .. } => self.push_frames += 1,
-            Command::PushB { .. } => self.pushb_frames += 1,
-            Command::AckB { .. } => self.ackb_frames += 1,
+    pub(super) fn count_command(&mut self, kind: CommandKind) {
+        match kind {
+            CommandKind::Push => self.push_frames += 1,
+            CommandKind::PushB => self.pushb_frames += 1,
+            CommandKind::AckB => self.ackb_frames += 1,
             _ => {}
         }
     }

@@ -408,6 +408,93 @@ impl<'a> Decoder<'a> {
     }
 }
 
+/// The ids a PUSH or PUSHB reply carries.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum PushIds {
+    /// PUSH: `id`.
+    One(String),
+    /// PUSHB: `ids`.
+    Many(Vec<String>),
+}
+
+/// A reply to a PUSH or PUSHB in the exact shape bunqueue writes it (`{ok: true, id, reqId}`
+/// or `{ok: true, ids, reqId}`, any key order), read straight from the frame: no tree, no key
+/// strings, each id copied once. An add's reply is most of what a client reads, and building
+/// the generic tree for it (then cloning its ids out) was most of the session's cost per add.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PushReply {
+    /// The reqId, a decimal string as the session writes it.
+    pub req_id: u32,
+    pub ids: PushIds,
+}
+
+impl PushReply {
+    /// Reads `frame` if it is exactly such a reply; `None` for anything else, which the caller
+    /// reads the generic way ([`Value::decode`], [`Incoming`](super::Incoming)). So that both
+    /// ways always agree, anything the generic way reads differently — another key, a repeated
+    /// one, `ok` not `true`, an id that is not valid UTF-8 text (numbers are ids there too), a
+    /// reqId that is not a decimal `u32`, trailing bytes — is left to it.
+    pub(crate) fn read(frame: &[u8]) -> Option<PushReply> {
+        let mut d = Decoder::new(frame);
+        if !matches!(d.header().ok()?, Header::Map(3)) {
+            return None;
+        }
+        let (mut ok, mut req_id, mut ids) = (false, None, None);
+        for _ in 0..3 {
+            let key = match d.header().ok()? {
+                Header::Str(n) => d.take(n).ok()?,
+                _ => return None,
+            };
+            match key {
+                b"ok" if !ok => ok = matches!(d.header().ok()?, Header::Bool(true)),
+                b"reqId" if req_id.is_none() => req_id = Some(d.text()?.parse::<u32>().ok()?),
+                b"id" if ids.is_none() => ids = Some(PushIds::One(d.owned_text()?)),
+                b"ids" if ids.is_none() => {
+                    let n = match d.header().ok()? {
+                        Header::Array(n) if n <= d.remaining() => n,
+                        _ => return None,
+                    };
+                    // Charged to the frame's allocation budget like any decode.
+                    let mut all = d.container(n).ok()?;
+                    for _ in 0..n {
+                        let id = d.owned_text()?;
+                        d.grow_push(&mut all, id).ok()?;
+                    }
+                    ids = Some(PushIds::Many(all));
+                }
+                _ => return None,
+            }
+            if !ok && key == b"ok" {
+                return None;
+            }
+        }
+        if !ok || d.remaining() != 0 {
+            return None;
+        }
+        Some(PushReply {
+            req_id: req_id?,
+            ids: ids?,
+        })
+    }
+}
+
+impl<'a> Decoder<'a> {
+    /// A string value as valid UTF-8, borrowed from the frame; `None` for anything else.
+    fn text(&mut self) -> Option<&'a str> {
+        match self.header().ok()? {
+            Header::Str(n) => std::str::from_utf8(self.take(n).ok()?).ok(),
+            _ => None,
+        }
+    }
+
+    /// [`text`](Self::text), copied out (and charged).
+    fn owned_text(&mut self) -> Option<String> {
+        let s = self.text()?;
+        self.charge(s.len()).ok()?;
+        Some(s.to_owned())
+    }
+}
+
 /// One MessagePack header: a scalar, or the length of what follows.
 enum Header {
     Nil,
@@ -804,6 +891,7 @@ fn json_len_into(v: &Value, n: &mut usize, limit: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn every_int_boundary_round_trips() {
@@ -949,6 +1037,185 @@ mod tests {
             let mut out = Vec::new();
             Encoder::new(&mut out).str(&s);
             assert_eq!(Value::decode(&out).unwrap(), Value::Str(s));
+        }
+    }
+
+    /// What the generic way makes of a frame the fast way read: the reqId and the response of
+    /// the kind the fast way says it is.
+    fn generic(frame: &[u8], ids: &PushIds) -> (u32, super::super::Response) {
+        use super::super::{CommandKind, Incoming};
+        let Ok(Incoming::Reply(reply)) = Incoming::from_value(Value::decode(frame).unwrap()) else {
+            panic!("the generic way reads no reply in {frame:?}");
+        };
+        assert_eq!(reply.result, Ok(()));
+        let Value::Str(req) = &reply.req_id else {
+            panic!("reqId {:?}", reply.req_id);
+        };
+        let kind = match ids {
+            PushIds::One(_) => CommandKind::Push,
+            PushIds::Many(_) => CommandKind::PushB,
+        };
+        (req.parse().unwrap(), reply.response(kind).unwrap())
+    }
+
+    fn as_response(ids: PushIds) -> super::super::Response {
+        match ids {
+            PushIds::One(id) => super::super::Response::Pushed(id),
+            PushIds::Many(ids) => super::super::Response::PushedBatch(ids),
+        }
+    }
+
+    #[test]
+    fn push_replies_as_the_server_writes_them_are_read_fast() {
+        use super::super::server::EncodeResponse;
+        use super::super::{write_frame, FrameDecoder, Response};
+        let ids: Vec<String> = (0..50).map(|i| format!("01a22bd0-{i:04}")).collect();
+        for resp in [
+            Response::Pushed(ids[0].clone()),
+            Response::PushedBatch(ids.clone()),
+            Response::PushedBatch(Vec::new()),
+        ] {
+            let mut out = Vec::new();
+            write_frame(&mut out, |b| resp.encode(&Value::from("4294967295"), b)).unwrap();
+            let mut frames = FrameDecoder::new();
+            frames.extend(&out);
+            let frame = frames.next_frame().unwrap().unwrap();
+            let fast = PushReply::read(&frame).expect("read fast");
+            assert_eq!(fast.req_id, u32::MAX);
+            assert_eq!(generic(&frame, &fast.ids), (u32::MAX, resp.clone()));
+            assert_eq!(as_response(fast.ids), resp);
+        }
+    }
+
+    #[test]
+    fn anything_else_is_left_to_the_generic_way() {
+        let frame = |entries: Vec<(&str, Value)>| {
+            Value::Map(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (Value::from(k), v))
+                    .collect(),
+            )
+            .to_bytes()
+        };
+        let ok = || ("ok", Value::Bool(true));
+        let req = || ("reqId", Value::from("7"));
+        let id = || ("id", Value::from("a"));
+        assert!(PushReply::read(&frame(vec![ok(), id(), req()])).is_some());
+        for other in [
+            frame(vec![("ok", Value::Bool(false)), id(), req()]),
+            frame(vec![ok(), ("error", Value::from("no")), req()]),
+            frame(vec![ok(), ("id", Value::Int(5)), req()]),
+            frame(vec![ok(), id(), ("reqId", Value::Int(7))]),
+            frame(vec![ok(), id(), ("reqId", Value::from("-1"))]),
+            frame(vec![ok(), id(), ("reqId", Value::from("4294967296"))]),
+            frame(vec![ok(), id(), id()]),
+            frame(vec![ok(), id(), req(), ("type", Value::from("event"))]),
+            frame(vec![
+                ok(),
+                ("ids", Value::Array(vec![Value::Int(1)])),
+                req(),
+            ]),
+            frame(vec![ok(), ("ids", Value::from("a")), req()]),
+            // Invalid UTF-8 in the id: the generic way reads it leniently.
+            vec![
+                0x83, 0xa2, b'o', b'k', 0xc3, 0xa2, b'i', b'd', 0xa1, 0xff, 0xa5, b'r', b'e', b'q',
+                b'I', b'd', 0xa1, b'7',
+            ],
+            // Trailing bytes, and a truncated frame.
+            [frame(vec![ok(), id(), req()]), vec![0xc0]].concat(),
+            frame(vec![ok(), id(), req()])[..10].to_vec(),
+        ] {
+            assert_eq!(PushReply::read(&other), None, "{other:?}");
+        }
+    }
+
+    fn reply_entry() -> impl Strategy<Value = (Value, Value)> {
+        let key = prop::sample::select(vec!["ok", "id", "ids", "reqId", "type", "error", "x"]);
+        let text = prop_oneof![
+            Just(String::new()),
+            "[0-9]{1,11}",
+            "\\+?[0-9]{1,3}",
+            "[a-z0-9\\-é]{0,12}",
+        ];
+        let scalar = prop_oneof![
+            any::<bool>().prop_map(Value::Bool),
+            text.clone().prop_map(Value::Str),
+            any::<i32>().prop_map(|i| Value::Int(i.into())),
+            Just(Value::Nil),
+            Just(Value::Undefined),
+        ];
+        let value = prop_oneof![
+            3 => scalar.clone(),
+            1 => prop::collection::vec(scalar, 0..4).prop_map(Value::Array),
+            2 => prop::collection::vec(text, 0..4)
+                .prop_map(|ids| Value::Array(ids.into_iter().map(Value::Str).collect())),
+        ];
+        (key.prop_map(Value::from), value)
+    }
+
+    /// A reply of the fast shape, in any key order, perhaps with one entry replaced by an
+    /// arbitrary one: near misses, so both sides of the boundary are tried.
+    fn near_push_reply() -> impl Strategy<Value = Vec<(Value, Value)>> {
+        let ids = prop_oneof![
+            "[a-z0-9\\-]{0,12}".prop_map(Value::Str),
+            prop::collection::vec("[a-z0-9\\-]{0,12}", 0..4)
+                .prop_map(|ids| Value::Array(ids.into_iter().map(Value::Str).collect())),
+        ];
+        (
+            ids,
+            "[0-9]{1,10}",
+            prop::sample::select(vec![
+                [0, 1, 2],
+                [0, 2, 1],
+                [1, 0, 2],
+                [1, 2, 0],
+                [2, 0, 1],
+                [2, 1, 0],
+            ]),
+            prop::option::of((0..3usize, reply_entry())),
+        )
+            .prop_map(|(ids, req, order, swap)| {
+                let key = if matches!(ids, Value::Array(_)) {
+                    "ids"
+                } else {
+                    "id"
+                };
+                let base = [
+                    (Value::from("ok"), Value::Bool(true)),
+                    (Value::from(key), ids),
+                    (Value::from("reqId"), Value::Str(req)),
+                ];
+                let mut entries: Vec<_> = order.iter().map(|&i| base[i].clone()).collect();
+                if let Some((i, entry)) = swap {
+                    entries[i] = entry;
+                }
+                entries
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+        /// Whatever the map: when the fast way reads it, the generic way reads the same reqId
+        /// and the same response from it.
+        #[test]
+        fn the_fast_way_agrees_with_the_generic_way(
+            entries in prop_oneof![
+                prop::collection::vec(reply_entry(), 0..5),
+                near_push_reply(),
+            ],
+            trailing in any::<bool>(),
+        ) {
+            let mut frame = Value::Map(entries).to_bytes();
+            if trailing {
+                frame.push(0xc0);
+            }
+            if let Some(fast) = PushReply::read(&frame) {
+                let (req, resp) = generic(&frame, &fast.ids);
+                prop_assert_eq!(req, fast.req_id);
+                prop_assert_eq!(resp, as_response(fast.ids));
+            }
         }
     }
 }

@@ -805,6 +805,12 @@ impl JobSpec {
 
     /// Checks the job as the server will: name, data size and serialisability, options.
     pub fn validate(&self) -> Result<(), ValidationError> {
+        self.validate_sized().map(|_| ())
+    }
+
+    /// [`validate`](Self::validate), returning the data's exact encoded length, learnt on the
+    /// same walk (the session needs it to size the job in a PUSHB).
+    pub(crate) fn validate_sized(&self) -> Result<usize, ValidationError> {
         let chars = self.name.chars().count();
         if chars == 0 || chars > MAX_NAME_CHARS {
             return Err(ValidationError::new(
@@ -812,14 +818,22 @@ impl JobSpec {
                 "Job name must be a non-empty string of at most 256 characters",
             ));
         }
-        validate_data(&self.data)?;
-        self.opts.validate()
+        let len = validate_data_sized(&self.data)?;
+        self.opts.validate()?;
+        Ok(len)
     }
 }
 
 /// Checks job data: JSON-serialisable (no BigInt) and at most 10 MiB once stringified.
 pub fn validate_data(data: &Value) -> Result<(), ValidationError> {
-    if data.contains_bigint() {
+    validate_data_sized(data).map(|_| ())
+}
+
+/// [`validate_data`], returning the data's exact encoded length (`value_len`).
+fn validate_data_sized(data: &Value) -> Result<usize, ValidationError> {
+    let mut walk = DataWalk::default();
+    walk.visit(data);
+    if walk.bigint {
         return Err(ValidationError::new(
             "data",
             "Job data must be JSON serializable",
@@ -827,18 +841,67 @@ pub fn validate_data(data: &Value) -> Result<(), ValidationError> {
     }
     // Cheap bound first: JSON is at most ~6 chars a MessagePack byte (a control character
     // escapes to \u00XX); only data near the limit pays for the exact count.
-    if approx_value_size(data) * 6 > MAX_DATA_JSON_LEN
-        && data.json_len(MAX_DATA_JSON_LEN) > MAX_DATA_JSON_LEN
-    {
+    if walk.approx * 6 > MAX_DATA_JSON_LEN && data.json_len(MAX_DATA_JSON_LEN) > MAX_DATA_JSON_LEN {
         return Err(ValidationError::new(
             "data",
             "Job data too large (max 10MB)",
         ));
     }
-    Ok(())
+    Ok(walk.len)
 }
 
-/// An upper-ish estimate of a value's MessagePack size, without encoding it.
+/// What validating and sizing job data need, learnt in one walk instead of three (BigInt
+/// search, size estimate, exact length): each added job is walked once.
+#[derive(Debug, Default)]
+struct DataWalk {
+    /// The size estimate (`approx_value_size`, kept for tests).
+    approx: usize,
+    /// The exact encoded length (`size::value_len`).
+    len: usize,
+    /// [`Value::contains_bigint`].
+    bigint: bool,
+}
+
+impl DataWalk {
+    fn visit(&mut self, v: &Value) {
+        use super::size::{array_header_len, int_len, map_header_len, str_len, value_len};
+        let (approx, len) = match v {
+            Value::Nil | Value::Bool(_) => (1, 1),
+            Value::Undefined => (3, 3),
+            Value::Int(i) => (9, int_len(*i)),
+            Value::F64(_) => (9, 9),
+            Value::BigInt(_) => {
+                self.bigint = true;
+                (9, 9)
+            }
+            Value::Str(s) => (s.len() + 5, str_len(s.len())),
+            Value::Raw(raw) => {
+                self.bigint |= v.contains_bigint();
+                (raw.as_bytes().len(), raw.as_bytes().len())
+            }
+            Value::Bin(b) | Value::Ext(_, b) => (b.len() + 6, value_len(v)),
+            Value::Array(items) => {
+                for item in items {
+                    self.visit(item);
+                }
+                (5, array_header_len(items.len()))
+            }
+            Value::Map(entries) => {
+                for (k, v) in entries {
+                    self.visit(k);
+                    self.visit(v);
+                }
+                (5, map_header_len(entries.len()))
+            }
+        };
+        self.approx += approx;
+        self.len += len;
+    }
+}
+
+/// An upper-ish estimate of a value's MessagePack size, without encoding it: the walk's
+/// `approx`, kept apart so tests can check the walk against it.
+#[cfg(test)]
 pub(crate) fn approx_value_size(v: &Value) -> usize {
     match v {
         Value::Nil | Value::Bool(_) => 1,

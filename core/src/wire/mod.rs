@@ -36,6 +36,8 @@ mod value;
 mod value_serde;
 
 pub use codec::{Encoder, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_DEPTH};
+pub(crate) use codec::{PushIds, PushReply};
+pub(crate) use command::{encode_push, encode_pushb, pushb_item_len_with};
 pub use command::{pushb_jobs_budget, Command, CommandKind, PullArgs};
 pub use error::{DecodeError, FrameError, ProtocolError};
 pub use frame::{write_frame, FrameDecoder, MAX_FRAME};

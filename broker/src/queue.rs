@@ -19,6 +19,8 @@ use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 pub(crate) mod admin;
 /// The dead-letter queue: the state methods behind `crate::ops::dlq`.
 pub(crate) mod dlq;
+/// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
+pub(crate) mod limits;
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
@@ -175,6 +177,8 @@ pub(crate) struct State {
     last_stall_check: f64,
     /// Jobs finished so far, numbering [`RunInfo::finished`].
     finish_seq: u64,
+    /// Rate and concurrency limits per queue (see `limits`).
+    limits: limits::Limits,
 }
 
 impl State {
@@ -199,6 +203,7 @@ impl State {
             stall_candidates: HashSet::new(),
             last_stall_check: now,
             finish_seq: 0,
+            limits: limits::Limits::default(),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
@@ -466,11 +471,18 @@ impl State {
             let Some(e) = self.jobs.get_mut(&id) else {
                 continue;
             };
+            // bunqueue's pull drops a job older than its ttl, silently (no event).
+            let expired = e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl);
+            // A limit is asked only for a job that would be handed out; when it refuses, the
+            // job keeps its place and the pull ends with what it has (see `limits`).
+            if !expired && !self.limits.acquire(spec.queue, now) {
+                q.ready.insert(ready_key(&e.rec), id);
+                break;
+            }
             if e.rec.priority > 0 {
                 q.prioritized = q.prioritized.saturating_sub(1);
             }
-            // bunqueue's pull drops a job older than its ttl, silently (no event).
-            if e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl) {
+            if expired {
                 self.forget(&id);
                 self.record(StoreOp::Remove(id));
                 continue;
@@ -541,6 +553,11 @@ impl State {
         }
         if let Some(q) = self.queues.get_mut(&e.rec.queue) {
             q.active = q.active.saturating_sub(1);
+            // A freed concurrency slot wakes the long-polls it held back, as bunqueue's
+            // finishing paths notify the queue.
+            if self.limits.release(&e.rec.queue) {
+                q.notify.notify_waiters();
+            }
         }
         Ok(self.jobs.get_mut(id).expect("checked above"))
     }

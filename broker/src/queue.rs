@@ -577,6 +577,9 @@ impl State {
             // arrives late (its "stall-retried" path), whatever the token.
             self.unfile(id, None)
                 .map_err(|_| FinishError::NotActive(id.to_owned()))?;
+            // bunqueue releases the job's resources on this path too, its concurrency slot
+            // included (a second release for the job: another job's slot, down to 0).
+            self.release_slot_of(id);
         } else {
             self.finish(id)?;
         }

@@ -306,9 +306,17 @@ async fn concurrency_and_stall<T: Rt>(target: Target) {
         0,
         "nothing while one is active"
     );
+    let limits = raw_limits(&mut raw, &name);
+    assert_eq!(num(&limits, "concurrencyLimit"), Some(1.0));
+    assert_eq!(flag(&limits, "maxed"), Some(true));
+    assert!(q.is_maxed().await.expect("is_maxed"));
     q.remove_global_concurrency()
         .await
         .expect("clear concurrency");
+    assert_eq!(
+        raw_limits(&mut raw, &name).get("concurrencyLimit"),
+        Some(&Value::Nil)
+    );
     assert_eq!(pull_many(&mut raw, &name, "w1"), 1, "the rest once cleared");
 
     q.set_stall_config(
@@ -350,9 +358,55 @@ async fn rate_limit_set_and_clear<T: Rt>(target: Target) {
     let mut raw = raw(server);
     assert_eq!(pull_many(&mut raw, &name, "w"), 1, "one per window");
     assert_eq!(pull_many(&mut raw, &name, "w"), 0, "window used up");
+    let limits = raw_limits(&mut raw, &name);
+    let rate = limits.get("rateLimit").expect("rateLimit");
+    assert_eq!(
+        (num(rate, "max"), num(rate, "duration")),
+        (Some(1.0), Some(60_000.0))
+    );
+    // The bucket is empty: the wait for the next token is positive, within the window.
+    let ttl = q.get_rate_limit_ttl(None).await.expect("ttl");
+    assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
+    assert!(
+        !q.is_maxed().await.expect("is_maxed"),
+        "no concurrency limit"
+    );
     q.remove_global_rate_limit().await.expect("clear");
+    assert_eq!(limits_of(&mut raw, &name, "rateLimitTtl"), Some(-2.0));
     assert_eq!(pull_many(&mut raw, &name, "w"), 1, "the next once cleared");
+
+    // The TS `rateLimit(ms)` form: one job per second until the ttl lifts it.
+    q.rate_limit(Duration::from_secs(3600))
+        .await
+        .expect("ttl form");
+    let limits = raw_limits(&mut raw, &name);
+    let rate = limits.get("rateLimit").expect("rateLimit");
+    assert_eq!(
+        (num(rate, "max"), num(rate, "duration")),
+        (Some(1.0), Some(1000.0))
+    );
+    let ttl = num(&limits, "rateLimitTtl").expect("rateLimitTtl");
+    assert!(ttl > 0.0 && ttl <= 3_600_000.0, "the ttl left: {ttl}");
+    q.remove_global_rate_limit().await.expect("clear");
+    assert_eq!(
+        raw_limits(&mut raw, &name).get("rateLimit"),
+        Some(&Value::Nil)
+    );
     client.close().await;
+}
+
+/// GetQueueLimits' `limits` through the raw connection.
+fn raw_limits(raw: &mut RawClient, queue: &str) -> Value {
+    raw.command("GetQueueLimits", &[("queue", Value::from(queue))])
+        .expect("GetQueueLimits")
+        .get("data")
+        .and_then(|d| d.get("limits"))
+        .cloned()
+        .expect("limits")
+}
+
+fn limits_of(raw: &mut RawClient, queue: &str, key: &str) -> Option<f64> {
+    num(&raw_limits(raw, queue), key)
 }
 
 /// Fails a job for good through the raw connection; returns its id.
@@ -575,6 +629,15 @@ async fn broker_refuses_typed<T: Rt>(target: Target) {
         Err(Error::Server(e)) => assert!(e.message().starts_with("Cron is not supported"), "{e}"),
         other => panic!("expected the broker's refusal, got {other:?}"),
     }
+    // Group limits: bunqueue enforces them in its group scheduler, which the broker lacks.
+    match q.set_group_concurrency("t1", 2).await {
+        Err(Error::Server(e)) => assert!(
+            e.message()
+                .starts_with("SetGroupConcurrency is not supported by autobatch-broker"),
+            "{e}"
+        ),
+        other => panic!("expected the broker's refusal, got {other:?}"),
+    }
     client.close().await;
 }
 
@@ -627,7 +690,8 @@ macro_rules! bunqueue_scenarios {
 macro_rules! broker_scenarios {
     ($rt:ty) => {
         scenarios!($rt, autobatch_tests::Target::Broker =>
-            job_options_accepted, broker_refuses_typed, defaults_served, dlq_round_trip);
+            job_options_accepted, broker_refuses_typed, defaults_served, dlq_round_trip,
+            concurrency_and_stall, rate_limit_set_and_clear);
     };
 }
 

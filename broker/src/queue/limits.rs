@@ -184,6 +184,19 @@ impl Limits {
 }
 
 impl State {
+    /// Frees a concurrency slot of the queue of job `id` outside [`State::finish`] (which
+    /// frees its own), waking the long-polls it held back.
+    pub(super) fn release_slot_of(&mut self, id: &str) {
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
+            return;
+        };
+        if self.limits.release(queue) {
+            if let Some(q) = self.queues.get(queue) {
+                q.notify.notify_waiters();
+            }
+        }
+    }
+
     /// RateLimit, as bunqueue's `setRateLimit`: `limit` jobs per `duration` ms (1 s when
     /// absent or not positive), lifted after `ttl` ms when that is positive; a full bucket.
     pub fn set_rate_limit(
@@ -409,6 +422,22 @@ mod tests {
             (Value::Nil, -2.0, Value::Nil, false)
         );
         assert_eq!(pull(&mut s, 3, 5000.0).len(), 2, "lifted");
+    }
+
+    #[test]
+    fn a_late_ack_of_a_retried_job_frees_a_slot_again() {
+        let mut s = state();
+        add(&mut s, 4);
+        s.set_concurrency("q", 2.0);
+        let got = pull(&mut s, 2, 1.0);
+        assert_eq!(got.len(), 2);
+        // #0 fails and waits for its retry (slot freed), then a late ACK completes it: bunqueue
+        // frees a slot once more, so two jobs may start while #1 still runs.
+        s.fail(&got[0].job.id, None, None, false, None, 2.0)
+            .expect("fail");
+        s.ack(&got[0].job.id, None, None, false, 3.0).expect("ack");
+        assert_eq!(pull(&mut s, 4, 3.0).len(), 2);
+        assert!(limits(&mut s, None, 3.0).3);
     }
 
     #[test]

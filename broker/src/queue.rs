@@ -487,6 +487,9 @@ impl State {
                 self.record(StoreOp::Remove(id));
                 continue;
             }
+            if let Some(group) = &e.run.group {
+                self.limits.group_started(spec.queue, group);
+            }
             q.active += 1;
             e.rec.state = JobState::Active;
             let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
@@ -555,7 +558,7 @@ impl State {
             q.active = q.active.saturating_sub(1);
             // A freed concurrency slot wakes the long-polls it held back, as bunqueue's
             // finishing paths notify the queue.
-            if self.limits.release(&e.rec.queue) {
+            if self.limits.release(&e.rec.queue, e.run.group.as_deref()) {
                 q.notify.notify_waiters();
             }
         }

@@ -1214,7 +1214,8 @@ fn time_passes_like_bunqueue() {
 }
 
 /// A group's `maxSize`, compared on both servers: pushes past it are refused (PUSH and PUSHB,
-/// the batch's own jobs counted), a pulled job leaves the count, other groups are apart.
+/// the batch's own jobs counted), a pulled job leaves the count, other groups are apart; then
+/// the groups' counts (GetGroupJobsCount, GetGroupsJobsCount, GetGroupActiveCount).
 /// A fixed program, not in the random ones: bunqueue pulls grouped jobs through its group
 /// scheduler, an order the broker does not follow (README), so random pulls would diverge.
 #[test]
@@ -1292,6 +1293,20 @@ fn group_max_size_like_bunqueue() {
         note(&mut side, r);
         let r = push(&mut side, job(6, "g", 2));
         note(&mut side, r);
+        // The groups' counts: queued per group and in all, active per group.
+        for (cmd, group) in [
+            ("GetGroupJobsCount", Some("g")),
+            ("GetGroupJobsCount", Some("h")),
+            ("GetGroupJobsCount", Some("other")),
+            ("GetGroupsJobsCount", None),
+            ("GetGroupActiveCount", Some("g")),
+            ("GetGroupActiveCount", Some("other")),
+        ] {
+            let mut f = vec![q.clone()];
+            f.extend(group.map(|g| ("groupId", Value::from(g))));
+            let r = side.raw.command(cmd, &f);
+            note(&mut side, r);
+        }
         let r = side.raw.command("GetJobCounts", &[q]);
         note(&mut side, r);
         out

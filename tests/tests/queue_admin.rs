@@ -603,6 +603,69 @@ async fn group_controls<T: Rt>(target: Target) {
     client.close().await;
 }
 
+/// A group's counts: queued jobs of one group and of all, active jobs of one, through the
+/// typed calls and a raw connection; a bad group id is refused with the server's words.
+async fn group_counts<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("group-counts");
+    let q = client.queue(&name);
+    let mut raw = raw(server);
+    let count = |cmd: &str, group: Option<&str>, raw: &mut RawClient| {
+        let mut f = vec![("queue", Value::from(name.as_str()))];
+        if let Some(g) = group {
+            f.push(("groupId", Value::from(g)));
+        }
+        num(
+            raw.command(cmd, &f).expect(cmd).get("data").expect("data"),
+            "count",
+        )
+    };
+    q.add_bulk(vec![
+        ("a", 1, JobOptions::new().group_id("t1")),
+        ("b", 2, JobOptions::new().group_id("t1")),
+    ])
+    .await
+    .expect("add");
+    assert_eq!(q.get_group_active_count("t1").await.expect("active"), 0);
+    // Only t1's jobs wait, so whichever order a server pulls in, a job of t1 goes active.
+    assert!(raw_pull(&mut raw, &name).is_some(), "a job");
+    assert_eq!(
+        count("GetGroupActiveCount", Some("t1"), &mut raw),
+        Some(1.0)
+    );
+    assert_eq!(q.get_group_active_count("t1").await.expect("active"), 1);
+    q.add_bulk(vec![
+        ("c", 3, JobOptions::new().group_id("t2")),
+        ("d", 4, JobOptions::new()),
+    ])
+    .await
+    .expect("add");
+    assert_eq!(q.get_group_jobs_count("t1").await.expect("count"), 1);
+    assert_eq!(count("GetGroupJobsCount", Some("t1"), &mut raw), Some(1.0));
+    assert_eq!(count("GetGroupJobsCount", Some("t2"), &mut raw), Some(1.0));
+    assert_eq!(count("GetGroupsJobsCount", None, &mut raw), Some(2.0));
+    assert_eq!(q.get_group_active_count("t2").await.expect("active"), 0);
+    assert_eq!(
+        count("GetGroupJobsCount", Some("none"), &mut raw),
+        Some(0.0)
+    );
+    let server_says = raw
+        .command(
+            "GetGroupJobsCount",
+            &[
+                ("queue", Value::from(name.as_str())),
+                ("groupId", Value::from("")),
+            ],
+        )
+        .expect("raw");
+    assert_eq!(
+        server_says.get("error").and_then(Value::as_str),
+        Some("groupId must be a non-empty string")
+    );
+    client.close().await;
+}
+
 /// What the broker does not serve is refused with a typed server error naming the command.
 async fn broker_refuses_typed<T: Rt>(target: Target) {
     let server = target.shared();
@@ -683,7 +746,8 @@ macro_rules! bunqueue_scenarios {
     ($rt:ty) => {
         scenarios!($rt, autobatch_tests::Target::Bunqueue =>
             job_options_arrive, bad_options_are_typed, scheduler_produces_jobs,
-            concurrency_and_stall, rate_limit_set_and_clear, dlq_round_trip, group_controls);
+            concurrency_and_stall, rate_limit_set_and_clear, dlq_round_trip, group_controls,
+            group_counts);
     };
 }
 
@@ -691,7 +755,7 @@ macro_rules! broker_scenarios {
     ($rt:ty) => {
         scenarios!($rt, autobatch_tests::Target::Broker =>
             job_options_accepted, broker_refuses_typed, defaults_served, dlq_round_trip,
-            concurrency_and_stall, rate_limit_set_and_clear);
+            concurrency_and_stall, rate_limit_set_and_clear, group_counts);
     };
 }
 

@@ -224,8 +224,8 @@ async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
     );
     let (_, msg) = server_error(client.server_metrics().await.expect_err("refused"));
     assert!(msg.starts_with("Metrics is not supported by autobatch-broker"));
-    let (_, msg) = server_error(q.get_group_jobs_count("g").await.expect_err("refused"));
-    assert!(msg.starts_with("GetGroupJobsCount is not supported by autobatch-broker"));
+    let (_, msg) = server_error(q.pause_group("g").await.expect_err("refused"));
+    assert!(msg.starts_with("PauseGroup is not supported by autobatch-broker"));
     client.close().await;
 }
 

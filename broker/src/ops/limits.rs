@@ -8,10 +8,16 @@
 //!   `ClearConcurrency` and `GetQueueLimits` are served. Their bodies are read here, not
 //!   through the typed ops, because bunqueue keeps the numbers as JS numbers (`limit: 2.5`, a
 //!   `"3"` coerced by `Number()`), which the typed requests round to integers.
-//! * Group controls are refused: bunqueue enforces them in its group scheduler, which the
-//!   broker's pull order does not follow, and accepting them silently would lie.
+//! * A group's counts are served (GetGroupJobsCount, GetGroupsJobsCount, GetGroupActiveCount):
+//!   they only read what the broker keeps.
+//! * Group controls (a group's concurrency, rate limit, pause, RateLimitGroup) are refused:
+//!   bunqueue enforces them in its group scheduler, whose pull order the broker does not
+//!   follow, and accepting them silently would lie.
 
-use autobatch_core::ops::{GetStallConfig, Operation, SetStallConfig};
+use autobatch_core::ops::{
+    GetGroupActiveCount, GetGroupJobsCount, GetGroupsJobsCount, GetStallConfig, Operation,
+    SetStallConfig,
+};
 use autobatch_core::wire::{Response, Value};
 
 use crate::dispatch::{Conn, Shared};
@@ -36,6 +42,15 @@ pub(super) fn serve(
         SetStallConfig::NAME => super::answer::<SetStallConfig>(body, |op| {
             shared.lock().set_stall_config(&op.queue, &op.config);
             Ok(())
+        }),
+        GetGroupJobsCount::NAME => super::answer::<GetGroupJobsCount>(body, |op| {
+            Ok(shared.lock().group_queued(&op.queue, &op.group_id))
+        }),
+        GetGroupsJobsCount::NAME => super::answer::<GetGroupsJobsCount>(body, |op| {
+            Ok(shared.lock().groups_queued(&op.queue))
+        }),
+        GetGroupActiveCount::NAME => super::answer::<GetGroupActiveCount>(body, |op| {
+            Ok(shared.lock().group_active_count(&op.queue, &op.group_id))
         }),
         "RateLimit" => limit(body).map(|limit| {
             let duration = to_finite_number(body.get("duration"));

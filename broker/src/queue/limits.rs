@@ -105,6 +105,11 @@ struct QueueLimit {
 #[derive(Default)]
 pub(crate) struct Limits {
     queues: HashMap<String, QueueLimit>,
+    /// Queue → group → jobs of the group handed out and not released since, as bunqueue's
+    /// `activeGroupCounts` counts them (GetGroupActiveCount): released by the same paths as
+    /// a concurrency slot, the late ACK of a retried job included, so it may read below the
+    /// jobs actually active, as there. Entries at 0 are freed.
+    group_active: HashMap<String, HashMap<String, u64>>,
 }
 
 impl Limits {
@@ -161,9 +166,44 @@ impl Limits {
         true
     }
 
-    /// A job of `queue` left `active`: its concurrency slot is free. True when the queue has
-    /// a concurrency limit (a long-poll held back by it may now get a job).
-    pub(super) fn release(&mut self, queue: &str) -> bool {
+    /// A job of group `group` of `queue` was handed out.
+    pub(super) fn group_started(&mut self, queue: &str, group: &str) {
+        let groups = match self.group_active.get_mut(queue) {
+            Some(g) => g,
+            None => self.group_active.entry(queue.to_owned()).or_default(),
+        };
+        match groups.get_mut(group) {
+            Some(n) => *n += 1,
+            None => {
+                groups.insert(group.to_owned(), 1);
+            }
+        }
+    }
+
+    /// Jobs of group `group` of `queue` handed out and not released.
+    pub(super) fn group_active(&self, queue: &str, group: &str) -> u64 {
+        self.group_active
+            .get(queue)
+            .and_then(|g| g.get(group))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A job of `queue` (of `group`, if any) left `active`: its concurrency slot and its
+    /// group's count are released. True when the queue has a concurrency limit (a long-poll
+    /// held back by it may now get a job).
+    pub(super) fn release(&mut self, queue: &str, group: Option<&str>) -> bool {
+        if let (Some(group), Some(groups)) = (group, self.group_active.get_mut(queue)) {
+            if let Some(n) = groups.get_mut(group) {
+                *n -= 1;
+                if *n == 0 {
+                    groups.remove(group);
+                    if groups.is_empty() {
+                        self.group_active.remove(queue);
+                    }
+                }
+            }
+        }
         match self
             .queues
             .get_mut(queue)
@@ -177,9 +217,10 @@ impl Limits {
         }
     }
 
-    /// Obliterate: the queue's limits go with it.
+    /// Obliterate: the queue's limits and group counts go with it.
     pub(super) fn forget(&mut self, queue: &str) {
         self.queues.remove(queue);
+        self.group_active.remove(queue);
     }
 }
 
@@ -187,14 +228,34 @@ impl State {
     /// Frees a concurrency slot of the queue of job `id` outside [`State::finish`] (which
     /// frees its own), waking the long-polls it held back.
     pub(super) fn release_slot_of(&mut self, id: &str) {
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
+        let Some(e) = self.jobs.get(id) else {
             return;
         };
-        if self.limits.release(queue) {
+        let queue = e.rec.queue.as_str();
+        if self.limits.release(queue, e.run.group.as_deref()) {
             if let Some(q) = self.queues.get(queue) {
                 q.notify.notify_waiters();
             }
         }
+    }
+
+    /// GetGroupActiveCount (see [`Limits::group_active`]).
+    pub fn group_active_count(&self, queue: &str, group: &str) -> u64 {
+        self.limits.group_active(queue, group)
+    }
+
+    /// GetGroupsJobsCount: the queued (waiting or delayed) jobs of `queue` that have a group,
+    /// as bunqueue's group scheduler counts them. A walk of the queue's queued jobs.
+    pub fn groups_queued(&self, queue: &str) -> u64 {
+        let Some(q) = self.queues.get(queue) else {
+            return 0;
+        };
+        q.ready
+            .values()
+            .chain(q.delayed.values())
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|e| e.run.group.is_some())
+            .count() as u64
     }
 
     /// RateLimit, as bunqueue's `setRateLimit`: `limit` jobs per `duration` ms (1 s when
@@ -438,6 +499,35 @@ mod tests {
         s.ack(&got[0].job.id, None, None, false, 3.0).expect("ack");
         assert_eq!(pull(&mut s, 4, 3.0).len(), 2);
         assert!(limits(&mut s, None, 3.0).3);
+    }
+
+    #[test]
+    fn group_counts() {
+        let mut s = state();
+        let grouped = |g: &str| {
+            JobSpec::new("j", Value::Nil)
+                .with_options(autobatch_core::wire::JobOptions::new().group_id(g))
+        };
+        s.push("q", grouped("g"), 0.0);
+        s.push("q", grouped("g"), 0.0);
+        s.push("q", grouped("h"), 0.0);
+        add(&mut s, 1);
+        assert_eq!((s.group_queued("q", "g"), s.groups_queued("q")), (2, 3));
+        let got = pull(&mut s, 2, 1.0);
+        assert_eq!(s.group_active_count("q", "g"), 2);
+        assert_eq!((s.group_queued("q", "g"), s.groups_queued("q")), (0, 1));
+        // #0 fails and waits for its retry (released), then a late ACK releases it again,
+        // as bunqueue's count does: it reads 0 while #1 still runs.
+        s.fail(&got[0].job.id, None, None, false, None, 2.0)
+            .expect("fail");
+        assert_eq!(s.group_active_count("q", "g"), 1);
+        s.ack(&got[0].job.id, None, None, false, 3.0).expect("ack");
+        assert_eq!(s.group_active_count("q", "g"), 0);
+        assert!(s.limits.group_active.is_empty(), "freed at 0");
+        pull(&mut s, 1, 3.0);
+        assert_eq!(s.group_active_count("q", "h"), 1);
+        s.obliterate("q");
+        assert_eq!(s.group_active_count("q", "h"), 0);
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! A queue's rate and concurrency limits over raw frames: bad limits get bunqueue's error, a
-//! long-poll held back by the concurrency limit gets its job once a slot frees, and a closed
-//! connection's jobs give their slots back.
+//! A queue's rate and concurrency limits over raw frames: bad limits and missing queues get
+//! bunqueue's errors, a long-poll held back by the concurrency limit gets its job once a slot
+//! frees, and a closed connection's jobs give their slots back.
 
 mod common;
 
@@ -49,6 +49,33 @@ fn bad_limits_get_bunqueues_error() {
             "{cmd}"
         );
     }
+    // No queue: bunqueue's queue hash throws, and its message is the answer (after the
+    // limit's own check).
+    for (cmd, limit) in [
+        ("RateLimit", Some(int(1))),
+        ("SetConcurrency", Some(int(1))),
+        ("RateLimitClear", None),
+        ("ClearConcurrency", None),
+        ("GetQueueLimits", None),
+    ] {
+        let f: Vec<_> = limit.into_iter().map(|l| ("limit", l)).collect();
+        assert_eq!(
+            err(&c.call(cmd, f)),
+            "undefined is not an object (evaluating 'str.length')",
+            "{cmd}"
+        );
+    }
+    assert_eq!(
+        err(&c.call("RateLimit", vec![("queue", Value::Nil)])),
+        "limit must be a finite number"
+    );
+    assert_eq!(
+        err(&c.call(
+            "SetConcurrency",
+            vec![("queue", Value::Nil), ("limit", int(1))]
+        )),
+        "null is not an object (evaluating 'str.length')"
+    );
     // Nothing was set.
     let l = limits(&mut c, "q");
     assert_eq!(l.get("rateLimit"), Some(&Value::Nil));

@@ -1411,6 +1411,24 @@ fn rate_limits_pass_like_bunqueue() {
             }
         };
 
+        // Bad requests first: no limit, no queue, a null queue (bunqueue's own words).
+        for (cmd, fields) in [
+            ("RateLimit", vec![q()]),
+            ("RateLimit", vec![("limit", Value::from(1i64))]),
+            (
+                "SetConcurrency",
+                vec![("queue", Value::Nil), ("limit", Value::from("x"))],
+            ),
+            (
+                "SetConcurrency",
+                vec![("queue", Value::Nil), ("limit", Value::from(1i64))],
+            ),
+            ("ClearConcurrency", vec![]),
+            ("GetQueueLimits", vec![("queue", Value::Nil)]),
+        ] {
+            let r = side.raw.command(cmd, &fields);
+            say(&mut side, cmd, r);
+        }
         let r = side.raw.command("PUSHB", &[q(), ("jobs", jobs(0))]);
         say(&mut side, "PUSHB", r);
         // The ttl form for 1.5 s, its window an hour: one job, then none until it lifts.

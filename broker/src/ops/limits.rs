@@ -30,11 +30,9 @@ pub(super) fn serve(
     body: &Value,
     now: f64,
 ) -> Option<Result<Response, String>> {
-    // bunqueue does not validate the queue name of these commands.
-    let queue = body
-        .get("queue")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    // bunqueue does not validate the queue name of these commands (see `queue_key`).
+    let key = queue_key(body.get("queue"));
+    let queue = || key.as_deref().map_err(|e| (*e).to_owned());
     Some(match cmd {
         GetStallConfig::NAME => {
             super::answer::<GetStallConfig>(body, |op| Ok(shared.lock().stall_config(&op.queue)))
@@ -52,36 +50,49 @@ pub(super) fn serve(
         GetGroupActiveCount::NAME => super::answer::<GetGroupActiveCount>(body, |op| {
             Ok(shared.lock().group_active_count(&op.queue, &op.group_id))
         }),
-        "RateLimit" => limit(body).map(|limit| {
+        // The limit is checked before the queue, as bunqueue's handler does.
+        "RateLimit" => limit(body).and_then(|limit| {
             let duration = to_finite_number(body.get("duration"));
             let ttl = to_finite_number(body.get("ttl"));
             shared
                 .lock()
-                .set_rate_limit(queue, limit, duration, ttl, now);
-            Response::Done
+                .set_rate_limit(queue()?, limit, duration, ttl, now);
+            Ok(Response::Done)
         }),
-        "RateLimitClear" => {
+        "RateLimitClear" => queue().map(|queue| {
             shared.lock().clear_rate_limit(queue);
-            Ok(Response::Done)
-        }
-        "SetConcurrency" => limit(body).map(|limit| {
-            shared.lock().set_concurrency(queue, limit);
             Response::Done
         }),
-        "ClearConcurrency" => {
-            shared.lock().clear_concurrency(queue);
+        "SetConcurrency" => limit(body).and_then(|limit| {
+            shared.lock().set_concurrency(queue()?, limit);
             Ok(Response::Done)
-        }
-        "GetQueueLimits" => {
+        }),
+        "ClearConcurrency" => queue().map(|queue| {
+            shared.lock().clear_concurrency(queue);
+            Response::Done
+        }),
+        "GetQueueLimits" => queue().map(|queue| {
             let max_jobs = max_jobs(body.get("maxJobs"));
             let limits = shared.lock().queue_limits(queue, max_jobs, now);
-            Ok(Response::Other(Value::map([(
-                "data",
-                Value::map([("limits", limits)]),
-            )])))
-        }
+            Response::Other(Value::map([("data", Value::map([("limits", limits)]))]))
+        }),
         _ => return None,
     })
+}
+
+/// The key the queue-wide limit commands use for `queue`, or bunqueue's error where its
+/// queue hash throws on the value (a missing or null queue: JavaScriptCore's TypeError
+/// text, which is what bunqueue answers). A name that is not a string (bunqueue keys its
+/// maps by the value itself) gets a key no string name can take.
+fn queue_key(v: Option<&Value>) -> Result<String, &'static str> {
+    match v {
+        None | Some(Value::Undefined) => {
+            Err("undefined is not an object (evaluating 'str.length')")
+        }
+        Some(Value::Nil) => Err("null is not an object (evaluating 'str.length')"),
+        Some(Value::Str(s)) => Ok(s.clone()),
+        Some(other) => Ok(format!("\0{other:?}")),
+    }
 }
 
 /// The `limit` of RateLimit and SetConcurrency, refused as bunqueue refuses it.
@@ -163,5 +174,16 @@ mod tests {
         assert_eq!(max_jobs(Some(&Value::Nil)), Some(0.0), "null compares as 0");
         assert_eq!(max_jobs(Some(&Value::Undefined)), None);
         assert!(max_jobs(Some(&Value::from("x"))).is_some_and(f64::is_nan));
+    }
+
+    #[test]
+    fn queue_keys() {
+        assert_eq!(queue_key(Some(&Value::from("q"))), Ok("q".to_owned()));
+        assert!(queue_key(None).unwrap_err().starts_with("undefined is not"));
+        assert!(queue_key(Some(&Value::Nil))
+            .unwrap_err()
+            .starts_with("null is not"));
+        let five = queue_key(Some(&Value::Int(5))).expect("a key");
+        assert_ne!(five, "5", "a number is not the string name");
     }
 }

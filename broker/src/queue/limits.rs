@@ -52,7 +52,13 @@ impl Bucket {
 
     fn refill(&mut self, now: f64) {
         let elapsed = (now - self.last_refill) / 1000.0;
-        self.tokens = self.capacity.min(self.tokens + elapsed * self.refill_rate);
+        let refilled = self.tokens + elapsed * self.refill_rate;
+        // JS `Math.min`: NaN wins (an infinite rate times no time), where `f64::min` drops it.
+        self.tokens = if refilled.is_nan() {
+            f64::NAN
+        } else {
+            self.capacity.min(refilled)
+        };
         self.last_refill = now;
     }
 
@@ -468,6 +474,15 @@ mod tests {
         assert_eq!(ttl, 0.0, "tokens left");
         add(&mut s, 3);
         assert_eq!(pull(&mut s, 3, 0.0).len(), 2, "2.5 tokens give two jobs");
+    }
+
+    #[test]
+    fn an_infinite_refill_rate_starves_as_in_js() {
+        let mut s = state();
+        add(&mut s, 1);
+        // 1e-310 ms: the rate overflows to infinity, and 0 ms × infinity is NaN tokens.
+        s.set_rate_limit("q", 5.0, Some(1e-310), None, 0.0);
+        assert!(pull(&mut s, 1, 0.0).is_empty());
     }
 
     #[test]

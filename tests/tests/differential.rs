@@ -1330,9 +1330,10 @@ fn group_max_size_like_bunqueue() {
 /// Rate limits as time passes, compared on both servers: the TS `rateLimit(ms)` form (here
 /// with an hour's window, so only the ttl lifts it) holds pulls back until its ttl runs out
 /// and then reads as no limit; a token bucket of one per second, emptied, gives one job once
-/// it has refilled, however long that took (it holds one token at most). Each side waits for
-/// its own limit to lift or refill (GetQueueLimits), and the outcomes are compared, never
-/// the time they took. Not in the random programs, whose clock does not move.
+/// it has refilled, however long that took (it holds one token at most); a concurrency slot
+/// held by a connection that closes comes back. Each side waits for its own limit to lift or
+/// refill or its slot to come back (GetQueueLimits), and the outcomes are compared, never the
+/// time they took. Not in the random programs, whose clock does not move.
 #[test]
 fn rate_limits_pass_like_bunqueue() {
     let run = |target: Target| -> Vec<(String, Json)> {
@@ -1475,6 +1476,57 @@ fn rate_limits_pass_like_bunqueue() {
         say(&mut side, "GetQueueLimits refilled", r);
         let r = pull(&mut side);
         say(&mut side, "PULLB refilled", r);
+
+        // Concurrency 1, its slot taken by a connection that closes: the job goes back and
+        // the slot is free again (each side waits for its own server to notice the close).
+        let r = side.raw.command("RateLimitClear", &[q()]);
+        say(&mut side, "RateLimitClear", r);
+        let r = side
+            .raw
+            .command("SetConcurrency", &[q(), ("limit", Value::from(1i64))]);
+        say(&mut side, "SetConcurrency 1", r);
+        {
+            let mut gone = RawClient::connect(target.shared(), None).expect("connect");
+            let r = gone.command(
+                "PULLB",
+                &[
+                    q(),
+                    ("count", Value::from(5i64)),
+                    ("timeout", Value::from(0i64)),
+                    ("owner", Value::from("gone")),
+                ],
+            );
+            let n = r
+                .ok()
+                .and_then(|v| v.get("jobs").and_then(Value::as_array).map(<[Value]>::len));
+            say(
+                &mut side,
+                "PULLB on a connection that closes",
+                Ok(Value::from(n.unwrap_or(0) as i64)),
+            );
+            let r = limits(&mut side);
+            say(&mut side, "GetQueueLimits with its slot taken", r);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while side
+            .raw
+            .command("GetQueueLimits", &[q()])
+            .ok()
+            .and_then(|v| v.get("data")?.get("limits")?.get("maxed")?.as_bool())
+            != Some(false)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{target:?}: the closed connection's slot stays taken"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let r = side.raw.command("GetJobCounts", &[q()]);
+        say(&mut side, "GetJobCounts after the close", r);
+        let r = pull(&mut side);
+        say(&mut side, "PULLB with the slot free again", r);
+        let r = limits(&mut side);
+        say(&mut side, "GetQueueLimits at the end", r);
         let r = side.raw.command("GetJobCounts", &[q()]);
         say(&mut side, "GetJobCounts", r);
         out

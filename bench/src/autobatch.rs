@@ -51,6 +51,15 @@ struct Data {
 /// Runs a future to completion on the bench thread.
 trait BlockOn {
     fn block_on<F: Future>(&self, f: F) -> F::Output;
+
+    /// Runs a cell's adds: on the bench thread, unless the runtime puts them elsewhere.
+    fn run_cell<F>(&self, f: F) -> F::Output
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.block_on(f)
+    }
 }
 
 struct TokioExec(tokio::runtime::Runtime);
@@ -58,6 +67,26 @@ struct TokioExec(tokio::runtime::Runtime);
 impl BlockOn for TokioExec {
     fn block_on<F: Future>(&self, f: F) -> F::Output {
         self.0.block_on(f)
+    }
+}
+
+/// A multi-thread tokio runtime: a cell's adds run in a task spawned on it (a worker thread),
+/// as a server's request handlers do, not in `block_on` on the bench thread.
+struct TokioMtExec(tokio::runtime::Runtime);
+
+impl BlockOn for TokioMtExec {
+    fn block_on<F: Future>(&self, f: F) -> F::Output {
+        self.0.block_on(f)
+    }
+
+    fn run_cell<F>(&self, f: F) -> F::Output
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.0
+            .block_on(self.0.spawn(f))
+            .expect("the cell's task panicked")
     }
 }
 
@@ -101,6 +130,15 @@ pub fn contender(
                 .enable_all()
                 .build()?;
             let exec = TokioExec(rt);
+            let handle = exec.0.handle().clone();
+            let rt = autobatch_tokio::TokioRuntime::new(handle);
+            Box::new(Autobatch::connect(exec, rt, runtime, addr, batching, tls)?)
+        }
+        RuntimeKind::TokioMultiThread => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let exec = TokioMtExec(rt);
             let handle = exec.0.handle().clone();
             let rt = autobatch_tokio::TokioRuntime::new(handle);
             Box::new(Autobatch::connect(exec, rt, runtime, addr, batching, tls)?)
@@ -198,27 +236,58 @@ impl<R: Runtime, E: BlockOn> Contender for Autobatch<R, E> {
 
     fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
         let q = self.client.queue(&cell.queue);
-        let client = &self.client;
-        let (elapsed, frames) = self.exec.block_on(async {
-            adds(&q, cell.pattern, cell.warmup)
-                .await
-                .map_err(io::Error::other)?;
+        let client = self.client.clone();
+        let (pattern, warmup, n) = (cell.pattern, cell.warmup, cell.adds);
+        let (elapsed, frames, cpu) = self.exec.run_cell(async move {
+            adds(&q, pattern, warmup).await.map_err(io::Error::other)?;
             let before = client.stats().await.session.frames_sent;
+            let cpu0 = client_cpu();
             let t0 = Instant::now();
-            adds(&q, cell.pattern, cell.adds)
-                .await
-                .map_err(io::Error::other)?;
+            adds(&q, pattern, n).await.map_err(io::Error::other)?;
             let elapsed = t0.elapsed();
+            let cpu = client_cpu().saturating_sub(cpu0);
             let after = client.stats().await.session.frames_sent;
-            io::Result::Ok((elapsed, after - before))
+            io::Result::Ok((elapsed, after - before, cpu))
         })?;
         self.frames = Some(frames);
+        eprintln!(
+            "    {} {}: client CPU {:.2} µs/add, {:.1} adds/frame",
+            self.id(),
+            cell.pattern.name(),
+            cpu.as_secs_f64() * 1e6 / n as f64,
+            n as f64 / frames.max(1) as f64
+        );
         Ok(elapsed)
     }
 
     fn last_frames(&self) -> Option<u64> {
         self.frames
     }
+}
+
+/// CPU time of this process's client-side threads so far: every thread's run time from
+/// `/proc/self/task/*/schedstat` (nanoseconds), leaving out the embedded broker's threads
+/// (all named `autobatch-broker…`), which run in this process too. Zero where /proc is not.
+fn client_cpu() -> Duration {
+    let mut ns = 0u64;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.starts_with("autobatch-broke") {
+            continue;
+        }
+        if let Ok(stat) = std::fs::read_to_string(dir.join("schedstat")) {
+            ns += stat
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Duration::from_nanos(ns)
 }
 
 impl<R: Runtime, E: BlockOn> Drop for Autobatch<R, E> {

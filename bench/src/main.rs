@@ -42,6 +42,10 @@ use crate::workload::{Contender, Pattern};
 pub enum RuntimeKind {
     /// autobatch-tokio (a current-thread tokio runtime on the bench thread).
     Tokio,
+    /// autobatch-tokio on a multi-thread tokio runtime (a worker per core): each cell's adds
+    /// run in a task spawned on it, as a server's handlers do, and the pump is another task
+    /// of it.
+    TokioMultiThread,
     /// autobatch-smol.
     Smol,
     /// autobatch-async-std.
@@ -53,6 +57,7 @@ impl RuntimeKind {
     pub fn name(self) -> &'static str {
         match self {
             RuntimeKind::Tokio => "tokio",
+            RuntimeKind::TokioMultiThread => "tokio-multi-thread",
             RuntimeKind::Smol => "smol",
             RuntimeKind::AsyncStd => "async-std",
         }

@@ -16,7 +16,6 @@ use autobatch_core::wire::{Command, Job, JobSpec, Response, Value};
 use autobatch_core::Error;
 use futures_channel::{mpsc, oneshot};
 use futures_io::{AsyncRead, AsyncWrite};
-use futures_util::StreamExt;
 
 use crate::runtime::{AsyncTimer, BoxFuture, Runtime};
 use crate::stats::ClientStats;
@@ -218,8 +217,10 @@ pub(crate) struct Pump<R: Runtime> {
     /// TLS settings, when the connection is wrapped in TLS.
     tls: Option<Tls>,
     shared: Arc<Shared>,
-    rx: mpsc::UnboundedReceiver<Cmd>,
+    rx: crate::inbox::Receiver,
     rx_open: bool,
+    /// Commands taken from the inbox in one go, handled in order (kept for its capacity).
+    inbound: Vec<Cmd>,
     socket: Option<Socket<R>>,
     connecting: Option<Connecting<R>>,
     timer: Option<Pin<Box<dyn AsyncTimer>>>,
@@ -263,7 +264,7 @@ pub(crate) struct PumpParts<R: Runtime> {
     pub(crate) connect_timeout: std::time::Duration,
     pub(crate) tls: Option<Tls>,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) rx: mpsc::UnboundedReceiver<Cmd>,
+    pub(crate) rx: crate::inbox::Receiver,
     pub(crate) jobs: Option<JobTx>,
     pub(crate) events: Option<crate::events::EventHook>,
     pub(crate) keep_trying: bool,
@@ -302,6 +303,7 @@ impl<R: Runtime> Pump<R> {
             shared,
             rx,
             rx_open: true,
+            inbound: Vec::new(),
             socket: None,
             connecting: None,
             timer: None,
@@ -640,20 +642,20 @@ impl<R: Runtime> Pump<R> {
         let mut busy = false;
         let now = self.runtime.now();
 
-        // Callers: drain everything queued, so a burst of adds joins one batch.
-        while self.rx_open {
-            match self.rx.poll_next_unpin(cx) {
-                Poll::Ready(Some(cmd)) => {
-                    self.on_cmd(now, cmd);
-                    busy = true;
-                }
-                Poll::Ready(None) => {
-                    // Every handle is gone: finish what was asked, then stop.
-                    self.rx_open = false;
-                    self.session.close(now);
-                    busy = true;
-                }
-                Poll::Pending => break,
+        // Callers: everything queued, in one take, so a burst of adds joins one batch.
+        if self.rx_open {
+            let open = self.rx.drain(&mut self.inbound);
+            let mut cmds = std::mem::take(&mut self.inbound);
+            busy |= !cmds.is_empty();
+            for cmd in cmds.drain(..) {
+                self.on_cmd(now, cmd);
+            }
+            self.inbound = cmds;
+            if !open {
+                // Every handle is gone: finish what was asked, then stop.
+                self.rx_open = false;
+                self.session.close(now);
+                busy = true;
             }
         }
 
@@ -830,9 +832,17 @@ impl<R: Runtime> Pump<R> {
     fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         // Callers may still ask for stats or close (and wait for the end); anything else
         // the closed session refuses.
-        while let Poll::Ready(Some(cmd)) = self.rx.poll_next_unpin(cx) {
+        loop {
+            let open = self.rx.drain(&mut self.inbound);
+            let mut cmds = std::mem::take(&mut self.inbound);
             let now = self.runtime.now();
-            self.on_cmd(now, cmd);
+            for cmd in cmds.drain(..) {
+                self.on_cmd(now, cmd);
+            }
+            self.inbound = cmds;
+            if !open || self.rx.park(cx.waker()) {
+                break;
+            }
         }
         let Some(socket) = &mut self.socket else {
             return Poll::Ready(());
@@ -895,7 +905,12 @@ impl<R: Runtime> Future for Pump<R> {
                     break;
                 }
                 if !busy {
-                    return Poll::Pending;
+                    // Asleep on the inbox only if nothing came in during the turn (a send
+                    // then wakes it); otherwise another turn takes what came.
+                    if !this.rx_open || this.rx.park(cx.waker()) {
+                        return Poll::Pending;
+                    }
+                    continue;
                 }
                 turns += 1;
                 if turns == 64 {

@@ -214,14 +214,21 @@ mod tests {
         let tx2 = tx.clone();
         assert!(rx.park(&waker));
         drop(tx);
-        assert_eq!(count.0.load(Ordering::SeqCst), 0, "one sender is still there");
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            0,
+            "one sender is still there"
+        );
         tx2.unbounded_send(stats()).unwrap();
         drop(tx2);
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
         let mut got = Vec::new();
         assert!(!rx.drain(&mut got), "no sender left");
         assert_eq!(got.len(), 1, "what was sent before is still delivered");
-        assert!(!rx.park(&waker), "nothing can wake it any more: it must not sleep");
+        assert!(
+            !rx.park(&waker),
+            "nothing can wake it any more: it must not sleep"
+        );
     }
 
     #[test]
@@ -230,7 +237,10 @@ mod tests {
         let (reply, mut answer) = futures_channel::oneshot::channel();
         tx.unbounded_send(Cmd::Stats(reply)).unwrap();
         rx.close();
-        assert!(matches!(answer.try_recv(), Err(futures_channel::oneshot::Canceled)));
+        assert!(matches!(
+            answer.try_recv(),
+            Err(futures_channel::oneshot::Canceled)
+        ));
         assert!(tx.unbounded_send(stats()).is_err());
     }
 }

@@ -26,6 +26,8 @@ use crate::ConnectError;
 const READ_BUF: usize = 64 * 1024;
 /// Reads per wake-up before the pump gives other work (and other tasks) a turn.
 const READS_PER_TURN: usize = 16;
+/// Takes from the inbox per turn while callers keep sending, before the pump writes.
+const DRAINS_PER_TURN: usize = 16;
 
 /// Identifies a caller's operation before the session has given it an [`OpId`], so that a
 /// dropped future can withdraw it.
@@ -225,6 +227,12 @@ pub(crate) struct Pump<R: Runtime> {
     connecting: Option<Connecting<R>>,
     timer: Option<Pin<Box<dyn AsyncTimer>>>,
     timer_at: Option<Instant>,
+    /// The deadline the runtime's timer is set to: never later than `timer_at`. A deadline
+    /// that moves later (every add pushes the command timeout and the next ping on) leaves
+    /// the timer alone; it fires early once and is set again then. Re-setting it each time
+    /// cost a timer-queue operation per add, and on async-io (smol, async-std) a wake-up of
+    /// the reactor thread too.
+    armed_at: Option<Instant>,
     /// Bytes to write, from `out_pos` on.
     out: Vec<u8>,
     out_pos: usize,
@@ -308,6 +316,7 @@ impl<R: Runtime> Pump<R> {
             connecting: None,
             timer: None,
             timer_at: None,
+            armed_at: None,
             out: Vec::with_capacity(READ_BUF),
             out_pos: 0,
             unflushed: false,
@@ -642,11 +651,16 @@ impl<R: Runtime> Pump<R> {
         let mut busy = false;
         let now = self.runtime.now();
 
-        // Callers: everything queued, in one take, so a burst of adds joins one batch.
-        if self.rx_open {
+        // Callers: everything queued, so a burst of adds joins one batch. Taken again while
+        // more came in meanwhile: callers on other threads may still be sending the rest of
+        // their burst (bounded, so a flood cannot hold back the socket).
+        let mut takes = 0;
+        while self.rx_open && takes < DRAINS_PER_TURN {
+            takes += 1;
             let open = self.rx.drain(&mut self.inbound);
             let mut cmds = std::mem::take(&mut self.inbound);
-            busy |= !cmds.is_empty();
+            let got = !cmds.is_empty();
+            busy |= got;
             for cmd in cmds.drain(..) {
                 self.on_cmd(now, cmd);
             }
@@ -656,6 +670,9 @@ impl<R: Runtime> Pump<R> {
                 self.rx_open = false;
                 self.session.close(now);
                 busy = true;
+            }
+            if !got {
+                break;
             }
         }
 
@@ -758,15 +775,17 @@ impl<R: Runtime> Pump<R> {
         }
         busy |= self.write(cx, now);
 
-        // The timer, re-armed only when the deadline moves.
+        // The timer, set again only when the deadline moves earlier than it, or it has
+        // passed (see `armed_at`).
         match self.session.poll_timeout() {
             Some(at) if at <= now => {
                 self.session.handle_timeout(now);
                 busy = true;
             }
             Some(at) => {
-                if self.timer_at != Some(at) {
-                    self.timer_at = Some(at);
+                self.timer_at = Some(at);
+                if self.armed_at.is_none_or(|a| at < a || a <= now) {
+                    self.armed_at = Some(at);
                     match &mut self.timer {
                         Some(t) => t.as_mut().reset(at),
                         None => self.timer = Some(self.runtime.new_timer(at)),
@@ -946,6 +965,7 @@ impl<R: Runtime> Pump<R> {
                 None => self.timer = Some(self.runtime.new_timer(deadline)),
             }
             self.timer_at = None;
+            self.armed_at = Some(deadline);
         }
     }
 

@@ -75,7 +75,10 @@ fn a_local_pump_runs_on_the_connecting_thread_and_a_wave_leaves_whole() {
     // The same run with the default runtime: the pump is elsewhere, this thread sees none of
     // its events (the check above is not vacuous).
     let (seen, _) = wave_on(AsyncStdRuntime::default(), &broker, "async-std-global");
-    assert_eq!(seen, 0, "a global-executor pump must not run on this thread");
+    assert_eq!(
+        seen, 0,
+        "a global-executor pump must not run on this thread"
+    );
 
     // An independent connection, on the global executor, sees both waves.
     async_std::task::block_on(async {

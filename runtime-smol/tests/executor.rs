@@ -59,7 +59,10 @@ fn the_pump_is_a_task_of_the_given_executor_and_a_wave_leaves_whole() {
     // An independent connection, on smol's global executor, sees the 100 jobs.
     smol::block_on(async {
         let other = Client::connect(options(&broker)).await.expect("connect");
-        assert_eq!(other.queue("smol-executor").count().await.expect("count"), 100);
+        assert_eq!(
+            other.queue("smol-executor").count().await.expect("count"),
+            100
+        );
         other.close().await;
     });
 }

@@ -3,8 +3,10 @@
 //!
 //! The bench thread drives the client with its runtime's `block_on`; the client's pump task
 //! runs where the adapter spawns it: on the same thread for tokio (a current-thread runtime, like
-//! bunqueue's TS client on its single event loop), on smol's and async-std's global executors
-//! otherwise.
+//! bunqueue's TS client on its single event loop) and for `smol-local` / `async-std-local`
+//! (`SmolRuntime::with_executor`, `AsyncStdRuntime::local`), on smol's and async-std's global
+//! executors for `smol` / `async-std`, on a worker thread for `tokio-multi-thread` (whose
+//! cells run in a spawned task).
 //!
 //! With `--tls` the same client runs over TLS too (rustls, through the driver's
 //! futures-rustls wrapper), against a second embedded broker that serves TLS.
@@ -98,6 +100,16 @@ impl BlockOn for SmolExec {
     }
 }
 
+/// A smol `Executor` run by the bench thread: the pump is a task of it
+/// (`SmolRuntime::with_executor`), so callers and pump share the thread.
+struct SmolLocalExec(std::sync::Arc<smol::Executor<'static>>);
+
+impl BlockOn for SmolLocalExec {
+    fn block_on<F: Future>(&self, f: F) -> F::Output {
+        smol::block_on(self.0.run(f))
+    }
+}
+
 struct AsyncStdExec;
 
 impl BlockOn for AsyncStdExec {
@@ -114,6 +126,8 @@ struct Autobatch<R: Runtime, E: BlockOn> {
     tls: bool,
     runtime: RuntimeKind,
     frames: Option<u64>,
+    /// `--spawn-adds`: every add of a wave in its own tokio task.
+    spawn: bool,
 }
 
 /// The autobatch contender: `batching` false is `ClientOptions::batching(None)` (every add its
@@ -123,6 +137,7 @@ pub fn contender(
     addr: SocketAddr,
     batching: bool,
     tls: Option<TlsOptions>,
+    spawn: bool,
 ) -> io::Result<Box<dyn Contender>> {
     Ok(match runtime {
         RuntimeKind::Tokio => {
@@ -132,7 +147,9 @@ pub fn contender(
             let exec = TokioExec(rt);
             let handle = exec.0.handle().clone();
             let rt = autobatch_tokio::TokioRuntime::new(handle);
-            Box::new(Autobatch::connect(exec, rt, runtime, addr, batching, tls)?)
+            Box::new(Autobatch::connect(
+                exec, rt, runtime, addr, batching, tls, spawn,
+            )?)
         }
         RuntimeKind::TokioMultiThread => {
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -141,23 +158,49 @@ pub fn contender(
             let exec = TokioMtExec(rt);
             let handle = exec.0.handle().clone();
             let rt = autobatch_tokio::TokioRuntime::new(handle);
-            Box::new(Autobatch::connect(exec, rt, runtime, addr, batching, tls)?)
+            Box::new(Autobatch::connect(
+                exec, rt, runtime, addr, batching, tls, spawn,
+            )?)
         }
         RuntimeKind::Smol => Box::new(Autobatch::connect(
             SmolExec,
-            autobatch_smol::SmolRuntime,
+            autobatch_smol::SmolRuntime::default(),
             runtime,
             addr,
             batching,
             tls,
+            spawn,
+        )?),
+        RuntimeKind::SmolLocal => {
+            let ex = std::sync::Arc::new(smol::Executor::new());
+            let rt = autobatch_smol::SmolRuntime::with_executor(ex.clone());
+            Box::new(Autobatch::connect(
+                SmolLocalExec(ex),
+                rt,
+                runtime,
+                addr,
+                batching,
+                tls,
+                spawn,
+            )?)
+        }
+        RuntimeKind::AsyncStdLocal => Box::new(Autobatch::connect(
+            AsyncStdExec,
+            autobatch_async_std::AsyncStdRuntime::local(),
+            runtime,
+            addr,
+            batching,
+            tls,
+            spawn,
         )?),
         RuntimeKind::AsyncStd => Box::new(Autobatch::connect(
             AsyncStdExec,
-            autobatch_async_std::AsyncStdRuntime,
+            autobatch_async_std::AsyncStdRuntime::default(),
             runtime,
             addr,
             batching,
             tls,
+            spawn,
         )?),
     })
 }
@@ -170,6 +213,7 @@ impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
         addr: SocketAddr,
         batching: bool,
         tls: Option<TlsOptions>,
+        spawn: bool,
     ) -> io::Result<Self> {
         let mut opts = ClientOptions::new(addr.ip().to_string(), addr.port());
         if !batching {
@@ -189,13 +233,35 @@ impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
             tls: with_tls,
             runtime,
             frames: None,
+            spawn,
         })
     }
 }
 
-/// `n` adds to `q` in `pattern`: `await` one by one, or `join_all` over waves.
-async fn adds<R: Runtime>(q: &Queue<R>, pattern: Pattern, n: usize) -> Result<(), Error> {
+/// `n` adds to `q` in `pattern`: `await` one by one, or `join_all` over waves (with `spawn`,
+/// of one tokio task per add).
+async fn adds<R: Runtime>(
+    q: &Queue<R>,
+    pattern: Pattern,
+    n: usize,
+    spawn: bool,
+) -> Result<(), Error> {
     match pattern {
+        Pattern::All(w) if spawn => {
+            let mut i = 0;
+            for k in waves(n, w) {
+                let wave = (i..i + k).map(|i| {
+                    let q = q.clone();
+                    tokio::spawn(
+                        async move { q.add("bench", &Data { i }, JobOptions::new()).await },
+                    )
+                });
+                for r in join_all(wave.collect::<Vec<_>>()).await {
+                    r.expect("an add's task panicked")?;
+                }
+                i += k;
+            }
+        }
         Pattern::Seq => {
             for i in 0..n {
                 q.add("bench", &Data { i }, JobOptions::new()).await?;
@@ -237,13 +303,17 @@ impl<R: Runtime, E: BlockOn> Contender for Autobatch<R, E> {
     fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
         let q = self.client.queue(&cell.queue);
         let client = self.client.clone();
-        let (pattern, warmup, n) = (cell.pattern, cell.warmup, cell.adds);
+        let (pattern, warmup, n, spawn) = (cell.pattern, cell.warmup, cell.adds, self.spawn);
         let (elapsed, frames, cpu) = self.exec.run_cell(async move {
-            adds(&q, pattern, warmup).await.map_err(io::Error::other)?;
+            adds(&q, pattern, warmup, spawn)
+                .await
+                .map_err(io::Error::other)?;
             let before = client.stats().await.session.frames_sent;
             let cpu0 = client_cpu();
             let t0 = Instant::now();
-            adds(&q, pattern, n).await.map_err(io::Error::other)?;
+            adds(&q, pattern, n, spawn)
+                .await
+                .map_err(io::Error::other)?;
             let elapsed = t0.elapsed();
             let cpu = client_cpu().saturating_sub(cpu0);
             let after = client.stats().await.session.frames_sent;

@@ -46,10 +46,15 @@ pub enum RuntimeKind {
     /// run in a task spawned on it, as a server's handlers do, and the pump is another task
     /// of it.
     TokioMultiThread,
-    /// autobatch-smol.
+    /// autobatch-smol, pump on smol's global executor (`SmolRuntime::default()`).
     Smol,
-    /// autobatch-async-std.
+    /// autobatch-smol, pump on an `Executor` the bench thread runs
+    /// (`SmolRuntime::with_executor`, `block_on(ex.run(..))`).
+    SmolLocal,
+    /// autobatch-async-std, pump on async-std's global executor.
     AsyncStd,
+    /// autobatch-async-std, pump on the bench thread (`AsyncStdRuntime::local`).
+    AsyncStdLocal,
 }
 
 impl RuntimeKind {
@@ -59,7 +64,9 @@ impl RuntimeKind {
             RuntimeKind::Tokio => "tokio",
             RuntimeKind::TokioMultiThread => "tokio-multi-thread",
             RuntimeKind::Smol => "smol",
+            RuntimeKind::SmolLocal => "smol-local",
             RuntimeKind::AsyncStd => "async-std",
+            RuntimeKind::AsyncStdLocal => "async-std-local",
         }
     }
 }
@@ -119,6 +126,11 @@ struct Args {
     /// spread over the first N brokers, for every N given (e.g. `--fleet 1,2,3`).
     #[arg(long, value_name = "N,…", value_delimiter = ',', conflicts_with_all = ["server", "compare"])]
     fleet: Option<Vec<usize>>,
+
+    /// tokio runtimes only: each add of a wave runs in its own spawned task (joined), as
+    /// concurrent request handlers add, instead of `join_all` in one task.
+    #[arg(long)]
+    spawn_adds: bool,
 
     /// Which batching modes to run (one mode alone is for profiling; ratios need both).
     #[arg(long, value_enum, default_value_t = Batching::Both)]
@@ -275,15 +287,28 @@ fn real_main(args: Args) -> io::Result<()> {
         None
     };
 
+    if args.spawn_adds
+        && !matches!(
+            args.runtime,
+            RuntimeKind::Tokio | RuntimeKind::TokioMultiThread
+        )
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--spawn-adds is for --runtime tokio or tokio-multi-thread",
+        ));
+    }
     let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
     for &on in args.batching.modes() {
-        contenders.push(autobatch::contender(args.runtime, addr, on, None)?);
+        let spawn = args.spawn_adds;
+        contenders.push(autobatch::contender(args.runtime, addr, on, None, spawn)?);
         if let Some((_, broker, client)) = &tls {
             contenders.push(autobatch::contender(
                 args.runtime,
                 broker.addr(),
                 on,
                 Some(client.clone()),
+                spawn,
             )?);
         }
     }

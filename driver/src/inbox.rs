@@ -10,6 +10,7 @@
 //! asleep, inbox empty" to "one command waiting": once per burst, whatever its size, and never
 //! while the pump is running (it looks at the inbox again before it sleeps).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -25,13 +26,17 @@ struct State {
     closed: bool,
 }
 
-struct Inner(Mutex<State>);
+struct Inner {
+    state: Mutex<State>,
+    /// A send woke the sleeping pump (see [`Receiver::take_woken`]).
+    woke: AtomicBool,
+}
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves the state consistent (every change is one
         // push, swap or counter step), so a poisoned lock is still usable.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -47,12 +52,15 @@ pub(crate) struct Closed;
 
 /// A new, open inbox.
 pub(crate) fn inbox() -> (Sender, Receiver) {
-    let inner = Arc::new(Inner(Mutex::new(State {
-        cmds: Vec::new(),
-        waker: None,
-        senders: 1,
-        closed: false,
-    })));
+    let inner = Arc::new(Inner {
+        state: Mutex::new(State {
+            cmds: Vec::new(),
+            waker: None,
+            senders: 1,
+            closed: false,
+        }),
+        woke: AtomicBool::new(false),
+    });
     (Sender(inner.clone()), Receiver(inner))
 }
 
@@ -72,6 +80,7 @@ impl Sender {
         };
         // Woken outside the lock: the pump's first act is to take it.
         if let Some(w) = waker {
+            self.0.woke.store(true, Ordering::Release);
             w.wake();
         }
         Ok(())
@@ -142,6 +151,12 @@ impl Receiver {
         true
     }
 
+    /// Whether a send has woken the pump since the last call: the first command of a burst
+    /// is waiting, and its sender may still be sending the rest.
+    pub(crate) fn take_woken(&self) -> bool {
+        self.0.woke.swap(false, Ordering::Acquire)
+    }
+
     /// Ends the inbox: later sends fail, and what is still queued is dropped (its callers see
     /// their reply channel closed).
     pub(crate) fn close(&mut self) {
@@ -165,7 +180,7 @@ impl Drop for Receiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
     use std::task::Wake;
 
     /// Counts its wake-ups.

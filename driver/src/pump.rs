@@ -233,6 +233,8 @@ pub(crate) struct Pump<R: Runtime> {
     /// cost a timer-queue operation per add, and on async-io (smol, async-std) a wake-up of
     /// the reactor thread too.
     armed_at: Option<Instant>,
+    /// [`Runtime::yield_on_first_command`], read once.
+    yield_on_first_command: bool,
     /// Bytes to write, from `out_pos` on.
     out: Vec<u8>,
     out_pos: usize,
@@ -298,6 +300,7 @@ impl<R: Runtime> Pump<R> {
             link,
         } = parts;
         let (tx, started) = oneshot::channel();
+        let yield_on_first_command = runtime.yield_on_first_command();
         let probe = session
             .request(runtime.now(), Command::Ping)
             .expect("a new session takes requests");
@@ -317,6 +320,7 @@ impl<R: Runtime> Pump<R> {
             timer: None,
             timer_at: None,
             armed_at: None,
+            yield_on_first_command,
             out: Vec::with_capacity(READ_BUF),
             out_pos: 0,
             unflushed: false,
@@ -914,6 +918,13 @@ impl<R: Runtime> Future for Pump<R> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        if this.yield_on_first_command && !this.shutting_down && this.rx.take_woken() {
+            // Woken by the first command of a burst on a runtime that runs the woken task
+            // next (`Runtime::yield_on_first_command`): yield once, so that the tasks already
+            // queued on this thread send the rest of the burst first.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         if !this.shutting_down {
             // A bounded number of turns per wake-up keeps the pump fair to other tasks.
             let mut turns = 0;

@@ -219,6 +219,11 @@ mod tests {
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
         assert!(rx.drain(&mut got));
         assert_eq!(got.len(), 100, "one drain takes the whole burst");
+        // The wake-up is reported once, for the pump's yield on a burst's first command.
+        assert!(rx.take_woken());
+        assert!(!rx.take_woken());
+        tx.unbounded_send(stats()).unwrap();
+        assert!(!rx.take_woken(), "a send to a running pump wakes nothing");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! FlowProducer, children's values and failures, and WaitJob, for every runtime against the
-//! real bunqueue 2.9.5; effects checked through an independent connection
+//! real bunqueue 2.9.5 and against autobatch-broker (one scenario list for both); effects checked through an independent connection
 //! ([`RawClient`]: hand-written frames). Interop: flows added by autobatch are processed by
 //! bunqueue's own TS Worker.
 
@@ -431,42 +431,6 @@ async fn ts_worker_processes_our_flow<T: Rt>(target: Target) {
     client.close().await;
 }
 
-/// autobatch-broker does not serve flows: every flow command is refused as such (typed),
-/// and nothing is added.
-async fn broker_refuses_flows<T: Rt>(target: Target) {
-    let server = target.shared();
-    let client = connect::<T>(options(server)).await;
-    let name = queue_name::<T>("flow-broker");
-    let flows = FlowProducer::new(&client);
-    let not_supported = |r: Result<(), Error>, cmd: &str| match r {
-        Err(Error::Server(e)) => assert!(
-            e.message()
-                .starts_with(&format!("{cmd} is not supported by autobatch-broker")),
-            "{e}"
-        ),
-        other => panic!("{cmd}: expected a refusal, got {other:?}"),
-    };
-    not_supported(
-        flows
-            .add(node(&name, "p", 0).child(node(&name, "c", 1)))
-            .await
-            .map(|_| ()),
-        "PUSHF",
-    );
-    let q = client.queue(&name);
-    not_supported(
-        q.get_children_values("x").await.map(|_| ()),
-        "GetChildrenValues",
-    );
-    not_supported(
-        q.wait_job("x", Duration::from_millis(10)).await.map(|_| ()),
-        "WaitJob",
-    );
-    let mut raw = raw(server);
-    assert_eq!(raw.count(&name), 0);
-    client.close().await;
-}
-
 macro_rules! scenarios {
     ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
         #[test]
@@ -494,11 +458,11 @@ mod async_std_bunqueue {
     all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
 }
 mod tokio_broker {
-    scenarios!(super::Tokio, autobatch_tests::Target::Broker => bad_flows_are_refused_locally, broker_refuses_flows);
+    all_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
 }
 mod smol_broker {
-    scenarios!(super::Smol, autobatch_tests::Target::Broker => bad_flows_are_refused_locally, broker_refuses_flows);
+    all_scenarios!(super::Smol, autobatch_tests::Target::Broker);
 }
 mod async_std_broker {
-    scenarios!(super::AsyncStd, autobatch_tests::Target::Broker => bad_flows_are_refused_locally, broker_refuses_flows);
+    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
 }

@@ -1,0 +1,366 @@
+//! Flows and dependencies as bunqueue 2.9.5 runs them: a job with `dependsOn` ids that have
+//! not all completed waits in `waiting-children` and becomes waiting (or delayed, if its run
+//! time is still ahead) when the last of them completes; a child failing for good applies its
+//! failure policy to its parent (`failParentOnFailure`, `continueParentOnFailure`,
+//! `ignoreDependencyOnFailure`, `removeDependencyOnFailure`; none leaves the parent waiting).
+//!
+//! A job's links live on its entry ([`Links`]), so they go when the job goes; the reverse
+//! index (`State::dependents`) holds only jobs in `waiting-children`. Links are kept in memory
+//! only: a SQLite-backed broker that restarts recovers a `waiting-children` job as waiting
+//! (its links are gone, so nothing would ever release it).
+
+use std::sync::Arc;
+
+use autobatch_core::ops::ChildFailure;
+use autobatch_core::wire::{Job, Value};
+use tokio::sync::Notify;
+
+use super::{Entry, State};
+use crate::events::job_event;
+use crate::store::JobState;
+
+/// A job's place in a flow: what bunqueue keeps as `parentId`, `childrenIds`, `dependsOn`
+/// and the failure flags, plus the children failures its parent collects.
+#[derive(Debug, Default)]
+pub(crate) struct Links {
+    /// The parent this job reports to.
+    pub parent: Option<String>,
+    /// This job's children, in the order added (GetChildrenValues' order).
+    pub children: Vec<String>,
+    /// The jobs that must complete before this one runs (bunqueue's `dependsOn`: shrinks when
+    /// a child's failure removes or ignores the dependency, emptied by `continueParentOnFailure`).
+    pub depends_on: Vec<String>,
+    /// What this job's failure for good does to its parent.
+    pub policy: Option<ChildFailure>,
+    /// `"<queue>:<child>"` → error of children that failed with `continueParentOnFailure`
+    /// (GetFailedChildrenValues), in failure order.
+    pub failed: Vec<(String, String)>,
+    /// The same for `ignoreDependencyOnFailure` (GetIgnoredChildrenFailures).
+    pub ignored: Vec<(String, String)>,
+}
+
+impl Links {
+    /// Whether there is anything to keep.
+    pub fn is_empty(&self) -> bool {
+        self.parent.is_none() && self.children.is_empty() && self.depends_on.is_empty()
+    }
+}
+
+/// Sets `key` in a JS-object-like list, keeping the first insertion's place.
+fn put(list: &mut Vec<(String, String)>, key: String, value: String) {
+    match list.iter_mut().find(|(k, _)| *k == key) {
+        Some(slot) => slot.1 = value,
+        None => list.push((key, value)),
+    }
+}
+
+/// Copies a job's links onto its wire form (`parentId`, `childrenIds`).
+pub(super) fn wire_links(job: &mut Job, e: &Entry) {
+    if let Some(l) = &e.flow {
+        job.parent_id = l.parent.clone();
+        job.children_ids = l.children.clone();
+    }
+}
+
+impl State {
+    /// Whether `id` counts as completed for a dependency (bunqueue's `completedJobs`).
+    fn dependency_done(&self, id: &str) -> bool {
+        self.jobs
+            .get(id)
+            .is_some_and(|e| e.rec.state == JobState::Completed)
+    }
+
+    /// Whether a flow may not use `id`: a job has it (any state), or jobs wait for it
+    /// (bunqueue's `Flow job <id> already exists`).
+    pub fn id_taken(&self, id: &str) -> bool {
+        self.jobs.contains_key(id) || self.dependents.contains_key(id)
+    }
+
+    /// A new job as PUSHF's reply shows it (no state: bunqueue's record has none).
+    pub fn snapshot(&self, id: &str) -> Option<Value> {
+        let e = self.jobs.get(id)?;
+        let mut job = super::wire_job(&e.rec);
+        wire_links(&mut job, e);
+        Some(job.to_value())
+    }
+
+    /// Whether a new job with these dependencies must wait for them.
+    pub fn must_wait(&self, depends_on: &[String]) -> bool {
+        !depends_on.is_empty() && !depends_on.iter().all(|d| self.dependency_done(d))
+    }
+
+    /// Files a new job in `waiting-children`: counted, and its dependencies indexed.
+    pub(super) fn park(&mut self, id: &str, queue: &str, depends_on: &[String]) {
+        self.index(queue).waiting_children += 1;
+        for dep in depends_on {
+            self.dependents
+                .entry(dep.clone())
+                .or_default()
+                .insert(id.to_owned());
+        }
+    }
+
+    /// Takes a `waiting-children` job out of its count and the reverse index (to be filed
+    /// elsewhere or forgotten).
+    pub(super) fn unpark(&mut self, id: &str) {
+        let Some(e) = self.jobs.get(id) else { return };
+        if e.rec.state != JobState::WaitingChildren {
+            return;
+        }
+        let deps = e
+            .flow
+            .as_ref()
+            .map(|l| l.depends_on.clone())
+            .unwrap_or_default();
+        let queue = e.rec.queue.clone();
+        if let Some(q) = self.queues.get_mut(&queue) {
+            q.waiting_children = q.waiting_children.saturating_sub(1);
+        }
+        for dep in deps {
+            self.unindex_dependency(id, &dep);
+        }
+    }
+
+    fn unindex_dependency(&mut self, id: &str, dep: &str) {
+        if let Some(set) = self.dependents.get_mut(dep) {
+            set.remove(id);
+            if set.is_empty() {
+                self.dependents.remove(dep);
+            }
+        }
+    }
+
+    /// A `waiting-children` job leaves for waiting or delayed (by its run time, or now).
+    fn release(&mut self, id: &str, run_now: bool, now: f64) {
+        self.unpark(id);
+        let Some(run_at) = self.jobs.get(id).map(|e| e.rec.run_at) else {
+            return;
+        };
+        let run_at = if run_now { now } else { run_at };
+        self.refile(id, run_at, now);
+    }
+
+    /// A job completed: the jobs waiting only for it (and for completed ones) are released, as
+    /// bunqueue's `processPendingDependencies` releases them (no event); its own children
+    /// failures are dropped; WaitJob callers are woken.
+    pub(super) fn on_completed(&mut self, id: &str, now: f64) {
+        if let Some(l) = self.jobs.get_mut(id).and_then(|e| e.flow.as_mut()) {
+            l.failed = Vec::new();
+            l.ignored = Vec::new();
+        }
+        if let Some(n) = self.job_waiters.get(id) {
+            n.notify_waiters();
+        }
+        let Some(waiting) = self.dependents.remove(id) else {
+            return;
+        };
+        let mut waiting: Vec<String> = waiting.into_iter().collect();
+        waiting.sort();
+        for w in waiting {
+            let ready = self.jobs.get(&w).is_some_and(|e| {
+                e.rec.state == JobState::WaitingChildren
+                    && e.flow.as_ref().is_none_or(|l| {
+                        l.depends_on
+                            .iter()
+                            .all(|d| d == id || self.dependency_done(d))
+                    })
+            });
+            if ready {
+                self.release(&w, false, now);
+            }
+        }
+    }
+
+    /// A job failed for good. Its own children failures are dropped; `Some((parent, policy,
+    /// error))` when a policy of it now applies to its parent (see [`apply_policy`]).
+    ///
+    /// [`apply_policy`]: Self::apply_policy
+    pub(super) fn on_failed(
+        &mut self,
+        id: &str,
+        error: Option<&str>,
+    ) -> Option<(String, ChildFailure, String)> {
+        let l = self.jobs.get_mut(id)?.flow.as_mut()?;
+        l.failed = Vec::new();
+        l.ignored = Vec::new();
+        let parent = l.parent.clone()?;
+        let policy = l.policy?;
+        Some((parent, policy, error.unwrap_or("unknown error").to_owned()))
+    }
+
+    /// bunqueue's flow failure policies, applied to `parent` when child `child` (of `queue`)
+    /// failed for good with `error`. Only a parent still queued (waiting, delayed or
+    /// `waiting-children`) is touched.
+    pub(super) fn apply_policy(
+        &mut self,
+        child: &str,
+        queue: &str,
+        (parent, policy, error): (String, ChildFailure, String),
+        now: f64,
+    ) {
+        let Some(state) = self.jobs.get(&parent).map(|e| e.rec.state) else {
+            return;
+        };
+        if !matches!(
+            state,
+            JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
+        ) {
+            return;
+        }
+        let key = format!("{queue}:{child}");
+        match policy {
+            ChildFailure::FailParent => self.fail_parent(&parent, child, &error, now),
+            ChildFailure::ContinueParent => {
+                let waiting = state == JobState::WaitingChildren;
+                self.unpark(&parent);
+                if let Some(l) = self.jobs.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
+                    put(&mut l.failed, key, error);
+                    l.depends_on = Vec::new();
+                }
+                if waiting {
+                    // Unparked above: filed now, to run at once.
+                    self.refile(&parent, now, now);
+                    self.emit_released(&parent);
+                }
+            }
+            ChildFailure::Ignore | ChildFailure::RemoveDependency => {
+                if policy == ChildFailure::Ignore {
+                    if let Some(l) = self.jobs.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
+                        put(&mut l.ignored, key, error);
+                    }
+                }
+                if state != JobState::WaitingChildren {
+                    return;
+                }
+                let Some(l) = self.jobs.get_mut(&parent).and_then(|e| e.flow.as_mut()) else {
+                    return;
+                };
+                if let Some(i) = l.depends_on.iter().position(|d| d == child) {
+                    l.depends_on.remove(i);
+                    self.unindex_dependency(&parent, child);
+                }
+                let ready = self.jobs.get(&parent).is_some_and(|e| {
+                    e.flow
+                        .as_ref()
+                        .is_none_or(|l| l.depends_on.iter().all(|d| self.dependency_done(d)))
+                });
+                if ready {
+                    self.release(&parent, true, now);
+                    self.emit_released(&parent);
+                }
+            }
+            // A policy a newer core may add: none applied, as bunqueue without a flag.
+            _ => {}
+        }
+    }
+
+    /// bunqueue's `waiting` event for a parent a child's failure released.
+    fn emit_released(&self, id: &str) {
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+            return;
+        };
+        self.events.emit(&queue, "waiting", |ts| {
+            let mut f = job_event(&queue, id)(ts);
+            f.push(("prev", Value::from("waiting-children")));
+            f
+        });
+    }
+
+    /// `failParentOnFailure`: the parent goes to the DLQ (reason `unknown`) with bunqueue's
+    /// `Child job <id> failed: <error>`, and a `failed` event.
+    fn fail_parent(&mut self, parent: &str, child: &str, error: &str, now: f64) {
+        let Some(state) = self.jobs.get(parent).map(|e| e.rec.state) else {
+            return;
+        };
+        match state {
+            JobState::WaitingChildren => self.unpark(parent),
+            JobState::Waiting => self.unready(parent),
+            JobState::Delayed => {
+                let Some((queue, key)) = self
+                    .jobs
+                    .get(parent)
+                    .map(|e| (e.rec.queue.clone(), (e.rec.run_at.ceil() as i64, e.rec.seq)))
+                else {
+                    return;
+                };
+                self.index(&queue).delayed.remove(&key);
+            }
+            _ => return,
+        }
+        let text = format!("Child job {child} failed: {error}");
+        if let Some(l) = self.jobs.get_mut(parent).and_then(|e| e.flow.as_mut()) {
+            l.failed = Vec::new();
+            l.ignored = Vec::new();
+        }
+        if let Some(e) = self.jobs.get_mut(parent) {
+            e.rec.failed_reason = Some(text.clone());
+        }
+        self.file_failed(parent, now, "unknown", text.clone());
+        let Some((queue, data)) = self
+            .jobs
+            .get(parent)
+            .map(|e| (e.rec.queue.clone(), e.rec.data.clone()))
+        else {
+            return;
+        };
+        self.events.emit(&queue, "failed", |ts| {
+            let mut f = job_event(&queue, parent)(ts);
+            f.extend([("error", Value::from(text.as_str())), ("data", data)]);
+            f
+        });
+    }
+
+    /// GetChildrenValues: `"<queue>:<child>"` → return value of every completed child that
+    /// returned something, in the parent's `childrenIds` order; empty for an unknown parent.
+    pub fn children_values(&self, parent: &str) -> Vec<(String, Value)> {
+        let Some(l) = self.jobs.get(parent).and_then(|e| e.flow.as_ref()) else {
+            return Vec::new();
+        };
+        l.children
+            .iter()
+            .filter_map(|c| {
+                let e = self.jobs.get(c)?;
+                let v = e.rec.result.clone().filter(|v| *v != Value::Undefined)?;
+                Some((format!("{}:{c}", e.rec.queue), v))
+            })
+            .collect()
+    }
+
+    /// GetFailedChildrenValues (`ignored` false) or GetIgnoredChildrenFailures (true).
+    pub fn children_failures(&self, parent: &str, ignored: bool) -> Vec<(String, Value)> {
+        let Some(l) = self.jobs.get(parent).and_then(|e| e.flow.as_ref()) else {
+            return Vec::new();
+        };
+        let list = if ignored { &l.ignored } else { &l.failed };
+        list.iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+            .collect()
+    }
+
+    /// The signal WaitJob waits on for job `id` (woken when it completes). The caller drops
+    /// its clone and calls [`forget_waiter`](Self::forget_waiter) when done.
+    pub fn job_waiter(&mut self, id: &str) -> Arc<Notify> {
+        self.job_waiters.entry(id.to_owned()).or_default().clone()
+    }
+
+    /// Frees the signal of `id` once no WaitJob holds it.
+    pub fn forget_waiter(&mut self, id: &str) {
+        if self
+            .job_waiters
+            .get(id)
+            .is_some_and(|n| Arc::strong_count(n) == 1)
+        {
+            self.job_waiters.remove(id);
+        }
+    }
+
+    /// WaitJob's view of a job: `None` unknown, `Some(Some(result))` completed (its return
+    /// value, `Undefined` when none), `Some(None)` not completed yet.
+    pub fn completion(&self, id: &str) -> Option<Option<Value>> {
+        let e = self.jobs.get(id)?;
+        Some(
+            (e.rec.state == JobState::Completed)
+                .then(|| e.rec.result.clone().unwrap_or(Value::Undefined)),
+        )
+    }
+}

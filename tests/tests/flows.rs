@@ -431,6 +431,68 @@ async fn ts_worker_processes_our_flow<T: Rt>(target: Target) {
     client.close().await;
 }
 
+/// bunqueue's own FlowProducer and Worker end to end (tests/peers/flow_ts_producer.ts): every
+/// job processed once, children before parents, a chain in order, the values and the ignored
+/// failure a parent reads, and the counts left. The same checks as the broker's
+/// `ts_client.rs`, here against both servers, so they hold for bunqueue itself.
+async fn ts_flow_producer_end_to_end<T: Rt>(target: Target) {
+    let server = target.shared();
+    let top = queue_name::<T>("tsflow-top");
+    let parts = queue_name::<T>("tsflow-parts");
+    let out = TsPeer::new("flow_ts_producer.ts")
+        .target(server)
+        .options(&json!({"top": top, "parts": parts, "trees": 5}))
+        .run_json()
+        .expect("flow_ts_producer.ts ran");
+    let processed = out["processed"].as_array().expect("processed");
+    let seq = |id: &serde_json::Value| {
+        let all: Vec<_> = processed.iter().filter(|p| p["id"] == *id).collect();
+        assert_eq!(all.len(), 1, "{id} processed once");
+        all[0]["seq"].as_i64().expect("seq")
+    };
+    assert_eq!(processed.len(), 5 * 4 + 6, "every job processed");
+    let key = |id: &serde_json::Value| format!("{parts}:{}", id.as_str().expect("id"));
+    for t in out["trees"].as_array().expect("trees") {
+        assert!(seq(&t["a1"]) < seq(&t["a"]), "{t}");
+        assert!(
+            seq(&t["a"]) < seq(&t["id"]) && seq(&t["b"]) < seq(&t["id"]),
+            "{t}"
+        );
+        let merge = processed
+            .iter()
+            .find(|p| p["id"] == t["id"])
+            .expect("merge");
+        assert_eq!(
+            merge["values"],
+            json!({ key(&t["a"]): {"leg": "a"}, key(&t["b"]): {"leg": "b"} })
+        );
+    }
+    let chain = out["chain"].as_array().expect("chain");
+    assert!(seq(&chain[0]) < seq(&chain[1]) && seq(&chain[1]) < seq(&chain[2]));
+    let policy = &out["policy"];
+    let merge = processed
+        .iter()
+        .find(|p| p["id"] == policy["id"])
+        .expect("policy parent");
+    assert_eq!(merge["ignored"], json!({ key(&policy["bad"]): "boom" }));
+    assert_eq!(
+        merge["values"],
+        json!({ key(&policy["ok"]): {"leg": "ok"} })
+    );
+    assert_eq!(out["failed"], json!([policy["bad"]]));
+    for (q, completed, failed) in [("top", 6, 0), ("parts", 5 * 3 + 4, 1)] {
+        let c = &out["counts"][q];
+        assert_eq!(
+            (&c["completed"], &c["failed"]),
+            (&json!(completed), &json!(failed)),
+            "{c}"
+        );
+        for k in ["waiting", "active", "delayed", "waiting-children"] {
+            assert_eq!(c[k], json!(0), "{q} {k}: {c}");
+        }
+    }
+}
+
 macro_rules! scenarios {
     ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
         #[test]
@@ -444,7 +506,8 @@ macro_rules! all_scenarios {
     ($rt:ty, $target:expr) => {
         scenarios!($rt, $target => tree_children_before_parent, chain_runs_in_order,
             flow_is_all_or_nothing, failed_and_ignored_children, wait_job_edges,
-            bad_flows_are_refused_locally, ts_worker_processes_our_flow, get_flow_reads_the_tree);
+            bad_flows_are_refused_locally, ts_worker_processes_our_flow, get_flow_reads_the_tree,
+            ts_flow_producer_end_to_end);
     };
 }
 

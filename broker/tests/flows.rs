@@ -125,7 +125,7 @@ fn parent_released_by_its_last_child() {
         "GetJobs",
         vec![
             ("queue", s("top")),
-            ("states", arr(vec![s("waiting-children")])),
+            ("state", arr(vec![s("waiting-children")])),
         ],
     );
     assert_eq!(

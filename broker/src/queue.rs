@@ -363,7 +363,11 @@ impl State {
             .find_map(|(set, p)| (set == Some(true)).then_some(p)),
             ..flow::Links::default()
         };
-        let parked = self.must_wait(&links.depends_on);
+        let links = flow::Links {
+            depends_on: self.unresolved(&links.depends_on),
+            ..links
+        };
+        let parked = !links.depends_on.is_empty();
         let seq = self.seq;
         self.seq += 1;
         let rec = JobRecord {
@@ -627,7 +631,7 @@ impl State {
         }
         self.index(&queue).completed += 1;
         // Before `retire`: a removed job still releases the jobs waiting for it.
-        self.on_completed(id, now);
+        self.on_completed(id, remove, now);
         self.retire(id, remove, op);
         Ok(())
     }

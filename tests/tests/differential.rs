@@ -1161,9 +1161,10 @@ fn group_max_size_like_bunqueue() {
     assert_eq!(a, b, "group maxSize diverged (bunqueue left, broker right)");
 }
 
-/// Flows, compared on both servers: PUSHF refused whole with bunqueue's messages (a cycle, a
-/// child that does not point back, a missing parent, a taken id), a tree whose children carry
-/// each failure policy, a chain by `dependsOn` on PUSH; after every move the parents' states,
+/// Flows, compared on both servers: PUSHF refused whole with bunqueue's messages (a missing
+/// dependency, a child that does not point back, a missing parent, two policies, a taken id),
+/// a tree whose children carry the failure policies (and one removed on completion, whose
+/// value the parent still reads), a chain by `dependsOn` on PUSH; after every move the parents' states,
 /// `parentId` / `childrenIds`, the counts (`waiting-children` among them), the children's
 /// values and failures, and WaitJob. A fixed program, not in the random ones: a flow's ids are
 /// the client's, so both servers get the same ones, and each side pulls its children by name.
@@ -1212,7 +1213,7 @@ fn flows_like_bunqueue() {
                 Err(e) => json!({ "transport": e }),
             };
             // Ids are the same on both sides; the tag is this process's.
-            let json = normalise(json, &[tag.clone()], &tokens);
+            let json = normalise(json, std::slice::from_ref(&tag), &tokens);
             out.push((what, json));
         };
         let pushf = |raw: &mut RawClient, jobs: Vec<Value>| {
@@ -1267,7 +1268,14 @@ fn flows_like_bunqueue() {
                     vec![one(), yes("removeDependencyOnFailure")],
                 ),
                 c("c3"),
-                p(&["c1", "c2", "c3"]),
+                job(
+                    "c4",
+                    &kids,
+                    Some(("p", &top)),
+                    &[],
+                    vec![yes("removeOnComplete")],
+                ),
+                p(&["c1", "c2", "c3", "c4"]),
             ],
         );
         note("tree".into(), r);
@@ -1302,7 +1310,7 @@ fn flows_like_bunqueue() {
         let look = |raw: &mut RawClient,
                     note: &mut dyn FnMut(String, Result<Value, String>),
                     when: &str| {
-            for name in ["p", "q", "d", "c1", "c2", "c3", "f1"] {
+            for name in ["p", "q", "d", "c1", "c2", "c3", "c4", "f1"] {
                 let r = raw.command("GetState", &[("id", Value::from(id(name)))]);
                 note(format!("{when}: state {name}"), r);
             }
@@ -1387,7 +1395,12 @@ fn flows_like_bunqueue() {
             ("c1", false),
             ("f1", false),
             ("c3", true),
+            // c4 after c2: a dependency removed on completion before another child's
+            // removeDependencyOnFailure leaves bunqueue's parent in waiting-children for good
+            // (that check looks only at completed jobs it still keeps); the broker releases
+            // it, an intended difference (README).
             ("c2", false),
+            ("c4", true),
             ("d", true),
         ] {
             let token = take(&mut raw, name);

@@ -27,8 +27,9 @@ pub(crate) struct Links {
     pub parent: Option<String>,
     /// This job's children, in the order added (GetChildrenValues' order).
     pub children: Vec<String>,
-    /// The jobs that must complete before this one runs (bunqueue's `dependsOn`: shrinks when
-    /// a child's failure removes or ignores the dependency, emptied by `continueParentOnFailure`).
+    /// The jobs that must still complete before this one runs: bunqueue's `dependsOn` less
+    /// those completed (so a dependency removed on completion still counts as done), less a
+    /// child whose failure removes or ignores it; emptied by `continueParentOnFailure`.
     pub depends_on: Vec<String>,
     /// What this job's failure for good does to its parent.
     pub policy: Option<ChildFailure>,
@@ -37,6 +38,9 @@ pub(crate) struct Links {
     pub failed: Vec<(String, String)>,
     /// The same for `ignoreDependencyOnFailure` (GetIgnoredChildrenFailures).
     pub ignored: Vec<(String, String)>,
+    /// Return values of children removed on completion, kept for GetChildrenValues while
+    /// this job waits or runs (bunqueue's `dependencyResults`).
+    pub kept: Vec<(String, Value)>,
 }
 
 impl Links {
@@ -86,7 +90,16 @@ impl State {
 
     /// Whether a new job with these dependencies must wait for them.
     pub fn must_wait(&self, depends_on: &[String]) -> bool {
-        !depends_on.is_empty() && !depends_on.iter().all(|d| self.dependency_done(d))
+        depends_on.iter().any(|d| !self.dependency_done(d))
+    }
+
+    /// The dependencies of a new job still to complete.
+    pub(super) fn unresolved(&self, depends_on: &[String]) -> Vec<String> {
+        depends_on
+            .iter()
+            .filter(|d| !self.dependency_done(d))
+            .cloned()
+            .collect()
     }
 
     /// Files a new job in `waiting-children`: counted, and its dependencies indexed.
@@ -143,10 +156,23 @@ impl State {
     /// A job completed: the jobs waiting only for it (and for completed ones) are released, as
     /// bunqueue's `processPendingDependencies` releases them (no event); its own children
     /// failures are dropped; WaitJob callers are woken.
-    pub(super) fn on_completed(&mut self, id: &str, now: f64) {
-        if let Some(l) = self.jobs.get_mut(id).and_then(|e| e.flow.as_mut()) {
-            l.failed = Vec::new();
-            l.ignored = Vec::new();
+    /// `removed`: the job is about to be dropped (removeOnComplete): its parent keeps its
+    /// return value.
+    pub(super) fn on_completed(&mut self, id: &str, removed: bool, now: f64) {
+        let mut parent = None;
+        if let Some(e) = self.jobs.get_mut(id) {
+            if let Some(l) = e.flow.as_mut() {
+                l.failed = Vec::new();
+                l.ignored = Vec::new();
+                l.kept = Vec::new();
+                parent = l.parent.clone().filter(|_| removed);
+            }
+            let result = e.rec.result.clone().filter(|v| *v != Value::Undefined);
+            if let (Some(p), Some(result)) = (parent, result) {
+                if let Some(l) = self.jobs.get_mut(&p).and_then(|e| e.flow.as_mut()) {
+                    l.kept.push((id.to_owned(), result));
+                }
+            }
         }
         if let Some(n) = self.job_waiters.get(id) {
             n.notify_waiters();
@@ -157,13 +183,15 @@ impl State {
         let mut waiting: Vec<String> = waiting.into_iter().collect();
         waiting.sort();
         for w in waiting {
-            let ready = self.jobs.get(&w).is_some_and(|e| {
-                e.rec.state == JobState::WaitingChildren
-                    && e.flow.as_ref().is_none_or(|l| {
-                        l.depends_on
-                            .iter()
-                            .all(|d| d == id || self.dependency_done(d))
-                    })
+            let Some(e) = self.jobs.get_mut(&w) else {
+                continue;
+            };
+            if e.rec.state != JobState::WaitingChildren {
+                continue;
+            }
+            let ready = e.flow.as_mut().is_none_or(|l| {
+                l.depends_on.retain(|d| d != id);
+                l.depends_on.is_empty()
             });
             if ready {
                 self.release(&w, false, now);
@@ -183,6 +211,7 @@ impl State {
         let l = self.jobs.get_mut(id)?.flow.as_mut()?;
         l.failed = Vec::new();
         l.ignored = Vec::new();
+        l.kept = Vec::new();
         let parent = l.parent.clone()?;
         let policy = l.policy?;
         Some((parent, policy, error.unwrap_or("unknown error").to_owned()))
@@ -239,11 +268,10 @@ impl State {
                     l.depends_on.remove(i);
                     self.unindex_dependency(&parent, child);
                 }
-                let ready = self.jobs.get(&parent).is_some_and(|e| {
-                    e.flow
-                        .as_ref()
-                        .is_none_or(|l| l.depends_on.iter().all(|d| self.dependency_done(d)))
-                });
+                let ready = self
+                    .jobs
+                    .get(&parent)
+                    .is_some_and(|e| e.flow.as_ref().is_none_or(|l| l.depends_on.is_empty()));
                 if ready {
                     self.release(&parent, true, now);
                     self.emit_released(&parent);
@@ -317,10 +345,18 @@ impl State {
         };
         l.children
             .iter()
-            .filter_map(|c| {
-                let e = self.jobs.get(c)?;
-                let v = e.rec.result.clone().filter(|v| *v != Value::Undefined)?;
-                Some((format!("{}:{c}", e.rec.queue), v))
+            .filter_map(|c| match self.jobs.get(c) {
+                Some(e) => {
+                    let v = e.rec.result.clone().filter(|v| *v != Value::Undefined)?;
+                    Some((format!("{}:{c}", e.rec.queue), v))
+                }
+                // Removed on completion: its kept value, under its bare id (bunqueue's key
+                // for a child it no longer finds).
+                None => l
+                    .kept
+                    .iter()
+                    .find(|(k, _)| k == c)
+                    .map(|(_, v)| (c.clone(), v.clone())),
             })
             .collect()
     }
@@ -572,6 +608,28 @@ mod tests {
         let o = JobOptions::new().depends_on(vec![a]);
         let d = s.push("q", JobSpec::new("d", Value::Nil).with_options(o), 1.0);
         assert_eq!(s.get_state(&d, 1.0), "waiting");
+    }
+
+    /// Children removed on completion still count as done, and their values stay readable
+    /// from the parent (under their bare ids) until it finishes.
+    #[test]
+    fn removed_children_count_and_keep_their_values() {
+        let mut s = state();
+        flow(&mut s, |o| o.remove_on_complete(true));
+        let first = run(&mut s, true, Value::from(1_i64));
+        assert_eq!(s.get_state(&first, 1.0), "unknown", "removed");
+        run(&mut s, true, Value::from(2_i64));
+        assert_eq!(s.get_state("p", 1.0), "waiting");
+        let mut values = s.children_values("p");
+        values.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(values.len(), 2);
+        assert_eq!(values[0].0, "c1");
+        let (id, token) = pull(&mut s, "top", 2.0).unwrap();
+        s.ack(&id, Some(&token), None, false, 2.0).unwrap();
+        assert!(
+            s.children_values("p").is_empty(),
+            "released with the parent"
+        );
     }
 
     /// WaitJob's view: unknown, not yet completed, completed with its value.

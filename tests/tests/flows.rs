@@ -493,6 +493,81 @@ async fn ts_flow_producer_end_to_end<T: Rt>(target: Target) {
     }
 }
 
+/// A parent's events, on its queue: `pushed` (read as waiting) when the flow lands, `waiting`
+/// when a `continueParentOnFailure` child releases it, `failed` with bunqueue's text when a
+/// `failParentOnFailure` child fails it.
+async fn parents_events<T: Rt>(target: Target) {
+    use autobatch_driver::{EventsOptions, QueueEvent, QueueEvents};
+    use futures_util::StreamExt;
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let top = queue_name::<T>("flowev-top");
+    let kids = queue_name::<T>("flowev-kids");
+    let mut events = within::<T, _>(
+        "subscribe",
+        QueueEvents::<T::R>::connect_with(
+            T::R::default(),
+            options(server),
+            &top,
+            EventsOptions::default(),
+        ),
+    )
+    .await
+    .expect("subscribe");
+    let flows = FlowProducer::new(&client);
+    let one = JobOptions::new().attempts(1);
+    let released = flows
+        .add(
+            node(&top, "released", 0).child(
+                node(&kids, "continued", 1)
+                    .options(one.clone())
+                    .on_failure(ChildFailure::ContinueParent),
+            ),
+        )
+        .await
+        .expect("add");
+    let failed = flows
+        .add(
+            node(&top, "failed", 0).child(
+                node(&kids, "fatal", 1)
+                    .options(one)
+                    .on_failure(ChildFailure::FailParent),
+            ),
+        )
+        .await
+        .expect("add");
+    let mut raw = raw(server);
+    for child in [&released.children[0].id, &failed.children[0].id] {
+        let (id, _, token) = pull(&mut raw, &kids).expect("a child");
+        assert_eq!(&id, child);
+        fail(&mut raw, &id, &token, "boom");
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let e = within::<T, _>("next event", events.next())
+            .await
+            .expect("the stream goes on");
+        seen.push(match e {
+            QueueEvent::Waiting { job_id, .. } => format!("waiting {job_id}"),
+            QueueEvent::Failed { job_id, reason, .. } => format!("failed {job_id}: {reason}"),
+            other => format!("{other:?}"),
+        });
+    }
+    let fatal = &failed.children[0].id;
+    assert_eq!(
+        seen,
+        [
+            format!("waiting {}", released.id),
+            format!("waiting {}", failed.id),
+            format!("waiting {}", released.id),
+            format!("failed {}: Child job {fatal} failed: boom", failed.id),
+        ]
+    );
+    assert_eq!(raw.state(&released.id), "waiting");
+    assert_eq!(raw.state(&failed.id), "failed");
+    client.close().await;
+}
+
 macro_rules! scenarios {
     ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
         #[test]
@@ -507,7 +582,7 @@ macro_rules! all_scenarios {
         scenarios!($rt, $target => tree_children_before_parent, chain_runs_in_order,
             flow_is_all_or_nothing, failed_and_ignored_children, wait_job_edges,
             bad_flows_are_refused_locally, ts_worker_processes_our_flow, get_flow_reads_the_tree,
-            ts_flow_producer_end_to_end);
+            ts_flow_producer_end_to_end, parents_events);
     };
 }
 

@@ -1,6 +1,8 @@
 //! Flows, served: PUSHF (checked as bunqueue 2.9.5's `validateAtomicFlowBatch` and
 //! `validateFlowTopology` check it, with their messages, before anything changes),
-//! GetChildrenValues, GetFailedChildrenValues, GetIgnoredChildrenFailures. WaitJob and the
+//! GetChildrenValues, GetFailedChildrenValues, GetIgnoredChildrenFailures,
+//! RemoveChildDependency, RemoveUnprocessedChildren. MoveToWaitingChildren and UpdateParent
+//! stay refused as not supported. WaitJob and the
 //! commit of a PUSHF wait, so they are served by `dispatch`.
 
 use std::collections::{HashMap, HashSet};
@@ -21,7 +23,7 @@ pub(super) fn serve(
     _conn: &Conn,
     cmd: &str,
     body: &Value,
-    _now: f64,
+    now: f64,
 ) -> Option<Result<Response, String>> {
     Some(match cmd {
         "GetChildrenValues" => {
@@ -33,6 +35,23 @@ pub(super) fn serve(
         "GetIgnoredChildrenFailures" => answer::<GetIgnoredChildrenFailures>(body, |op| {
             Ok(shared.lock().children_failures(&op.id, true))
         }),
+        // No typed op in core (the autobatch client does not send them): the raw body, as
+        // bunqueue reads it (`jobId(command.id)`).
+        "RemoveChildDependency" => {
+            let id = body
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or("undefined");
+            shared
+                .lock()
+                .remove_child_dependency(id, now)
+                .map(|removed| Response::Other(Value::map([("removed", Value::from(removed))])))
+        }
+        "RemoveUnprocessedChildren" => {
+            let id = body.get("id").and_then(Value::as_str).unwrap_or_default();
+            shared.lock().remove_unprocessed_children(id);
+            Ok(Response::Done)
+        }
         _ => return None,
     })
 }

@@ -58,6 +58,30 @@ fn put(list: &mut Vec<(String, String)>, key: String, value: String) {
     }
 }
 
+/// `data` (a map, decoded if it was kept encoded) with `keys` set (`Some`) or removed
+/// (`None`); anything else is returned as it is.
+fn with_keys(data: &Value, keys: &[(&str, Option<Value>)]) -> Value {
+    let decoded = match data {
+        Value::Raw(r) => r.decode().ok(),
+        other => Some(other.clone()),
+    };
+    let Some(Value::Map(mut m)) = decoded else {
+        return data.clone();
+    };
+    for (k, v) in keys {
+        let at = m.iter().position(|(key, _)| key.as_str() == Some(k));
+        match (at, v) {
+            (Some(i), Some(v)) => m[i].1 = v.clone(),
+            (Some(i), None) => {
+                m.remove(i);
+            }
+            (None, Some(v)) => m.push((Value::from(*k), v.clone())),
+            (None, None) => {}
+        }
+    }
+    Value::Map(m)
+}
+
 /// Copies a job's links onto its wire form (`parentId`, `childrenIds`).
 pub(super) fn wire_links(job: &mut Job, e: &Entry) {
     if let Some(l) = &e.flow {
@@ -335,6 +359,81 @@ impl State {
             f.extend([("error", Value::from(text.as_str())), ("data", data)]);
             f
         });
+    }
+
+    /// RemoveChildDependency, as bunqueue's `removeChildDependency`: detaches a child that
+    /// has not finished from its parent still waiting for it (the parent's `childrenIds` and
+    /// `__childrenIds`, the child's `parentId`, `__parentId` and `__parentQueue`); a parent
+    /// left waiting for nothing runs now, with a `waiting` event. `Ok(false)` when there is
+    /// nothing to detach; bunqueue's errors for an unknown child or one without a parent.
+    pub fn remove_child_dependency(&mut self, child: &str, now: f64) -> Result<bool, String> {
+        let e = self
+            .jobs
+            .get(child)
+            .ok_or_else(|| format!("Job not found: {child}"))?;
+        let Some(parent) = e.flow.as_ref().and_then(|l| l.parent.clone()) else {
+            return Err(format!("Job {child} has no parent"));
+        };
+        if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
+            return Ok(false);
+        }
+        let waits = self.jobs.get(&parent).is_some_and(|p| {
+            p.rec.state == JobState::WaitingChildren
+                && p.flow
+                    .as_ref()
+                    .is_some_and(|l| l.depends_on.iter().any(|d| d == child))
+        });
+        if !waits {
+            return Ok(false);
+        }
+        self.unindex_dependency(&parent, child);
+        let mut released = false;
+        if let Some(p) = self.jobs.get_mut(&parent) {
+            if let Some(l) = p.flow.as_mut() {
+                l.depends_on.retain(|d| d != child);
+                l.children.retain(|c| c != child);
+                released = l.depends_on.is_empty();
+                let ids: Vec<Value> = l.children.iter().map(|c| Value::from(c.as_str())).collect();
+                let list = (!ids.is_empty()).then_some(Value::Array(ids));
+                p.rec.data = with_keys(&p.rec.data, &[("__childrenIds", list)]);
+            }
+        }
+        if let Some(c) = self.jobs.get_mut(child) {
+            if let Some(l) = c.flow.as_mut() {
+                l.parent = None;
+                l.policy = None;
+            }
+            c.rec.data = with_keys(
+                &c.rec.data,
+                &[("__parentId", None), ("__parentQueue", None)],
+            );
+        }
+        for id in [child, parent.as_str()] {
+            if let Some(rec) = self.jobs.get(id).map(|e| e.rec.clone()) {
+                self.record(crate::store::StoreOp::Put(Box::new(rec)));
+            }
+        }
+        if released {
+            // Counted out of waiting-children by hand: its links no longer list the child.
+            self.unpark(&parent);
+            self.refile(&parent, now, now);
+            self.emit_released(&parent);
+        }
+        Ok(true)
+    }
+
+    /// RemoveUnprocessedChildren: cancels the children of `parent` still queued (waiting,
+    /// delayed, or waiting for their own children); running and finished ones stay.
+    pub fn remove_unprocessed_children(&mut self, parent: &str) {
+        let children = self
+            .jobs
+            .get(parent)
+            .and_then(|e| e.flow.as_ref())
+            .map(|l| l.children.clone())
+            .unwrap_or_default();
+        for c in children {
+            self.cancel(&c);
+        }
     }
 
     /// GetChildrenValues: `"<queue>:<child>"` → return value of every completed child that
@@ -629,6 +728,40 @@ mod tests {
         assert!(
             s.children_values("p").is_empty(),
             "released with the parent"
+        );
+    }
+
+    /// RemoveChildDependency detaches a child (the data keys: see the differential flow
+    /// program); the parent, left waiting for nothing, runs. RemoveUnprocessedChildren cancels
+    /// queued children.
+    #[test]
+    fn detaching_children() {
+        let mut s = state();
+        flow(&mut s, |o| o);
+        assert_eq!(s.remove_child_dependency("c1", 0.0), Ok(true));
+        assert_eq!(s.get_state("p", 0.0), "waiting-children");
+        assert_eq!(s.get_job("p", 0.0).unwrap().children_ids, ["c2"]);
+        assert_eq!(
+            s.remove_child_dependency("c1", 0.0),
+            Err("Job c1 has no parent".into())
+        );
+        assert_eq!(
+            s.remove_child_dependency("zz", 0.0),
+            Err("Job not found: zz".into())
+        );
+        assert_eq!(s.remove_child_dependency("c2", 0.0), Ok(true));
+        assert_eq!(s.get_state("p", 0.0), "waiting");
+        assert!(s.dependents.is_empty());
+
+        let mut s = state();
+        flow(&mut s, |o| o);
+        s.remove_unprocessed_children("p");
+        assert_eq!(s.get_state("c1", 0.0), "unknown");
+        assert_eq!(s.get_state("c2", 0.0), "unknown");
+        assert_eq!(
+            s.get_state("p", 0.0),
+            "waiting-children",
+            "as bunqueue: stuck"
         );
     }
 

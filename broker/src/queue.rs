@@ -437,7 +437,11 @@ impl State {
 
     /// Drops a finished job entirely (a new generation of its custom id, or remove-on-finish).
     fn forget(&mut self, id: &str) {
-        self.unpark(id);
+        // A parked job has its dependencies indexed: with none indexed (the common case),
+        // nothing is parked and `id` need not be looked up.
+        if !self.dependents.is_empty() {
+            self.unpark(id);
+        }
         let Some(e) = self.jobs.remove(id) else {
             return;
         };

@@ -183,6 +183,11 @@ impl State {
     /// `removed`: the job is about to be dropped (removeOnComplete): its parent keeps its
     /// return value.
     pub(super) fn on_completed(&mut self, id: &str, removed: bool, now: f64) {
+        let linked = self.jobs.get(id).is_some_and(|e| e.flow.is_some());
+        // The hot path (a job outside any flow, nobody waiting): nothing more to look up.
+        if !linked && self.dependents.is_empty() && self.job_waiters.is_empty() {
+            return;
+        }
         let mut parent = None;
         if let Some(e) = self.jobs.get_mut(id) {
             if let Some(l) = e.flow.as_mut() {

@@ -311,6 +311,17 @@ async fn push(
                 }
             }
         }
+        // `Queue.add` with a parent (bunqueue's `validateParentLinkInputs`): every parent
+        // checked before anything is added.
+        let mut links = Vec::with_capacity(jobs.len());
+        for job in &jobs {
+            let o = &job.opts;
+            links.push(state.parent_to_link(
+                o.job_id.as_deref(),
+                o.parent_id.as_deref(),
+                &job.data,
+            )?);
+        }
         // A group's `maxSize` (bunqueue's `Group <id> has reached its maximum size of <n>`),
         // counting this batch's earlier jobs of the group. As in bunqueue's PUSHB, the jobs
         // before the refused one are added all the same, and the reply is the error.
@@ -342,11 +353,16 @@ async fn push(
         // The jobs this push created (a live custom id or unique key returns an existing job,
         // which is not this push's to take back).
         let mut created = Vec::new();
-        for job in jobs {
+        for (job, parent) in jobs.into_iter().zip(links) {
             let recorded = state.recorded();
+            let seq = state.jobs_created();
             let id = state.push(queue, job, now_ms());
             if durable && state.recorded() > recorded {
                 created.push(id.clone());
+            }
+            // Only a job this push created links itself (a live custom id returns its job).
+            if let Some(parent) = parent.filter(|_| state.jobs_created() > seq) {
+                state.link_parent(&parent, &id);
             }
             ids.push(id);
         }

@@ -1481,6 +1481,99 @@ fn flows_like_bunqueue() {
         }
         let r = raw.command("GetJobCounts", &[("queue", Value::from(rm.as_str()))]);
         note("detached: counts".into(), r);
+        // Queue.add with `parent: {id, queue}`: the new job links itself to a waiting job,
+        // which then waits for it; bad parents are refused.
+        let adopt = format!("diff-fadopt-{tag}");
+        let add = |raw: &mut RawClient, name: &str, parent: Option<(&str, &str)>| {
+            let mut data = vec![("n", Value::from(name))];
+            let mut fields = vec![
+                ("queue", Value::from(adopt.as_str())),
+                ("name", Value::from(name)),
+                ("jobId", Value::from(id(name))),
+            ];
+            if let Some((p, pq)) = parent {
+                data.extend([
+                    ("__parentId", Value::from(p)),
+                    ("__parentQueue", Value::from(pq)),
+                ]);
+                fields.push(("parentId", Value::from(p)));
+            }
+            fields.push(("data", Value::map(data)));
+            raw.command("PUSH", &fields)
+        };
+        let r = add(&mut raw, "host", None);
+        note("adopt: host".into(), r);
+        let host = id("host");
+        for (name, parent) in [
+            ("kid1", Some((host.as_str(), adopt.as_str()))),
+            ("kid2", Some((host.as_str(), adopt.as_str()))),
+            ("stray", Some((host.as_str(), "elsewhere"))),
+            ("orphan", Some(("no-such-parent", adopt.as_str()))),
+        ] {
+            let r = add(&mut raw, name, parent);
+            note(format!("adopt: push {name}"), r);
+        }
+        let own = id("self");
+        let r = add(&mut raw, "self", Some((own.as_str(), adopt.as_str())));
+        note("adopt: own parent".into(), r);
+        for name in ["host", "kid1"] {
+            let r = raw.command("GetJob", &[("id", Value::from(id(name)))]);
+            let links = r.map(|v| {
+                let j = v.get("job").cloned().unwrap_or(Value::Nil);
+                Value::map([
+                    (
+                        "childrenIds",
+                        j.get("childrenIds")
+                            .cloned()
+                            .unwrap_or(Value::Array(Vec::new())),
+                    ),
+                    ("job", j),
+                ])
+            });
+            note(format!("adopt: job {name}"), links);
+        }
+        let r = raw.command("GetJobCounts", &[("queue", Value::from(adopt.as_str()))]);
+        note("adopt: counts".into(), r);
+        for _ in 0..2 {
+            let r = raw
+                .command(
+                    "PULL",
+                    &[
+                        ("queue", Value::from(adopt.as_str())),
+                        ("owner", Value::from("diff")),
+                        ("timeout", Value::from(0i64)),
+                    ],
+                )
+                .expect("PULL");
+            let job = r
+                .get("job")
+                .filter(|j| !j.is_nullish())
+                .cloned()
+                .unwrap_or(Value::Nil);
+            let got = job
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let token = r
+                .get("token")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let r = raw.command(
+                "ACK",
+                &[
+                    ("id", Value::from(got.as_str())),
+                    ("token", Value::from(token)),
+                    ("result", Value::from(got.as_str())),
+                ],
+            );
+            note(format!("adopt: ack {}", got.replace(&tag, "#")), r);
+            let r = raw.command("GetState", &[("id", Value::from(host.as_str()))]);
+            note("adopt: host state".into(), r);
+        }
+        let r = raw.command("GetChildrenValues", &[("id", Value::from(host.as_str()))]);
+        note("adopt: values".into(), r);
         let r = raw.command("WaitJob", &[("id", Value::from(id("c3")))]);
         note("WaitJob completed".into(), r);
         let r = raw.command(

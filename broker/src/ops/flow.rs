@@ -1,8 +1,9 @@
 //! Flows, served: PUSHF (checked as bunqueue 2.9.5's `validateAtomicFlowBatch` and
 //! `validateFlowTopology` check it, with their messages, before anything changes),
 //! GetChildrenValues, GetFailedChildrenValues, GetIgnoredChildrenFailures,
-//! RemoveChildDependency, RemoveUnprocessedChildren. MoveToWaitingChildren and UpdateParent
-//! stay refused as not supported. WaitJob and the
+//! RemoveChildDependency, RemoveUnprocessedChildren. (A PUSH with `parent: {id, queue}`
+//! links itself to its parent in `dispatch`.) MoveToWaitingChildren and UpdateParent stay
+//! refused as not supported. WaitJob and the
 //! commit of a PUSHF wait, so they are served by `dispatch`.
 
 use std::collections::{HashMap, HashSet};

@@ -98,6 +98,11 @@ impl State {
             .is_some_and(|e| e.rec.state == JobState::Completed)
     }
 
+    /// Jobs created so far (each push that adds one counts it).
+    pub fn jobs_created(&self) -> u64 {
+        self.seq
+    }
+
     /// Whether a flow may not use `id`: a job has it (any state), or jobs wait for it
     /// (bunqueue's `Flow job <id> already exists`).
     pub fn id_taken(&self, id: &str) -> bool {
@@ -425,6 +430,102 @@ impl State {
             self.emit_released(&parent);
         }
         Ok(true)
+    }
+
+    /// The parent a new job links itself to, as bunqueue's `Queue.add` with `parent: {id,
+    /// queue}` (a `parentId` matched by `__parentId` and `__parentQueue` in its data; a bare
+    /// `parentId` is only recorded). Checked before anything is added, with bunqueue's errors.
+    pub fn parent_to_link(
+        &self,
+        custom_id: Option<&str>,
+        parent: Option<&str>,
+        data: &Value,
+    ) -> Result<Option<String>, String> {
+        let Some(parent) = parent.filter(|p| !p.is_empty()) else {
+            return Ok(None);
+        };
+        let decoded;
+        let data = match data {
+            Value::Raw(r) => {
+                decoded = r.decode().unwrap_or(Value::Nil);
+                &decoded
+            }
+            other => other,
+        };
+        let text = |k: &str| data.get(k).and_then(Value::as_str);
+        if text("__parentId") != Some(parent) {
+            return Ok(None);
+        }
+        let Some(expected) = text("__parentQueue").filter(|q| !q.is_empty()) else {
+            return Ok(None);
+        };
+        if custom_id == Some(parent) {
+            return Err("A job cannot be its own parent".into());
+        }
+        let e = self
+            .jobs
+            .get(parent)
+            .ok_or_else(|| format!("Parent job not found: {parent}"))?;
+        if !matches!(
+            e.rec.state,
+            JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
+        ) {
+            return Err(format!("Parent job {parent} is not linkable"));
+        }
+        if e.rec.queue != expected {
+            return Err(format!(
+                "Parent job {parent} belongs to queue {}, not {expected}",
+                e.rec.queue
+            ));
+        }
+        Ok(Some(parent.to_owned()))
+    }
+
+    /// Links new job `child` to `parent` (checked by [`parent_to_link`]): the parent lists
+    /// it (`childrenIds`, `__childrenIds`) and waits for it in `waiting-children`.
+    ///
+    /// [`parent_to_link`]: Self::parent_to_link
+    pub fn link_parent(&mut self, parent: &str, child: &str) {
+        // A new child has not completed: the parent always waits for it.
+        let Some(e) = self.jobs.get(parent) else {
+            return;
+        };
+        let state = e.rec.state;
+        let (queue, delayed_key) = (e.rec.queue.clone(), (e.rec.run_at.ceil() as i64, e.rec.seq));
+        match state {
+            JobState::Waiting => self.unready(parent),
+            JobState::Delayed => {
+                self.index(&queue).delayed.remove(&delayed_key);
+            }
+            JobState::WaitingChildren => {}
+            _ => return,
+        }
+        let Some(e) = self.jobs.get_mut(parent) else {
+            return;
+        };
+        let l = e.flow.get_or_insert_with(Default::default);
+        if !l.children.iter().any(|c| c == child) {
+            l.children.push(child.to_owned());
+        }
+        let new_dep = !l.depends_on.iter().any(|d| d == child);
+        if new_dep {
+            l.depends_on.push(child.to_owned());
+        }
+        let ids = l.children.iter().map(|c| Value::from(c.as_str())).collect();
+        e.rec.data = with_keys(&e.rec.data, &[("__childrenIds", Some(Value::Array(ids)))]);
+        if state != JobState::WaitingChildren {
+            e.rec.state = JobState::WaitingChildren;
+            let deps = l.depends_on.clone();
+            self.park(parent, &queue, &deps);
+        } else if state == JobState::WaitingChildren && new_dep {
+            self.dependents
+                .entry(child.to_owned())
+                .or_default()
+                .insert(parent.to_owned());
+        }
+        if let Some(rec) = self.jobs.get(parent).map(|e| e.rec.clone()) {
+            self.record(crate::store::StoreOp::Put(Box::new(rec)));
+        }
     }
 
     /// RemoveUnprocessedChildren: cancels the children of `parent` still queued (waiting,
@@ -768,6 +869,41 @@ mod tests {
             "waiting-children",
             "as bunqueue: stuck"
         );
+    }
+
+    /// A job added with `parent: {id, queue}` (its data naming the parent) links itself: the
+    /// parent waits for it; a bare `parentId` links nothing; a parent elsewhere is refused.
+    #[test]
+    fn queue_add_with_a_parent_links_it() {
+        let mut s = state();
+        let host = s.push("q", JobSpec::new("host", Value::Nil), 0.0);
+        let data = Value::map([
+            ("__parentId", Value::from(host.as_str())),
+            ("__parentQueue", Value::from("q")),
+        ]);
+        assert_eq!(
+            s.parent_to_link(None, Some(&host), &data),
+            Ok(Some(host.clone()))
+        );
+        assert_eq!(s.parent_to_link(None, Some(&host), &Value::Nil), Ok(None));
+        let elsewhere = Value::map([
+            ("__parentId", Value::from(host.as_str())),
+            ("__parentQueue", Value::from("r")),
+        ]);
+        assert!(s.parent_to_link(None, Some(&host), &elsewhere).is_err());
+        let o = set(JobOptions::new(), |o| o.parent_id = Some(host.clone()));
+        let kid = s.push("q", JobSpec::new("kid", data).with_options(o), 0.0);
+        s.link_parent(&host, &kid);
+        assert_eq!(s.get_state(&host, 0.0), "waiting-children");
+        assert_eq!(
+            s.get_job(&host, 0.0).unwrap().children_ids,
+            vec![kid.clone()]
+        );
+        let (id, token) = pull(&mut s, "q", 1.0).unwrap();
+        assert_eq!(id, kid, "the parent waits");
+        s.ack(&id, Some(&token), None, false, 1.0).unwrap();
+        assert_eq!(s.get_state(&host, 1.0), "waiting");
+        assert!(s.dependents.is_empty());
     }
 
     /// WaitJob's view: unknown, not yet completed, completed with its value.

@@ -20,6 +20,12 @@
 //!   `stalled`/`failed` events; a job's `timeout` fails it, its `ttl` drops it unrun, a group's
 //!   `maxSize` refuses adds. Failed jobs are the dead-letter queue (Dlq, RetryDlq, PurgeDlq,
 //!   …), bounded at bunqueue's 10,000 entries per queue.
+//! * Flows as bunqueue's (PUSHF checked whole, then added at once): a job with `dependsOn`
+//!   waits in `waiting-children` until they complete; a child failing for good applies its
+//!   policy to its parent (fail it, release it, drop or ignore the dependency); the parent
+//!   reads its children's values and failures; WaitJob is held like a long-poll. A job's links
+//!   live with the job, in memory only: after a restart of a SQLite-backed broker a job that
+//!   waited for its children waits no more.
 //! * TLS on the port when [`BrokerConfig::tls`] is set ([`BrokerTls`]: rustls with *ring*,
 //!   through tokio-rustls), as bunqueue serves it with `TLS_CERT_FILE` / `TLS_KEY_FILE`.
 //!

@@ -3,8 +3,10 @@
 //!
 //! The bench thread drives the client with its runtime's `block_on`; the client's pump task
 //! runs where the adapter spawns it: on the same thread for tokio (a current-thread runtime, like
-//! bunqueue's TS client on its single event loop), on smol's and async-std's global executors
-//! otherwise.
+//! bunqueue's TS client on its single event loop) and for `smol-local` / `async-std-local`
+//! (`SmolRuntime::with_executor`, `AsyncStdRuntime::local`), on smol's and async-std's global
+//! executors for `smol` / `async-std`, on a worker thread for `tokio-multi-thread` (whose
+//! cells run in a spawned task).
 //!
 //! With `--tls` the same client runs over TLS too (rustls, through the driver's
 //! futures-rustls wrapper), against a second embedded broker that serves TLS.
@@ -53,6 +55,15 @@ struct Data {
 /// Runs a future to completion on the bench thread.
 trait BlockOn {
     fn block_on<F: Future>(&self, f: F) -> F::Output;
+
+    /// Runs a cell's adds: on the bench thread, unless the runtime puts them elsewhere.
+    fn run_cell<F>(&self, f: F) -> F::Output
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.block_on(f)
+    }
 }
 
 struct TokioExec(tokio::runtime::Runtime);
@@ -63,11 +74,41 @@ impl BlockOn for TokioExec {
     }
 }
 
+/// A multi-thread tokio runtime: a cell's adds run in a task spawned on it (a worker thread),
+/// as a server's request handlers do, not in `block_on` on the bench thread.
+struct TokioMtExec(tokio::runtime::Runtime);
+
+impl BlockOn for TokioMtExec {
+    fn block_on<F: Future>(&self, f: F) -> F::Output {
+        self.0.block_on(f)
+    }
+
+    fn run_cell<F>(&self, f: F) -> F::Output
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.0
+            .block_on(self.0.spawn(f))
+            .expect("the cell's task panicked")
+    }
+}
+
 struct SmolExec;
 
 impl BlockOn for SmolExec {
     fn block_on<F: Future>(&self, f: F) -> F::Output {
         smol::block_on(f)
+    }
+}
+
+/// A smol `Executor` run by the bench thread: the pump is a task of it
+/// (`SmolRuntime::with_executor`), so callers and pump share the thread.
+struct SmolLocalExec(std::sync::Arc<smol::Executor<'static>>);
+
+impl BlockOn for SmolLocalExec {
+    fn block_on<F: Future>(&self, f: F) -> F::Output {
+        smol::block_on(self.0.run(f))
     }
 }
 
@@ -88,6 +129,8 @@ struct Autobatch<R: Runtime, E: BlockOn> {
     runtime: RuntimeKind,
     frames: Option<u64>,
     cost: CellCost,
+    /// `--spawn-adds`: every add of a wave in its own tokio task.
+    spawn: bool,
 }
 
 /// The autobatch contender: `batching` false is `ClientOptions::batching(None)` (every add its
@@ -97,6 +140,7 @@ pub fn contender(
     addr: SocketAddr,
     batching: bool,
     tls: Option<TlsOptions>,
+    spawn: bool,
 ) -> io::Result<Box<dyn Contender>> {
     Ok(match runtime {
         RuntimeKind::Tokio => {
@@ -106,23 +150,60 @@ pub fn contender(
             let exec = TokioExec(rt);
             let handle = exec.0.handle().clone();
             let rt = autobatch_tokio::TokioRuntime::new(handle);
-            Box::new(Autobatch::connect(exec, rt, runtime, addr, batching, tls)?)
+            Box::new(Autobatch::connect(
+                exec, rt, runtime, addr, batching, tls, spawn,
+            )?)
+        }
+        RuntimeKind::TokioMultiThread => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let exec = TokioMtExec(rt);
+            let handle = exec.0.handle().clone();
+            let rt = autobatch_tokio::TokioRuntime::new(handle);
+            Box::new(Autobatch::connect(
+                exec, rt, runtime, addr, batching, tls, spawn,
+            )?)
         }
         RuntimeKind::Smol => Box::new(Autobatch::connect(
             SmolExec,
-            autobatch_smol::SmolRuntime,
+            autobatch_smol::SmolRuntime::default(),
             runtime,
             addr,
             batching,
             tls,
+            spawn,
+        )?),
+        RuntimeKind::SmolLocal => {
+            let ex = std::sync::Arc::new(smol::Executor::new());
+            let rt = autobatch_smol::SmolRuntime::with_executor(ex.clone());
+            Box::new(Autobatch::connect(
+                SmolLocalExec(ex),
+                rt,
+                runtime,
+                addr,
+                batching,
+                tls,
+                spawn,
+            )?)
+        }
+        RuntimeKind::AsyncStdLocal => Box::new(Autobatch::connect(
+            AsyncStdExec,
+            autobatch_async_std::AsyncStdRuntime::local(),
+            runtime,
+            addr,
+            batching,
+            tls,
+            spawn,
         )?),
         RuntimeKind::AsyncStd => Box::new(Autobatch::connect(
             AsyncStdExec,
-            autobatch_async_std::AsyncStdRuntime,
+            autobatch_async_std::AsyncStdRuntime::default(),
             runtime,
             addr,
             batching,
             tls,
+            spawn,
         )?),
     })
 }
@@ -135,6 +216,7 @@ impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
         addr: SocketAddr,
         batching: bool,
         tls: Option<TlsOptions>,
+        spawn: bool,
     ) -> io::Result<Self> {
         let mut opts = ClientOptions::new(addr.ip().to_string(), addr.port());
         if !batching {
@@ -155,20 +237,44 @@ impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
             runtime,
             frames: None,
             cost: CellCost::default(),
+            spawn,
         })
     }
 }
 
-/// `n` adds to `q` in `pattern`: `await` one by one, or `join_all` over waves. With `lat`,
-/// each add's latency (from the start of its wave to its reply) is pushed onto it: one clock
-/// read per add, inside the timed region, as bench.ts does for the TS client.
+/// `n` adds to `q` in `pattern`: `await` one by one, or `join_all` over waves (with `spawn`,
+/// of one tokio task per add). With `lat`, each add's latency (from the start of its wave to
+/// its reply) is pushed onto it: one clock read per add, inside the timed region, as bench.ts
+/// does for the TS client.
 async fn adds<R: Runtime>(
     q: &Queue<R>,
     pattern: Pattern,
     n: usize,
+    spawn: bool,
     mut lat: Option<&mut Vec<Duration>>,
 ) -> Result<(), Error> {
     match pattern {
+        Pattern::All(w) if spawn => {
+            let mut i = 0;
+            for k in waves(n, w) {
+                let start = Instant::now();
+                let wave = (i..i + k).map(|i| {
+                    let q = q.clone();
+                    tokio::spawn(async move {
+                        let r = q.add("bench", &Data { i }, JobOptions::new()).await;
+                        (r, Instant::now())
+                    })
+                });
+                for r in join_all(wave.collect::<Vec<_>>()).await {
+                    let (r, done) = r.expect("an add's task panicked");
+                    r?;
+                    if let Some(lat) = lat.as_deref_mut() {
+                        lat.push(done - start);
+                    }
+                }
+                i += k;
+            }
+        }
         Pattern::Seq => {
             for i in 0..n {
                 let start = Instant::now();
@@ -220,24 +326,26 @@ impl<R: Runtime, E: BlockOn> Contender for Autobatch<R, E> {
 
     fn run(&mut self, cell: &Cell) -> io::Result<Duration> {
         let q = self.client.queue(&cell.queue);
-        let client = &self.client;
-        let mut lat = Vec::with_capacity(cell.adds);
-        let (elapsed, frames, client_cpu) = self.exec.block_on(async {
-            adds(&q, cell.pattern, cell.warmup, None)
+        let client = self.client.clone();
+        let (pattern, warmup, n, spawn) = (cell.pattern, cell.warmup, cell.adds, self.spawn);
+        // The cell may run on another thread (`run_cell`): its latencies travel with it.
+        let (elapsed, frames, client_cpu, mut lat) = self.exec.run_cell(async move {
+            adds(&q, pattern, warmup, spawn, None)
                 .await
                 .map_err(io::Error::other)?;
             let before = client.stats().await.session.frames_sent;
             // Every thread of this process but the embedded broker's: the client's pump
             // runs on other threads than the caller on some runtimes.
+            let mut lat = Vec::with_capacity(n);
             let cpu0 = Threads::Client.now();
             let t0 = Instant::now();
-            adds(&q, cell.pattern, cell.adds, Some(&mut lat))
+            adds(&q, pattern, n, spawn, Some(&mut lat))
                 .await
                 .map_err(io::Error::other)?;
             let elapsed = t0.elapsed();
             let client_cpu = cpu::delta(cpu0, Threads::Client.now());
             let after = client.stats().await.session.frames_sent;
-            io::Result::Ok((elapsed, after - before, client_cpu))
+            io::Result::Ok((elapsed, after - before, client_cpu, lat))
         })?;
         self.frames = Some(frames);
         self.cost = CellCost {

@@ -44,10 +44,19 @@ use crate::workload::{Contender, Pattern};
 pub enum RuntimeKind {
     /// autobatch-tokio (a current-thread tokio runtime on the bench thread).
     Tokio,
-    /// autobatch-smol.
+    /// autobatch-tokio on a multi-thread tokio runtime (a worker per core): each cell's adds
+    /// run in a task spawned on it, as a server's handlers do, and the pump is another task
+    /// of it.
+    TokioMultiThread,
+    /// autobatch-smol, pump on smol's global executor (`SmolRuntime::default()`).
     Smol,
-    /// autobatch-async-std.
+    /// autobatch-smol, pump on an `Executor` the bench thread runs
+    /// (`SmolRuntime::with_executor`, `block_on(ex.run(..))`).
+    SmolLocal,
+    /// autobatch-async-std, pump on async-std's global executor.
     AsyncStd,
+    /// autobatch-async-std, pump on the bench thread (`AsyncStdRuntime::local`).
+    AsyncStdLocal,
 }
 
 impl RuntimeKind {
@@ -55,8 +64,11 @@ impl RuntimeKind {
     pub fn name(self) -> &'static str {
         match self {
             RuntimeKind::Tokio => "tokio",
+            RuntimeKind::TokioMultiThread => "tokio-multi-thread",
             RuntimeKind::Smol => "smol",
+            RuntimeKind::SmolLocal => "smol-local",
             RuntimeKind::AsyncStd => "async-std",
+            RuntimeKind::AsyncStdLocal => "async-std-local",
         }
     }
 }
@@ -123,6 +135,11 @@ struct Args {
     /// spread over the first N brokers, for every N given (e.g. `--fleet 1,2,3`).
     #[arg(long, value_name = "N,…", value_delimiter = ',', conflicts_with_all = ["server", "compare"])]
     fleet: Option<Vec<usize>>,
+
+    /// tokio runtimes only: each add of a wave runs in its own spawned task (joined), as
+    /// concurrent request handlers add, instead of `join_all` in one task.
+    #[arg(long)]
+    spawn_adds: bool,
 
     /// Which batching modes to run (one mode alone is for profiling; ratios need both).
     #[arg(long, value_enum, default_value_t = Batching::Both)]
@@ -308,20 +325,32 @@ fn real_main(args: Args) -> io::Result<()> {
     };
 
     let runtimes = runtimes(&args.runtime);
+    if args.spawn_adds
+        && runtimes
+            .iter()
+            .any(|r| !matches!(r, RuntimeKind::Tokio | RuntimeKind::TokioMultiThread))
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--spawn-adds is for --runtime tokio or tokio-multi-thread",
+        ));
+    }
+    let spawn = args.spawn_adds;
     let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
     for &on in args.batching.modes() {
-        contenders.push(autobatch::contender(runtimes[0], addr, on, None)?);
+        contenders.push(autobatch::contender(runtimes[0], addr, on, None, spawn)?);
         if let Some((_, broker, client)) = &tls {
             contenders.push(autobatch::contender(
                 runtimes[0],
                 broker.addr(),
                 on,
                 Some(client.clone()),
+                spawn,
             )?);
         }
         // Further runtimes: the same client, as `autobatch-on:smol` and so on.
         for &rt in &runtimes[1..] {
-            let c = autobatch::contender(rt, addr, on, None)?;
+            let c = autobatch::contender(rt, addr, on, None, spawn)?;
             contenders.push(Box::new(workload::Tagged::new(c, rt.name())));
         }
     }

@@ -260,52 +260,42 @@ pub fn render_costs(
 /// first runtime, paired by repetition.
 fn render_runtimes(info: &RunInfo, m: &Measurements) -> String {
     let first = &info.runtimes[0];
-    let id = |rt: &str, base: &str| {
-        if rt == first {
-            base.to_owned()
-        } else {
-            format!("{base}:{rt}")
-        }
-    };
-    let heads: Vec<String> = info
-        .runtimes
-        .iter()
-        .flat_map(|rt| {
-            let mut h = vec![format!("{rt} ops/s")];
-            if rt != first {
-                h.push(format!("{rt} ÷ {first}"));
-            }
-            h.push(format!("{rt} adds/frame"));
-            h.push(format!("{rt} client µs/add"));
-            h
-        })
-        .collect();
-    let mut header: Vec<(&str, Align)> = vec![("Pattern (batching on)", Align::Left)];
-    header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
-    let mut t = Table::new(&header);
+    let mut t = Table::new(&[
+        ("Pattern (batching on)", Align::Left),
+        ("Runtime", Align::Left),
+        ("ops/s", Align::Right),
+        ("÷ first", Align::Right),
+        ("adds per frame", Align::Right),
+        ("client CPU µs/add", Align::Right),
+    ]);
     for &p in &info.plan.patterns {
-        let mut row = vec![p.label()];
         for rt in &info.runtimes {
-            let on = id(rt, AB_ON);
-            row.push(ops_cell(m.summary(&on, p)));
-            if rt != first {
-                row.push(ratio_cell(ratio_summary(m, &on, AB_ON, p)));
-            }
-            row.push(
+            let on = if rt == first {
+                AB_ON.to_owned()
+            } else {
+                format!("{AB_ON}:{rt}")
+            };
+            t.row(vec![
+                p.label(),
+                rt.clone(),
+                ops_cell(m.summary(&on, p)),
+                if rt == first {
+                    "1".into()
+                } else {
+                    ratio_cell(ratio_summary(m, &on, AB_ON, p))
+                },
                 m.adds_per_frame(&on, p)
                     .map(|x| format!("{x:.1}"))
                     .unwrap_or_else(|| "–".into()),
-            );
-            row.push(
                 m.summary_of(&on, p, Sample::client_us_per_add)
                     .map(micros_cell)
                     .unwrap_or_else(|| "–".into()),
-            );
+            ]);
         }
-        t.row(row);
     }
     format!(
-        "Runtimes side by side (the same client, cells interleaved):\n{}",
+        "Runtimes side by side (the same client, cells interleaved; ÷ first = ops/s over \
+         {first}'s, paired by repetition):\n{}",
         t.render()
     )
 }

@@ -257,6 +257,9 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
         }
         Command::Count { queue } => Ok(Response::Count(shared.lock().count(&queue, now))),
         Command::GetJobCounts { queue } => Ok(Response::Counts(shared.lock().counts(&queue, now))),
+        // These wait (a commit, a job's completion): served here, not by the sync `ops`.
+        Command::Other { cmd, body } if cmd == "PUSHF" => push_flow(shared, &body).await,
+        Command::Other { cmd, body } if cmd == "WaitJob" => wait_job(shared, &body).await,
         Command::Other { cmd, body } => housekeeping(shared, conn, &cmd, &body, now),
         // A command a newer core decodes that this broker does not serve yet.
         other => Err(crate::ops::not_supported(other.name())),
@@ -308,6 +311,17 @@ async fn push(
                 }
             }
         }
+        // `Queue.add` with a parent (bunqueue's `validateParentLinkInputs`): every parent
+        // checked before anything is added.
+        let mut links = Vec::with_capacity(jobs.len());
+        for job in &jobs {
+            let o = &job.opts;
+            links.push(state.parent_to_link(
+                o.job_id.as_deref(),
+                o.parent_id.as_deref(),
+                &job.data,
+            )?);
+        }
         // A group's `maxSize` (bunqueue's `Group <id> has reached its maximum size of <n>`),
         // counting this batch's earlier jobs of the group. As in bunqueue's PUSHB, the jobs
         // before the refused one are added all the same, and the reply is the error.
@@ -339,11 +353,16 @@ async fn push(
         // The jobs this push created (a live custom id or unique key returns an existing job,
         // which is not this push's to take back).
         let mut created = Vec::new();
-        for job in jobs {
+        for (job, parent) in jobs.into_iter().zip(links) {
             let recorded = state.recorded();
+            let seq = state.jobs_created();
             let id = state.push(queue, job, now_ms());
             if durable && state.recorded() > recorded {
                 created.push(id.clone());
+            }
+            // Only a job this push created links itself (a live custom id returns its job).
+            if let Some(parent) = parent.filter(|_| state.jobs_created() > seq) {
+                state.link_parent(&parent, &id);
             }
             ids.push(id);
         }
@@ -379,6 +398,98 @@ async fn push(
         Some((_, msg)) => Err(msg),
         None => Ok(ids),
     }
+}
+
+/// PUSHF, as bunqueue 2.9.5's `pushFlowBatch`: the whole flow checked first (its shape,
+/// then no id taken, then the groups' `maxSize`), then every job added at once under the
+/// state's lock, so no worker sees a child before its parent's links. With SQLite the reply
+/// waits for the flow's rows to commit (bunqueue writes a flow durably before publishing
+/// it); a failed commit takes the flow back.
+async fn push_flow(shared: &Shared, body: &Value) -> Result<Response, String> {
+    let planned = crate::ops::flow::plan(body)?;
+    let (snapshots, ids, waiter) = {
+        let mut state = shared.lock();
+        if let Some(p) = planned.iter().find(|p| state.id_taken(&p.id)) {
+            return Err(format!("Flow job {} already exists", p.id));
+        }
+        // A group's maxSize counts the flow's own queued jobs (not those that will wait for
+        // their children), as bunqueue's `assertGroupCapacity`.
+        let mut counts: std::collections::HashMap<(&str, &str), u64> = Default::default();
+        for p in &planned {
+            let Some(group) = p.spec.opts.group_id.as_deref() else {
+                continue;
+            };
+            if state.must_wait(&p.spec.opts.depends_on) {
+                continue;
+            }
+            let current = counts
+                .entry((p.queue.as_str(), group))
+                .or_insert_with(|| state.group_queued(&p.queue, group));
+            if let Some(max) = p.group_max_size {
+                if *current >= max.max(0) as u64 {
+                    return Err(format!(
+                        "Group {group} has reached its maximum size of {max}"
+                    ));
+                }
+            }
+            *current += 1;
+        }
+        let now = now_ms();
+        let before = state.recorded();
+        let ids: Vec<String> = planned
+            .into_iter()
+            .map(|p| state.push(&p.queue, p.spec, now))
+            .collect();
+        let snapshots: Vec<Value> = ids.iter().filter_map(|id| state.snapshot(id)).collect();
+        let covering = state.recorded() - before;
+        (snapshots, ids, state.sync(covering))
+    };
+    if let Some(w) = waiter {
+        if let Err(e) = w.wait().await {
+            shared.lock().withdraw(&ids);
+            return Err(format!("Durable write failed, jobs not added: {e}"));
+        }
+    }
+    Ok(other(vec![(
+        "data",
+        Value::map([("jobs", Value::Array(snapshots))]),
+    )]))
+}
+
+/// bunqueue's WaitJob without a timeout, ms.
+const DEFAULT_WAIT_JOB: Duration = Duration::from_millis(30_000);
+
+/// WaitJob, as bunqueue 2.9.5: `Job not found` for an unknown id, at once for a completed job,
+/// else held until the job completes (a failure does not end the wait) or the timeout passes
+/// (`completed: false`). Like a long-poll pull, it holds one of the connection's request
+/// slots and nothing else.
+async fn wait_job(shared: &Shared, body: &Value) -> Result<Response, String> {
+    use autobatch_core::ops::{Operation, WaitJob, WaitOutcome};
+    let op = WaitJob::read_request(body).map_err(|e| e.to_string())?;
+    let timeout = op.timeout.unwrap_or(DEFAULT_WAIT_JOB);
+    let outcome = {
+        let notify = shared.lock().job_waiter(&op.id);
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        // Enabled before the check: a completion after it wakes this wait.
+        notified.as_mut().enable();
+        let first = shared.lock().completion(&op.id);
+        let mut stop = shared.stop.clone();
+        match first {
+            None => Err("Job not found".to_owned()),
+            Some(Some(result)) => Ok(WaitOutcome::Completed(result)),
+            Some(None) => tokio::select! {
+                // Completed (a job removed on completion is gone by now: no result).
+                _ = &mut notified => Ok(WaitOutcome::Completed(
+                    shared.lock().completion(&op.id).flatten().unwrap_or(Value::Undefined),
+                )),
+                _ = tokio::time::sleep(timeout) => Ok(WaitOutcome::TimedOut),
+                _ = stop.wait_for(|s| *s) => Ok(WaitOutcome::TimedOut),
+            },
+        }
+    };
+    shared.lock().forget_waiter(&op.id);
+    Ok(Response::Other(WaitJob::reply_body(&outcome?)))
 }
 
 /// PULL (`count: None`) and PULLB, with the long-poll.

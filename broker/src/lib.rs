@@ -25,6 +25,12 @@
 //!   and a slot count, asked only for a job about to be handed out; a pull that meets one
 //!   returns what it has, a long-poll waits on. GetQueueLimits reads them (`isMaxed`,
 //!   `getRateLimitTtl`), and a group's counts are served; group controls are not.
+//! * Flows as bunqueue's (PUSHF checked whole, then added at once): a job with `dependsOn`
+//!   waits in `waiting-children` until they complete; a child failing for good applies its
+//!   policy to its parent (fail it, release it, drop or ignore the dependency); the parent
+//!   reads its children's values and failures; WaitJob is held like a long-poll. A job's links
+//!   live with the job, in memory only: after a restart of a SQLite-backed broker a job that
+//!   waited for its children waits no more.
 //! * TLS on the port when [`BrokerConfig::tls`] is set ([`BrokerTls`]: rustls with *ring*,
 //!   through tokio-rustls), as bunqueue serves it with `TLS_CERT_FILE` / `TLS_KEY_FILE`.
 //!

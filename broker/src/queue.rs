@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use autobatch_core::ops::{StallConfig, StallConfigUpdate};
+use autobatch_core::ops::{ChildFailure, StallConfig, StallConfigUpdate};
 use autobatch_core::wire::{Backoff, Job, JobCounts, JobSpec, Value};
 use tokio::sync::Notify;
 
@@ -19,6 +19,8 @@ use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 pub(crate) mod admin;
 /// The dead-letter queue: the state methods behind `crate::ops::dlq`.
 pub(crate) mod dlq;
+/// Flows and dependencies: `waiting-children`, parents released or failed by their children.
+pub(crate) mod flow;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
 pub(crate) mod limits;
 
@@ -54,6 +56,8 @@ struct Entry {
     /// `stallCount`, and the job's `stallTimeout` option). In memory only: a restart
     /// requeues active jobs anyway.
     run: RunInfo,
+    /// Its place in a flow or its `dependsOn`, if any (see `flow`).
+    flow: Option<Box<flow::Links>>,
 }
 
 /// See [`Entry::run`].
@@ -84,6 +88,8 @@ struct QueueIndex {
     /// (run_at rounded up, seq) → id.
     delayed: BTreeMap<(i64, u64), String>,
     prioritized: u64,
+    /// Jobs in `waiting-children` (they are in no other index).
+    waiting_children: u64,
     active: u64,
     completed: u64,
     failed: u64,
@@ -179,6 +185,10 @@ pub(crate) struct State {
     finish_seq: u64,
     /// Rate and concurrency limits per queue (see `limits`).
     limits: limits::Limits,
+    /// Dependency id → the jobs in `waiting-children` that wait for it (see `flow`).
+    dependents: HashMap<String, HashSet<String>>,
+    /// WaitJob signals by job id, while someone waits (see `flow`).
+    job_waiters: HashMap<String, Arc<Notify>>,
 }
 
 impl State {
@@ -204,10 +214,14 @@ impl State {
             last_stall_check: now,
             finish_seq: 0,
             limits: limits::Limits::default(),
+            dependents: HashMap::new(),
+            job_waiters: HashMap::new(),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
-            if rec.state == JobState::Active {
+            // A job that waited for its children lost its links with the restart (they are
+            // kept in memory only): it waits no more, or nothing would ever release it.
+            if matches!(rec.state, JobState::Active | JobState::WaitingChildren) {
                 rec.state = JobState::Waiting;
                 s.record(update_op(&rec));
             }
@@ -239,6 +253,8 @@ impl State {
                     .insert((rec.run_at.ceil() as i64, rec.seq), rec.id.clone());
             }
             JobState::Active => q.active += 1,
+            // Counted by `flow::park`, which also indexes its dependencies.
+            JobState::WaitingChildren => {}
             JobState::Completed => q.completed += 1,
             JobState::Failed => {
                 q.failed += 1;
@@ -263,6 +279,7 @@ impl State {
                 lock: None,
                 conn: None,
                 run,
+                flow: None,
             }),
         );
     }
@@ -280,6 +297,7 @@ impl State {
             q.ready.is_empty()
                 && q.delayed.is_empty()
                 && q.prioritized == 0
+                && q.waiting_children == 0
                 && q.active == 0
                 && q.completed == 0
                 && q.failed == 0
@@ -333,6 +351,28 @@ impl State {
             ..RunInfo::default()
         };
         let created_at = o.timestamp.unwrap_or(now);
+        let links = flow::Links {
+            parent: o.parent_id.clone(),
+            children: o.children_ids.clone(),
+            depends_on: o.depends_on.clone(),
+            policy: [
+                (o.fail_parent_on_failure, ChildFailure::FailParent),
+                (o.continue_parent_on_failure, ChildFailure::ContinueParent),
+                (o.ignore_dependency_on_failure, ChildFailure::Ignore),
+                (
+                    o.remove_dependency_on_failure,
+                    ChildFailure::RemoveDependency,
+                ),
+            ]
+            .into_iter()
+            .find_map(|(set, p)| (set == Some(true)).then_some(p)),
+            ..flow::Links::default()
+        };
+        let links = flow::Links {
+            depends_on: self.unresolved(&links.depends_on),
+            ..links
+        };
+        let parked = !links.depends_on.is_empty();
         let seq = self.seq;
         self.seq += 1;
         let rec = JobRecord {
@@ -352,7 +392,9 @@ impl State {
             remove_on_fail: o.remove_on_fail.unwrap_or(false),
             durable: o.durable.unwrap_or(false),
             unique_key: o.unique_key,
-            state: if delay > 0.0 {
+            state: if parked {
+                JobState::WaitingChildren
+            } else if delay > 0.0 {
                 JobState::Delayed
             } else {
                 JobState::Waiting
@@ -366,8 +408,14 @@ impl State {
         let ready = rec.state == JobState::Waiting;
         let queue = rec.queue.clone();
         self.admit(rec);
+        if parked {
+            self.park(&id, &queue, &links.depends_on);
+        }
         if let Some(e) = self.jobs.get_mut(&id) {
             e.run = run;
+            if !links.is_empty() {
+                e.flow = Some(Box::new(links));
+            }
         }
         if ready {
             self.index(&queue).notify.notify_waiters();
@@ -394,6 +442,11 @@ impl State {
 
     /// Drops a finished job entirely (a new generation of its custom id, or remove-on-finish).
     fn forget(&mut self, id: &str) {
+        // A parked job has its dependencies indexed: with none indexed (the common case),
+        // nothing is parked and `id` need not be looked up.
+        if !self.dependents.is_empty() {
+            self.unpark(id);
+        }
         let Some(e) = self.jobs.remove(id) else {
             return;
         };
@@ -508,7 +561,8 @@ impl State {
             e.run.last_heartbeat = now;
             e.conn = spec.tie_to;
             self.running.insert(id.clone());
-            let job = wire_job(&e.rec);
+            let mut job = wire_job(&e.rec);
+            flow::wire_links(&mut job, e);
             let op = update_op(&e.rec);
             if let Some(c) = spec.tie_to {
                 self.held.entry(c).or_default().insert(id);
@@ -603,6 +657,8 @@ impl State {
             });
         }
         self.index(&queue).completed += 1;
+        // Before `retire`: a removed job still releases the jobs waiting for it.
+        self.on_completed(id, remove, now);
         self.retire(id, remove, op);
         Ok(())
     }
@@ -663,6 +719,7 @@ impl State {
         let Some(e) = self.jobs.get_mut(id) else {
             return Err(FinishError::NotActive(id.to_owned()));
         };
+        let mut policy = None;
         if retry {
             let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
             e.rec.run_at = now + delay;
@@ -681,6 +738,8 @@ impl State {
                 "max_attempts_exceeded"
             };
             let error = e.rec.failed_reason.clone();
+            // Read before `retire`, which may drop the job and its links.
+            policy = self.on_failed(id, error.as_deref());
             self.enter_dlq(id, now, reason, error);
             self.retire(id, remove, op);
         }
@@ -702,6 +761,10 @@ impl State {
                     f
                 });
             }
+        }
+        // bunqueue applies the parent policy after the child's own events.
+        if let Some(p) = policy {
+            self.apply_policy(id, &queue, p, now);
         }
         Ok(true)
     }
@@ -1027,6 +1090,7 @@ impl State {
         self.promote(&queue, now);
         let e = self.jobs.get(id)?;
         let mut job = wire_job(&e.rec);
+        flow::wire_links(&mut job, e);
         job.state = Some(autobatch_core::wire::JobState::from(state_name(&e.rec)));
         job.returnvalue = e.rec.result.clone();
         job.failed_reason = e.rec.failed_reason.clone();
@@ -1082,7 +1146,7 @@ impl State {
             active: q.active,
             completed: q.completed,
             failed: q.failed,
-            waiting_children: 0,
+            waiting_children: q.waiting_children,
             paused: 0,
         };
         admin::paused_view(counts, q.paused)
@@ -1168,6 +1232,7 @@ impl State {
                 JobState::Delayed => {
                     q.delayed.remove(&(rec.run_at.ceil() as i64, rec.seq));
                 }
+                JobState::WaitingChildren => {}
                 _ => {
                     kept.push(id.clone());
                     continue;

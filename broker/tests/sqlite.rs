@@ -190,3 +190,64 @@ fn updated_data_survives_a_restart() {
         );
     }
 }
+
+/// A flow in SQLite mode: PUSHF replies after its rows commit, so a restart finds every job;
+/// the links are kept in memory only, so a parent that waited for its children is recovered
+/// as waiting (nothing would release it otherwise), and its child as it was.
+#[test]
+fn a_flow_survives_a_restart_without_its_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flows.db");
+    let cfg = || BrokerConfig::default().data_path(&path);
+    let flow = arr(vec![
+        Value::map([
+            ("id", s("kid")),
+            ("queue", s("fk")),
+            (
+                "input",
+                Value::map([
+                    ("name", s("kid")),
+                    ("parentId", s("top")),
+                    (
+                        "data",
+                        Value::map([("__parentId", s("top")), ("__parentQueue", s("ft"))]),
+                    ),
+                ]),
+            ),
+        ]),
+        Value::map([
+            ("id", s("top")),
+            ("queue", s("ft")),
+            (
+                "input",
+                Value::map([
+                    ("name", s("top")),
+                    ("dependsOn", arr(vec![s("kid")])),
+                    ("childrenIds", arr(vec![s("kid")])),
+                    ("data", Value::map([("__childrenIds", arr(vec![s("kid")]))])),
+                ]),
+            ),
+        ]),
+    ]);
+    {
+        let b = EmbeddedBroker::start(cfg()).unwrap();
+        let mut c = Raw::connect(b.addr());
+        let r = c.call("PUSHF", vec![("jobs", flow)]);
+        assert!(ok(&r), "{r:?}");
+        let r = c.call("GetState", vec![("id", s("top"))]);
+        assert_eq!(r.get("state"), Some(&s("waiting-children")));
+        b.stop().unwrap();
+    }
+    let b = EmbeddedBroker::start(cfg()).unwrap();
+    let mut c = Raw::connect(b.addr());
+    for (id, want) in [("top", "waiting"), ("kid", "waiting")] {
+        let r = c.call("GetState", vec![("id", s(id))]);
+        assert_eq!(r.get("state"), Some(&s(want)), "{id}");
+    }
+    let r = c.call("GetJobCounts", vec![("queue", s("ft"))]);
+    assert_eq!(
+        r.get("counts").and_then(|c| c.get("waiting-children")),
+        Some(&int(0))
+    );
+    b.stop().unwrap();
+}

@@ -71,3 +71,86 @@ fn official_ts_client_sqlite() {
         "ts-sqlite",
     );
 }
+
+/// bunqueue's own FlowProducer and Worker (tests/peers/flow_ts_producer.ts) against the broker:
+/// every job of every flow processed once, children before their parents, a chain in order,
+/// parents reading their children's values and an ignored child's failure, and the queues'
+/// counts at the end.
+fn ts_flows(config: BrokerConfig, top: &str, parts: &str) {
+    let broker = EmbeddedBroker::start(config).unwrap();
+    let trees = 10;
+    let out = TsPeer::new("flow_ts_producer.ts")
+        .target(broker.addr())
+        .options(&json!({"top": top, "parts": parts, "trees": trees}))
+        .run_json()
+        .expect("flow_ts_producer.ts ran");
+    let processed = out["processed"].as_array().unwrap();
+    let mut seq: HashMap<String, i64> = HashMap::new();
+    for p in processed {
+        let id = p["id"].as_str().unwrap().to_owned();
+        assert!(
+            seq.insert(id.clone(), p["seq"].as_i64().unwrap()).is_none(),
+            "{id} processed once"
+        );
+    }
+    // 4 jobs a tree, 3 chain steps, 3 in the policy flow.
+    assert_eq!(seq.len(), trees * 4 + 6, "every job processed");
+    let at = |id: &serde_json::Value| seq[id.as_str().unwrap()];
+    let find = |id: &serde_json::Value| {
+        processed
+            .iter()
+            .find(|p| p["id"] == *id)
+            .expect("processed")
+    };
+    for t in out["trees"].as_array().unwrap() {
+        assert!(at(&t["a1"]) < at(&t["a"]), "a1 before a: {t}");
+        assert!(
+            at(&t["a"]) < at(&t["id"]) && at(&t["b"]) < at(&t["id"]),
+            "{t}"
+        );
+        let values = &find(&t["id"])["values"];
+        let key = |leg: &str| format!("{parts}:{}", t[leg].as_str().unwrap());
+        assert_eq!(
+            values,
+            &json!({ key("a"): {"leg": "a"}, key("b"): {"leg": "b"} }),
+            "the parent reads its children's values"
+        );
+    }
+    let chain = out["chain"].as_array().unwrap();
+    assert_eq!(chain.len(), 3);
+    assert!(at(&chain[0]) < at(&chain[1]) && at(&chain[1]) < at(&chain[2]));
+    let policy = &out["policy"];
+    let merge = find(&policy["id"]);
+    assert!(at(&policy["bad"]) < at(&policy["id"]) && at(&policy["ok"]) < at(&policy["id"]));
+    let bad_key = format!("{parts}:{}", policy["bad"].as_str().unwrap());
+    assert_eq!(merge["ignored"], json!({ bad_key: "boom" }));
+    let ok_key = format!("{parts}:{}", policy["ok"].as_str().unwrap());
+    assert_eq!(merge["values"], json!({ ok_key: {"leg": "ok"} }));
+    assert_eq!(out["failed"], json!([policy["bad"]]));
+    let counts = &out["counts"];
+    let expect = |c: &serde_json::Value, completed: usize, failed: usize| {
+        assert_eq!(c["completed"], json!(completed), "{c}");
+        assert_eq!(c["failed"], json!(failed), "{c}");
+        for k in ["waiting", "active", "delayed", "waiting-children"] {
+            assert_eq!(c[k], json!(0), "{k}: {c}");
+        }
+    };
+    expect(&counts["top"], trees + 1, 0);
+    expect(&counts["parts"], trees * 3 + 3 + 1, 1);
+    broker.stop().unwrap();
+}
+
+#[test]
+fn official_ts_flows_memory() {
+    ts_flows(BrokerConfig::default(), "tsf-top", "tsf-parts");
+}
+
+#[test]
+fn official_ts_flows_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    ts_flows(
+        BrokerConfig::default().data_path(dir.path().join("flows.db")),
+        "tsf-top-sql",
+        "tsf-parts-sql",
+    );
+}

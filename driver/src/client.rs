@@ -11,7 +11,7 @@ use autobatch_core::wire::{
     Command, Job, JobCounts, JobOptions, JobSpec, JobState, Response, Value,
 };
 use autobatch_core::{Error, ServerErrorKind};
-use futures_channel::{mpsc, oneshot};
+use futures_channel::oneshot;
 use serde::Serialize;
 
 use crate::links::{BrokerStatus, Link, Links};
@@ -79,7 +79,7 @@ impl<R: Runtime> fmt::Debug for Client<R> {
 
 /// A pump spawned for one broker, and the receiver of its first outcome.
 type Spawned = (
-    mpsc::UnboundedSender<Cmd>,
+    crate::inbox::Sender,
     Arc<Shared>,
     oneshot::Receiver<Result<(), ConnectError>>,
 );
@@ -89,7 +89,7 @@ pub(crate) async fn start<R: Runtime>(
     runtime: R,
     options: &ClientOptions,
     worker: Option<(autobatch_core::session::WorkerConfig, crate::pump::JobTx)>,
-) -> Result<(mpsc::UnboundedSender<Cmd>, Arc<Shared>), ConnectError> {
+) -> Result<(crate::inbox::Sender, Arc<Shared>), ConnectError> {
     let (tx, shared, started) = spawn(runtime, options, worker, None, false, 0)?;
     first_outcome(started).await.map(|()| (tx, shared))
 }
@@ -159,7 +159,7 @@ pub(crate) async fn start_with_events<R: Runtime>(
     runtime: R,
     options: &ClientOptions,
     hook: crate::events::EventHook,
-) -> Result<(mpsc::UnboundedSender<Cmd>, Arc<Shared>), ConnectError> {
+) -> Result<(crate::inbox::Sender, Arc<Shared>), ConnectError> {
     let (tx, shared, started) = spawn(runtime, options, None, Some(hook), false, 0)?;
     first_outcome(started).await.map(|()| (tx, shared))
 }
@@ -186,7 +186,7 @@ fn spawn<R: Runtime>(
         None => None,
     };
     let shared = Arc::new(Shared::new(format!("{}:{}", options.host, options.port)));
-    let (tx, rx) = mpsc::unbounded();
+    let (tx, rx) = crate::inbox::inbox();
     let (pump, started) = Pump::new(PumpParts {
         runtime: runtime.clone(),
         session,
@@ -608,7 +608,7 @@ impl<R: Runtime> Client<R> {
     }
 
     /// Every broker's channel, in order.
-    pub(crate) fn senders(&self) -> impl Iterator<Item = &mpsc::UnboundedSender<Cmd>> {
+    pub(crate) fn senders(&self) -> impl Iterator<Item = &crate::inbox::Sender> {
         self.links.iter().map(|l| &l.tx)
     }
 
@@ -619,7 +619,7 @@ impl<R: Runtime> Client<R> {
         }
     }
 
-    pub(crate) fn from_parts(tx: mpsc::UnboundedSender<Cmd>, shared: Arc<Shared>) -> Self {
+    pub(crate) fn from_parts(tx: crate::inbox::Sender, shared: Arc<Shared>) -> Self {
         Self::from_links(Links::new(
             vec![(tx, shared)],
             std::time::Duration::from_secs(1),
@@ -697,7 +697,7 @@ async fn link_stats(link: &Link) -> ClientStats {
 
 /// Withdraws an operation whose caller stopped waiting.
 struct CancelOnDrop<'a> {
-    tx: &'a mpsc::UnboundedSender<Cmd>,
+    tx: &'a crate::inbox::Sender,
     ticket: Ticket,
 }
 

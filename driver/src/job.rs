@@ -13,7 +13,7 @@ use std::time::Duration;
 use autobatch_core::ops::{self, Operation};
 use autobatch_core::wire::{Job, Response, Value};
 use autobatch_core::Error;
-use futures_channel::{mpsc, oneshot};
+use futures_channel::oneshot;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -29,7 +29,7 @@ pub const MAX_UNANSWERED_JOB_UPDATES: usize = 1024;
 /// The part of a worker every job handle shares.
 #[derive(Clone)]
 pub(crate) struct JobLink {
-    pub(crate) tx: mpsc::UnboundedSender<Cmd>,
+    pub(crate) tx: crate::inbox::Sender,
     pub(crate) in_flight: Arc<AtomicUsize>,
     pub(crate) lock_ttl: Duration,
     pub(crate) events: WorkerEvents,

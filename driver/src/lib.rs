@@ -47,6 +47,7 @@
 mod client;
 mod events;
 mod flow;
+mod inbox;
 mod job;
 mod links;
 mod options;

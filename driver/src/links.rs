@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_channel::{mpsc, oneshot};
+use futures_channel::oneshot;
 use futures_util::future::{FutureExt, Shared as SharedFuture};
 
-use crate::pump::{Cmd, Shared};
+use crate::pump::Shared;
 
 /// A future that resolves when a link's connection goes down (see [`Beacon`]).
 pub(crate) type Signal = SharedFuture<oneshot::Receiver<()>>;
@@ -88,7 +88,7 @@ pub(crate) fn pick(views: &[View], add: bool, start: usize) -> usize {
 /// One broker: its pump's channel and shared state, and what the callers have out on it.
 #[derive(Debug)]
 pub(crate) struct Link {
-    pub(crate) tx: mpsc::UnboundedSender<Cmd>,
+    pub(crate) tx: crate::inbox::Sender,
     pub(crate) shared: Arc<Shared>,
     adds: AtomicUsize,
     requests: AtomicUsize,
@@ -108,7 +108,7 @@ pub(crate) struct Links {
 
 impl Links {
     pub(crate) fn new(
-        parts: Vec<(mpsc::UnboundedSender<Cmd>, Arc<Shared>)>,
+        parts: Vec<(crate::inbox::Sender, Arc<Shared>)>,
         stall_timeout: Duration,
     ) -> Self {
         Links {

@@ -16,7 +16,6 @@ use autobatch_core::wire::{Command, Job, JobSpec, Response, Value};
 use autobatch_core::Error;
 use futures_channel::{mpsc, oneshot};
 use futures_io::{AsyncRead, AsyncWrite};
-use futures_util::StreamExt;
 
 use crate::runtime::{AsyncTimer, BoxFuture, Runtime};
 use crate::stats::ClientStats;
@@ -27,6 +26,8 @@ use crate::ConnectError;
 const READ_BUF: usize = 64 * 1024;
 /// Reads per wake-up before the pump gives other work (and other tasks) a turn.
 const READS_PER_TURN: usize = 16;
+/// Takes from the inbox per turn while callers keep sending, before the pump writes.
+const DRAINS_PER_TURN: usize = 16;
 
 /// Identifies a caller's operation before the session has given it an [`OpId`], so that a
 /// dropped future can withdraw it.
@@ -218,12 +219,22 @@ pub(crate) struct Pump<R: Runtime> {
     /// TLS settings, when the connection is wrapped in TLS.
     tls: Option<Tls>,
     shared: Arc<Shared>,
-    rx: mpsc::UnboundedReceiver<Cmd>,
+    rx: crate::inbox::Receiver,
     rx_open: bool,
+    /// Commands taken from the inbox in one go, handled in order (kept for its capacity).
+    inbound: Vec<Cmd>,
     socket: Option<Socket<R>>,
     connecting: Option<Connecting<R>>,
     timer: Option<Pin<Box<dyn AsyncTimer>>>,
     timer_at: Option<Instant>,
+    /// The deadline the runtime's timer is set to: never later than `timer_at`. A deadline
+    /// that moves later (every add pushes the command timeout and the next ping on) leaves
+    /// the timer alone; it fires early once and is set again then. Re-setting it each time
+    /// cost a timer-queue operation per add, and on async-io (smol, async-std) a wake-up of
+    /// the reactor thread too.
+    armed_at: Option<Instant>,
+    /// [`Runtime::yield_on_first_command`], read once.
+    yield_on_first_command: bool,
     /// Bytes to write, from `out_pos` on.
     out: Vec<u8>,
     out_pos: usize,
@@ -263,7 +274,7 @@ pub(crate) struct PumpParts<R: Runtime> {
     pub(crate) connect_timeout: std::time::Duration,
     pub(crate) tls: Option<Tls>,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) rx: mpsc::UnboundedReceiver<Cmd>,
+    pub(crate) rx: crate::inbox::Receiver,
     pub(crate) jobs: Option<JobTx>,
     pub(crate) events: Option<crate::events::EventHook>,
     pub(crate) keep_trying: bool,
@@ -289,6 +300,7 @@ impl<R: Runtime> Pump<R> {
             link,
         } = parts;
         let (tx, started) = oneshot::channel();
+        let yield_on_first_command = runtime.yield_on_first_command();
         let probe = session
             .request(runtime.now(), Command::Ping)
             .expect("a new session takes requests");
@@ -302,10 +314,13 @@ impl<R: Runtime> Pump<R> {
             shared,
             rx,
             rx_open: true,
+            inbound: Vec::new(),
             socket: None,
             connecting: None,
             timer: None,
             timer_at: None,
+            armed_at: None,
+            yield_on_first_command,
             out: Vec::with_capacity(READ_BUF),
             out_pos: 0,
             unflushed: false,
@@ -640,20 +655,28 @@ impl<R: Runtime> Pump<R> {
         let mut busy = false;
         let now = self.runtime.now();
 
-        // Callers: drain everything queued, so a burst of adds joins one batch.
-        while self.rx_open {
-            match self.rx.poll_next_unpin(cx) {
-                Poll::Ready(Some(cmd)) => {
-                    self.on_cmd(now, cmd);
-                    busy = true;
-                }
-                Poll::Ready(None) => {
-                    // Every handle is gone: finish what was asked, then stop.
-                    self.rx_open = false;
-                    self.session.close(now);
-                    busy = true;
-                }
-                Poll::Pending => break,
+        // Callers: everything queued, so a burst of adds joins one batch. Taken again while
+        // more came in meanwhile: callers on other threads may still be sending the rest of
+        // their burst (bounded, so a flood cannot hold back the socket).
+        let mut takes = 0;
+        while self.rx_open && takes < DRAINS_PER_TURN {
+            takes += 1;
+            let open = self.rx.drain(&mut self.inbound);
+            let mut cmds = std::mem::take(&mut self.inbound);
+            let got = !cmds.is_empty();
+            busy |= got;
+            for cmd in cmds.drain(..) {
+                self.on_cmd(now, cmd);
+            }
+            self.inbound = cmds;
+            if !open {
+                // Every handle is gone: finish what was asked, then stop.
+                self.rx_open = false;
+                self.session.close(now);
+                busy = true;
+            }
+            if !got {
+                break;
             }
         }
 
@@ -756,15 +779,17 @@ impl<R: Runtime> Pump<R> {
         }
         busy |= self.write(cx, now);
 
-        // The timer, re-armed only when the deadline moves.
+        // The timer, set again only when the deadline moves earlier than it, or it has
+        // passed (see `armed_at`).
         match self.session.poll_timeout() {
             Some(at) if at <= now => {
                 self.session.handle_timeout(now);
                 busy = true;
             }
             Some(at) => {
-                if self.timer_at != Some(at) {
-                    self.timer_at = Some(at);
+                self.timer_at = Some(at);
+                if self.armed_at.is_none_or(|a| at < a || a <= now) {
+                    self.armed_at = Some(at);
                     match &mut self.timer {
                         Some(t) => t.as_mut().reset(at),
                         None => self.timer = Some(self.runtime.new_timer(at)),
@@ -830,9 +855,17 @@ impl<R: Runtime> Pump<R> {
     fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         // Callers may still ask for stats or close (and wait for the end); anything else
         // the closed session refuses.
-        while let Poll::Ready(Some(cmd)) = self.rx.poll_next_unpin(cx) {
+        loop {
+            let open = self.rx.drain(&mut self.inbound);
+            let mut cmds = std::mem::take(&mut self.inbound);
             let now = self.runtime.now();
-            self.on_cmd(now, cmd);
+            for cmd in cmds.drain(..) {
+                self.on_cmd(now, cmd);
+            }
+            self.inbound = cmds;
+            if !open || self.rx.park(cx.waker()) {
+                break;
+            }
         }
         let Some(socket) = &mut self.socket else {
             return Poll::Ready(());
@@ -885,6 +918,13 @@ impl<R: Runtime> Future for Pump<R> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        if this.yield_on_first_command && !this.shutting_down && this.rx.take_woken() {
+            // Woken by the first command of a burst on a runtime that runs the woken task
+            // next (`Runtime::yield_on_first_command`): yield once, so that the tasks already
+            // queued on this thread send the rest of the burst first.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         if !this.shutting_down {
             // A bounded number of turns per wake-up keeps the pump fair to other tasks.
             let mut turns = 0;
@@ -895,7 +935,12 @@ impl<R: Runtime> Future for Pump<R> {
                     break;
                 }
                 if !busy {
-                    return Poll::Pending;
+                    // Asleep on the inbox only if nothing came in during the turn (a send
+                    // then wakes it); otherwise another turn takes what came.
+                    if !this.rx_open || this.rx.park(cx.waker()) {
+                        return Poll::Pending;
+                    }
+                    continue;
                 }
                 turns += 1;
                 if turns == 64 {
@@ -931,6 +976,7 @@ impl<R: Runtime> Pump<R> {
                 None => self.timer = Some(self.runtime.new_timer(deadline)),
             }
             self.timer_at = None;
+            self.armed_at = Some(deadline);
         }
     }
 

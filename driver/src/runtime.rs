@@ -54,6 +54,15 @@ pub trait Runtime: Clone + Debug + Send + Sync + Unpin + 'static {
     type Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static;
 
     /// Runs `task` in the background until it finishes.
+    ///
+    /// The tasks are each connection's pump (and a worker's tasks). Where they run is the
+    /// biggest lever on an add's cost: on the thread the callers run on, an add reaches its
+    /// pump and comes back without a thread being woken, and a wave of concurrent adds is all
+    /// queued before the pump looks (so it leaves in full batches). On another thread every
+    /// add crosses threads twice. An adapter whose runtime has executors of its own lets the
+    /// user choose: `autobatch_smol::SmolRuntime::with_executor`,
+    /// `autobatch_async_std::AsyncStdRuntime::local`, `autobatch_tokio::TokioRuntime::new`
+    /// with a current-thread runtime's handle.
     fn spawn(&self, task: BoxFuture<()>);
 
     /// Opens a TCP connection to `host:port` (resolving `host`), with `TCP_NODELAY` set: the
@@ -96,6 +105,35 @@ pub trait Runtime: Clone + Debug + Send + Sync + Unpin + 'static {
     /// ```
     fn now(&self) -> Instant {
         Instant::now()
+    }
+
+    /// Whether a pump woken by the first command of a burst yields once before it takes
+    /// the commands, so that the tasks already queued on its thread run first and send the
+    /// rest of the burst. Default `false`.
+    ///
+    /// `true` is right for a work-stealing runtime that runs a task woken by another task
+    /// *next*, ahead of the tasks already queued (tokio's `multi_thread` "LIFO slot"): there,
+    /// without the yield, the pump would take the first add of a wave of tasks alone and send
+    /// it in a frame of its own. Elsewhere the yield only costs a reschedule per burst (and on
+    /// a multi-thread executor without that slot, possibly a thread woken), so it stays off.
+    ///
+    /// ```
+    /// # #[derive(Debug, Clone)] struct Nothing;
+    /// # impl autobatch_driver::Runtime for Nothing {
+    /// #     type Socket = futures_util::io::Cursor<Vec<u8>>;
+    /// #     fn spawn(&self, _: autobatch_driver::BoxFuture<()>) {}
+    /// #     fn connect(&self, _: &str, _: u16) -> autobatch_driver::BoxFuture<std::io::Result<Self::Socket>> {
+    /// #         Box::pin(async { Err(std::io::Error::other("no network here")) })
+    /// #     }
+    /// #     fn new_timer(&self, _: std::time::Instant) -> std::pin::Pin<Box<dyn autobatch_driver::AsyncTimer>> {
+    /// #         unimplemented!()
+    /// #     }
+    /// # }
+    /// use autobatch_driver::Runtime;
+    /// assert!(!Nothing.yield_on_first_command()); // the default
+    /// ```
+    fn yield_on_first_command(&self) -> bool {
+        false
     }
 }
 

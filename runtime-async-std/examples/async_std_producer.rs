@@ -2,10 +2,13 @@
 //!
 //! `cargo run -p autobatch-async-std --example async_std_producer -- [host:port] [jobs]`
 //! (or `BUNQUEUE_ADDR`; default 127.0.0.1:6789).
+//!
+//! The connection's pump runs on this thread, inside `block_on` (`AsyncStdRuntime::local`), so
+//! an add never wakes another thread and a wave reaches the pump whole.
 
 use std::time::Instant;
 
-use autobatch_async_std::{Client, ClientOptions, JobOptions};
+use autobatch_async_std::{AsyncStdRuntime, Client, ClientOptions, JobOptions};
 use futures_util::future::join_all;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -17,7 +20,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let jobs: usize = args.next().map(|n| n.parse()).transpose()?.unwrap_or(1000);
 
     async_std::task::block_on(async {
-        let client = Client::connect(ClientOptions::from_addr(&addr)?).await?;
+        let opts = ClientOptions::from_addr(&addr)?;
+        let client = Client::connect_with(AsyncStdRuntime::local(), opts).await?;
         let q = client.queue("autobatch-example");
 
         let t = Instant::now();

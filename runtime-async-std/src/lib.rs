@@ -7,6 +7,29 @@
 //! thin shim over `autobatch-driver` for existing async-std code bases; new code should use
 //! [`autobatch-smol`](https://docs.rs/autobatch-smol), which has the same API.
 //!
+//! By default connection tasks go to async-std's global executor (`task::spawn`), while
+//! `task::block_on` runs the caller on its own thread: every add then crosses threads twice.
+//! [`AsyncStdRuntime::local`] spawns them on the calling thread's local executor instead
+//! (`task::spawn_local`), the one `task::block_on` runs, so callers and pump share a thread:
+//!
+//! ```no_run
+//! use autobatch_async_std::{AsyncStdRuntime, Client, ClientOptions, JobOptions};
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     async_std::task::block_on(async {
+//!         let opts = ClientOptions::new("127.0.0.1", 6789);
+//!         let client = Client::connect_with(AsyncStdRuntime::local(), opts).await?;
+//!         let q = client.queue("emails");
+//!         let adds = (0..100).map(|i| q.add("welcome", &i, JobOptions::new()));
+//!         for id in futures_util::future::join_all(adds).await {
+//!             id?;
+//!         }
+//!         client.close().await;
+//!         Ok(())
+//!     })
+//! }
+//! ```
+//!
 //! ```no_run
 //! use autobatch_async_std::{Client, ClientOptions, JobOptions};
 //!
@@ -106,21 +129,69 @@ pub type QueueEvents = autobatch_driver::QueueEvents<AsyncStdRuntime>;
 /// ```
 pub type FlowProducer = autobatch_driver::FlowProducer<AsyncStdRuntime>;
 
-/// The async-std [`Runtime`]: `async_std::task::spawn`, async-std's `TcpStream`, and the
-/// async-io timer async-std itself runs on.
+/// The async-std [`Runtime`]: async-std's `TcpStream`, the async-io timer async-std itself
+/// runs on, and tasks on async-std's global executor ([`Default`]) or on the calling thread
+/// ([`local`](Self::local)).
 ///
 /// ```
-/// let rt = autobatch_async_std::AsyncStdRuntime;
+/// let rt = autobatch_async_std::AsyncStdRuntime::default(); // async-std's global executor
 /// # let _ = rt;
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
-pub struct AsyncStdRuntime;
+pub struct AsyncStdRuntime {
+    /// Spawn with `task::spawn_local` instead of `task::spawn`.
+    local: bool,
+}
+
+impl AsyncStdRuntime {
+    /// Spawns connection tasks (each connection's pump, a worker's tasks) with
+    /// `async_std::task::spawn_local`: on the local executor of the thread that connects, the
+    /// one its `async_std::task::block_on` runs (async-std's own worker threads run theirs
+    /// too).
+    ///
+    /// Connect from the thread your callers run on: each add then reaches its pump and comes
+    /// back without waking another thread, so it costs less CPU and concurrent adds batch as
+    /// fully as on a current-thread tokio runtime. The connection makes progress only while
+    /// that thread is inside `block_on` (between two calls its I/O waits), and only the
+    /// outermost `block_on` of a thread runs the local executor. A worker's processors run
+    /// there as well.
+    ///
+    /// ```no_run
+    /// use autobatch_async_std::{AsyncStdRuntime, Client, ClientOptions, JobOptions};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// async_std::task::block_on(async {
+    ///     let client = Client::connect_with(AsyncStdRuntime::local(), ClientOptions::default()).await?;
+    ///     client.queue("emails").add("welcome", &1, JobOptions::new()).await?;
+    ///     client.close().await;
+    ///     Ok::<_, Box<dyn std::error::Error>>(())
+    /// })
+    /// # }
+    /// ```
+    pub fn local() -> Self {
+        AsyncStdRuntime { local: true }
+    }
+
+    /// Whether tasks go to the calling thread ([`local`](Self::local)).
+    ///
+    /// ```
+    /// use autobatch_async_std::AsyncStdRuntime;
+    /// assert!(AsyncStdRuntime::local().is_local());
+    /// assert!(!AsyncStdRuntime::default().is_local());
+    /// ```
+    pub fn is_local(&self) -> bool {
+        self.local
+    }
+}
 
 impl Runtime for AsyncStdRuntime {
     type Socket = async_std::net::TcpStream;
 
     fn spawn(&self, task: BoxFuture<()>) {
-        drop(async_std::task::spawn(task));
+        if self.local {
+            drop(async_std::task::spawn_local(task));
+        } else {
+            drop(async_std::task::spawn(task));
+        }
     }
 
     fn connect(&self, host: &str, port: u16) -> BoxFuture<io::Result<async_std::net::TcpStream>> {

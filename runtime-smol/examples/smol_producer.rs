@@ -2,10 +2,14 @@
 //!
 //! `cargo run -p autobatch-smol --example smol_producer -- [host:port] [jobs]`
 //! (or `BUNQUEUE_ADDR`; default 127.0.0.1:6789).
+//!
+//! The connection's pump runs on the same `Executor` as the adds (`SmolRuntime::with_executor`),
+//! so an add never wakes another thread and a wave reaches the pump whole.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use autobatch_smol::{Client, ClientOptions, JobOptions};
+use autobatch_smol::{Client, ClientOptions, JobOptions, SmolRuntime};
 use futures_util::future::join_all;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,8 +20,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "127.0.0.1:6789".into());
     let jobs: usize = args.next().map(|n| n.parse()).transpose()?.unwrap_or(1000);
 
-    smol::block_on(async {
-        let client = Client::connect(ClientOptions::from_addr(&addr)?).await?;
+    let ex = Arc::new(smol::Executor::new());
+    smol::block_on(ex.run(async {
+        let rt = SmolRuntime::with_executor(ex.clone());
+        let client = Client::connect_with(rt, ClientOptions::from_addr(&addr)?).await?;
         let q = client.queue("autobatch-example");
 
         let t = Instant::now();
@@ -36,5 +42,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("{jobs} adds in waves of 100 in {:?}", t.elapsed());
         client.close().await;
         Ok(())
-    })
+    }))
 }

@@ -1,5 +1,5 @@
 //! FlowProducer, children's values and failures, and WaitJob, for every runtime against the
-//! real bunqueue 2.9.5; effects checked through an independent connection
+//! real bunqueue 2.9.5 and against autobatch-broker (one scenario list for both); effects checked through an independent connection
 //! ([`RawClient`]: hand-written frames). Interop: flows added by autobatch are processed by
 //! bunqueue's own TS Worker.
 
@@ -431,39 +431,140 @@ async fn ts_worker_processes_our_flow<T: Rt>(target: Target) {
     client.close().await;
 }
 
-/// autobatch-broker does not serve flows: every flow command is refused as such (typed),
-/// and nothing is added.
-async fn broker_refuses_flows<T: Rt>(target: Target) {
+/// bunqueue's own FlowProducer and Worker end to end (tests/peers/flow_ts_producer.ts): every
+/// job processed once, children before parents, a chain in order, the values and the ignored
+/// failure a parent reads, and the counts left. The same checks as the broker's
+/// `ts_client.rs`, here against both servers, so they hold for bunqueue itself.
+async fn ts_flow_producer_end_to_end<T: Rt>(target: Target) {
+    let server = target.shared();
+    let top = queue_name::<T>("tsflow-top");
+    let parts = queue_name::<T>("tsflow-parts");
+    let out = TsPeer::new("flow_ts_producer.ts")
+        .target(server)
+        .options(&json!({"top": top, "parts": parts, "trees": 5}))
+        .run_json()
+        .expect("flow_ts_producer.ts ran");
+    let processed = out["processed"].as_array().expect("processed");
+    let seq = |id: &serde_json::Value| {
+        let all: Vec<_> = processed.iter().filter(|p| p["id"] == *id).collect();
+        assert_eq!(all.len(), 1, "{id} processed once");
+        all[0]["seq"].as_i64().expect("seq")
+    };
+    assert_eq!(processed.len(), 5 * 4 + 6, "every job processed");
+    let key = |id: &serde_json::Value| format!("{parts}:{}", id.as_str().expect("id"));
+    for t in out["trees"].as_array().expect("trees") {
+        assert!(seq(&t["a1"]) < seq(&t["a"]), "{t}");
+        assert!(
+            seq(&t["a"]) < seq(&t["id"]) && seq(&t["b"]) < seq(&t["id"]),
+            "{t}"
+        );
+        let merge = processed
+            .iter()
+            .find(|p| p["id"] == t["id"])
+            .expect("merge");
+        assert_eq!(
+            merge["values"],
+            json!({ key(&t["a"]): {"leg": "a"}, key(&t["b"]): {"leg": "b"} })
+        );
+    }
+    let chain = out["chain"].as_array().expect("chain");
+    assert!(seq(&chain[0]) < seq(&chain[1]) && seq(&chain[1]) < seq(&chain[2]));
+    let policy = &out["policy"];
+    let merge = processed
+        .iter()
+        .find(|p| p["id"] == policy["id"])
+        .expect("policy parent");
+    assert_eq!(merge["ignored"], json!({ key(&policy["bad"]): "boom" }));
+    assert_eq!(
+        merge["values"],
+        json!({ key(&policy["ok"]): {"leg": "ok"} })
+    );
+    assert_eq!(out["failed"], json!([policy["bad"]]));
+    for (q, completed, failed) in [("top", 6, 0), ("parts", 5 * 3 + 4, 1)] {
+        let c = &out["counts"][q];
+        assert_eq!(
+            (&c["completed"], &c["failed"]),
+            (&json!(completed), &json!(failed)),
+            "{c}"
+        );
+        for k in ["waiting", "active", "delayed", "waiting-children"] {
+            assert_eq!(c[k], json!(0), "{q} {k}: {c}");
+        }
+    }
+}
+
+/// A parent's events, on its queue: `pushed` (read as waiting) when the flow lands, `waiting`
+/// when a `continueParentOnFailure` child releases it, `failed` with bunqueue's text when a
+/// `failParentOnFailure` child fails it.
+async fn parents_events<T: Rt>(target: Target) {
+    use autobatch_driver::{EventsOptions, QueueEvent, QueueEvents};
+    use futures_util::StreamExt;
     let server = target.shared();
     let client = connect::<T>(options(server)).await;
-    let name = queue_name::<T>("flow-broker");
-    let flows = FlowProducer::new(&client);
-    let not_supported = |r: Result<(), Error>, cmd: &str| match r {
-        Err(Error::Server(e)) => assert!(
-            e.message()
-                .starts_with(&format!("{cmd} is not supported by autobatch-broker")),
-            "{e}"
+    let top = queue_name::<T>("flowev-top");
+    let kids = queue_name::<T>("flowev-kids");
+    let mut events = within::<T, _>(
+        "subscribe",
+        QueueEvents::<T::R>::connect_with(
+            T::R::default(),
+            options(server),
+            &top,
+            EventsOptions::default(),
         ),
-        other => panic!("{cmd}: expected a refusal, got {other:?}"),
-    };
-    not_supported(
-        flows
-            .add(node(&name, "p", 0).child(node(&name, "c", 1)))
-            .await
-            .map(|_| ()),
-        "PUSHF",
-    );
-    let q = client.queue(&name);
-    not_supported(
-        q.get_children_values("x").await.map(|_| ()),
-        "GetChildrenValues",
-    );
-    not_supported(
-        q.wait_job("x", Duration::from_millis(10)).await.map(|_| ()),
-        "WaitJob",
-    );
+    )
+    .await
+    .expect("subscribe");
+    let flows = FlowProducer::new(&client);
+    let one = JobOptions::new().attempts(1);
+    let released = flows
+        .add(
+            node(&top, "released", 0).child(
+                node(&kids, "continued", 1)
+                    .options(one.clone())
+                    .on_failure(ChildFailure::ContinueParent),
+            ),
+        )
+        .await
+        .expect("add");
+    let failed = flows
+        .add(
+            node(&top, "failed", 0).child(
+                node(&kids, "fatal", 1)
+                    .options(one)
+                    .on_failure(ChildFailure::FailParent),
+            ),
+        )
+        .await
+        .expect("add");
     let mut raw = raw(server);
-    assert_eq!(raw.count(&name), 0);
+    for child in [&released.children[0].id, &failed.children[0].id] {
+        let (id, _, token) = pull(&mut raw, &kids).expect("a child");
+        assert_eq!(&id, child);
+        fail(&mut raw, &id, &token, "boom");
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let e = within::<T, _>("next event", events.next())
+            .await
+            .expect("the stream goes on");
+        seen.push(match e {
+            QueueEvent::Waiting { job_id, .. } => format!("waiting {job_id}"),
+            QueueEvent::Failed { job_id, reason, .. } => format!("failed {job_id}: {reason}"),
+            other => format!("{other:?}"),
+        });
+    }
+    let fatal = &failed.children[0].id;
+    assert_eq!(
+        seen,
+        [
+            format!("waiting {}", released.id),
+            format!("waiting {}", failed.id),
+            format!("waiting {}", released.id),
+            format!("failed {}: Child job {fatal} failed: boom", failed.id),
+        ]
+    );
+    assert_eq!(raw.state(&released.id), "waiting");
+    assert_eq!(raw.state(&failed.id), "failed");
     client.close().await;
 }
 
@@ -480,7 +581,8 @@ macro_rules! all_scenarios {
     ($rt:ty, $target:expr) => {
         scenarios!($rt, $target => tree_children_before_parent, chain_runs_in_order,
             flow_is_all_or_nothing, failed_and_ignored_children, wait_job_edges,
-            bad_flows_are_refused_locally, ts_worker_processes_our_flow, get_flow_reads_the_tree);
+            bad_flows_are_refused_locally, ts_worker_processes_our_flow, get_flow_reads_the_tree,
+            ts_flow_producer_end_to_end, parents_events);
     };
 }
 
@@ -494,11 +596,11 @@ mod async_std_bunqueue {
     all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
 }
 mod tokio_broker {
-    scenarios!(super::Tokio, autobatch_tests::Target::Broker => bad_flows_are_refused_locally, broker_refuses_flows);
+    all_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
 }
 mod smol_broker {
-    scenarios!(super::Smol, autobatch_tests::Target::Broker => bad_flows_are_refused_locally, broker_refuses_flows);
+    all_scenarios!(super::Smol, autobatch_tests::Target::Broker);
 }
 mod async_std_broker {
-    scenarios!(super::AsyncStd, autobatch_tests::Target::Broker => bad_flows_are_refused_locally, broker_refuses_flows);
+    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
 }

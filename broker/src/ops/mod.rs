@@ -12,6 +12,7 @@ use crate::dispatch::{Conn, Shared};
 
 mod control;
 mod dlq;
+pub(crate) mod flow;
 mod job;
 mod limits;
 mod lookup;
@@ -27,6 +28,7 @@ pub(crate) fn serve(
     control::serve(shared, conn, cmd, body, now)
         .or_else(|| lookup::serve(shared, conn, cmd, body, now))
         .or_else(|| dlq::serve(shared, conn, cmd, body, now))
+        .or_else(|| flow::serve(shared, conn, cmd, body, now))
         .or_else(|| limits::serve(shared, conn, cmd, body, now))
         .or_else(|| job::serve(shared, conn, cmd, body, now))
 }

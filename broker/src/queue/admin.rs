@@ -91,6 +91,8 @@ impl State {
             JobState::Delayed => {
                 q.delayed.remove(&(rec.run_at.ceil() as i64, rec.seq));
             }
+            // `forget` takes it out of its count and the dependency index.
+            JobState::WaitingChildren => {}
             _ => return false,
         }
         self.forget(id);
@@ -154,6 +156,8 @@ impl State {
             held.retain(|id| !gone.contains(id));
         }
         for id in &ids {
+            // Out of the dependency index (its count goes with the index below).
+            self.unpark(id);
             if let Some(e) = self.jobs.remove(id) {
                 if let Some(k) = &e.rec.unique_key {
                     let key = (e.rec.queue.clone(), k.clone());
@@ -269,6 +273,7 @@ impl State {
                     return None;
                 }
                 let mut job = wire_job(&e.rec);
+                super::flow::wire_links(&mut job, e);
                 job.state = Some(WireState::from(name));
                 job.returnvalue = e.rec.result.clone();
                 job.failed_reason = e.rec.failed_reason.clone();
@@ -510,6 +515,7 @@ impl State {
                 Ok(())
             }
             JobState::Completed => Err(MoveError::State("completed")),
+            JobState::WaitingChildren => Err(MoveError::State("waiting-children")),
         }
     }
 }

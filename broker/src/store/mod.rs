@@ -25,6 +25,9 @@ pub enum JobState {
     Completed,
     /// Failed for good.
     Failed,
+    /// Waiting for the jobs it depends on (a flow's parent, a `dependsOn` job): bunqueue's
+    /// `waiting-children`.
+    WaitingChildren,
 }
 
 impl JobState {
@@ -36,6 +39,7 @@ impl JobState {
             JobState::Active => "active",
             JobState::Completed => "completed",
             JobState::Failed => "failed",
+            JobState::WaitingChildren => "waiting-children",
         }
     }
 
@@ -46,6 +50,7 @@ impl JobState {
             "active" => JobState::Active,
             "completed" => JobState::Completed,
             "failed" => JobState::Failed,
+            "waiting-children" => JobState::WaitingChildren,
             _ => JobState::Waiting,
         }
     }
@@ -54,7 +59,7 @@ impl JobState {
     pub fn is_live(self) -> bool {
         matches!(
             self,
-            JobState::Waiting | JobState::Delayed | JobState::Active
+            JobState::Waiting | JobState::Delayed | JobState::Active | JobState::WaitingChildren
         )
     }
 }

@@ -20,6 +20,11 @@
 //!   `stalled`/`failed` events; a job's `timeout` fails it, its `ttl` drops it unrun, a group's
 //!   `maxSize` refuses adds. Failed jobs are the dead-letter queue (Dlq, RetryDlq, PurgeDlq,
 //!   …), bounded at bunqueue's 10,000 entries per queue.
+//! * A queue's rate limit (RateLimit, its `ttl` form, RateLimitClear) and global concurrency
+//!   limit (SetConcurrency, ClearConcurrency) hold pulls back as bunqueue's do: a token bucket
+//!   and a slot count, asked only for a job about to be handed out; a pull that meets one
+//!   returns what it has, a long-poll waits on. GetQueueLimits reads them (`isMaxed`,
+//!   `getRateLimitTtl`), and a group's counts are served; group controls are not.
 //! * Flows as bunqueue's (PUSHF checked whole, then added at once): a job with `dependsOn`
 //!   waits in `waiting-children` until they complete; a child failing for good applies its
 //!   policy to its parent (fail it, release it, drop or ignore the dependency); the parent

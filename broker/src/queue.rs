@@ -21,6 +21,8 @@ pub(crate) mod admin;
 pub(crate) mod dlq;
 /// Flows and dependencies: `waiting-children`, parents released or failed by their children.
 pub(crate) mod flow;
+/// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
+pub(crate) mod limits;
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
@@ -181,6 +183,8 @@ pub(crate) struct State {
     last_stall_check: f64,
     /// Jobs finished so far, numbering [`RunInfo::finished`].
     finish_seq: u64,
+    /// Rate and concurrency limits per queue (see `limits`).
+    limits: limits::Limits,
     /// Dependency id → the jobs in `waiting-children` that wait for it (see `flow`).
     dependents: HashMap<String, HashSet<String>>,
     /// WaitJob signals by job id, while someone waits (see `flow`).
@@ -209,6 +213,7 @@ impl State {
             stall_candidates: HashSet::new(),
             last_stall_check: now,
             finish_seq: 0,
+            limits: limits::Limits::default(),
             dependents: HashMap::new(),
             job_waiters: HashMap::new(),
         };
@@ -519,14 +524,24 @@ impl State {
             let Some(e) = self.jobs.get_mut(&id) else {
                 continue;
             };
+            // bunqueue's pull drops a job older than its ttl, silently (no event).
+            let expired = e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl);
+            // A limit is asked only for a job that would be handed out; when it refuses, the
+            // job keeps its place and the pull ends with what it has (see `limits`).
+            if !expired && !self.limits.acquire(spec.queue, now) {
+                q.ready.insert(ready_key(&e.rec), id);
+                break;
+            }
             if e.rec.priority > 0 {
                 q.prioritized = q.prioritized.saturating_sub(1);
             }
-            // bunqueue's pull drops a job older than its ttl, silently (no event).
-            if e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl) {
+            if expired {
                 self.forget(&id);
                 self.record(StoreOp::Remove(id));
                 continue;
+            }
+            if let Some(group) = &e.run.group {
+                self.limits.group_started(spec.queue, group);
             }
             q.active += 1;
             e.rec.state = JobState::Active;
@@ -595,6 +610,11 @@ impl State {
         }
         if let Some(q) = self.queues.get_mut(&e.rec.queue) {
             q.active = q.active.saturating_sub(1);
+            // A freed concurrency slot wakes the long-polls it held back, as bunqueue's
+            // finishing paths notify the queue.
+            if self.limits.release(&e.rec.queue, e.run.group.as_deref()) {
+                q.notify.notify_waiters();
+            }
         }
         Ok(self.jobs.get_mut(id).expect("checked above"))
     }
@@ -614,6 +634,9 @@ impl State {
             // arrives late (its "stall-retried" path), whatever the token.
             self.unfile(id, None)
                 .map_err(|_| FinishError::NotActive(id.to_owned()))?;
+            // bunqueue releases the job's resources on this path too, its concurrency slot
+            // included (a second release for the job: another job's slot, down to 0).
+            self.release_slot_of(id);
         } else {
             self.finish(id)?;
         }

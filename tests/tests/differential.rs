@@ -27,9 +27,15 @@
 //! children carry each failure policy, a `dependsOn` chain, WaitJob), as a flow's ids are the
 //! client's and its children are pulled by name.
 //!
-//! Not compared yet: events, schedulers, rate and concurrency limits; and what the
-//! broker refuses as not supported (README lists them). What is left out of the comparison
-//! on purpose is listed in [`normalise`] and at the steps concerned, with the reason.
+//! A queue's rate and concurrency limits are set, cleared and read in the random programs
+//! (a rate limit's window is an hour there, so no token comes back while a program runs, and
+//! GetQueueLimits' `rateLimitTtl` is compared as a class: see [`ttl_class`]), and PULL and
+//! PULLB meet them; limits lifting and refilling with time are
+//! [`rate_limits_pass_like_bunqueue`].
+//!
+//! Not compared yet: events, schedulers, group limits; and what the broker refuses as not
+//! supported (README lists them). What is left out of the comparison on purpose is listed in
+//! [`normalise`] and at the steps concerned, with the reason.
 
 use std::collections::HashMap;
 
@@ -171,6 +177,57 @@ enum Step {
         max_stalls: Option<i64>,
         enabled: Option<bool>,
     },
+    /// SetConcurrency (a JS number, or a value bunqueue refuses), then GetQueueLimits.
+    SetConcurrency {
+        limit: Limit,
+    },
+    /// ClearConcurrency, then GetQueueLimits.
+    ClearConcurrency,
+    /// RateLimit of `limit` jobs an hour (no token comes back while a program runs), then
+    /// GetQueueLimits.
+    RateLimit {
+        limit: Limit,
+    },
+    /// RateLimitClear, then GetQueueLimits.
+    RateLimitClear,
+    /// GetQueueLimits, with a `maxJobs` above any program's pulls or without.
+    QueueLimits {
+        max_jobs: bool,
+    },
+    /// A single PULL, with an owner (a lock token) or without: its reply when a limit holds
+    /// it back.
+    Pull {
+        locked: bool,
+    },
+}
+
+/// A limit as a client may send it: bunqueue coerces it with `Number()` and keeps fractions.
+#[derive(Debug, Clone, Copy)]
+enum Limit {
+    Int(i64),
+    Half,
+    Text,
+    Nonsense,
+}
+
+impl Limit {
+    fn pick(rng: &mut Rng) -> Limit {
+        match rng.below(8) {
+            0 => Limit::Half,
+            1 => Limit::Text,
+            2 => Limit::Nonsense,
+            n => Limit::Int((n % 3) as i64),
+        }
+    }
+
+    fn value(self) -> Value {
+        match self {
+            Limit::Int(n) => Value::from(n),
+            Limit::Half => Value::F64(1.5),
+            Limit::Text => Value::from("2"),
+            Limit::Nonsense => Value::from("lots"),
+        }
+    }
 }
 
 /// A job to add: its data is its slot, so replies show which job they are about.
@@ -203,7 +260,7 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
     };
     let mut out = Vec::with_capacity(steps);
     for _ in 0..steps {
-        let pick = rng.below(117);
+        let pick = rng.below(125);
         // A job step needs a job; the first steps add some.
         let step = if slots == 0 || pick < 20 {
             Step::Push(plan(&mut rng, &mut slots))
@@ -296,6 +353,20 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
                 115 => Step::ExtendLock {
                     slot,
                     token: rng.chance(60),
+                },
+                117..=118 => Step::SetConcurrency {
+                    limit: Limit::pick(&mut rng),
+                },
+                119 => Step::ClearConcurrency,
+                120..=121 => Step::RateLimit {
+                    limit: Limit::pick(&mut rng),
+                },
+                122 => Step::RateLimitClear,
+                123 => Step::QueueLimits {
+                    max_jobs: rng.chance(30),
+                },
+                124 => Step::Pull {
+                    locked: rng.chance(70),
                 },
                 114 => Step::StallConfig {
                     max_stalls: rng.chance(50).then(|| rng.below(4) as i64),
@@ -635,6 +706,55 @@ impl Side {
                     (Err(e), _) | (_, Err(e)) => Err(e),
                 }
             }
+            Step::SetConcurrency { limit } => {
+                let set = self
+                    .raw
+                    .command("SetConcurrency", &[q.clone(), ("limit", limit.value())]);
+                self.then_limits(queue, set)
+            }
+            Step::ClearConcurrency => {
+                let clear = self.raw.command("ClearConcurrency", &[q]);
+                self.then_limits(queue, clear)
+            }
+            Step::RateLimit { limit } => {
+                let set = self.raw.command(
+                    "RateLimit",
+                    &[
+                        q.clone(),
+                        ("limit", limit.value()),
+                        ("duration", Value::from(3_600_000i64)),
+                    ],
+                );
+                self.then_limits(queue, set)
+            }
+            Step::RateLimitClear => {
+                let clear = self.raw.command("RateLimitClear", &[q]);
+                self.then_limits(queue, clear)
+            }
+            Step::QueueLimits { max_jobs } => {
+                let mut f = vec![q];
+                if *max_jobs {
+                    f.push(("maxJobs", Value::from(100i64)));
+                }
+                self.raw.command("GetQueueLimits", &f).map(ttl_class)
+            }
+            Step::Pull { locked } => {
+                let mut f = vec![q, ("timeout", Value::from(0i64))];
+                if *locked {
+                    f.push(("owner", Value::from("diff-worker")));
+                }
+                let r = self.raw.command("PULL", &f);
+                if let Ok(v) = &r {
+                    let id = v
+                        .get("job")
+                        .and_then(|j| j.get("id"))
+                        .and_then(Value::as_str);
+                    if let (Some(id), Some(t)) = (id, v.get("token").and_then(Value::as_str)) {
+                        self.tokens.insert(id.to_owned(), t.to_owned());
+                    }
+                }
+                r
+            }
             Step::GetLogs { slot } => {
                 // Intended difference: bunqueue keeps a removed job's logs (until Obliterate
                 // or Clean), the broker drops them with the job, so memory stays bounded by the
@@ -668,6 +788,41 @@ impl Side {
             Err(e) => json!({ "transport": e }),
         }
     }
+}
+
+impl Side {
+    /// `first`'s reply and the queue's limits after it, as one reply.
+    fn then_limits(&mut self, queue: &str, first: Result<Value, String>) -> Result<Value, String> {
+        let got = self
+            .raw
+            .command("GetQueueLimits", &[("queue", Value::from(queue))])
+            .map(ttl_class);
+        Ok(Value::Array(vec![first?, got?]))
+    }
+}
+
+/// GetQueueLimits with its `rateLimitTtl` as a class: -2 (no rate limit), 0 (a token left,
+/// or fewer than `maxJobs` used) or `"wait"`: how long the wait is depends on the clock (the
+/// bucket refills by the millisecond), whether there is one does not.
+fn ttl_class(mut v: Value) -> Value {
+    let limits = match &mut v {
+        Value::Map(m) => m
+            .iter_mut()
+            .find(|(k, _)| k.as_str() == Some("data"))
+            .and_then(|(_, d)| match d {
+                Value::Map(d) => d.iter_mut().find(|(k, _)| k.as_str() == Some("limits")),
+                _ => None,
+            }),
+        _ => None,
+    };
+    if let Some((_, Value::Map(l))) = limits {
+        for (k, ttl) in l.iter_mut() {
+            if k.as_str() == Some("rateLimitTtl") && ttl.as_f64().is_some_and(|t| t > 0.0) {
+                *ttl = Value::from("wait");
+            }
+        }
+    }
+    v
 }
 
 /// Keys whose values differ between any two runs of the same program, on either server:
@@ -1063,7 +1218,8 @@ fn time_passes_like_bunqueue() {
 }
 
 /// A group's `maxSize`, compared on both servers: pushes past it are refused (PUSH and PUSHB,
-/// the batch's own jobs counted), a pulled job leaves the count, other groups are apart.
+/// the batch's own jobs counted), a pulled job leaves the count, other groups are apart; then
+/// the groups' counts (GetGroupJobsCount, GetGroupsJobsCount, GetGroupActiveCount).
 /// A fixed program, not in the random ones: bunqueue pulls grouped jobs through its group
 /// scheduler, an order the broker does not follow (README), so random pulls would diverge.
 #[test]
@@ -1141,6 +1297,20 @@ fn group_max_size_like_bunqueue() {
         note(&mut side, r);
         let r = push(&mut side, job(6, "g", 2));
         note(&mut side, r);
+        // The groups' counts: queued per group and in all, active per group.
+        for (cmd, group) in [
+            ("GetGroupJobsCount", Some("g")),
+            ("GetGroupJobsCount", Some("h")),
+            ("GetGroupJobsCount", Some("other")),
+            ("GetGroupsJobsCount", None),
+            ("GetGroupActiveCount", Some("g")),
+            ("GetGroupActiveCount", Some("other")),
+        ] {
+            let mut f = vec![q.clone()];
+            f.extend(group.map(|g| ("groupId", Value::from(g))));
+            let r = side.raw.command(cmd, &f);
+            note(&mut side, r);
+        }
         let r = side.raw.command("GetJobCounts", &[q]);
         note(&mut side, r);
         out
@@ -1159,6 +1329,236 @@ fn group_max_size_like_bunqueue() {
         }
     }
     assert_eq!(a, b, "group maxSize diverged (bunqueue left, broker right)");
+}
+
+/// Rate limits as time passes, compared on both servers: the TS `rateLimit(ms)` form (here
+/// with an hour's window, so only the ttl lifts it) holds pulls back until its ttl runs out
+/// and then reads as no limit; a token bucket of one per second, emptied, gives one job once
+/// it has refilled, however long that took (it holds one token at most); a concurrency slot
+/// held by a connection that closes comes back. Each side waits for its own limit to lift or
+/// refill or its slot to come back (GetQueueLimits), and the outcomes are compared, never the
+/// time they took. Not in the random programs, whose clock does not move.
+#[test]
+fn rate_limits_pass_like_bunqueue() {
+    let run = |target: Target| -> Vec<(String, Json)> {
+        let queue = format!("diff-rate-{}", std::process::id());
+        let mut side = Side {
+            seed: 0,
+            raw: RawClient::connect(target.shared(), None).expect("connect"),
+            ids: Vec::new(),
+            tokens: HashMap::new(),
+        };
+        let mut out = Vec::new();
+        let q = || ("queue", Value::from(queue.as_str()));
+        let mut say = |side: &mut Side, what: &str, r: Result<Value, String>| {
+            if let Ok(v) = &r {
+                for id in v
+                    .get("ids")
+                    .and_then(Value::as_array)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(Value::as_str)
+                {
+                    side.ids.push(id.to_owned());
+                }
+            }
+            let json = match r {
+                Ok(v) => v
+                    .expanded()
+                    .ok()
+                    .and_then(|v| v.deserialize::<Json>().ok())
+                    .unwrap_or_else(|| json!({ "undecodable": format!("{v:?}") })),
+                Err(e) => json!({ "transport": e }),
+            };
+            out.push((what.to_owned(), normalise(json, &side.ids, &side.tokens)));
+        };
+        let jobs = |from: i64| {
+            Value::Array(
+                (from..from + 3)
+                    .map(|slot| {
+                        Value::map([
+                            ("name", Value::from("diff")),
+                            ("data", Value::map([("slot", Value::from(slot))])),
+                        ])
+                    })
+                    .collect(),
+            )
+        };
+        let pull = |side: &mut Side| {
+            side.raw.command(
+                "PULLB",
+                &[
+                    q(),
+                    ("count", Value::from(5i64)),
+                    ("timeout", Value::from(0i64)),
+                ],
+            )
+        };
+        let limits = |side: &mut Side| side.raw.command("GetQueueLimits", &[q()]).map(ttl_class);
+        // Waits until GetQueueLimits' `rateLimitTtl` is `want` (a generous deadline only
+        // against a hang).
+        let wait_for_ttl = |side: &mut Side, want: i64| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            loop {
+                let ttl = side
+                    .raw
+                    .command("GetQueueLimits", &[q()])
+                    .ok()
+                    .and_then(|v| v.get("data")?.get("limits")?.get("rateLimitTtl")?.as_i64());
+                if ttl == Some(want) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{target:?}: rateLimitTtl stays {ttl:?}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        };
+
+        // Bad requests first: no limit, no queue, a null queue (bunqueue's own words).
+        for (cmd, fields) in [
+            ("RateLimit", vec![q()]),
+            ("RateLimit", vec![("limit", Value::from(1i64))]),
+            (
+                "SetConcurrency",
+                vec![("queue", Value::Nil), ("limit", Value::from("x"))],
+            ),
+            (
+                "SetConcurrency",
+                vec![("queue", Value::Nil), ("limit", Value::from(1i64))],
+            ),
+            ("ClearConcurrency", vec![]),
+            ("GetQueueLimits", vec![("queue", Value::Nil)]),
+        ] {
+            let r = side.raw.command(cmd, &fields);
+            say(&mut side, cmd, r);
+        }
+        let r = side.raw.command("PUSHB", &[q(), ("jobs", jobs(0))]);
+        say(&mut side, "PUSHB", r);
+        // The ttl form for 1.5 s, its window an hour: one job, then none until it lifts.
+        let r = side.raw.command(
+            "RateLimit",
+            &[
+                q(),
+                ("limit", Value::from(1i64)),
+                ("duration", Value::from(3_600_000i64)),
+                ("ttl", Value::from(1500i64)),
+            ],
+        );
+        say(&mut side, "RateLimit with a ttl", r);
+        let r = pull(&mut side);
+        say(&mut side, "PULLB under the ttl limit", r);
+        let r = pull(&mut side);
+        say(&mut side, "PULLB again", r);
+        let r = limits(&mut side);
+        say(&mut side, "GetQueueLimits while it holds", r);
+        wait_for_ttl(&mut side, -2);
+        let r = limits(&mut side);
+        say(&mut side, "GetQueueLimits once lifted", r);
+        let r = pull(&mut side);
+        say(&mut side, "PULLB once lifted", r);
+
+        // One token a second: emptied, then one job once it is back, and only one.
+        let r = side.raw.command("PUSHB", &[q(), ("jobs", jobs(3))]);
+        say(&mut side, "PUSHB more", r);
+        let r = side.raw.command(
+            "RateLimit",
+            &[
+                q(),
+                ("limit", Value::from(1i64)),
+                ("duration", Value::from(1000i64)),
+            ],
+        );
+        say(&mut side, "RateLimit 1 per second", r);
+        let r = pull(&mut side);
+        say(&mut side, "PULLB a full bucket", r);
+        wait_for_ttl(&mut side, 0);
+        // Over a second more: a bucket that did not stop at its capacity would hold two.
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+        let r = limits(&mut side);
+        say(&mut side, "GetQueueLimits refilled", r);
+        let r = pull(&mut side);
+        say(&mut side, "PULLB refilled", r);
+
+        // Concurrency 1, its slot taken by a connection that closes: the job goes back and
+        // the slot is free again (each side waits for its own server to notice the close).
+        let r = side.raw.command("RateLimitClear", &[q()]);
+        say(&mut side, "RateLimitClear", r);
+        let r = side
+            .raw
+            .command("SetConcurrency", &[q(), ("limit", Value::from(1i64))]);
+        say(&mut side, "SetConcurrency 1", r);
+        {
+            let mut gone = RawClient::connect(target.shared(), None).expect("connect");
+            let r = gone.command(
+                "PULLB",
+                &[
+                    q(),
+                    ("count", Value::from(5i64)),
+                    ("timeout", Value::from(0i64)),
+                    ("owner", Value::from("gone")),
+                ],
+            );
+            let n = r
+                .ok()
+                .and_then(|v| v.get("jobs").and_then(Value::as_array).map(<[Value]>::len));
+            say(
+                &mut side,
+                "PULLB on a connection that closes",
+                Ok(Value::from(n.unwrap_or(0) as i64)),
+            );
+            let r = limits(&mut side);
+            say(&mut side, "GetQueueLimits with its slot taken", r);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while side
+            .raw
+            .command("GetQueueLimits", &[q()])
+            .ok()
+            .and_then(|v| v.get("data")?.get("limits")?.get("maxed")?.as_bool())
+            != Some(false)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{target:?}: the closed connection's slot stays taken"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let r = side.raw.command("GetJobCounts", &[q()]);
+        say(&mut side, "GetJobCounts after the close", r);
+        let r = pull(&mut side);
+        say(&mut side, "PULLB with the slot free again", r);
+        let r = limits(&mut side);
+        say(&mut side, "GetQueueLimits at the end", r);
+        let r = side.raw.command("GetJobCounts", &[q()]);
+        say(&mut side, "GetJobCounts", r);
+        out
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let bq = s.spawn(|| run(Target::Bunqueue));
+        let broker = s.spawn(|| run(Target::Broker));
+        (
+            bq.join().expect("bunqueue side"),
+            broker.join().expect("broker side"),
+        )
+    });
+    if std::env::var_os("DIFF_TRACE").is_some() {
+        for (what, x) in &a {
+            eprintln!("{what}\n  -> {x}");
+        }
+    }
+    let diverged: Vec<String> = a
+        .iter()
+        .zip(&b)
+        .filter(|(x, y)| x != y)
+        .map(|((what, x), (_, y))| format!("{what}\n  bunqueue: {x}\n  broker:   {y}"))
+        .collect();
+    assert!(
+        diverged.is_empty() && a.len() == b.len(),
+        "rate-limit program diverged:\n{}",
+        diverged.join("\n")
+    );
 }
 
 /// Flows, compared on both servers: PUSHF refused whole with bunqueue's messages (a missing

@@ -306,9 +306,17 @@ async fn concurrency_and_stall<T: Rt>(target: Target) {
         0,
         "nothing while one is active"
     );
+    let limits = raw_limits(&mut raw, &name);
+    assert_eq!(num(&limits, "concurrencyLimit"), Some(1.0));
+    assert_eq!(flag(&limits, "maxed"), Some(true));
+    assert!(q.is_maxed().await.expect("is_maxed"));
     q.remove_global_concurrency()
         .await
         .expect("clear concurrency");
+    assert_eq!(
+        raw_limits(&mut raw, &name).get("concurrencyLimit"),
+        Some(&Value::Nil)
+    );
     assert_eq!(pull_many(&mut raw, &name, "w1"), 1, "the rest once cleared");
 
     q.set_stall_config(
@@ -350,9 +358,55 @@ async fn rate_limit_set_and_clear<T: Rt>(target: Target) {
     let mut raw = raw(server);
     assert_eq!(pull_many(&mut raw, &name, "w"), 1, "one per window");
     assert_eq!(pull_many(&mut raw, &name, "w"), 0, "window used up");
+    let limits = raw_limits(&mut raw, &name);
+    let rate = limits.get("rateLimit").expect("rateLimit");
+    assert_eq!(
+        (num(rate, "max"), num(rate, "duration")),
+        (Some(1.0), Some(60_000.0))
+    );
+    // The bucket is empty: the wait for the next token is positive, within the window.
+    let ttl = q.get_rate_limit_ttl(None).await.expect("ttl");
+    assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
+    assert!(
+        !q.is_maxed().await.expect("is_maxed"),
+        "no concurrency limit"
+    );
     q.remove_global_rate_limit().await.expect("clear");
+    assert_eq!(limits_of(&mut raw, &name, "rateLimitTtl"), Some(-2.0));
     assert_eq!(pull_many(&mut raw, &name, "w"), 1, "the next once cleared");
+
+    // The TS `rateLimit(ms)` form: one job per second until the ttl lifts it.
+    q.rate_limit(Duration::from_secs(3600))
+        .await
+        .expect("ttl form");
+    let limits = raw_limits(&mut raw, &name);
+    let rate = limits.get("rateLimit").expect("rateLimit");
+    assert_eq!(
+        (num(rate, "max"), num(rate, "duration")),
+        (Some(1.0), Some(1000.0))
+    );
+    let ttl = num(&limits, "rateLimitTtl").expect("rateLimitTtl");
+    assert!(ttl > 0.0 && ttl <= 3_600_000.0, "the ttl left: {ttl}");
+    q.remove_global_rate_limit().await.expect("clear");
+    assert_eq!(
+        raw_limits(&mut raw, &name).get("rateLimit"),
+        Some(&Value::Nil)
+    );
     client.close().await;
+}
+
+/// GetQueueLimits' `limits` through the raw connection.
+fn raw_limits(raw: &mut RawClient, queue: &str) -> Value {
+    raw.command("GetQueueLimits", &[("queue", Value::from(queue))])
+        .expect("GetQueueLimits")
+        .get("data")
+        .and_then(|d| d.get("limits"))
+        .cloned()
+        .expect("limits")
+}
+
+fn limits_of(raw: &mut RawClient, queue: &str, key: &str) -> Option<f64> {
+    num(&raw_limits(raw, queue), key)
 }
 
 /// Fails a job for good through the raw connection; returns its id.
@@ -549,6 +603,69 @@ async fn group_controls<T: Rt>(target: Target) {
     client.close().await;
 }
 
+/// A group's counts: queued jobs of one group and of all, active jobs of one, through the
+/// typed calls and a raw connection; a bad group id is refused with the server's words.
+async fn group_counts<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("group-counts");
+    let q = client.queue(&name);
+    let mut raw = raw(server);
+    let count = |cmd: &str, group: Option<&str>, raw: &mut RawClient| {
+        let mut f = vec![("queue", Value::from(name.as_str()))];
+        if let Some(g) = group {
+            f.push(("groupId", Value::from(g)));
+        }
+        num(
+            raw.command(cmd, &f).expect(cmd).get("data").expect("data"),
+            "count",
+        )
+    };
+    q.add_bulk(vec![
+        ("a", 1, JobOptions::new().group_id("t1")),
+        ("b", 2, JobOptions::new().group_id("t1")),
+    ])
+    .await
+    .expect("add");
+    assert_eq!(q.get_group_active_count("t1").await.expect("active"), 0);
+    // Only t1's jobs wait, so whichever order a server pulls in, a job of t1 goes active.
+    assert!(raw_pull(&mut raw, &name).is_some(), "a job");
+    assert_eq!(
+        count("GetGroupActiveCount", Some("t1"), &mut raw),
+        Some(1.0)
+    );
+    assert_eq!(q.get_group_active_count("t1").await.expect("active"), 1);
+    q.add_bulk(vec![
+        ("c", 3, JobOptions::new().group_id("t2")),
+        ("d", 4, JobOptions::new()),
+    ])
+    .await
+    .expect("add");
+    assert_eq!(q.get_group_jobs_count("t1").await.expect("count"), 1);
+    assert_eq!(count("GetGroupJobsCount", Some("t1"), &mut raw), Some(1.0));
+    assert_eq!(count("GetGroupJobsCount", Some("t2"), &mut raw), Some(1.0));
+    assert_eq!(count("GetGroupsJobsCount", None, &mut raw), Some(2.0));
+    assert_eq!(q.get_group_active_count("t2").await.expect("active"), 0);
+    assert_eq!(
+        count("GetGroupJobsCount", Some("none"), &mut raw),
+        Some(0.0)
+    );
+    let server_says = raw
+        .command(
+            "GetGroupJobsCount",
+            &[
+                ("queue", Value::from(name.as_str())),
+                ("groupId", Value::from("")),
+            ],
+        )
+        .expect("raw");
+    assert_eq!(
+        server_says.get("error").and_then(Value::as_str),
+        Some("groupId must be a non-empty string")
+    );
+    client.close().await;
+}
+
 /// What the broker does not serve is refused with a typed server error naming the command.
 async fn broker_refuses_typed<T: Rt>(target: Target) {
     let server = target.shared();
@@ -573,6 +690,15 @@ async fn broker_refuses_typed<T: Rt>(target: Target) {
         .await
     {
         Err(Error::Server(e)) => assert!(e.message().starts_with("Cron is not supported"), "{e}"),
+        other => panic!("expected the broker's refusal, got {other:?}"),
+    }
+    // Group limits: bunqueue enforces them in its group scheduler, which the broker lacks.
+    match q.set_group_concurrency("t1", 2).await {
+        Err(Error::Server(e)) => assert!(
+            e.message()
+                .starts_with("SetGroupConcurrency is not supported by autobatch-broker"),
+            "{e}"
+        ),
         other => panic!("expected the broker's refusal, got {other:?}"),
     }
     client.close().await;
@@ -620,14 +746,16 @@ macro_rules! bunqueue_scenarios {
     ($rt:ty) => {
         scenarios!($rt, autobatch_tests::Target::Bunqueue =>
             job_options_arrive, bad_options_are_typed, scheduler_produces_jobs,
-            concurrency_and_stall, rate_limit_set_and_clear, dlq_round_trip, group_controls);
+            concurrency_and_stall, rate_limit_set_and_clear, dlq_round_trip, group_controls,
+            group_counts);
     };
 }
 
 macro_rules! broker_scenarios {
     ($rt:ty) => {
         scenarios!($rt, autobatch_tests::Target::Broker =>
-            job_options_accepted, broker_refuses_typed, defaults_served, dlq_round_trip);
+            job_options_accepted, broker_refuses_typed, defaults_served, dlq_round_trip,
+            concurrency_and_stall, rate_limit_set_and_clear, group_counts);
     };
 }
 

@@ -222,8 +222,10 @@ async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
             "Stats is not supported by autobatch-broker (see its README section)".to_owned()
         )
     );
-    let (_, msg) = server_error(q.is_maxed().await.expect_err("refused"));
-    assert!(msg.starts_with("GetQueueLimits is not supported by autobatch-broker"));
+    let (_, msg) = server_error(client.server_metrics().await.expect_err("refused"));
+    assert!(msg.starts_with("Metrics is not supported by autobatch-broker"));
+    let (_, msg) = server_error(q.pause_group("g").await.expect_err("refused"));
+    assert!(msg.starts_with("PauseGroup is not supported by autobatch-broker"));
     client.close().await;
 }
 
@@ -320,8 +322,8 @@ macro_rules! all_scenarios {
 macro_rules! broker_scenarios {
     ($rt:ty, $target:expr) => {
         scenarios!($rt, $target =>
-            get_jobs_by_state, get_job_by_custom_id, counts_per_priority, deduplication_job_id,
-            list_queues, broker_refuses_what_it_does_not_serve);
+            get_jobs_by_state, get_job_by_custom_id, counts_per_priority, queue_limits,
+            deduplication_job_id, list_queues, broker_refuses_what_it_does_not_serve);
     };
 }
 

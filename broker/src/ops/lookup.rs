@@ -1,6 +1,7 @@
 //! Lookups, served: GetJobs, GetJobByCustomId, GetCountsPerPriority, GetDeduplicationJobId,
-//! ListQueues. The others (queue limits, workers, stats, metrics, storage status) are refused
-//! as not supported: the broker keeps no rate limits, worker details or throughput figures.
+//! ListQueues (GetQueueLimits is in `limits`). The others (workers, stats, metrics, storage
+//! status) are refused as not supported: the broker keeps no worker details or throughput
+//! figures.
 
 use autobatch_core::ops::{
     GetCountsPerPriority, GetDeduplicationJobId, GetJobByCustomId, GetJobs, ListQueues,

@@ -143,7 +143,7 @@ impl State {
     }
 
     /// Obliterate: every job of `queue` in every state, and the queue itself (its pause
-    /// too). Active jobs are dropped with their locks: their ACK then finds no job.
+    /// and limits too). Active jobs are dropped with their locks: their ACK then finds no job.
     pub fn obliterate(&mut self, queue: &str) {
         let ids: Vec<String> = self
             .jobs
@@ -174,6 +174,7 @@ impl State {
             *q = Default::default();
             q.notify = notify;
         }
+        self.limits.forget(queue);
         self.forget_queue_if_idle(queue);
     }
 

@@ -2019,8 +2019,10 @@ fn flows_like_bunqueue() {
 
 /// Job schedulers, compared on both servers: Cron's refusals (no timing, a bad interval, an
 /// empty job name), upserts (every option the reply shows, a time zone kept as given, a
-/// re-upsert keeping its place in CronList, a legacy `{name, …}` data envelope), then `every`
-/// schedulers left to fire: one with `maxLimit` 3 and no overlap prevention (three jobs, then
+/// re-upsert keeping its place in CronList, a legacy `{name, …}` data envelope), patterns
+/// refused (bunqueue's field count and seconds checks, Bun's parser) and accepted (names,
+/// a nickname, `timezone: "UTC"`), then schedulers left to fire: a six-field every-second
+/// pattern with `maxLimit` 2, one with `maxLimit` 3 and no overlap prevention (three jobs, then
 /// dropped when next due), one with the default `preventOverlap` (three runs counted, one job
 /// added, the first still waiting), one `immediately`, one `skipIfNoWorker` without a worker
 /// (never runs); then the jobs they added, CronGet, CronList and CronDelete. Each side waits
@@ -2083,6 +2085,26 @@ fn schedulers_like_bunqueue() {
             let r = cron(&mut side, n, extra);
             note(&mut side, r);
         }
+        // Patterns bunqueue refuses (its own checks, then Bun's parser's).
+        for pattern in [
+            "61 * * * *",
+            "0 0 31 2 *",
+            "* * * *",
+            "1,,2 * * * *",
+            "*/0 * * * *",
+            "59-1 * * * *",
+            "@every",
+            "x * * * * *",
+            "5/2 * * * * *",
+            "* * * * * * *",
+        ] {
+            let r = cron(
+                &mut side,
+                "bad",
+                vec![job("x"), ("schedule", Value::from(pattern))],
+            );
+            note(&mut side, r);
+        }
         for cmd in ["CronGet", "CronDelete"] {
             let r = by_name(&mut side, cmd, "none");
             note(&mut side, r);
@@ -2113,7 +2135,36 @@ fn schedulers_like_bunqueue() {
             ],
         );
         note(&mut side, r);
-        // Fast ones, left to fire.
+        for (n, pattern) in [
+            ("yearly", "0 0 1 1 *"),
+            ("nick", "@DAILY"),
+            ("named", "0 12 * JAN mon-fri"),
+        ] {
+            let r = cron(
+                &mut side,
+                n,
+                vec![
+                    job("p"),
+                    ("schedule", Value::from(pattern)),
+                    ("timezone", Value::from("UTC")),
+                ],
+            );
+            note(&mut side, r);
+        }
+        // Fast ones, left to fire. Every second, with an interval that sets the overlap check
+        // (60 s without one, which would skip the second run).
+        let r = cron(
+            &mut side,
+            "seconds",
+            vec![
+                job("tick-s"),
+                ("schedule", Value::from("* * * * * *")),
+                every(500),
+                ("maxLimit", Value::from(2i64)),
+                ("preventOverlap", Value::from(false)),
+            ],
+        );
+        note(&mut side, r);
         let r = cron(
             &mut side,
             "limited",
@@ -2164,19 +2215,20 @@ fn schedulers_like_bunqueue() {
         // their third run), with a bound so that a server that never drops them fails below.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while std::time::Instant::now() < deadline {
-            let gone =
-                ["limited", "overlap"]
-                    .iter()
-                    .all(|n| match by_name(&mut side, "CronGet", n) {
-                        Ok(v) => v.get("ok").and_then(Value::as_bool) == Some(false),
-                        Err(_) => true,
-                    });
+            let gone = ["limited", "overlap", "seconds"].iter().all(|n| {
+                match by_name(&mut side, "CronGet", n) {
+                    Ok(v) => v.get("ok").and_then(Value::as_bool) == Some(false),
+                    Err(_) => true,
+                }
+            });
             if gone {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        for n in ["limited", "overlap", "now", "idle", "hourly", "legacy"] {
+        for n in [
+            "limited", "overlap", "seconds", "now", "idle", "hourly", "legacy", "yearly", "nick",
+        ] {
             let r = by_name(&mut side, "CronGet", n);
             note(&mut side, r);
         }
@@ -2190,8 +2242,26 @@ fn schedulers_like_bunqueue() {
                 ("timeout", Value::from(0i64)),
             ],
         );
+        // Which of two schedulers fired first follows the clock: the jobs are compared as a
+        // set (by name), their ids left out.
+        let r = r.map(|v| {
+            let mut jobs: Vec<Value> = v
+                .get("jobs")
+                .and_then(Value::as_array)
+                .unwrap_or_default()
+                .iter()
+                .map(|j| {
+                    let keep = ["name", "data", "priority", "attempts", "maxAttempts"];
+                    Value::map(keep.map(|k| (k, j.get(k).cloned().unwrap_or(Value::Nil))))
+                })
+                .collect();
+            jobs.sort_by_key(|j| j.get("name").and_then(Value::as_str).map(str::to_owned));
+            Value::map([("jobs", Value::Array(jobs))])
+        });
         note(&mut side, r);
-        for n in ["hourly", "hourly", "now", "idle", "legacy"] {
+        for n in [
+            "hourly", "hourly", "now", "idle", "legacy", "yearly", "nick", "named",
+        ] {
             let r = by_name(&mut side, "CronDelete", n);
             note(&mut side, r);
         }

@@ -12,15 +12,20 @@
 //!   `preventOverlap`, the default, so a job still live stops the next one), `dedup` and
 //!   the `jobOptions` bunqueue passes on.
 //!
-//! Cron patterns (`schedule`) are refused: bunqueue computes their runs with Bun's native
-//! `Bun.cron.parse`, whose syntax and error texts this broker cannot reproduce exactly.
-//! Schedulers are kept in memory only (a SQLite restart forgets them).
+//! Cron patterns (`schedule`) are read as bunqueue reads them (see `pattern`) and run in UTC:
+//! a `timezone` other than `UTC` is refused with a pattern (with `repeatEvery` alone bunqueue
+//! only stores it, and so does this broker). Schedulers are kept in memory only (a SQLite
+//! restart forgets them).
 
 use autobatch_core::ops::CronUpsert;
 use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
 use super::State;
 use crate::events::js_number;
+use pattern::{expand_shortcut, Pattern};
+
+/// bunqueue's pattern syntax and next-run rule.
+pub(crate) mod pattern;
 
 /// Most schedulers kept at once: the registry is bounded like every other map of the broker.
 pub(crate) const MAX_CRONS: usize = 10_000;
@@ -31,9 +36,9 @@ const WORKER_TIMEOUT_MS: f64 = 30_000.0;
 /// bunqueue's fallback interval for the overlap check of a scheduler without `repeatEvery`.
 const OVERLAP_FALLBACK_MS: f64 = 60_000.0;
 
-/// The refusal of a cron pattern.
-pub(crate) const PATTERN_REFUSED: &str = "Cron patterns (schedule) are not supported by \
-autobatch-broker: only repeatEvery schedulers are served (see its README section)";
+/// The refusal of a time zone other than UTC for a cron pattern.
+pub(crate) const TIMEZONE_REFUSED: &str = "Cron timezone is not supported by autobatch-broker: \
+patterns run in UTC only (timezone \"UTC\" or none; see its README section)";
 
 /// One scheduler.
 #[derive(Debug, Clone)]
@@ -42,7 +47,9 @@ pub(crate) struct Cron {
     job_name: String,
     queue: String,
     data: Value,
-    repeat_every: f64,
+    /// The pattern as sent, and as read.
+    schedule: Option<(String, Pattern)>,
+    repeat_every: Option<f64>,
     priority: i64,
     timezone: Option<String>,
     next_run: f64,
@@ -64,8 +71,16 @@ impl Cron {
             ("name", Value::from(self.name.as_str())),
             ("jobName", Value::from(self.job_name.as_str())),
             ("queue", Value::from(self.queue.as_str())),
-            ("schedule", Value::Nil),
-            ("repeatEvery", js_number(self.repeat_every)),
+            (
+                "schedule",
+                self.schedule
+                    .as_ref()
+                    .map_or(Value::Nil, |(s, _)| Value::from(s.as_str())),
+            ),
+            (
+                "repeatEvery",
+                self.repeat_every.map_or(Value::Nil, js_number),
+            ),
             ("nextRun", js_number(self.next_run)),
             ("executions", Value::from(self.executions)),
             ("maxLimit", self.max_limit.map_or(Value::Nil, Value::Int)),
@@ -118,13 +133,32 @@ impl Crons {
     pub(crate) fn upsert(&mut self, op: CronUpsert, now: f64) -> Result<Value, String> {
         // Checked by the caller, with bunqueue's payload rules (`ops::cron`).
         let job_name = op.job_name.unwrap_or_else(|| "default".into());
-        if op.schedule.is_some() {
-            return Err(PATTERN_REFUSED.into());
-        }
-        let every = op
-            .repeat_every
-            .map(|d| d.as_millis() as f64)
-            .ok_or("Cron job must have either schedule or repeatEvery")?;
+        let every = op.repeat_every.map(|d| d.as_millis() as f64);
+        // `assertValidCronInput`: an empty pattern counts as none (JS falsy).
+        let schedule = match op.schedule.filter(|s| !s.is_empty()) {
+            Some(s) => {
+                let p = Pattern::parse(expand_shortcut(&s))
+                    .map_err(|e| format!("Invalid cron expression: {e}"))?;
+                if p.next_after(now) == 0.0 {
+                    return Err(
+                        "Invalid cron expression: Cron expression has no future occurrences".into(),
+                    );
+                }
+                if op.timezone.as_deref().is_some_and(|tz| tz != "UTC") {
+                    return Err(TIMEZONE_REFUSED.into());
+                }
+                Some((s, p))
+            }
+            None if every.is_none() => {
+                return Err("Cron job must have either schedule or repeatEvery".into())
+            }
+            None => None,
+        };
+        let next_run = match (&schedule, every) {
+            (Some((_, p)), _) => p.next_after(now),
+            (None, Some(e)) => now + e,
+            (None, None) => unreachable!("refused above"),
+        };
         let existing = self.find(&op.name);
         if existing.is_none() && self.list.len() >= MAX_CRONS {
             return Err(format!(
@@ -136,10 +170,11 @@ impl Crons {
             job_name,
             queue: op.queue,
             data: op.data,
+            schedule,
             repeat_every: every,
             priority: op.priority.unwrap_or(0),
             timezone: op.timezone,
-            next_run: now + every,
+            next_run,
             executions: 0,
             max_limit: op.max_limit.filter(|m| *m > 0),
             unique_key: op.unique_key,
@@ -239,14 +274,14 @@ impl State {
                     continue;
                 }
                 let c = &self.crons.list[i];
-                let next = c.next_run + c.repeat_every;
+                let next = match (&c.schedule, c.repeat_every) {
+                    (Some((_, p)), _) => p.next_after(now),
+                    (None, Some(e)) => c.next_run + e,
+                    (None, None) => now,
+                };
                 let no_worker = c.skip_if_no_worker && !self.has_worker(&c.queue, now);
                 let overlap = c.last_fired.is_some_and(|last| {
-                    let interval = if c.repeat_every > 0.0 {
-                        c.repeat_every
-                    } else {
-                        OVERLAP_FALLBACK_MS
-                    };
+                    let interval = c.repeat_every.unwrap_or(OVERLAP_FALLBACK_MS);
                     last > 0.0 && now - last < interval * 0.8
                 });
                 if no_worker || overlap {
@@ -392,11 +427,42 @@ mod tests {
     }
 
     #[test]
-    fn a_pattern_is_refused_naming_the_limit() {
+    fn a_pattern_runs_on_its_minutes_and_bad_ones_are_refused() {
         let mut s = state();
-        let e = s.crons().upsert(every("a", 10).schedule("* * * * *"), 0.0);
-        assert_eq!(e.unwrap_err(), PATTERN_REFUSED);
-        assert!(s.crons().list().is_empty());
-        assert!(!s.crons().remove("a"));
+        // 2026-01-01T00:00:30Z.
+        let t0 = 1_767_225_630_000.0;
+        let op = CronUpsert::pattern("q", "p", "*/2 * * * *").prevent_overlap(false);
+        let v = s.crons().upsert(op, t0).unwrap();
+        assert_eq!(field(&v, "schedule").as_str(), Some("*/2 * * * *"));
+        assert_eq!(field(&v, "repeatEvery"), &Value::Nil);
+        assert_eq!(field(&v, "nextRun").as_f64(), Some(t0 + 90_000.0));
+        assert_eq!(s.fire_crons(t0 + 90_000.0), 1);
+        let c = s.crons().get("p").unwrap().to_value();
+        assert_eq!(field(&c, "nextRun").as_f64(), Some(t0 + 210_000.0));
+        let e = s
+            .crons()
+            .upsert(CronUpsert::pattern("q", "b", "61 * * * *"), t0);
+        assert_eq!(
+            e.unwrap_err(),
+            "Invalid cron expression: Invalid cron expression: value out of range for field"
+        );
+        let e = s
+            .crons()
+            .upsert(CronUpsert::pattern("q", "b", "0 0 31 2 *"), t0);
+        assert_eq!(
+            e.unwrap_err(),
+            "Invalid cron expression: Cron expression has no future occurrences"
+        );
+        let e = s.crons().upsert(
+            CronUpsert::pattern("q", "b", "@daily").timezone("Europe/Rome"),
+            t0,
+        );
+        assert_eq!(e.unwrap_err(), TIMEZONE_REFUSED);
+        assert!(s
+            .crons()
+            .upsert(CronUpsert::pattern("q", "b", "@daily").timezone("UTC"), t0)
+            .is_ok());
+        assert!(s.crons().remove("b"));
+        assert!(!s.crons().remove("b"));
     }
 }

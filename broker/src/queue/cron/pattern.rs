@@ -570,3 +570,31 @@ mod tests {
         }
     }
 }
+
+/// 800 runs of expressions (generated at random from valid and invalid pieces, three start
+/// times), as bunqueue 2.9.5's `getNextCronRun(expandCronShortcut(e), from)` answered
+/// them on Bun 1.4.5: the next run in epoch ms (0 for none) or `ERR` and the thrown text.
+#[cfg(test)]
+mod bun_cases {
+    use super::*;
+
+    #[test]
+    fn every_recorded_case_matches() {
+        let mut differ = Vec::new();
+        let cases = include_str!("bun_cases.tsv");
+        for line in cases.lines() {
+            let mut it = line.split('\t');
+            let (e, from, want) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
+            let from: f64 = from.parse().unwrap();
+            let got = match Pattern::parse(expand_shortcut(e)) {
+                Ok(p) => format!("{}", p.next_after(from) as i64),
+                Err(m) => format!("ERR {m}"),
+            };
+            if got != want {
+                differ.push(format!("{e:?} from {from}: Bun {want}, broker {got}"));
+            }
+        }
+        assert_eq!(cases.lines().count(), 800);
+        assert!(differ.is_empty(), "{}", differ.join("\n"));
+    }
+}

@@ -33,7 +33,12 @@
 //! PULLB meet them; limits lifting and refilling with time are
 //! [`rate_limits_pass_like_bunqueue`].
 //!
-//! Not compared yet: events, schedulers, group limits; and what the broker refuses as not
+//! Job schedulers are [`schedulers_like_bunqueue`]: one fixed program (Cron's refusals, bad
+//! and good patterns, upserts, schedulers firing until their `maxLimit`, CronGet, CronList,
+//! CronDelete) on both servers at once, `nextRun` left out and the jobs they added compared
+//! as a set, since which scheduler fires first follows the clock.
+//!
+//! Not compared yet: events, group limits; and what the broker refuses as not
 //! supported (README lists them). What is left out of the comparison on purpose is listed in
 //! [`normalise`] and at the steps concerned, with the reason.
 

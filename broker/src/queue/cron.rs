@@ -251,14 +251,16 @@ impl State {
     /// catch-up runs are skipped as overlaps there too). Returns the jobs added.
     pub(crate) fn fire_crons(&mut self, now: f64) -> usize {
         let mut added = 0;
-        // Each pass moves every due scheduler's next run forward by at least 1 ms (or
-        // drops it), so this ends; the bound only guards against a clock gone wild.
-        for _ in 0..100_000 {
+        // Each pass moves every due interval scheduler's next run forward by at least 1 ms
+        // (or drops it), so this ends; the bound only guards against a clock gone wild. A
+        // pattern's next run is after `now` (or 0 for none, which bunqueue keeps due for
+        // ever): it takes part in the first pass only, so a 0 cannot spin here.
+        for pass in 0..100_000 {
             let mut due: Vec<(f64, String)> = self
                 .crons
                 .list
                 .iter()
-                .filter(|c| c.next_run <= now)
+                .filter(|c| c.next_run <= now && (pass == 0 || c.schedule.is_none()))
                 .map(|c| (c.next_run, c.name.clone()))
                 .collect();
             if due.is_empty() {

@@ -31,6 +31,11 @@
 //!   reads its children's values and failures; WaitJob is held like a long-poll. A job's links
 //!   live with the job, in memory only: after a restart of a SQLite-backed broker a job that
 //!   waited for its children waits no more.
+//! * Job schedulers as bunqueue's (Cron, CronGet, CronList, CronDelete): every N ms or on a
+//!   cron pattern read with bunqueue's rules (its seconds field, Bun 1.4's calendar syntax,
+//!   error texts and next-run rule) in UTC, a `timezone` other than UTC refused for a pattern;
+//!   fired on their own timer with bunqueue's limit, overlap, `skipIfNoWorker` and
+//!   `preventOverlap` rules. Kept in memory only: a restart forgets them.
 //! * TLS on the port when [`BrokerConfig::tls`] is set ([`BrokerTls`]: rustls with *ring*,
 //!   through tokio-rustls), as bunqueue serves it with `TLS_CERT_FILE` / `TLS_KEY_FILE`.
 //!

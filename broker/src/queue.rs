@@ -17,6 +17,8 @@ use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
 /// `crate::ops::{lookup, control}`.
 pub(crate) mod admin;
+/// Job schedulers.
+pub(crate) mod cron;
 /// The dead-letter queue: the state methods behind `crate::ops::dlq`.
 pub(crate) mod dlq;
 /// Flows and dependencies: `waiting-children`, parents released or failed by their children.
@@ -189,6 +191,8 @@ pub(crate) struct State {
     dependents: HashMap<String, HashSet<String>>,
     /// WaitJob signals by job id, while someone waits (see `flow`).
     job_waiters: HashMap<String, Arc<Notify>>,
+    /// Job schedulers (see `cron`).
+    crons: cron::Crons,
 }
 
 impl State {
@@ -216,6 +220,7 @@ impl State {
             limits: limits::Limits::default(),
             dependents: HashMap::new(),
             job_waiters: HashMap::new(),
+            crons: cron::Crons::default(),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);

@@ -22,6 +22,9 @@ use crate::framing::{Assembler, Budget, Refusal};
 use crate::queue::State;
 use crate::store::{MemoryStore, SqliteStore, Store};
 
+/// Longest wait of the scheduler timer, ms: how soon a newly upserted scheduler is seen.
+const CRON_POLL_MS: f64 = 50.0;
+
 /// How often running jobs are checked for an expired lock or timeout (stall detection runs on
 /// its own, slower period inside the sweep). bunqueue checks locks every 5 s and times jobs
 /// out on a timer: a quarter second keeps a job's `timeout` close without costing much.
@@ -176,6 +179,24 @@ impl Broker {
                 }
             }
         });
+        // Schedulers fire on their own timer, at their next run (bunqueue arms a timeout for
+        // the earliest one), not on the sweep's quarter second, which would merge the runs of
+        // a shorter interval into overlaps. The wait is capped so a new scheduler is seen soon.
+        let cron_timer = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                loop {
+                    let now = now_ms();
+                    let next = {
+                        let mut state = shared.lock();
+                        state.fire_crons(now);
+                        state.crons().next_due()
+                    };
+                    let wait = next.map_or(CRON_POLL_MS, |t| (t - now).clamp(1.0, CRON_POLL_MS));
+                    tokio::time::sleep(Duration::from_micros((wait * 1000.0) as u64)).await;
+                }
+            }
+        });
         loop {
             tokio::select! {
                 _ = stopped(&mut stop) => break,
@@ -205,6 +226,7 @@ impl Broker {
         drop(listener);
         while conns.join_next().await.is_some() {}
         sweeper.abort();
+        cron_timer.abort();
         let shared2 = shared.clone();
         tokio::task::spawn_blocking(move || shared2.lock().close_store())
             .await

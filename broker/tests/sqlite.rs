@@ -251,3 +251,57 @@ fn a_flow_survives_a_restart_without_its_links() {
     );
     b.stop().unwrap();
 }
+
+/// A scheduler in SQLite mode: the jobs it adds are stored like any other (a restart finds
+/// them), while the scheduler itself is kept in memory only (a restart forgets it). Seen
+/// through a second connection.
+#[test]
+fn scheduled_jobs_survive_a_restart_and_the_scheduler_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let cfg = || BrokerConfig::default().data_path(&path);
+    let counts = |c: &mut Raw| {
+        let r = c.call("GetJobCounts", vec![("queue", s("q"))]);
+        r.get("counts")
+            .and_then(|x| x.get("waiting"))
+            .and_then(Value::as_f64)
+    };
+    {
+        let b = EmbeddedBroker::start(cfg()).unwrap();
+        let mut c = Raw::connect(b.addr());
+        let r = c.call(
+            "Cron",
+            vec![
+                ("name", s("every")),
+                ("queue", s("q")),
+                ("jobName", s("tick")),
+                ("repeatEvery", int(20)),
+                ("maxLimit", int(2)),
+                ("immediately", Value::Bool(true)),
+                ("preventOverlap", Value::Bool(false)),
+            ],
+        );
+        assert!(ok(&r), "{r:?}");
+        let mut check = Raw::connect(b.addr());
+        // Bounded so that a scheduler that never fires fails the test instead of hanging it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while counts(&mut check) != Some(2.0) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let r = check.call("CronGet", vec![("name", s("every"))]);
+        let executions = r
+            .get("cron")
+            .and_then(|x| x.get("executions"))
+            .and_then(Value::as_f64);
+        assert_eq!(executions, Some(2.0), "{r:?}");
+        assert_eq!(counts(&mut check), Some(2.0));
+        b.stop().unwrap();
+    }
+    let b = EmbeddedBroker::start(cfg()).unwrap();
+    let mut c = Raw::connect(b.addr());
+    assert_eq!(counts(&mut c), Some(2.0));
+    let r = c.call("CronGet", vec![("name", s("every"))]);
+    assert_eq!(err(&r), "Cron job not found");
+    let r = c.call("CronList", vec![]);
+    assert_eq!(r.get("crons"), Some(&Value::Array(vec![])));
+}

@@ -33,7 +33,12 @@
 //! PULLB meet them; limits lifting and refilling with time are
 //! [`rate_limits_pass_like_bunqueue`].
 //!
-//! Not compared yet: events, schedulers, group limits; and what the broker refuses as not
+//! Job schedulers are [`schedulers_like_bunqueue`]: one fixed program (Cron's refusals, bad
+//! and good patterns, upserts, schedulers firing until their `maxLimit`, CronGet, CronList,
+//! CronDelete) on both servers at once, `nextRun` left out and the jobs they added compared
+//! as a set, since which scheduler fires first follows the clock.
+//!
+//! Not compared yet: events, group limits; and what the broker refuses as not
 //! supported (README lists them). What is left out of the comparison on purpose is listed in
 //! [`normalise`] and at the steps concerned, with the reason.
 
@@ -2015,4 +2020,309 @@ fn flows_like_bunqueue() {
         "flow program diverged:\n{}",
         diverged.join("\n")
     );
+}
+
+/// Job schedulers, compared on both servers: Cron's refusals (no timing, a bad interval, an
+/// empty job name), upserts (every option the reply shows, a time zone kept as given, a
+/// re-upsert keeping its place in CronList, a legacy `{name, …}` data envelope), patterns
+/// refused (bunqueue's field count and seconds checks, Bun's parser) and accepted (names,
+/// a nickname, `timezone: "UTC"`), then schedulers left to fire: a six-field every-second
+/// pattern with `maxLimit` 2, one with `maxLimit` 3 and no overlap prevention (three jobs, then
+/// dropped when next due), one with the default `preventOverlap` (three runs counted, one job
+/// added, the first still waiting), one `immediately`, one `skipIfNoWorker` without a worker
+/// (never runs); then the jobs they added, CronGet, CronList and CronDelete. Each side waits
+/// for its own limited schedulers to be dropped; `nextRun` (a time) is left out, never the
+/// time anything took compared.
+#[test]
+fn schedulers_like_bunqueue() {
+    let run = |target: Target| -> Vec<Json> {
+        let tag = std::process::id();
+        let queue = format!("diff-cron-{tag}");
+        let name = |s: &str| format!("diff-cron-{tag}-{s}");
+        let mut side = Side {
+            seed: 0,
+            raw: RawClient::connect(target.shared(), None).expect("connect"),
+            ids: Vec::new(),
+            tokens: HashMap::new(),
+        };
+        let mut out = Vec::new();
+        let mut note = |side: &mut Side, r: Result<Value, String>| {
+            if let Ok(v) = &r {
+                let jobs = v.get("jobs").and_then(Value::as_array).unwrap_or_default();
+                for id in jobs
+                    .iter()
+                    .filter_map(|j| j.get("id").and_then(Value::as_str))
+                {
+                    if !side.ids.iter().any(|x| x == id) {
+                        side.ids.push(id.to_owned());
+                    }
+                }
+            }
+            let mut json = match r {
+                Ok(v) => v.expanded().unwrap().deserialize::<Json>().unwrap(),
+                Err(e) => json!({ "transport": e }),
+            };
+            strip_next_run(&mut json);
+            out.push(normalise(json, &side.ids, &side.tokens));
+        };
+        let q = || ("queue", Value::from(queue.as_str()));
+        let cron = |side: &mut Side, n: &str, extra: Vec<(&str, Value)>| {
+            let own = name(n);
+            let mut f = vec![("name", Value::from(own.as_str())), q()];
+            f.extend(extra);
+            side.raw.command("Cron", &f)
+        };
+        let by_name = |side: &mut Side, cmd: &str, n: &str| {
+            side.raw
+                .command(cmd, &[("name", Value::from(name(n).as_str()))])
+        };
+        let every = |ms: i64| ("repeatEvery", Value::from(ms));
+        let job = |n: &str| ("jobName", Value::from(n));
+        let hour = 3_600_000i64;
+        // Refusals: nothing is kept.
+        for (n, extra) in [
+            ("none", vec![job("x")]),
+            ("zero", vec![job("x"), every(0)]),
+            ("frac", vec![job("x"), ("repeatEvery", Value::F64(1.5))]),
+            ("text", vec![job("x"), ("repeatEvery", Value::from("100"))]),
+            ("noname", vec![job(""), every(hour)]),
+        ] {
+            let r = cron(&mut side, n, extra);
+            note(&mut side, r);
+        }
+        // Patterns bunqueue refuses (its own checks, then Bun's parser's).
+        for pattern in [
+            "61 * * * *",
+            "0 0 31 2 *",
+            "* * * *",
+            "1,,2 * * * *",
+            "*/0 * * * *",
+            "59-1 * * * *",
+            "@every",
+            "x * * * * *",
+            "5/2 * * * * *",
+            "* * * * * * *",
+        ] {
+            let r = cron(
+                &mut side,
+                "bad",
+                vec![job("x"), ("schedule", Value::from(pattern))],
+            );
+            note(&mut side, r);
+        }
+        for cmd in ["CronGet", "CronDelete"] {
+            let r = by_name(&mut side, cmd, "none");
+            note(&mut side, r);
+        }
+        // Long-interval schedulers: only their replies.
+        let r = cron(
+            &mut side,
+            "hourly",
+            vec![
+                job("h"),
+                every(hour),
+                ("priority", Value::from(3i64)),
+                ("maxLimit", Value::from(0i64)),
+                ("timezone", Value::from("Europe/Rome")),
+                ("data", Value::map([("k", Value::from("v"))])),
+            ],
+        );
+        note(&mut side, r);
+        let r = cron(
+            &mut side,
+            "legacy",
+            vec![
+                every(hour),
+                (
+                    "data",
+                    Value::map([("name", Value::from("old")), ("x", Value::from(1i64))]),
+                ),
+            ],
+        );
+        note(&mut side, r);
+        for (n, pattern) in [
+            ("yearly", "0 0 1 1 *"),
+            ("nick", "@DAILY"),
+            ("named", "0 12 * JAN mon-fri"),
+        ] {
+            let r = cron(
+                &mut side,
+                n,
+                vec![
+                    job("p"),
+                    ("schedule", Value::from(pattern)),
+                    ("timezone", Value::from("UTC")),
+                ],
+            );
+            note(&mut side, r);
+        }
+        // Fast ones, left to fire. Every second, with an interval that sets the overlap check
+        // (60 s without one, which would skip the second run).
+        let r = cron(
+            &mut side,
+            "seconds",
+            vec![
+                job("tick-s"),
+                ("schedule", Value::from("* * * * * *")),
+                every(500),
+                ("maxLimit", Value::from(2i64)),
+                ("preventOverlap", Value::from(false)),
+            ],
+        );
+        note(&mut side, r);
+        let r = cron(
+            &mut side,
+            "limited",
+            vec![
+                job("tick-a"),
+                every(200),
+                ("maxLimit", Value::from(3i64)),
+                ("preventOverlap", Value::from(false)),
+                ("priority", Value::from(4i64)),
+                ("data", Value::map([("a", Value::from(1i64))])),
+            ],
+        );
+        note(&mut side, r);
+        let r = cron(
+            &mut side,
+            "overlap",
+            vec![job("tick-e"), every(150), ("maxLimit", Value::from(3i64))],
+        );
+        note(&mut side, r);
+        let r = cron(
+            &mut side,
+            "now",
+            vec![
+                job("tick-c"),
+                every(hour),
+                ("immediately", Value::from(true)),
+            ],
+        );
+        note(&mut side, r);
+        let r = cron(
+            &mut side,
+            "idle",
+            vec![
+                job("tick-d"),
+                every(100),
+                ("skipIfNoWorker", Value::from(true)),
+            ],
+        );
+        note(&mut side, r);
+        // Re-upserted: its place in the list kept, its new settings shown.
+        let r = cron(
+            &mut side,
+            "hourly",
+            vec![job("h2"), every(hour), ("priority", Value::from(5i64))],
+        );
+        note(&mut side, r);
+        // Each side waits for its own limited schedulers to be dropped (due once more after
+        // their third run), with a bound so that a server that never drops them fails below.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            let gone = ["limited", "overlap", "seconds"].iter().all(|n| {
+                match by_name(&mut side, "CronGet", n) {
+                    Ok(v) => v.get("ok").and_then(Value::as_bool) == Some(false),
+                    Err(_) => true,
+                }
+            });
+            if gone {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        for n in [
+            "limited", "overlap", "seconds", "now", "idle", "hourly", "legacy", "yearly", "nick",
+        ] {
+            let r = by_name(&mut side, "CronGet", n);
+            note(&mut side, r);
+        }
+        let r = side.raw.command("GetJobCounts", &[q()]);
+        note(&mut side, r);
+        let r = side.raw.command(
+            "PULLB",
+            &[
+                q(),
+                ("count", Value::from(10i64)),
+                ("timeout", Value::from(0i64)),
+            ],
+        );
+        // Which of two schedulers fired first follows the clock: the jobs are compared as a
+        // set (by name), their ids left out.
+        let r = r.map(|v| {
+            let mut jobs: Vec<Value> = v
+                .get("jobs")
+                .and_then(Value::as_array)
+                .unwrap_or_default()
+                .iter()
+                .map(|j| {
+                    let keep = ["name", "data", "priority", "attempts", "maxAttempts"];
+                    Value::map(keep.map(|k| (k, j.get(k).cloned().unwrap_or(Value::Nil))))
+                })
+                .collect();
+            jobs.sort_by_key(|j| j.get("name").and_then(Value::as_str).map(str::to_owned));
+            Value::map([("jobs", Value::Array(jobs))])
+        });
+        note(&mut side, r);
+        for n in [
+            "hourly", "hourly", "now", "idle", "legacy", "yearly", "nick", "named",
+        ] {
+            let r = by_name(&mut side, "CronDelete", n);
+            note(&mut side, r);
+        }
+        // Only this program's schedulers: bunqueue's server is shared with other tests.
+        let r = side.raw.command("CronList", &[]).map(|v| {
+            let mine: Vec<Value> = v
+                .get("crons")
+                .and_then(Value::as_array)
+                .unwrap_or_default()
+                .iter()
+                .filter(|c| {
+                    c.get("name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| n.starts_with(&name("")))
+                })
+                .cloned()
+                .collect();
+            Value::map([("crons", Value::Array(mine))])
+        });
+        note(&mut side, r);
+        out
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let bq = s.spawn(|| run(Target::Bunqueue));
+        let broker = s.spawn(|| run(Target::Broker));
+        (
+            bq.join().expect("bunqueue side"),
+            broker.join().expect("broker side"),
+        )
+    });
+    if std::env::var_os("DIFF_TRACE").is_some() {
+        for x in &a {
+            eprintln!("  -> {x}");
+        }
+    }
+    let diverged: Vec<String> = a
+        .iter()
+        .zip(&b)
+        .filter(|(x, y)| x != y)
+        .map(|(x, y)| format!("bunqueue: {x}\n  broker:   {y}"))
+        .collect();
+    assert!(
+        diverged.is_empty() && a.len() == b.len(),
+        "scheduler program diverged:\n{}",
+        diverged.join("\n")
+    );
+}
+
+/// Drops `nextRun` (a time) from every scheduler in a reply.
+fn strip_next_run(v: &mut Json) {
+    match v {
+        Json::Object(m) => {
+            m.remove("nextRun");
+            m.values_mut().for_each(strip_next_run);
+        }
+        Json::Array(a) => a.iter_mut().for_each(strip_next_run),
+        _ => {}
+    }
 }

@@ -11,6 +11,7 @@ use autobatch_core::wire::{Response, Value};
 use crate::dispatch::{Conn, Shared};
 
 mod control;
+mod cron;
 mod dlq;
 pub(crate) mod flow;
 mod job;
@@ -30,6 +31,7 @@ pub(crate) fn serve(
         .or_else(|| dlq::serve(shared, conn, cmd, body, now))
         .or_else(|| flow::serve(shared, conn, cmd, body, now))
         .or_else(|| limits::serve(shared, conn, cmd, body, now))
+        .or_else(|| cron::serve(shared, conn, cmd, body, now))
         .or_else(|| job::serve(shared, conn, cmd, body, now))
 }
 

@@ -80,13 +80,7 @@ pub struct Measurements {
 impl Measurements {
     /// ops/s of `contender` in `pattern`, one per repetition, in repetition order.
     pub fn series(&self, contender: &str, pattern: Pattern) -> Vec<f64> {
-        let mut v: Vec<&Sample> = self
-            .samples
-            .iter()
-            .filter(|s| s.contender == contender && s.pattern == pattern)
-            .collect();
-        v.sort_by_key(|s| s.rep);
-        v.into_iter().map(Sample::ops_per_sec).collect()
+        self.series_of(contender, pattern, |s| Some(s.ops_per_sec()))
     }
 
     /// `f` of every sample of `contender` in `pattern` that has it, in repetition order.

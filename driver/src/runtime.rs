@@ -126,7 +126,14 @@ pub trait Runtime: Clone + Debug + Send + Sync + Unpin + 'static {
     /// #         Box::pin(async { Err(std::io::Error::other("no network here")) })
     /// #     }
     /// #     fn new_timer(&self, _: std::time::Instant) -> std::pin::Pin<Box<dyn autobatch_driver::AsyncTimer>> {
-    /// #         unimplemented!()
+    /// #         Box::pin(Never)
+    /// #     }
+    /// # }
+    /// # #[derive(Debug)] struct Never;
+    /// # impl autobatch_driver::AsyncTimer for Never {
+    /// #     fn reset(self: std::pin::Pin<&mut Self>, _: std::time::Instant) {}
+    /// #     fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+    /// #         std::task::Poll::Pending
     /// #     }
     /// # }
     /// use autobatch_driver::Runtime;

@@ -397,12 +397,13 @@ async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
         msg,
         "SetDlqConfig is not supported by autobatch-broker (see its README section)"
     );
-    // Rate limits: its pull path does not enforce them.
-    let limit = autobatch_driver::ops::RateLimit::new(&name, 10);
+    // Group controls: bunqueue enforces them in its group scheduler, whose order the
+    // broker's pull does not follow.
+    let limit = autobatch_driver::ops::SetGroupConcurrency::new(&name, "g", 2);
     let (_, msg) = server_error(client.run(limit).await.expect_err("refused"));
     assert_eq!(
         msg,
-        "RateLimit is not supported by autobatch-broker (see its README section)"
+        "SetGroupConcurrency is not supported by autobatch-broker (see its README section)"
     );
     // Nothing happened to the job.
     assert_eq!(raw(server).state(&id), "waiting");

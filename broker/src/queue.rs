@@ -828,16 +828,19 @@ impl State {
         self.stall_config.insert(queue.to_owned(), merged);
     }
 
-    /// The periodic housekeeping of running jobs: timeouts and expired locks every call, stall
-    /// detection every [`STALL_CHECK_MS`] (bunqueue's `stallCheckMs`).
+    /// The periodic housekeeping of running jobs: timeouts every call; stall detection, then
+    /// expired locks, every [`STALL_CHECK_MS`] (bunqueue runs both on its `stallCheckMs`
+    /// interval, in that order).
     pub fn sweep(&mut self, now: f64) {
         // Timeouts first: bunqueue fails a job on a timer at its deadline, while it looks for
         // expired locks only every 5 s, so a late sweep must not let the lock win.
         self.expire_timeouts(now);
-        self.expire_locks(now);
         if now - self.last_stall_check >= STALL_CHECK_MS {
             self.last_stall_check = now;
             self.check_stalled(now);
+            // Checking locks more often than bunqueue would take back, from a worker whose
+            // heartbeat runs a little late, a job bunqueue lets it keep.
+            self.expire_locks(now);
         }
     }
 
@@ -1510,20 +1513,38 @@ mod tests {
         let mut s = state();
         let id = push_attempts(&mut s, 3);
         let t = pull_ttl(&mut s, true, 100, 0.0).token;
-        s.sweep(99.0);
+        s.expire_locks(99.0);
         assert_eq!(s.get_state(&id, 99.0), "active");
         assert!(s.heartbeat(&id, t.as_deref(), None, 90.0));
-        s.sweep(150.0);
+        s.expire_locks(150.0);
         assert_eq!(s.get_state(&id, 150.0), "active", "renewed to 190");
         assert!(!s.heartbeat(&id, Some("other"), None, 150.0));
         // A heartbeat without a token keeps the job alive for stall detection only.
         assert!(s.heartbeat(&id, None, None, 160.0));
-        s.sweep(190.0);
+        s.expire_locks(190.0);
         assert_eq!(s.get_state(&id, 190.0), "waiting");
         let job = s.get_job(&id, 190.0).unwrap();
         assert_eq!(job.attempts, 1);
         // The old token no longer renews anything.
         assert!(!s.heartbeat(&id, t.as_deref(), None, 191.0));
+    }
+
+    /// The sweep looks for expired locks on bunqueue's 5 s period, not at every call: a
+    /// heartbeat a little late does not cost a job its lock there either.
+    #[test]
+    fn the_sweep_checks_locks_every_five_seconds() {
+        let mut s = state();
+        let id = push_attempts(&mut s, 3);
+        pull_ttl(&mut s, true, 100, 0.0);
+        // `state()` starts its clock at 1,000 ms: the first check is due at 6,000.
+        s.sweep(5_999.0);
+        assert_eq!(
+            s.get_state(&id, 5_999.0),
+            "active",
+            "expired, not yet checked"
+        );
+        s.sweep(6_000.0);
+        assert_eq!(s.get_state(&id, 6_000.0), "waiting");
     }
 
     /// A job pulled without an owner has no lock: a heartbeat with some token fails there,
@@ -1543,17 +1564,17 @@ mod tests {
         let mut s = state();
         let one = push_attempts(&mut s, 1);
         pull_ttl(&mut s, true, 10, 0.0);
-        s.sweep(10.0);
+        s.expire_locks(10.0);
         assert_eq!(s.get_state(&one, 10.0), "failed");
         assert_eq!(s.counts("q", 10.0).failed, 1);
 
         s.set_stall_config("q", &StallConfigUpdate::new().max_stalls(2));
         let id = push_attempts(&mut s, 10);
         pull_ttl(&mut s, true, 10, 20.0);
-        s.sweep(30.0);
+        s.expire_locks(30.0);
         assert_eq!(s.get_state(&id, 30.0), "waiting");
         pull_ttl(&mut s, true, 10, 40.0);
-        s.sweep(50.0);
+        s.expire_locks(50.0);
         assert_eq!(s.get_state(&id, 50.0), "failed", "second stall of 2");
         assert_eq!(s.stall_config("q").max_stalls, 2);
         assert!(s.stall_config("q").enabled, "merged, not replaced");

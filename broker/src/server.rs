@@ -25,9 +25,9 @@ use crate::store::{MemoryStore, SqliteStore, Store};
 /// Longest wait of the scheduler timer, ms: how soon a newly upserted scheduler is seen.
 const CRON_POLL_MS: f64 = 50.0;
 
-/// How often running jobs are checked for an expired lock or timeout (stall detection runs on
-/// its own, slower period inside the sweep). bunqueue checks locks every 5 s and times jobs
-/// out on a timer: a quarter second keeps a job's `timeout` close without costing much.
+/// How often running jobs are checked for a timeout (stall detection and expired locks run on
+/// bunqueue's slower 5 s period inside the sweep). bunqueue times jobs out on a timer: a
+/// quarter second keeps a job's `timeout` close without costing much.
 const LOCK_SWEEP: Duration = Duration::from_millis(250);
 /// Largest chunk handed to one socket write.
 const WRITE_CHUNK: usize = 256 * 1024;

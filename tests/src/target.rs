@@ -40,14 +40,33 @@ impl OwnedServer for BunqueueServer {
     }
 }
 
-impl OwnedServer for EmbeddedBroker {
+/// An embedded broker owned by one scenario, kept until it is killed.
+struct OwnedBroker {
+    addr: SocketAddr,
+    broker: Option<EmbeddedBroker>,
+}
+
+impl OwnedBroker {
+    fn new(broker: EmbeddedBroker) -> OwnedBroker {
+        OwnedBroker {
+            addr: broker.addr(),
+            broker: Some(broker),
+        }
+    }
+}
+
+impl OwnedServer for OwnedBroker {
     fn addr(&self) -> SocketAddr {
-        EmbeddedBroker::addr(self)
+        self.addr
     }
 
     fn kill(&mut self) {
-        // Closes every connection at once; the thread ends when the value is dropped.
-        self.shutdown_handle().shutdown();
+        // Returns once every connection is closed and the broker's thread has ended, as a
+        // killed process is gone when `kill` returns: a request sent after it meets a closed
+        // connection, never a broker still finishing its shutdown.
+        if let Some(broker) = self.broker.take() {
+            let _ = broker.stop();
+        }
     }
 }
 
@@ -95,7 +114,7 @@ impl Target {
     pub fn dedicated(self) -> Box<dyn OwnedServer> {
         match self {
             Target::Bunqueue => Box::new(bunqueue(ServerOptions::memory())),
-            Target::Broker => Box::new(broker(BrokerConfig::default())),
+            Target::Broker => Box::new(OwnedBroker::new(broker(BrokerConfig::default()))),
         }
     }
 
@@ -108,7 +127,9 @@ impl Target {
                 tls: Some(pki.server_tls()),
                 ..ServerOptions::memory()
             })),
-            Target::Broker => Box::new(broker(BrokerConfig::default().tls(pki.broker_tls()))),
+            Target::Broker => Box::new(OwnedBroker::new(broker(
+                BrokerConfig::default().tls(pki.broker_tls()),
+            ))),
         }
     }
 }

@@ -1,7 +1,9 @@
-//! bunqueue's own TypeScript client (Queue and Worker, run with bun) against the broker: every
-//! job lands exactly once, with its data, in memory and in SQLite mode.
+//! bunqueue's own TypeScript client (Queue, Worker, QueueEvents and FlowProducer, run with bun)
+//! against the broker: every job lands exactly once, with its data, and every completion is
+//! seen by a QueueEvents listener, in memory and in SQLite mode.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use autobatch_broker::{BrokerConfig, EmbeddedBroker};
 use autobatch_tests::TsPeer;
@@ -9,6 +11,21 @@ use serde_json::json;
 
 fn round_trip(config: BrokerConfig, queue: &str) {
     let broker = EmbeddedBroker::start(config).unwrap();
+    // bunqueue's QueueEvents, subscribed before the first add, exits after 640 completions.
+    let listener = TsPeer::new("events_ts_listen.ts")
+        .target(broker.addr())
+        .options(&json!({"queue": queue, "count": 640}))
+        .spawn()
+        .expect("events_ts_listen.ts started");
+    let subscribed = Instant::now() + Duration::from_secs(60);
+    while !listener.stdout_so_far().contains("\"ready\"") {
+        assert!(
+            Instant::now() < subscribed,
+            "the TS QueueEvents never subscribed:\n{}",
+            listener.stdout_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let produced = TsPeer::new("produce.ts")
         .target(broker.addr())
         .options(&json!({
@@ -55,6 +72,21 @@ fn round_trip(config: BrokerConfig, queue: &str) {
     assert_eq!(counts["completed"], json!(n), "{counts}");
     assert_eq!(counts["waiting"], json!(0), "{counts}");
     assert_eq!(counts["active"], json!(0), "{counts}");
+    let events = listener
+        .wait()
+        .and_then(|out| out.success())
+        .and_then(|out| out.json_lines())
+        .expect("events_ts_listen.ts ran");
+    let mut completed: Vec<String> = events
+        .iter()
+        .filter(|e| e["event"] == json!("completed"))
+        .map(|e| e["jobId"].as_str().unwrap().to_owned())
+        .collect();
+    completed.sort();
+    assert_eq!(
+        completed, unique,
+        "one completed event per job, seen by the TS QueueEvents"
+    );
     broker.stop().unwrap();
 }
 

@@ -1189,6 +1189,51 @@ fn timed_program(target: Target) -> Vec<(String, Json)> {
     out
 }
 
+/// Runs `program` against bunqueue and the broker at once, one thread each (the fixed
+/// programs that let time pass wait seconds on each side).
+fn on_both_servers<T: Send>(program: impl Fn(Target) -> T + Sync) -> (T, T) {
+    std::thread::scope(|s| {
+        let bq = s.spawn(|| program(Target::Bunqueue));
+        let broker = s.spawn(|| program(Target::Broker));
+        (
+            bq.join().expect("bunqueue side"),
+            broker.join().expect("broker side"),
+        )
+    })
+}
+
+/// Steps of a program without names of their own, named by their place.
+fn numbered(steps: Vec<Json>) -> Vec<(String, Json)> {
+    steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| (format!("step {i}"), x))
+        .collect()
+}
+
+/// Both sides of a fixed program took the same steps with the same outcomes; every step that
+/// diverged is named. `DIFF_TRACE` prints bunqueue's side.
+fn assert_steps_agree(program: &str, a: &[(String, Json)], b: &[(String, Json)]) {
+    if std::env::var_os("DIFF_TRACE").is_some() {
+        for (what, x) in a {
+            eprintln!("{what}\n  -> {x}");
+        }
+    }
+    let diverged: Vec<String> = a
+        .iter()
+        .zip(b)
+        .filter(|(x, y)| x != y)
+        .map(|((what, x), (_, y))| format!("{what}\n  bunqueue: {x}\n  broker:   {y}"))
+        .collect();
+    assert!(
+        diverged.is_empty() && a.len() == b.len(),
+        "{program} diverged ({} steps on bunqueue, {} on the broker):\n{}",
+        a.len(),
+        b.len(),
+        diverged.join("\n")
+    );
+}
+
 /// Time passing, compared: lock expiry (the pull's lockTtl, renewed by a heartbeat), a job's
 /// timeout and ttl, a delay running out, stall detection without a lock, maxStalls, and what
 /// reaches the DLQ. One fixed program per server, both run at once (bunqueue checks locks and
@@ -1196,30 +1241,8 @@ fn timed_program(target: Target) -> Vec<(String, Json)> {
 /// `active` and the outcomes are compared, never the time they took.
 #[test]
 fn time_passes_like_bunqueue() {
-    let (a, b) = std::thread::scope(|s| {
-        let bq = s.spawn(|| timed_program(Target::Bunqueue));
-        let broker = s.spawn(|| timed_program(Target::Broker));
-        (
-            bq.join().expect("bunqueue side"),
-            broker.join().expect("broker side"),
-        )
-    });
-    if std::env::var_os("DIFF_TRACE").is_some() {
-        for (what, x) in &a {
-            eprintln!("{what}\n  -> {x}");
-        }
-    }
-    let diverged: Vec<String> = a
-        .iter()
-        .zip(&b)
-        .filter(|(x, y)| x != y)
-        .map(|((what, x), (_, y))| format!("{what}\n  bunqueue: {x}\n  broker:   {y}"))
-        .collect();
-    assert!(
-        diverged.is_empty() && a.len() == b.len(),
-        "time-passing program diverged:\n{}",
-        diverged.join("\n")
-    );
+    let (a, b) = on_both_servers(timed_program);
+    assert_steps_agree("time-passing program", &a, &b);
 }
 
 /// A group's `maxSize`, compared on both servers: pushes past it are refused (PUSH and PUSHB,
@@ -1320,20 +1343,8 @@ fn group_max_size_like_bunqueue() {
         note(&mut side, r);
         out
     };
-    let (a, b) = std::thread::scope(|s| {
-        let bq = s.spawn(|| run(Target::Bunqueue));
-        let broker = s.spawn(|| run(Target::Broker));
-        (
-            bq.join().expect("bunqueue side"),
-            broker.join().expect("broker side"),
-        )
-    });
-    if std::env::var_os("DIFF_TRACE").is_some() {
-        for x in &a {
-            eprintln!("  -> {x}");
-        }
-    }
-    assert_eq!(a, b, "group maxSize diverged (bunqueue left, broker right)");
+    let (a, b) = on_both_servers(run);
+    assert_steps_agree("group maxSize program", &numbered(a), &numbered(b));
 }
 
 /// Rate limits as time passes, compared on both servers: the TS `rateLimit(ms)` form (here
@@ -1540,30 +1551,8 @@ fn rate_limits_pass_like_bunqueue() {
         say(&mut side, "GetJobCounts", r);
         out
     };
-    let (a, b) = std::thread::scope(|s| {
-        let bq = s.spawn(|| run(Target::Bunqueue));
-        let broker = s.spawn(|| run(Target::Broker));
-        (
-            bq.join().expect("bunqueue side"),
-            broker.join().expect("broker side"),
-        )
-    });
-    if std::env::var_os("DIFF_TRACE").is_some() {
-        for (what, x) in &a {
-            eprintln!("{what}\n  -> {x}");
-        }
-    }
-    let diverged: Vec<String> = a
-        .iter()
-        .zip(&b)
-        .filter(|(x, y)| x != y)
-        .map(|((what, x), (_, y))| format!("{what}\n  bunqueue: {x}\n  broker:   {y}"))
-        .collect();
-    assert!(
-        diverged.is_empty() && a.len() == b.len(),
-        "rate-limit program diverged:\n{}",
-        diverged.join("\n")
-    );
+    let (a, b) = on_both_servers(run);
+    assert_steps_agree("rate-limit program", &a, &b);
 }
 
 /// Flows, compared on both servers: PUSHF refused whole with bunqueue's messages (a missing
@@ -1996,30 +1985,8 @@ fn flows_like_bunqueue() {
         note("WaitJob unknown".into(), r);
         out
     };
-    let (a, b) = std::thread::scope(|s| {
-        let bq = s.spawn(|| run(Target::Bunqueue));
-        let broker = s.spawn(|| run(Target::Broker));
-        (
-            bq.join().expect("bunqueue side"),
-            broker.join().expect("broker side"),
-        )
-    });
-    if std::env::var_os("DIFF_TRACE").is_some() {
-        for (what, x) in &a {
-            eprintln!("{what}\n  -> {x}");
-        }
-    }
-    let diverged: Vec<String> = a
-        .iter()
-        .zip(&b)
-        .filter(|(x, y)| x != y)
-        .map(|((what, x), (_, y))| format!("{what}\n  bunqueue: {x}\n  broker:   {y}"))
-        .collect();
-    assert!(
-        diverged.is_empty() && a.len() == b.len(),
-        "flow program diverged:\n{}",
-        diverged.join("\n")
-    );
+    let (a, b) = on_both_servers(run);
+    assert_steps_agree("flow program", &a, &b);
 }
 
 /// Job schedulers, compared on both servers: Cron's refusals (no timing, a bad interval, an
@@ -2289,30 +2256,8 @@ fn schedulers_like_bunqueue() {
         note(&mut side, r);
         out
     };
-    let (a, b) = std::thread::scope(|s| {
-        let bq = s.spawn(|| run(Target::Bunqueue));
-        let broker = s.spawn(|| run(Target::Broker));
-        (
-            bq.join().expect("bunqueue side"),
-            broker.join().expect("broker side"),
-        )
-    });
-    if std::env::var_os("DIFF_TRACE").is_some() {
-        for x in &a {
-            eprintln!("  -> {x}");
-        }
-    }
-    let diverged: Vec<String> = a
-        .iter()
-        .zip(&b)
-        .filter(|(x, y)| x != y)
-        .map(|(x, y)| format!("bunqueue: {x}\n  broker:   {y}"))
-        .collect();
-    assert!(
-        diverged.is_empty() && a.len() == b.len(),
-        "scheduler program diverged:\n{}",
-        diverged.join("\n")
-    );
+    let (a, b) = on_both_servers(run);
+    assert_steps_agree("scheduler program", &numbered(a), &numbered(b));
 }
 
 /// Drops `nextRun` (a time) from every scheduler in a reply.

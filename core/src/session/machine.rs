@@ -168,7 +168,8 @@ impl Session {
     /// [`Command::replay_safety`]: lookups and adds with a custom job id are; anything else
     /// that was written fails with [`Error::ConnectionLost`] `{ maybe_applied: true }`. A
     /// command that was never written is always sent on the next connection.
-    pub fn request(&mut self, now: Instant, cmd: Command) -> Result<OpId, Error> {
+    pub fn request(&mut self, now: Instant, cmd: impl Into<Box<Command>>) -> Result<OpId, Error> {
+        let cmd = cmd.into();
         let replay = cmd.replay_safety();
         self.request_raw(now, cmd, replay)
     }
@@ -212,7 +213,7 @@ impl Session {
     pub fn request_raw(
         &mut self,
         now: Instant,
-        cmd: Command,
+        cmd: impl Into<Box<Command>>,
         replay: Replay,
     ) -> Result<OpId, Error> {
         if self.is_closing() {
@@ -223,7 +224,7 @@ impl Session {
             now,
             Request::User {
                 op,
-                cmd: Box::new(cmd),
+                cmd: cmd.into(),
                 replay,
             },
         );
@@ -246,7 +247,16 @@ impl Session {
     /// not fit in a frame), [`Error::Closed`] after
     /// [`close`](Session::close), [`Error::Overflow`] when the buffer is full under the
     /// `Reject` policy.
-    pub fn add(&mut self, now: Instant, queue: &str, job: JobSpec) -> Result<OpId, Error> {
+    ///
+    /// `job` may come boxed already (`Box<JobSpec>`): the session keeps each job boxed, so a
+    /// caller that boxed it when it was made saves a copy of the whole job here.
+    pub fn add(
+        &mut self,
+        now: Instant,
+        queue: &str,
+        job: impl Into<Box<JobSpec>>,
+    ) -> Result<OpId, Error> {
+        let job = job.into();
         if !self.producers.is_last_queue(queue) {
             validate_queue_name(queue)?;
         }
@@ -256,15 +266,10 @@ impl Session {
         }
         let op = self.next_op_id();
         let deadline = self.deadline(now);
-        if let Some(push) = self.producers.add(
-            now,
-            op,
-            queue,
-            Box::new(job),
-            data_len,
-            deadline,
-            out!(self),
-        )? {
+        if let Some(push) =
+            self.producers
+                .add(now, op, queue, job, data_len, deadline, out!(self))?
+        {
             self.enqueue(now, Request::Add(push));
         }
         Ok(op)

@@ -243,7 +243,7 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
         Command::GetJob { id } => shared
             .lock()
             .get_job(&id, now)
-            .map(Response::Job)
+            .map(|job| Response::Job(Box::new(job)))
             .ok_or_else(|| "Job not found".to_owned()),
         Command::GetState { id } => {
             let state = shared.lock().get_state(&id, now);
@@ -553,13 +553,13 @@ async fn pull(
     Ok(match (count, locked) {
         (None, true) => match (jobs.into_iter().next(), tokens.into_iter().next().flatten()) {
             (Some(job), token) => Response::Pulled {
-                job: Some(job),
+                job: Some(Box::new(job)),
                 token,
             },
             (None, _) => other(vec![("job", Value::Nil), ("token", Value::Nil)]),
         },
         (None, false) => Response::Pulled {
-            job: jobs.into_iter().next(),
+            job: jobs.into_iter().next().map(Box::new),
             token: None,
         },
         (Some(_), true) => Response::PulledBatch {

@@ -866,7 +866,7 @@ impl<R: Runtime> Queue<R> {
     /// ```
     pub async fn get_job(&self, id: &str) -> Result<Option<Job>, Error> {
         match self.request(Command::GetJob { id: id.to_owned() }).await {
-            Ok(Response::Job(job)) => Ok(Some(job)),
+            Ok(Response::Job(job)) => Ok(Some(*job)),
             Ok(other) => Err(unexpected("GetJob", other)),
             Err(Error::Server(e)) if e.kind() == ServerErrorKind::JobNotFound => Ok(None),
             Err(e) => Err(e),

@@ -226,7 +226,7 @@ impl RawClient {
     /// `GetJob`, `None` when the server does not know the id.
     pub fn job(&mut self, id: &str) -> Option<Job> {
         match self.call(&Command::GetJob { id: id.into() }) {
-            Ok(Response::Job(j)) => Some(j),
+            Ok(Response::Job(j)) => Some(*j),
             Err(e) if e == "Job not found" => None,
             other => panic!("GetJob {id}: {other:?}"),
         }

@@ -542,7 +542,7 @@ impl WorkerState {
                     .map(|j| (j, tokens.next().filter(|t| !t.is_empty())))
                     .collect()
             }
-            Response::Pulled { job, token } => job.map(|j| (j, token)).into_iter().collect(),
+            Response::Pulled { job, token } => job.map(|j| (*j, token)).into_iter().collect(),
             _ => Vec::new(),
         };
         if jobs.is_empty() && millis(self.config.poll_timeout) == 0 {

@@ -112,6 +112,11 @@ impl JobCounts {
 }
 
 /// The typed content of a successful reply.
+///
+/// A single job is boxed ([`Pulled`](Self::Pulled), [`Job`](Self::Job)) so that the enum
+/// stays a few words: every operation's outcome, an add's among them, travels as a
+/// `Response` (through the session's events and the caller's reply channel), and it used to
+/// be as large as the largest job.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Response {
@@ -138,7 +143,7 @@ pub enum Response {
     /// PULL: a job or none; a token when pulled with an owner.
     Pulled {
         /// The job.
-        job: Option<Job>,
+        job: Option<Box<Job>>,
         /// Its lock token.
         token: Option<String>,
     },
@@ -162,7 +167,7 @@ pub enum Response {
         ignored_ids: Vec<String>,
     },
     /// GetJob.
-    Job(Job),
+    Job(Box<Job>),
     /// GetState.
     State(String),
     /// GetResult: `None` when unset.
@@ -229,7 +234,7 @@ impl Response {
             CommandKind::Pull => {
                 let job = match v.get("job") {
                     None | Some(Value::Nil) | Some(Value::Undefined) => None,
-                    Some(j) => Some(Job::from_value(j).ok_or(bad("job", "not a job"))?),
+                    Some(j) => Some(Box::new(Job::from_value(j).ok_or(bad("job", "not a job"))?)),
                 };
                 Response::Pulled {
                     job,
@@ -277,11 +282,11 @@ impl Response {
                     })
                     .unwrap_or_default(),
             },
-            CommandKind::GetJob => Response::Job(
+            CommandKind::GetJob => Response::Job(Box::new(
                 v.get("job")
                     .and_then(Job::from_value)
                     .ok_or(bad("job", "missing"))?,
-            ),
+            )),
             CommandKind::GetState => Response::State(
                 v.get("state")
                     .and_then(Value::as_str)
@@ -612,7 +617,7 @@ mod tests {
             ),
             (
                 Response::Pulled {
-                    job: Some(job.clone()),
+                    job: Some(Box::new(job.clone())),
                     token: Some("t".into()),
                 },
                 CommandKind::Pull,

@@ -454,7 +454,7 @@ impl Broker {
                 self.waiting.get(queue).map_or(0, |w| w.len()) as u64,
             )),
             Command::GetJob { id } => match self.jobs.get(id) {
-                Some(j) => reply(Response::Job(self.job_value(id, j))),
+                Some(j) => reply(Response::Job(Box::new(self.job_value(id, j)))),
                 None => error("Job not found"),
             },
             other => error(&format!("Unknown command: {}", other.name())),

@@ -211,14 +211,16 @@ fn spawn<R: Runtime>(
 enum Work {
     Add {
         queue: Arc<str>,
-        job: JobSpec,
+        // Boxed once, when the caller makes it: from there on it moves as a pointer (through
+        // the caller's future, the inbox and into the session, which keeps jobs boxed).
+        job: Box<JobSpec>,
     },
     Bulk {
         queue: Arc<str>,
         jobs: Vec<JobSpec>,
     },
     Request {
-        cmd: Command,
+        cmd: Box<Command>,
         replay: Option<Replay>,
     },
 }
@@ -239,7 +241,7 @@ impl Work {
             Work::Request { cmd, replay } => {
                 *replay != Some(Replay::NotSafe)
                     && matches!(
-                        cmd,
+                        **cmd,
                         Command::Hello
                             | Command::Ping
                             | Command::GetJob { .. }
@@ -466,7 +468,11 @@ impl<R: Runtime> Client<R> {
     }
 
     async fn typed_request(&self, cmd: Command) -> Result<Response, Error> {
-        self.call(Work::Request { cmd, replay: None }).await
+        self.call(Work::Request {
+            cmd: Box::new(cmd),
+            replay: None,
+        })
+        .await
     }
 
     /// Runs one typed [`Operation`](autobatch_core::ops::Operation) (see
@@ -494,7 +500,7 @@ impl<R: Runtime> Client<R> {
         let cmd = op.to_command();
         let reply = self
             .call(Work::Request {
-                cmd,
+                cmd: Box::new(cmd),
                 replay: Some(replay),
             })
             .await?;
@@ -541,7 +547,7 @@ impl<R: Runtime> Client<R> {
             body,
         };
         self.call(Work::Request {
-            cmd,
+            cmd: Box::new(cmd),
             replay: Some(replay),
         })
         .await
@@ -558,6 +564,38 @@ impl<R: Runtime> Client<R> {
     /// on the same broker once it is back (a written operation cannot be withdrawn, so
     /// replaying it elsewhere as well could add a job twice once the first copy completed).
     async fn call(&self, work: Work) -> Result<Response, Error> {
+        if self.links.len() == 1 {
+            self.call_one(work).await
+        } else {
+            // Boxed: this path's future keeps a copy of the work and watches the link, which
+            // would make every caller's future several times larger, most callers having
+            // one broker.
+            Box::pin(self.call_spread(work)).await
+        }
+    }
+
+    /// [`call`](Self::call) with one broker: nothing to watch, nowhere else to send it. Its
+    /// future holds only the reply's receiver and the guards, so the future of an add is a
+    /// few words, cheap for `join_all` and spawned tasks to move and store.
+    async fn call_one(&self, work: Work) -> Result<Response, Error> {
+        let link = self.links.get(0);
+        let _load = self.links.load(0, work.adds());
+        let (reply, outcome) = oneshot::channel();
+        let ticket = link.shared.ticket();
+        link.tx
+            .unbounded_send(work.into_cmd(ticket, reply))
+            .map_err(|_| Error::Closed)?;
+        let guard = CancelOnDrop {
+            tx: &link.tx,
+            ticket,
+        };
+        let result = outcome.await;
+        std::mem::forget(guard);
+        result.unwrap_or(Err(Error::Closed))
+    }
+
+    /// [`call`](Self::call) with several brokers.
+    async fn call_spread(&self, work: Work) -> Result<Response, Error> {
         let links = &*self.links;
         let mut work = work;
         loop {
@@ -797,10 +835,12 @@ impl<R: Runtime> Queue<R> {
         opts: JobOptions,
     ) -> impl Future<Output = Result<String, Error>> + Send + '_ {
         // The data is converted now, so the future does not borrow it.
-        let job = data_value(data).map(|data| JobSpec {
-            name: name.into(),
-            data,
-            opts,
+        let job = data_value(data).map(|data| {
+            Box::new(JobSpec {
+                name: name.into(),
+                data,
+                opts,
+            })
         });
         async move {
             let job = job?;

@@ -202,7 +202,7 @@ pub(crate) fn send<O: Operation>(link: &JobLink, op: O) -> Pending<O::Output> {
     let guard = InFlight::new(link.in_flight.clone());
     let (reply, rx) = oneshot::channel();
     let cmd = Cmd::JobRequest {
-        cmd: op.to_command(),
+        cmd: Box::new(op.to_command()),
         replay: op.replay(),
         reply,
         guard,

@@ -54,6 +54,7 @@ mod options;
 mod pump;
 mod queue_api;
 mod runtime;
+mod seq_map;
 mod stats;
 mod tls;
 mod worker;

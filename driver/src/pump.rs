@@ -2,7 +2,6 @@
 //! socket, the timer, the callers and the sans-IO [`Session`]. It makes no protocol or
 //! batching decision of its own.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -18,6 +17,7 @@ use futures_channel::{mpsc, oneshot};
 use futures_io::{AsyncRead, AsyncWrite};
 
 use crate::runtime::{AsyncTimer, BoxFuture, Runtime};
+use crate::seq_map::{seq_map, SeqMap};
 use crate::stats::ClientStats;
 use crate::tls::{Stream, Tls};
 use crate::ConnectError;
@@ -79,7 +79,7 @@ pub(crate) enum Cmd {
     Add {
         ticket: Ticket,
         queue: Arc<str>,
-        job: JobSpec,
+        job: Box<JobSpec>,
         reply: Reply,
     },
     AddBulk {
@@ -90,7 +90,7 @@ pub(crate) enum Cmd {
     },
     Request {
         ticket: Ticket,
-        cmd: Command,
+        cmd: Box<Command>,
         /// `None`: the command's own replay rule (typed commands); `Some`: the caller's word
         /// (an untyped command sent through `Client::request_raw`).
         replay: Option<Replay>,
@@ -99,7 +99,7 @@ pub(crate) enum Cmd {
     /// A request a job handle sent (progress, log, lock, data): not withdrawn when its caller
     /// stops waiting, and counted until answered.
     JobRequest {
-        cmd: Command,
+        cmd: Box<Command>,
         replay: Replay,
         reply: Reply,
         guard: InFlight,
@@ -244,8 +244,8 @@ pub(crate) struct Pump<R: Runtime> {
     /// The session is done: the socket is being closed (`poll_close`) before the pump ends.
     shutting_down: bool,
     read_buf: Box<[u8]>,
-    waiters: HashMap<OpId, Waiter>,
-    tickets: HashMap<Ticket, OpId>,
+    waiters: SeqMap<OpId, Waiter>,
+    tickets: SeqMap<Ticket, OpId>,
     closers: Vec<oneshot::Sender<()>>,
     /// Until the first request is answered: who waits for `connect` to finish.
     startup: Option<(OpId, oneshot::Sender<Result<(), ConnectError>>)>,
@@ -326,8 +326,8 @@ impl<R: Runtime> Pump<R> {
             unflushed: false,
             shutting_down: false,
             read_buf: vec![0; READ_BUF].into_boxed_slice(),
-            waiters: HashMap::new(),
-            tickets: HashMap::new(),
+            waiters: seq_map(),
+            tickets: seq_map(),
             closers: Vec::new(),
             startup: Some((probe, tx)),
             jobs,

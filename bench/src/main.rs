@@ -5,15 +5,18 @@
 //! `join_all`) with autobatch's batching off and on, interleaved, 5 repetitions each, and
 //! prints the seed's table with medians and spreads. `--compare` runs the same patterns against
 //! one real bunqueue 2.9.5 server with autobatch, bunqueue's own TS client and the official
-//! Rust client side by side, plus the loopback ping-pong floor. `--tls` runs the seed's table
-//! over TLS and over plain TCP side by side, against twin embedded brokers (one serving TLS
-//! with a certificate made at start). `--fleet 1,2,3` runs them on bunqueue's PostgreSQL
-//! multi-broker mode (a throwaway PostgreSQL and up to three brokers) with bunqueue's TS
-//! client beside autobatch. See `--help`.
+//! Rust client side by side, plus the loopback ping-pong floor. Every run without `--tls` also
+//! measures, beside each concurrent cell, the server's ceiling and the client floor (core's
+//! encoder and decoder on a blocking socket), and judges the client's CPU per add against the
+//! latter. `--tls` runs the seed's table over TLS and over plain TCP side by side, against twin
+//! embedded brokers (one serving TLS with a certificate made at start). `--fleet 1,2,3` runs
+//! them on bunqueue's PostgreSQL multi-broker mode (a throwaway PostgreSQL and up to three
+//! brokers) with bunqueue's TS client beside autobatch. See `--help`.
 #![forbid(unsafe_code)]
 
 mod autobatch;
 mod ceiling;
+mod client_floor;
 mod cpu;
 mod fleet;
 mod floor;
@@ -364,6 +367,7 @@ fn real_main(args: Args) -> io::Result<()> {
         contenders.push(Box::new(floor::PingFloor::ping(addr)?));
         contenders.push(Box::new(floor::PingFloor::push(addr)?));
         contenders.push(Box::new(ceiling::Ceiling::connect(addr)?));
+        contenders.push(Box::new(client_floor::ClientFloor::connect(addr)?));
     }
 
     let mut auditor: Box<dyn run::AfterCell> = match &tls {

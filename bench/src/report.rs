@@ -28,6 +28,9 @@ pub mod ids {
     pub const TLS_ON: &str = "autobatch-tls-on";
     /// The server's ceiling: pre-encoded PUSHB frames, a few in flight.
     pub const CEILING: &str = "ceiling";
+    /// The client floor: core's encoder and decoder on a blocking socket, PUSHB frames of 50,
+    /// a few in flight (what any client must spend per add).
+    pub const CLIENT_FLOOR: &str = "client-floor";
 }
 use ids::*;
 
@@ -302,7 +305,7 @@ fn render_runtimes(info: &RunInfo, m: &Measurements) -> String {
 
 /// The concurrent cells as a share of the server's ceiling measured beside them.
 fn render_ceiling(m: &Measurements, plan: &Plan) -> Option<String> {
-    let cols: Vec<&str> = [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL]
+    let cols: Vec<&str> = [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL, CLIENT_FLOOR]
         .into_iter()
         .filter(|id| m.has(id))
         .collect();
@@ -497,10 +500,19 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
         out.push_str(&render_runtimes(info, m));
     }
 
-    let clients: Vec<(String, String)> = [AB_OFF, AB_ON, TLS_OFF, TLS_ON, TS_OFF, TS_ON, OFFICIAL]
-        .into_iter()
-        .map(|id| (id.to_owned(), short_name(id).to_owned()))
-        .collect();
+    let clients: Vec<(String, String)> = [
+        AB_OFF,
+        AB_ON,
+        TLS_OFF,
+        TLS_ON,
+        TS_OFF,
+        TS_ON,
+        OFFICIAL,
+        CLIENT_FLOOR,
+    ]
+    .into_iter()
+    .map(|id| (id.to_owned(), short_name(id).to_owned()))
+    .collect();
     if let Some(costs) = render_costs(m, &plan.patterns, &clients) {
         out.push('\n');
         out.push_str(&costs);
@@ -577,6 +589,7 @@ pub fn short_name(id: &str) -> &'static str {
         TLS_OFF => "autobatch TLS off",
         TLS_ON => "autobatch TLS on",
         CEILING => "server ceiling",
+        CLIENT_FLOOR => "client floor",
         _ => "?",
     }
 }
@@ -619,6 +632,7 @@ pub fn to_json(info: &RunInfo, m: &Measurements) -> serde_json::Value {
         (AB_ON, CEILING),
         (AB_OFF, CEILING),
         (TS_ON, CEILING),
+        (CLIENT_FLOOR, CEILING),
     ];
     for &(a, b) in pairs {
         for &p in &plan.patterns {

@@ -41,13 +41,19 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let samples = doc["samples"].as_array().unwrap();
-    // 4 patterns x batching off/on, the two sequential floors, the ceiling's 3 concurrent cells.
-    assert_eq!(samples.len(), 13, "{samples:#?}");
+    // 4 patterns x batching off/on, the two sequential floors, and the 3 concurrent cells of
+    // both the ceiling and the client floor.
+    assert_eq!(samples.len(), 16, "{samples:#?}");
     for s in samples {
         assert_eq!(s["adds"], 300);
         assert!(s["ops_per_sec"].as_f64().unwrap() > 0.0, "{s}");
         // The embedded broker's threads are in this process: every cell has its CPU time.
         assert!(s["server_cpu_us_per_add"].as_f64().unwrap() > 0.0, "{s}");
+        if s["contender"] == "client-floor" {
+            // One thread, its own CPU time; every reply decoded into 50 ids (6 frames).
+            assert!(s["client_cpu_us_per_add"].as_f64().unwrap() > 0.0, "{s}");
+            assert_eq!(s["frames_sent"], 6, "{s}");
+        }
         if s["contender"].as_str().unwrap().starts_with("autobatch-") {
             assert!(s["client_cpu_us_per_add"].as_f64().unwrap() > 0.0, "{s}");
             let (p50, p99) = (s["latency_p50_us"].as_f64(), s["latency_p99_us"].as_f64());
@@ -61,6 +67,14 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
             .count(),
         3,
         "the ceiling runs beside each concurrent cell"
+    );
+    assert_eq!(
+        samples
+            .iter()
+            .filter(|s| s["contender"] == "client-floor")
+            .count(),
+        3,
+        "the client floor runs beside each concurrent cell"
     );
     for table in [
         "What each add costs",

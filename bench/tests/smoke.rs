@@ -76,9 +76,19 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
         3,
         "the client floor runs beside each concurrent cell"
     );
+    assert!(
+        doc["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["goal_kind"] == "max_ratio"),
+        "the client CPU target is judged against the client floor: {}",
+        doc["targets"]
+    );
     for table in [
         "What each add costs",
         "Share of the server's ceiling",
+        "against the client floor",
         "Targets",
     ] {
         assert!(stdout.contains(table), "no {table:?} in:\n{stdout}");

@@ -109,3 +109,41 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
     assert!(chart.contains("join_all(100)"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn client_only_runs_nothing_but_autobatch() {
+    let dir = std::env::temp_dir().join(format!(
+        "autobatch-bench-client-only-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_autobatch-bench"))
+        .args([
+            "--smoke",
+            "--client-only",
+            "--patterns",
+            "seq,all100",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("run autobatch-bench");
+    assert!(
+        out.status.success(),
+        "exit {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ids: Vec<&str> = doc["contenders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["autobatch-off", "autobatch-on"]);
+    assert_eq!(doc["samples"].as_array().unwrap().len(), 4);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -46,10 +46,11 @@ impl Broker {
     }
 }
 
-/// The payload of every add: `{i}`, as bench.ts sends.
+/// The payload of every add: `{i}`, as bench.ts sends (the client floor sends the same).
 #[derive(Serialize)]
-struct Data {
-    i: usize,
+pub struct Data {
+    /// The add's index in its cell.
+    pub i: usize,
 }
 
 /// Runs a future to completion on the bench thread.

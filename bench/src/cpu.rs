@@ -163,8 +163,16 @@ mod tests {
             x = x.wrapping_mul(31).wrapping_add(7);
         }
         std::hint::black_box(x);
+        // Other tests' threads may exit between two readings of the sum, taking their time
+        // out of it, so `c1 - c0` can fall short (or below zero): hold the sum against this
+        // thread's own total, read first, which the later sum must include.
+        let t1 = this_thread().unwrap();
         let c1 = Threads::Client.now().unwrap();
-        assert!(c1 - c0 >= Duration::from_millis(20), "{c0:?} → {c1:?}");
+        assert!(t1 - t0 >= Duration::from_millis(20), "{t0:?} → {t1:?}");
+        assert!(
+            c1 >= t1,
+            "the client's {c1:?} lacks this thread's {t1:?} (from {c0:?})"
+        );
         // No broker threads run in this test process.
         assert_eq!(Threads::EmbeddedBroker.now(), Some(Duration::ZERO));
     }

@@ -5,15 +5,19 @@
 //! `join_all`) with autobatch's batching off and on, interleaved, 5 repetitions each, and
 //! prints the seed's table with medians and spreads. `--compare` runs the same patterns against
 //! one real bunqueue 2.9.5 server with autobatch, bunqueue's own TS client and the official
-//! Rust client side by side, plus the loopback ping-pong floor. `--tls` runs the seed's table
-//! over TLS and over plain TCP side by side, against twin embedded brokers (one serving TLS
-//! with a certificate made at start). `--fleet 1,2,3` runs them on bunqueue's PostgreSQL
+//! Rust client side by side, plus the loopback ping-pong floor. Every run without `--tls` also
+//! measures, beside each concurrent cell, the server's ceiling and the client floor (core's
+//! encoder and decoder on a blocking socket), and judges the client's CPU per add against the
+//! latter; `--client-only` leaves all of those out, for profiling. `--tls` runs the seed's
+//! table over TLS and over plain TCP side by side, against twin embedded brokers (one serving
+//! TLS with a certificate made at start). `--fleet 1,2,3` runs them on bunqueue's PostgreSQL
 //! multi-broker mode (a throwaway PostgreSQL and up to three brokers) with bunqueue's TS
 //! client beside autobatch. See `--help`.
 #![forbid(unsafe_code)]
 
 mod autobatch;
 mod ceiling;
+mod client_floor;
 mod cpu;
 mod fleet;
 mod floor;
@@ -154,6 +158,13 @@ struct Args {
     /// TLS with a certificate made at start. Not with --compare or --server.
     #[arg(long, conflicts_with_all = ["compare", "server"])]
     tls: bool,
+
+    /// Only the autobatch contenders, for profiling (`perf record`): no TS client, no official
+    /// client, no floors, no server ceiling, no client floor, so no blocking reads of other
+    /// loops run on the bench thread between autobatch's cells. Targets that compare with those
+    /// are left out. Add --no-verify to leave out the job count after each cell too.
+    #[arg(long, conflicts_with = "fleet")]
+    client_only: bool,
 }
 
 /// `--storage`.
@@ -354,16 +365,17 @@ fn real_main(args: Args) -> io::Result<()> {
             contenders.push(Box::new(workload::Tagged::new(c, rt.name())));
         }
     }
-    if args.compare {
+    if args.compare && !args.client_only {
         for &on in args.batching.modes() {
             contenders.push(Box::new(ts::TsClient::new(addr, on)?));
         }
         contenders.push(Box::new(Official::connect(addr)?));
     }
-    if tls.is_none() {
+    if tls.is_none() && !args.client_only {
         contenders.push(Box::new(floor::PingFloor::ping(addr)?));
         contenders.push(Box::new(floor::PingFloor::push(addr)?));
         contenders.push(Box::new(ceiling::Ceiling::connect(addr)?));
+        contenders.push(Box::new(client_floor::ClientFloor::connect(addr)?));
     }
 
     let mut auditor: Box<dyn run::AfterCell> = match &tls {

@@ -99,6 +99,35 @@ impl Measurements {
         v.into_iter().filter_map(f).collect()
     }
 
+    /// `(f(a), f(b))` for every repetition in which both `a` and `b` ran `pattern` and both
+    /// have `f`, in repetition order: pairs that always come from the same repetition, even
+    /// when some repetitions lack a reading.
+    pub fn paired_of(
+        &self,
+        a: &str,
+        b: &str,
+        pattern: Pattern,
+        f: impl Fn(&Sample) -> Option<f64>,
+    ) -> Vec<(f64, f64)> {
+        let of = |id: &str, rep: usize| {
+            self.samples
+                .iter()
+                .find(|s| s.contender == id && s.pattern == pattern && s.rep == rep)
+                .and_then(&f)
+        };
+        let mut reps: Vec<usize> = self
+            .samples
+            .iter()
+            .filter(|s| s.contender == a && s.pattern == pattern)
+            .map(|s| s.rep)
+            .collect();
+        reps.sort_unstable();
+        reps.dedup();
+        reps.into_iter()
+            .filter_map(|rep| Some((of(a, rep)?, of(b, rep)?)))
+            .collect()
+    }
+
     /// Median and spread of `f` over the repetitions that have it.
     pub fn summary_of(
         &self,

@@ -41,13 +41,19 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let samples = doc["samples"].as_array().unwrap();
-    // 4 patterns x batching off/on, the two sequential floors, the ceiling's 3 concurrent cells.
-    assert_eq!(samples.len(), 13, "{samples:#?}");
+    // 4 patterns x batching off/on, the two sequential floors, and the 3 concurrent cells of
+    // both the ceiling and the client floor.
+    assert_eq!(samples.len(), 16, "{samples:#?}");
     for s in samples {
         assert_eq!(s["adds"], 300);
         assert!(s["ops_per_sec"].as_f64().unwrap() > 0.0, "{s}");
         // The embedded broker's threads are in this process: every cell has its CPU time.
         assert!(s["server_cpu_us_per_add"].as_f64().unwrap() > 0.0, "{s}");
+        if s["contender"] == "client-floor" {
+            // One thread, its own CPU time; every reply decoded into 50 ids (6 frames).
+            assert!(s["client_cpu_us_per_add"].as_f64().unwrap() > 0.0, "{s}");
+            assert_eq!(s["frames_sent"], 6, "{s}");
+        }
         if s["contender"].as_str().unwrap().starts_with("autobatch-") {
             assert!(s["client_cpu_us_per_add"].as_f64().unwrap() > 0.0, "{s}");
             let (p50, p99) = (s["latency_p50_us"].as_f64(), s["latency_p99_us"].as_f64());
@@ -62,9 +68,27 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
         3,
         "the ceiling runs beside each concurrent cell"
     );
+    assert_eq!(
+        samples
+            .iter()
+            .filter(|s| s["contender"] == "client-floor")
+            .count(),
+        3,
+        "the client floor runs beside each concurrent cell"
+    );
+    assert!(
+        doc["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["goal_kind"] == "max_ratio"),
+        "the client CPU target is judged against the client floor: {}",
+        doc["targets"]
+    );
     for table in [
         "What each add costs",
         "Share of the server's ceiling",
+        "against the client floor",
         "Targets",
     ] {
         assert!(stdout.contains(table), "no {table:?} in:\n{stdout}");
@@ -83,5 +107,43 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
     let chart = std::fs::read_to_string(&svg).unwrap();
     assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
     assert!(chart.contains("join_all(100)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn client_only_runs_nothing_but_autobatch() {
+    let dir = std::env::temp_dir().join(format!(
+        "autobatch-bench-client-only-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_autobatch-bench"))
+        .args([
+            "--smoke",
+            "--client-only",
+            "--patterns",
+            "seq,all100",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("run autobatch-bench");
+    assert!(
+        out.status.success(),
+        "exit {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ids: Vec<&str> = doc["contenders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["autobatch-off", "autobatch-on"]);
+    assert_eq!(doc["samples"].as_array().unwrap().len(), 4);
     let _ = std::fs::remove_dir_all(&dir);
 }

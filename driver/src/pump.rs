@@ -579,14 +579,14 @@ impl<R: Runtime> Pump<R> {
             Event::Job { job } => {
                 let token = self.session.job_token(&job.id).map(str::to_owned);
                 let undelivered = match &self.jobs {
-                    Some(tx) => match tx.unbounded_send((self.link, Dispatch::Job(job, token))) {
+                    Some(tx) => match tx.unbounded_send((self.link, Dispatch::Job(*job, token))) {
                         Ok(()) => None,
                         Err(e) => match e.into_inner().1 {
                             Dispatch::Job(job, _) => Some(job),
                             _ => None,
                         },
                     },
-                    None => Some(job),
+                    None => Some(*job),
                 };
                 if let Some(job) = undelivered {
                     // Nobody processes it any more: hand it back as failed so it is retried.

@@ -45,8 +45,9 @@ pub enum Event {
     /// [`Session::complete_job`](super::Session::complete_job) or
     /// [`Session::fail_job`](super::Session::fail_job).
     Job {
-        /// The job.
-        job: crate::wire::Job,
+        /// The job (boxed, as in [`Response::Pulled`](crate::wire::Response::Pulled), so that
+        /// the far more frequent [`Done`](Self::Done) events stay small).
+        job: Box<crate::wire::Job>,
     },
     /// A worker's pull came back empty: the queue has no job for it right now. Reported once
     /// per empty spell (again only after a pull that brought jobs), not on every empty poll.

@@ -539,10 +539,10 @@ impl WorkerState {
             Response::PulledBatch { jobs, tokens } => {
                 let mut tokens = tokens.into_iter();
                 jobs.into_iter()
-                    .map(|j| (j, tokens.next().filter(|t| !t.is_empty())))
+                    .map(|j| (Box::new(j), tokens.next().filter(|t| !t.is_empty())))
                     .collect()
             }
-            Response::Pulled { job, token } => job.map(|j| (*j, token)).into_iter().collect(),
+            Response::Pulled { job, token } => job.map(|j| (j, token)).into_iter().collect(),
             _ => Vec::new(),
         };
         if jobs.is_empty() && millis(self.config.poll_timeout) == 0 {

@@ -578,17 +578,8 @@ impl<R: Runtime> Client<R> {
     /// future holds only the reply's receiver and the guards, so the future of an add is a
     /// few words, cheap for `join_all` and spawned tasks to move and store.
     async fn call_one(&self, work: Work) -> Result<Response, Error> {
-        let link = self.links.get(0);
         let _load = self.links.load(0, work.adds());
-        let (reply, outcome) = oneshot::channel();
-        let ticket = link.shared.ticket();
-        link.tx
-            .unbounded_send(work.into_cmd(ticket, reply))
-            .map_err(|_| Error::Closed)?;
-        let guard = CancelOnDrop {
-            tx: &link.tx,
-            ticket,
-        };
+        let (outcome, guard) = submit(self.links.get(0), work)?;
         let result = outcome.await;
         std::mem::forget(guard);
         result.unwrap_or(Err(Error::Closed))
@@ -608,15 +599,8 @@ impl<R: Runtime> Client<R> {
             // Kept only where another broker could take it.
             let spare = watch.then(|| work.clone());
             let _load = links.load(i, work.adds());
-            let (reply, mut outcome) = oneshot::channel();
-            let ticket = link.shared.ticket();
-            link.tx
-                .unbounded_send(work.into_cmd(ticket, reply))
-                .map_err(|_| Error::Closed)?;
-            let guard = CancelOnDrop {
-                tx: &link.tx,
-                ticket,
-            };
+            let (mut outcome, guard) = submit(link, work)?;
+            let ticket = guard.ticket;
             if let (Some(spare), Some(down)) = (spare, down) {
                 if let Either::Left((result, _)) = select(&mut outcome, down).await {
                     std::mem::forget(guard);
@@ -731,6 +715,26 @@ async fn link_stats(link: &Link) -> ClientStats {
         .unwrap_or_else(|e| e.into_inner())
         .clone()
         .unwrap_or_default()
+}
+
+/// Sends `work` to `link`'s pump: the receiver of its outcome, and the guard that withdraws it
+/// if the caller stops waiting (forget the guard once the outcome is in).
+fn submit(
+    link: &Link,
+    work: Work,
+) -> Result<(oneshot::Receiver<Result<Response, Error>>, CancelOnDrop<'_>), Error> {
+    let (reply, outcome) = oneshot::channel();
+    let ticket = link.shared.ticket();
+    link.tx
+        .unbounded_send(work.into_cmd(ticket, reply))
+        .map_err(|_| Error::Closed)?;
+    Ok((
+        outcome,
+        CancelOnDrop {
+            tx: &link.tx,
+            ticket,
+        },
+    ))
 }
 
 /// Withdraws an operation whose caller stopped waiting.

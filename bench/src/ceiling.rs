@@ -29,9 +29,7 @@ pub struct Ceiling {
 impl Ceiling {
     /// Connects to `addr`.
     pub fn connect(addr: SocketAddr) -> io::Result<Ceiling> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let stream = crate::floor::blocking_stream(addr)?;
         Ok(Ceiling {
             stream,
             buf: Vec::with_capacity(4096),

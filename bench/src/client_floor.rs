@@ -54,9 +54,7 @@ pub struct ClientFloor {
 impl ClientFloor {
     /// Connects to `addr`.
     pub fn connect(addr: SocketAddr) -> io::Result<ClientFloor> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let stream = crate::floor::blocking_stream(addr)?;
         Ok(ClientFloor {
             stream,
             frames: FrameDecoder::new(),

@@ -17,6 +17,16 @@ use autobatch_tests::msgpack::{str_map_frame, Writer};
 
 use crate::workload::{Cell, Contender, Pattern};
 
+/// A blocking connection to `addr` as the raw contenders use it (the floors, the ceiling, the
+/// client floor): `TCP_NODELAY`, so a frame leaves when written, and a read timeout, so a
+/// server that stops answering fails the cell instead of hanging the bench.
+pub fn blocking_stream(addr: SocketAddr) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    Ok(stream)
+}
+
 /// Sequential round trips of one pre-encoded frame on one connection.
 pub struct PingFloor {
     stream: TcpStream,
@@ -37,9 +47,7 @@ impl PingFloor {
     }
 
     fn connect(addr: SocketAddr, push: bool) -> io::Result<PingFloor> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let stream = crate::floor::blocking_stream(addr)?;
         Ok(PingFloor {
             stream,
             push,

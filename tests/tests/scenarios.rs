@@ -269,16 +269,19 @@ async fn long_job_keeps_its_lock<T: Rt>(target: Target) {
             options(proxy.addr()),
             WorkerOptions::new(&name)
                 .concurrency(2)
-                // Heartbeats go every half TTL: a 2 s TTL leaves a second of slack for a
-                // renewal delayed by a loaded machine (1 s left 500 ms, which CI once missed).
-                .lock_ttl(Duration::from_millis(2000))
+                // Renewals go far more often than the lock lasts, so one delayed by a loaded
+                // machine still lands in time: 250 ms into a 3 s lock leaves 2.75 s of slack.
+                // (Heartbeats at half a 2 s TTL left 1 s, which CI once missed on the shared
+                // embedded broker; half a 1 s TTL left 500 ms, which it had missed before.)
+                .lock_ttl(Duration::from_millis(3000))
+                .heartbeat_interval(Some(Duration::from_millis(250)))
                 .poll_timeout(Duration::from_millis(200)),
             move |_job: Job| {
                 let r = r.clone();
                 async move {
                     r.fetch_add(1, Ordering::SeqCst);
                     // Two and a half lock lifetimes.
-                    T::sleep(Duration::from_millis(5000)).await;
+                    T::sleep(Duration::from_millis(7500)).await;
                     Ok::<_, String>(())
                 }
             },

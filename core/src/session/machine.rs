@@ -2,13 +2,14 @@
 //! pipelining window, timeouts, reconnects. It drives the producer and worker parts, which own
 //! their state, return the requests they want sent, and get their replies handed back.
 
+use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::error::Error;
 use crate::hash::IntMap;
 use crate::wire::{validate_queue_name, CommandKind, PushIds, PushReply, Response};
-use crate::wire::{Command, FrameError, Incoming, JobSpec, Reply, Value};
+use crate::wire::{Command, EncodedJob, FrameError, Incoming, JobSpec, Reply, Value};
 
 use super::config::{ConfigError, SessionConfig};
 use super::event::{Event, FailKind, OpId, Out};
@@ -248,27 +249,61 @@ impl Session {
     /// [`close`](Session::close), [`Error::Overflow`] when the buffer is full under the
     /// `Reject` policy.
     ///
-    /// `job` may come boxed already (`Box<JobSpec>`): the session keeps each job boxed, so a
-    /// caller that boxed it when it was made saves a copy of the whole job here.
+    /// `job` may be a `JobSpec`, a reference to one or a box: it is validated and encoded here
+    /// ([`EncodedJob::new`]), and the session keeps only its bytes.
     pub fn add(
         &mut self,
         now: Instant,
         queue: &str,
-        job: impl Into<Box<JobSpec>>,
+        job: impl Borrow<JobSpec>,
     ) -> Result<OpId, Error> {
-        let job = job.into();
         if !self.producers.is_last_queue(queue) {
             validate_queue_name(queue)?;
         }
-        let data_len = job.validate_sized()?;
+        let job = EncodedJob::new(job.borrow())?;
+        self.add_validated(now, queue, job)
+    }
+
+    /// [`add`](Self::add) for a job encoded already, for example by the caller's thread when it
+    /// made the job, so that the session's thread never touches the `JobSpec`.
+    ///
+    /// # Errors
+    ///
+    /// As [`add`](Self::add), but for the job's own checks, which [`EncodedJob::new`] made.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use autobatch_core::session::{Session, SessionConfig};
+    /// use autobatch_core::wire::{EncodedJob, JobSpec, Value};
+    /// let now = Instant::now();
+    /// let mut session = Session::new(SessionConfig::default(), now).unwrap();
+    /// let job = EncodedJob::new(&JobSpec::new("welcome", Value::from("a@b"))).unwrap();
+    /// session.add_encoded(now, "emails", job).unwrap();
+    /// // The queue name is still checked here.
+    /// let job = EncodedJob::new(&JobSpec::new("welcome", Value::from("a@b"))).unwrap();
+    /// assert!(session.add_encoded(now, "", job).is_err());
+    /// ```
+    pub fn add_encoded(
+        &mut self,
+        now: Instant,
+        queue: &str,
+        job: EncodedJob,
+    ) -> Result<OpId, Error> {
+        if !self.producers.is_last_queue(queue) {
+            validate_queue_name(queue)?;
+        }
+        self.add_validated(now, queue, job)
+    }
+
+    fn add_validated(&mut self, now: Instant, queue: &str, job: EncodedJob) -> Result<OpId, Error> {
         if self.is_closing() {
             return Err(Error::Closed);
         }
         let op = self.next_op_id();
         let deadline = self.deadline(now);
-        if let Some(push) =
-            self.producers
-                .add(now, op, queue, job, data_len, deadline, out!(self))?
+        if let Some(push) = self
+            .producers
+            .add(now, op, queue, job, deadline, out!(self))?
         {
             self.enqueue(now, Request::Add(push));
         }
@@ -288,9 +323,11 @@ impl Session {
         jobs: Vec<JobSpec>,
     ) -> Result<OpId, Error> {
         validate_queue_name(queue)?;
-        for (i, job) in jobs.iter().enumerate() {
-            job.validate().map_err(|e| e.in_batch(i))?;
-        }
+        let jobs = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, job)| EncodedJob::new(job).map_err(|e| e.in_batch(i)))
+            .collect::<Result<Vec<_>, _>>()?;
         if self.is_closing() {
             return Err(Error::Closed);
         }

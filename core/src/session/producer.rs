@@ -13,7 +13,7 @@ use crate::batch::{Admission, BatchConfig, BatchId, Batcher, FlushReason, ItemId
 use crate::error::Error;
 use crate::hash::IntMap;
 use crate::wire::{
-    encode_push, encode_pushb, pushb_item_len_with, pushb_jobs_budget, CommandKind, JobSpec,
+    encode_push_encoded, encode_pushb_encoded, pushb_jobs_budget, CommandKind, EncodedJob,
     Response, ValidationError,
 };
 
@@ -24,9 +24,10 @@ use super::replay::{job_replay, Replay};
 #[derive(Debug)]
 pub(super) struct AddItem {
     op: OpId,
-    /// Boxed once, when added: an add is moved half a dozen times on its way to the wire
-    /// (into the batcher, out as a batch, into the request), and a `JobSpec` is 336 bytes.
-    job: Box<JobSpec>,
+    /// Encoded when added: a few dozen bytes for a small job where its `JobSpec` was about
+    /// 700, moved as a pointer on its way to the wire (into the batcher, out as a batch, into
+    /// the request).
+    job: EncodedJob,
     /// When the add must have been written: `command_timeout` after `add`.
     deadline: Instant,
 }
@@ -41,10 +42,7 @@ pub(super) enum AddRequest {
         batch: Option<BatchId>,
         name: Arc<str>,
         ops: Vec<OpId>,
-        // Each job stays in the box it got when added: unboxing them here would move every
-        // job once more, to save one free per add at the end.
-        #[allow(clippy::vec_box)]
-        jobs: Vec<Box<JobSpec>>,
+        jobs: Vec<EncodedJob>,
     },
     /// A single PUSH: durable, batching off, a lone add to an idle queue (held aside, see
     /// `Queue`), or a batch of one. A lone add or a batch of one leaves as PUSH
@@ -55,14 +53,14 @@ pub(super) enum AddRequest {
     Push {
         op: OpId,
         queue: Arc<str>,
-        job: Box<JobSpec>,
+        job: EncodedJob,
         batch: Option<(usize, BatchId)>,
     },
     /// `add_bulk`: one PUSHB, one outcome.
     Bulk {
         op: OpId,
         queue: Arc<str>,
-        jobs: Vec<JobSpec>,
+        jobs: Vec<EncodedJob>,
     },
 }
 
@@ -92,9 +90,9 @@ impl AddRequest {
     /// sit: nothing is moved or copied to build a command first.
     pub(super) fn encode(&self, req_id: &str, out: &mut Vec<u8>) {
         match self {
-            AddRequest::Batch { name, jobs, .. } => encode_pushb(name, jobs, req_id, out),
-            AddRequest::Bulk { queue, jobs, .. } => encode_pushb(queue, jobs, req_id, out),
-            AddRequest::Push { queue, job, .. } => encode_push(queue, job, req_id, out),
+            AddRequest::Batch { name, jobs, .. } => encode_pushb_encoded(name, jobs, req_id, out),
+            AddRequest::Bulk { queue, jobs, .. } => encode_pushb_encoded(queue, jobs, req_id, out),
+            AddRequest::Push { queue, job, .. } => encode_push_encoded(queue, job, req_id, out),
         }
     }
 }
@@ -221,23 +219,19 @@ impl Producers {
         }
     }
 
-    /// Adds one validated job, whose data encodes in `data_len` bytes: held aside or buffered
-    /// in its queue's batcher (`Ok(None)`), or, durable or with batching off, returned as a
-    /// PUSH to queue at once.
-    // The add's parts, as the machine has them: bundling them would only move them once more.
-    #[allow(clippy::too_many_arguments)]
+    /// Adds one validated, encoded job: held aside or buffered in its queue's batcher
+    /// (`Ok(None)`), or, durable or with batching off, returned as a PUSH to queue at once.
     pub(super) fn add(
         &mut self,
         now: Instant,
         op: OpId,
         queue: &str,
-        job: Box<JobSpec>,
-        data_len: usize,
+        job: EncodedJob,
         deadline: Instant,
         out: &mut Out<'_>,
     ) -> Result<Option<AddRequest>, Error> {
         out.stats.adds += 1;
-        if job.opts.is_durable() || self.config.is_none() {
+        if job.is_durable() || self.config.is_none() {
             out.stats.adds_direct += 1;
             return Ok(Some(AddRequest::Push {
                 op,
@@ -248,7 +242,7 @@ impl Producers {
         }
         // Exact: what this job adds to a PUSHB. The batcher caps every batch at the frame's
         // budget, so valid jobs never sink together in a PUSHB too large to send.
-        let bytes = pushb_item_len_with(&job, data_len);
+        let bytes = job.pushb_len();
         let budget = pushb_jobs_budget(queue);
         if bytes > budget {
             // Even alone it would not fit in a frame: refused before anything is sent.
@@ -626,7 +620,7 @@ impl Producers {
                 let mut again_ops = Vec::new();
                 let mut again_jobs = Vec::new();
                 for (op, job) in ops.into_iter().zip(jobs) {
-                    if job_replay(&job) == Replay::Safe {
+                    if job_replay(job.has_custom_id()) == Replay::Safe {
                         again_ops.push(op);
                         again_jobs.push(job);
                     } else {
@@ -648,13 +642,11 @@ impl Producers {
                     jobs: again_jobs,
                 })
             }
-            AddRequest::Push { ref job, .. } if job_replay(job) == Replay::Safe => {
+            AddRequest::Push { ref job, .. } if job_replay(job.has_custom_id()) == Replay::Safe => {
                 out.stats.items_resent += 1;
                 Some(req)
             }
-            AddRequest::Bulk { ref jobs, .. }
-                if jobs.iter().all(|j| job_replay(j) == Replay::Safe) =>
-            {
+            AddRequest::Bulk { ref jobs, .. } if jobs.iter().all(EncodedJob::has_custom_id) => {
                 out.stats.items_resent += jobs.len() as u64;
                 Some(req)
             }

@@ -1,7 +1,7 @@
 //! Whether a request may be written again after its connection was lost: decided once, here,
 //! for every kind of command.
 
-use crate::wire::{Command, JobSpec};
+use crate::wire::Command;
 
 /// Whether a request may be sent again on a new connection after the one it was written on
 /// was lost before its reply came.
@@ -46,8 +46,8 @@ impl Replay {
 }
 
 /// An add is idempotent when it carries a custom job id: the server keeps one job per id.
-pub(super) fn job_replay(job: &JobSpec) -> Replay {
-    if job.opts.job_id.is_some() {
+pub(super) fn job_replay(has_custom_id: bool) -> Replay {
+    if has_custom_id {
         Replay::Safe
     } else {
         Replay::NotSafe
@@ -79,10 +79,10 @@ impl Command {
             | Command::GetResult { .. }
             | Command::Count { .. }
             | Command::GetJobCounts { .. } => Replay::Safe,
-            Command::Push { job, .. } => job_replay(job),
-            Command::PushB { jobs, .. } => jobs
-                .iter()
-                .fold(Replay::Safe, |r, job| r.and(job_replay(job))),
+            Command::Push { job, .. } => job_replay(job.opts.job_id.is_some()),
+            Command::PushB { jobs, .. } => jobs.iter().fold(Replay::Safe, |r, job| {
+                r.and(job_replay(job.opts.job_id.is_some()))
+            }),
             Command::Pull(_)
             | Command::PullB { .. }
             | Command::Ack { .. }

@@ -540,10 +540,33 @@ fn string_list(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Which of the two add commands a job is written into: they name the custom id and send the
+/// remove flags differently.
 #[derive(Clone, Copy, PartialEq)]
-enum Flavor {
+pub(super) enum Flavor {
     Push,
     PushB,
+}
+
+impl Flavor {
+    pub(super) fn custom_id_key(self) -> &'static str {
+        match self {
+            Flavor::Push => "jobId",
+            Flavor::PushB => "customId",
+        }
+    }
+
+    /// How many remove flags a job with these settings writes.
+    pub(super) fn remove_flag_count(
+        self,
+        on_complete: Option<bool>,
+        on_fail: Option<bool>,
+    ) -> usize {
+        match self {
+            Flavor::PushB => 2,
+            Flavor::Push => usize::from(on_complete.is_some()) + usize::from(on_fail.is_some()),
+        }
+    }
 }
 
 fn write_push(e: &mut Encoder<'_>, queue: &str, job: &JobSpec, extra: usize) {
@@ -567,58 +590,36 @@ fn write_pushb<J: Borrow<JobSpec>>(e: &mut Encoder<'_>, queue: &str, jobs: &[J],
     }
 }
 
-/// What [`Command::Push`]'s `encode` writes, from borrowed parts: the session encodes its adds
-/// where they sit instead of moving them into a `Command` (368 bytes) and back.
-pub(crate) fn encode_push(queue: &str, job: &JobSpec, req_id: &str, out: &mut Vec<u8>) {
-    let mut e = Encoder::new(out);
-    write_push(&mut e, queue, job, 1);
-    e.kv_str("reqId", req_id);
-}
-
-/// What [`Command::PushB`]'s `encode` writes, from borrowed parts (see [`encode_push`]).
-pub(crate) fn encode_pushb<J: Borrow<JobSpec>>(
-    queue: &str,
-    jobs: &[J],
-    req_id: &str,
-    out: &mut Vec<u8>,
-) {
-    let mut e = Encoder::new(out);
-    write_pushb(&mut e, queue, jobs, 1);
-    e.kv_str("reqId", req_id);
-}
-
 fn job_field_count(job: &JobSpec, flavor: Flavor) -> usize {
     let o = &job.opts;
-    let remove_flags = match flavor {
-        // The official client always sends both flags in PUSHB items…
-        Flavor::PushB => 2,
-        // …and in PUSH only when they are set.
-        Flavor::Push => {
-            usize::from(o.remove_on_complete.is_some()) + usize::from(o.remove_on_fail.is_some())
-        }
-    };
-    2 + remove_flags
-        + [
-            o.priority.is_some(),
-            o.delay.is_some(),
-            o.attempts.is_some(),
-            o.backoff.is_some(),
-            o.timeout.is_some(),
-            o.ttl.is_some(),
-            o.job_id.is_some(),
-            !o.tags.is_empty(),
-            o.group_id.is_some(),
-            !o.depends_on.is_empty(),
-            o.unique_key.is_some(),
-            o.dedup.is_some(),
-            o.lifo.is_some(),
-            o.stall_timeout.is_some(),
-            o.timestamp.is_some(),
-            o.durable.is_some(),
-        ]
-        .iter()
-        .filter(|b| **b)
-        .count()
+    flavor.remove_flag_count(o.remove_on_complete, o.remove_on_fail)
+        + usize::from(o.job_id.is_some())
+        + job_common_field_count(o)
+}
+
+/// The fields a job writes whichever command carries it: all but the custom id and the
+/// remove flags.
+pub(super) fn job_common_field_count(o: &JobOptions) -> usize {
+    2 + [
+        o.priority.is_some(),
+        o.delay.is_some(),
+        o.attempts.is_some(),
+        o.backoff.is_some(),
+        o.timeout.is_some(),
+        o.ttl.is_some(),
+        !o.tags.is_empty(),
+        o.group_id.is_some(),
+        !o.depends_on.is_empty(),
+        o.unique_key.is_some(),
+        o.dedup.is_some(),
+        o.lifo.is_some(),
+        o.stall_timeout.is_some(),
+        o.timestamp.is_some(),
+        o.durable.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count()
         + extra_field_count(o)
 }
 
@@ -756,6 +757,22 @@ fn extra_fields_len(o: &JobOptions) -> usize {
 }
 
 fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
+    write_job_head(e, job);
+    if let Some(id) = &job.opts.job_id {
+        e.kv_str(flavor.custom_id_key(), id);
+    }
+    write_job_tail(e, &job.opts);
+    write_remove_flags(
+        e,
+        job.opts.remove_on_complete,
+        job.opts.remove_on_fail,
+        flavor,
+    );
+}
+
+/// The fields a job writes before its custom id, which PUSH and PUSHB name differently: name,
+/// data and the scheduling options.
+pub(super) fn write_job_head(e: &mut Encoder<'_>, job: &JobSpec) {
     let o = &job.opts;
     e.kv_str("name", &job.name).str("data").value(&job.data);
     let int = |e: &mut Encoder<'_>, k: &str, v: Option<i64>| {
@@ -785,16 +802,16 @@ fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
     }
     int(e, "timeout", o.timeout.map(millis));
     int(e, "ttl", o.ttl.map(millis));
-    if let Some(id) = &o.job_id {
-        e.kv_str(
-            if flavor == Flavor::Push {
-                "jobId"
-            } else {
-                "customId"
-            },
-            id,
-        );
-    }
+}
+
+/// The fields a job writes after its custom id and before the remove flags, whose presence
+/// PUSH and PUSHB decide differently.
+pub(super) fn write_job_tail(e: &mut Encoder<'_>, o: &JobOptions) {
+    let int = |e: &mut Encoder<'_>, k: &str, v: Option<i64>| {
+        if let Some(v) = v {
+            e.str(k).int(v);
+        }
+    };
     let list = |e: &mut Encoder<'_>, k: &str, items: &[String]| {
         if !items.is_empty() {
             e.str(k).array(items.len());
@@ -835,18 +852,28 @@ fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
         e.str("durable").bool(d);
     }
     write_extra_fields(e, o);
+}
+
+/// The remove flags, last: PUSHB items always carry both (as the official client sends
+/// them), PUSH only those that are set.
+pub(super) fn write_remove_flags(
+    e: &mut Encoder<'_>,
+    on_complete: Option<bool>,
+    on_fail: Option<bool>,
+    flavor: Flavor,
+) {
     match flavor {
         Flavor::PushB => {
             e.str("removeOnComplete")
-                .bool(o.remove_on_complete.unwrap_or(false))
+                .bool(on_complete.unwrap_or(false))
                 .str("removeOnFail")
-                .bool(o.remove_on_fail.unwrap_or(false));
+                .bool(on_fail.unwrap_or(false));
         }
         Flavor::Push => {
-            if let Some(r) = o.remove_on_complete {
+            if let Some(r) = on_complete {
                 e.str("removeOnComplete").bool(r);
             }
-            if let Some(r) = o.remove_on_fail {
+            if let Some(r) = on_fail {
                 e.str("removeOnFail").bool(r);
             }
         }
@@ -886,7 +913,7 @@ pub(crate) fn pushb_item_len(job: &JobSpec) -> usize {
 
 /// [`pushb_item_len`] for a job whose data is known to encode in `data_len` bytes (learnt
 /// when it was validated: the data is not walked again).
-pub(crate) fn pushb_item_len_with(job: &JobSpec, data_len: usize) -> usize {
+fn pushb_item_len_with(job: &JobSpec, data_len: usize) -> usize {
     use super::size::{array_header_len, int_len, map_header_len, str_len};
     let o = &job.opts;
     let key = str_len;
@@ -1818,25 +1845,43 @@ mod size_tests {
             }
         }
 
-        /// The session's borrowed encoders write exactly what the commands write.
+        /// The session's encoders of encoded jobs write exactly what the commands write for
+        /// the jobs they came from, and size them as the jobs do.
         #[test]
-        fn borrowed_encoders_write_what_the_commands_write(
+        fn encoded_jobs_write_what_the_commands_write(
             jobs in prop::collection::vec(job(), 0..4),
             queue in "[a-z]{1,12}",
             req in 0u32..,
         ) {
+            use crate::wire::encoded::{encode_push, encode_pushb};
+            use crate::wire::EncodedJob;
             let req = req.to_string();
             let via = |cmd: Command| {
                 let mut out = Vec::new();
                 cmd.encode(Some(&Value::from(req.as_str())), &mut out);
                 out
             };
-            let mut out = Vec::new();
-            super::encode_pushb(&queue, &jobs, &req, &mut out);
-            prop_assert_eq!(&out, &via(Command::PushB { queue: queue.clone(), jobs: jobs.clone() }));
+            // Only valid jobs can be encoded; the rest are refused as validation refuses them.
+            let mut valid = Vec::new();
+            let mut encoded = Vec::new();
             for job in jobs {
+                match EncodedJob::new(&job) {
+                    Ok(e) => {
+                        prop_assert_eq!(e.pushb_len(), job.pushb_len());
+                        prop_assert_eq!(e.has_custom_id(), job.opts.job_id.is_some());
+                        prop_assert_eq!(e.is_durable(), job.opts.is_durable());
+                        valid.push(job);
+                        encoded.push(e);
+                    }
+                    Err(e) => prop_assert_eq!(Err(e), job.validate()),
+                }
+            }
+            let mut out = Vec::new();
+            encode_pushb(&queue, &encoded, &req, &mut out);
+            prop_assert_eq!(&out, &via(Command::PushB { queue: queue.clone(), jobs: valid.clone() }));
+            for (job, e) in valid.into_iter().zip(&encoded) {
                 out.clear();
-                super::encode_push(&queue, &job, &req, &mut out);
+                encode_push(&queue, e, &req, &mut out);
                 prop_assert_eq!(&out, &via(Command::Push { queue: queue.clone(), job }));
             }
         }

@@ -26,6 +26,7 @@
 
 mod codec;
 mod command;
+mod encoded;
 mod error;
 mod frame;
 mod job;
@@ -37,8 +38,11 @@ mod value_serde;
 
 pub use codec::{Encoder, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_DEPTH};
 pub(crate) use codec::{PushIds, PushReply};
-pub(crate) use command::{encode_push, encode_pushb, pushb_item_len_with};
 pub use command::{pushb_jobs_budget, Command, CommandKind, PullArgs};
+pub use encoded::EncodedJob;
+pub(crate) use encoded::{
+    encode_push as encode_push_encoded, encode_pushb as encode_pushb_encoded,
+};
 pub use error::{DecodeError, FrameError, ProtocolError};
 pub use frame::{write_frame, FrameDecoder, MAX_FRAME};
 pub(crate) use job::{check_group_id, millis};

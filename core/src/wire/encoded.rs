@@ -1,0 +1,184 @@
+//! A job encoded once, when it is added ([`EncodedJob`]): what the session keeps of each add
+//! until it is answered.
+//!
+//! A [`JobSpec`] is about 700 bytes however small the job (most of it [`JobOptions`] left
+//! unset), and an add used to keep it until its PUSHB was encoded. With a thousand adds out at
+//! once that is most of a megabyte, the size of a core's L2 cache, walked again to encode and to
+//! drop each job. Encoded, a small job is a few dozen bytes in one allocation, and a PUSHB is its
+//! items copied side by side.
+//!
+//! [`JobOptions`]: super::JobOptions
+
+use std::fmt;
+
+use super::codec::Encoder;
+use super::command::{
+    job_common_field_count, write_job_head, write_job_tail, write_remove_flags, Flavor,
+};
+use super::size::{map_header_len, str_len};
+use super::{JobSpec, ValidationError};
+
+/// A validated job in its wire form, ready to be written into a PUSH or a PUSHB.
+///
+/// Made from a [`JobSpec`] with [`new`](Self::new), which checks the job as
+/// [`JobSpec::validate`] does. The two commands differ in how they name the custom id (`jobId`
+/// in PUSH, `customId` in PUSHB) and in which remove flags they send, so those stay apart from
+/// the bytes; everything else is written once. A PUSH or PUSHB holding it is byte for byte the
+/// one its `JobSpec` would make.
+///
+/// ```
+/// use autobatch_core::wire::{EncodedJob, JobOptions, JobSpec, Value};
+/// let job = JobSpec::new("email", Value::from("a@b"))
+///     .with_options(JobOptions::new().job_id("welcome-a@b").durable(true));
+/// let encoded = EncodedJob::new(&job).unwrap();
+/// assert!(encoded.has_custom_id());
+/// assert!(encoded.is_durable());
+/// assert_eq!(encoded.pushb_len(), job.pushb_len());
+/// // Bad input is refused here, with the field named.
+/// let bad = JobSpec::new("", Value::Nil);
+/// assert_eq!(EncodedJob::new(&bad).unwrap_err().field, "name");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct EncodedJob {
+    /// The job's key/value pairs (no map header) but for the remove flags, with the value of
+    /// its custom id, if any, at `id` (its key is written in between, per command). A `Vec`
+    /// with the room it was given, not shrunk to a box: that would cost a reallocation per add
+    /// for at most a few dozen bytes.
+    bytes: Vec<u8>,
+    /// Where the custom id's encoded value lies in `bytes`.
+    id: Option<(u32, u32)>,
+    /// How many pairs `bytes` holds, the custom id not counted.
+    pairs: u32,
+    remove_on_complete: Option<bool>,
+    remove_on_fail: Option<bool>,
+    durable: bool,
+}
+
+impl EncodedJob {
+    /// Checks `job` as the server will (see [`JobSpec::validate`]) and encodes it.
+    ///
+    /// # Errors
+    ///
+    /// The [`ValidationError`] naming the first thing wrong with the job.
+    pub fn new(job: &JobSpec) -> Result<EncodedJob, ValidationError> {
+        let data_len = job.validate_sized()?;
+        let o = &job.opts;
+        // Room for the name, the data and a few options: one allocation for most jobs.
+        let mut bytes = Vec::with_capacity(job.name.len() + data_len + 32);
+        let mut e = Encoder::new(&mut bytes);
+        write_job_head(&mut e, job);
+        let id = o.job_id.as_deref().map(|id| {
+            let start = bytes.len();
+            Encoder::new(&mut bytes).str(id);
+            (start, bytes.len())
+        });
+        write_job_tail(&mut Encoder::new(&mut bytes), o);
+        // A job that validated is far below 4 GiB (its data at most 10 MiB of JSON, the rest
+        // bounded): these cannot overflow, but saturate rather than wrap should they.
+        let narrow = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Ok(EncodedJob {
+            bytes,
+            id: id.map(|(s, e)| (narrow(s), narrow(e))),
+            pairs: narrow(job_common_field_count(o)),
+            remove_on_complete: o.remove_on_complete,
+            remove_on_fail: o.remove_on_fail,
+            durable: o.is_durable(),
+        })
+    }
+
+    /// Whether the job is durable: it bypasses the client's batcher and goes out alone.
+    pub fn is_durable(&self) -> bool {
+        self.durable
+    }
+
+    /// Whether the job has a custom id, which makes adding it again harmless (the server keeps
+    /// one job per id).
+    pub fn has_custom_id(&self) -> bool {
+        self.id.is_some()
+    }
+
+    /// The exact length of this job as one PUSHB item (as [`JobSpec::pushb_len`]).
+    pub fn pushb_len(&self) -> usize {
+        map_header_len(self.field_count(Flavor::PushB))
+            + self.bytes.len()
+            + self
+                .id
+                .map_or(0, |_| str_len(Flavor::PushB.custom_id_key().len()))
+            + str_len("removeOnComplete".len())
+            + 1
+            + str_len("removeOnFail".len())
+            + 1
+    }
+
+    /// How many fields the job writes into `flavor`'s command.
+    pub(super) fn field_count(&self, flavor: Flavor) -> usize {
+        self.pairs as usize
+            + usize::from(self.id.is_some())
+            + flavor.remove_flag_count(self.remove_on_complete, self.remove_on_fail)
+    }
+
+    /// Appends the job's fields (no map header) as `flavor` names them.
+    pub(super) fn write_fields(&self, out: &mut Vec<u8>, flavor: Flavor) {
+        match self.id {
+            Some((start, end)) => {
+                let (start, end) = (start as usize, end as usize);
+                let (head, rest) = self.bytes.split_at(start.min(self.bytes.len()));
+                let (id, tail) = rest.split_at((end - start).min(rest.len()));
+                out.extend_from_slice(head);
+                Encoder::new(out).str(flavor.custom_id_key());
+                out.extend_from_slice(id);
+                out.extend_from_slice(tail);
+            }
+            None => out.extend_from_slice(&self.bytes),
+        }
+        write_remove_flags(
+            &mut Encoder::new(out),
+            self.remove_on_complete,
+            self.remove_on_fail,
+            flavor,
+        );
+    }
+}
+
+/// A PUSH of one encoded job (no frame header), as [`Command::Push`](super::Command::Push)
+/// writes it for the job it came from.
+pub(crate) fn encode_push(queue: &str, job: &EncodedJob, req_id: &str, out: &mut Vec<u8>) {
+    Encoder::new(out)
+        .map(3 + job.field_count(Flavor::Push))
+        .kv_str("cmd", "PUSH")
+        .kv_str("queue", queue);
+    job.write_fields(out, Flavor::Push);
+    Encoder::new(out).kv_str("reqId", req_id);
+}
+
+/// A PUSHB of encoded jobs (no frame header), as [`Command::PushB`](super::Command::PushB)
+/// writes it for the jobs they came from.
+pub(crate) fn encode_pushb<J: std::borrow::Borrow<EncodedJob>>(
+    queue: &str,
+    jobs: &[J],
+    req_id: &str,
+    out: &mut Vec<u8>,
+) {
+    Encoder::new(out)
+        .map(4)
+        .kv_str("cmd", "PUSHB")
+        .kv_str("queue", queue)
+        .str("jobs")
+        .array(jobs.len());
+    for job in jobs {
+        let job = job.borrow();
+        Encoder::new(out).map(job.field_count(Flavor::PushB));
+        job.write_fields(out, Flavor::PushB);
+    }
+    Encoder::new(out).kv_str("reqId", req_id);
+}
+
+impl fmt::Debug for EncodedJob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EncodedJob")
+            .field("bytes", &self.bytes.len())
+            .field("custom_id", &self.has_custom_id())
+            .field("durable", &self.durable)
+            .finish_non_exhaustive()
+    }
+}

@@ -8,7 +8,7 @@ use autobatch_core::ops::Operation;
 use autobatch_core::session::Replay;
 use autobatch_core::wire::{validate_queue_name, ValidationError};
 use autobatch_core::wire::{
-    Command, Job, JobCounts, JobOptions, JobSpec, JobState, Response, Value,
+    Command, EncodedJob, Job, JobCounts, JobOptions, JobSpec, JobState, Response, Value,
 };
 use autobatch_core::{Error, ServerErrorKind};
 use futures_channel::oneshot;
@@ -211,9 +211,10 @@ fn spawn<R: Runtime>(
 enum Work {
     Add {
         queue: Arc<str>,
-        // Boxed once, when the caller makes it: from there on it moves as a pointer (through
-        // the caller's future, the inbox and into the session, which keeps jobs boxed).
-        job: Box<JobSpec>,
+        // Encoded by the caller when it makes the job, while the job is in its cache: from
+        // there on only the job's bytes move (through the caller's future, the inbox and into
+        // the session), and the pump never touches the 700-byte `JobSpec`.
+        job: EncodedJob,
     },
     Bulk {
         queue: Arc<str>,
@@ -838,13 +839,15 @@ impl<R: Runtime> Queue<R> {
         data: &T,
         opts: JobOptions,
     ) -> impl Future<Output = Result<String, Error>> + Send + '_ {
-        // The data is converted now, so the future does not borrow it.
-        let job = data_value(data).map(|data| {
-            Box::new(JobSpec {
+        // The job is checked and encoded now, so the future does not borrow the data (and
+        // holds a few dozen bytes, not the whole `JobSpec`).
+        let job = data_value(data).and_then(|data| {
+            let spec = JobSpec {
                 name: name.into(),
                 data,
                 opts,
-            })
+            };
+            EncodedJob::new(&spec).map_err(Error::Invalid)
         });
         async move {
             let job = job?;

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use autobatch_core::ops::{self, Operation};
 use autobatch_core::session::{Event, OpId, Replay, Session};
-use autobatch_core::wire::{Command, Job, JobSpec, Response, Value};
+use autobatch_core::wire::{Command, EncodedJob, Job, JobSpec, Response, Value};
 use autobatch_core::Error;
 use futures_channel::{mpsc, oneshot};
 use futures_io::{AsyncRead, AsyncWrite};
@@ -79,7 +79,7 @@ pub(crate) enum Cmd {
     Add {
         ticket: Ticket,
         queue: Arc<str>,
-        job: Box<JobSpec>,
+        job: EncodedJob,
         reply: Reply,
     },
     AddBulk {
@@ -393,7 +393,7 @@ impl<R: Runtime> Pump<R> {
                 queue,
                 job,
                 reply,
-            } => match self.session.add(now, &queue, job) {
+            } => match self.session.add_encoded(now, &queue, job) {
                 Ok(op) => self.waiting(op, ticket, reply),
                 Err(e) => {
                     let _ = reply.send(Err(e));

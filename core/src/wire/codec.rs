@@ -617,6 +617,22 @@ impl<'a> Encoder<'a> {
         self
     }
 
+    /// Binary data (`bin8/16/32`).
+    pub fn bin(&mut self, b: &[u8]) -> &mut Self {
+        let n = b.len();
+        if n <= u8::MAX as usize {
+            self.out.extend_from_slice(&[0xc4, n as u8]);
+        } else if n <= u16::MAX as usize {
+            self.out.push(0xc5);
+            self.out.extend_from_slice(&(n as u16).to_be_bytes());
+        } else {
+            self.out.push(0xc6);
+            self.out.extend_from_slice(&(n as u32).to_be_bytes());
+        }
+        self.out.extend_from_slice(b);
+        self
+    }
+
     /// nil.
     pub fn nil(&mut self) -> &mut Self {
         self.out.push(0xc0);
@@ -651,20 +667,7 @@ impl<'a> Encoder<'a> {
                 self.out.extend_from_slice(raw.as_bytes());
                 self
             }
-            Value::Bin(b) => {
-                let n = b.len();
-                if n <= u8::MAX as usize {
-                    self.out.extend_from_slice(&[0xc4, n as u8]);
-                } else if n <= u16::MAX as usize {
-                    self.out.push(0xc5);
-                    self.out.extend_from_slice(&(n as u16).to_be_bytes());
-                } else {
-                    self.out.push(0xc6);
-                    self.out.extend_from_slice(&(n as u32).to_be_bytes());
-                }
-                self.out.extend_from_slice(b);
-                self
-            }
+            Value::Bin(b) => self.bin(b),
             Value::Array(items) => {
                 self.array(items.len());
                 for item in items {

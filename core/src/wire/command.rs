@@ -773,8 +773,12 @@ fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
 /// The fields a job writes before its custom id, which PUSH and PUSHB name differently: name,
 /// data and the scheduling options.
 pub(super) fn write_job_head(e: &mut Encoder<'_>, job: &JobSpec) {
-    let o = &job.opts;
     e.kv_str("name", &job.name).str("data").value(&job.data);
+    write_job_schedule(e, &job.opts);
+}
+
+/// The scheduling options, which follow the name and the data.
+pub(super) fn write_job_schedule(e: &mut Encoder<'_>, o: &JobOptions) {
     let int = |e: &mut Encoder<'_>, k: &str, v: Option<i64>| {
         if let Some(v) = v {
             e.str(k).int(v);

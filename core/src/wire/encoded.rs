@@ -7,16 +7,20 @@
 //! drop each job. Encoded, a small job is a few dozen bytes in one allocation, and a PUSHB is its
 //! items copied side by side.
 //!
-//! [`JobOptions`]: super::JobOptions
 
 use std::fmt;
 
+use serde::Serialize;
+
 use super::codec::Encoder;
 use super::command::{
-    job_common_field_count, write_job_head, write_job_tail, write_remove_flags, Flavor,
+    job_common_field_count, write_job_head, write_job_schedule, write_job_tail, write_remove_flags,
+    Flavor,
 };
+use super::encode_serde::BytesSerializer;
+use super::job::check_job_name;
 use super::size::{map_header_len, str_len};
-use super::{JobSpec, ValidationError};
+use super::{JobOptions, JobSpec, ValidationError, Value, MAX_DATA_JSON_LEN};
 
 /// A validated job in its wire form, ready to be written into a PUSH or a PUSHB.
 ///
@@ -62,11 +66,65 @@ impl EncodedJob {
     /// The [`ValidationError`] naming the first thing wrong with the job.
     pub fn new(job: &JobSpec) -> Result<EncodedJob, ValidationError> {
         let data_len = job.validate_sized()?;
-        let o = &job.opts;
         // Room for the name, the data and a few options: one allocation for most jobs.
         let mut bytes = Vec::with_capacity(job.name.len() + data_len + 32);
-        let mut e = Encoder::new(&mut bytes);
-        write_job_head(&mut e, job);
+        write_job_head(&mut Encoder::new(&mut bytes), job);
+        Ok(Self::finish(bytes, &job.opts))
+    }
+
+    /// Checks and encodes a job from its parts, serializing `data` straight into the job's
+    /// bytes: no [`Value`] tree is built. The bytes, and the verdict on bad input, are those of
+    /// [`new`](Self::new) on the job whose data is [`Value::from_serialize`]`(data)`.
+    ///
+    /// # Errors
+    ///
+    /// The [`ValidationError`] naming the first thing wrong: the name, data that cannot be
+    /// serialized or is too large, an option.
+    ///
+    /// ```
+    /// use autobatch_core::wire::{EncodedJob, JobOptions, JobSpec, Value};
+    /// #[derive(serde::Serialize)]
+    /// struct Email<'a> { to: &'a str, attempt: u32 }
+    /// let data = Email { to: "a@b", attempt: 1 };
+    /// let opts = JobOptions::new().priority(3);
+    /// let direct = EncodedJob::from_serialize("email", &data, &opts).unwrap();
+    /// let spec = JobSpec::new("email", Value::from_serialize(&data).unwrap()).with_options(opts);
+    /// assert_eq!(direct, EncodedJob::new(&spec).unwrap());
+    /// ```
+    pub fn from_serialize<T: Serialize + ?Sized>(
+        name: &str,
+        data: &T,
+        opts: &JobOptions,
+    ) -> Result<EncodedJob, ValidationError> {
+        check_job_name(name)?;
+        let mut bytes = Vec::with_capacity(name.len() + 64);
+        Encoder::new(&mut bytes).kv_str("name", name).str("data");
+        let data_start = bytes.len();
+        data.serialize(BytesSerializer::new(&mut bytes))
+            .map_err(|e| {
+                ValidationError::new("data", format!("Job data must be serializable: {}", e.0))
+            })?;
+        // Data that might be over the 10 MiB JSON limit (a MessagePack byte is at most about
+        // six JSON characters) is judged by the tree path, which counts the JSON exactly. It
+        // is over a megabyte: the tree costs little beside it.
+        if (bytes.len() - data_start) * 6 > MAX_DATA_JSON_LEN {
+            let data = Value::from_serialize(data).map_err(|e| {
+                ValidationError::new("data", format!("Job data must be serializable: {}", e.0))
+            })?;
+            return EncodedJob::new(&JobSpec {
+                name: name.to_owned(),
+                data,
+                opts: opts.clone(),
+            });
+        }
+        opts.validate()?;
+        write_job_schedule(&mut Encoder::new(&mut bytes), opts);
+        Ok(Self::finish(bytes, opts))
+    }
+
+    /// Writes the custom id and the options after it into `bytes`, which hold the job's name,
+    /// data and scheduling options.
+    fn finish(mut bytes: Vec<u8>, o: &JobOptions) -> EncodedJob {
         let id = o.job_id.as_deref().map(|id| {
             let start = bytes.len();
             Encoder::new(&mut bytes).str(id);
@@ -76,14 +134,14 @@ impl EncodedJob {
         // A job that validated is far below 4 GiB (its data at most 10 MiB of JSON, the rest
         // bounded): these cannot overflow, but saturate rather than wrap should they.
         let narrow = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        Ok(EncodedJob {
+        EncodedJob {
             bytes,
             id: id.map(|(s, e)| (narrow(s), narrow(e))),
             pairs: narrow(job_common_field_count(o)),
             remove_on_complete: o.remove_on_complete,
             remove_on_fail: o.remove_on_fail,
             durable: o.is_durable(),
-        })
+        }
     }
 
     /// Whether the job is durable: it bypasses the client's batcher and goes out alone.

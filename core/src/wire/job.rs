@@ -811,17 +811,23 @@ impl JobSpec {
     /// [`validate`](Self::validate), returning the data's exact encoded length, learnt on the
     /// same walk (the session needs it to size the job in a PUSHB).
     pub(crate) fn validate_sized(&self) -> Result<usize, ValidationError> {
-        let chars = self.name.chars().count();
-        if chars == 0 || chars > MAX_NAME_CHARS {
-            return Err(ValidationError::new(
-                "name",
-                "Job name must be a non-empty string of at most 256 characters",
-            ));
-        }
+        check_job_name(&self.name)?;
         let len = validate_data_sized(&self.data)?;
         self.opts.validate()?;
         Ok(len)
     }
+}
+
+/// Checks a job's name: 1..=256 characters.
+pub(crate) fn check_job_name(name: &str) -> Result<(), ValidationError> {
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_NAME_CHARS {
+        return Err(ValidationError::new(
+            "name",
+            "Job name must be a non-empty string of at most 256 characters",
+        ));
+    }
+    Ok(())
 }
 
 /// Checks job data: JSON-serialisable (no BigInt) and at most 10 MiB once stringified.

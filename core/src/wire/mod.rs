@@ -26,6 +26,7 @@
 
 mod codec;
 mod command;
+mod encode_serde;
 mod encoded;
 mod error;
 mod frame;

@@ -815,8 +815,9 @@ impl<R: Runtime> Queue<R> {
     ///
     /// Concurrent adds are batched into PUSHB transparently; a lone add goes out at once.
     /// `data` is anything `Serialize`. With [`JobOptions::durable`] the job bypasses the
-    /// batcher and goes out alone as PUSH. `data` is converted when `add` is called, so the
-    /// future does not borrow it; nothing is sent until the future is polled. Dropping the
+    /// batcher and goes out alone as PUSH. The job is checked and encoded when `add` is
+    /// called (`data` straight to MessagePack, see [`EncodedJob::from_serialize`]), so the
+    /// future borrows nothing; nothing is sent until the future is polled. Dropping the
     /// future before the job is sent withdraws it.
     ///
     /// # Errors
@@ -835,20 +836,14 @@ impl<R: Runtime> Queue<R> {
     /// ```
     pub fn add<T: Serialize + ?Sized>(
         &self,
-        name: impl Into<String>,
+        name: impl AsRef<str>,
         data: &T,
         opts: JobOptions,
     ) -> impl Future<Output = Result<String, Error>> + Send + '_ {
-        // The job is checked and encoded now, so the future does not borrow the data (and
-        // holds a few dozen bytes, not the whole `JobSpec`).
-        let job = data_value(data).and_then(|data| {
-            let spec = JobSpec {
-                name: name.into(),
-                data,
-                opts,
-            };
-            EncodedJob::new(&spec).map_err(Error::Invalid)
-        });
+        // The job is checked and encoded now, straight from its parts: the future borrows
+        // nothing and holds a few dozen bytes, and neither a `JobSpec` nor a tree of the data
+        // is built.
+        let job = EncodedJob::from_serialize(name.as_ref(), data, &opts).map_err(Error::Invalid);
         async move {
             let job = job?;
             let queue = self.name.clone();

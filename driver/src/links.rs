@@ -95,6 +95,8 @@ pub(crate) struct Link {
     /// Milliseconds (since `Links::epoch`) of the last sign of life: an answer, or the moment
     /// the link went from idle to busy.
     progress: AtomicU64,
+    /// The pump's read count when `progress` was last stamped for an answer.
+    stamped_reads: AtomicU64,
 }
 
 /// The links of one client, in the order the brokers were given.
@@ -120,6 +122,7 @@ impl Links {
                     adds: AtomicUsize::new(0),
                     requests: AtomicUsize::new(0),
                     progress: AtomicU64::new(0),
+                    stamped_reads: AtomicU64::new(0),
                 })
                 .collect(),
             stall_timeout,
@@ -212,7 +215,12 @@ pub(crate) struct Load<'a> {
 impl Drop for Load<'_> {
     fn drop(&mut self) {
         let link = &self.links.links[self.link];
-        link.progress.store(self.links.now_ms(), Ordering::Release);
+        // An answer is progress; a caller giving up is not. The answers of one read (a PUSHB
+        // reply answers 50 adds) stamp the clock once, the first time one of them ends.
+        let reads = link.shared.reads();
+        if link.stamped_reads.swap(reads, Ordering::AcqRel) != reads {
+            link.progress.store(self.links.now_ms(), Ordering::Release);
+        }
         if self.adds > 0 {
             link.adds.fetch_sub(self.adds, Ordering::AcqRel);
         } else {

@@ -157,6 +157,9 @@ pub(crate) struct Shared {
     connected: AtomicBool,
     /// Fired whenever the connection goes down, for the callers waiting on this link.
     down: crate::links::Beacon,
+    /// Reads that brought bytes in, counted by the pump: the callers' stall clock stamps the
+    /// time once per new read, not once per answered operation (a clock read per add).
+    reads: AtomicU64,
 }
 
 impl Shared {
@@ -167,7 +170,13 @@ impl Shared {
             addr,
             connected: AtomicBool::new(false),
             down: crate::links::Beacon::new(),
+            reads: AtomicU64::new(0),
         }
+    }
+
+    /// How many reads have brought bytes in so far.
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Acquire)
     }
 
     /// Whether the pump's socket is up.
@@ -742,6 +751,8 @@ impl<R: Runtime> Pump<R> {
                         break;
                     }
                     Poll::Ready(Ok(n)) => {
+                        // Before the replies go out, so a caller woken by one sees it.
+                        self.shared.reads.fetch_add(1, Ordering::Release);
                         self.session.handle_input(now, &self.read_buf[..n]);
                         busy = true;
                         reads += 1;

@@ -37,6 +37,7 @@
 
 #![warn(missing_docs)]
 
+mod exit_cleanup;
 pub mod fleet;
 pub mod install;
 pub mod msgpack;

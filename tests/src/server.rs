@@ -91,6 +91,8 @@ impl BunqueueServer {
         let log_dir = tempfile::Builder::new()
             .prefix("autobatch-bunqueue-")
             .tempdir()?;
+        // A shared server lives in a static and is never dropped.
+        crate::exit_cleanup::remove_at_exit(log_dir.path());
         let log_path = log_dir.path().join("server.log");
         let mut server = BunqueueServer {
             install,

@@ -72,6 +72,8 @@ impl TestPki {
         ] {
             std::fs::write(pki.dir.path().join(name), pem).expect("write PEM");
         }
+        // A binary's PKI lives in a static and is never dropped.
+        crate::exit_cleanup::remove_at_exit(pki.dir.path());
         pki
     }
 

@@ -617,6 +617,12 @@ impl<'a> Encoder<'a> {
         self
     }
 
+    /// Bytes already encoded, appended as they are.
+    pub(crate) fn raw(&mut self, bytes: &[u8]) -> &mut Self {
+        self.out.extend_from_slice(bytes);
+        self
+    }
+
     /// Binary data (`bin8/16/32`).
     pub fn bin(&mut self, b: &[u8]) -> &mut Self {
         let n = b.len();
@@ -663,10 +669,7 @@ impl<'a> Encoder<'a> {
                 self
             }
             Value::Str(s) => self.str(s),
-            Value::Raw(raw) => {
-                self.out.extend_from_slice(raw.as_bytes());
-                self
-            }
+            Value::Raw(raw) => self.raw(raw.as_bytes()),
             Value::Bin(b) => self.bin(b),
             Value::Array(items) => {
                 self.array(items.len());

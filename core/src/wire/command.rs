@@ -4,8 +4,6 @@
 //! `jobId` but PUSHB items as `customId`; `name` is always sent; ids travel as strings; integers
 //! outside the int32/uint32 range go out as float64; `undefined` reads as absent.
 
-use std::borrow::Borrow;
-
 use super::codec::Encoder;
 use super::error::ProtocolError;
 use super::job::{
@@ -569,24 +567,43 @@ impl Flavor {
     }
 }
 
-fn write_push(e: &mut Encoder<'_>, queue: &str, job: &JobSpec, extra: usize) {
-    let n = job_field_count(job, Flavor::Push);
-    e.map(2 + n + extra)
-        .kv_str("cmd", "PUSH")
-        .kv_str("queue", queue);
-    write_job_fields(e, job, Flavor::Push);
+/// One job as PUSH and PUSHB write it: a [`JobSpec`] as it stands, or an
+/// [`EncodedJob`](super::EncodedJob) whose fields were written when it was added.
+pub(super) trait PushItem {
+    /// How many fields it writes into `flavor`'s command.
+    fn field_count(&self, flavor: Flavor) -> usize;
+    /// Writes those fields (no map header).
+    fn write_fields(&self, e: &mut Encoder<'_>, flavor: Flavor);
 }
 
-fn write_pushb<J: Borrow<JobSpec>>(e: &mut Encoder<'_>, queue: &str, jobs: &[J], extra: usize) {
+impl PushItem for JobSpec {
+    fn field_count(&self, flavor: Flavor) -> usize {
+        job_field_count(self, flavor)
+    }
+
+    fn write_fields(&self, e: &mut Encoder<'_>, flavor: Flavor) {
+        write_job_fields(e, self, flavor);
+    }
+}
+
+/// A PUSH map: `cmd`, `queue`, the job's fields and `extra` more the caller writes after.
+pub(super) fn write_push(e: &mut Encoder<'_>, queue: &str, job: &impl PushItem, extra: usize) {
+    e.map(2 + job.field_count(Flavor::Push) + extra)
+        .kv_str("cmd", "PUSH")
+        .kv_str("queue", queue);
+    job.write_fields(e, Flavor::Push);
+}
+
+/// A PUSHB map: `cmd`, `queue`, the jobs and `extra` more the caller writes after.
+pub(super) fn write_pushb<J: PushItem>(e: &mut Encoder<'_>, queue: &str, jobs: &[J], extra: usize) {
     e.map(3 + extra)
         .kv_str("cmd", "PUSHB")
         .kv_str("queue", queue)
         .str("jobs")
         .array(jobs.len());
     for job in jobs {
-        let job = job.borrow();
-        e.map(job_field_count(job, Flavor::PushB));
-        write_job_fields(e, job, Flavor::PushB);
+        e.map(job.field_count(Flavor::PushB));
+        job.write_fields(e, Flavor::PushB);
     }
 }
 

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use super::codec::Encoder;
 use super::command::{
-    job_common_field_count, write_job_head, write_job_schedule, write_job_tail, write_remove_flags,
-    Flavor,
+    job_common_field_count, write_job_head, write_job_schedule, write_job_tail, write_push,
+    write_pushb, write_remove_flags, Flavor, PushItem,
 };
 use super::encode_serde::BytesSerializer;
 use super::job::check_job_name;
@@ -167,68 +167,45 @@ impl EncodedJob {
             + str_len("removeOnFail".len())
             + 1
     }
+}
 
-    /// How many fields the job writes into `flavor`'s command.
-    pub(super) fn field_count(&self, flavor: Flavor) -> usize {
+impl PushItem for EncodedJob {
+    fn field_count(&self, flavor: Flavor) -> usize {
         self.pairs as usize
             + usize::from(self.id.is_some())
             + flavor.remove_flag_count(self.remove_on_complete, self.remove_on_fail)
     }
 
-    /// Appends the job's fields (no map header) as `flavor` names them.
-    pub(super) fn write_fields(&self, out: &mut Vec<u8>, flavor: Flavor) {
+    fn write_fields(&self, e: &mut Encoder<'_>, flavor: Flavor) {
         match self.id {
             Some((start, end)) => {
                 let (start, end) = (start as usize, end as usize);
                 let (head, rest) = self.bytes.split_at(start.min(self.bytes.len()));
                 let (id, tail) = rest.split_at((end - start).min(rest.len()));
-                out.extend_from_slice(head);
-                Encoder::new(out).str(flavor.custom_id_key());
-                out.extend_from_slice(id);
-                out.extend_from_slice(tail);
+                e.raw(head).str(flavor.custom_id_key()).raw(id).raw(tail);
             }
-            None => out.extend_from_slice(&self.bytes),
+            None => {
+                e.raw(&self.bytes);
+            }
         }
-        write_remove_flags(
-            &mut Encoder::new(out),
-            self.remove_on_complete,
-            self.remove_on_fail,
-            flavor,
-        );
+        write_remove_flags(e, self.remove_on_complete, self.remove_on_fail, flavor);
     }
 }
 
 /// A PUSH of one encoded job (no frame header), as [`Command::Push`](super::Command::Push)
 /// writes it for the job it came from.
 pub(crate) fn encode_push(queue: &str, job: &EncodedJob, req_id: &str, out: &mut Vec<u8>) {
-    Encoder::new(out)
-        .map(3 + job.field_count(Flavor::Push))
-        .kv_str("cmd", "PUSH")
-        .kv_str("queue", queue);
-    job.write_fields(out, Flavor::Push);
-    Encoder::new(out).kv_str("reqId", req_id);
+    let mut e = Encoder::new(out);
+    write_push(&mut e, queue, job, 1);
+    e.kv_str("reqId", req_id);
 }
 
 /// A PUSHB of encoded jobs (no frame header), as [`Command::PushB`](super::Command::PushB)
 /// writes it for the jobs they came from.
-pub(crate) fn encode_pushb<J: std::borrow::Borrow<EncodedJob>>(
-    queue: &str,
-    jobs: &[J],
-    req_id: &str,
-    out: &mut Vec<u8>,
-) {
-    Encoder::new(out)
-        .map(4)
-        .kv_str("cmd", "PUSHB")
-        .kv_str("queue", queue)
-        .str("jobs")
-        .array(jobs.len());
-    for job in jobs {
-        let job = job.borrow();
-        Encoder::new(out).map(job.field_count(Flavor::PushB));
-        job.write_fields(out, Flavor::PushB);
-    }
-    Encoder::new(out).kv_str("reqId", req_id);
+pub(crate) fn encode_pushb(queue: &str, jobs: &[EncodedJob], req_id: &str, out: &mut Vec<u8>) {
+    let mut e = Encoder::new(out);
+    write_pushb(&mut e, queue, jobs, 1);
+    e.kv_str("reqId", req_id);
 }
 
 impl fmt::Debug for EncodedJob {

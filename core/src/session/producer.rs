@@ -25,8 +25,8 @@ use super::replay::{job_replay, Replay};
 pub(super) struct AddItem {
     op: OpId,
     /// Encoded when added: a few dozen bytes for a small job where its `JobSpec` was about
-    /// 700, moved as a pointer on its way to the wire (into the batcher, out as a batch, into
-    /// the request).
+    /// 700, and six words to move on its way to the wire (into the batcher, out as a batch,
+    /// into the request).
     job: EncodedJob,
     /// When the add must have been written: `command_timeout` after `add`.
     deadline: Instant,

@@ -254,49 +254,28 @@ impl<'a> ser::Serializer for BytesSerializer<'a> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_> {
-    type Ok = ();
-    type Error = DataError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), DataError> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), DataError> {
-        Compound::end(self)
-    }
+/// serde's four array-like traits differ only in their method's name: each writes one element.
+macro_rules! array_like {
+    ($($trait:ident :: $method:ident),* $(,)?) => {$(
+        impl ser::$trait for Compound<'_> {
+            type Ok = ();
+            type Error = DataError;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), DataError> {
+                self.element(value)
+            }
+            fn end(self) -> Result<(), DataError> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Compound<'_> {
-    type Ok = ();
-    type Error = DataError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), DataError> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), DataError> {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_> {
-    type Ok = ();
-    type Error = DataError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), DataError> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), DataError> {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_> {
-    type Ok = ();
-    type Error = DataError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), DataError> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), DataError> {
-        Compound::end(self)
-    }
-}
+array_like!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field,
+);
 
 impl ser::SerializeMap for Compound<'_> {
     type Ok = ();
@@ -323,35 +302,27 @@ impl ser::SerializeMap for Compound<'_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_> {
-    type Ok = ();
-    type Error = DataError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), DataError> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), DataError> {
-        Compound::end(self)
-    }
+/// A struct and a struct variant both write `key: value` fields.
+macro_rules! struct_like {
+    ($($trait:ident),* $(,)?) => {$(
+        impl ser::$trait for Compound<'_> {
+            type Ok = ();
+            type Error = DataError;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), DataError> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<(), DataError> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Compound<'_> {
-    type Ok = ();
-    type Error = DataError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), DataError> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), DataError> {
-        Compound::end(self)
-    }
-}
+struct_like!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::links::{BrokerStatus, Link, Links};
 use crate::pump::{Cmd, Pump, PumpParts, Reply, Shared, Ticket};
+use crate::reply::Outcome;
 use crate::runtime::Runtime;
 use crate::{ClientOptions, ClientStats, ConnectError};
 use futures_util::future::{select, Either};
@@ -720,11 +721,8 @@ async fn link_stats(link: &Link) -> ClientStats {
 
 /// Sends `work` to `link`'s pump: the receiver of its outcome, and the guard that withdraws it
 /// if the caller stops waiting (forget the guard once the outcome is in).
-fn submit(
-    link: &Link,
-    work: Work,
-) -> Result<(oneshot::Receiver<Result<Response, Error>>, CancelOnDrop<'_>), Error> {
-    let (reply, outcome) = oneshot::channel();
+fn submit(link: &Link, work: Work) -> Result<(Outcome, CancelOnDrop<'_>), Error> {
+    let (reply, outcome) = link.tx.reply_slot();
     let ticket = link.shared.ticket();
     link.tx
         .unbounded_send(work.into_cmd(ticket, reply))

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
 use crate::pump::Cmd;
+use crate::reply::{self, Board, Outcome, Reply};
 
 struct State {
     cmds: Vec<Cmd>,
@@ -30,6 +31,8 @@ struct Inner {
     state: Mutex<State>,
     /// A send woke the sleeping pump (see [`Receiver::take_woken`]).
     woke: AtomicBool,
+    /// Where the pump answers the callers' operations (the other direction).
+    replies: Arc<Board>,
 }
 
 impl Inner {
@@ -60,11 +63,18 @@ pub(crate) fn inbox() -> (Sender, Receiver) {
             closed: false,
         }),
         woke: AtomicBool::new(false),
+        replies: Arc::default(),
     });
     (Sender(inner.clone()), Receiver(inner))
 }
 
 impl Sender {
+    /// A new operation's reply slot: the [`Reply`] goes to the pump inside its command, the
+    /// caller awaits the [`Outcome`].
+    pub(crate) fn reply_slot(&self) -> (Reply, Outcome) {
+        reply::channel(&self.0.replies)
+    }
+
     /// Queues `cmd` for the pump, waking it if it sleeps. Fails once the pump has ended.
     pub(crate) fn unbounded_send(&self, cmd: Cmd) -> Result<(), Closed> {
         let waker = {

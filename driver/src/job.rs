@@ -13,11 +13,11 @@ use std::time::Duration;
 use autobatch_core::ops::{self, Operation};
 use autobatch_core::wire::{Job, Response, Value};
 use autobatch_core::Error;
-use futures_channel::oneshot;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::pump::{Cmd, InFlight};
+use crate::reply::Outcome;
 use crate::worker::WorkerEvents;
 
 /// Most requests the job handles of one worker may have sent and not yet had answered
@@ -200,7 +200,7 @@ pub(crate) fn send<O: Operation>(link: &JobLink, op: O) -> Pending<O::Output> {
         return Pending::ready(Err(Error::Overflow));
     }
     let guard = InFlight::new(link.in_flight.clone());
-    let (reply, rx) = oneshot::channel();
+    let (reply, rx) = link.tx.reply_slot();
     let cmd = Cmd::JobRequest {
         cmd: Box::new(op.to_command()),
         replay: op.replay(),
@@ -231,7 +231,7 @@ type Reader<T> = fn(Result<Response, Error>) -> Result<T, Error>;
 
 enum State<T> {
     Ready(Option<Result<T, Error>>),
-    Waiting(oneshot::Receiver<Result<Response, Error>>, Reader<T>),
+    Waiting(Outcome, Reader<T>),
 }
 
 /// The answer to a request a job handle already sent. Await it for the outcome, or drop it:

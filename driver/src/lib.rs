@@ -53,6 +53,7 @@ mod links;
 mod options;
 mod pump;
 mod queue_api;
+mod reply;
 mod runtime;
 mod seq_map;
 mod stats;

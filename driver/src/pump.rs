@@ -11,8 +11,7 @@ use std::time::Instant;
 
 use autobatch_core::ops::{self, Operation};
 use autobatch_core::session::{Event, OpId, Replay, Session};
-use autobatch_core::wire::{Command, EncodedJob, Job, JobSpec, Response, Value};
-use autobatch_core::Error;
+use autobatch_core::wire::{Command, EncodedJob, Job, JobSpec, Value};
 use futures_channel::{mpsc, oneshot};
 use futures_io::{AsyncRead, AsyncWrite};
 
@@ -33,7 +32,7 @@ const DRAINS_PER_TURN: usize = 16;
 /// dropped future can withdraw it.
 pub(crate) type Ticket = u64;
 
-pub(crate) type Reply = oneshot::Sender<Result<Response, Error>>;
+pub(crate) use crate::reply::Reply;
 
 /// Where a worker's jobs go, each with its lock token, tagged with the index of the link
 /// (broker) it came from: its ACK or FAIL must go back there, since locks and tokens are per

@@ -14,6 +14,7 @@ use autobatch_core::{Error, ServerErrorKind};
 use futures_channel::oneshot;
 use serde::Serialize;
 
+use crate::add::AddFuture;
 use crate::links::{BrokerStatus, Link, Links};
 use crate::pump::{Cmd, Pump, PumpParts, Reply, Shared, Ticket};
 use crate::reply::Outcome;
@@ -209,7 +210,7 @@ fn spawn<R: Runtime>(
 /// An operation a caller hands to one of the links; kept whole so that it can go to another
 /// broker when its link dies before it was written.
 #[derive(Clone)]
-enum Work {
+pub(crate) enum Work {
     Add {
         queue: Arc<str>,
         // Encoded by the caller when it makes the job, while the job is in its cache: from
@@ -576,6 +577,11 @@ impl<R: Runtime> Client<R> {
         }
     }
 
+    /// The client's links (brokers).
+    pub(crate) fn links(&self) -> &Links {
+        &self.links
+    }
+
     /// [`call`](Self::call) with one broker: nothing to watch, nowhere else to send it. Its
     /// future holds only the reply's receiver and the guards, so the future of an add is a
     /// few words, cheap for `join_all` and spawned tasks to move and store.
@@ -588,7 +594,7 @@ impl<R: Runtime> Client<R> {
     }
 
     /// [`call`](Self::call) with several brokers.
-    async fn call_spread(&self, work: Work) -> Result<Response, Error> {
+    pub(crate) async fn call_spread(&self, work: Work) -> Result<Response, Error> {
         let links = &*self.links;
         let mut work = work;
         loop {
@@ -737,9 +743,20 @@ fn submit(link: &Link, work: Work) -> Result<(Outcome, CancelOnDrop<'_>), Error>
 }
 
 /// Withdraws an operation whose caller stopped waiting.
-struct CancelOnDrop<'a> {
+pub(crate) struct CancelOnDrop<'a> {
     tx: &'a crate::inbox::Sender,
     ticket: Ticket,
+}
+
+impl<'a> CancelOnDrop<'a> {
+    pub(crate) fn new(tx: &'a crate::inbox::Sender, ticket: Ticket) -> Self {
+        CancelOnDrop { tx, ticket }
+    }
+
+    /// The operation is answered: nothing to withdraw.
+    pub(crate) fn disarm(self) {
+        std::mem::forget(self);
+    }
 }
 
 impl Drop for CancelOnDrop<'_> {
@@ -793,7 +810,7 @@ fn data_value<T: Serialize + ?Sized>(data: &T) -> Result<Value, Error> {
     })
 }
 
-fn unexpected(what: &str, r: Response) -> Error {
+pub(crate) fn unexpected(what: &str, r: Response) -> Error {
     Error::Protocol(format!("unexpected reply to {what}: {r:?}"))
 }
 
@@ -839,17 +856,10 @@ impl<R: Runtime> Queue<R> {
         opts: JobOptions,
     ) -> impl Future<Output = Result<String, Error>> + Send + '_ {
         // The job is checked and encoded now, straight from its parts: the future borrows
-        // nothing and holds a few dozen bytes, and neither a `JobSpec` nor a tree of the data
-        // is built.
+        // nothing of the caller's and holds a few words (see `AddFuture`), and neither a
+        // `JobSpec` nor a tree of the data is built.
         let job = EncodedJob::from_serialize(name.as_ref(), data, &opts).map_err(Error::Invalid);
-        async move {
-            let job = job?;
-            let queue = self.name.clone();
-            match self.client.call(Work::Add { queue, job }).await? {
-                Response::Pushed(id) => Ok(id),
-                other => Err(unexpected("PUSH", other)),
-            }
-        }
+        AddFuture::new(self, job)
     }
 
     /// Adds many jobs as one PUSHB, all or nothing, and returns their ids in order.

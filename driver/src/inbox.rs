@@ -75,6 +75,12 @@ impl Sender {
         reply::channel(&self.0.replies)
     }
 
+    /// [`reply_slot`](Self::reply_slot) for a caller polled with `waker`: the slot holds the
+    /// waker from the start, so the caller need not reach the slot again before its answer.
+    pub(crate) fn reply_slot_waking(&self, waker: &Waker) -> (Reply, Outcome) {
+        reply::channel_waking(&self.0.replies, waker)
+    }
+
     /// Queues `cmd` for the pump, waking it if it sleeps. Fails once the pump has ended.
     pub(crate) fn unbounded_send(&self, cmd: Cmd) -> Result<(), Closed> {
         let waker = {

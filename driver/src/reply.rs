@@ -52,16 +52,16 @@ struct Slots {
 }
 
 impl Slots {
-    fn take(&mut self) -> u32 {
+    fn take(&mut self, waker: Option<Waker>) -> u32 {
         self.live += 1;
         match self.free.pop() {
             Some(i) => {
-                self.slots[i as usize] = Slot::Waiting(None);
+                self.slots[i as usize] = Slot::Waiting(waker);
                 i
             }
             None => {
                 let i = u32::try_from(self.slots.len()).expect("fewer than 2^32 operations out");
-                self.slots.push(Slot::Waiting(None));
+                self.slots.push(Slot::Waiting(waker));
                 i
             }
         }
@@ -108,7 +108,15 @@ impl std::fmt::Debug for Board {
 /// A new operation's two ends: the pump answers through the [`Reply`], the caller awaits the
 /// [`Outcome`].
 pub(crate) fn channel(board: &Arc<Board>) -> (Reply, Outcome) {
-    let slot = board.lock().take();
+    ends(board, board.lock().take(None))
+}
+
+/// [`channel`] for a caller polled with `waker`, left in the slot from the start.
+pub(crate) fn channel_waking(board: &Arc<Board>, waker: &Waker) -> (Reply, Outcome) {
+    ends(board, board.lock().take(Some(waker.clone())))
+}
+
+fn ends(board: &Arc<Board>, slot: u32) -> (Reply, Outcome) {
     (
         Reply {
             board: board.clone(),

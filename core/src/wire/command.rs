@@ -787,10 +787,17 @@ fn write_job_fields(e: &mut Encoder<'_>, job: &JobSpec, flavor: Flavor) {
     );
 }
 
+/// The `name` and `data` keys of every job, pre-encoded (fixstr).
+pub(super) const NAME_KEY: &[u8] = b"\xa4name";
+pub(super) const DATA_KEY: &[u8] = b"\xa4data";
+
 /// The fields a job writes before its custom id, which PUSH and PUSHB name differently: name,
 /// data and the scheduling options.
 pub(super) fn write_job_head(e: &mut Encoder<'_>, job: &JobSpec) {
-    e.kv_str("name", &job.name).str("data").value(&job.data);
+    e.raw(NAME_KEY)
+        .str(&job.name)
+        .raw(DATA_KEY)
+        .value(&job.data);
     write_job_schedule(e, &job.opts);
 }
 
@@ -877,6 +884,20 @@ pub(super) fn write_job_tail(e: &mut Encoder<'_>, o: &JobOptions) {
 
 /// The remove flags, last: PUSHB items always carry both (as the official client sends
 /// them), PUSH only those that are set.
+/// `removeOnComplete: false, removeOnFail: false` as MessagePack: two fixstr keys, each
+/// followed by its boolean (at the two offsets below).
+const PUSHB_REMOVE_FLAGS: &[u8; 32] = b"\xb0removeOnComplete\xc2\xacremoveOnFail\xc2";
+const REMOVE_ON_COMPLETE_AT: usize = 17;
+const REMOVE_ON_FAIL_AT: usize = 31;
+
+fn bool_byte(b: bool) -> u8 {
+    if b {
+        0xc3
+    } else {
+        0xc2
+    }
+}
+
 pub(super) fn write_remove_flags(
     e: &mut Encoder<'_>,
     on_complete: Option<bool>,
@@ -885,10 +906,12 @@ pub(super) fn write_remove_flags(
 ) {
     match flavor {
         Flavor::PushB => {
-            e.str("removeOnComplete")
-                .bool(on_complete.unwrap_or(false))
-                .str("removeOnFail")
-                .bool(on_fail.unwrap_or(false));
+            // Every PUSHB item carries both: written as one pre-encoded run, its two
+            // booleans filled in, rather than as four values.
+            let mut flags = *PUSHB_REMOVE_FLAGS;
+            flags[REMOVE_ON_COMPLETE_AT] = bool_byte(on_complete.unwrap_or(false));
+            flags[REMOVE_ON_FAIL_AT] = bool_byte(on_fail.unwrap_or(false));
+            e.raw(&flags);
         }
         Flavor::Push => {
             if let Some(r) = on_complete {
@@ -1394,6 +1417,40 @@ mod tests {
         let (req_id, back) = Command::decode(&v);
         assert_eq!(req_id, Value::from("7"));
         back.unwrap()
+    }
+
+    #[test]
+    fn pre_encoded_keys_are_what_the_encoder_writes() {
+        for (complete, fail) in [(false, false), (true, false), (false, true), (true, true)] {
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            write_remove_flags(
+                &mut Encoder::new(&mut fast),
+                Some(complete),
+                Some(fail),
+                Flavor::PushB,
+            );
+            Encoder::new(&mut slow)
+                .str("removeOnComplete")
+                .bool(complete)
+                .str("removeOnFail")
+                .bool(fail);
+            assert_eq!(
+                fast, slow,
+                "removeOnComplete {complete}, removeOnFail {fail}"
+            );
+        }
+        let mut none = Vec::new();
+        write_remove_flags(&mut Encoder::new(&mut none), None, None, Flavor::PushB);
+        assert_eq!(
+            &none[..],
+            &PUSHB_REMOVE_FLAGS[..],
+            "unset flags are sent as false"
+        );
+        for (key, text) in [(NAME_KEY, "name"), (DATA_KEY, "data")] {
+            let mut slow = Vec::new();
+            Encoder::new(&mut slow).str(text);
+            assert_eq!(key, &slow[..]);
+        }
     }
 
     #[test]

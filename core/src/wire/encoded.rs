@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::codec::Encoder;
 use super::command::{
     job_common_field_count, write_job_head, write_job_schedule, write_job_tail, write_push,
-    write_pushb, write_remove_flags, Flavor, PushItem,
+    write_pushb, write_remove_flags, Flavor, PushItem, DATA_KEY, NAME_KEY,
 };
 use super::encode_serde::BytesSerializer;
 use super::job::check_job_name;
@@ -98,7 +98,10 @@ impl EncodedJob {
     ) -> Result<EncodedJob, ValidationError> {
         check_job_name(name)?;
         let mut bytes = Vec::with_capacity(name.len() + 64);
-        Encoder::new(&mut bytes).kv_str("name", name).str("data");
+        Encoder::new(&mut bytes)
+            .raw(NAME_KEY)
+            .str(name)
+            .raw(DATA_KEY);
         let data_start = bytes.len();
         data.serialize(BytesSerializer::new(&mut bytes))
             .map_err(|e| {

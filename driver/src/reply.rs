@@ -142,46 +142,37 @@ impl Reply {
     /// Answers the operation; gives the answer back if the caller has stopped waiting.
     pub(crate) fn send(mut self, answer: Answer) -> Result<(), Answer> {
         self.sent = true;
+        match self.settle(Some(answer)) {
+            None => Ok(()),
+            Some(refused) => Err(refused),
+        }
+    }
+
+    /// Leaves the answer (or, with `None`, the news that there is none) in the slot and
+    /// wakes the caller, if it still waits; otherwise frees the slot (both ends are done
+    /// now) and gives the answer back.
+    fn settle(&self, answer: Option<Answer>) -> Option<Answer> {
         let mut s = self.board.lock();
         let slot = &mut s.slots[self.slot as usize];
-        match slot {
-            Slot::Waiting(waker) => {
-                let waker = waker.take();
-                *slot = Slot::Answered(answer);
-                drop(s);
-                if let Some(w) = waker {
-                    w.wake();
-                }
-                Ok(())
+        if let Slot::Waiting(waker) = slot {
+            let waker = waker.take();
+            *slot = answer.map_or(Slot::Unanswered, Slot::Answered);
+            drop(s);
+            if let Some(w) = waker {
+                w.wake();
             }
-            _ => {
-                // Abandoned: both ends are done now.
-                s.release(self.slot);
-                Err(answer)
-            }
+            None
+        } else {
+            s.release(self.slot);
+            answer
         }
     }
 }
 
 impl Drop for Reply {
     fn drop(&mut self) {
-        if self.sent {
-            return;
-        }
-        let mut s = self.board.lock();
-        let slot = &mut s.slots[self.slot as usize];
-        match slot {
-            Slot::Waiting(waker) => {
-                let waker = waker.take();
-                *slot = Slot::Unanswered;
-                drop(s);
-                if let Some(w) = waker {
-                    w.wake();
-                }
-            }
-            _ => {
-                s.release(self.slot);
-            }
+        if !self.sent {
+            self.settle(None);
         }
     }
 }

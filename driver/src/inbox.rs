@@ -196,16 +196,8 @@ impl Drop for Receiver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_wake::Count;
     use std::sync::atomic::AtomicUsize;
-    use std::task::Wake;
-
-    /// Counts its wake-ups.
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     fn stats() -> Cmd {
         Cmd::Stats(futures_channel::oneshot::channel().0)

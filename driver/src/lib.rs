@@ -58,6 +58,8 @@ mod reply;
 mod runtime;
 mod seq_map;
 mod stats;
+#[cfg(test)]
+mod test_wake;
 mod tls;
 mod worker;
 

@@ -254,15 +254,9 @@ impl std::fmt::Debug for Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_wake::Count;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::Wake;
-
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     fn poll(o: &mut Outcome, waker: &Waker) -> Poll<Result<Answer, Canceled>> {
         Pin::new(o).poll(&mut Context::from_waker(waker))

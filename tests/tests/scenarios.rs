@@ -635,10 +635,21 @@ async fn close_flushes_everything<T: Rt>(target: Target) {
     let client = connect::<T>(options(server)).await;
     let name = queue_name::<T>("close");
     let q = client.queue(&name);
-    let wave = join_all((0..300).map(|i| q.add("close", &i, JobOptions::new())));
-    // `join` polls the wave first, so every add is queued before the close.
-    let (results, ()) =
-        within::<T, _>("close with work in flight", join(wave, client.close())).await;
+    // Every add is polled once, so handed to the pump, before the close. (`join_all` does not
+    // promise that: it stops its first pass early when the futures it polls are woken at
+    // once, as they are where the pump answers from another thread.)
+    let mut results = Vec::new();
+    let mut pending = Vec::new();
+    for i in 0..300 {
+        let mut add = Box::pin(q.add("close", &i, JobOptions::new()));
+        match (&mut add).now_or_never() {
+            Some(r) => results.push(r),
+            None => pending.push(add),
+        }
+    }
+    let wave = join_all(pending);
+    let (rest, ()) = within::<T, _>("close with work in flight", join(wave, client.close())).await;
+    results.extend(rest);
     let ids: Vec<String> = results.into_iter().map(|r| r.expect("add")).collect();
     assert_eq!(ids.len(), 300);
     let mut raw = raw(server);

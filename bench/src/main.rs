@@ -374,8 +374,25 @@ fn real_main(args: Args) -> io::Result<()> {
     if tls.is_none() && !args.client_only {
         contenders.push(Box::new(floor::PingFloor::ping(addr)?));
         contenders.push(Box::new(floor::PingFloor::push(addr)?));
-        contenders.push(Box::new(ceiling::Ceiling::connect(addr)?));
-        contenders.push(Box::new(client_floor::ClientFloor::connect(addr)?));
+        contenders.push(Box::new(ceiling::Ceiling::connect(
+            addr,
+            ceiling::Shape::Pipelined,
+        )?));
+        contenders.push(Box::new(ceiling::Ceiling::connect(
+            addr,
+            ceiling::Shape::Waves,
+        )?));
+        contenders.push(Box::new(client_floor::ClientFloor::connect(
+            addr,
+            client_floor::Framing::Batched,
+        )?));
+        if args.batching.modes().contains(&false) {
+            // The yardstick of batching off, beside its large waves only.
+            contenders.push(Box::new(client_floor::ClientFloor::connect(
+                addr,
+                client_floor::Framing::Unbatched,
+            )?));
+        }
     }
 
     let mut auditor: Box<dyn run::AfterCell> = match &tls {

@@ -5,6 +5,7 @@ use crate::run::{Measurements, Plan, Sample};
 use crate::stats::{paired_ratios, Summary};
 use crate::table::{compact, ratio, thousands, Align, Table};
 use crate::workload::Pattern;
+use crate::RuntimeKind;
 
 /// Contender ids used by the report.
 pub mod ids {
@@ -31,6 +32,12 @@ pub mod ids {
     /// The client floor: core's encoder and decoder on a blocking socket, PUSHB frames of 50,
     /// a few in flight (what any client must spend per add).
     pub const CLIENT_FLOOR: &str = "client-floor";
+    /// The unbatched client floor: the same, one PUSH per job, a window of 100 in flight
+    /// (what any client must spend per add without batching).
+    pub const CLIENT_FLOOR_PUSH: &str = "client-floor-push";
+    /// The server's ceiling in the pattern's own waves (a wave's pre-encoded frames out at
+    /// once, the next wave when all are answered): the most any client gets with them.
+    pub const CEILING_WAVES: &str = "ceiling-waves";
 }
 use ids::*;
 
@@ -132,6 +139,10 @@ impl Target {
 /// 2–3x between runs, so a fixed figure is a poor yardstick).
 pub const CLIENT_CPU_GOAL_US: f64 = 0.9;
 
+/// Issue 15's client-CPU target for batching off at 5,000 concurrent adds, as it states it.
+/// Judged only when no unbatched client floor ran beside the cell.
+pub const CLIENT_CPU_OFF_GOAL_US: f64 = 1.2;
+
 /// Issue 15's client-CPU target as a ratio: autobatch (batching on) may spend at most this
 /// many times the client floor's CPU per add, measured in the same run.
 pub const CLIENT_CPU_FLOOR_RATIO_GOAL: f64 = 2.0;
@@ -232,12 +243,33 @@ pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
         }
     }
     if info.plan.patterns.contains(&Pattern::All(100)) {
-        push(
-            "join_all(100): autobatch (batching on) ≥ 90% of the server's ceiling".into(),
-            ratio_summary(m, AB_ON, CEILING, Pattern::All(100)),
-            Goal::MinShare(0.9),
-            None,
-        );
+        // A wave of `join_all` starts only when the last one is answered, so the server idles
+        // for a turnaround per wave whatever the client: the wave ceiling, run beside the cell,
+        // is the most any client reaches with the pattern. Without it, the issue's yardstick.
+        let all100 = Pattern::All(100);
+        match ratio_summary(m, AB_ON, CEILING_WAVES, all100) {
+            Some(r) => push(
+                "join_all(100): autobatch (batching on) ≥ 90% of the wave ceiling (the server's \
+                 ceiling in waves of 100: the most any client reaches with them)"
+                    .into(),
+                Some(r),
+                Goal::MinShare(0.9),
+                ratio_summary(m, CEILING_WAVES, CEILING, all100).map(|c| {
+                    format!(
+                        "the wave ceiling is {:.0}% of the server's ceiling, autobatch {}",
+                        c.median * 100.0,
+                        ratio_summary(m, AB_ON, CEILING, all100)
+                            .map_or("–".into(), |a| format!("{:.0}%", a.median * 100.0))
+                    )
+                }),
+            ),
+            None => push(
+                "join_all(100): autobatch (batching on) ≥ 90% of the server's ceiling".into(),
+                ratio_summary(m, AB_ON, CEILING, all100),
+                Goal::MinShare(0.9),
+                None,
+            ),
+        }
     }
     for p in concurrent.filter(|p| p.wave() >= 100) {
         let on_us = m.summary_of(AB_ON, *p, Sample::client_us_per_add);
@@ -275,48 +307,176 @@ pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
             ),
         }
     }
+    runtime_targets(info, m, &mut push);
+    // Batching off: one PUSH per add, the window kept full. Judged against the unbatched floor
+    // where it ran (the same ratio as batching on), else against the issue's fixed figure.
+    let unbatched = info
+        .plan
+        .patterns
+        .iter()
+        .filter(|p| p.wave() >= crate::client_floor::UNBATCHED_FLOOR_MIN_WAVE);
+    for p in unbatched {
+        let off_us = m.summary_of(AB_OFF, *p, Sample::client_us_per_add);
+        let floor_us = m.summary_of(CLIENT_FLOOR_PUSH, *p, Sample::client_us_per_add);
+        match (
+            client_cpu_ratio(m, AB_OFF, CLIENT_FLOOR_PUSH, *p),
+            off_us,
+            floor_us,
+        ) {
+            (Some(r), Some(off_us), Some(floor_us)) => push(
+                format!(
+                    "{}: client CPU per add, batching off ≤ {} the unbatched client floor \
+                     measured in this run",
+                    p.label(),
+                    ratio(CLIENT_CPU_FLOOR_RATIO_GOAL)
+                ),
+                Some(r),
+                Goal::MaxRatio(CLIENT_CPU_FLOOR_RATIO_GOAL),
+                Some(format!(
+                    "autobatch off {:.2} µs, unbatched floor {:.2} µs per add (medians)",
+                    off_us.median, floor_us.median
+                )),
+            ),
+            _ => push(
+                format!(
+                    "{}: client CPU per add, batching off ≤ {CLIENT_CPU_OFF_GOAL_US} µs (issue \
+                     15's fixed figure: no unbatched client floor in this run)",
+                    p.label()
+                ),
+                off_us,
+                Goal::MaxMicros(CLIENT_CPU_OFF_GOAL_US),
+                None,
+            ),
+        }
+    }
     t
+}
+
+/// Issue 15's parts 3 and 4, when several runtimes ran and the first is tokio's
+/// `current_thread`: each other runtime within 10 % of its adds/s in every cell, with the same
+/// adds per frame (part 4); tokio's `multi_thread` at most 1.2x its client CPU per add at 100
+/// concurrent adds and more (part 3).
+fn runtime_targets(
+    info: &RunInfo,
+    m: &Measurements,
+    push: &mut impl FnMut(String, Option<Summary>, Goal, Option<String>),
+) {
+    if info.runtimes.len() < 2 || info.runtimes[0] != RuntimeKind::Tokio.name() {
+        return;
+    }
+    for rt in &info.runtimes[1..] {
+        let on = format!("{AB_ON}:{rt}");
+        if rt == RuntimeKind::TokioMultiThread.name() {
+            for &p in info.plan.patterns.iter().filter(|p| p.wave() >= 100) {
+                push(
+                    format!(
+                        "{}: {rt} client CPU per add ≤ 1.2x tokio current_thread's",
+                        p.label()
+                    ),
+                    client_cpu_ratio(m, &on, AB_ON, p),
+                    Goal::MaxRatio(1.2),
+                    None,
+                );
+            }
+            continue;
+        }
+        // The cell furthest below tokio decides; the detail names it and any cell that batched
+        // differently.
+        let worst = info
+            .plan
+            .patterns
+            .iter()
+            .filter_map(|&p| ratio_summary(m, &on, AB_ON, p).map(|r| (p, r)))
+            .min_by(|a, b| a.1.median.total_cmp(&b.1.median));
+        let Some((worst_p, worst_r)) = worst else {
+            continue;
+        };
+        let per_frame = |id: &str, p| m.adds_per_frame(id, p).map(|x| (x * 10.0).round() / 10.0);
+        let differ: Vec<String> = info
+            .plan
+            .patterns
+            .iter()
+            .filter(|&&p| per_frame(&on, p) != per_frame(AB_ON, p))
+            .map(|&p| {
+                let f = |x: Option<f64>| x.map_or("–".into(), |x| format!("{x:.1}"));
+                format!(
+                    "{} {} vs {}",
+                    p.label(),
+                    f(per_frame(&on, p)),
+                    f(per_frame(AB_ON, p))
+                )
+            })
+            .collect();
+        push(
+            format!("{rt}: adds/s ≥ 0.9x tokio current_thread's in every cell, batching on"),
+            Some(worst_r),
+            Goal::MinRatio(0.9),
+            Some(format!(
+                "lowest at {}; adds per frame {}",
+                worst_p.label(),
+                if differ.is_empty() {
+                    "the same as tokio's in every cell".to_owned()
+                } else {
+                    format!("differ: {}", differ.join(", "))
+                }
+            )),
+        );
+    }
 }
 
 /// Client CPU per add beside the client floor's, pattern by pattern, with the paired ratios.
 fn render_client_floor(m: &Measurements, plan: &Plan) -> Option<String> {
-    let cols: Vec<&str> = [AB_ON, AB_OFF, TS_ON]
-        .into_iter()
-        .filter(|id| m.has(id))
-        .collect();
+    let batched = floor_table(m, plan, CLIENT_FLOOR, &[AB_ON, TS_ON]).map(|t| {
+        format!(
+            "Client CPU per add against the client floor (core's encoder and decoder on a \
+             blocking socket, PUSHB of {}, {} in flight, run beside each cell; ratios paired by \
+             repetition):\n{t}",
+            crate::ceiling::JOBS_PER_FRAME,
+            crate::ceiling::IN_FLIGHT,
+        )
+    });
+    let unbatched = floor_table(m, plan, CLIENT_FLOOR_PUSH, &[AB_OFF, TS_OFF]).map(|t| {
+        format!(
+            "Batching off against the unbatched client floor (the same, one PUSH per add, {} in \
+             flight):\n{t}",
+            crate::client_floor::PUSH_WINDOW,
+        )
+    });
+    match (batched, unbatched) {
+        (Some(a), Some(b)) => Some(format!("{a}\n{b}")),
+        (a, b) => a.or(b),
+    }
+}
+
+/// One floor's CPU per add beside each of `clients` that ran, as paired ratios to it, for the
+/// patterns the floor ran in; `None` when it ran in none.
+fn floor_table(m: &Measurements, plan: &Plan, floor: &str, clients: &[&str]) -> Option<String> {
+    let cols: Vec<&str> = clients.iter().copied().filter(|id| m.has(id)).collect();
+    let floor_head = format!("{} µs/add", short_name(floor));
     let heads: Vec<String> = cols
         .iter()
         .map(|id| format!("{} ÷ floor", short_name(id)))
         .collect();
     let mut header: Vec<(&str, Align)> = vec![
         ("Pattern", Align::Left),
-        ("client floor µs/add", Align::Right),
+        (floor_head.as_str(), Align::Right),
     ];
     header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
     let mut t = Table::new(&header);
     let mut any = false;
     for &p in plan.patterns.iter().filter(|p| **p != Pattern::Seq) {
-        let Some(floor) = m.summary_of(CLIENT_FLOOR, p, Sample::client_us_per_add) else {
+        let Some(floor_us) = m.summary_of(floor, p, Sample::client_us_per_add) else {
             continue;
         };
-        let mut row = vec![p.label(), micros_cell(floor)];
+        let mut row = vec![p.label(), micros_cell(floor_us)];
         row.extend(
             cols.iter()
-                .map(|id| ratio_cell(client_cpu_ratio(m, id, CLIENT_FLOOR, p))),
+                .map(|id| ratio_cell(client_cpu_ratio(m, id, floor, p))),
         );
         t.row(row);
         any = true;
     }
-    any.then(|| {
-        format!(
-            "Client CPU per add against the client floor (core's encoder and decoder on a \
-             blocking socket, PUSHB of {}, {} in flight, run beside each cell; ratios paired by \
-             repetition):\n{}",
-            crate::ceiling::JOBS_PER_FRAME,
-            crate::ceiling::IN_FLIGHT,
-            t.render()
-        )
-    })
+    any.then(|| t.render())
 }
 
 /// The cost side of each cell: the client's and the server's CPU time per add, and add
@@ -412,10 +572,18 @@ fn render_runtimes(info: &RunInfo, m: &Measurements) -> String {
 
 /// The concurrent cells as a share of the server's ceiling measured beside them.
 fn render_ceiling(m: &Measurements, plan: &Plan) -> Option<String> {
-    let cols: Vec<&str> = [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL, CLIENT_FLOOR]
-        .into_iter()
-        .filter(|id| m.has(id))
-        .collect();
+    let cols: Vec<&str> = [
+        AB_OFF,
+        AB_ON,
+        TS_OFF,
+        TS_ON,
+        OFFICIAL,
+        CLIENT_FLOOR,
+        CEILING_WAVES,
+    ]
+    .into_iter()
+    .filter(|id| m.has(id))
+    .collect();
     let heads: Vec<String> = cols.iter().map(|id| short_name(id).to_owned()).collect();
     let mut header: Vec<(&str, Align)> = vec![
         ("Pattern", Align::Left),
@@ -616,6 +784,7 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
         TS_ON,
         OFFICIAL,
         CLIENT_FLOOR,
+        CLIENT_FLOOR_PUSH,
     ]
     .into_iter()
     .map(|id| (id.to_owned(), short_name(id).to_owned()))
@@ -701,6 +870,8 @@ pub fn short_name(id: &str) -> &'static str {
         TLS_ON => "autobatch TLS on",
         CEILING => "server ceiling",
         CLIENT_FLOOR => "client floor",
+        CLIENT_FLOOR_PUSH => "unbatched client floor",
+        CEILING_WAVES => "wave ceiling",
         _ => "?",
     }
 }
@@ -744,6 +915,8 @@ pub fn to_json(info: &RunInfo, m: &Measurements) -> serde_json::Value {
         (AB_OFF, CEILING),
         (TS_ON, CEILING),
         (CLIENT_FLOOR, CEILING),
+        (CEILING_WAVES, CEILING),
+        (AB_ON, CEILING_WAVES),
     ];
     for &(a, b) in pairs {
         for &p in &plan.patterns {
@@ -769,15 +942,24 @@ pub fn to_json(info: &RunInfo, m: &Measurements) -> serde_json::Value {
         })
         .collect();
     let mut client_cpu_vs_floor = Vec::new();
-    for id in [AB_ON, AB_OFF, TLS_ON, TS_ON, TS_OFF, OFFICIAL] {
-        for &p in &plan.patterns {
-            if let Some(r) = client_cpu_ratio(m, id, CLIENT_FLOOR, p) {
-                client_cpu_vs_floor.push(serde_json::json!({
-                    "contender": id, "pattern": p.name(),
-                    "client_cpu_us_per_add": summary_json(m.summary_of(id, p, Sample::client_us_per_add)),
-                    "client_floor_cpu_us_per_add": summary_json(m.summary_of(CLIENT_FLOOR, p, Sample::client_us_per_add)),
-                    "ratio": summary_json(Some(r)),
-                }));
+    let floors = [
+        (
+            CLIENT_FLOOR,
+            &[AB_ON, AB_OFF, TLS_ON, TS_ON, TS_OFF, OFFICIAL][..],
+        ),
+        (CLIENT_FLOOR_PUSH, &[AB_OFF, TS_OFF][..]),
+    ];
+    for (floor, ids) in floors {
+        for &id in ids {
+            for &p in &plan.patterns {
+                if let Some(r) = client_cpu_ratio(m, id, floor, p) {
+                    client_cpu_vs_floor.push(serde_json::json!({
+                        "contender": id, "floor": floor, "pattern": p.name(),
+                        "client_cpu_us_per_add": summary_json(m.summary_of(id, p, Sample::client_us_per_add)),
+                        "client_floor_cpu_us_per_add": summary_json(m.summary_of(floor, p, Sample::client_us_per_add)),
+                        "ratio": summary_json(Some(r)),
+                    }));
+                }
             }
         }
     }
@@ -963,6 +1145,109 @@ mod tests {
         assert!(targets(&info(vec![Pattern::All(50)]), &m)
             .iter()
             .all(|t| !t.name.contains("client CPU")));
+    }
+
+    #[test]
+    fn other_runtimes_are_judged_by_their_worst_cell_against_tokio() {
+        let mut i = info(vec![Pattern::Seq, ALL100]);
+        i.runtimes = vec![
+            "tokio".into(),
+            "smol-local".into(),
+            "tokio-multi-thread".into(),
+        ];
+        let smol = format!("{AB_ON}:smol-local");
+        let multi = format!("{AB_ON}:tokio-multi-thread");
+        // (contender, pattern, elapsed ms for 1,000 adds, client µs per add, frames)
+        let cells: [(&str, Pattern, u64, f64, u64); 6] = [
+            (AB_ON, Pattern::Seq, 10, 10.0, 1000),
+            (&smol, Pattern::Seq, 12, 12.0, 1000),
+            (&multi, Pattern::Seq, 10, 20.0, 1000),
+            (AB_ON, ALL100, 10, 1.0, 20),
+            (&smol, ALL100, 10, 1.0, 25),
+            (&multi, ALL100, 10, 1.5, 20),
+        ];
+        let m = measurements(
+            cells
+                .iter()
+                .map(|&(id, p, ms, us, frames)| Sample {
+                    elapsed: Duration::from_millis(ms),
+                    frames: Some(frames),
+                    ..sample(id, p, 0, Some(us))
+                })
+                .collect(),
+        );
+        let all = targets(&i, &m);
+        let smol_t = all
+            .iter()
+            .find(|t| t.name.starts_with("smol-local"))
+            .expect("a target for smol-local");
+        assert!((smol_t.measured - 10.0 / 12.0).abs() < 1e-9, "{smol_t:?}");
+        assert!(!smol_t.met());
+        let detail = smol_t.detail.as_deref().unwrap();
+        assert!(detail.contains("lowest at Sequential"), "{detail}");
+        assert!(detail.contains("join_all(100) 40.0 vs 50.0"), "{detail}");
+        let multi_t = all
+            .iter()
+            .find(|t| t.name.contains("tokio-multi-thread client CPU"))
+            .expect("a part-3 target");
+        assert!((multi_t.measured - 1.5).abs() < 1e-9);
+        assert_eq!(multi_t.goal, Goal::MaxRatio(1.2));
+        // Sequential cells are not part 3's.
+        assert_eq!(
+            all.iter()
+                .filter(|t| t.name.contains("tokio-multi-thread"))
+                .count(),
+            1
+        );
+        // Without tokio current_thread first there is nothing to hold them against.
+        i.runtimes = vec!["smol-local".into(), "tokio".into()];
+        assert!(targets(&i, &m)
+            .iter()
+            .all(|t| !t.name.contains("tokio current_thread")));
+    }
+
+    #[test]
+    fn batching_off_is_judged_against_the_unbatched_floor_of_the_same_run() {
+        const ALL5000: Pattern = Pattern::All(5000);
+        let m = measurements(vec![
+            sample(AB_OFF, ALL5000, 0, Some(15.0)),
+            sample(CLIENT_FLOOR_PUSH, ALL5000, 0, Some(10.0)),
+            sample(AB_OFF, ALL5000, 1, Some(30.0)),
+            sample(CLIENT_FLOOR_PUSH, ALL5000, 1, Some(10.0)),
+            sample(AB_OFF, ALL5000, 2, Some(12.0)),
+            sample(CLIENT_FLOOR_PUSH, ALL5000, 2, Some(10.0)),
+            // The batched floor is far cheaper: batching off must not be held against it.
+            sample(CLIENT_FLOOR, ALL5000, 0, Some(1.0)),
+        ]);
+        let targets = targets(&info(vec![ALL5000]), &m);
+        let off: Vec<&Target> = targets
+            .iter()
+            .filter(|t| t.name.contains("batching off"))
+            .collect();
+        assert_eq!(off.len(), 1, "{targets:?}");
+        let t = off[0];
+        assert_eq!(t.goal, Goal::MaxRatio(CLIENT_CPU_FLOOR_RATIO_GOAL));
+        assert!((t.measured - 1.5).abs() < 1e-9, "median of 1.5x, 3x, 1.2x");
+        assert!(t.met());
+        assert!(t.name.contains("unbatched client floor"), "{}", t.name);
+    }
+
+    #[test]
+    fn batching_off_without_its_floor_falls_back_to_the_issues_fixed_figure() {
+        const ALL5000: Pattern = Pattern::All(5000);
+        let m = measurements(vec![sample(AB_OFF, ALL5000, 0, Some(15.0))]);
+        let all = targets(&info(vec![ALL5000]), &m);
+        let t = all
+            .iter()
+            .find(|t| t.name.contains("batching off"))
+            .expect("a batching-off target");
+        assert_eq!(t.goal, Goal::MaxMicros(CLIENT_CPU_OFF_GOAL_US));
+        assert!(!t.met());
+        // Waves too small to keep the window full have none.
+        let m = measurements(vec![sample(AB_OFF, ALL100, 0, Some(15.0))]);
+        assert!(targets(&info(vec![ALL100]), &m)
+            .iter()
+            .all(|t| !t.name.contains("batching off")));
     }
 
     #[test]

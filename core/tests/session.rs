@@ -1537,3 +1537,117 @@ fn five_thousand_queued_commands_time_out_in_deadline_order() {
         Some(t0 + timeout + Duration::from_millis(2_500))
     );
 }
+
+/// A full window is refilled when half of it is answered, in one write, not a frame per reply
+/// (batching off, adds coming faster than their replies).
+#[test]
+fn a_full_window_refills_when_half_of_it_is_answered() {
+    let mut h = Harness::connected(
+        SessionConfig::default()
+            .without_batching()
+            .max_in_flight_commands(10),
+    );
+    for n in 0..30 {
+        h.add("q", n);
+    }
+    let first = h.take_sent();
+    assert_eq!(first.len(), 10, "the window's worth");
+    for (k, req) in first.iter().take(4).enumerate() {
+        h.answer_push(req);
+        assert!(
+            h.take_sent().is_empty(),
+            "{} answered: still waiting",
+            k + 1
+        );
+    }
+    let lens_before = h.frame_lens.len();
+    h.answer_push(&first[4]);
+    let refill = h.take_sent();
+    assert_eq!(
+        refill.len(),
+        5,
+        "half the window answered: the freed half goes out"
+    );
+    assert!(refill.iter().all(|r| cmd(r) == "PUSH"));
+    assert_eq!(h.frame_lens.len() - lens_before, 5);
+    assert_eq!(h.s.in_flight(), 10);
+    // Every add is still answered, in the end.
+    let mut out: Vec<Value> = first[5..].iter().cloned().chain(refill).collect();
+    while let Some(req) = out.pop() {
+        h.answer_push(&req);
+        out.extend(h.take_sent());
+    }
+    let done = h
+        .take_events()
+        .iter()
+        .filter(|e| matches!(e, Event::Done { result: Ok(_), .. }))
+        .count();
+    assert_eq!(done, 30);
+    assert_eq!(h.s.in_flight(), 0);
+}
+
+/// Slow commands holding most of a full window (waits, long polls) do not hold up the rest for
+/// longer than `full_window_wait`: the freed slots are refilled when it has passed, and the
+/// session asks for a timer for that moment.
+#[test]
+fn a_full_window_held_by_slow_commands_refills_after_full_window_wait() {
+    let wait = Duration::from_millis(5);
+    let mut h = Harness::connected(
+        SessionConfig::default()
+            .max_in_flight_commands(4)
+            .full_window_wait(Some(wait))
+            .ping_interval(None),
+    );
+    let ops: Vec<OpId> = (0..6)
+        .map(|_| {
+            let op =
+                h.s.request(h.now, Command::Count { queue: "q".into() })
+                    .unwrap();
+            h.step();
+            op
+        })
+        .collect();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 4);
+    let window_full_at = h.now;
+    // One answer: three stay out, more than half the window.
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(1)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(ops[0]), Some(Ok(Response::Count(1)))));
+    assert!(h.take_sent().is_empty(), "waiting for half the window");
+    assert_eq!(h.s.poll_timeout(), Some(window_full_at + wait));
+    h.advance(wait - Duration::from_millis(1));
+    assert!(h.take_sent().is_empty());
+    h.advance(Duration::from_millis(1));
+    assert_eq!(
+        h.take_sent().iter().map(cmd).collect::<Vec<_>>(),
+        ["Count"],
+        "the freed slot is used once the wait is over"
+    );
+    assert_eq!(h.s.in_flight(), 4);
+}
+
+/// `full_window_wait(None)` refills a slot as soon as its reply comes, and a zero wait is
+/// refused with the field's name.
+#[test]
+fn without_full_window_wait_each_freed_slot_is_refilled_at_once() {
+    let mut h = Harness::connected(
+        SessionConfig::default()
+            .without_batching()
+            .max_in_flight_commands(10)
+            .full_window_wait(None),
+    );
+    for n in 0..12 {
+        h.add("q", n);
+    }
+    let first = h.take_sent();
+    assert_eq!(first.len(), 10);
+    h.answer_push(&first[0]);
+    assert_eq!(h.take_sent().len(), 1);
+    let bad = SessionConfig::default().full_window_wait(Some(Duration::ZERO));
+    let err = bad.validate().unwrap_err();
+    assert!(err.to_string().contains("full_window_wait"), "{err}");
+}

@@ -47,6 +47,12 @@ pub struct ClientOptions {
     pub batching: Option<BatchConfig>,
     /// Most commands written and unanswered on the connection. Default 100.
     pub max_in_flight_commands: usize,
+    /// Once `max_in_flight_commands` are out, how long the connection waits for half of them
+    /// to be answered before it writes more anyway; `None` writes one as soon as a slot is
+    /// free. Default 5 ms. Waiting lets thousands of unbatched adds leave fifty frames per
+    /// write instead of a few; the bound keeps slow commands (long polls, `WaitJob`) that hold
+    /// slots from holding up the rest.
+    pub full_window_wait: Option<Duration>,
     /// Consecutive command timeouts that force a reconnect. Default 3.
     pub max_command_timeouts: u32,
     /// Ping period on a quiet connection; `None` disables pings. Default 30 s.
@@ -77,6 +83,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(10),
             batching: s.batching,
             max_in_flight_commands: s.max_in_flight_commands,
+            full_window_wait: s.full_window_wait,
             max_command_timeouts: s.max_command_timeouts,
             ping_interval: s.ping_interval,
             reconnect: s.reconnect,
@@ -273,6 +280,18 @@ impl ClientOptions {
         /// assert_eq!(o.max_in_flight_commands, 10);
         /// ```
         max_in_flight_commands: usize,
+        /// Sets [`full_window_wait`](Self::full_window_wait); `None` refills the window as
+        /// soon as a slot is free.
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        /// let o = autobatch_driver::ClientOptions::default()
+        ///     .full_window_wait(Some(Duration::from_millis(1)));
+        /// assert_eq!(o.full_window_wait, Some(Duration::from_millis(1)));
+        /// assert!(o.validate().is_ok());
+        /// assert!(o.full_window_wait(Some(Duration::ZERO)).validate().is_err());
+        /// ```
+        full_window_wait: Option<Duration>,
         /// Sets [`max_command_timeouts`](Self::max_command_timeouts).
         ///
         /// ```
@@ -373,6 +392,7 @@ impl ClientOptions {
         let config = config
             .batching(self.batching.clone())
             .max_in_flight_commands(self.max_in_flight_commands)
+            .full_window_wait(self.full_window_wait)
             .command_timeout(self.command_timeout)
             .max_command_timeouts(self.max_command_timeouts)
             .ping_interval(self.ping_interval)

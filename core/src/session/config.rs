@@ -33,6 +33,16 @@ pub struct SessionConfig {
     /// Most commands written and not yet answered (the pipelining window). Default 100, as the
     /// official client. Further commands wait in order.
     pub max_in_flight_commands: usize,
+    /// Once the window is full, how long it waits for half of it to be answered before it is
+    /// refilled anyway; `None` refills each slot as soon as its reply comes. Default 5 ms, the
+    /// batch linger's budget.
+    ///
+    /// Refilling one slot per reply writes a few frames at a time when commands come faster
+    /// than their replies (batching off with thousands of concurrent adds): waiting for half
+    /// the window writes them fifty at a time, for the client's and the server's sake. The
+    /// bound in time keeps a window held by slow commands (long-poll pulls, `WaitJob`) from
+    /// waiting on them.
+    pub full_window_wait: Option<Duration>,
     /// How long a command may wait for its reply, counted from when it is queued and restarted
     /// when it is written. Default 30 s.
     pub command_timeout: Duration,
@@ -54,6 +64,7 @@ impl Default for SessionConfig {
             token: None,
             batching: Some(BatchConfig::default()),
             max_in_flight_commands: 100,
+            full_window_wait: Some(Duration::from_millis(5)),
             command_timeout: Duration::from_secs(30),
             max_command_timeouts: 3,
             ping_interval: Some(Duration::from_secs(30)),
@@ -93,6 +104,8 @@ impl SessionConfig {
         batching: Option<BatchConfig>,
         /// Sets [`max_in_flight_commands`](Self::max_in_flight_commands).
         max_in_flight_commands: usize,
+        /// Sets [`full_window_wait`](Self::full_window_wait) (`None`: refill at once).
+        full_window_wait: Option<Duration>,
         /// Sets [`command_timeout`](Self::command_timeout).
         command_timeout: Duration,
         /// Sets [`max_command_timeouts`](Self::max_command_timeouts).
@@ -128,6 +141,12 @@ impl SessionConfig {
             return Err(ConfigError::Field {
                 field: "max_command_timeouts",
                 problem: "must be at least 1",
+            });
+        }
+        if self.full_window_wait.is_some_and(|w| w.is_zero()) {
+            return Err(ConfigError::Field {
+                field: "full_window_wait",
+                problem: "must be positive (use None to refill at once)",
             });
         }
         if self.ping_interval.is_some_and(|p| p.is_zero()) {

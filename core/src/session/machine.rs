@@ -19,6 +19,7 @@ use super::replay::Replay;
 use super::request::Request;
 use super::rng::SplitMix64;
 use super::stats::SessionStats;
+use super::window::Window;
 use super::worker::{WorkRequest, WorkerState};
 
 /// The session's events and counters, lent to a part of it (borrows two fields only, so the
@@ -62,6 +63,8 @@ pub struct Session {
     outgoing: SendQueue,
     /// Commands written and not yet answered, by reqId.
     in_flight: IntMap<u32, Queued>,
+    /// How many of them may be out, and when a full window is refilled.
+    window: Window,
     /// The deadlines of the in-flight commands, earliest first on demand.
     deadlines: WrittenDeadlines,
     consecutive_timeouts: u32,
@@ -85,6 +88,7 @@ impl Session {
         // `now` is not needed yet (the first connect is asked for at once); it is taken so that
         // construction reads like every other input, and so a future deadline can use it.
         let _ = now;
+        let window = Window::new(config.max_in_flight_commands, config.full_window_wait);
         Ok(Session {
             rng: SplitMix64::new(config.seed),
             config,
@@ -95,6 +99,7 @@ impl Session {
             next_req: 0,
             outgoing: SendQueue::default(),
             in_flight: IntMap::default(),
+            window,
             deadlines: WrittenDeadlines::default(),
             consecutive_timeouts: 0,
             next_ping: None,
@@ -760,6 +765,7 @@ impl Session {
         let mut reqs: Vec<u32> = self.in_flight.keys().copied().collect();
         reqs.sort_unstable();
         self.deadlines.clear();
+        self.window.reset();
         let mut resend = Vec::new();
         for req in reqs {
             let Some(q) = self.in_flight.remove(&req) else {
@@ -815,7 +821,7 @@ impl Session {
         let before = out.len();
         loop {
             let may_write = match self.conn {
-                Conn::Ready => self.in_flight.len() < self.config.max_in_flight_commands,
+                Conn::Ready => self.window.may_write(self.in_flight.len(), now),
                 // Only the Auth itself goes out before Auth succeeds.
                 Conn::Authenticating => {
                     self.in_flight.is_empty()
@@ -854,6 +860,7 @@ impl Session {
             q.written = true;
             self.deadlines.insert(q.deadline, req);
             self.in_flight.insert(req, q);
+            self.window.on_written(self.in_flight.len(), now);
         }
         let wrote = out.len() > before;
         if wrote {
@@ -891,6 +898,10 @@ impl Session {
         consider(self.outgoing.next_deadline());
         consider(self.producers.poll_timeout());
         consider(self.producers.next_expiry());
+        if !self.outgoing.is_empty() {
+            // A waiting window matters only to commands waiting to be written.
+            consider(self.window.poll_timeout());
+        }
         if let Some(w) = &self.worker {
             consider(w.poll_timeout());
         }
@@ -910,6 +921,7 @@ impl Session {
                 self.events.push_back(Event::Connect);
             }
         }
+        self.window.handle_timeout(now);
         self.producers.handle_timeout(now);
         self.producers.expire(now, out!(self));
         if let Some(w) = self.worker.as_mut() {

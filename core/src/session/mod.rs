@@ -25,7 +25,8 @@
 //! * Every operation that returned an [`OpId`] gets exactly one [`Event::Done`].
 //! * An add while nothing is in flight goes out in the next `poll_transmit`, with no timer.
 //! * No PUSHB holds more than `max_batch` jobs; per queue, at most `max_in_flight` batches are out.
-//! * At most `max_in_flight_commands` commands are written and unanswered.
+//! * At most `max_in_flight_commands` commands are written and unanswered. Once that many are,
+//!   no more are written until half of them are answered or `full_window_wait` has passed.
 //! * A request that cannot be answered in `command_timeout` fails with [`Error::Timeout`](crate::Error::Timeout).
 //! * On a lost connection, lookups and adds with a custom job id are re-sent on the next
 //!   connection (the server deduplicates custom ids); everything else that was written — other
@@ -101,7 +102,7 @@
 //! `producer` ([`Session::add`]'s batchers) and `worker` (pulls, ACKs, FAILs) own their state,
 //! return the requests they want sent, and take back the replies to them. `request` types every
 //! request by kind, each carrying what its reply needs; `queue` keeps the send queue with its
-//! deadlines indexed; `replay` decides, once, which commands may be written again after a lost
+//! deadlines indexed; `window` decides when a full pipelining window is refilled; `replay` decides, once, which commands may be written again after a lost
 //! connection ([`Replay`]).
 
 mod config;
@@ -114,6 +115,7 @@ mod replay;
 mod request;
 mod rng;
 mod stats;
+mod window;
 mod worker;
 
 pub use config::{ConfigError, ReconnectConfig, SessionConfig, WorkerConfig};

@@ -238,7 +238,15 @@ pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
                 ),
                 ratio_summary(m, AB_ON, TS_ON, *p),
                 Goal::MinRatio(1.5),
-                None,
+                // The wave ceiling bounds any client with these waves: where it is not 1.5x the
+                // TS client either, no client meets the goal on this server.
+                ratio_summary(m, CEILING_WAVES, TS_ON, *p).map(|c| {
+                    format!(
+                        "the wave ceiling (the most any client reaches with these waves) is {} \
+                         the TS client",
+                        ratio(c.median)
+                    )
+                }),
             );
         }
     }

@@ -42,8 +42,9 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let samples = doc["samples"].as_array().unwrap();
     // 4 patterns x batching off/on, the two sequential floors, and the 3 concurrent cells of
-    // both the ceiling and the client floor.
-    assert_eq!(samples.len(), 16, "{samples:#?}");
+    // the ceiling, the wave ceiling and the client floor (the unbatched floor runs beside
+    // waves of 1,000 and more only).
+    assert_eq!(samples.len(), 19, "{samples:#?}");
     for s in samples {
         assert_eq!(s["adds"], 300);
         assert!(s["ops_per_sec"].as_f64().unwrap() > 0.0, "{s}");
@@ -67,6 +68,14 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
             .count(),
         3,
         "the ceiling runs beside each concurrent cell"
+    );
+    assert_eq!(
+        samples
+            .iter()
+            .filter(|s| s["contender"] == "ceiling-waves")
+            .count(),
+        3,
+        "the wave ceiling runs beside each concurrent cell"
     );
     assert_eq!(
         samples
@@ -107,6 +116,49 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
     let chart = std::fs::read_to_string(&svg).unwrap();
     assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
     assert!(chart.contains("join_all(100)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn batching_off_in_large_waves_is_judged_against_the_unbatched_floor() {
+    let dir =
+        std::env::temp_dir().join(format!("autobatch-bench-unbatched-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_autobatch-bench"))
+        .args(["--smoke", "--patterns", "all1000", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run autobatch-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let floor = doc["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["contender"] == "client-floor-push")
+        .expect("the unbatched floor ran beside join_all(1000)");
+    // One PUSH per add, each answered, on one thread whose CPU time is counted.
+    assert_eq!(floor["frames_sent"], 300, "{floor}");
+    assert!(floor["client_cpu_us_per_add"].as_f64().unwrap() > 0.0);
+    let target = doc["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"].as_str().unwrap().contains("batching off"))
+        .expect("a batching-off target");
+    assert_eq!(target["goal_kind"], "max_ratio", "{target}");
+    assert!(
+        stdout.contains("against the unbatched client floor"),
+        "{stdout}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -4,27 +4,56 @@
 
 use std::process::Command;
 
-#[test]
-fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
-    let dir = std::env::temp_dir().join(format!("autobatch-bench-smoke-{}", std::process::id()));
+/// What one `--smoke` run printed and wrote.
+struct Run {
+    stdout: String,
+    stderr: String,
+    /// The `--json` document.
+    doc: serde_json::Value,
+    /// The `--svg` chart.
+    chart: String,
+}
+
+/// Runs `autobatch-bench --smoke` with `args`, writing its JSON and SVG into a directory of
+/// its own (`name`, removed afterwards); fails the test if the run does.
+fn smoke(name: &str, args: &[&str]) -> Run {
+    let dir = std::env::temp_dir().join(format!("autobatch-bench-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("out.json");
-    let svg = dir.join("out.svg");
+    let (json, svg) = (dir.join("out.json"), dir.join("out.svg"));
     let out = Command::new(env!("CARGO_BIN_EXE_autobatch-bench"))
         .arg("--smoke")
+        .args(args)
         .arg("--json")
         .arg(&json)
         .arg("--svg")
         .arg(&svg)
         .output()
         .expect("run autobatch-bench");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
         "exit {}\n{stdout}\n{stderr}",
         out.status
     );
+    let run = Run {
+        doc: serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap(),
+        chart: std::fs::read_to_string(&svg).unwrap(),
+        stdout,
+        stderr,
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    run
+}
+
+#[test]
+fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
+    let Run {
+        stdout,
+        stderr,
+        doc,
+        chart,
+    } = smoke("smoke", &[]);
     for row in [
         "Sequential `await`",
         "join_all(10)",
@@ -38,8 +67,6 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
         "no progress line on stderr:\n{stderr}"
     );
 
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let samples = doc["samples"].as_array().unwrap();
     // 4 patterns x batching off/on, the two sequential floors, and the 3 concurrent cells of
     // the ceiling, the wave ceiling and the client floor (the unbatched floor runs beside
@@ -113,32 +140,13 @@ fn smoke_run_measures_every_cell_and_writes_json_and_svg() {
     assert!(doc["machine"]["cores"].as_u64().unwrap() >= 1);
     assert!(doc["machine"]["date_utc"].as_str().unwrap().ends_with('Z'));
 
-    let chart = std::fs::read_to_string(&svg).unwrap();
     assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
     assert!(chart.contains("join_all(100)"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn batching_off_in_large_waves_is_judged_against_the_unbatched_floor() {
-    let dir =
-        std::env::temp_dir().join(format!("autobatch-bench-unbatched-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("out.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_autobatch-bench"))
-        .args(["--smoke", "--patterns", "all1000", "--json"])
-        .arg(&json)
-        .output()
-        .expect("run autobatch-bench");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let Run { stdout, doc, .. } = smoke("unbatched", &["--patterns", "all1000"]);
     let floor = doc["samples"]
         .as_array()
         .unwrap()
@@ -159,36 +167,14 @@ fn batching_off_in_large_waves_is_judged_against_the_unbatched_floor() {
         stdout.contains("against the unbatched client floor"),
         "{stdout}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn client_only_runs_nothing_but_autobatch() {
-    let dir = std::env::temp_dir().join(format!(
-        "autobatch-bench-client-only-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("out.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_autobatch-bench"))
-        .args([
-            "--smoke",
-            "--client-only",
-            "--patterns",
-            "seq,all100",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .expect("run autobatch-bench");
-    assert!(
-        out.status.success(),
-        "exit {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let Run { doc, .. } = smoke(
+        "client-only",
+        &["--client-only", "--patterns", "seq,all100"],
     );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let ids: Vec<&str> = doc["contenders"]
         .as_array()
         .unwrap()
@@ -197,5 +183,4 @@ fn client_only_runs_nothing_but_autobatch() {
         .collect();
     assert_eq!(ids, ["autobatch-off", "autobatch-on"]);
     assert_eq!(doc["samples"].as_array().unwrap().len(), 4);
-    let _ = std::fs::remove_dir_all(&dir);
 }

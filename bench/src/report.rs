@@ -116,16 +116,36 @@ impl Target {
         }
     }
 
-    /// `measured (goal …)`, in the goal's unit, then the detail.
+    /// `measured (goal …)`, in the goal's unit, then the detail. A value that would print as
+    /// the goal itself gets more digits, so "MISS" never stands beside "2.0x (goal ≤ 2.0x)".
     fn describe(&self) -> String {
-        let head = match self.goal {
-            Goal::MinRatio(g) => format!("{} (goal ≥ {})", ratio(self.measured), ratio(g)),
-            Goal::MinShare(g) => {
-                format!("{:.0}% (goal ≥ {:.0}%)", self.measured * 100.0, g * 100.0)
+        let m = self.measured;
+        let (value, goal) = match self.goal {
+            Goal::MinRatio(g) | Goal::MaxRatio(g) => {
+                let (v, gs) = (ratio(m), ratio(g));
+                (if v == gs { format!("{m:.3}x") } else { v }, gs)
             }
-            Goal::MaxMicros(g) => format!("{:.2} µs (goal ≤ {g:.2} µs)", self.measured),
-            Goal::MaxRatio(g) => format!("{} (goal ≤ {})", ratio(self.measured), ratio(g)),
+            Goal::MinShare(g) => {
+                let (v, gs) = (format!("{:.0}%", m * 100.0), format!("{:.0}%", g * 100.0));
+                (
+                    if v == gs {
+                        format!("{:.1}%", m * 100.0)
+                    } else {
+                        v
+                    },
+                    gs,
+                )
+            }
+            Goal::MaxMicros(g) => {
+                let (v, gs) = (format!("{m:.2} µs"), format!("{g:.2} µs"));
+                (if v == gs { format!("{m:.4} µs") } else { v }, gs)
+            }
         };
+        let op = match self.goal {
+            Goal::MinRatio(_) | Goal::MinShare(_) => "≥",
+            Goal::MaxRatio(_) | Goal::MaxMicros(_) => "≤",
+        };
+        let head = format!("{value} (goal {op} {goal})");
         match &self.detail {
             Some(d) => format!("{head}; {d}"),
             None => head,
@@ -1099,6 +1119,29 @@ mod tests {
         assert_eq!(t.describe(), "2.5x (goal ≤ 2.0x)");
         t.detail = Some("4.00 µs ÷ 1.60 µs".into());
         assert_eq!(t.describe(), "2.5x (goal ≤ 2.0x); 4.00 µs ÷ 1.60 µs");
+    }
+
+    #[test]
+    fn a_value_that_would_print_as_its_goal_gets_more_digits() {
+        let t = target(Goal::MaxRatio(2.0), 2.0418);
+        assert!(!t.met());
+        assert_eq!(t.describe(), "2.042x (goal ≤ 2.0x)");
+        assert_eq!(
+            target(Goal::MinRatio(0.98), 0.9789).describe(),
+            "0.979x (goal ≥ 0.98x)"
+        );
+        assert_eq!(
+            target(Goal::MinShare(0.9), 0.8962).describe(),
+            "89.6% (goal ≥ 90%)"
+        );
+        assert_eq!(
+            target(Goal::MinShare(0.9), 0.94).describe(),
+            "94% (goal ≥ 90%)"
+        );
+        assert_eq!(
+            target(Goal::MaxMicros(0.9), 0.9001).describe(),
+            "0.9001 µs (goal ≤ 0.90 µs)"
+        );
     }
 
     #[test]

@@ -1280,7 +1280,9 @@ impl State {
 /// Where a ready job stands, in bunqueue's order (its `comparePriorityEntries`): higher
 /// priority first; at one priority LIFO jobs before FIFO ones, the LIFO ones by id, highest
 /// first; FIFO jobs by run time (a promoted or retried job queues behind the jobs already
-/// due), then by id. Ids are UUIDv7, so equal run times mostly keep the order of adding.
+/// due), then by id. Ids are UUIDv7 made in order by whoever made them (this broker's
+/// `Uuid::now_v7`, `Bun.randomUUIDv7()` in bunqueue's client, autobatch's flow ids: each numbers
+/// the ids of one millisecond), so equal run times keep the order of adding.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct ReadyKey(Reverse<i64>, Order);
 

@@ -16,10 +16,10 @@
 //! adds.
 //!
 //! Two framings, each the yardstick of one mode of autobatch ([`Framing`]):
-//! * **batched** ([`CLIENT_FLOOR`](crate::report::ids::CLIENT_FLOOR)): `PUSHB` frames of
+//! * **batched** ([`CLIENT_FLOOR`]): `PUSHB` frames of
 //!   [`JOBS_PER_FRAME`], [`IN_FLIGHT`] unanswered at once (as [`crate::ceiling`] does): the
 //!   CPU any batching client must spend per add;
-//! * **unbatched** ([`CLIENT_FLOOR_PUSH`](crate::report::ids::CLIENT_FLOOR_PUSH)): one `PUSH`
+//! * **unbatched** ([`CLIENT_FLOOR_PUSH`]): one `PUSH`
 //!   per job, [`PUSH_WINDOW`] unanswered at once (autobatch's and the official client's
 //!   pipelining window), the floor of batching off when adds come faster than their replies.
 //!

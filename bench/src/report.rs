@@ -299,85 +299,76 @@ pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
             ),
         }
     }
-    for p in concurrent.filter(|p| p.wave() >= 100) {
-        let on_us = m.summary_of(AB_ON, *p, Sample::client_us_per_add);
-        let floor_us = m.summary_of(CLIENT_FLOOR, *p, Sample::client_us_per_add);
-        match (
-            client_cpu_ratio(m, AB_ON, CLIENT_FLOOR, *p),
-            on_us,
-            floor_us,
-        ) {
-            (Some(r), Some(on_us), Some(floor_us)) => push(
-                format!(
-                    "{}: client CPU per add, batching on ≤ {} the client floor measured in this \
-                     run",
-                    p.label(),
-                    ratio(CLIENT_CPU_FLOOR_RATIO_GOAL)
-                ),
-                Some(r),
-                Goal::MaxRatio(CLIENT_CPU_FLOOR_RATIO_GOAL),
-                Some(format!(
-                    "autobatch on {:.2} µs, client floor {:.2} µs per add (medians)",
-                    on_us.median, floor_us.median
-                )),
-            ),
-            // No client floor beside the cells (--tls, --client-only): the issue's fixed
-            // figure is all there is to hold the absolute time against.
-            _ => push(
-                format!(
-                    "{}: client CPU per add, batching on ≤ {CLIENT_CPU_GOAL_US} µs (issue 15's \
-                     fixed figure: no client floor in this run)",
-                    p.label()
-                ),
-                on_us,
-                Goal::MaxMicros(CLIENT_CPU_GOAL_US),
-                None,
-            ),
-        }
+    for &p in concurrent.filter(|p| p.wave() >= 100) {
+        client_cpu_target(
+            m,
+            p,
+            AB_ON,
+            CLIENT_FLOOR,
+            "on",
+            CLIENT_CPU_GOAL_US,
+            &mut push,
+        );
     }
     runtime_targets(info, m, &mut push);
-    // Batching off: one PUSH per add, the window kept full. Judged against the unbatched floor
-    // where it ran (the same ratio as batching on), else against the issue's fixed figure.
+    // Batching off: one PUSH per add, the window kept full.
     let unbatched = info
         .plan
         .patterns
         .iter()
         .filter(|p| p.wave() >= crate::client_floor::UNBATCHED_FLOOR_MIN_WAVE);
-    for p in unbatched {
-        let off_us = m.summary_of(AB_OFF, *p, Sample::client_us_per_add);
-        let floor_us = m.summary_of(CLIENT_FLOOR_PUSH, *p, Sample::client_us_per_add);
-        match (
-            client_cpu_ratio(m, AB_OFF, CLIENT_FLOOR_PUSH, *p),
-            off_us,
-            floor_us,
-        ) {
-            (Some(r), Some(off_us), Some(floor_us)) => push(
-                format!(
-                    "{}: client CPU per add, batching off ≤ {} the unbatched client floor \
-                     measured in this run",
-                    p.label(),
-                    ratio(CLIENT_CPU_FLOOR_RATIO_GOAL)
-                ),
-                Some(r),
-                Goal::MaxRatio(CLIENT_CPU_FLOOR_RATIO_GOAL),
-                Some(format!(
-                    "autobatch off {:.2} µs, unbatched floor {:.2} µs per add (medians)",
-                    off_us.median, floor_us.median
-                )),
-            ),
-            _ => push(
-                format!(
-                    "{}: client CPU per add, batching off ≤ {CLIENT_CPU_OFF_GOAL_US} µs (issue \
-                     15's fixed figure: no unbatched client floor in this run)",
-                    p.label()
-                ),
-                off_us,
-                Goal::MaxMicros(CLIENT_CPU_OFF_GOAL_US),
-                None,
-            ),
-        }
+    for &p in unbatched {
+        let fixed = CLIENT_CPU_OFF_GOAL_US;
+        client_cpu_target(m, p, AB_OFF, CLIENT_FLOOR_PUSH, "off", fixed, &mut push);
     }
     t
+}
+
+/// Issue 15's client-CPU target for `client` (batching `mode`) at `p`: at most
+/// [`CLIENT_CPU_FLOOR_RATIO_GOAL`] times `floor`'s CPU per add, paired by repetition, where that
+/// floor ran beside the cells; else (`--tls`, `--client-only`) the issue's fixed figure
+/// `fixed_us`, all there is to hold the absolute time against.
+fn client_cpu_target(
+    m: &Measurements,
+    p: Pattern,
+    client: &str,
+    floor: &str,
+    mode: &str,
+    fixed_us: f64,
+    push: &mut impl FnMut(String, Option<Summary>, Goal, Option<String>),
+) {
+    let client_us = m.summary_of(client, p, Sample::client_us_per_add);
+    let floor_us = m.summary_of(floor, p, Sample::client_us_per_add);
+    match (client_cpu_ratio(m, client, floor, p), client_us, floor_us) {
+        (Some(r), Some(client_us), Some(floor_us)) => push(
+            format!(
+                "{}: client CPU per add, batching {mode} ≤ {} the {} measured in this run",
+                p.label(),
+                ratio(CLIENT_CPU_FLOOR_RATIO_GOAL),
+                short_name(floor)
+            ),
+            Some(r),
+            Goal::MaxRatio(CLIENT_CPU_FLOOR_RATIO_GOAL),
+            Some(format!(
+                "{} {:.2} µs, {} {:.2} µs per add (medians)",
+                short_name(client),
+                client_us.median,
+                short_name(floor),
+                floor_us.median
+            )),
+        ),
+        _ => push(
+            format!(
+                "{}: client CPU per add, batching {mode} ≤ {fixed_us} µs (issue 15's fixed \
+                 figure: no {} in this run)",
+                p.label(),
+                short_name(floor)
+            ),
+            client_us,
+            Goal::MaxMicros(fixed_us),
+            None,
+        ),
+    }
 }
 
 /// Issue 15's parts 3 and 4, when several runtimes ran and the first is tokio's

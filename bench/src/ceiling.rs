@@ -40,7 +40,10 @@ pub enum Shape {
 pub struct Ceiling {
     shape: Shape,
     stream: TcpStream,
+    /// A reply's body, read and dropped.
     buf: Vec<u8>,
+    /// The frames of one write.
+    out: Vec<u8>,
 }
 
 impl Ceiling {
@@ -51,6 +54,7 @@ impl Ceiling {
             shape,
             stream,
             buf: Vec::with_capacity(4096),
+            out: Vec::new(),
         })
     }
 
@@ -74,37 +78,54 @@ impl Ceiling {
         self.stream.read_exact(&mut self.buf)
     }
 
-    /// Adds `n` jobs to `queue` in waves of `wave` adds (pipelined: one wave of all).
+    /// Adds `n` jobs to `queue` in waves of `wave` adds (pipelined: one wave of all). Every
+    /// frame is encoded before the first is sent, so the loop spends nothing per wave.
     fn adds(&mut self, queue: &str, n: usize, wave: usize) -> io::Result<()> {
-        match self.shape {
-            Shape::Pipelined => self.frames(queue, n, IN_FLIGHT),
-            Shape::Waves => {
-                for w in waves(n, wave) {
-                    self.frames(queue, w, usize::MAX)?;
-                }
-                Ok(())
+        let (waves, window): (Vec<usize>, usize) = match self.shape {
+            Shape::Pipelined => (vec![n], IN_FLIGHT),
+            Shape::Waves => (waves(n, wave).collect(), usize::MAX),
+        };
+        let full = Self::pushb_frame(queue, JOBS_PER_FRAME);
+        // The short last frame of each wave size (at most two: the waves and the last one).
+        let mut short: Vec<(usize, Vec<u8>)> = Vec::new();
+        for w in &waves {
+            let k = w % JOBS_PER_FRAME;
+            if k > 0 && !short.iter().any(|(j, _)| *j == k) {
+                short.push((k, Self::pushb_frame(queue, k)));
             }
         }
+        for w in waves {
+            let rest = short
+                .iter()
+                .find(|(k, _)| *k == w % JOBS_PER_FRAME)
+                .map(|(_, f)| f.as_slice());
+            self.frames(w, window, &full, rest)?;
+        }
+        Ok(())
     }
 
-    /// Adds `n` jobs to `queue`, full frames then one short frame for the rest, at most
-    /// `window` frames unanswered at once; returns when all are answered.
-    fn frames(&mut self, queue: &str, n: usize, window: usize) -> io::Result<()> {
-        let full = Self::pushb_frame(queue, JOBS_PER_FRAME);
-        let rest = Self::pushb_frame(queue, n % JOBS_PER_FRAME);
-        let frames = n / JOBS_PER_FRAME + usize::from(n % JOBS_PER_FRAME > 0);
+    /// Sends `n` jobs as `full` frames and, when `n` is not a multiple of [`JOBS_PER_FRAME`],
+    /// one `rest` frame, at most `window` unanswered at once; returns when all are answered.
+    fn frames(
+        &mut self,
+        n: usize,
+        window: usize,
+        full: &[u8],
+        rest: Option<&[u8]>,
+    ) -> io::Result<()> {
+        let frames = n.div_ceil(JOBS_PER_FRAME);
         let (mut sent, mut answered) = (0, 0);
-        let mut out = Vec::new();
         while answered < frames {
             // Every frame the window lets out, in one write.
-            out.clear();
+            self.out.clear();
             while sent < frames && sent - answered < window {
-                let last_short = sent == frames - 1 && n % JOBS_PER_FRAME > 0;
-                out.extend_from_slice(if last_short { &rest } else { &full });
+                let last = sent == frames - 1;
+                self.out
+                    .extend_from_slice(if last { rest.unwrap_or(full) } else { full });
                 sent += 1;
             }
-            if !out.is_empty() {
-                self.stream.write_all(&out)?;
+            if !self.out.is_empty() {
+                self.stream.write_all(&self.out)?;
             }
             self.read_reply()?;
             answered += 1;

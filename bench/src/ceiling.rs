@@ -3,14 +3,13 @@
 //! A plain blocking `std::net::TcpStream` sends pre-encoded `PUSHB` frames of
 //! [`JOBS_PER_FRAME`] jobs (the bench's job, `{name:"bench", data:{i:0}}`) and reads the
 //! replies without parsing them beyond the length prefix, in one of two [`Shape`]s:
-//! * **pipelined** ([`CEILING`]): [`IN_FLIGHT`] frames unanswered
-//!   at once, always. No client can add faster through one connection than this loop, so each
-//!   concurrent cell of a client is reported as a share of the ceiling measured right beside it.
-//! * **in waves** ([`CEILING_WAVES`]): the cell's own waves,
-//!   each wave's frames written at once and all answered before the next wave, as `join_all`
-//!   does. A wave cannot start before the last one is answered, so the server idles for a
-//!   turnaround per wave whatever the client: this is the most any client reaches with the
-//!   pattern.
+//! * **pipelined** ([`CEILING`]): [`IN_FLIGHT`] frames unanswered at once, always. No client
+//!   can add faster through one connection than this loop, so each concurrent cell of a client
+//!   is reported as a share of the ceiling measured right beside it.
+//! * **in waves** ([`CEILING_WAVES`]): the cell's own waves, each wave's frames written at once
+//!   and all answered before the next wave, as `join_all` does. A wave cannot start before the
+//!   last one is answered, so the server idles for a turnaround per wave whatever the client:
+//!   this is the most any client reaches with the pattern.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -16,12 +16,12 @@
 //! adds.
 //!
 //! Two framings, each the yardstick of one mode of autobatch ([`Framing`]):
-//! * **batched** ([`CLIENT_FLOOR`]): `PUSHB` frames of
-//!   [`JOBS_PER_FRAME`], [`IN_FLIGHT`] unanswered at once (as [`crate::ceiling`] does): the
-//!   CPU any batching client must spend per add;
-//! * **unbatched** ([`CLIENT_FLOOR_PUSH`]): one `PUSH`
-//!   per job, [`PUSH_WINDOW`] unanswered at once (autobatch's and the official client's
-//!   pipelining window), the floor of batching off when adds come faster than their replies.
+//! * **batched** ([`CLIENT_FLOOR`]): `PUSHB` frames of [`JOBS_PER_FRAME`], [`IN_FLIGHT`]
+//!   unanswered at once (as [`crate::ceiling`] does): the CPU any batching client must spend
+//!   per add;
+//! * **unbatched** ([`CLIENT_FLOOR_PUSH`]): one `PUSH` per job, [`PUSH_WINDOW`] unanswered at
+//!   once (autobatch's and the official client's pipelining window): the floor of batching off
+//!   when adds come faster than their replies.
 //!
 //! The reply decoder is core's public, generic one (a value tree, then the ids); autobatch's
 //! session reads replies through a crate-private fast path instead, so on the decode side
@@ -192,27 +192,34 @@ pub fn encode_pushb(
     n: usize,
     req_id: u32,
 ) -> io::Result<()> {
-    let mut jobs = Vec::with_capacity(n);
-    for i in first..first + n {
-        let data = Value::from_serialize(&Data { i }).map_err(|e| invalid_input(e.0))?;
-        jobs.push(JobSpec::new("bench", data));
-    }
+    let jobs = (first..first + n)
+        .map(bench_job)
+        .collect::<io::Result<Vec<JobSpec>>>()?;
     let cmd = Command::PushB {
         queue: queue.to_owned(),
         jobs,
     };
-    let req_id = Value::from(req_id.to_string());
-    write_frame(out, |buf| cmd.encode(Some(&req_id), buf)).map_err(invalid_input)
+    write_command(out, &cmd, req_id)
 }
 
 /// Appends the frame of a PUSH of the bench's job `i` to `queue`, with reqId `req_id`, built
 /// and encoded through core's public API.
 pub fn encode_push(out: &mut Vec<u8>, queue: &str, i: usize, req_id: u32) -> io::Result<()> {
-    let data = Value::from_serialize(&Data { i }).map_err(|e| invalid_input(e.0))?;
     let cmd = Command::Push {
         queue: queue.to_owned(),
-        job: JobSpec::new("bench", data),
+        job: bench_job(i)?,
     };
+    write_command(out, &cmd, req_id)
+}
+
+/// The bench's job `i`: name `"bench"`, data `{i}` through [`Value::from_serialize`].
+fn bench_job(i: usize) -> io::Result<JobSpec> {
+    let data = Value::from_serialize(&Data { i }).map_err(|e| invalid_input(e.0))?;
+    Ok(JobSpec::new("bench", data))
+}
+
+/// Appends `cmd` as a frame with reqId `req_id` (a decimal string).
+fn write_command(out: &mut Vec<u8>, cmd: &Command, req_id: u32) -> io::Result<()> {
     let req_id = Value::from(req_id.to_string());
     write_frame(out, |buf| cmd.encode(Some(&req_id), buf)).map_err(invalid_input)
 }

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::pump::{Cmd, InFlight};
 use crate::reply::Outcome;
-use crate::worker::WorkerEvents;
+use crate::worker_events::WorkerEvents;
 
 /// Most requests the job handles of one worker may have sent and not yet had answered
 /// (progress, log lines, lock extensions, data updates). Past it, a call sends nothing and its

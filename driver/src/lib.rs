@@ -62,6 +62,7 @@ mod stats;
 mod test_wake;
 mod tls;
 mod worker;
+mod worker_events;
 
 pub use client::{Client, Queue, ServerInfo};
 pub use events::{EventsOptions, EventsStats, QueueEvents};
@@ -72,10 +73,8 @@ pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFA
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
 pub use tls::{TlsError, TlsErrorKind, TlsOptions, TlsRoots};
-pub use worker::{
-    CloseReport, JobError, JobOutput, Outcome, ProcessorInput, Raw, Worker, WorkerEvent,
-    WORKER_EVENTS_BUFFER,
-};
+pub use worker::{CloseReport, JobError, JobOutput, Outcome, ProcessorInput, Raw, Worker};
+pub use worker_events::{WorkerEvent, WORKER_EVENTS_BUFFER, WORKER_EVENTS_BUFFER_BYTES};
 
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
 pub use autobatch_core::ops;

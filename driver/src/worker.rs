@@ -28,7 +28,10 @@ use crate::client::{start_links, Client};
 use crate::job::{ActiveJob, JobLink};
 use crate::pump::{Cmd, Dispatch};
 use crate::runtime::{AsyncTimer, Runtime};
+use crate::worker_events::{WorkerEvent, WorkerEvents};
 use crate::{ClientOptions, ClientStats, ConnectError, WorkerOptions};
+#[cfg(doc)]
+use crate::{WORKER_EVENTS_BUFFER, WORKER_EVENTS_BUFFER_BYTES};
 
 /// What a processor may return on success: anything `Serialize`, or a ready-made [`Value`]
 /// wrapped in [`Raw`].
@@ -343,145 +346,6 @@ impl ProcessorInput for Job {
     }
 }
 
-/// Something that happened in a [`Worker`], from [`Worker::events`].
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum WorkerEvent {
-    /// A job was handed to the processor.
-    Active {
-        /// Job id.
-        id: String,
-    },
-    /// A job reported progress ([`ActiveJob::update_progress`]).
-    Progress {
-        /// Job id.
-        id: String,
-        /// The progress reported.
-        progress: f64,
-        /// Its message, if any.
-        message: Option<String>,
-    },
-    /// A job's processor succeeded; its ACK is on its way (batched).
-    Completed {
-        /// Job id.
-        id: String,
-        /// What it returned.
-        result: Value,
-    },
-    /// A job's processor failed; its FAIL is on its way.
-    Failed {
-        /// Job id.
-        id: String,
-        /// The error's text.
-        reason: String,
-        /// Whether it was marked unrecoverable (no retry).
-        unrecoverable: bool,
-    },
-    /// A job asked to run again later ([`JobError::delay`]).
-    Delayed {
-        /// Job id.
-        id: String,
-        /// The delay.
-        delay: Duration,
-    },
-    /// A job hit a rate limit ([`JobError::rate_limited`]): back to waiting, pulls pause.
-    RateLimited {
-        /// Job id.
-        id: String,
-        /// How long the worker pulls nothing.
-        wait: Duration,
-    },
-    /// A forced close handed these held jobs back to waiting.
-    Released {
-        /// Their ids.
-        ids: Vec<String>,
-    },
-    /// A pull came back empty: the queue has no job for this worker right now (TS
-    /// `drained`). Once per empty spell: again only after a pull that brought jobs (the TS
-    /// worker repeats it at most once a second while idle).
-    Drained,
-    /// The server had already taken this job back (its lock expired, or it was found
-    /// stalled) when the worker's result arrived: the result was not recorded, and the job
-    /// may run again elsewhere. A sign that `lock_ttl` is too short for the job.
-    LockLost {
-        /// Job id.
-        id: String,
-    },
-    /// Something went wrong outside a job (registration, heartbeat), or a job's result could
-    /// not be delivered.
-    Error {
-        /// What.
-        message: String,
-    },
-    /// The consumer was too slow: this many events were dropped just before this one.
-    Lagged {
-        /// How many.
-        missed: u64,
-    },
-}
-
-/// How many events [`Worker::events`] buffers for a consumer that is behind.
-pub const WORKER_EVENTS_BUFFER: usize = 1024;
-
-#[derive(Default)]
-struct EventsInner {
-    tx: Option<mpsc::Sender<WorkerEvent>>,
-    missed: u64,
-}
-
-/// The worker's event fan-out: one subscriber at a time, a bounded buffer, and drops counted
-/// rather than blocking the worker.
-#[derive(Clone, Default)]
-pub(crate) struct WorkerEvents(Arc<Mutex<EventsInner>>);
-
-impl WorkerEvents {
-    fn subscribe(&self) -> mpsc::Receiver<WorkerEvent> {
-        let (tx, rx) = mpsc::channel(WORKER_EVENTS_BUFFER);
-        let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        inner.tx = Some(tx);
-        inner.missed = 0;
-        rx
-    }
-
-    pub(crate) fn emit(&self, event: WorkerEvent) {
-        let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let EventsInner { tx, missed } = &mut *inner;
-        let Some(sender) = tx else { return };
-        if *missed > 0 {
-            match sender.try_send(WorkerEvent::Lagged { missed: *missed }) {
-                Ok(()) => *missed = 0,
-                Err(e) if e.is_disconnected() => {
-                    *tx = None;
-                    return;
-                }
-                Err(_) => {
-                    *missed += 1;
-                    return;
-                }
-            }
-        }
-        if let Err(e) = sender.try_send(event) {
-            if e.is_disconnected() {
-                *tx = None;
-            } else {
-                *missed += 1;
-            }
-        }
-    }
-
-    pub(crate) fn progress(&self, id: &str, progress: f64, message: Option<String>) {
-        self.emit(WorkerEvent::Progress {
-            id: id.to_owned(),
-            progress,
-            message,
-        });
-    }
-
-    fn close(&self) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).tx = None;
-    }
-}
-
 /// What [`Worker::close_with_grace`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -554,7 +418,7 @@ impl<R: Runtime> Inner<R> {
     async fn register(&self) {
         if let Err(e) = self.client.run(self.register_op()).await {
             tracing::debug!(worker = %self.worker_id, error = %e, "registering failed");
-            self.events.emit(WorkerEvent::Error {
+            self.events.emit_with(|| WorkerEvent::Error {
                 message: format!("registering the worker failed: {e}"),
             });
         }
@@ -739,15 +603,15 @@ impl<R: Runtime> Worker<R> {
                 let (job, token) = match dispatch {
                     Dispatch::Job(job, token) => (job, token),
                     Dispatch::Drained => {
-                        inner.events.emit(WorkerEvent::Drained);
+                        inner.events.emit_with(|| WorkerEvent::Drained);
                         continue;
                     }
                     Dispatch::LockLost(id) => {
-                        inner.events.emit(WorkerEvent::LockLost { id });
+                        inner.events.emit_with(|| WorkerEvent::LockLost { id });
                         continue;
                     }
                     Dispatch::SettleFailed(id, e) => {
-                        inner.events.emit(WorkerEvent::Error {
+                        inner.events.emit_with(|| WorkerEvent::Error {
                             message: format!("job {id}: result not delivered: {e}"),
                         });
                         continue;
@@ -761,7 +625,9 @@ impl<R: Runtime> Worker<R> {
                 let processor = processor.clone();
                 let id = job.id.clone();
                 let active = ActiveJob::new(job, token, inner.links[from].clone());
-                inner.events.emit(WorkerEvent::Active { id: id.clone() });
+                inner
+                    .events
+                    .emit_with(|| WorkerEvent::Active { id: id.clone() });
                 let (abort, registration) = AbortHandle::new_pair();
                 inner
                     .running
@@ -805,12 +671,18 @@ impl<R: Runtime> Worker<R> {
         &self.inner.queue
     }
 
-    /// The worker's events, as a bounded stream (a buffer of [`WORKER_EVENTS_BUFFER`]).
+    /// The worker's events, as a bounded stream (a buffer of [`WORKER_EVENTS_BUFFER`] events
+    /// and [`WORKER_EVENTS_BUFFER_BYTES`] bytes).
+    ///
+    /// **From the start**: the first call gets every event since [`start`](Self::start)
+    /// (within the buffer), so jobs the worker finished before the call are not missed.
+    /// One subscriber at a time: a later call starts from that moment and ends the previous
+    /// stream.
     ///
     /// **Slow consumers**: the worker never waits for the stream. When the buffer is full, new
     /// events are dropped and counted; the next one that fits is preceded by a
-    /// [`WorkerEvent::Lagged`] with the count. One subscriber at a time: calling `events`
-    /// again ends the previous stream. The stream ends when the worker is closed.
+    /// [`WorkerEvent::Lagged`] with the count. The stream ends when the worker is closed, once
+    /// the events it holds are read.
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime>(w: autobatch_driver::Worker<R>) {
@@ -954,7 +826,7 @@ impl<R: Runtime> Worker<R> {
                     }
                     let released = rx.await.unwrap_or_default();
                     if !released.is_empty() {
-                        inner.events.emit(WorkerEvent::Released {
+                        inner.events.emit_with(|| WorkerEvent::Released {
                             ids: released.clone(),
                         });
                         report.released.extend(released);
@@ -982,7 +854,7 @@ impl<R: Runtime> Inner<R> {
         let cmd = match outcome {
             Ok(result) => {
                 self.processed.fetch_add(1, Ordering::Relaxed);
-                self.events.emit(WorkerEvent::Completed {
+                self.events.emit_with(|| WorkerEvent::Completed {
                     id: id.clone(),
                     result: result.clone(),
                 });
@@ -994,14 +866,14 @@ impl<R: Runtime> Inner<R> {
                 outcome,
             }) => match outcome {
                 Outcome::Delay(delay) => {
-                    self.events.emit(WorkerEvent::Delayed {
+                    self.events.emit_with(|| WorkerEvent::Delayed {
                         id: id.clone(),
                         delay,
                     });
                     Cmd::Delay { id, delay }
                 }
                 Outcome::RateLimited(wait) => {
-                    self.events.emit(WorkerEvent::RateLimited {
+                    self.events.emit_with(|| WorkerEvent::RateLimited {
                         id: id.clone(),
                         wait,
                     });
@@ -1011,7 +883,7 @@ impl<R: Runtime> Inner<R> {
                     let unrecoverable = outcome == Outcome::Unrecoverable;
                     tracing::debug!(job = %id, unrecoverable, "job failed");
                     self.failed.fetch_add(1, Ordering::Relaxed);
-                    self.events.emit(WorkerEvent::Failed {
+                    self.events.emit_with(|| WorkerEvent::Failed {
                         id: id.clone(),
                         reason: message.clone(),
                         unrecoverable,

@@ -282,6 +282,50 @@ async fn worker_removes_finished_jobs<T: Rt>(target: Target) {
     assert_eq!(raw.state(&bad), "unknown", "failed job removed");
 }
 
+/// The first `events()` call gets what happened since the worker started: here both jobs are
+/// finished (read through an independent connection) before anyone subscribes, as happens
+/// when a multi-threaded runtime runs the worker while the caller is still in `start`.
+async fn first_subscriber_sees_events_since_start<T: Rt>(target: Target) {
+    let server = target.shared();
+    let name = queue_name::<T>("events-since-start");
+    let ok = add_one::<T>(server, &name, JobOptions::new()).await;
+    let bad = add_one::<T>(server, &name, JobOptions::new().attempts(1)).await;
+    let failing = bad.clone();
+    let worker = Worker::<T::R>::start(
+        options(server),
+        worker_options(&name).concurrency(1),
+        move |job: ActiveJob| {
+            let fail = job.id == failing;
+            async move {
+                if fail {
+                    Err("no".to_owned())
+                } else {
+                    Ok(1)
+                }
+            }
+        },
+    )
+    .await
+    .expect("worker");
+    let mut raw = raw(server);
+    eventually::<T>("both finished", || {
+        raw.state(&ok) == "completed" && raw.state(&bad) == "failed"
+    })
+    .await;
+    let mut events = worker.events();
+    let mut finished = Vec::new();
+    while finished.len() < 2 {
+        match within::<T, _>("event", events.next()).await.expect("event") {
+            WorkerEvent::Completed { id, result } => finished.push((id, Some(result))),
+            WorkerEvent::Failed { id, .. } => finished.push((id, None)),
+            _ => {}
+        }
+    }
+    finished.sort_by_key(|(id, _)| *id != ok);
+    assert_eq!(finished, [(ok, Some(Value::Int(1))), (bad, None)]);
+    within::<T, _>("worker close", worker.close()).await;
+}
+
 /// A plain error with attempts left is retried (the contrast to the unrecoverable one).
 async fn plain_error_is_retried<T: Rt>(target: Target) {
     let server = target.shared();
@@ -692,6 +736,7 @@ macro_rules! all_scenarios {
             events_stream,
             drained_once_per_spell,
             worker_removes_finished_jobs,
+            first_subscriber_sees_events_since_start,
             queue_job_methods,
             limiter_caps_jobs_per_window,
         );

@@ -64,6 +64,9 @@ struct Shared {
     cut: watch::Sender<u64>,
     /// Dropping or sending on this stops the accept loop.
     shutdown: watch::Sender<bool>,
+    /// While `true`, nothing the server sends is forwarded to the clients (it waits in the
+    /// proxy, counted).
+    hold: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -105,10 +108,12 @@ impl CountingProxy {
         let addr = std_listener.local_addr()?;
         let (cut, _) = watch::channel(0u64);
         let (shutdown, _) = watch::channel(false);
+        let (hold, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             counts: Mutex::new(FrameCounts::default()),
             cut,
             shutdown,
+            hold,
         });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -158,6 +163,19 @@ impl CountingProxy {
     /// thread.
     pub fn cut_all(&self) {
         self.shared.cut.send_modify(|g| *g += 1);
+    }
+
+    /// Stop forwarding what the server sends, on every connection, until
+    /// [`release_replies`](Self::release_replies): the client sees a slow server while what
+    /// it sends still passes (and is counted). Frames from the server are still counted as
+    /// they arrive.
+    pub fn hold_replies(&self) {
+        self.shared.hold.send_replace(true);
+    }
+
+    /// Forward what the server sent meanwhile, and everything after it, again.
+    pub fn release_replies(&self) {
+        self.shared.hold.send_replace(false);
     }
 }
 
@@ -271,6 +289,7 @@ async fn pump(
     // After an oversized header the stream cannot be framed any more: keep forwarding bytes
     // unchanged (the server answers such a header itself) but stop counting.
     let mut counting = true;
+    let mut hold = shared.hold.subscribe();
     loop {
         let n = from.read(&mut chunk).await?;
         if n == 0 {
@@ -284,6 +303,10 @@ async fn pump(
         {
             counting = false;
             assembler = FrameAssembler::default();
+        }
+        if dir == Direction::ServerToClient {
+            // A dropped sender (the proxy going away) counts as released.
+            let _ = hold.wait_for(|held| !*held).await;
         }
         to.write_all(&chunk[..n]).await?;
     }

@@ -165,9 +165,9 @@ struct Hub {
     /// The first subscriber's end, made with the worker so that nothing between the start
     /// and the first [`Worker::events`] call is lost.
     parked: Option<mpsc::Receiver<Held>>,
-    /// Bytes in the current buffer, shared with its stream (which gives them back as it
+    /// What the current buffer holds, shared with its stream (which gives it back as it
     /// yields).
-    held: Arc<AtomicUsize>,
+    backlog: Arc<Backlog>,
     /// Events dropped since the last one delivered.
     missed: u64,
     closed: bool,
@@ -184,7 +184,7 @@ impl Default for WorkerEvents {
         Self(Arc::new(Mutex::new(Hub {
             tx: Some(tx),
             parked: Some(rx),
-            held: Arc::default(),
+            backlog: Arc::default(),
             missed: 0,
             closed: false,
         })))
@@ -203,20 +203,20 @@ impl WorkerEvents {
         if let Some(rx) = hub.parked.take() {
             return EventStream {
                 rx,
-                held: hub.held.clone(),
+                backlog: hub.backlog.clone(),
             };
         }
         let (tx, rx) = mpsc::channel(WORKER_EVENTS_BUFFER);
-        let held = Arc::new(AtomicUsize::new(0));
+        let backlog = Arc::new(Backlog::default());
         // After close the sender is dropped at once: the stream ends.
         hub.tx = (!hub.closed).then_some(tx);
-        hub.held = held.clone();
+        hub.backlog = backlog.clone();
         hub.missed = 0;
-        EventStream { rx, held }
+        EventStream { rx, backlog }
     }
 
-    /// Hands an event to the subscriber. It is built only when someone may read it (a
-    /// `Completed` clones the result).
+    /// Hands an event to the subscriber. It is built only when someone may read it and the
+    /// buffer has room (a `Completed` clones the result).
     pub(crate) fn emit_with(&self, event: impl FnOnce() -> WorkerEvent) {
         let mut hub = self.hub();
         match &hub.tx {
@@ -227,12 +227,18 @@ impl WorkerEvents {
             }
             Some(_) => {}
         }
+        // A `Lagged` goes first when events were dropped: room for both, or neither is sent.
+        let slots = if hub.missed > 0 { 2 } else { 1 };
+        if !hub.fits(slots, 0) {
+            hub.missed += 1;
+            return;
+        }
         let event = event();
         let bytes = event.approx_bytes();
         let lagged = (hub.missed > 0).then(|| WorkerEvent::Lagged { missed: hub.missed });
         let lagged_bytes = lagged.as_ref().map_or(0, WorkerEvent::approx_bytes);
         // Both or neither: a small `Lagged` must not take the room its event then lacks.
-        if !hub.fits(lagged_bytes + bytes) {
+        if !hub.fits(slots, lagged_bytes + bytes) {
             hub.missed += 1;
             return;
         }
@@ -265,22 +271,23 @@ impl WorkerEvents {
 }
 
 impl Hub {
-    /// Whether this many more bytes fit in the buffer. One event larger than the bound passes
-    /// when nothing else waits, or it could never be delivered.
-    fn fits(&self, bytes: usize) -> bool {
-        let held = self.held.load(Ordering::Acquire);
-        held == 0 || held + bytes <= WORKER_EVENTS_BUFFER_BYTES
+    /// Whether this many more events and bytes fit in the buffer. One event larger than the
+    /// byte bound passes when nothing else waits, or it could never be delivered.
+    fn fits(&self, events: usize, bytes: usize) -> bool {
+        let held = self.backlog.bytes.load(Ordering::Acquire);
+        self.backlog.events.load(Ordering::Acquire) + events <= WORKER_EVENTS_BUFFER
+            && (held == 0 || held + bytes <= WORKER_EVENTS_BUFFER_BYTES)
     }
 
     /// Puts the event in the buffer if the channel has room; `false` if it was dropped.
     fn send(&mut self, event: WorkerEvent, bytes: usize) -> bool {
         let Some(tx) = &mut self.tx else { return false };
-        // Counted before it is sent: the stream may take it (and give its bytes back) at once.
-        self.held.fetch_add(bytes, Ordering::AcqRel);
+        // Counted before it is sent: the stream may take it (and give it back) at once.
+        self.backlog.add(bytes);
         match tx.try_send((event, bytes)) {
             Ok(()) => true,
             Err(e) => {
-                self.held.fetch_sub(bytes, Ordering::AcqRel);
+                self.backlog.take(bytes);
                 if e.is_disconnected() {
                     self.tx = None;
                 }
@@ -290,11 +297,30 @@ impl Hub {
     }
 }
 
-/// The subscriber's end of [`WorkerEvents`]: gives each event's bytes back to the bound as it
-/// yields it.
+/// What a buffer holds, counted by the hub as it sends and by the stream as it yields.
+#[derive(Default)]
+struct Backlog {
+    events: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+impl Backlog {
+    fn add(&self, bytes: usize) {
+        self.events.fetch_add(1, Ordering::AcqRel);
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    fn take(&self, bytes: usize) {
+        self.events.fetch_sub(1, Ordering::AcqRel);
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// The subscriber's end of [`WorkerEvents`]: gives each event back to the bounds as it yields
+/// it.
 pub(crate) struct EventStream {
     rx: mpsc::Receiver<Held>,
-    held: Arc<AtomicUsize>,
+    backlog: Arc<Backlog>,
 }
 
 impl Stream for EventStream {
@@ -303,7 +329,7 @@ impl Stream for EventStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WorkerEvent>> {
         self.rx.poll_next_unpin(cx).map(|held| {
             held.map(|(event, bytes)| {
-                self.held.fetch_sub(bytes, Ordering::AcqRel);
+                self.backlog.take(bytes);
                 event
             })
         })
@@ -374,14 +400,19 @@ mod tests {
             events.emit_with(|| active(n));
         }
         let (seen, _) = drain(&mut stream);
-        // futures' bounded channel takes one more per sender than its buffer.
-        let kept = seen.len();
-        assert!((WORKER_EVENTS_BUFFER..=WORKER_EVENTS_BUFFER + 1).contains(&kept));
+        assert_eq!(
+            seen,
+            (0..WORKER_EVENTS_BUFFER).map(active).collect::<Vec<_>>()
+        );
         events.emit_with(|| active(0));
-        let missed = (WORKER_EVENTS_BUFFER + extra - kept) as u64;
         assert_eq!(
             drain(&mut stream).0,
-            [WorkerEvent::Lagged { missed }, active(0)]
+            [
+                WorkerEvent::Lagged {
+                    missed: extra as u64
+                },
+                active(0)
+            ]
         );
     }
 
@@ -433,6 +464,19 @@ mod tests {
         let events = WorkerEvents::default();
         drop(events.subscribe());
         events.emit_with(|| unreachable!("a dropped stream has no events built for it"));
+    }
+
+    #[test]
+    fn a_full_buffer_builds_nothing() {
+        // A worker nobody subscribed to fills its parked buffer once, then stops cloning
+        // results for it.
+        let events = WorkerEvents::default();
+        for n in 0..WORKER_EVENTS_BUFFER {
+            events.emit_with(|| active(n));
+        }
+        events.emit_with(|| unreachable!("no room: the event is not built"));
+        let (seen, _) = drain(&mut events.subscribe());
+        assert_eq!(seen.len(), WORKER_EVENTS_BUFFER);
     }
 
     #[test]

@@ -239,34 +239,46 @@ async fn unrecoverable_is_not_retried<T: Rt>(target: Target) {
     assert_eq!(job.failed_reason.as_deref(), Some("the account is gone"));
 }
 
+/// Adds two jobs to `name`, one that completes (returns 1) and one that fails with no attempt
+/// left, and starts a worker on them; returns their ids (completing, failing) and the worker.
+async fn one_ok_one_failing<T: Rt>(
+    server: std::net::SocketAddr,
+    name: &str,
+    worker: WorkerOptions,
+) -> (String, String, Worker<T::R>) {
+    let ok = add_one::<T>(server, name, JobOptions::new()).await;
+    let bad = add_one::<T>(server, name, JobOptions::new().attempts(1)).await;
+    let failing = bad.clone();
+    let worker = Worker::<T::R>::start(options(server), worker, move |job: ActiveJob| {
+        let fail = job.id == failing;
+        async move {
+            if fail {
+                Err("no".to_owned())
+            } else {
+                Ok(1)
+            }
+        }
+    })
+    .await
+    .expect("worker");
+    (ok, bad, worker)
+}
+
 /// The worker-level `remove_on_complete` / `remove_on_fail` remove the jobs it finishes (sent
 /// with ACKB and FAIL), though the jobs themselves asked to be kept: the server no longer
 /// knows them, read through an independent connection.
 async fn worker_removes_finished_jobs<T: Rt>(target: Target) {
     let server = target.shared();
     let name = queue_name::<T>("remove-on");
-    let ok = add_one::<T>(server, &name, JobOptions::new()).await;
-    let bad = add_one::<T>(server, &name, JobOptions::new().attempts(1)).await;
-    let failing = bad.clone();
-    let worker = Worker::<T::R>::start(
-        options(server),
+    let (ok, bad, worker) = one_ok_one_failing::<T>(
+        server,
+        &name,
         worker_options(&name)
             .concurrency(2)
             .remove_on_complete(true)
             .remove_on_fail(true),
-        move |job: ActiveJob| {
-            let fail = job.id == failing;
-            async move {
-                if fail {
-                    Err("no".to_owned())
-                } else {
-                    Ok(1)
-                }
-            }
-        },
     )
-    .await
-    .expect("worker");
+    .await;
     let mut events = worker.events();
     let mut finished = 0;
     while finished < 2 {
@@ -288,25 +300,8 @@ async fn worker_removes_finished_jobs<T: Rt>(target: Target) {
 async fn first_subscriber_sees_events_since_start<T: Rt>(target: Target) {
     let server = target.shared();
     let name = queue_name::<T>("events-since-start");
-    let ok = add_one::<T>(server, &name, JobOptions::new()).await;
-    let bad = add_one::<T>(server, &name, JobOptions::new().attempts(1)).await;
-    let failing = bad.clone();
-    let worker = Worker::<T::R>::start(
-        options(server),
-        worker_options(&name).concurrency(1),
-        move |job: ActiveJob| {
-            let fail = job.id == failing;
-            async move {
-                if fail {
-                    Err("no".to_owned())
-                } else {
-                    Ok(1)
-                }
-            }
-        },
-    )
-    .await
-    .expect("worker");
+    let (ok, bad, worker) =
+        one_ok_one_failing::<T>(server, &name, worker_options(&name).concurrency(1)).await;
     let mut raw = raw(server);
     eventually::<T>("both finished", || {
         raw.state(&ok) == "completed" && raw.state(&bad) == "failed"

@@ -114,7 +114,7 @@ impl WorkerEvent {
             }
             Self::Completed { id, result } => id.len() + approx_value_bytes(result),
             Self::Failed { id, reason, .. } => id.len() + reason.len(),
-            Self::Released { ids } => ids.iter().map(|id| id.len() + 24).sum(),
+            Self::Released { ids } => ids.iter().map(|id| id.len() + size_of::<String>()).sum(),
             Self::Error { message } => message.len(),
             Self::Drained | Self::Lagged { .. } => 0,
         }

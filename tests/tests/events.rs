@@ -3,6 +3,7 @@
 //! [`RawClient::command`]), the gap reported after a connection cut, the slow-consumer policy,
 //! and events caused by bunqueue's own TS client arriving in order.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -322,39 +323,11 @@ async fn ts_producer_and_worker_events<T: Rt>(target: Target) {
     events.close().await;
 }
 
-macro_rules! scenarios {
-    ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            <$rt as super::Rt>::block_on(super::$name::<$rt>($target));
-        }
-    )*};
-}
-
-macro_rules! all_scenarios {
-    ($rt:ty, $target:expr) => {
-        scenarios!($rt, $target => lifecycle_events, gap_after_cut, slow_consumer_is_told,
-            bad_queue_name, ts_producer_and_worker_events);
-    };
-}
-
-mod tokio_bunqueue {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Bunqueue);
-}
-mod smol_bunqueue {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Bunqueue);
-}
-mod async_std_bunqueue {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
-}
 // autobatch-broker pushes events as bunqueue does (broker/src/events.rs): every scenario runs
 // against it too.
-mod tokio_broker {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
-}
-mod smol_broker {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Broker);
-}
-mod async_std_broker {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
+scenarios! {
+    bunqueue, broker => [
+        lifecycle_events, gap_after_cut, slow_consumer_is_told, bad_queue_name,
+        ts_producer_and_worker_events,
+    ];
 }

@@ -3,6 +3,7 @@
 //! ([`RawClient`]: hand-written frames). Interop: flows added by autobatch are processed by
 //! bunqueue's own TS Worker.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -595,39 +596,11 @@ async fn parents_events<T: Rt>(target: Target) {
     client.close().await;
 }
 
-macro_rules! scenarios {
-    ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            <$rt as super::Rt>::block_on(super::$name::<$rt>($target));
-        }
-    )*};
-}
-
-macro_rules! all_scenarios {
-    ($rt:ty, $target:expr) => {
-        scenarios!($rt, $target => tree_children_before_parent, chain_runs_in_order,
-            flow_is_all_or_nothing, failed_and_ignored_children, wait_job_edges,
-            bad_flows_are_refused_locally, ts_worker_processes_our_flow, get_flow_reads_the_tree,
-            ts_flow_producer_end_to_end, parents_events, flows_added_together_run_in_order);
-    };
-}
-
-mod tokio_bunqueue {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Bunqueue);
-}
-mod smol_bunqueue {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Bunqueue);
-}
-mod async_std_bunqueue {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
-}
-mod tokio_broker {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
-}
-mod smol_broker {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Broker);
-}
-mod async_std_broker {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
+scenarios! {
+    bunqueue, broker => [
+        tree_children_before_parent, chain_runs_in_order, flow_is_all_or_nothing,
+        failed_and_ignored_children, wait_job_edges, bad_flows_are_refused_locally,
+        ts_worker_processes_our_flow, get_flow_reads_the_tree, ts_flow_producer_end_to_end,
+        parents_events, flows_added_together_run_in_order,
+    ];
 }

@@ -4,6 +4,7 @@
 //! ([`RawClient`]: hand-written frames); against the embedded broker, what it serves is
 //! checked the same way and what it refuses gives the typed "not supported" error.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -727,48 +728,14 @@ async fn defaults_served<T: Rt>(target: Target) {
     client.close().await;
 }
 
-macro_rules! scenarios {
-    ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            <$rt as super::Rt>::block_on(super::$name::<$rt>($target));
-        }
-    )*};
-}
-
-macro_rules! bunqueue_scenarios {
-    ($rt:ty) => {
-        scenarios!($rt, autobatch_tests::Target::Bunqueue =>
-            job_options_arrive, bad_options_are_typed, scheduler_produces_jobs,
-            concurrency_and_stall, rate_limit_set_and_clear, dlq_round_trip, group_controls,
-            group_counts);
-    };
-}
-
-macro_rules! broker_scenarios {
-    ($rt:ty) => {
-        scenarios!($rt, autobatch_tests::Target::Broker =>
-            job_options_accepted, broker_refuses_typed, defaults_served, dlq_round_trip,
-            concurrency_and_stall, rate_limit_set_and_clear, group_counts,
-            scheduler_produces_jobs);
-    };
-}
-
-mod tokio_bunqueue {
-    bunqueue_scenarios!(super::Tokio);
-}
-mod smol_bunqueue {
-    bunqueue_scenarios!(super::Smol);
-}
-mod async_std_bunqueue {
-    bunqueue_scenarios!(super::AsyncStd);
-}
-mod tokio_broker {
-    broker_scenarios!(super::Tokio);
-}
-mod smol_broker {
-    broker_scenarios!(super::Smol);
-}
-mod async_std_broker {
-    broker_scenarios!(super::AsyncStd);
+scenarios! {
+    bunqueue => [
+        job_options_arrive, bad_options_are_typed, scheduler_produces_jobs,
+        concurrency_and_stall, rate_limit_set_and_clear, dlq_round_trip, group_controls,
+        group_counts,
+    ];
+    broker => [
+        job_options_accepted, broker_refuses_typed, defaults_served, dlq_round_trip,
+        concurrency_and_stall, rate_limit_set_and_clear, group_counts, scheduler_produces_jobs,
+    ];
 }

@@ -3,6 +3,7 @@
 //! broker; each effect checked through an independent connection ([`RawClient`]: hand-written
 //! frames).
 
+#[macro_use]
 mod common;
 
 use autobatch_driver::{Error, JobOptions, JobState, ServerErrorKind, Value};
@@ -410,53 +411,19 @@ async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
     client.close().await;
 }
 
-macro_rules! scenarios {
-    ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            <$rt as super::Rt>::block_on(super::$name::<$rt>($target));
-        }
-    )*};
-}
-
-macro_rules! all_scenarios {
-    ($rt:ty, $target:expr) => {
-        scenarios!($rt, $target =>
-            pause_and_resume, paused_queue_hands_out_nothing, drain_removes_waiting_and_delayed,
-            clean_completed, obliterate_removes_everything, remove_a_job, promote_one_and_many,
-            change_priority, change_delay, discard_then_retry, move_active_job, retry_completed,
-            deduplication_keys);
-    };
-}
-
-/// What the embedded broker serves (the rest it refuses, see
-/// `broker_refuses_what_it_does_not_serve`).
-macro_rules! broker_scenarios {
-    ($rt:ty, $target:expr) => {
-        scenarios!($rt, $target =>
-            pause_and_resume, paused_queue_hands_out_nothing, drain_removes_waiting_and_delayed,
-            clean_completed, obliterate_removes_everything, remove_a_job, promote_one_and_many,
-            change_priority,
-            change_delay, discard_then_retry, move_active_job, retry_completed, deduplication_keys,
-            broker_refuses_what_it_does_not_serve);
-    };
-}
-
-mod tokio_bunqueue {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Bunqueue);
-}
-mod smol_bunqueue {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Bunqueue);
-}
-mod async_std_bunqueue {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
-}
-mod tokio_broker {
-    broker_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
-}
-mod smol_broker {
-    broker_scenarios!(super::Smol, autobatch_tests::Target::Broker);
-}
-mod async_std_broker {
-    broker_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
+scenarios! {
+    bunqueue => [
+        pause_and_resume, paused_queue_hands_out_nothing, drain_removes_waiting_and_delayed,
+        clean_completed, obliterate_removes_everything, remove_a_job, promote_one_and_many,
+        change_priority, change_delay, discard_then_retry, move_active_job, retry_completed,
+        deduplication_keys,
+    ];
+    // What the embedded broker serves (the rest it refuses, see
+    // `broker_refuses_what_it_does_not_serve`).
+    broker => [
+        pause_and_resume, paused_queue_hands_out_nothing, drain_removes_waiting_and_delayed,
+        clean_completed, obliterate_removes_everything, remove_a_job, promote_one_and_many,
+        change_priority, change_delay, discard_then_retry, move_active_job, retry_completed,
+        deduplication_keys, broker_refuses_what_it_does_not_serve,
+    ];
 }

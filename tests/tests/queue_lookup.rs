@@ -3,6 +3,7 @@
 //! for what it serves, the embedded broker; each answer checked against what an independent
 //! connection ([`RawClient`]: hand-written frames) sees.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -300,48 +301,14 @@ async fn stats_and_metrics<T: Rt>(target: Target) {
     client.close().await;
 }
 
-macro_rules! scenarios {
-    ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            <$rt as super::Rt>::block_on(super::$name::<$rt>($target));
-        }
-    )*};
-}
-
-macro_rules! all_scenarios {
-    ($rt:ty, $target:expr) => {
-        scenarios!($rt, $target =>
-            get_jobs_by_state, get_job_by_custom_id, counts_per_priority, queue_limits,
-            deduplication_job_id,
-            queues_and_workers, list_queues, stats_and_metrics);
-    };
-}
-
-/// What the embedded broker serves.
-macro_rules! broker_scenarios {
-    ($rt:ty, $target:expr) => {
-        scenarios!($rt, $target =>
-            get_jobs_by_state, get_job_by_custom_id, counts_per_priority, queue_limits,
-            deduplication_job_id, list_queues, broker_refuses_what_it_does_not_serve);
-    };
-}
-
-mod tokio_bunqueue {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Bunqueue);
-}
-mod smol_bunqueue {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Bunqueue);
-}
-mod async_std_bunqueue {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
-}
-mod tokio_broker {
-    broker_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
-}
-mod smol_broker {
-    broker_scenarios!(super::Smol, autobatch_tests::Target::Broker);
-}
-mod async_std_broker {
-    broker_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
+scenarios! {
+    bunqueue => [
+        get_jobs_by_state, get_job_by_custom_id, counts_per_priority, queue_limits,
+        deduplication_job_id, queues_and_workers, list_queues, stats_and_metrics,
+    ];
+    // What the embedded broker serves.
+    broker => [
+        get_jobs_by_state, get_job_by_custom_id, counts_per_priority, queue_limits,
+        deduplication_job_id, list_queues, broker_refuses_what_it_does_not_serve,
+    ];
 }

@@ -22,6 +22,7 @@ use autobatch_tests::{CountingProxy, RawClient, Target};
 use futures_util::future::{join, join_all};
 use futures_util::FutureExt;
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -792,52 +793,29 @@ async fn health<T: Rt>(target: Target) {
     assert!(matches!(client.ping().await, Err(Error::Closed)));
 }
 
-macro_rules! scenarios {
-    ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            <$rt as super::Rt>::block_on(super::$name::<$rt>($target));
-        }
-    )*};
-}
-
-macro_rules! all_scenarios {
-    ($rt:ty, $target:expr) => {
-        scenarios!($rt, $target =>
-            sequential_adds,
-            concurrent_waves,
-            an_add_future_is_small,
-            several_queues,
-            durable_adds,
-            add_bulk,
-            worker_drains,
-            long_job_keeps_its_lock,
-            processor_error_fails,
-            processor_error_carries_its_stack,
-            panicking_processor,
-            auth_tokens,
-            bad_input_fails_alone,
-            connection_cut_mid_wave,
-            server_killed_mid_wave,
-            close_flushes_everything,
-            dropped_add_is_cancelled,
-            adds_near_the_frame_limit,
-            raw_requests,
-            health,
-        );
-    };
-}
-
-mod tokio_bunqueue {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Bunqueue);
-}
-
-mod smol_bunqueue {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Bunqueue);
-}
-
-mod async_std_bunqueue {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
+scenarios! {
+    bunqueue, broker => [
+        sequential_adds,
+        concurrent_waves,
+        an_add_future_is_small,
+        several_queues,
+        durable_adds,
+        add_bulk,
+        worker_drains,
+        long_job_keeps_its_lock,
+        processor_error_fails,
+        processor_error_carries_its_stack,
+        panicking_processor,
+        auth_tokens,
+        bad_input_fails_alone,
+        connection_cut_mid_wave,
+        server_killed_mid_wave,
+        close_flushes_everything,
+        dropped_add_is_cancelled,
+        adds_near_the_frame_limit,
+        raw_requests,
+        health,
+    ];
 }
 
 // ------------------------------------------------------------------------------ throughput
@@ -894,16 +872,4 @@ fn throughput() {
     for (what, rate) in rows {
         println!("{what:<40} {rate:>10.0} adds/s");
     }
-}
-
-mod tokio_broker {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
-}
-
-mod smol_broker {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Broker);
-}
-
-mod async_std_broker {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
 }

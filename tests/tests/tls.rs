@@ -8,80 +8,25 @@
 //! only durations are hang guards.
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use autobatch_driver::{
-    Client, ClientOptions, ConnectError, Error, Job, JobOptions, ReconnectConfig, Runtime,
-    TlsErrorKind, TlsOptions, TlsRoots, Worker, WorkerOptions,
+    Client, ClientOptions, ConnectError, Job, JobOptions, ReconnectConfig, TlsErrorKind,
+    TlsOptions, TlsRoots, Worker, WorkerOptions,
 };
 use autobatch_tests::{
     BunqueueServer, CountingProxy, OwnedServer, RawClient, ServerOptions, Target, TestPki, TsPeer,
 };
-use futures_util::future::{join, join_all, select, Either};
+use futures_util::future::{join, join_all};
 
-// ------------------------------------------------------------------------------ runtimes
+#[macro_use]
+mod common;
 
-type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// A runtime under test: its adapter's [`Runtime`], a way to block on a future, a sleep.
-trait Rt: 'static {
-    type R: Runtime + Default;
-    const NAME: &'static str;
-    fn block_on<F: Future>(f: F) -> F::Output;
-    fn sleep(d: Duration) -> BoxFut<()>;
-}
-
-struct Tokio;
-impl Rt for Tokio {
-    type R = autobatch_tokio::TokioRuntime;
-    const NAME: &'static str = "tokio";
-    fn block_on<F: Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("tokio runtime")
-            .block_on(f)
-    }
-    fn sleep(d: Duration) -> BoxFut<()> {
-        Box::pin(tokio::time::sleep(d))
-    }
-}
-
-struct Smol;
-impl Rt for Smol {
-    type R = autobatch_smol::SmolRuntime;
-    const NAME: &'static str = "smol";
-    fn block_on<F: Future>(f: F) -> F::Output {
-        smol::block_on(f)
-    }
-    fn sleep(d: Duration) -> BoxFut<()> {
-        Box::pin(async move {
-            smol::Timer::after(d).await;
-        })
-    }
-}
-
-struct AsyncStd;
-impl Rt for AsyncStd {
-    type R = autobatch_async_std::AsyncStdRuntime;
-    const NAME: &'static str = "async-std";
-    fn block_on<F: Future>(f: F) -> F::Output {
-        async_std::task::block_on(f)
-    }
-    fn sleep(d: Duration) -> BoxFut<()> {
-        Box::pin(async_std::task::sleep(d))
-    }
-}
+use common::*;
 
 // ------------------------------------------------------------------------------ helpers
-
-/// Longest any step may take before the test fails as hung.
-const HANG: Duration = Duration::from_secs(60);
 
 /// One PKI for the whole test binary.
 fn pki() -> &'static TestPki {
@@ -104,15 +49,9 @@ fn shared_tls(target: Target) -> SocketAddr {
         .addr()
 }
 
-/// A queue name unique to this scenario, runtime and process.
+/// A queue name unique to this scenario, runtime and process, marked as a TLS one.
 fn queue_name<T: Rt>(scenario: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "tls-{scenario}-{}-{}-{}",
-        T::NAME,
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    common::queue_name::<T>(&format!("tls-{scenario}"))
 }
 
 /// TLS trusting only the test CA, checked against the address's IP.
@@ -122,57 +61,19 @@ fn tls() -> TlsOptions {
         .ca_pem(pki().ca_pem().as_bytes().to_vec())
 }
 
+/// The shared client options, over `tls`.
 fn options(addr: SocketAddr, tls: TlsOptions) -> ClientOptions {
-    ClientOptions::new(addr.ip().to_string(), addr.port())
-        .command_timeout(Duration::from_secs(10))
-        .connect_timeout(Duration::from_secs(5))
-        .tls(tls)
+    common::options(addr).tls(tls)
 }
 
-/// Short timeouts, quick reconnects: for scenarios where the connection goes away.
+/// The shared fragile options over TLS; the handshake gets a longer connect timeout.
 fn fragile_options(addr: SocketAddr) -> ClientOptions {
-    options(addr, tls())
-        .command_timeout(Duration::from_secs(2))
-        .connect_timeout(Duration::from_secs(2))
-        .reconnect(
-            ReconnectConfig::default()
-                .base(Duration::from_millis(50))
-                .max(Duration::from_millis(200))
-                .jitter(0.0),
-        )
-}
-
-async fn connect<T: Rt>(opts: ClientOptions) -> Client<T::R> {
-    within::<T, _>("connect", Client::<T::R>::connect(opts))
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"))
-}
-
-/// Fails the test if `f` takes longer than [`HANG`]: a hang guard, not a timing assertion.
-async fn within<T: Rt, F: Future>(what: &str, f: F) -> F::Output {
-    let f = std::pin::pin!(f);
-    match select(f, T::sleep(HANG)).await {
-        Either::Left((out, _)) => out,
-        Either::Right(_) => panic!("{what} hung for {HANG:?}"),
-    }
-}
-
-/// Waits until `cond` holds (checked every 20 ms, yielding to the runtime meanwhile).
-async fn eventually<T: Rt>(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + HANG;
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not reached in {HANG:?}");
-        T::sleep(Duration::from_millis(20)).await;
-    }
+    common::fragile(options(addr, tls())).connect_timeout(Duration::from_secs(2))
 }
 
 /// An independent TLS connection (blocking rustls), to check what landed.
 fn raw(addr: SocketAddr) -> RawClient {
     RawClient::connect_tls(addr, pki().ca_pem().as_bytes(), None).expect("raw TLS connection")
-}
-
-fn is_transport(e: &Error) -> bool {
-    matches!(e, Error::ConnectionLost { .. } | Error::Timeout { .. })
 }
 
 /// `Client::connect` with these options fails with a TLS error of `kind`, without hanging,
@@ -363,43 +264,8 @@ async fn wrong_name<T: Rt>(target: Target) {
     within::<T, _>("close", client.close()).await;
 }
 
-macro_rules! scenarios {
-    ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            <$rt as super::Rt>::block_on(super::$name::<$rt>($target));
-        }
-    )*};
-}
-
-macro_rules! all_scenarios {
-    ($rt:ty, $target:expr) => {
-        scenarios!($rt, $target => adds, worker, reconnect, wrong_ca, wrong_name);
-    };
-}
-
-mod tokio_bunqueue {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Bunqueue);
-}
-
-mod smol_bunqueue {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Bunqueue);
-}
-
-mod async_std_bunqueue {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
-}
-
-mod tokio_broker {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
-}
-
-mod smol_broker {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Broker);
-}
-
-mod async_std_broker {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
+scenarios! {
+    bunqueue, broker => [adds, worker, reconnect, wrong_ca, wrong_name];
 }
 
 // ------------------------------------------------------------------------------ one-offs

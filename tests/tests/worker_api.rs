@@ -2,6 +2,7 @@
 //! every runtime against the real bunqueue 2.9.5; each effect is checked through an independent
 //! connection ([`RawClient::command`]: hand-written frames).
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -705,55 +706,24 @@ async fn queue_job_methods<T: Rt>(target: Target) {
     client.close().await;
 }
 
-macro_rules! scenarios {
-    ($rt:ty, $target:expr => $($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            <$rt as super::Rt>::block_on(super::$name::<$rt>($target));
-        }
-    )*};
-}
-
-macro_rules! all_scenarios {
-    ($rt:ty, $target:expr) => {
-        scenarios!($rt, $target =>
-            progress_and_logs,
-            ts_client_sees_progress_and_logs,
-            ts_queue_events_see_progress,
-            unrecoverable_is_not_retried,
-            plain_error_is_retried,
-            delay_moves_to_delayed,
-            rate_limited_goes_back_to_waiting,
-            update_data_and_extend_lock,
-            list_workers_shows_the_worker,
-            forced_close_releases_held_jobs,
-            pause_and_resume_worker,
-            events_stream,
-            drained_once_per_spell,
-            worker_removes_finished_jobs,
-            first_subscriber_sees_events_since_start,
-            queue_job_methods,
-            limiter_caps_jobs_per_window,
-        );
-    };
-}
-
-mod tokio_broker {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Broker);
-}
-mod smol_broker {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Broker);
-}
-mod async_std_broker {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Broker);
-}
-
-mod tokio_bunqueue {
-    all_scenarios!(super::Tokio, autobatch_tests::Target::Bunqueue);
-}
-mod smol_bunqueue {
-    all_scenarios!(super::Smol, autobatch_tests::Target::Bunqueue);
-}
-mod async_std_bunqueue {
-    all_scenarios!(super::AsyncStd, autobatch_tests::Target::Bunqueue);
+scenarios! {
+    bunqueue, broker => [
+        progress_and_logs,
+        ts_client_sees_progress_and_logs,
+        ts_queue_events_see_progress,
+        unrecoverable_is_not_retried,
+        plain_error_is_retried,
+        delay_moves_to_delayed,
+        rate_limited_goes_back_to_waiting,
+        update_data_and_extend_lock,
+        list_workers_shows_the_worker,
+        forced_close_releases_held_jobs,
+        pause_and_resume_worker,
+        events_stream,
+        drained_once_per_spell,
+        worker_removes_finished_jobs,
+        first_subscriber_sees_events_since_start,
+        queue_job_methods,
+        limiter_caps_jobs_per_window,
+    ];
 }

@@ -1,6 +1,7 @@
-//! Shared by the integration test files: the runtimes under test and the scenario helpers.
-//! Each test file includes it with `mod common;` and uses what it needs.
-#![allow(dead_code)]
+//! Shared by the integration test files: the runtimes under test, the `scenarios!` macro that
+//! turns a file's scenarios into tests, and the scenario helpers. Each test file includes it
+//! with `#[macro_use] mod common;` and uses what it needs.
+#![allow(dead_code, unused_macros)]
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -66,6 +67,52 @@ impl Rt for AsyncStd {
     }
 }
 
+// ------------------------------------------------------------------------------ scenarios
+
+/// Turns a file's scenarios into tests: one `#[test]` per scenario, server and runtime.
+///
+/// A scenario is an `async fn name<T: Rt>(target: Target)` at the top of the test file. Each
+/// group names the servers it runs on (`bunqueue`, `broker`; each server in one group at most)
+/// and the scenarios that run there. Every (server, runtime) pair gets its own module,
+/// `tokio_bunqueue`, `smol_broker`, ..., so a test is named `tokio_bunqueue::pause_and_resume`
+/// and `cargo test smol_broker::` runs one pair alone.
+///
+/// ```ignore
+/// scenarios! {
+///     bunqueue, broker => [pause_and_resume, drain_removes_waiting_and_delayed];
+/// }
+/// ```
+macro_rules! scenarios {
+    ($($($server:ident),+ => $names:tt);+ $(;)?) => {
+        $($(scenarios!(@server $server $names);)+)+
+    };
+    (@server bunqueue $names:tt) => {
+        scenarios!(@modules Bunqueue [tokio_bunqueue smol_bunqueue async_std_bunqueue] $names);
+    };
+    (@server broker $names:tt) => {
+        scenarios!(@modules Broker [tokio_broker smol_broker async_std_broker] $names);
+    };
+    (@modules $target:ident [$tokio:ident $smol:ident $async_std:ident] $names:tt) => {
+        mod $tokio {
+            scenarios!(@tests Tokio $target $names);
+        }
+        mod $smol {
+            scenarios!(@tests Smol $target $names);
+        }
+        mod $async_std {
+            scenarios!(@tests AsyncStd $target $names);
+        }
+    };
+    (@tests $rt:ident $target:ident [$($name:ident),* $(,)?]) => {$(
+        #[test]
+        fn $name() {
+            <super::$rt as super::Rt>::block_on(super::$name::<super::$rt>(
+                autobatch_tests::Target::$target,
+            ));
+        }
+    )*};
+}
+
 // ------------------------------------------------------------------------------ helpers
 
 /// Longest any scenario step may take before the test fails as hung.
@@ -90,8 +137,12 @@ pub fn options(addr: SocketAddr) -> ClientOptions {
 
 /// Options for scenarios where the server goes away: short timeouts, quick reconnects.
 pub fn fragile_options(addr: SocketAddr) -> ClientOptions {
-    options(addr)
-        .command_timeout(Duration::from_secs(2))
+    fragile(options(addr))
+}
+
+/// `opts` with short timeouts and quick reconnects, for connections that go away.
+pub fn fragile(opts: ClientOptions) -> ClientOptions {
+    opts.command_timeout(Duration::from_secs(2))
         .connect_timeout(Duration::from_secs(1))
         .reconnect(
             ReconnectConfig::default()

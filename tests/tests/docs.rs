@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 /// Types named in the docs that are not autobatch's: standard library, runtimes, futures.
 /// Anything else with an upper-case name must be a public type of the workspace.
 const FOREIGN_TYPES: &[&str] = &[
+    "Self",
+    "Arc",
+    "Pin",
     "Box",
     "Duration",
     "Instant",

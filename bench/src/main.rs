@@ -142,6 +142,11 @@ struct Args {
     /// Markdown, as `scripts/perf-docs.sh` puts them into docs/performance.md.
     #[arg(long, value_name = "FILE.json", exclusive = true)]
     render: Option<PathBuf>,
+
+    /// Run nothing: print README's headline table (every client's adds per second, and
+    /// autobatch's ratio to the TS client) from a `--compare` run's JSON document.
+    #[arg(long, value_name = "FILE.json", exclusive = true)]
+    render_headline: Option<PathBuf>,
 }
 
 /// `--storage`.
@@ -241,9 +246,15 @@ fn resolve(s: &str) -> io::Result<SocketAddr> {
 }
 
 fn real_main(args: Args) -> io::Result<()> {
-    if let Some(path) = &args.render {
+    type Render = fn(&serde_json::Value) -> Result<String, render::RenderError>;
+    let rendering: Option<(&PathBuf, Render)> = match (&args.render, &args.render_headline) {
+        (Some(path), _) => Some((path, render::markdown)),
+        (_, Some(path)) => Some((path, render::headline)),
+        _ => None,
+    };
+    if let Some((path, render)) = rendering {
         let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path)?)?;
-        let md = render::markdown(&doc).map_err(|e| {
+        let md = render(&doc).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("{}: {e}", path.display()),

@@ -202,6 +202,69 @@ pub fn markdown(doc: &Value) -> Result<String, RenderError> {
     Ok(out)
 }
 
+/// The README's headline table of a `--compare` run: adds per second of every client, batching
+/// off and on, per pattern, and autobatch's ratio to bunqueue's TS client (both batching).
+///
+/// # Errors
+///
+/// [`RenderError`] naming the first key the document lacks, or a contender it did not run.
+pub fn headline(doc: &Value) -> Result<String, RenderError> {
+    use crate::ids::{AB_OFF, AB_ON, OFFICIAL, TS_OFF, TS_ON};
+    let summary = list(doc, "summary")?;
+    let ratios = list(doc, "ratios")?;
+    let median = |v: Option<&Value>| v.and_then(|s| s.get("median")).and_then(Value::as_f64);
+    let ops = |c: &str, p: &str| {
+        median(
+            summary
+                .iter()
+                .find(|s| s["contender"] == c && s["pattern"] == p)
+                .and_then(|s| s.get("ops_per_sec")),
+        )
+    };
+    let mut patterns: Vec<&str> = Vec::new();
+    for s in summary {
+        let p = text(s, "pattern")?;
+        if !patterns.contains(&p) {
+            patterns.push(p);
+        }
+    }
+    let columns = [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL];
+    for c in columns {
+        if !summary.iter().any(|s| s["contender"] == c) {
+            return Err(RenderError(format!(
+                "no contender `{c}`: not a --compare run"
+            )));
+        }
+    }
+    let mut t = Table::new(&[
+        ("Pattern (adds/s)", Align::Left),
+        ("autobatch off", Align::Right),
+        ("autobatch on", Align::Right),
+        ("TS client off", Align::Right),
+        ("TS client on", Align::Right),
+        ("bunqueue-client (Rust)", Align::Right),
+        ("autobatch on ÷ TS on", Align::Right),
+    ]);
+    for p in patterns {
+        let label = match p.strip_prefix("all") {
+            Some(n) => format!("`join_all({n})`"),
+            None => "Sequential `await`".to_string(),
+        };
+        let mut row = vec![label];
+        row.extend(
+            columns
+                .iter()
+                .map(|c| ops(c, p).map_or("–".into(), thousands)),
+        );
+        let on_vs_ts = ratios
+            .iter()
+            .find(|r| r["numerator"] == AB_ON && r["denominator"] == TS_ON && r["pattern"] == p);
+        row.push(median(on_vs_ts.and_then(|r| r.get("ratio"))).map_or("–".into(), ratio));
+        t.row(row);
+    }
+    Ok(t.render())
+}
+
 /// A goal's measured value: ratios and shares below 10 with two decimals, µs likewise.
 fn compact_measure(x: f64) -> String {
     if x.abs() < 10.0 {
@@ -247,6 +310,27 @@ mod tests {
             md.contains("- met sequential: on ÷ off ≥ 0.98: measured 1.02"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn the_headline_needs_every_client_of_a_compare_run() {
+        let e = headline(&doc()).unwrap_err();
+        assert!(e.to_string().contains("`ts-off`"), "{e}");
+        let mut d = doc();
+        let summary = d["summary"].as_array_mut().unwrap();
+        for id in ["ts-off", "ts-on", "official"] {
+            summary.push(json!({"contender": id, "label": id, "pattern": "seq",
+                                "ops_per_sec": {"median": 3000.0, "n": 1}}));
+        }
+        d["ratios"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"numerator": "autobatch-on",
+            "denominator": "ts-on", "pattern": "seq", "ratio": {"median": 1.37, "n": 1}}));
+        let md = headline(&d).unwrap();
+        assert!(md.contains("| Sequential `await` |"), "{md}");
+        assert!(md.contains("4,100"), "{md}");
+        assert!(md.contains("1.37x"), "{md}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What tokio itself costs for one task per add, with no client in the way.
 //!
-//! Issue 15 part 3 asks that one task per add on tokio's `multi_thread` runtime cost at most
+//! A published goal asks that one task per add on tokio's `multi_thread` runtime cost at most
 //! 1.2x the client CPU of `current_thread`. This example runs the same shape with the least
 //! possible client: each add is a spawned task that puts a `oneshot` sender into a shared
 //! inbox (waking a "pump" task only when the inbox was empty, as autobatch's does) and awaits

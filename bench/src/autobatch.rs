@@ -23,8 +23,8 @@ use futures::FutureExt;
 use serde::Serialize;
 
 use crate::cpu::{self, Threads};
+use crate::runtime_kind::RuntimeKind;
 use crate::workload::{waves, Cell, CellCost, Contender, Latency, Pattern};
-use crate::RuntimeKind;
 
 /// The embedded broker of the default run: in-process, memory, own threads.
 pub struct Broker(EmbeddedBroker);

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use autobatch_tests::msgpack::Writer;
 
-use crate::report::ids::{CEILING, CEILING_WAVES};
+use crate::ids::{CEILING, CEILING_WAVES};
 use crate::workload::{waves, Cell, Contender, Pattern};
 
 /// Jobs per `PUSHB`: autobatch's and bunqueue's default batch size.

@@ -1,4 +1,4 @@
-//! `--fleet N[,N…]`: the seed's table on bunqueue's PostgreSQL multi-broker mode.
+//! `--fleet N[,N…]`: the throughput table on bunqueue's PostgreSQL multi-broker mode.
 //!
 //! One throwaway PostgreSQL (PostgreSQL's default durability: `fsync` and
 //! `synchronous_commit` on) and as many bunqueue 2.9.5 brokers as the largest fleet asked for,
@@ -276,7 +276,7 @@ fn times(s: Option<Summary>) -> String {
     s.map(|s| ratio(s.median)).unwrap_or_else(|| "–".into())
 }
 
-/// The fleet report: the seed's table for every fleet size, then how each client scales with
+/// The fleet report: the throughput table for every fleet size, then how each client scales with
 /// the brokers.
 pub fn render(header: &str, sizes: &[usize], patterns: &[Pattern], m: &Measurements) -> String {
     let mut out = String::from(header);

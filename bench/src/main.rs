@@ -1,15 +1,16 @@
-//! `autobatch-bench`: the seed's add() throughput table, measured.
+//! `autobatch-bench`: add() throughput, batching off and on, measured the way bunqueue's
+//! auto-batching write-up (<https://bunqueue.dev>) measures it.
 //!
-//! With no arguments it starts the embedded broker in-process and measures the seed's four
+//! With no arguments it starts the embedded broker in-process and measures the write-up's four
 //! patterns (sequential `await add`, and waves of 10, 50 and 100 concurrent adds joined with
 //! `join_all`) with autobatch's batching off and on, interleaved, 5 repetitions each, and
-//! prints the seed's table with medians and spreads. `--compare` runs the same patterns against
+//! prints the throughput table with medians and spreads. `--compare` runs the same patterns against
 //! one real bunqueue 2.9.5 server with autobatch, bunqueue's own TS client and the official
 //! Rust client side by side, plus the loopback ping-pong floor. Every run without `--tls` also
 //! measures, beside each concurrent cell, the server's ceiling and the client floor (core's
 //! encoder and decoder on a blocking socket), and judges the client's CPU per add against the
-//! latter; `--client-only` leaves all of those out, for profiling. `--tls` runs the seed's
-//! table over TLS and over plain TCP side by side, against twin embedded brokers (one serving
+//! latter; `--client-only` leaves all of those out, for profiling. `--tls` runs the
+//! throughput table over TLS and over plain TCP side by side, against twin embedded brokers (one serving
 //! TLS with a certificate made at start). `--fleet 1,2,3` runs them on bunqueue's PostgreSQL
 //! multi-broker mode (a throwaway PostgreSQL and up to three brokers) with bunqueue's TS
 //! client beside autobatch. See `--help`.
@@ -21,10 +22,13 @@ mod client_floor;
 mod cpu;
 mod fleet;
 mod floor;
+mod ids;
 mod machine;
 mod official;
+mod render;
 mod report;
 mod run;
+mod runtime_kind;
 mod stats;
 mod svg;
 mod table;
@@ -41,43 +45,11 @@ use clap::{Parser, ValueEnum};
 use crate::official::{Auditor, Official};
 use crate::report::RunInfo;
 use crate::run::Plan;
+use crate::runtime_kind::RuntimeKind;
 use crate::workload::{Contender, Pattern};
 
-/// The async runtime the autobatch client runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RuntimeKind {
-    /// autobatch-tokio (a current-thread tokio runtime on the bench thread).
-    Tokio,
-    /// autobatch-tokio on a multi-thread tokio runtime (a worker per core): each cell's adds
-    /// run in a task spawned on it, as a server's handlers do, and the pump is another task
-    /// of it.
-    TokioMultiThread,
-    /// autobatch-smol, pump on smol's global executor (`SmolRuntime::default()`).
-    Smol,
-    /// autobatch-smol, pump on an `Executor` the bench thread runs
-    /// (`SmolRuntime::with_executor`, `block_on(ex.run(..))`).
-    SmolLocal,
-    /// autobatch-async-std, pump on async-std's global executor.
-    AsyncStd,
-    /// autobatch-async-std, pump on the bench thread (`AsyncStdRuntime::local`).
-    AsyncStdLocal,
-}
-
-impl RuntimeKind {
-    /// As written on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            RuntimeKind::Tokio => "tokio",
-            RuntimeKind::TokioMultiThread => "tokio-multi-thread",
-            RuntimeKind::Smol => "smol",
-            RuntimeKind::SmolLocal => "smol-local",
-            RuntimeKind::AsyncStd => "async-std",
-            RuntimeKind::AsyncStdLocal => "async-std-local",
-        }
-    }
-}
-
-/// add() throughput of autobatch with batching off and on: the seed's table.
+/// add() throughput of autobatch with batching off and on, the four patterns of bunqueue's
+/// auto-batching write-up.
 ///
 /// Without arguments: the embedded broker in-process, the four patterns, 5 interleaved
 /// repetitions, the table on stdout and progress on stderr.
@@ -89,8 +61,8 @@ struct Args {
     server: Option<String>,
 
     /// Runtime adapter(s) for the autobatch client, comma-separated: with several, the same
-    /// client runs on each, interleaved, and a table puts them side by side (the targets and
-    /// the seed's table are the first one's).
+    /// client runs on each, interleaved, and a table puts them side by side (the goals and
+    /// the throughput table are the first one's).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "tokio")]
     runtime: Vec<RuntimeKind>,
 
@@ -153,7 +125,7 @@ struct Args {
     #[arg(long)]
     no_verify: bool,
 
-    /// The cost of TLS: the seed's table over plain TCP and over TLS (rustls), interleaved,
+    /// The cost of TLS: the throughput table over plain TCP and over TLS (rustls), interleaved,
     /// against two embedded brokers of the same configuration in this process, one serving
     /// TLS with a certificate made at start. Not with --compare or --server.
     #[arg(long, conflicts_with_all = ["compare", "server"])]
@@ -165,6 +137,16 @@ struct Args {
     /// are left out. Add --no-verify to leave out the job count after each cell too.
     #[arg(long, conflicts_with = "fleet")]
     client_only: bool,
+
+    /// Run nothing: print the tables and goals of an earlier run's JSON document (`--json`) as
+    /// Markdown, as `scripts/perf-docs.sh` puts them into docs/performance.md.
+    #[arg(long, value_name = "FILE.json", exclusive = true)]
+    render: Option<PathBuf>,
+
+    /// Run nothing: print README's headline table (every client's adds per second, and
+    /// autobatch's ratio to the TS client) from a `--compare` run's JSON document.
+    #[arg(long, value_name = "FILE.json", exclusive = true)]
+    render_headline: Option<PathBuf>,
 }
 
 /// `--storage`.
@@ -264,6 +246,23 @@ fn resolve(s: &str) -> io::Result<SocketAddr> {
 }
 
 fn real_main(args: Args) -> io::Result<()> {
+    type Render = fn(&serde_json::Value) -> Result<String, render::RenderError>;
+    let rendering: Option<(&PathBuf, Render)> = match (&args.render, &args.render_headline) {
+        (Some(path), _) => Some((path, render::markdown)),
+        (_, Some(path)) => Some((path, render::headline)),
+        _ => None,
+    };
+    if let Some((path, render)) = rendering {
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path)?)?;
+        let md = render(&doc).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+        print!("{md}");
+        return Ok(());
+    }
     let mut patterns = Vec::new();
     for p in &args.patterns {
         patterns.push(Pattern::parse(p.trim()).ok_or_else(|| {
@@ -466,7 +465,7 @@ impl Drop for DbDir {
     }
 }
 
-/// `--fleet`: the seed's table on bunqueue's PostgreSQL fleet (see the `fleet` module).
+/// `--fleet`: the throughput table on bunqueue's PostgreSQL fleet (see the `fleet` module).
 fn fleet_main(
     args: &Args,
     sizes: &[usize],

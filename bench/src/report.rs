@@ -2,44 +2,12 @@
 
 use crate::machine::MachineInfo;
 use crate::run::{Measurements, Plan, Sample};
+use crate::runtime_kind::RuntimeKind;
 use crate::stats::{paired_ratios, Summary};
 use crate::table::{compact, ratio, thousands, Align, Table};
 use crate::workload::Pattern;
-use crate::RuntimeKind;
 
-/// Contender ids used by the report.
-pub mod ids {
-    /// autobatch with batching off.
-    pub const AB_OFF: &str = "autobatch-off";
-    /// autobatch with batching on (the default).
-    pub const AB_ON: &str = "autobatch-on";
-    /// bunqueue's TS client, autoBatch off.
-    pub const TS_OFF: &str = "ts-off";
-    /// bunqueue's TS client, autoBatch on (its default).
-    pub const TS_ON: &str = "ts-on";
-    /// The official Rust client.
-    pub const OFFICIAL: &str = "official";
-    /// The ping-pong floor.
-    pub const FLOOR: &str = "floor";
-    /// The raw PUSH ping-pong.
-    pub const FLOOR_PUSH: &str = "floor-push";
-    /// autobatch with batching off, over TLS (`--tls`).
-    pub const TLS_OFF: &str = "autobatch-tls-off";
-    /// autobatch with batching on, over TLS (`--tls`).
-    pub const TLS_ON: &str = "autobatch-tls-on";
-    /// The server's ceiling: pre-encoded PUSHB frames, a few in flight.
-    pub const CEILING: &str = "ceiling";
-    /// The client floor: core's encoder and decoder on a blocking socket, PUSHB frames of 50,
-    /// a few in flight (what any client must spend per add).
-    pub const CLIENT_FLOOR: &str = "client-floor";
-    /// The unbatched client floor: the same, one PUSH per job, a window of 100 in flight
-    /// (what any client must spend per add without batching).
-    pub const CLIENT_FLOOR_PUSH: &str = "client-floor-push";
-    /// The server's ceiling in the pattern's own waves (a wave's pre-encoded frames out at
-    /// once, the next wave when all are answered): the most any client gets with them.
-    pub const CEILING_WAVES: &str = "ceiling-waves";
-}
-use ids::*;
+use crate::ids::*;
 
 /// What was run, against what, where.
 #[derive(Debug, Clone)]
@@ -62,7 +30,8 @@ pub struct RunInfo {
     pub smoke: bool,
 }
 
-/// One target from the brief: reported, never asserted.
+/// One of the project's published performance goals (docs/performance.md), judged on this
+/// run: reported, never asserted.
 #[derive(Debug, Clone)]
 pub struct Target {
     /// What is compared.
@@ -153,17 +122,17 @@ impl Target {
     }
 }
 
-/// The client's CPU time per add that issue 15 aims for at 100 concurrent adds and more: about
-/// twice the floor of encoding, decoding and socket I/O it measured once (0.43 µs per add).
+/// The published goal for the client's CPU time per add at 100 concurrent adds and more: about
+/// twice the floor of encoding, decoding and socket I/O as once measured (0.43 µs per add).
 /// Judged only when no client floor ran beside the cells (CPU times on the project's VM swing
 /// 2–3x between runs, so a fixed figure is a poor yardstick).
 pub const CLIENT_CPU_GOAL_US: f64 = 0.9;
 
-/// Issue 15's client-CPU target for batching off at 5,000 concurrent adds, as it states it.
+/// The published client-CPU goal for batching off at 5,000 concurrent adds, as a fixed figure.
 /// Judged only when no unbatched client floor ran beside the cell.
 pub const CLIENT_CPU_OFF_GOAL_US: f64 = 1.2;
 
-/// Issue 15's client-CPU target as a ratio: autobatch (batching on) may spend at most this
+/// The published client-CPU goal as a ratio: autobatch (batching on) may spend at most this
 /// many times the client floor's CPU per add, measured in the same run.
 pub const CLIENT_CPU_FLOOR_RATIO_GOAL: f64 = 2.0;
 
@@ -229,7 +198,7 @@ fn pct_cell(s: Option<Summary>) -> String {
     }
 }
 
-/// The targets that apply to this run: the project's current ones (issue 15).
+/// The published goals (docs/performance.md) that apply to this run.
 pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
     let mut t = Vec::new();
     let mut push = |name: String, s: Option<Summary>, goal: Goal, detail: Option<String>| {
@@ -273,7 +242,7 @@ pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
     if info.plan.patterns.contains(&Pattern::All(100)) {
         // A wave of `join_all` starts only when the last one is answered, so the server idles
         // for a turnaround per wave whatever the client: the wave ceiling, run beside the cell,
-        // is the most any client reaches with the pattern. Without it, the issue's yardstick.
+        // is the most any client reaches with the pattern. Without it, the server's pipelined ceiling.
         let all100 = Pattern::All(100);
         match ratio_summary(m, AB_ON, CEILING_WAVES, all100) {
             Some(r) => push(
@@ -324,9 +293,9 @@ pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
     t
 }
 
-/// Issue 15's client-CPU target for `client` (batching `mode`) at `p`: at most
+/// The client-CPU goal for `client` (batching `mode`) at `p`: at most
 /// [`CLIENT_CPU_FLOOR_RATIO_GOAL`] times `floor`'s CPU per add, paired by repetition, where that
-/// floor ran beside the cells; else (`--tls`, `--client-only`) the issue's fixed figure
+/// floor ran beside the cells; else (`--tls`, `--client-only`) the published fixed figure
 /// `fixed_us`, all there is to hold the absolute time against.
 fn client_cpu_target(
     m: &Measurements,
@@ -359,7 +328,7 @@ fn client_cpu_target(
         ),
         _ => push(
             format!(
-                "{}: client CPU per add, batching {mode} ≤ {fixed_us} µs (issue 15's fixed \
+                "{}: client CPU per add, batching {mode} ≤ {fixed_us} µs (the published fixed \
                  figure: no {} in this run)",
                 p.label(),
                 short_name(floor)
@@ -371,10 +340,10 @@ fn client_cpu_target(
     }
 }
 
-/// Issue 15's parts 3 and 4, when several runtimes ran and the first is tokio's
+/// The runtime goals, when several runtimes ran and the first is tokio's
 /// `current_thread`: each other runtime within 10 % of its adds/s in every cell, with the same
-/// adds per frame (part 4); tokio's `multi_thread` at most 1.2x its client CPU per add at 100
-/// concurrent adds and more (part 3).
+/// adds per frame; tokio's `multi_thread` at most 1.2x its client CPU per add at 100
+/// concurrent adds and more.
 fn runtime_targets(
     info: &RunInfo,
     m: &Measurements,
@@ -660,9 +629,9 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
         if info.compare {
             " against bunqueue's own clients"
         } else if info.tls.is_some() {
-            ", the seed's table over TLS and plain TCP"
+            ", batching off and on, over TLS and plain TCP"
         } else {
-            ", the seed's table"
+            ", batching off and on"
         }
     ));
     out.push_str(&format!("server:   {}\n", info.server));
@@ -687,7 +656,7 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
         }
     ));
 
-    // The seed's table, for autobatch.
+    // The throughput table, for autobatch.
     let mut t = Table::new(&[
         ("Pattern", Align::Left),
         ("Without batching ops/s", Align::Right),
@@ -1231,10 +1200,10 @@ mod tests {
         let multi_t = all
             .iter()
             .find(|t| t.name.contains("tokio-multi-thread client CPU"))
-            .expect("a part-3 target");
+            .expect("the multi_thread goal");
         assert!((multi_t.measured - 1.5).abs() < 1e-9);
         assert_eq!(multi_t.goal, Goal::MaxRatio(1.2));
-        // Sequential cells are not part 3's.
+        // Sequential cells are not judged by the multi_thread goal.
         assert_eq!(
             all.iter()
                 .filter(|t| t.name.contains("tokio-multi-thread"))

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::report::ids::*;
+use crate::ids::*;
 use crate::report::{ratio_summary, short_name, RunInfo};
 use crate::run::Measurements;
 use crate::table::{compact, ratio, thousands};

@@ -1,9 +1,10 @@
-//! The seed's four patterns and the interface every measured client implements.
+//! The four patterns of bunqueue's auto-batching write-up (sequential `await`, waves of 10, 50
+//! and 100 concurrent adds) and the interface every measured client implements.
 
 use std::io;
 use std::time::Duration;
 
-/// How adds are issued: the rows of the seed's table.
+/// How adds are issued: the rows of the throughput table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Pattern {
     /// `for i in 0..n { queue.add(..).await }`.

@@ -1,0 +1,343 @@
+//! `--render FILE.json`: a run's tables again, in Markdown, from the JSON document the run
+//! wrote (`--json`), so that the figures in the docs come from the bench's own output and are
+//! never typed by hand. `scripts/perf-docs.sh` splices them into `docs/performance.md`.
+//!
+//! It reads only what every mode writes (`server`, `machine`, `plan`, `summary`, `ratios`,
+//! `targets`), so it renders default, `--compare`, `--tls` and `--fleet` runs alike.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::table::{compact, ratio, thousands, Align, Table};
+
+/// Why a document cannot be rendered: the key that is missing or of the wrong type.
+#[derive(Debug)]
+pub struct RenderError(String);
+
+impl std::fmt::Display for RenderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "not an autobatch-bench JSON document: {}", self.0)
+    }
+}
+
+impl std::error::Error for RenderError {}
+
+fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, RenderError> {
+    v.get(key).ok_or_else(|| RenderError(format!("no `{key}`")))
+}
+
+fn text<'a>(v: &'a Value, key: &str) -> Result<&'a str, RenderError> {
+    field(v, key)?
+        .as_str()
+        .ok_or_else(|| RenderError(format!("`{key}` is not a string")))
+}
+
+fn list<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], RenderError> {
+    field(v, key)?
+        .as_array()
+        .map(Vec::as_slice)
+        .ok_or_else(|| RenderError(format!("`{key}` is not a list")))
+}
+
+/// `median (min–max)` of a summary object, through `fmt` for each number.
+fn spread(s: &Value, fmt: impl Fn(f64) -> String) -> String {
+    let n = |k: &str| s.get(k).and_then(Value::as_f64);
+    match (n("median"), n("min"), n("max"), n("n")) {
+        (Some(med), Some(lo), Some(hi), Some(reps)) if reps > 1.0 => {
+            format!("{} ({}–{})", fmt(med), fmt(lo), fmt(hi))
+        }
+        (Some(med), ..) => fmt(med),
+        _ => "–".into(),
+    }
+}
+
+/// The Markdown rendering of one run's JSON document.
+///
+/// # Errors
+///
+/// [`RenderError`] naming the first key the document lacks.
+pub fn markdown(doc: &Value) -> Result<String, RenderError> {
+    let mut out = String::new();
+    let machine = field(doc, "machine")?;
+    let plan = field(doc, "plan")?;
+    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let _ = writeln!(out, "- server: {}", text(doc, "server")?);
+    let _ = writeln!(
+        out,
+        "- machine: {} cores ({}), {}; run {}",
+        num(machine, "cores"),
+        text(machine, "cpu_model")?,
+        text(machine, "kernel")?,
+        text(machine, "date_utc")?
+    );
+    if let Some(versions) = machine.get("versions").and_then(Value::as_object) {
+        let v: Vec<String> = versions
+            .iter()
+            .map(|(k, v)| format!("{k} {}", v.as_str().unwrap_or("?")))
+            .collect();
+        let _ = writeln!(out, "- versions: {}", v.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "- cells: {} timed adds each after {} warm-up adds, {} repetitions interleaved; \
+         figures are medians (min–max over repetitions)\n",
+        thousands(num(plan, "adds_per_cell") as f64),
+        thousands(num(plan, "warmup_adds") as f64),
+        num(plan, "reps")
+    );
+
+    let summary = list(doc, "summary")?;
+    let mut patterns: Vec<&str> = Vec::new();
+    let mut contenders: Vec<(&str, &str)> = Vec::new();
+    for s in summary {
+        let p = text(s, "pattern")?;
+        if !patterns.contains(&p) {
+            patterns.push(p);
+        }
+        let c = (text(s, "contender")?, text(s, "label")?);
+        if !contenders.iter().any(|(id, _)| *id == c.0) {
+            contenders.push(c);
+        }
+    }
+    let cell = |c: &str, p: &str, key: &str| {
+        summary
+            .iter()
+            .find(|s| s["contender"] == c && s["pattern"] == p)
+            .and_then(|s| s.get(key))
+    };
+
+    let _ = writeln!(out, "Adds per second:\n");
+    let mut header = vec![("Contender", Align::Left)];
+    header.extend(patterns.iter().map(|p| (*p, Align::Right)));
+    let mut t = Table::new(&header);
+    for (id, label) in &contenders {
+        let mut row = vec![(*label).to_string()];
+        row.extend(
+            patterns
+                .iter()
+                .map(|p| cell(id, p, "ops_per_sec").map_or("–".into(), |s| spread(s, compact))),
+        );
+        t.row(row);
+    }
+    out.push_str(&t.render());
+
+    let has_cpu = summary.iter().any(|s| {
+        s.get("client_cpu_us_per_add")
+            .is_some_and(|v| v.get("median").is_some())
+    });
+    if has_cpu {
+        let _ = writeln!(out, "\nClient CPU per add (µs):\n");
+        let mut t = Table::new(&header);
+        // Yardsticks that read no client CPU (the ping-pong floors, the server's ceiling) have
+        // no row here.
+        let measured_cpu = |id: &str| {
+            patterns.iter().any(|p| {
+                cell(id, p, "client_cpu_us_per_add").is_some_and(|s| s.get("median").is_some())
+            })
+        };
+        for (id, label) in contenders.iter().filter(|(id, _)| measured_cpu(id)) {
+            let mut row = vec![(*label).to_string()];
+            row.extend(patterns.iter().map(|p| {
+                cell(id, p, "client_cpu_us_per_add")
+                    .map_or("–".into(), |s| spread(s, |x| format!("{x:.2}")))
+            }));
+            t.row(row);
+        }
+        out.push_str(&t.render());
+    }
+
+    let ratios = list(doc, "ratios")?;
+    if !ratios.is_empty() {
+        let label = |id: &str| {
+            contenders
+                .iter()
+                .find(|(c, _)| *c == id)
+                .map_or(id.to_string(), |(_, l)| (*l).to_string())
+        };
+        let _ = writeln!(
+            out,
+            "\nRatios of adds per second, paired by repetition (cells run back to back):\n"
+        );
+        let mut t = Table::new(&[
+            ("Ratio", Align::Left),
+            ("Pattern", Align::Left),
+            ("median (min–max)", Align::Right),
+        ]);
+        for r in ratios {
+            t.row(vec![
+                format!(
+                    "{} ÷ {}",
+                    label(text(r, "numerator")?),
+                    label(text(r, "denominator")?)
+                ),
+                text(r, "pattern")?.to_string(),
+                spread(field(r, "ratio")?, ratio),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+
+    let targets = list(doc, "targets")?;
+    if !targets.is_empty() {
+        let _ = writeln!(out, "\nPublished goals, judged on this run:\n");
+        for g in targets {
+            let met = field(g, "met")?.as_bool().unwrap_or(false);
+            let measured = field(g, "measured")?.as_f64().unwrap_or(f64::NAN);
+            let _ = write!(
+                out,
+                "- {} {}: measured {}",
+                if met { "met" } else { "**missed**" },
+                text(g, "name")?,
+                compact_measure(measured)
+            );
+            match g.get("detail").and_then(Value::as_str) {
+                Some(d) => {
+                    let _ = writeln!(out, " ({d})");
+                }
+                None => out.push('\n'),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The README's headline table of a `--compare` run: adds per second of every client, batching
+/// off and on, per pattern, and autobatch's ratio to bunqueue's TS client (both batching).
+///
+/// # Errors
+///
+/// [`RenderError`] naming the first key the document lacks, or a contender it did not run.
+pub fn headline(doc: &Value) -> Result<String, RenderError> {
+    use crate::ids::{AB_OFF, AB_ON, OFFICIAL, TS_OFF, TS_ON};
+    let summary = list(doc, "summary")?;
+    let ratios = list(doc, "ratios")?;
+    let median = |v: Option<&Value>| v.and_then(|s| s.get("median")).and_then(Value::as_f64);
+    let ops = |c: &str, p: &str| {
+        median(
+            summary
+                .iter()
+                .find(|s| s["contender"] == c && s["pattern"] == p)
+                .and_then(|s| s.get("ops_per_sec")),
+        )
+    };
+    let mut patterns: Vec<&str> = Vec::new();
+    for s in summary {
+        let p = text(s, "pattern")?;
+        if !patterns.contains(&p) {
+            patterns.push(p);
+        }
+    }
+    let columns = [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL];
+    for c in columns {
+        if !summary.iter().any(|s| s["contender"] == c) {
+            return Err(RenderError(format!(
+                "no contender `{c}`: not a --compare run"
+            )));
+        }
+    }
+    let mut t = Table::new(&[
+        ("Pattern (adds/s)", Align::Left),
+        ("autobatch off", Align::Right),
+        ("autobatch on", Align::Right),
+        ("TS client off", Align::Right),
+        ("TS client on", Align::Right),
+        ("bunqueue-client (Rust)", Align::Right),
+        ("autobatch on ÷ TS on", Align::Right),
+    ]);
+    for p in patterns {
+        let label = match p.strip_prefix("all") {
+            Some(n) => format!("`join_all({n})`"),
+            None => "Sequential `await`".to_string(),
+        };
+        let mut row = vec![label];
+        row.extend(
+            columns
+                .iter()
+                .map(|c| ops(c, p).map_or("–".into(), thousands)),
+        );
+        let on_vs_ts = ratios
+            .iter()
+            .find(|r| r["numerator"] == AB_ON && r["denominator"] == TS_ON && r["pattern"] == p);
+        row.push(median(on_vs_ts.and_then(|r| r.get("ratio"))).map_or("–".into(), ratio));
+        t.row(row);
+    }
+    Ok(t.render())
+}
+
+/// A goal's measured value: ratios and shares below 10 with two decimals, µs likewise.
+fn compact_measure(x: f64) -> String {
+    if x.abs() < 10.0 {
+        format!("{x:.2}")
+    } else {
+        compact(x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc() -> Value {
+        json!({
+            "server": "embedded autobatch-broker",
+            "machine": {"cores": 2, "cpu_model": "test", "kernel": "linux", "date_utc": "now",
+                        "versions": {"autobatch": "0.1.0"}},
+            "plan": {"adds_per_cell": 1000, "warmup_adds": 50, "reps": 3},
+            "summary": [
+                {"contender": "autobatch-off", "label": "batching off", "pattern": "seq",
+                 "ops_per_sec": {"median": 4000.0, "min": 3900.0, "max": 4100.0, "n": 3}},
+                {"contender": "autobatch-on", "label": "batching on", "pattern": "seq",
+                 "ops_per_sec": {"median": 4100.0, "min": 4000.0, "max": 4200.0, "n": 3},
+                 "client_cpu_us_per_add": {"median": 1.5, "min": 1.0, "max": 2.0, "n": 3}}
+            ],
+            "ratios": [{"numerator": "autobatch-on", "denominator": "autobatch-off",
+                        "pattern": "seq", "ratio": {"median": 1.02, "min": 0.99, "max": 1.05, "n": 3}}],
+            "targets": [{"name": "sequential: on ÷ off ≥ 0.98", "measured": 1.02, "goal": 0.98,
+                         "met": true, "detail": null}]
+        })
+    }
+
+    #[test]
+    fn renders_every_section_from_the_document() {
+        let md = markdown(&doc()).unwrap();
+        assert!(md.contains("| batching on "), "{md}");
+        assert!(md.contains("4.1k (4.0k–4.2k)"), "{md}");
+        assert!(md.contains("1.50 (1.00–2.00)"), "{md}");
+        assert!(md.contains("batching on ÷ batching off"), "{md}");
+        assert!(
+            md.contains("- met sequential: on ÷ off ≥ 0.98: measured 1.02"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn the_headline_needs_every_client_of_a_compare_run() {
+        let e = headline(&doc()).unwrap_err();
+        assert!(e.to_string().contains("`ts-off`"), "{e}");
+        let mut d = doc();
+        let summary = d["summary"].as_array_mut().unwrap();
+        for id in ["ts-off", "ts-on", "official"] {
+            summary.push(json!({"contender": id, "label": id, "pattern": "seq",
+                                "ops_per_sec": {"median": 3000.0, "n": 1}}));
+        }
+        d["ratios"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"numerator": "autobatch-on",
+            "denominator": "ts-on", "pattern": "seq", "ratio": {"median": 1.37, "n": 1}}));
+        let md = headline(&d).unwrap();
+        assert!(md.contains("| Sequential `await` |"), "{md}");
+        assert!(md.contains("4,100"), "{md}");
+        assert!(md.contains("1.37x"), "{md}");
+    }
+
+    #[test]
+    fn a_document_without_a_summary_is_refused_by_name() {
+        let mut d = doc();
+        d.as_object_mut().unwrap().remove("summary");
+        let e = markdown(&d).unwrap_err();
+        assert!(e.to_string().contains("`summary`"), "{e}");
+    }
+}

@@ -1,4 +1,4 @@
-// The seed's add() throughput table, measured with bunqueue's official client.
+// The add() throughput table of bunqueue's auto-batching write-up, measured with bunqueue's official client.
 //
 //   bun --no-install run bench.ts HOST PORT '<json>'
 //

@@ -852,7 +852,7 @@ const VOLATILE: &[&str] = &[
 /// The keys of a job record that are compared. bunqueue sends its whole internal record (about
 /// 48 keys: every option, `timeline`, `stallCount`, …); autobatch-broker sends the keys the
 /// official clients read. Compared: identity, payload, the retry and priority state, and the
-/// GetJob extras. The broker's missing keys are a known difference (issue 16), not compared.
+/// GetJob extras. The broker's missing keys are a known difference, not compared yet.
 const JOB_KEYS: &[&str] = &[
     "id",
     "queue",

@@ -269,7 +269,7 @@ type Step = Result<(), String>;
 /// Knobs of a run beyond its seed.
 #[derive(Debug, Clone, Copy)]
 pub struct SimOptions {
-    /// Keep the hostile-frame fault class (part of the seed's scenario). Off, seeds replay
+    /// Keep the hostile-frame fault class (part of the scenario each seed draws). Off, seeds replay
     /// exactly as they did before that class existed (the regression seeds need that).
     pub hostile: bool,
     /// Keep the "frames near the size limit" class (a burst of eight 8.4 MB adds). Off, seeds

@@ -16,7 +16,8 @@ use autobatch_core::Error;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::pump::{Cmd, InFlight};
+use crate::cmd::{Cmd, InFlight};
+use crate::inbox::Sender;
 use crate::reply::Outcome;
 use crate::worker_events::WorkerEvents;
 
@@ -29,7 +30,7 @@ pub const MAX_UNANSWERED_JOB_UPDATES: usize = 1024;
 /// The part of a worker every job handle shares.
 #[derive(Clone)]
 pub(crate) struct JobLink {
-    pub(crate) tx: crate::inbox::Sender,
+    pub(crate) tx: Sender,
     pub(crate) in_flight: Arc<AtomicUsize>,
     pub(crate) lock_ttl: Duration,
     pub(crate) events: WorkerEvents,

@@ -45,7 +45,11 @@
 #![warn(missing_docs)]
 
 mod add;
+mod call;
 mod client;
+mod cmd;
+mod connect;
+mod event_buffer;
 mod events;
 mod flow;
 mod inbox;
@@ -65,7 +69,8 @@ mod worker;
 mod worker_events;
 
 pub use client::{Client, Queue, ServerInfo};
-pub use events::{EventsOptions, EventsStats, QueueEvents};
+pub use event_buffer::{EventsOptions, EventsStats};
+pub use events::QueueEvents;
 pub use flow::{FlowJobs, FlowNode, FlowProducer, FlowRead, FlowTree, MAX_FLOW_DEPTH};
 pub use job::{ActiveJob, Pending, MAX_UNANSWERED_JOB_UPDATES};
 pub use links::BrokerStatus;

@@ -24,14 +24,14 @@ use futures_util::future::{AbortHandle, Abortable};
 use futures_util::{FutureExt, Stream, StreamExt};
 use serde::Serialize;
 
-use crate::client::{start_links, Client};
+use crate::client::Client;
+use crate::cmd::{Cmd, Dispatch};
+use crate::connect::start_links;
 use crate::job::{ActiveJob, JobLink};
-use crate::pump::{Cmd, Dispatch};
+use crate::options::{ClientOptions, ConnectError, WorkerOptions};
 use crate::runtime::{AsyncTimer, Runtime};
+use crate::stats::ClientStats;
 use crate::worker_events::{WorkerEvent, WorkerEvents};
-use crate::{ClientOptions, ClientStats, ConnectError, WorkerOptions};
-#[cfg(doc)]
-use crate::{WORKER_EVENTS_BUFFER, WORKER_EVENTS_BUFFER_BYTES};
 
 /// What a processor may return on success: anything `Serialize`, or a ready-made [`Value`]
 /// wrapped in [`Raw`].
@@ -671,8 +671,8 @@ impl<R: Runtime> Worker<R> {
         &self.inner.queue
     }
 
-    /// The worker's events, as a bounded stream (a buffer of [`WORKER_EVENTS_BUFFER`] events
-    /// and [`WORKER_EVENTS_BUFFER_BYTES`] bytes).
+    /// The worker's events, as a bounded stream (a buffer of [`WORKER_EVENTS_BUFFER`](crate::WORKER_EVENTS_BUFFER) events
+    /// and [`WORKER_EVENTS_BUFFER_BYTES`](crate::WORKER_EVENTS_BUFFER_BYTES) bytes).
     ///
     /// **From the start**: the first call gets every event since [`start`](Self::start)
     /// (within the buffer), so jobs the worker finished before the call are not missed.

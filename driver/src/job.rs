@@ -38,8 +38,8 @@ pub(crate) struct JobLink {
 
 /// A job being processed, as a [`Worker`](crate::Worker)'s processor receives it.
 ///
-/// It dereferences to the [`Job`] record (`job.id`, `job.name`, `job.data`, `job.attempts`, …),
-/// so processors written against `Job` keep working, and adds the calls a running job makes:
+/// It dereferences to the [`Job`] record (`job.id`, `job.name`, `job.data`, `job.attempts`, …)
+/// and adds the calls a running job makes:
 /// [`update_progress`](Self::update_progress), [`log`](Self::log),
 /// [`extend_lock`](Self::extend_lock), [`update_data`](Self::update_data).
 ///
@@ -52,9 +52,9 @@ pub(crate) struct JobLink {
 ///
 /// ```no_run
 /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
-/// use autobatch_driver::{ActiveJob, ClientOptions, Worker, WorkerOptions};
+/// use autobatch_driver::{ClientOptions, Worker, WorkerOptions};
 /// let worker = Worker::<R>::start(ClientOptions::default(), WorkerOptions::new("reports"),
-///     |job: ActiveJob| async move {
+///     |job| async move {
 ///         let pages: u32 = job.data()?;
 ///         for page in 0..pages {
 ///             // ... render a page, then report without waiting for the server:

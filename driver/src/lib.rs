@@ -78,7 +78,7 @@ pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFA
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
 pub use tls::{TlsError, TlsErrorKind, TlsOptions, TlsRoots};
-pub use worker::{CloseReport, JobError, JobOutput, Outcome, ProcessorInput, Raw, Worker};
+pub use worker::{CloseReport, JobError, JobOutput, Outcome, Raw, Worker};
 pub use worker_events::{WorkerEvent, WORKER_EVENTS_BUFFER, WORKER_EVENTS_BUFFER_BYTES};
 
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};

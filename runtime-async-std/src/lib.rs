@@ -98,7 +98,7 @@ pub type Queue = autobatch_driver::Queue<AsyncStdRuntime>;
 /// # async fn demo() -> Result<(), autobatch_async_std::ConnectError> {
 /// use autobatch_async_std::{ClientOptions, Worker, WorkerOptions};
 /// let w = Worker::start(ClientOptions::default(), WorkerOptions::new("q"),
-///     |_job: autobatch_async_std::Job| async { Ok::<(), String>(()) }).await?;
+///     |_job| async { Ok::<(), String>(()) }).await?;
 /// w.close().await;
 /// # Ok(()) }
 /// ```

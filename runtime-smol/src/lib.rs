@@ -103,7 +103,7 @@ pub type Queue = autobatch_driver::Queue<SmolRuntime>;
 /// # async fn demo() -> Result<(), autobatch_smol::ConnectError> {
 /// use autobatch_smol::{ClientOptions, Worker, WorkerOptions};
 /// let w = Worker::start(ClientOptions::default(), WorkerOptions::new("q"),
-///     |_job: autobatch_smol::Job| async { Ok::<(), String>(()) }).await?;
+///     |_job| async { Ok::<(), String>(()) }).await?;
 /// w.close().await;
 /// # Ok(()) }
 /// ```

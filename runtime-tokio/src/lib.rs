@@ -76,7 +76,7 @@ pub type Queue = autobatch_driver::Queue<TokioRuntime>;
 /// # async fn demo() -> Result<(), autobatch_tokio::ConnectError> {
 /// use autobatch_tokio::{ClientOptions, Worker, WorkerOptions};
 /// let w = Worker::start(ClientOptions::default(), WorkerOptions::new("q"),
-///     |_job: autobatch_tokio::Job| async { Ok::<(), String>(()) }).await?;
+///     |_job| async { Ok::<(), String>(()) }).await?;
 /// w.close().await;
 /// # Ok(()) }
 /// ```

@@ -55,6 +55,7 @@ mod flow;
 mod inbox;
 mod job;
 mod links;
+mod millis;
 mod options;
 mod pump;
 mod queue_api;

@@ -674,7 +674,10 @@ async fn queue_job_methods<T: Rt>(target: Target) {
         Err(Error::Server(e)) => assert_eq!(e.message(), "Lock not found or invalid token"),
         other => panic!("{other:?}"),
     }
-    match q.move_job_to_delayed("no-such-job", 1_000, None).await {
+    match q
+        .move_job_to_delayed("no-such-job", Duration::from_secs(1), None)
+        .await
+    {
         Err(Error::Server(e)) => assert_eq!(e.message(), "Job not found"),
         other => panic!("{other:?}"),
     }
@@ -694,7 +697,7 @@ async fn queue_job_methods<T: Rt>(target: Target) {
         other => panic!("{other:?}"),
     }
     // The delayed move of a waiting job: bunqueue moves it (ChangeDelay semantics).
-    q.move_job_to_delayed(&id, 600_000, None)
+    q.move_job_to_delayed(&id, Duration::from_secs(600), None)
         .await
         .expect("move_job_to_delayed");
     assert_eq!(raw.state(&id), "delayed");

@@ -115,7 +115,7 @@ fn spawn<R: Runtime>(
         None => (None, None),
     };
     let config = options.session_config(worker_config)?;
-    let session = Session::new(config, runtime.now()).map_err(OptionsError::from)?;
+    let session = Session::new(config, runtime.now()).map_err(OptionsError::from_session)?;
     // Files are read and the rustls configuration built once, here: a bad CA or key fails
     // `connect` before anything is sent.
     let tls = match &options.tls {

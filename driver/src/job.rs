@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use autobatch_core::ops::{self, Operation};
-use autobatch_core::wire::{Job, Response, Value};
+use autobatch_core::wire::{DataError, Job, Response, Value};
 use autobatch_core::Error;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -120,7 +120,7 @@ impl ActiveJob {
     ///
     /// The data does not fit `T`; the error converts into a [`JobError`](crate::JobError)
     /// with `?`.
-    pub fn data<T: DeserializeOwned>(&self) -> Result<T, autobatch_core::wire::DataError> {
+    pub fn data<T: DeserializeOwned>(&self) -> Result<T, DataError> {
         self.job.data.deserialize()
     }
 

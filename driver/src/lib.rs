@@ -86,7 +86,7 @@ pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPo
 pub use autobatch_core::ops;
 pub use autobatch_core::session::{QueueEvent, ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{
-    Backoff, Debounce, Dedup, Job, JobCounts, JobOptions, JobState, Repeat, Response,
+    Backoff, DataError, Debounce, Dedup, Job, JobCounts, JobOptions, JobState, Repeat, Response,
     ValidationError, Value,
 };
 pub use autobatch_core::{Error, Fault, ServerError, ServerErrorKind};

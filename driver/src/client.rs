@@ -625,6 +625,34 @@ impl<R: Runtime> Queue<R> {
         }
     }
 
+    /// A completed job's result: what its processor returned, as its ACK carried it
+    /// (bunqueue's `GetResult`). `None` for an id the server does not know and for a job
+    /// without a result: not completed (yet), or completed with none (a processor that
+    /// returned `()` sends nil).
+    ///
+    /// # Errors
+    ///
+    /// A lost connection or a timeout (it is a read: sent again on the next connection),
+    /// or [`Error::Closed`] after [`Client::close`].
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>, id: String) -> Result<(), autobatch_driver::Error> {
+    /// match q.get_result(&id).await? {
+    ///     Some(result) => println!("{id} returned {result:?}"),
+    ///     None => println!("{id} has no result (yet)"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_result(&self, id: &str) -> Result<Option<Value>, Error> {
+        match self
+            .request(Command::GetResult { id: id.to_owned() })
+            .await?
+        {
+            Response::Result(result) => Ok(result),
+            other => Err(unexpected("GetResult", other)),
+        }
+    }
+
     /// Jobs still to run in this queue (waiting + prioritized + delayed).
     ///
     /// ```no_run

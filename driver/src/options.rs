@@ -429,7 +429,10 @@ impl ClientOptions {
 pub struct WorkerOptions {
     /// The queue to work.
     pub queue: String,
-    /// Most jobs processed at once (1..=1000). Default 1.
+    /// Most jobs processed at once: any number from 1 (thousands suit I/O-bound processors).
+    /// Each pull asks for the free slots, at most 1,000 at a time (bunqueue's clients cap
+    /// their pulls the same way), so a larger concurrency fills over several pulls.
+    /// Default 1.
     pub concurrency: usize,
     /// Long-poll time of each pull (at most 60 s). Default 1 s.
     pub poll_timeout: Duration,
@@ -707,6 +710,19 @@ mod tests {
         ClientOptions::default()
             .session_config(Some(config))
             .expect_err("invalid worker options")
+    }
+
+    #[test]
+    fn any_concurrency_from_one_is_accepted() {
+        for n in [1, 1_000, 1_001, 5_000] {
+            let config = WorkerOptions::new("q").concurrency(n).worker_config();
+            assert!(
+                ClientOptions::default()
+                    .session_config(Some(config.expect("worker config")))
+                    .is_ok(),
+                "concurrency {n}"
+            );
+        }
     }
 
     #[test]

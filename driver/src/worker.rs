@@ -384,7 +384,7 @@ impl<R: Runtime> Inner<R> {
         let mut op = ops::RegisterWorker::new(
             self.name.as_str(),
             vec![self.queue.to_string()],
-            self.concurrency as i64,
+            i64::try_from(self.concurrency).unwrap_or(i64::MAX),
         )
         .worker_id(self.worker_id.as_str())
         .pid(i64::from(std::process::id()))

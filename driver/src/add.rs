@@ -1,6 +1,6 @@
 //! The future of [`Queue::add`](crate::Queue::add), written out by hand.
 //!
-//! Why not an `async` block around `Client::call`: the compiler's state machine for it kept
+//! Why not an `async` block around a call: the compiler's state machine for it kept
 //! the job, the work item and every guard of the general path in separate fields (336 bytes),
 //! and `join_all` or a spawned task copies each add's future into place; it also reached the
 //! reply slot twice (once to take it, once on the first poll to leave the waker there). Here
@@ -10,17 +10,16 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use autobatch_core::wire::{EncodedJob, Response};
 use autobatch_core::Error;
 
-use crate::client::{unexpected, CancelOnDrop, Work};
-use crate::links::Load;
-use crate::pump::Cmd;
+use crate::call::{call_spread, unexpected, CancelOnDrop, Work};
+use crate::cmd::Cmd;
+use crate::links::{Links, Load};
 use crate::reply::Outcome;
-use crate::runtime::Runtime;
-use crate::Queue;
 
 type Spread<'a> = Pin<Box<dyn Future<Output = Result<Response, Error>> + Send + 'a>>;
 
@@ -42,15 +41,24 @@ enum State<'a> {
 }
 
 /// An add in flight: resolves to the job's id once the server has it.
-pub(crate) struct AddFuture<'a, R: Runtime> {
-    queue: &'a Queue<R>,
+pub(crate) struct AddFuture<'a> {
+    /// The queue's name.
+    queue: &'a Arc<str>,
+    /// The client's links (brokers).
+    links: &'a Links,
     state: State<'a>,
 }
 
-impl<'a, R: Runtime> AddFuture<'a, R> {
-    pub(crate) fn new(queue: &'a Queue<R>, job: Result<EncodedJob, Error>) -> Self {
+impl<'a> AddFuture<'a> {
+    /// An add of `job` to `queue` through `links`; nothing is sent until the first poll.
+    pub(crate) fn new(
+        queue: &'a Arc<str>,
+        links: &'a Links,
+        job: Result<EncodedJob, Error>,
+    ) -> Self {
         AddFuture {
             queue,
+            links,
             state: match job {
                 Ok(job) => State::Encoded(job),
                 Err(e) => State::Invalid(e),
@@ -60,11 +68,10 @@ impl<'a, R: Runtime> AddFuture<'a, R> {
 
     /// Sends the job on the first poll, with `cx`'s waker already in its reply slot.
     fn send(&mut self, cx: &mut Context<'_>, job: EncodedJob) -> Poll<Result<String, Error>> {
-        let queue = self.queue.name.clone();
-        let links = self.queue.client.links();
+        let queue = self.queue.clone();
+        let links = self.links;
         if links.len() > 1 {
-            let client = &self.queue.client;
-            return self.poll_spread(cx, Box::pin(client.call_spread(Work::Add { queue, job })));
+            return self.poll_spread(cx, Box::pin(call_spread(links, Work::Add { queue, job })));
         }
         let load = links.load(0, 1);
         let link = links.get(0);
@@ -112,7 +119,7 @@ fn pushed(result: Result<Response, Error>) -> Result<String, Error> {
     }
 }
 
-impl<R: Runtime> Future for AddFuture<'_, R> {
+impl Future for AddFuture<'_> {
     type Output = Result<String, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {

@@ -15,12 +15,14 @@ use futures_channel::oneshot;
 use serde::Serialize;
 
 use crate::add::AddFuture;
-use crate::links::{BrokerStatus, Link, Links};
-use crate::pump::{Cmd, Pump, PumpParts, Reply, Shared, Ticket};
-use crate::reply::Outcome;
+use crate::call::{self, unexpected, Work};
+use crate::cmd::Cmd;
+use crate::connect::start_links;
+use crate::inbox::Sender;
+use crate::links::{BrokerStatus, Link, Links, Shared};
+use crate::options::{ClientOptions, ConnectError};
 use crate::runtime::Runtime;
-use crate::{ClientOptions, ClientStats, ConnectError};
-use futures_util::future::{select, Either};
+use crate::stats::ClientStats;
 
 /// Connections to a bunqueue server — one, or several brokers of one deployment — with
 /// transparent auto-batching of adds.
@@ -76,209 +78,6 @@ impl<R: Runtime> fmt::Debug for Client<R> {
         f.debug_struct("Client")
             .field("addr", &addrs.join(","))
             .finish_non_exhaustive()
-    }
-}
-
-/// A pump spawned for one broker, and the receiver of its first outcome.
-type Spawned = (
-    crate::inbox::Sender,
-    Arc<Shared>,
-    oneshot::Receiver<Result<(), ConnectError>>,
-);
-
-/// Spawns the pump of a new connection and waits for its first request to be answered.
-pub(crate) async fn start<R: Runtime>(
-    runtime: R,
-    options: &ClientOptions,
-    worker: Option<(autobatch_core::session::WorkerConfig, crate::pump::JobTx)>,
-) -> Result<(crate::inbox::Sender, Arc<Shared>), ConnectError> {
-    let (tx, shared, started) = spawn(runtime, options, worker, None, false, 0)?;
-    first_outcome(started).await.map(|()| (tx, shared))
-}
-
-async fn first_outcome(
-    started: oneshot::Receiver<Result<(), ConnectError>>,
-) -> Result<(), ConnectError> {
-    match started.await {
-        Ok(r) => r,
-        Err(_) => Err(ConnectError::Handshake(Error::Closed)),
-    }
-}
-
-/// Spawns one pump per broker of `options` and waits for each one's first outcome. Succeeds
-/// when at least one broker answered; the others keep trying in the background (they join
-/// once up). A refused token, a TLS failure or invalid options fail it whatever the others
-/// (every broker gets the same settings, so these are configuration errors).
-pub(crate) async fn start_links<R: Runtime>(
-    runtime: R,
-    options: &ClientOptions,
-    worker: Option<(autobatch_core::session::WorkerConfig, crate::pump::JobTx)>,
-) -> Result<Links, ConnectError> {
-    options.validate()?;
-    let addrs = options.broker_addrs();
-    if addrs.len() == 1 {
-        let (tx, shared) = start(runtime, options, worker).await?;
-        return Ok(Links::new(vec![(tx, shared)], options.stall_timeout));
-    }
-    let mut parts = Vec::with_capacity(addrs.len());
-    let mut waits = Vec::with_capacity(addrs.len());
-    for (i, (host, port)) in addrs.iter().enumerate() {
-        let (tx, shared, started) = spawn(
-            runtime.clone(),
-            &options.for_broker(host, *port),
-            worker.clone(),
-            None,
-            true,
-            i,
-        )?;
-        parts.push((tx, shared));
-        waits.push(first_outcome(started));
-    }
-    let outcomes = futures_util::future::join_all(waits).await;
-    let mut first_err = None;
-    let mut up = 0;
-    for (r, (host, port)) in outcomes.into_iter().zip(&addrs) {
-        match r {
-            Ok(()) => up += 1,
-            Err(e @ (ConnectError::Options(_) | ConnectError::Tls(_))) => return Err(e),
-            Err(ConnectError::Handshake(Error::AuthFailed(m))) => {
-                return Err(ConnectError::Handshake(Error::AuthFailed(m)))
-            }
-            Err(e) => {
-                tracing::warn!(addr = %format!("{host}:{port}"), error = %e, "broker unreachable at connect; retrying in the background");
-                first_err.get_or_insert(e);
-            }
-        }
-    }
-    match (up, first_err) {
-        (0, Some(e)) => Err(e),
-        _ => Ok(Links::new(parts, options.stall_timeout)),
-    }
-}
-
-/// Like [`start`], for a `QueueEvents` connection: the hook subscribes on every connection.
-pub(crate) async fn start_with_events<R: Runtime>(
-    runtime: R,
-    options: &ClientOptions,
-    hook: crate::events::EventHook,
-) -> Result<(crate::inbox::Sender, Arc<Shared>), ConnectError> {
-    let (tx, shared, started) = spawn(runtime, options, None, Some(hook), false, 0)?;
-    first_outcome(started).await.map(|()| (tx, shared))
-}
-
-fn spawn<R: Runtime>(
-    runtime: R,
-    options: &ClientOptions,
-    worker: Option<(autobatch_core::session::WorkerConfig, crate::pump::JobTx)>,
-    events: Option<crate::events::EventHook>,
-    keep_trying: bool,
-    link: usize,
-) -> Result<Spawned, ConnectError> {
-    let (worker_config, jobs) = match worker {
-        Some((c, j)) => (Some(c), Some(j)),
-        None => (None, None),
-    };
-    let config = options.session_config(worker_config)?;
-    let session = autobatch_core::session::Session::new(config, runtime.now())
-        .map_err(crate::OptionsError::from)?;
-    // Files are read and the rustls configuration built once, here: a bad CA or key fails
-    // `connect` before anything is sent.
-    let tls = match &options.tls {
-        Some(t) => Some(t.connector(&options.host)?),
-        None => None,
-    };
-    let shared = Arc::new(Shared::new(format!("{}:{}", options.host, options.port)));
-    let (tx, rx) = crate::inbox::inbox();
-    let (pump, started) = Pump::new(PumpParts {
-        runtime: runtime.clone(),
-        session,
-        host: options.host.clone(),
-        port: options.port,
-        connect_timeout: options.connect_timeout,
-        tls,
-        shared: shared.clone(),
-        rx,
-        jobs,
-        events,
-        keep_trying,
-        link,
-    });
-    runtime.spawn(Box::pin(pump));
-    Ok((tx, shared, started))
-}
-
-/// An operation a caller hands to one of the links; kept whole so that it can go to another
-/// broker when its link dies before it was written.
-#[derive(Clone)]
-pub(crate) enum Work {
-    Add {
-        queue: Arc<str>,
-        // Encoded by the caller when it makes the job, while the job is in its cache: from
-        // there on only the job's bytes move (through the caller's future, the inbox and into
-        // the session), and the pump never touches the 700-byte `JobSpec`.
-        job: EncodedJob,
-    },
-    Bulk {
-        queue: Arc<str>,
-        jobs: Vec<JobSpec>,
-    },
-    Request {
-        cmd: Box<Command>,
-        replay: Option<Replay>,
-    },
-}
-
-impl Work {
-    /// Jobs it adds (0 for a request).
-    fn adds(&self) -> usize {
-        match self {
-            Work::Add { .. } => 1,
-            Work::Bulk { jobs, .. } => jobs.len().max(1),
-            Work::Request { .. } => 0,
-        }
-    }
-
-    /// A read: sending it again elsewhere after it was written changes nothing.
-    fn is_read(&self) -> bool {
-        match self {
-            Work::Request { cmd, replay } => {
-                *replay != Some(Replay::NotSafe)
-                    && matches!(
-                        **cmd,
-                        Command::Hello
-                            | Command::Ping
-                            | Command::GetJob { .. }
-                            | Command::GetState { .. }
-                            | Command::GetResult { .. }
-                            | Command::Count { .. }
-                            | Command::GetJobCounts { .. }
-                    )
-            }
-            _ => false,
-        }
-    }
-
-    fn into_cmd(self, ticket: Ticket, reply: Reply) -> Cmd {
-        match self {
-            Work::Add { queue, job } => Cmd::Add {
-                ticket,
-                queue,
-                job,
-                reply,
-            },
-            Work::Bulk { queue, jobs } => Cmd::AddBulk {
-                ticket,
-                queue,
-                jobs,
-                reply,
-            },
-            Work::Request { cmd, replay } => Cmd::Request {
-                ticket,
-                cmd,
-                replay,
-                reply,
-            },
-        }
     }
 }
 
@@ -556,25 +355,9 @@ impl<R: Runtime> Client<R> {
         .await
     }
 
-    /// Sends `work` and waits for its outcome; a drop before the outcome withdraws the
-    /// operation if it has not been sent.
-    ///
-    /// With several brokers: the operation goes to the link [`Links::choose`] picks. When that
-    /// link's connection goes down before the outcome, the operation is withdrawn if it was
-    /// not written yet and sent to another broker; a read that was written is sent again
-    /// elsewhere too. Anything else that was written resolves there by the session's rules:
-    /// `ConnectionLost { maybe_applied: true }`, or, for an add with a custom job id, a replay
-    /// on the same broker once it is back (a written operation cannot be withdrawn, so
-    /// replaying it elsewhere as well could add a job twice once the first copy completed).
+    /// Sends `work` and waits for its outcome (see [`call::call`]).
     async fn call(&self, work: Work) -> Result<Response, Error> {
-        if self.links.len() == 1 {
-            self.call_one(work).await
-        } else {
-            // Boxed: this path's future keeps a copy of the work and watches the link, which
-            // would make every caller's future several times larger, most callers having
-            // one broker.
-            Box::pin(self.call_spread(work)).await
-        }
+        call::call(&self.links, work).await
     }
 
     /// The client's links (brokers).
@@ -582,63 +365,8 @@ impl<R: Runtime> Client<R> {
         &self.links
     }
 
-    /// [`call`](Self::call) with one broker: nothing to watch, nowhere else to send it. Its
-    /// future holds only the reply's receiver and the guards, so the future of an add is a
-    /// few words, cheap for `join_all` and spawned tasks to move and store.
-    async fn call_one(&self, work: Work) -> Result<Response, Error> {
-        let _load = self.links.load(0, work.adds());
-        let (outcome, guard) = submit(self.links.get(0), work)?;
-        let result = outcome.await;
-        std::mem::forget(guard);
-        result.unwrap_or(Err(Error::Closed))
-    }
-
-    /// [`call`](Self::call) with several brokers.
-    pub(crate) async fn call_spread(&self, work: Work) -> Result<Response, Error> {
-        let links = &*self.links;
-        let mut work = work;
-        loop {
-            let i = links.choose(work.adds() > 0);
-            let link = links.get(i);
-            // With several brokers only (one broker: nothing could move). Subscribed before
-            // reading the state, so a loss in between is not missed.
-            let down = (links.len() > 1).then(|| link.shared.on_down());
-            let watch = down.is_some() && link.shared.is_connected();
-            // Kept only where another broker could take it.
-            let spare = watch.then(|| work.clone());
-            let _load = links.load(i, work.adds());
-            let (mut outcome, guard) = submit(link, work)?;
-            let ticket = guard.ticket;
-            if let (Some(spare), Some(down)) = (spare, down) {
-                if let Either::Left((result, _)) = select(&mut outcome, down).await {
-                    std::mem::forget(guard);
-                    return result.unwrap_or(Err(Error::Closed));
-                }
-                // The link went down first.
-                let (tx, rx) = oneshot::channel();
-                let withdrawn = link.tx.unbounded_send(Cmd::Withdraw(ticket, tx)).is_ok()
-                    && rx.await.unwrap_or(false);
-                if withdrawn {
-                    std::mem::forget(guard);
-                    tracing::debug!(addr = %link.shared.addr, "broker down: operation sent to another");
-                    work = spare;
-                    continue;
-                }
-                if spare.is_read() && links.other_live(i) {
-                    // Its outcome there is dropped; the guard's Cancel is harmless.
-                    drop(guard);
-                    work = spare;
-                    continue;
-                }
-            }
-            let result = outcome.await;
-            std::mem::forget(guard);
-            return result.unwrap_or(Err(Error::Closed));
-        }
-    }
-
     /// Every broker's channel, in order.
-    pub(crate) fn senders(&self) -> impl Iterator<Item = &crate::inbox::Sender> {
+    pub(crate) fn senders(&self) -> impl Iterator<Item = &Sender> {
         self.links.iter().map(|l| &l.tx)
     }
 
@@ -649,7 +377,7 @@ impl<R: Runtime> Client<R> {
         }
     }
 
-    pub(crate) fn from_parts(tx: crate::inbox::Sender, shared: Arc<Shared>) -> Self {
+    pub(crate) fn from_parts(tx: Sender, shared: Arc<Shared>) -> Self {
         Self::from_links(Links::new(
             vec![(tx, shared)],
             std::time::Duration::from_secs(1),
@@ -725,46 +453,6 @@ async fn link_stats(link: &Link) -> ClientStats {
         .unwrap_or_default()
 }
 
-/// Sends `work` to `link`'s pump: the receiver of its outcome, and the guard that withdraws it
-/// if the caller stops waiting (forget the guard once the outcome is in).
-fn submit(link: &Link, work: Work) -> Result<(Outcome, CancelOnDrop<'_>), Error> {
-    let (reply, outcome) = link.tx.reply_slot();
-    let ticket = link.shared.ticket();
-    link.tx
-        .unbounded_send(work.into_cmd(ticket, reply))
-        .map_err(|_| Error::Closed)?;
-    Ok((
-        outcome,
-        CancelOnDrop {
-            tx: &link.tx,
-            ticket,
-        },
-    ))
-}
-
-/// Withdraws an operation whose caller stopped waiting.
-pub(crate) struct CancelOnDrop<'a> {
-    tx: &'a crate::inbox::Sender,
-    ticket: Ticket,
-}
-
-impl<'a> CancelOnDrop<'a> {
-    pub(crate) fn new(tx: &'a crate::inbox::Sender, ticket: Ticket) -> Self {
-        CancelOnDrop { tx, ticket }
-    }
-
-    /// The operation is answered: nothing to withdraw.
-    pub(crate) fn disarm(self) {
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for CancelOnDrop<'_> {
-    fn drop(&mut self) {
-        let _ = self.tx.unbounded_send(Cmd::Cancel(self.ticket));
-    }
-}
-
 /// A handle on one queue of a [`Client`]: adds (auto-batched) and lookups.
 ///
 /// ```no_run
@@ -808,10 +496,6 @@ fn data_value<T: Serialize + ?Sized>(data: &T) -> Result<Value, Error> {
             format!("Job data must be serializable: {}", e.0),
         ))
     })
-}
-
-pub(crate) fn unexpected(what: &str, r: Response) -> Error {
-    Error::Protocol(format!("unexpected reply to {what}: {r:?}"))
 }
 
 impl<R: Runtime> Queue<R> {
@@ -859,7 +543,7 @@ impl<R: Runtime> Queue<R> {
         // nothing of the caller's and holds a few words (see `AddFuture`), and neither a
         // `JobSpec` nor a tree of the data is built.
         let job = EncodedJob::from_serialize(name.as_ref(), data, &opts).map_err(Error::Invalid);
-        AddFuture::new(self, job)
+        AddFuture::new(&self.name, self.client.links(), job)
     }
 
     /// Adds many jobs as one PUSHB, all or nothing, and returns their ids in order.
@@ -938,6 +622,34 @@ impl<R: Runtime> Queue<R> {
         {
             Response::State(s) => Ok(JobState::from(s)),
             other => Err(unexpected("GetState", other)),
+        }
+    }
+
+    /// A completed job's result: what its processor returned, as its ACK carried it
+    /// (bunqueue's `GetResult`). `None` for an id the server does not know and for a job
+    /// without a result: not completed (yet), or completed with none (a processor that
+    /// returned `()` sends nil).
+    ///
+    /// # Errors
+    ///
+    /// A lost connection or a timeout (it is a read: sent again on the next connection),
+    /// or [`Error::Closed`] after [`Client::close`].
+    ///
+    /// ```no_run
+    /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>, id: String) -> Result<(), autobatch_driver::Error> {
+    /// match q.get_result(&id).await? {
+    ///     Some(result) => println!("{id} returned {result:?}"),
+    ///     None => println!("{id} has no result (yet)"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_result(&self, id: &str) -> Result<Option<Value>, Error> {
+        match self
+            .request(Command::GetResult { id: id.to_owned() })
+            .await?
+        {
+            Response::Result(result) => Ok(result),
+            other => Err(unexpected("GetResult", other)),
         }
     }
 

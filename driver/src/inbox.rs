@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
-use crate::pump::Cmd;
+use crate::cmd::Cmd;
 use crate::reply::{self, Board, Outcome, Reply};
 
 struct State {

@@ -11,12 +11,14 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use autobatch_core::ops::{self, Operation};
-use autobatch_core::wire::{Job, Response, Value};
+use autobatch_core::wire::{DataError, Job, Response, Value};
 use autobatch_core::Error;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::pump::{Cmd, InFlight};
+use crate::cmd::{Cmd, InFlight};
+use crate::inbox::Sender;
+use crate::millis::ms_i64;
 use crate::reply::Outcome;
 use crate::worker_events::WorkerEvents;
 
@@ -29,7 +31,7 @@ pub const MAX_UNANSWERED_JOB_UPDATES: usize = 1024;
 /// The part of a worker every job handle shares.
 #[derive(Clone)]
 pub(crate) struct JobLink {
-    pub(crate) tx: crate::inbox::Sender,
+    pub(crate) tx: Sender,
     pub(crate) in_flight: Arc<AtomicUsize>,
     pub(crate) lock_ttl: Duration,
     pub(crate) events: WorkerEvents,
@@ -37,8 +39,8 @@ pub(crate) struct JobLink {
 
 /// A job being processed, as a [`Worker`](crate::Worker)'s processor receives it.
 ///
-/// It dereferences to the [`Job`] record (`job.id`, `job.name`, `job.data`, `job.attempts`, …),
-/// so processors written against `Job` keep working, and adds the calls a running job makes:
+/// It dereferences to the [`Job`] record (`job.id`, `job.name`, `job.data`, `job.attempts`, …)
+/// and adds the calls a running job makes:
 /// [`update_progress`](Self::update_progress), [`log`](Self::log),
 /// [`extend_lock`](Self::extend_lock), [`update_data`](Self::update_data).
 ///
@@ -51,9 +53,9 @@ pub(crate) struct JobLink {
 ///
 /// ```no_run
 /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
-/// use autobatch_driver::{ActiveJob, ClientOptions, Worker, WorkerOptions};
+/// use autobatch_driver::{ClientOptions, Worker, WorkerOptions};
 /// let worker = Worker::<R>::start(ClientOptions::default(), WorkerOptions::new("reports"),
-///     |job: ActiveJob| async move {
+///     |job| async move {
 ///         let pages: u32 = job.data()?;
 ///         for page in 0..pages {
 ///             // ... render a page, then report without waiting for the server:
@@ -118,7 +120,7 @@ impl ActiveJob {
     ///
     /// The data does not fit `T`; the error converts into a [`JobError`](crate::JobError)
     /// with `?`.
-    pub fn data<T: DeserializeOwned>(&self) -> Result<T, autobatch_core::wire::DataError> {
+    pub fn data<T: DeserializeOwned>(&self) -> Result<T, DataError> {
         self.job.data.deserialize()
     }
 
@@ -164,7 +166,7 @@ impl ActiveJob {
     /// [`WorkerOptions::heartbeat_interval`](crate::WorkerOptions::heartbeat_interval)); this
     /// is for a job that knows it needs longer. Sent at once.
     pub fn extend_lock(&self, duration: Duration) -> Pending<()> {
-        let mut op = ops::ExtendLock::new(self.job.id.as_str(), duration.as_millis() as i64);
+        let mut op = ops::ExtendLock::new(self.job.id.as_str(), ms_i64(duration));
         op.token = self.token.clone();
         self.send(op)
     }

@@ -45,12 +45,17 @@
 #![warn(missing_docs)]
 
 mod add;
+mod call;
 mod client;
+mod cmd;
+mod connect;
+mod event_buffer;
 mod events;
 mod flow;
 mod inbox;
 mod job;
 mod links;
+mod millis;
 mod options;
 mod pump;
 mod queue_api;
@@ -65,7 +70,8 @@ mod worker;
 mod worker_events;
 
 pub use client::{Client, Queue, ServerInfo};
-pub use events::{EventsOptions, EventsStats, QueueEvents};
+pub use event_buffer::{EventsOptions, EventsStats};
+pub use events::QueueEvents;
 pub use flow::{FlowJobs, FlowNode, FlowProducer, FlowRead, FlowTree, MAX_FLOW_DEPTH};
 pub use job::{ActiveJob, Pending, MAX_UNANSWERED_JOB_UPDATES};
 pub use links::BrokerStatus;
@@ -73,14 +79,14 @@ pub use options::{ClientOptions, ConnectError, OptionsError, WorkerOptions, DEFA
 pub use runtime::{AsyncTimer, BoxFuture, Runtime};
 pub use stats::ClientStats;
 pub use tls::{TlsError, TlsErrorKind, TlsOptions, TlsRoots};
-pub use worker::{CloseReport, JobError, JobOutput, Outcome, ProcessorInput, Raw, Worker};
+pub use worker::{CloseReport, JobError, JobOutput, Outcome, Raw, Worker};
 pub use worker_events::{WorkerEvent, WORKER_EVENTS_BUFFER, WORKER_EVENTS_BUFFER_BYTES};
 
 pub use autobatch_core::batch::{BatchConfig, BatchStats, FlushReason, OverflowPolicy};
 pub use autobatch_core::ops;
 pub use autobatch_core::session::{QueueEvent, ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{
-    Backoff, Debounce, Dedup, Job, JobCounts, JobOptions, JobState, Repeat, Response,
+    Backoff, DataError, Debounce, Dedup, Job, JobCounts, JobOptions, JobState, Repeat, Response,
     ValidationError, Value,
 };
 pub use autobatch_core::{Error, Fault, ServerError, ServerErrorKind};

@@ -1,5 +1,6 @@
-//! Several brokers behind one [`Client`](crate::Client): one pump (connection) per broker, and
-//! the rule that says which one takes an operation.
+//! Several brokers behind one [`Client`](crate::Client): one pump (connection) per broker, the
+//! state each link's pump shares with its handles ([`Shared`]), and the rule that says which
+//! link takes an operation.
 //!
 //! * Adds go to the **live** link with the fewest adds in flight; lookups and control calls to
 //!   the live link with the fewest operations in flight. Ties go round-robin, so an idle
@@ -12,14 +13,16 @@
 //!
 //! The selection itself is the pure [`pick`], tested below without any I/O.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_channel::oneshot;
 use futures_util::future::{FutureExt, Shared as SharedFuture};
 
-use crate::pump::Shared;
+use crate::cmd::Ticket;
+use crate::inbox::Sender;
+use crate::stats::ClientStats;
 
 /// A future that resolves when a link's connection goes down (see [`Beacon`]).
 pub(crate) type Signal = SharedFuture<oneshot::Receiver<()>>;
@@ -45,6 +48,71 @@ impl Beacon {
         let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let (old, _) = std::mem::replace(&mut *slot, (tx, rx.shared()));
         let _ = old.send(());
+    }
+}
+
+/// The state one link's pump and every handle on it share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    next_ticket: AtomicU64,
+    /// The stats when the pump ended, for `stats()` after `close()`.
+    pub(crate) final_stats: Mutex<Option<ClientStats>>,
+    /// `host:port`, for logs.
+    pub(crate) addr: String,
+    /// Whether the socket is up (set by the pump): the links layer sends new work only to
+    /// connected brokers.
+    connected: AtomicBool,
+    /// Fired whenever the connection goes down, for the callers waiting on this link.
+    down: Beacon,
+    /// Reads that brought bytes in, counted by the pump: the callers' stall clock stamps the
+    /// time once per new read, not once per answered operation (a clock read per add).
+    reads: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new(addr: String) -> Self {
+        Shared {
+            next_ticket: AtomicU64::new(1),
+            final_stats: Mutex::new(None),
+            addr,
+            connected: AtomicBool::new(false),
+            down: Beacon::new(),
+            reads: AtomicU64::new(0),
+        }
+    }
+
+    /// How many reads have brought bytes in so far.
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Acquire)
+    }
+
+    /// Whether the pump's socket is up.
+    pub(crate) fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::Acquire)
+    }
+
+    /// A future that resolves the next time the connection goes down.
+    pub(crate) fn on_down(&self) -> Signal {
+        self.down.subscribe()
+    }
+
+    /// Counts a read that brought bytes in (the pump calls it before handing them on, so a
+    /// caller woken by an answer in them sees it).
+    pub(crate) fn note_read(&self) {
+        self.reads.fetch_add(1, Ordering::Release);
+    }
+
+    /// Records whether the socket is up (the pump's word); going down fires the beacon.
+    pub(crate) fn set_connected(&self, up: bool) {
+        let was = self.connected.swap(up, Ordering::AcqRel);
+        if was && !up {
+            self.down.fire();
+        }
+    }
+
+    /// A new operation's ticket, unique on this link.
+    pub(crate) fn ticket(&self) -> Ticket {
+        self.next_ticket.fetch_add(1, Ordering::Relaxed)
     }
 }
 
@@ -88,7 +156,7 @@ pub(crate) fn pick(views: &[View], add: bool, start: usize) -> usize {
 /// One broker: its pump's channel and shared state, and what the callers have out on it.
 #[derive(Debug)]
 pub(crate) struct Link {
-    pub(crate) tx: crate::inbox::Sender,
+    pub(crate) tx: Sender,
     pub(crate) shared: Arc<Shared>,
     adds: AtomicUsize,
     requests: AtomicUsize,
@@ -109,10 +177,7 @@ pub(crate) struct Links {
 }
 
 impl Links {
-    pub(crate) fn new(
-        parts: Vec<(crate::inbox::Sender, Arc<Shared>)>,
-        stall_timeout: Duration,
-    ) -> Self {
+    pub(crate) fn new(parts: Vec<(Sender, Arc<Shared>)>, stall_timeout: Duration) -> Self {
         Links {
             links: parts
                 .into_iter()

@@ -385,6 +385,20 @@ impl ClientOptions {
                 problem: "must be positive",
             });
         }
+        // Checked here first so that the error names which batcher is wrong (the session's
+        // own check says only "batching").
+        if let Some(b) = &self.batching {
+            b.validate().map_err(|e| OptionsError::Setting {
+                field: "batching",
+                problem: e.to_string(),
+            })?;
+        }
+        if let Some(w) = &worker {
+            w.acks.validate().map_err(|e| OptionsError::Setting {
+                field: "worker.acks",
+                problem: e.to_string(),
+            })?;
+        }
         let config = match &self.token {
             Some(t) => SessionConfig::default().with_token(t.clone()),
             None => SessionConfig::default(),
@@ -398,7 +412,7 @@ impl ClientOptions {
             .ping_interval(self.ping_interval)
             .reconnect(self.reconnect)
             .worker(worker);
-        config.validate()?;
+        config.validate().map_err(OptionsError::from_session)?;
         Ok(config)
     }
 }
@@ -415,7 +429,10 @@ impl ClientOptions {
 pub struct WorkerOptions {
     /// The queue to work.
     pub queue: String,
-    /// Most jobs processed at once (1..=1000). Default 1.
+    /// Most jobs processed at once: any number from 1 (thousands suit I/O-bound processors).
+    /// Each pull asks for the free slots, at most 1,000 at a time (bunqueue's clients cap
+    /// their pulls the same way), so a larger concurrency fills over several pulls.
+    /// Default 1.
     pub concurrency: usize,
     /// Long-poll time of each pull (at most 60 s). Default 1 s.
     pub poll_timeout: Duration,
@@ -598,9 +615,14 @@ fn default_owner(queue: &str) -> String {
 /// An option out of range. Local misuse: fix the options.
 ///
 /// ```
-/// use autobatch_driver::{ClientOptions, OptionsError};
+/// use autobatch_driver::{BatchConfig, ClientOptions, OptionsError};
 /// let err = ClientOptions::new("h", 0).validate().unwrap_err();
 /// assert!(matches!(err, OptionsError::Field { field: "port", .. }));
+///
+/// let no_batch = ClientOptions::default().batching(Some(BatchConfig::new().max_batch(0)));
+/// let err = no_batch.validate().unwrap_err();
+/// assert!(matches!(err, OptionsError::Setting { field: "batching", .. }));
+/// assert_eq!(err.to_string(), "batching: max_batch must be at least 1");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -613,15 +635,39 @@ pub enum OptionsError {
         /// What is wrong.
         problem: &'static str,
     },
-    /// A session setting (timeouts, window, batching, worker).
-    #[error(transparent)]
-    Session(#[from] ConfigError),
+    /// A setting out of range whose problem names the value given: a batching limit
+    /// (`field` is `batching` for adds, `worker.acks` for a worker's completions).
+    #[error("{field}: {problem}")]
+    Setting {
+        /// The setting's name.
+        field: &'static str,
+        /// What is wrong, with the value given.
+        problem: String,
+    },
     /// The same broker (`host:port`, host compared without case) is given twice.
     #[error("broker {0} is given twice")]
     DuplicateBroker(String),
     /// No broker address at all ([`ClientOptions::from_addrs`] with an empty list).
     #[error("no broker address given")]
     NoBroker,
+}
+
+impl OptionsError {
+    /// The session's own check of the settings, in the driver's terms (a crate-private
+    /// conversion, so the core's error type stays out of the public API).
+    pub(crate) fn from_session(e: ConfigError) -> Self {
+        match e {
+            ConfigError::Field { field, problem } => OptionsError::Field { field, problem },
+            ConfigError::Batching(e) => OptionsError::Setting {
+                field: "batching",
+                problem: e.to_string(),
+            },
+            other => OptionsError::Setting {
+                field: "session",
+                problem: other.to_string(),
+            },
+        }
+    }
 }
 
 /// Why `Client::connect` or `Worker::start` did not give a connected client.
@@ -653,4 +699,47 @@ pub enum ConnectError {
     /// not retried.
     #[error("TLS failed: {0}")]
     Tls(#[from] TlsError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker_error(w: WorkerOptions) -> OptionsError {
+        let config = w.worker_config().expect("worker config");
+        ClientOptions::default()
+            .session_config(Some(config))
+            .expect_err("invalid worker options")
+    }
+
+    #[test]
+    fn any_concurrency_from_one_is_accepted() {
+        for n in [1, 1_000, 1_001, 5_000] {
+            let config = WorkerOptions::new("q").concurrency(n).worker_config();
+            assert!(
+                ClientOptions::default()
+                    .session_config(Some(config.expect("worker config")))
+                    .is_ok(),
+                "concurrency {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn worker_settings_are_refused_with_their_name() {
+        assert_eq!(
+            worker_error(WorkerOptions::new("q").acks(BatchConfig::new().max_batch(0))),
+            OptionsError::Setting {
+                field: "worker.acks",
+                problem: "max_batch must be at least 1".into(),
+            }
+        );
+        assert!(matches!(
+            worker_error(WorkerOptions::new("q").concurrency(0)),
+            OptionsError::Field {
+                field: "worker.concurrency",
+                ..
+            }
+        ));
+    }
 }

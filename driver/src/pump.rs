@@ -4,22 +4,27 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use autobatch_core::ops::{self, Operation};
 use autobatch_core::session::{Event, OpId, Replay, Session};
-use autobatch_core::wire::{Command, EncodedJob, Job, JobSpec, Value};
-use futures_channel::{mpsc, oneshot};
+use autobatch_core::wire::Command;
+use futures_channel::oneshot;
 use futures_io::{AsyncRead, AsyncWrite};
 
+use crate::cmd::{Cmd, Dispatch, InFlight, JobTx, Ticket};
+use crate::event_buffer::EventHook;
+use crate::inbox::Receiver;
+use crate::links::Shared;
+use crate::millis::ms_u64;
+use crate::options::ConnectError;
+use crate::reply::Reply;
 use crate::runtime::{AsyncTimer, BoxFuture, Runtime};
 use crate::seq_map::{seq_map, SeqMap};
 use crate::stats::ClientStats;
 use crate::tls::{Stream, Tls};
-use crate::ConnectError;
 
 /// Size of the read buffer: replies to a window of 100 PUSHB of 50 ids fit in one read.
 const READ_BUF: usize = 64 * 1024;
@@ -27,178 +32,6 @@ const READ_BUF: usize = 64 * 1024;
 const READS_PER_TURN: usize = 16;
 /// Takes from the inbox per turn while callers keep sending, before the pump writes.
 const DRAINS_PER_TURN: usize = 16;
-
-/// Identifies a caller's operation before the session has given it an [`OpId`], so that a
-/// dropped future can withdraw it.
-pub(crate) type Ticket = u64;
-
-pub(crate) use crate::reply::Reply;
-
-/// Where a worker's jobs go, each with its lock token, tagged with the index of the link
-/// (broker) it came from: its ACK or FAIL must go back there, since locks and tokens are per
-/// broker.
-pub(crate) type JobTx = mpsc::UnboundedSender<(usize, Dispatch)>;
-
-/// What a worker's pump hands to its dispatcher.
-// Jobs are nearly all of the traffic: boxing them would add an allocation per job to spare
-// the rare small variants a few hundred bytes in the channel.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub(crate) enum Dispatch {
-    /// A job to run, with its lock token.
-    Job(Job, Option<String>),
-    /// A pull came back empty ([`Event::Drained`]).
-    Drained,
-    /// The server had already finalised this job, or its lock was gone, when its result
-    /// arrived: the result was not recorded.
-    LockLost(String),
-    /// A job's result could not be delivered.
-    SettleFailed(String, autobatch_core::Error),
-}
-
-/// Counts a job handle's request until the pump is done with it (answered or dropped), so the
-/// handles can bound what they have outstanding.
-pub(crate) struct InFlight(Arc<AtomicUsize>);
-
-impl InFlight {
-    /// Counts one more request (the caller has already incremented `n`).
-    pub(crate) fn new(n: Arc<AtomicUsize>) -> Self {
-        InFlight(n)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// An operation from a caller to the pump.
-pub(crate) enum Cmd {
-    Add {
-        ticket: Ticket,
-        queue: Arc<str>,
-        job: EncodedJob,
-        reply: Reply,
-    },
-    AddBulk {
-        ticket: Ticket,
-        queue: Arc<str>,
-        jobs: Vec<JobSpec>,
-        reply: Reply,
-    },
-    Request {
-        ticket: Ticket,
-        cmd: Box<Command>,
-        /// `None`: the command's own replay rule (typed commands); `Some`: the caller's word
-        /// (an untyped command sent through `Client::request_raw`).
-        replay: Option<Replay>,
-        reply: Reply,
-    },
-    /// A request a job handle sent (progress, log, lock, data): not withdrawn when its caller
-    /// stops waiting, and counted until answered.
-    JobRequest {
-        cmd: Box<Command>,
-        replay: Replay,
-        reply: Reply,
-        guard: InFlight,
-    },
-    /// The caller of `ticket` gave up.
-    Cancel(Ticket),
-    /// Like `Cancel`, answering whether the operation was withdrawn (not yet written): the
-    /// links layer then sends it to another broker.
-    Withdraw(Ticket, oneshot::Sender<bool>),
-    Complete {
-        id: String,
-        result: Value,
-    },
-    Fail {
-        id: String,
-        error: String,
-        /// The error's stack lines (message, causes, backtrace), for the job's `stacktrace`.
-        stack: Vec<String>,
-        /// No more attempts: the job fails for good.
-        unrecoverable: bool,
-    },
-    /// The processor asked for the job to run again after `delay` (MoveToDelayed).
-    Delay {
-        id: String,
-        delay: std::time::Duration,
-    },
-    /// The processor hit a rate limit: the job goes back to waiting (MoveToWait) and the worker
-    /// pulls nothing for `wait`.
-    RateLimited {
-        id: String,
-        wait: std::time::Duration,
-    },
-    /// Forced close: every job still held goes back to waiting at once (MoveToWait with its
-    /// token) instead of waiting for its lock to expire; answers with their ids.
-    ReleaseHeld(oneshot::Sender<Vec<String>>),
-    /// Pauses (`true`) or resumes the worker's pulls.
-    PauseWorker(bool),
-    /// How many jobs the worker holds (handed out, not yet settled), plus one while a pull
-    /// is out.
-    JobsHeld(oneshot::Sender<usize>),
-    Stats(oneshot::Sender<ClientStats>),
-    Close(oneshot::Sender<()>),
-}
-
-/// State shared by every handle of one connection.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    next_ticket: AtomicU64,
-    /// The stats when the pump ended, for `stats()` after `close()`.
-    pub(crate) final_stats: Mutex<Option<ClientStats>>,
-    /// `host:port`, for logs.
-    pub(crate) addr: String,
-    /// Whether the socket is up (set by the pump): the links layer sends new work only to
-    /// connected brokers.
-    connected: AtomicBool,
-    /// Fired whenever the connection goes down, for the callers waiting on this link.
-    down: crate::links::Beacon,
-    /// Reads that brought bytes in, counted by the pump: the callers' stall clock stamps the
-    /// time once per new read, not once per answered operation (a clock read per add).
-    reads: AtomicU64,
-}
-
-impl Shared {
-    pub(crate) fn new(addr: String) -> Self {
-        Shared {
-            next_ticket: AtomicU64::new(1),
-            final_stats: Mutex::new(None),
-            addr,
-            connected: AtomicBool::new(false),
-            down: crate::links::Beacon::new(),
-            reads: AtomicU64::new(0),
-        }
-    }
-
-    /// How many reads have brought bytes in so far.
-    pub(crate) fn reads(&self) -> u64 {
-        self.reads.load(Ordering::Acquire)
-    }
-
-    /// Whether the pump's socket is up.
-    pub(crate) fn is_connected(&self) -> bool {
-        self.connected.load(Ordering::Acquire)
-    }
-
-    /// A future that resolves the next time the connection goes down.
-    pub(crate) fn on_down(&self) -> crate::links::Signal {
-        self.down.subscribe()
-    }
-
-    fn set_connected(&self, up: bool) {
-        let was = self.connected.swap(up, Ordering::AcqRel);
-        if was && !up {
-            self.down.fire();
-        }
-    }
-
-    pub(crate) fn ticket(&self) -> Ticket {
-        self.next_ticket.fetch_add(1, Ordering::Relaxed)
-    }
-}
 
 /// The runtime's socket, plain or wrapped in TLS.
 type Socket<R> = Stream<<R as Runtime>::Socket>;
@@ -227,7 +60,7 @@ pub(crate) struct Pump<R: Runtime> {
     /// TLS settings, when the connection is wrapped in TLS.
     tls: Option<Tls>,
     shared: Arc<Shared>,
-    rx: crate::inbox::Receiver,
+    rx: Receiver,
     rx_open: bool,
     /// Commands taken from the inbox in one go, handled in order (kept for its capacity).
     inbound: Vec<Cmd>,
@@ -260,7 +93,7 @@ pub(crate) struct Pump<R: Runtime> {
     /// Where worker jobs go.
     jobs: Option<JobTx>,
     /// A `QueueEvents` connection's subscription (see `events.rs`).
-    events: Option<crate::events::EventHook>,
+    events: Option<EventHook>,
     connected_once: bool,
     /// `connect` was told it failed: nobody holds a client, so the pump stops.
     startup_failed: bool,
@@ -282,9 +115,9 @@ pub(crate) struct PumpParts<R: Runtime> {
     pub(crate) connect_timeout: std::time::Duration,
     pub(crate) tls: Option<Tls>,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) rx: crate::inbox::Receiver,
+    pub(crate) rx: Receiver,
     pub(crate) jobs: Option<JobTx>,
-    pub(crate) events: Option<crate::events::EventHook>,
+    pub(crate) events: Option<EventHook>,
     pub(crate) keep_trying: bool,
     pub(crate) link: usize,
 }
@@ -454,7 +287,7 @@ impl<R: Runtime> Pump<R> {
             },
             Cmd::Delay { id, delay } => {
                 if let Some(token) = self.take_job(&id) {
-                    let mut op = ops::MoveToDelayed::new(id.as_str(), delay.as_millis() as u64);
+                    let mut op = ops::MoveToDelayed::new(id.as_str(), ms_u64(delay));
                     op.token = token;
                     self.settle_elsewhere(now, &id, op.to_command());
                 }
@@ -751,7 +584,7 @@ impl<R: Runtime> Pump<R> {
                     }
                     Poll::Ready(Ok(n)) => {
                         // Before the replies go out, so a caller woken by one sees it.
-                        self.shared.reads.fetch_add(1, Ordering::Release);
+                        self.shared.note_read();
                         self.session.handle_input(now, &self.read_buf[..n]);
                         busy = true;
                         reads += 1;

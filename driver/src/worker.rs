@@ -17,21 +17,21 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use autobatch_core::ops;
-use autobatch_core::wire::{Job, Value};
+use autobatch_core::wire::Value;
 use autobatch_core::Error;
 use futures_channel::mpsc;
 use futures_util::future::{AbortHandle, Abortable};
 use futures_util::{FutureExt, Stream, StreamExt};
 use serde::Serialize;
 
-use crate::client::{start_links, Client};
+use crate::client::Client;
+use crate::cmd::{Cmd, Dispatch};
+use crate::connect::start_links;
 use crate::job::{ActiveJob, JobLink};
-use crate::pump::{Cmd, Dispatch};
+use crate::options::{ClientOptions, ConnectError, WorkerOptions};
 use crate::runtime::{AsyncTimer, Runtime};
+use crate::stats::ClientStats;
 use crate::worker_events::{WorkerEvent, WorkerEvents};
-use crate::{ClientOptions, ClientStats, ConnectError, WorkerOptions};
-#[cfg(doc)]
-use crate::{WORKER_EVENTS_BUFFER, WORKER_EVENTS_BUFFER_BYTES};
 
 /// What a processor may return on success: anything `Serialize`, or a ready-made [`Value`]
 /// wrapped in [`Raw`].
@@ -326,26 +326,6 @@ impl Failure {
     }
 }
 
-/// What a processor may take: the [`ActiveJob`] handle, or the plain [`Job`] record (the
-/// processors written before the handle existed keep compiling). Annotate the closure's
-/// argument (`|job: ActiveJob|` or `|job: Job|`) so the compiler knows which.
-pub trait ProcessorInput: Send + 'static {
-    /// Builds the input from the handle.
-    fn from_active(job: ActiveJob) -> Self;
-}
-
-impl ProcessorInput for ActiveJob {
-    fn from_active(job: ActiveJob) -> Self {
-        job
-    }
-}
-
-impl ProcessorInput for Job {
-    fn from_active(job: ActiveJob) -> Self {
-        job.into_job()
-    }
-}
-
 /// What [`Worker::close_with_grace`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -404,7 +384,7 @@ impl<R: Runtime> Inner<R> {
         let mut op = ops::RegisterWorker::new(
             self.name.as_str(),
             vec![self.queue.to_string()],
-            self.concurrency as i64,
+            i64::try_from(self.concurrency).unwrap_or(i64::MAX),
         )
         .worker_id(self.worker_id.as_str())
         .pid(i64::from(std::process::id()))
@@ -455,8 +435,8 @@ impl<R: Runtime> Inner<R> {
 /// A worker on its own connection: pulls jobs from one queue, runs up to `concurrency`
 /// processors at once, and reports each outcome.
 ///
-/// The processor receives an [`ActiveJob`] (or a plain [`Job`]: see [`ProcessorInput`]). Its
-/// `Ok` value becomes the job's result (sent in a batched ACKB); an `Err` becomes a FAIL with
+/// The processor receives an [`ActiveJob`]: the job (it dereferences to [`Job`](crate::Job)) and the calls a
+/// running job makes. Its `Ok` value becomes the job's result (sent in a batched ACKB); an `Err` becomes a FAIL with
 /// its `Display` text (the server retries the job while attempts remain) and, as the job's
 /// `stacktrace`, its cause chain and backtrace when the error is a [`JobError`] or a
 /// `Box<dyn Error + Send + Sync>` (see [`JobError`]); a panic fails only that job. A
@@ -470,12 +450,12 @@ impl<R: Runtime> Inner<R> {
 ///
 /// ```no_run
 /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
-/// use autobatch_driver::{ActiveJob, ClientOptions, JobError, Worker, WorkerOptions};
+/// use autobatch_driver::{ClientOptions, JobError, Worker, WorkerOptions};
 ///
 /// let worker = Worker::<R>::start(
 ///     ClientOptions::default(),
 ///     WorkerOptions::new("emails").concurrency(10),
-///     |job: ActiveJob| async move {
+///     |job| async move {
 ///         let to: String = job.data()?;
 ///         if to.is_empty() {
 ///             return Err(JobError::unrecoverable("no address"));
@@ -513,20 +493,22 @@ impl<R: Runtime> Worker<R> {
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), autobatch_driver::ConnectError> {
-    /// use autobatch_driver::{ActiveJob, ClientOptions, Worker, WorkerOptions};
-    /// let w = Worker::<R>::start(ClientOptions::default(), WorkerOptions::new("q"),
-    ///     |_job: ActiveJob| async { Ok::<(), String>(()) }).await?;
+    /// use autobatch_driver::{ClientOptions, Worker, WorkerOptions};
+    /// let w = Worker::<R>::start(ClientOptions::default(), WorkerOptions::new("q"), |job| async move {
+    ///     println!("{} {}", job.id, job.name);
+    ///     Ok::<(), String>(())
+    /// })
+    /// .await?;
     /// # w.close().await; Ok(()) }
     /// ```
-    pub async fn start<F, J, Fut, T, E>(
+    pub async fn start<F, Fut, T, E>(
         options: ClientOptions,
         worker: WorkerOptions,
         processor: F,
     ) -> Result<Self, ConnectError>
     where
         R: Default,
-        F: Fn(J) -> Fut + Send + Sync + 'static,
-        J: ProcessorInput,
+        F: Fn(ActiveJob) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         T: JobOutput + 'static,
         E: Display + 'static,
@@ -538,20 +520,19 @@ impl<R: Runtime> Worker<R> {
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime + Default>() -> Result<(), autobatch_driver::ConnectError> {
-    /// use autobatch_driver::{ClientOptions, Job, Worker, WorkerOptions};
+    /// use autobatch_driver::{ClientOptions, Worker, WorkerOptions};
     /// let w = Worker::start_with(R::default(), ClientOptions::default(), WorkerOptions::new("q"),
-    ///     |_job: Job| async { Ok::<(), String>(()) }).await?;
+    ///     |_job| async { Ok::<(), String>(()) }).await?;
     /// # w.close().await; Ok(()) }
     /// ```
-    pub async fn start_with<F, J, Fut, T, E>(
+    pub async fn start_with<F, Fut, T, E>(
         runtime: R,
         options: ClientOptions,
         worker: WorkerOptions,
         processor: F,
     ) -> Result<Self, ConnectError>
     where
-        F: Fn(J) -> Fut + Send + Sync + 'static,
-        J: ProcessorInput,
+        F: Fn(ActiveJob) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         T: JobOutput + 'static,
         E: Display + 'static,
@@ -634,10 +615,8 @@ impl<R: Runtime> Worker<R> {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(id.clone(), abort);
-                let task = Abortable::new(
-                    async move { run(&*processor, J::from_active(active)).await },
-                    registration,
-                );
+                let task =
+                    Abortable::new(async move { run(&*processor, active).await }, registration);
                 let inner = inner.clone();
                 rt.spawn(Box::pin(async move {
                     let outcome = task.await;
@@ -671,8 +650,8 @@ impl<R: Runtime> Worker<R> {
         &self.inner.queue
     }
 
-    /// The worker's events, as a bounded stream (a buffer of [`WORKER_EVENTS_BUFFER`] events
-    /// and [`WORKER_EVENTS_BUFFER_BYTES`] bytes).
+    /// The worker's events, as a bounded stream (a buffer of [`WORKER_EVENTS_BUFFER`](crate::WORKER_EVENTS_BUFFER) events
+    /// and [`WORKER_EVENTS_BUFFER_BYTES`](crate::WORKER_EVENTS_BUFFER_BYTES) bytes).
     ///
     /// **From the start**: the first call gets every event since [`start`](Self::start)
     /// (within the buffer), so jobs the worker finished before the call are not missed.
@@ -915,9 +894,9 @@ impl<R: Runtime> Drop for Worker<R> {
 }
 
 /// Runs the processor on one job; a panic (when called or while polled) fails the job alone.
-async fn run<F, J, Fut, T, E>(processor: &F, job: J) -> Result<Value, Failure>
+async fn run<F, Fut, T, E>(processor: &F, job: ActiveJob) -> Result<Value, Failure>
 where
-    F: Fn(J) -> Fut,
+    F: Fn(ActiveJob) -> Fut,
     Fut: Future<Output = Result<T, E>>,
     T: JobOutput,
     E: Display + 'static,

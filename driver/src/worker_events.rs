@@ -20,10 +20,7 @@ use autobatch_core::wire::Value;
 use futures_channel::mpsc;
 use futures_util::{Stream, StreamExt};
 
-#[cfg(doc)]
-use crate::{ActiveJob, JobError, Worker};
-
-/// Something that happened in a [`Worker`], from [`Worker::events`].
+/// Something that happened in a [`Worker`](crate::Worker), from [`Worker::events`](crate::Worker::events).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum WorkerEvent {
@@ -32,7 +29,7 @@ pub enum WorkerEvent {
         /// Job id.
         id: String,
     },
-    /// A job reported progress ([`ActiveJob::update_progress`]).
+    /// A job reported progress ([`ActiveJob::update_progress`](crate::ActiveJob::update_progress)).
     Progress {
         /// Job id.
         id: String,
@@ -57,14 +54,14 @@ pub enum WorkerEvent {
         /// Whether it was marked unrecoverable (no retry).
         unrecoverable: bool,
     },
-    /// A job asked to run again later ([`JobError::delay`]).
+    /// A job asked to run again later ([`JobError::delay`](crate::JobError::delay)).
     Delayed {
         /// Job id.
         id: String,
         /// The delay.
         delay: Duration,
     },
-    /// A job hit a rate limit ([`JobError::rate_limited`]): back to waiting, pulls pause.
+    /// A job hit a rate limit ([`JobError::rate_limited`](crate::JobError::rate_limited)): back to waiting, pulls pause.
     RateLimited {
         /// Job id.
         id: String,
@@ -146,11 +143,11 @@ fn approx_value_bytes(value: &Value) -> usize {
     total
 }
 
-/// How many events [`Worker::events`] buffers for a consumer that is behind (or, before the
+/// How many events [`Worker::events`](crate::Worker::events) buffers for a consumer that is behind (or, before the
 /// first call to it, since the worker started).
 pub const WORKER_EVENTS_BUFFER: usize = 1024;
 
-/// How many bytes of events (their ids, texts and results) [`Worker::events`] buffers for a
+/// How many bytes of events (their ids, texts and results) [`Worker::events`](crate::Worker::events) buffers for a
 /// consumer that is behind, or before its first call. One event larger than this still gets
 /// through when nothing else is waiting.
 pub const WORKER_EVENTS_BUFFER_BYTES: usize = 1 << 20;
@@ -163,7 +160,7 @@ struct Hub {
     /// `None` once the worker closed or the subscriber went away.
     tx: Option<mpsc::Sender<Held>>,
     /// The first subscriber's end, made with the worker so that nothing between the start
-    /// and the first [`Worker::events`] call is lost.
+    /// and the first [`Worker::events`](crate::Worker::events) call is lost.
     parked: Option<mpsc::Receiver<Held>>,
     /// What the current buffer holds, shared with its stream (which gives it back as it
     /// yields).

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use autobatch_smol::{Client, ClientOptions, Job, Worker, WorkerOptions};
+use autobatch_smol::{Client, ClientOptions, Worker, WorkerOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let worker = Worker::start(
             options.clone(),
             WorkerOptions::new(&queue).concurrency(10),
-            move |job: Job| {
+            move |job| {
                 let counter = counter.clone();
                 async move {
                     counter.fetch_add(1, Ordering::Relaxed);

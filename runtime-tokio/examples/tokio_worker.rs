@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use autobatch_tokio::{Client, ClientOptions, Job, Worker, WorkerOptions};
+use autobatch_tokio::{Client, ClientOptions, Worker, WorkerOptions};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -24,7 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let worker = Worker::start(
         options.clone(),
         WorkerOptions::new(&queue).concurrency(10),
-        move |job: Job| {
+        move |job| {
             let counter = counter.clone();
             async move {
                 counter.fetch_add(1, Ordering::Relaxed);

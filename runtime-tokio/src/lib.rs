@@ -30,6 +30,16 @@
 //! let client = Client::connect(opts).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Everything `autobatch-driver` exports is exported here too (options, errors, job and event
+//! types, [`ops`], constants), with this runtime's aliases for the generic handles
+//! ([`Client`], [`Queue`], [`Worker`], [`QueueEvents`], [`FlowProducer`]):
+//!
+//! ```
+//! use autobatch_tokio::{ActiveJob, Client, MAX_FLOW_DEPTH, MAX_UNANSWERED_JOB_UPDATES, WORKER_EVENTS_BUFFER};
+//! fn takes_the_handle(_job: ActiveJob, _client: &Client) {}
+//! assert!(MAX_FLOW_DEPTH > 0 && MAX_UNANSWERED_JOB_UPDATES > 0 && WORKER_EVENTS_BUFFER > 0);
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -39,18 +49,12 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use autobatch_driver::{AsyncTimer, BoxFuture, Runtime};
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 
-pub use autobatch_driver::{
-    ops, ActiveJob, Backoff, BatchConfig, BatchStats, BrokerStatus, ClientOptions, ClientStats,
-    CloseReport, ConnectError, Debounce, Dedup, Error, EventsOptions, EventsStats, Fault, FlowJobs,
-    FlowNode, FlowRead, FlowTree, FlushReason, Job, JobCounts, JobError, JobOptions, JobOutput,
-    JobState, OptionsError, Outcome, OverflowPolicy, Pending, QueueEvent, Raw, ReconnectConfig,
-    Repeat, Replay, Response, ServerError, ServerErrorKind, ServerInfo, SessionStats, TlsError,
-    TlsErrorKind, TlsOptions, TlsRoots, ValidationError, Value, WorkerEvent, WorkerOptions,
-    DEFAULT_PORT,
-};
+// Everything the driver exports, so nothing drifts; the runtime's own aliases below
+// (`Client`, `Queue`, `Worker`, `QueueEvents`, `FlowProducer`) take precedence over the
+// driver's generic types of the same names.
+pub use autobatch_driver::*;
 
 /// A connection to a bunqueue server, on tokio. See [`autobatch_driver::Client`].
 ///
@@ -76,7 +80,7 @@ pub type Queue = autobatch_driver::Queue<TokioRuntime>;
 /// # async fn demo() -> Result<(), autobatch_tokio::ConnectError> {
 /// use autobatch_tokio::{ClientOptions, Worker, WorkerOptions};
 /// let w = Worker::start(ClientOptions::default(), WorkerOptions::new("q"),
-///     |_job: autobatch_tokio::Job| async { Ok::<(), String>(()) }).await?;
+///     |_job| async { Ok::<(), String>(()) }).await?;
 /// w.close().await;
 /// # Ok(()) }
 /// ```

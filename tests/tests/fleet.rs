@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use autobatch_driver::{ClientOptions, Error, Job, JobOptions, Worker, WorkerOptions};
+use autobatch_driver::{ClientOptions, Error, JobOptions, Worker, WorkerOptions};
 use autobatch_tests::fleet::shared_postgres;
 use autobatch_tests::{CountingProxy, Fleet, FleetOptions, RawClient};
 use futures_util::future::{join, join_all};
@@ -71,7 +71,7 @@ async fn worker_with(opts: ClientOptions, queue: &str, broker: usize, runs: &Run
             WorkerOptions::new(queue)
                 .concurrency(5)
                 .poll_timeout(Duration::from_millis(200)),
-            move |job: Job| {
+            move |job| {
                 let runs = runs.clone();
                 async move {
                     let i: i64 = job.data.deserialize().map_err(|e| e.to_string())?;

@@ -120,7 +120,7 @@ async fn clean_completed<T: Rt>(target: Target) {
     within::<T, _>("clean", async {
         while cleaned.len() < 2 {
             cleaned.extend(
-                q.clean(0, 10, Some(JobState::Completed))
+                q.clean(std::time::Duration::ZERO, 10, Some(JobState::Completed))
                     .await
                     .expect("clean"),
             );
@@ -136,7 +136,14 @@ async fn clean_completed<T: Rt>(target: Target) {
     for id in &done {
         assert_eq!(check.state(id), "unknown");
     }
-    match q.clean(0, 10, Some(JobState::from("finished"))).await {
+    match q
+        .clean(
+            std::time::Duration::ZERO,
+            10,
+            Some(JobState::from("finished")),
+        )
+        .await
+    {
         Err(Error::Invalid(e)) => assert_eq!(e.field, "state"),
         other => panic!("expected a local refusal, got {other:?}"),
     }
@@ -252,12 +259,14 @@ async fn change_delay<T: Rt>(target: Target) {
         .expect("add");
     let mut check = raw(server);
     let before = check.job(&d).expect("job").run_at;
-    q.change_delay(&d, 3_600_000).await.expect("change_delay");
+    q.change_delay(&d, std::time::Duration::from_secs(3600))
+        .await
+        .expect("change_delay");
     let after = check.job(&d).expect("job").run_at;
     assert!(after > before + 3_000_000.0, "run_at {before} -> {after}");
     assert_eq!(check.state(&d), "delayed");
     let (kind, msg) = server_error(
-        q.change_delay("no-such-job", 1)
+        q.change_delay("no-such-job", std::time::Duration::from_millis(1))
             .await
             .expect_err("unknown job"),
     );
@@ -299,7 +308,7 @@ async fn move_active_job<T: Rt>(target: Target) {
     q.add("a", &1, JobOptions::new()).await.expect("add");
     let mut check = raw(server);
     let (id, token) = raw_pull(&mut check, &name).expect("pull");
-    q.move_job_to_delayed(&id, 600_000, Some(&token))
+    q.move_job_to_delayed(&id, std::time::Duration::from_secs(600), Some(&token))
         .await
         .expect("move_job_to_delayed");
     assert_eq!(check.state(&id), "delayed");
@@ -311,7 +320,7 @@ async fn move_active_job<T: Rt>(target: Target) {
         .expect("move_job_to_wait");
     assert_eq!(check.state(&id), "waiting");
     let (kind, msg) = server_error(
-        q.move_job_to_delayed("no-such-job", 1, None)
+        q.move_job_to_delayed("no-such-job", std::time::Duration::from_millis(1), None)
             .await
             .expect_err("unknown"),
     );

@@ -1,4 +1,4 @@
-//! Lookups (jobs by state or custom id, counts per priority, limits, deduplication keys,
+//! Lookups (jobs by state or custom id, results, counts per priority, limits, deduplication keys,
 //! queues, workers, stats, metrics) for every runtime, against the real bunqueue 2.9.5 and,
 //! for what it serves, the embedded broker; each answer checked against what an independent
 //! connection ([`RawClient`]: hand-written frames) sees.
@@ -6,10 +6,11 @@
 #[macro_use]
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use autobatch_driver::ops::MetricsType;
-use autobatch_driver::{Error, JobOptions, JobState, Value};
+use autobatch_driver::{Error, JobOptions, JobState, Value, Worker, WorkerOptions};
 use autobatch_tests::{RawClient, Target};
 use common::*;
 
@@ -171,6 +172,78 @@ async fn queue_limits<T: Rt>(target: Target) {
     client.close().await;
 }
 
+/// Pulls the next job of `queue` through `raw` and ACKs it with `result` (none when `None`):
+/// its id.
+fn raw_ack(raw: &mut RawClient, queue: &str, result: Option<Value>) -> String {
+    let (id, token) = raw_pull(raw, queue).expect("a job to ack");
+    let mut fields = vec![
+        ("id", Value::from(id.as_str())),
+        ("token", Value::from(token.as_str())),
+    ];
+    fields.extend(result.map(|r| ("result", r)));
+    raw.command("ACK", &fields).expect("ACK");
+    id
+}
+
+/// A job's result as its ACK set it: one ACKed through a raw connection, one by a worker
+/// (checked against a raw GetResult); `None` for a job ACKed without one, a job still
+/// waiting, and an unknown id.
+async fn get_result<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("result");
+    let q = client.queue(&name);
+    let mut check = raw(server);
+    let with_result = q.add("a", &1, JobOptions::new()).await.expect("add");
+    let without = q.add("b", &2, JobOptions::new()).await.expect("add");
+    let result = Value::map([
+        ("total", Value::from(42_i64)),
+        ("currency", Value::from("EUR")),
+    ]);
+    assert_eq!(
+        raw_ack(&mut check, &name, Some(result.clone())),
+        with_result
+    );
+    assert_eq!(raw_ack(&mut check, &name, None), without);
+    let waiting = q.add("c", &3, JobOptions::new()).await.expect("add");
+    let read = |id: String| {
+        let q = q.clone();
+        async move { q.get_result(&id).await.expect("get_result") }
+    };
+    assert_eq!(read(with_result).await, Some(result));
+    assert_eq!(check.state(&without), "completed");
+    assert_eq!(read(without).await, None);
+    assert_eq!(read(waiting.clone()).await, None);
+    assert_eq!(read(format!("{name}-no-such-job")).await, None);
+
+    // The worker takes the waiting job; its processor's return value is the result.
+    let worker = within::<T, _>(
+        "worker start",
+        Worker::<T::R>::start(
+            options(server),
+            WorkerOptions::new(&name).poll_timeout(Duration::from_millis(100)),
+            |job| async move {
+                let n: i64 = job.data().map_err(|e| e.to_string())?;
+                Ok::<_, String>(BTreeMap::from([("doubled", n * 2)]))
+            },
+        ),
+    )
+    .await
+    .expect("worker");
+    eventually::<T>("the worker completes the job", || {
+        check.state(&waiting) == "completed"
+    })
+    .await;
+    within::<T, _>("worker close", worker.close()).await;
+    let doubled = Value::map([("doubled", Value::from(6_i64))]);
+    assert_eq!(read(waiting.clone()).await, Some(doubled.clone()));
+    let raw_result = check
+        .command("GetResult", &[("id", Value::from(waiting.as_str()))])
+        .expect("GetResult");
+    assert_eq!(raw_result.get("result"), Some(&doubled));
+    client.close().await;
+}
+
 /// The job holding a deduplication key, and `None` for a key nobody holds.
 async fn deduplication_job_id<T: Rt>(target: Target) {
     let server = target.shared();
@@ -303,12 +376,12 @@ async fn stats_and_metrics<T: Rt>(target: Target) {
 
 scenarios! {
     bunqueue => [
-        get_jobs_by_state, get_job_by_custom_id, counts_per_priority, queue_limits,
+        get_jobs_by_state, get_job_by_custom_id, get_result, counts_per_priority, queue_limits,
         deduplication_job_id, queues_and_workers, list_queues, stats_and_metrics,
     ];
     // What the embedded broker serves.
     broker => [
-        get_jobs_by_state, get_job_by_custom_id, counts_per_priority, queue_limits,
+        get_jobs_by_state, get_job_by_custom_id, get_result, counts_per_priority, queue_limits,
         deduplication_job_id, list_queues, broker_refuses_what_it_does_not_serve,
     ];
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use autobatch_driver::{
-    Client, ClientOptions, ConnectError, Job, JobOptions, ReconnectConfig, TlsErrorKind,
+    Client, ClientOptions, ConnectError, JobOptions, ReconnectConfig, TlsErrorKind,
     TlsOptions, TlsRoots, Worker, WorkerOptions,
 };
 use autobatch_tests::{
@@ -95,7 +95,7 @@ async fn fails_with<T: Rt>(opts: ClientOptions, kind: TlsErrorKind) {
         Err(e) => panic!("expected a TLS error {kind:?}, got {e:?}"),
         Ok(_) => panic!("connected although the certificate must be refused"),
     }
-    let worker = Worker::<T::R>::start(opts, WorkerOptions::new("never"), |_job: Job| async {
+    let worker = Worker::<T::R>::start(opts, WorkerOptions::new("never"), |_job| async {
         Ok::<(), String>(())
     });
     match within::<T, _>("worker start", worker).await {
@@ -162,7 +162,7 @@ async fn worker<T: Rt>(target: Target) {
             WorkerOptions::new(&name)
                 .concurrency(8)
                 .poll_timeout(Duration::from_millis(200)),
-            move |job: Job| {
+            move |job| {
                 let s = s.clone();
                 async move {
                     s.lock().unwrap().push(job.id.clone());

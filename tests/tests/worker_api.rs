@@ -492,6 +492,92 @@ async fn forced_close_releases_held_jobs<T: Rt>(target: Target) {
     assert_eq!(raw.state(&id), "waiting", "handed back at once");
 }
 
+/// Opens once `n` processors have started: each waits on it, so with fewer than `n` running
+/// at once it never opens (and the scenario's hang guard fails it).
+struct Latch {
+    started: AtomicUsize,
+    n: usize,
+    /// Whether it is open, and the wakers of those waiting until it is.
+    state: std::sync::Mutex<(bool, Vec<std::task::Waker>)>,
+}
+
+impl Latch {
+    fn new(n: usize) -> Arc<Self> {
+        Arc::new(Latch {
+            started: AtomicUsize::new(0),
+            n,
+            state: std::sync::Mutex::new((false, Vec::new())),
+        })
+    }
+
+    /// Counts one processor in; the `n`-th opens the latch.
+    fn arrive(&self) {
+        if self.started.fetch_add(1, Ordering::SeqCst) + 1 == self.n {
+            let waiting = {
+                let mut state = self.state.lock().expect("latch");
+                state.0 = true;
+                std::mem::take(&mut state.1)
+            };
+            waiting.into_iter().for_each(std::task::Waker::wake);
+        }
+    }
+
+    /// Resolves once the latch is open.
+    fn opened(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(|cx| {
+            let mut state = self.state.lock().expect("latch");
+            if state.0 {
+                std::task::Poll::Ready(())
+            } else {
+                state.1.push(cx.waker().clone());
+                std::task::Poll::Pending
+            }
+        })
+    }
+}
+
+/// A concurrency above one pull's 1,000 jobs: a worker of 1,500 runs 1,200 jobs at once
+/// (none finishes before all have started), pulled in several PULLBs; all complete, as a
+/// raw connection counts.
+async fn concurrency_beyond_one_pull<T: Rt>(target: Target) {
+    const JOBS: usize = 1_200;
+    let server = target.shared();
+    let name = queue_name::<T>("wide");
+    let client = connect::<T>(options(server)).await;
+    let q = client.queue(&name);
+    let adds = (0..JOBS).map(|i| q.add("slow", &i, JobOptions::new()));
+    for id in within::<T, _>("adds", futures_util::future::join_all(adds)).await {
+        id.expect("add");
+    }
+    let latch = Latch::new(JOBS);
+    let l = latch.clone();
+    let worker = within::<T, _>(
+        "worker start",
+        Worker::<T::R>::start(
+            options(server),
+            worker_options(&name).concurrency(1_500),
+            move |_job| {
+                let l = l.clone();
+                async move {
+                    l.arrive();
+                    l.opened().await;
+                    Ok::<(), String>(())
+                }
+            },
+        ),
+    )
+    .await
+    .expect("worker");
+    within::<T, _>("all jobs running at once", latch.opened()).await;
+    let mut raw = raw(server);
+    eventually::<T>("every job completed", || {
+        raw.counts(&name).completed == JOBS as u64
+    })
+    .await;
+    within::<T, _>("worker close", worker.close()).await;
+    client.close().await;
+}
+
 /// A paused worker pulls nothing; resumed, it processes the job.
 async fn pause_and_resume_worker<T: Rt>(target: Target) {
     let server = target.shared();
@@ -675,7 +761,10 @@ async fn queue_job_methods<T: Rt>(target: Target) {
         Err(Error::Server(e)) => assert_eq!(e.message(), "Lock not found or invalid token"),
         other => panic!("{other:?}"),
     }
-    match q.move_job_to_delayed("no-such-job", 1_000, None).await {
+    match q
+        .move_job_to_delayed("no-such-job", Duration::from_secs(1), None)
+        .await
+    {
         Err(Error::Server(e)) => assert_eq!(e.message(), "Job not found"),
         other => panic!("{other:?}"),
     }
@@ -695,7 +784,7 @@ async fn queue_job_methods<T: Rt>(target: Target) {
         other => panic!("{other:?}"),
     }
     // The delayed move of a waiting job: bunqueue moves it (ChangeDelay semantics).
-    q.move_job_to_delayed(&id, 600_000, None)
+    q.move_job_to_delayed(&id, Duration::from_secs(600), None)
         .await
         .expect("move_job_to_delayed");
     assert_eq!(raw.state(&id), "delayed");
@@ -725,5 +814,6 @@ scenarios! {
         first_subscriber_sees_events_since_start,
         queue_job_methods,
         limiter_caps_jobs_per_window,
+        concurrency_beyond_one_pull,
     ];
 }

@@ -240,7 +240,9 @@ impl ReconnectConfig {
 pub struct WorkerConfig {
     /// Queue to work.
     pub queue: String,
-    /// Most jobs held at once. Default 1.
+    /// Most jobs held at once: any number from 1 (thousands for I/O-bound processors). It
+    /// is not the pull size: each PULLB asks for the free slots, at most 1,000 at a time,
+    /// as bunqueue's own clients cap their `batchSize`. Default 1.
     pub concurrency: usize,
     /// Long-poll time of each pull (at most 60 s; sent as whole ms). Default 1 s: an empty
     /// queue costs one request a second, and a new job is picked up at once.
@@ -345,10 +347,10 @@ impl WorkerConfig {
                 problem: "needs at least 1 job per non-zero window",
             });
         }
-        if self.concurrency == 0 || self.concurrency > 1000 {
+        if self.concurrency == 0 {
             return Err(ConfigError::Field {
                 field: "worker.concurrency",
-                problem: "must be within 1..=1000",
+                problem: "must be at least 1",
             });
         }
         if self.poll_timeout > Duration::from_secs(60) {

@@ -1,5 +1,6 @@
-//! The worker half of a session: long-poll PULLB for as many jobs as there are free slots,
-//! hand jobs out, batch completions into ACKB (with lock tokens), send failures as FAIL.
+//! The worker half of a session: long-poll PULLB for as many jobs as there are free slots
+//! (at most `MAX_PULL_BATCH` per PULLB), hand jobs out, batch completions into ACKB (with
+//! lock tokens), send failures as FAIL.
 //!
 //! [`WorkerState`] owns the worker's state and the requests it makes ([`WorkRequest`]); the
 //! machine queues what it returns and hands each reply back to it.
@@ -25,6 +26,10 @@ pub const MAX_STACK_LINES: usize = 100;
 /// Longest stack line a FAIL carries, in bytes (longer ones are cut at a character boundary),
 /// so 100 lines stay a small frame whatever an error's text holds.
 pub const MAX_STACK_LINE_BYTES: usize = 2048;
+
+/// Most jobs one PULLB asks for, whatever the concurrency: bunqueue's clients cap their
+/// `batchSize` at 1,000. A worker with more free slots fills them over several pulls.
+const MAX_PULL_BATCH: usize = 1000;
 
 /// The wire name of the lock renewal.
 const HEARTBEAT: &str = "JobHeartbeatB";
@@ -508,7 +513,7 @@ impl WorkerState {
                     owner: Some(self.config.owner.clone()),
                     lock_ttl: Some(millis(self.config.lock_ttl)),
                 },
-                count: self.free_slots().min(1000).min(allowed) as i64,
+                count: self.free_slots().min(MAX_PULL_BATCH).min(allowed) as i64,
             }
         });
         // Due heartbeats are rescheduled even when they cannot go out (disconnected): a due
@@ -821,6 +826,31 @@ mod tests {
             reqs.as_slice(),
             [WorkRequest::Pull { count: 1, .. }]
         ));
+    }
+
+    #[test]
+    fn concurrency_beyond_one_pull_fills_its_slots_over_several_pulls() {
+        let now = crate::test_origin();
+        let mut stats = SessionStats::default();
+        let mut w = WorkerState::new(WorkerConfig::new("q").concurrency(1500)).unwrap();
+        let pull_count = |reqs: Vec<WorkRequest>| match reqs.as_slice() {
+            [WorkRequest::Pull { count, .. }] => *count,
+            other => panic!("expected one pull, got {other:?}"),
+        };
+        assert_eq!(pull_count(w.poll_requests(now, true, &mut stats)), 1000);
+        let ids: Vec<String> = (0..1000).map(|i| format!("j{i}")).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        pulled(&mut w, now, &ids);
+        assert_eq!(w.jobs_held(), 1000);
+        assert_eq!(pull_count(w.poll_requests(now, true, &mut stats)), 500);
+        let more: Vec<String> = (1000..1500).map(|i| format!("j{i}")).collect();
+        let more: Vec<&str> = more.iter().map(String::as_str).collect();
+        pulled(&mut w, now, &more);
+        assert_eq!(w.jobs_held(), 1500);
+        assert!(
+            w.poll_requests(now, true, &mut stats).is_empty(),
+            "every slot is taken: no pull"
+        );
     }
 
     #[test]

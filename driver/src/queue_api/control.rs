@@ -1,8 +1,11 @@
 //! Queue control: pause, resume, drain, clean, obliterate, and moving jobs.
 
+use std::time::Duration;
+
 use autobatch_core::ops;
 use autobatch_core::wire::JobState;
 
+use crate::millis::ms_u64;
 use crate::{Error, Queue, Runtime};
 
 impl<R: Runtime> Queue<R> {
@@ -73,7 +76,7 @@ impl<R: Runtime> Queue<R> {
         self.client.run(ops::Drain::new(&*self.name)).await
     }
 
-    /// Removes up to `limit` jobs in `state` (waiting ones when `None`) older than `grace_ms`;
+    /// Removes up to `limit` jobs in `state` (waiting ones when `None`) older than `grace`;
     /// returns their ids. `Waiting`, `Delayed`, `Prioritized` and `paused` all clean every
     /// ready or delayed job (bunqueue cleans those together); `Active` jobs are never
     /// cleaned.
@@ -87,16 +90,17 @@ impl<R: Runtime> Queue<R> {
     /// use autobatch_driver::JobState;
     /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>) -> Result<(), autobatch_driver::Error> {
     /// // Completed jobs older than an hour, at most 1000.
-    /// let ids = q.clean(3_600_000, 1000, Some(JobState::Completed)).await?;
+    /// let hour = std::time::Duration::from_secs(3600);
+    /// let ids = q.clean(hour, 1000, Some(JobState::Completed)).await?;
     /// # Ok(()) }
     /// ```
     pub async fn clean(
         &self,
-        grace_ms: u64,
+        grace: Duration,
         limit: u64,
         state: Option<JobState>,
     ) -> Result<Vec<String>, Error> {
-        let mut op = ops::Clean::new(&*self.name, grace_ms, limit);
+        let mut op = ops::Clean::new(&*self.name, ms_u64(grace), limit);
         op.state = state;
         self.client.run(op).await
     }
@@ -226,7 +230,7 @@ impl<R: Runtime> Queue<R> {
         self.client.run(op).await
     }
 
-    /// Moves an active job back to delayed, to run `delay_ms` from now (the TS client's
+    /// Moves an active job back to delayed, to run `delay` from now (the TS client's
     /// `moveJobToDelayed(id, timestamp, token)` takes a timestamp and sends this delay).
     ///
     /// # Errors
@@ -236,16 +240,16 @@ impl<R: Runtime> Queue<R> {
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>, id: String, token: String) -> Result<(), autobatch_driver::Error> {
-    /// q.move_job_to_delayed(&id, 60_000, Some(&token)).await?;
+    /// q.move_job_to_delayed(&id, std::time::Duration::from_secs(60), Some(&token)).await?;
     /// # Ok(()) }
     /// ```
     pub async fn move_job_to_delayed(
         &self,
         id: &str,
-        delay_ms: u64,
+        delay: Duration,
         token: Option<&str>,
     ) -> Result<(), Error> {
-        let mut op = ops::MoveToDelayed::new(id, delay_ms);
+        let mut op = ops::MoveToDelayed::new(id, ms_u64(delay));
         op.token = token.map(str::to_owned);
         self.client.run(op).await
     }
@@ -290,7 +294,7 @@ impl<R: Runtime> Queue<R> {
         self.client.run(op).await
     }
 
-    /// Makes a delayed job run `delay_ms` from now.
+    /// Makes a delayed job run `delay` from now.
     ///
     /// # Errors
     ///
@@ -299,12 +303,14 @@ impl<R: Runtime> Queue<R> {
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>, id: String) -> Result<(), autobatch_driver::Error> {
-    /// q.change_delay(&id, 5_000).await?;
+    /// q.change_delay(&id, std::time::Duration::from_secs(5)).await?;
     /// # Ok(()) }
     /// ```
     #[doc(alias = "change_job_delay")]
-    pub async fn change_delay(&self, id: &str, delay_ms: u64) -> Result<(), Error> {
-        self.client.run(ops::ChangeDelay::new(id, delay_ms)).await
+    pub async fn change_delay(&self, id: &str, delay: Duration) -> Result<(), Error> {
+        self.client
+            .run(ops::ChangeDelay::new(id, ms_u64(delay)))
+            .await
     }
 
     /// Frees deduplication key `deduplication_id`, so the next job added with it is

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use autobatch_core::ops::{self, GroupRateLimit, StallConfig, StallConfigUpdate};
 
+use crate::millis::wait_from_ms;
 use crate::{Error, Queue, Runtime};
 
 impl<R: Runtime> Queue<R> {
@@ -257,8 +258,9 @@ impl<R: Runtime> Queue<R> {
             .await
     }
 
-    /// How long until group `group_id` may start another job, ms (`-2`: no window open),
-    /// optionally as if its limit were `max_jobs` (TS `getGroupRateLimitTtl`).
+    /// How long until group `group_id` may start another job, or `None` when no window is
+    /// open, optionally as if its limit were `max_jobs` (TS `getGroupRateLimitTtl`, which
+    /// says `-2` for `None`).
     ///
     /// # Errors
     ///
@@ -266,17 +268,19 @@ impl<R: Runtime> Queue<R> {
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>) -> Result<(), autobatch_driver::Error> {
-    /// let ttl = q.get_group_rate_limit_ttl("tenant-1", None).await?;
+    /// if let Some(wait) = q.get_group_rate_limit_ttl("tenant-1", None).await? {
+    ///     println!("tenant-1 may start another job in {wait:?}");
+    /// }
     /// # Ok(()) }
     /// ```
     pub async fn get_group_rate_limit_ttl(
         &self,
         group_id: &str,
         max_jobs: Option<u64>,
-    ) -> Result<i64, Error> {
+    ) -> Result<Option<Duration>, Error> {
         let mut op = ops::GetGroupRateLimitTtl::new(&*self.name, group_id);
         op.max_jobs = max_jobs;
-        self.client.run(op).await
+        Ok(wait_from_ms(self.client.run(op).await?))
     }
 
     /// Holds group `group_id` back for `duration` (a worker's answer to an external rate

@@ -2,11 +2,13 @@
 //! workers, metrics; and, on [`Client`], the server-wide ones (queues, workers, stats).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use autobatch_core::ops::{self, MetricsReply, MetricsType};
 use autobatch_core::wire::{Job, JobState};
 use autobatch_core::ServerErrorKind;
 
+use crate::millis::wait_from_ms;
 use crate::{Client, Error, Queue, Runtime};
 
 impl<R: Runtime> Queue<R> {
@@ -200,8 +202,9 @@ impl<R: Runtime> Queue<R> {
         self.client.run(op).await
     }
 
-    /// Ms until jobs may be taken again under the rate limit (`-2`: no rate limit), as the
-    /// TS client's `getRateLimitTtl(maxJobs)`.
+    /// How long until jobs may be taken again under the rate limit (`Some(Duration::ZERO)`:
+    /// now), or `None` when the queue has no rate limit; the TS client's
+    /// `getRateLimitTtl(maxJobs)`, which says `-2` for `None`.
     ///
     /// # Errors
     ///
@@ -209,11 +212,17 @@ impl<R: Runtime> Queue<R> {
     ///
     /// ```no_run
     /// # async fn demo<R: autobatch_driver::Runtime>(q: autobatch_driver::Queue<R>) -> Result<(), autobatch_driver::Error> {
-    /// let wait_ms = q.get_rate_limit_ttl(Some(10)).await?;
+    /// if let Some(wait) = q.get_rate_limit_ttl(Some(10)).await? {
+    ///     println!("next job in {wait:?}");
+    /// }
     /// # Ok(()) }
     /// ```
-    pub async fn get_rate_limit_ttl(&self, max_jobs: Option<u64>) -> Result<i64, Error> {
-        Ok(self.get_queue_limits(max_jobs).await?.rate_limit_ttl)
+    pub async fn get_rate_limit_ttl(
+        &self,
+        max_jobs: Option<u64>,
+    ) -> Result<Option<Duration>, Error> {
+        let ttl = self.get_queue_limits(max_jobs).await?.rate_limit_ttl;
+        Ok(wait_from_ms(ttl))
     }
 
     /// Whether every global concurrency slot of the queue is taken.

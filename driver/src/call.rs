@@ -1,0 +1,211 @@
+//! A call: an operation a caller hands to the links ([`Work`]), sent to one link's pump and
+//! awaited, withdrawn if the caller stops waiting ([`CancelOnDrop`]), and moved to another
+//! broker when its link goes down before it was written.
+
+use std::sync::Arc;
+
+use autobatch_core::session::Replay;
+use autobatch_core::wire::{Command, EncodedJob, JobSpec, Response};
+use autobatch_core::Error;
+use futures_channel::oneshot;
+use futures_util::future::{select, Either};
+
+use crate::cmd::{Cmd, Ticket};
+use crate::inbox::Sender;
+use crate::links::{Link, Links};
+use crate::reply::{Outcome, Reply};
+
+/// An operation a caller hands to one of the links; kept whole so that it can go to another
+/// broker when its link dies before it was written.
+#[derive(Clone)]
+pub(crate) enum Work {
+    Add {
+        queue: Arc<str>,
+        // Encoded by the caller when it makes the job, while the job is in its cache: from
+        // there on only the job's bytes move (through the caller's future, the inbox and into
+        // the session), and the pump never touches the 700-byte `JobSpec`.
+        job: EncodedJob,
+    },
+    Bulk {
+        queue: Arc<str>,
+        jobs: Vec<JobSpec>,
+    },
+    Request {
+        cmd: Box<Command>,
+        replay: Option<Replay>,
+    },
+}
+
+impl Work {
+    /// Jobs it adds (0 for a request).
+    pub(crate) fn adds(&self) -> usize {
+        match self {
+            Work::Add { .. } => 1,
+            Work::Bulk { jobs, .. } => jobs.len().max(1),
+            Work::Request { .. } => 0,
+        }
+    }
+
+    /// A read: sending it again elsewhere after it was written changes nothing.
+    fn is_read(&self) -> bool {
+        match self {
+            Work::Request { cmd, replay } => {
+                *replay != Some(Replay::NotSafe)
+                    && matches!(
+                        **cmd,
+                        Command::Hello
+                            | Command::Ping
+                            | Command::GetJob { .. }
+                            | Command::GetState { .. }
+                            | Command::GetResult { .. }
+                            | Command::Count { .. }
+                            | Command::GetJobCounts { .. }
+                    )
+            }
+            _ => false,
+        }
+    }
+
+    fn into_cmd(self, ticket: Ticket, reply: Reply) -> Cmd {
+        match self {
+            Work::Add { queue, job } => Cmd::Add {
+                ticket,
+                queue,
+                job,
+                reply,
+            },
+            Work::Bulk { queue, jobs } => Cmd::AddBulk {
+                ticket,
+                queue,
+                jobs,
+                reply,
+            },
+            Work::Request { cmd, replay } => Cmd::Request {
+                ticket,
+                cmd,
+                replay,
+                reply,
+            },
+        }
+    }
+}
+
+/// Sends `work` and waits for its outcome; a drop before the outcome withdraws the
+/// operation if it has not been sent.
+///
+/// With several brokers: the operation goes to the link [`Links::choose`] picks. When that
+/// link's connection goes down before the outcome, the operation is withdrawn if it was
+/// not written yet and sent to another broker; a read that was written is sent again
+/// elsewhere too. Anything else that was written resolves there by the session's rules:
+/// `ConnectionLost { maybe_applied: true }`, or, for an add with a custom job id, a replay
+/// on the same broker once it is back (a written operation cannot be withdrawn, so
+/// replaying it elsewhere as well could add a job twice once the first copy completed).
+pub(crate) async fn call(links: &Links, work: Work) -> Result<Response, Error> {
+    if links.len() == 1 {
+        call_one(links, work).await
+    } else {
+        // Boxed: this path's future keeps a copy of the work and watches the link, which
+        // would make every caller's future several times larger, most callers having
+        // one broker.
+        Box::pin(call_spread(links, work)).await
+    }
+}
+
+/// [`call`] with one broker: nothing to watch, nowhere else to send it. Its
+/// future holds only the reply's receiver and the guards, so the future of an add is a
+/// few words, cheap for `join_all` and spawned tasks to move and store.
+async fn call_one(links: &Links, work: Work) -> Result<Response, Error> {
+    let _load = links.load(0, work.adds());
+    let (outcome, guard) = submit(links.get(0), work)?;
+    let result = outcome.await;
+    std::mem::forget(guard);
+    result.unwrap_or(Err(Error::Closed))
+}
+
+/// [`call`] with several brokers.
+pub(crate) async fn call_spread(links: &Links, work: Work) -> Result<Response, Error> {
+    let mut work = work;
+    loop {
+        let i = links.choose(work.adds() > 0);
+        let link = links.get(i);
+        // With several brokers only (one broker: nothing could move). Subscribed before
+        // reading the state, so a loss in between is not missed.
+        let down = (links.len() > 1).then(|| link.shared.on_down());
+        let watch = down.is_some() && link.shared.is_connected();
+        // Kept only where another broker could take it.
+        let spare = watch.then(|| work.clone());
+        let _load = links.load(i, work.adds());
+        let (mut outcome, guard) = submit(link, work)?;
+        let ticket = guard.ticket;
+        if let (Some(spare), Some(down)) = (spare, down) {
+            if let Either::Left((result, _)) = select(&mut outcome, down).await {
+                std::mem::forget(guard);
+                return result.unwrap_or(Err(Error::Closed));
+            }
+            // The link went down first.
+            let (tx, rx) = oneshot::channel();
+            let withdrawn = link.tx.unbounded_send(Cmd::Withdraw(ticket, tx)).is_ok()
+                && rx.await.unwrap_or(false);
+            if withdrawn {
+                std::mem::forget(guard);
+                tracing::debug!(addr = %link.shared.addr, "broker down: operation sent to another");
+                work = spare;
+                continue;
+            }
+            if spare.is_read() && links.other_live(i) {
+                // Its outcome there is dropped; the guard's Cancel is harmless.
+                drop(guard);
+                work = spare;
+                continue;
+            }
+        }
+        let result = outcome.await;
+        std::mem::forget(guard);
+        return result.unwrap_or(Err(Error::Closed));
+    }
+}
+
+/// Sends `work` to `link`'s pump: the receiver of its outcome, and the guard that withdraws it
+/// if the caller stops waiting (forget the guard once the outcome is in).
+fn submit(link: &Link, work: Work) -> Result<(Outcome, CancelOnDrop<'_>), Error> {
+    let (reply, outcome) = link.tx.reply_slot();
+    let ticket = link.shared.ticket();
+    link.tx
+        .unbounded_send(work.into_cmd(ticket, reply))
+        .map_err(|_| Error::Closed)?;
+    Ok((
+        outcome,
+        CancelOnDrop {
+            tx: &link.tx,
+            ticket,
+        },
+    ))
+}
+
+/// Withdraws an operation whose caller stopped waiting.
+pub(crate) struct CancelOnDrop<'a> {
+    tx: &'a Sender,
+    ticket: Ticket,
+}
+
+impl<'a> CancelOnDrop<'a> {
+    pub(crate) fn new(tx: &'a Sender, ticket: Ticket) -> Self {
+        CancelOnDrop { tx, ticket }
+    }
+
+    /// The operation is answered: nothing to withdraw.
+    pub(crate) fn disarm(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.tx.unbounded_send(Cmd::Cancel(self.ticket));
+    }
+}
+
+/// A reply of the wrong kind for `what`: the server broke the protocol.
+pub(crate) fn unexpected(what: &str, r: Response) -> Error {
+    Error::Protocol(format!("unexpected reply to {what}: {r:?}"))
+}

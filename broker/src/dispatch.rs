@@ -4,22 +4,18 @@
 //! with a string `cmd` → `Invalid command`; not authenticated → `Not authenticated`; then the
 //! command's own validation and effect. Nothing here panics on client data.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use autobatch_core::wire::server::{encode_error, DecodeCommand, EncodeResponse};
 use autobatch_core::wire::{
     validate_queue_name, Command, DecodeError, JobSpec, PullArgs, Response, Value,
 };
 
-use tokio::sync::{watch, Semaphore};
-
 use crate::auth::token_matches;
-use crate::config::BrokerConfig;
-use crate::events::EventSink;
-use crate::framing::Budget;
-use crate::queue::{ConnId, FinishError, PullSpec, State, Worker, DEFAULT_LOCK_TTL};
+use crate::clock::now_ms;
+use crate::context::{Conn, Shared};
+use crate::queue::{FinishError, PullSpec, Worker, DEFAULT_LOCK_TTL};
 
 /// Longest long-poll, ms.
 const MAX_PULL_TIMEOUT: i64 = 60_000;
@@ -39,45 +35,6 @@ pub(crate) const LARGE_FRAME: usize = 64 * 1024;
 /// decoded values take.
 pub(crate) fn max_large_decodes() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
-}
-
-/// State shared by every connection of one broker.
-pub(crate) struct Shared {
-    pub state: Mutex<State>,
-    pub config: BrokerConfig,
-    pub next_conn: AtomicU64,
-    /// Connections being served (for `max_connections`).
-    pub connections: AtomicUsize,
-    /// Bytes allocated for incomplete frames across every connection (for
-    /// `partial_frame_budget`).
-    pub budget: Arc<Budget>,
-    /// Decodes of large frames running at once (they run off the reactor, see [`handle`]).
-    pub large_decodes: Semaphore,
-    /// Becomes true when the broker stops: long-polls return at once.
-    pub stop: watch::Receiver<bool>,
-}
-
-impl Shared {
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding the lock would be a bug; keep serving rather than cascade.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Per-connection context.
-pub(crate) struct Conn {
-    pub id: ConnId,
-    pub authed: AtomicBool,
-    /// Where this connection's event frames go once it subscribes (its outbox).
-    pub events: Arc<dyn EventSink>,
-}
-
-/// Wall clock, epoch ms.
-pub(crate) fn now_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as f64)
-        .unwrap_or(0.0)
 }
 
 /// One reply frame (header included).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::config::BrokerConfig;
-use crate::dispatch::Shared;
+use crate::context::Shared;
 use crate::server::{Broker, ShutdownHandle};
 
 /// A [`Broker`] serving from a background thread. Dropping it stops the broker cleanly (like

@@ -62,7 +62,10 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+mod clock;
 mod config;
+mod conn_id;
+mod context;
 mod dispatch;
 mod embedded;
 mod error;

@@ -11,6 +11,7 @@ use autobatch_core::ops::{ChildFailure, StallConfig, StallConfigUpdate};
 use autobatch_core::wire::{Backoff, Job, JobCounts, JobSpec, Value};
 use tokio::sync::Notify;
 
+use crate::conn_id::ConnId;
 use crate::events::{job_event, js_number, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 
@@ -36,9 +37,6 @@ const MAX_RETRY_DELAY: f64 = 3_600_000.0;
 pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
 /// How often stall detection runs, ms (bunqueue's `stallCheckMs`).
 pub(crate) const STALL_CHECK_MS: f64 = 5_000.0;
-
-/// A connection, as the state knows it.
-pub(crate) type ConnId = u64;
 
 struct Lock {
     token: String,

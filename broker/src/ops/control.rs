@@ -12,7 +12,7 @@ use autobatch_core::ops::{
 use autobatch_core::wire::{Response, Value};
 
 use super::answer;
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Conn, Shared};
 use crate::queue::admin::{CleanState, MoveError};
 
 /// Serves the control commands this broker implements.

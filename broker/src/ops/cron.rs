@@ -5,7 +5,7 @@
 use autobatch_core::ops::{CronDelete, CronGet, CronList, CronUpsert, Operation};
 use autobatch_core::wire::{Response, Value};
 
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Conn, Shared};
 
 fn reply(key: &'static str, v: Value) -> Response {
     Response::Other(Value::map([("ok", Value::from(true)), (key, v)]))

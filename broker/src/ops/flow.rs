@@ -13,7 +13,7 @@ use autobatch_core::ops::{GetChildrenValues, GetFailedChildrenValues, GetIgnored
 use autobatch_core::wire::{Backoff, JobOptions, JobSpec, Response, Value};
 
 use super::answer;
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Conn, Shared};
 
 /// Most jobs in one flow (bunqueue's `MAX_FLOW_JOBS`).
 const MAX_FLOW_JOBS: usize = 10_000;

@@ -11,7 +11,7 @@ use autobatch_core::ops::{
 use autobatch_core::wire::{Response, Value};
 
 use super::answer;
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Conn, Shared};
 
 /// Serves the job-record commands this broker implements.
 pub(super) fn serve(

@@ -20,7 +20,7 @@ use autobatch_core::ops::{
 };
 use autobatch_core::wire::{Response, Value};
 
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Conn, Shared};
 
 /// Serves the limit commands this broker implements.
 pub(super) fn serve(

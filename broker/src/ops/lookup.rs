@@ -10,7 +10,7 @@ use autobatch_core::ops::{
 use autobatch_core::wire::{Response, Value};
 
 use super::answer;
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Conn, Shared};
 
 /// bunqueue's page size when a GetJobs has no `limit`.
 const DEFAULT_LIMIT: u64 = 100;

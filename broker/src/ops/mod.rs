@@ -8,7 +8,7 @@
 use autobatch_core::ops::Operation;
 use autobatch_core::wire::{Response, Value};
 
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Conn, Shared};
 
 mod control;
 mod cron;

@@ -1,5 +1,5 @@
-//! What every request is served with: the broker's shared state ([`Shared`]) and the
-//! connection it came on ([`Conn`]).
+//! What every request is served with: the broker's shared state ([`Shared`]), the
+//! connection it came on ([`Conn`]), and both with the request's time ([`Ctx`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -44,3 +44,21 @@ pub(crate) struct Conn {
     /// Where this connection's event frames go once it subscribes (its outbox).
     pub events: Arc<dyn EventSink>,
 }
+
+/// One request's context, as every command handler receives it.
+pub(crate) struct Ctx<'a> {
+    pub shared: &'a Shared,
+    pub conn: &'a Conn,
+    /// When the request is served, epoch ms.
+    pub now: f64,
+}
+
+impl Ctx<'_> {
+    /// The queue state, locked.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.shared.lock()
+    }
+}
+
+/// What a command handler answers: its output, or the error text bunqueue would send.
+pub(crate) type Served<T> = Result<T, String>;

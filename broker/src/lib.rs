@@ -73,6 +73,7 @@ mod events;
 mod framing;
 mod ops;
 mod queue;
+mod routes;
 mod server;
 pub mod store;
 mod tls;

@@ -1252,6 +1252,7 @@ impl State {
     }
 
     /// Queues with an index entry.
+    #[cfg(feature = "test-util")]
     pub fn queue_count(&self) -> usize {
         self.queues.len()
     }

@@ -144,7 +144,8 @@ mod untyped {
     pub const REMOVE_UNPROCESSED_CHILDREN: &str = "RemoveUnprocessedChildren";
 }
 
-/// Every command served past the hot path, sorted by wire name (bytewise), each once.
+/// Every command served past the hot path, sorted by wire name (bytewise), each once; an op
+/// whose type is not named as its command has its wire name beside it.
 pub(crate) const ROUTES: &[Route] = routes! {
     typed AddLog => job::add_log,
     typed Cancel => control::cancel,
@@ -153,7 +154,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed Clean => control::clean,
     raw ClearConcurrency => limits::clear_concurrency,
     typed ClearLogs => job::clear_logs,
-    body CronUpsert => cron::upsert,
+    body CronUpsert => cron::upsert, // Cron
     own CronDelete => cron::delete,
     own CronGet => cron::get,
     own CronList => cron::list,
@@ -178,7 +179,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed GetProgress => job::get_progress,
     raw GetQueueLimits => limits::get_queue_limits,
     typed GetStallConfig => limits::get_stall_config,
-    typed WorkerHeartbeat => worker::heartbeat,
+    typed WorkerHeartbeat => worker::heartbeat, // Heartbeat
     typed IsPaused => control::is_paused,
     named JOB_HEARTBEAT => job::heartbeat,
     named JOB_HEARTBEAT_B => job::heartbeat_batch,
@@ -187,9 +188,9 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed MoveToDelayed => control::move_to_delayed,
     typed MoveToWait => control::move_to_wait,
     typed Obliterate => control::obliterate,
-    waits_raw PushFlow => flow::push_flow,
+    waits_raw PushFlow => flow::push_flow, // PUSHF
     typed Pause => control::pause,
-    typed UpdateProgress => job::update_progress,
+    typed UpdateProgress => job::update_progress, // Progress
     typed Promote => control::promote,
     typed PromoteJobs => control::promote_jobs,
     typed PurgeDlq => dlq::purge,
@@ -209,7 +210,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed SubscribeEvents => subscribe::subscribe,
     typed UnregisterWorker => worker::unregister,
     typed UnsubscribeEvents => subscribe::unsubscribe,
-    typed UpdateData => job::update_data,
+    typed UpdateData => job::update_data, // Update
     waits WaitJob => flow::wait_job,
 };
 

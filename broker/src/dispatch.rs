@@ -4,22 +4,19 @@
 //! with a string `cmd` → `Invalid command`; not authenticated → `Not authenticated`; then the
 //! command's own validation and effect. Nothing here panics on client data.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use autobatch_core::wire::server::{encode_error, DecodeCommand, EncodeResponse};
 use autobatch_core::wire::{
     validate_queue_name, Command, DecodeError, JobSpec, PullArgs, Response, Value,
 };
 
-use tokio::sync::{watch, Semaphore};
-
 use crate::auth::token_matches;
-use crate::config::BrokerConfig;
-use crate::events::EventSink;
-use crate::framing::Budget;
-use crate::queue::{ConnId, FinishError, PullSpec, State, Worker, DEFAULT_LOCK_TTL};
+use crate::clock::now_ms;
+use crate::context::{Conn, Ctx, Shared};
+use crate::queue::{FinishError, PullSpec, DEFAULT_LOCK_TTL};
+use crate::routes;
 
 /// Longest long-poll, ms.
 const MAX_PULL_TIMEOUT: i64 = 60_000;
@@ -39,45 +36,6 @@ pub(crate) const LARGE_FRAME: usize = 64 * 1024;
 /// decoded values take.
 pub(crate) fn max_large_decodes() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
-}
-
-/// State shared by every connection of one broker.
-pub(crate) struct Shared {
-    pub state: Mutex<State>,
-    pub config: BrokerConfig,
-    pub next_conn: AtomicU64,
-    /// Connections being served (for `max_connections`).
-    pub connections: AtomicUsize,
-    /// Bytes allocated for incomplete frames across every connection (for
-    /// `partial_frame_budget`).
-    pub budget: Arc<Budget>,
-    /// Decodes of large frames running at once (they run off the reactor, see [`handle`]).
-    pub large_decodes: Semaphore,
-    /// Becomes true when the broker stops: long-polls return at once.
-    pub stop: watch::Receiver<bool>,
-}
-
-impl Shared {
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding the lock would be a bug; keep serving rather than cascade.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Per-connection context.
-pub(crate) struct Conn {
-    pub id: ConnId,
-    pub authed: AtomicBool,
-    /// Where this connection's event frames go once it subscribes (its outbox).
-    pub events: Arc<dyn EventSink>,
-}
-
-/// Wall clock, epoch ms.
-pub(crate) fn now_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as f64)
-        .unwrap_or(0.0)
 }
 
 /// One reply frame (header included).
@@ -257,12 +215,13 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
         }
         Command::Count { queue } => Ok(Response::Count(shared.lock().count(&queue, now))),
         Command::GetJobCounts { queue } => Ok(Response::Counts(shared.lock().counts(&queue, now))),
-        // These wait (a commit, a job's completion): served here, not by the sync `ops`.
-        Command::Other { cmd, body } if cmd == "PUSHF" => push_flow(shared, &body).await,
-        Command::Other { cmd, body } if cmd == "WaitJob" => wait_job(shared, &body).await,
-        Command::Other { cmd, body } => housekeeping(shared, conn, &cmd, &body, now),
+        // Everything else is routed by name (never the commands above).
+        Command::Other { cmd, body } => {
+            let cx = Ctx { shared, conn, now };
+            routes::serve(&cx, &cmd, &body).await
+        }
         // A command a newer core decodes that this broker does not serve yet.
-        other => Err(crate::ops::not_supported(other.name())),
+        other => Err(routes::not_supported(other.name())),
     }
 }
 
@@ -400,98 +359,6 @@ async fn push(
     }
 }
 
-/// PUSHF, as bunqueue 2.9.5's `pushFlowBatch`: the whole flow checked first (its shape,
-/// then no id taken, then the groups' `maxSize`), then every job added at once under the
-/// state's lock, so no worker sees a child before its parent's links. With SQLite the reply
-/// waits for the flow's rows to commit (bunqueue writes a flow durably before publishing
-/// it); a failed commit takes the flow back.
-async fn push_flow(shared: &Shared, body: &Value) -> Result<Response, String> {
-    let planned = crate::ops::flow::plan(body)?;
-    let (snapshots, ids, waiter) = {
-        let mut state = shared.lock();
-        if let Some(p) = planned.iter().find(|p| state.id_taken(&p.id)) {
-            return Err(format!("Flow job {} already exists", p.id));
-        }
-        // A group's maxSize counts the flow's own queued jobs (not those that will wait for
-        // their children), as bunqueue's `assertGroupCapacity`.
-        let mut counts: std::collections::HashMap<(&str, &str), u64> = Default::default();
-        for p in &planned {
-            let Some(group) = p.spec.opts.group_id.as_deref() else {
-                continue;
-            };
-            if state.must_wait(&p.spec.opts.depends_on) {
-                continue;
-            }
-            let current = counts
-                .entry((p.queue.as_str(), group))
-                .or_insert_with(|| state.group_queued(&p.queue, group));
-            if let Some(max) = p.group_max_size {
-                if *current >= max.max(0) as u64 {
-                    return Err(format!(
-                        "Group {group} has reached its maximum size of {max}"
-                    ));
-                }
-            }
-            *current += 1;
-        }
-        let now = now_ms();
-        let before = state.recorded();
-        let ids: Vec<String> = planned
-            .into_iter()
-            .map(|p| state.push(&p.queue, p.spec, now))
-            .collect();
-        let snapshots: Vec<Value> = ids.iter().filter_map(|id| state.snapshot(id)).collect();
-        let covering = state.recorded() - before;
-        (snapshots, ids, state.sync(covering))
-    };
-    if let Some(w) = waiter {
-        if let Err(e) = w.wait().await {
-            shared.lock().withdraw(&ids);
-            return Err(format!("Durable write failed, jobs not added: {e}"));
-        }
-    }
-    Ok(other(vec![(
-        "data",
-        Value::map([("jobs", Value::Array(snapshots))]),
-    )]))
-}
-
-/// bunqueue's WaitJob without a timeout, ms.
-const DEFAULT_WAIT_JOB: Duration = Duration::from_millis(30_000);
-
-/// WaitJob, as bunqueue 2.9.5: `Job not found` for an unknown id, at once for a completed job,
-/// else held until the job completes (a failure does not end the wait) or the timeout passes
-/// (`completed: false`). Like a long-poll pull, it holds one of the connection's request
-/// slots and nothing else.
-async fn wait_job(shared: &Shared, body: &Value) -> Result<Response, String> {
-    use autobatch_core::ops::{Operation, WaitJob, WaitOutcome};
-    let op = WaitJob::read_request(body).map_err(|e| e.to_string())?;
-    let timeout = op.timeout.unwrap_or(DEFAULT_WAIT_JOB);
-    let outcome = {
-        let notify = shared.lock().job_waiter(&op.id);
-        let notified = notify.notified();
-        tokio::pin!(notified);
-        // Enabled before the check: a completion after it wakes this wait.
-        notified.as_mut().enable();
-        let first = shared.lock().completion(&op.id);
-        let mut stop = shared.stop.clone();
-        match first {
-            None => Err("Job not found".to_owned()),
-            Some(Some(result)) => Ok(WaitOutcome::Completed(result)),
-            Some(None) => tokio::select! {
-                // Completed (a job removed on completion is gone by now: no result).
-                _ = &mut notified => Ok(WaitOutcome::Completed(
-                    shared.lock().completion(&op.id).flatten().unwrap_or(Value::Undefined),
-                )),
-                _ = tokio::time::sleep(timeout) => Ok(WaitOutcome::TimedOut),
-                _ = stop.wait_for(|s| *s) => Ok(WaitOutcome::TimedOut),
-            },
-        }
-    };
-    shared.lock().forget_waiter(&op.id);
-    Ok(Response::Other(WaitJob::reply_body(&outcome?)))
-}
-
 /// PULL (`count: None`) and PULLB, with the long-poll.
 async fn pull(
     shared: &Shared,
@@ -614,151 +481,5 @@ fn ack_batch(
             ignored_indices: Vec::new(),
             ignored_ids: Vec::new(),
         }),
-    }
-}
-
-/// The official Worker's housekeeping commands; anything else is unknown.
-/// A worker as RegisterWorker answers it and ListWorkers lists it (`id` in the list,
-/// `workerId` in the registration reply, as bunqueue). The broker does not count a worker's
-/// jobs: `activeJobs`, `processedJobs` and `failedJobs` stay 0.
-fn worker_record(id: &str, w: &Worker, listed_at: Option<f64>) -> Value {
-    let key = if listed_at.is_some() {
-        "id"
-    } else {
-        "workerId"
-    };
-    let mut m = vec![(key, Value::from(id))];
-    m.extend(w.fields.iter().cloned());
-    m.extend([
-        ("status", Value::from("active")),
-        ("registeredAt", Value::F64(w.registered_at)),
-        ("lastSeen", Value::F64(w.last_seen)),
-        ("activeJobs", Value::Int(0)),
-        ("processedJobs", Value::Int(0)),
-        ("failedJobs", Value::Int(0)),
-        ("currentJob", Value::Nil),
-    ]);
-    if let Some(now) = listed_at {
-        m.push(("uptime", Value::F64(now - w.registered_at)));
-    }
-    Value::map(m)
-}
-
-fn housekeeping(
-    shared: &Shared,
-    conn: &Conn,
-    cmd: &str,
-    body: &Value,
-    now: f64,
-) -> Result<Response, String> {
-    let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_owned);
-    let data = |d: Value| other(vec![("data", d)]);
-    match cmd {
-        // One subscription per connection, replaced by the next (see `events.rs`). The queue
-        // name is validated as bunqueue does (`Queue name is required`, …).
-        "SubscribeEvents" => {
-            let queue = body
-                .get("queue")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            validate_queue_name(queue).map_err(|e| e.message)?;
-            shared
-                .lock()
-                .events
-                .subscribe(conn.id, queue, conn.events.clone());
-            Ok(Response::Done)
-        }
-        "UnsubscribeEvents" => {
-            shared.lock().events.unsubscribe(conn.id);
-            Ok(Response::Done)
-        }
-        "RegisterWorker" => {
-            let id = text("workerId").unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-            let fields: Vec<(&'static str, Value)> =
-                ["name", "queues", "concurrency", "hostname", "pid"]
-                    .into_iter()
-                    .map(|k| (k, body.get(k).cloned().unwrap_or(Value::Nil)))
-                    .collect();
-            let worker = Worker {
-                conn: conn.id,
-                fields,
-                registered_at: now,
-                last_seen: now,
-            };
-            let record = worker_record(&id, &worker, None);
-            shared.lock().register_worker(id, worker);
-            Ok(data(record))
-        }
-        "ListWorkers" => {
-            let state = shared.lock();
-            let workers = state.workers();
-            let slots: i64 = workers
-                .iter()
-                .filter_map(|(_, w)| w.fields.iter().find(|(k, _)| *k == "concurrency"))
-                .filter_map(|(_, v)| v.as_i64())
-                .sum();
-            let stats = Value::map([
-                ("total", Value::Int(workers.len() as i64)),
-                ("active", Value::Int(workers.len() as i64)),
-                ("totalProcessed", Value::Int(0)),
-                ("totalFailed", Value::Int(0)),
-                ("activeJobs", Value::Int(0)),
-                ("concurrencySlots", Value::Int(slots)),
-            ]);
-            let list = workers
-                .iter()
-                .map(|(id, w)| worker_record(id, w, Some(now)))
-                .collect();
-            Ok(data(Value::map([
-                ("workers", Value::Array(list)),
-                ("stats", stats),
-            ])))
-        }
-        "Heartbeat" => {
-            let id = text("id").unwrap_or_default();
-            if shared.lock().touch_worker(&id, now) {
-                Ok(data(Value::map([("ok", Value::Bool(true))])))
-            } else {
-                Err("Worker not found".into())
-            }
-        }
-        "UnregisterWorker" => {
-            let id = text("workerId").unwrap_or_default();
-            if shared.lock().unregister_worker(&id) {
-                Ok(data(Value::map([("removed", Value::Bool(true))])))
-            } else {
-                Err("Worker not found".into())
-            }
-        }
-        "JobHeartbeat" => {
-            let id = text("id").unwrap_or_default();
-            // bunqueue renews by `duration` only when a token comes with it.
-            let duration = body.get("duration").and_then(Value::as_f64);
-            if shared
-                .lock()
-                .heartbeat(&id, text("token").as_deref(), duration, now)
-            {
-                Ok(data(Value::map([("ok", Value::Bool(true))])))
-            } else {
-                Err("Job not found or not active (or invalid token)".into())
-            }
-        }
-        "JobHeartbeatB" => {
-            let ids = body.get("ids").and_then(Value::as_array).unwrap_or(&[]);
-            let tokens = body.get("tokens").and_then(Value::as_array);
-            let mut state = shared.lock();
-            let mut count = 0i64;
-            for (i, id) in ids.iter().enumerate() {
-                let Some(id) = id.as_str() else { continue };
-                let token = tokens.and_then(|t| t.get(i)).and_then(Value::as_str);
-                count += i64::from(state.heartbeat(id, token, None, now));
-            }
-            Ok(data(Value::map([
-                ("ok", Value::Bool(true)),
-                ("count", Value::Int(count)),
-            ])))
-        }
-        _ => crate::ops::serve(shared, conn, cmd, body, now)
-            .unwrap_or_else(|| Err(crate::ops::not_supported(cmd))),
     }
 }

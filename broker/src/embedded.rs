@@ -3,12 +3,9 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::config::BrokerConfig;
-use crate::dispatch::Shared;
 use crate::server::{Broker, ShutdownHandle};
 
 /// A [`Broker`] serving from a background thread. Dropping it stops the broker cleanly (like
@@ -24,7 +21,9 @@ use crate::server::{Broker, ShutdownHandle};
 pub struct EmbeddedBroker {
     addr: SocketAddr,
     handle: ShutdownHandle,
-    shared: Arc<Shared>,
+    /// What the introspection reads.
+    #[cfg(feature = "test-util")]
+    shared: std::sync::Arc<crate::context::Shared>,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
 
@@ -65,12 +64,14 @@ impl EmbeddedBroker {
                     }
                 })
             })?;
+        #[cfg_attr(not(feature = "test-util"), allow(unused_variables))]
         let (addr, handle, shared) = rx
             .recv()
             .map_err(|_| io::Error::other("broker thread exited during start"))??;
         Ok(EmbeddedBroker {
             addr,
             handle,
+            #[cfg(feature = "test-util")]
             shared,
             thread: Some(thread),
         })
@@ -82,21 +83,24 @@ impl EmbeddedBroker {
     }
 
     /// Queues the broker keeps an index for (introspection for tests: an index must not
-    /// outlive what it holds).
-    #[doc(hidden)]
+    /// outlive what it holds). With the `test-util` feature.
+    #[cfg(feature = "test-util")]
     pub fn queue_count(&self) -> usize {
         self.shared.lock().queue_count()
     }
 
-    /// Connections being served (introspection for tests).
-    #[doc(hidden)]
+    /// Connections being served (introspection for tests). With the `test-util` feature.
+    #[cfg(feature = "test-util")]
     pub fn connection_count(&self) -> usize {
+        use std::sync::atomic::Ordering;
         self.shared.connections.load(Ordering::Acquire)
     }
 
     /// Bytes held in incomplete frames across every connection (introspection for tests).
-    #[doc(hidden)]
+    /// With the `test-util` feature.
+    #[cfg(feature = "test-util")]
     pub fn partial_frame_bytes(&self) -> usize {
+        use std::sync::atomic::Ordering;
         self.shared.budget.used.load(Ordering::Acquire)
     }
 

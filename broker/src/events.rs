@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use autobatch_core::wire::{write_frame, Value};
 
-use crate::dispatch::now_ms;
-use crate::queue::ConnId;
+use crate::clock::now_ms;
+use crate::conn_id::ConnId;
 
 /// Where a subscriber's event frames go: its connection's outbox.
 pub(crate) trait EventSink: Send + Sync {

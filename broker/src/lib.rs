@@ -62,7 +62,10 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+mod clock;
 mod config;
+mod conn_id;
+mod context;
 mod dispatch;
 mod embedded;
 mod error;
@@ -70,6 +73,7 @@ mod events;
 mod framing;
 mod ops;
 mod queue;
+mod routes;
 mod server;
 pub mod store;
 mod tls;

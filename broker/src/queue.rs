@@ -7,10 +7,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use autobatch_core::ops::{ChildFailure, StallConfig, StallConfigUpdate};
+use autobatch_core::ops::{ChildFailure, StallConfig, StallConfigUpdate, WorkerInfo};
 use autobatch_core::wire::{Backoff, Job, JobCounts, JobSpec, Value};
 use tokio::sync::Notify;
 
+use crate::conn_id::ConnId;
 use crate::events::{job_event, js_number, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 
@@ -36,9 +37,6 @@ const MAX_RETRY_DELAY: f64 = 3_600_000.0;
 pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
 /// How often stall detection runs, ms (bunqueue's `stallCheckMs`).
 pub(crate) const STALL_CHECK_MS: f64 = 5_000.0;
-
-/// A connection, as the state knows it.
-pub(crate) type ConnId = u64;
 
 struct Lock {
     token: String,
@@ -147,12 +145,8 @@ pub(crate) struct PullSpec<'a> {
 pub(crate) struct Worker {
     /// The connection it registered on: it is unregistered when that closes.
     pub conn: ConnId,
-    /// `name`, `queues`, `concurrency`, `hostname`, `pid`, as RegisterWorker sent them.
-    pub fields: Vec<(&'static str, Value)>,
-    /// Epoch ms of RegisterWorker.
-    pub registered_at: f64,
-    /// Epoch ms of the last RegisterWorker or Heartbeat.
-    pub last_seen: f64,
+    /// Its record as RegisterWorker answered it; `last_seen` moves with each Heartbeat.
+    pub info: WorkerInfo,
 }
 
 /// The whole queue state.
@@ -1178,7 +1172,7 @@ impl State {
     pub fn touch_worker(&mut self, id: &str, now: f64) -> bool {
         match self.workers.get_mut(id) {
             Some(w) => {
-                w.last_seen = now;
+                w.info.last_seen = now;
                 true
             }
             None => false,
@@ -1189,8 +1183,9 @@ impl State {
     pub fn workers(&self) -> Vec<(&String, &Worker)> {
         let mut all: Vec<_> = self.workers.iter().collect();
         all.sort_by(|a, b| {
-            a.1.registered_at
-                .total_cmp(&b.1.registered_at)
+            a.1.info
+                .registered_at
+                .total_cmp(&b.1.info.registered_at)
                 .then(a.0.cmp(b.0))
         });
         all
@@ -1257,6 +1252,7 @@ impl State {
     }
 
     /// Queues with an index entry.
+    #[cfg(feature = "test-util")]
     pub fn queue_count(&self) -> usize {
         self.queues.len()
     }
@@ -1862,38 +1858,6 @@ impl State {
             }
             _ => false,
         }
-    }
-
-    /// Moves an active job (lock checked) or a waiting one to delayed, due `delay` ms from now;
-    /// the attempt is not counted.
-    pub fn move_to_delayed(
-        &mut self,
-        id: &str,
-        token: Option<&str>,
-        delay: f64,
-        now: f64,
-    ) -> Result<(), String> {
-        self.check_lock(id, token).map_err(|e| e.to_string())?;
-        let state = self.get_state(id, now);
-        match state {
-            "unknown" => return Err("Job not found".into()),
-            "active" => {
-                self.finish(id).map_err(|e| e.to_string())?;
-            }
-            "waiting" | "prioritized" => self.unready(id),
-            s => return Err(format!("Job is not active (current state: {s})")),
-        }
-        let Some(e) = self.jobs.get_mut(id) else {
-            return Err("Job not found".into());
-        };
-        e.rec.state = JobState::Delayed;
-        e.rec.run_at = now + delay.max(0.0);
-        let key = (e.rec.run_at.ceil() as i64, e.rec.seq);
-        let queue = e.rec.queue.clone();
-        let op = update_op(&e.rec);
-        self.index(&queue).delayed.insert(key, id.to_owned());
-        self.record(op);
-        Ok(())
     }
 
     /// Takes a waiting job out of its queue's ready index (to file it elsewhere).

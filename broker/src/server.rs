@@ -14,8 +14,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::clock::now_ms;
 use crate::config::BrokerConfig;
-use crate::dispatch::{error_frame, handle, max_large_decodes, now_ms, Conn, Shared};
+use crate::context::{Conn, Shared};
+use crate::dispatch::{error_frame, handle, max_large_decodes};
 use crate::error::context;
 use crate::events::EventSink;
 use crate::framing::{Assembler, Budget, Refusal};

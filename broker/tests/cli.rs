@@ -1,4 +1,4 @@
-//! The `autobatch-broker` binary (issue #10): SIGTERM is a clean stop, errors name the path
+//! The `autobatch-broker` binary: SIGTERM is a clean stop, errors name the path
 //! and the cause, limits come from flags and bunqueue's env vars.
 
 mod common;

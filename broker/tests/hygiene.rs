@@ -1,4 +1,4 @@
-//! Issue #10: limits a hostile or broken client cannot get around, and a clean stop.
+//! Limits a hostile or broken client cannot get around, and a clean stop.
 //!
 //! Every assertion is about behaviour or ordering; time only appears as generous hang guards
 //! (the socket read timeout of `Raw`, 20 s, and the `eventually` loops).

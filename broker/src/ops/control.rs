@@ -9,121 +9,122 @@ use autobatch_core::ops::{
     MoveToWait, Obliterate, Pause, Promote, PromoteJobs, RemoveDeduplicationKey,
     RemoveJobDeduplicationKey, Resume, RetryCompleted,
 };
-use autobatch_core::wire::{Response, Value};
 
-use super::answer;
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Ctx, Served};
 use crate::queue::admin::{CleanState, MoveError};
 
-/// Serves the control commands this broker implements.
-pub(super) fn serve(
-    shared: &Shared,
-    _conn: &Conn,
-    cmd: &str,
-    body: &Value,
-    now: f64,
-) -> Option<Result<Response, String>> {
-    Some(match cmd {
-        "Pause" => answer::<Pause>(body, |op| {
-            shared.lock().pause(&op.queue);
-            Ok(())
-        }),
-        "Resume" => answer::<Resume>(body, |op| {
-            shared.lock().resume(&op.queue);
-            Ok(())
-        }),
-        "IsPaused" => answer::<IsPaused>(body, |op| Ok(shared.lock().is_paused(&op.queue))),
-        "Drain" => answer::<Drain>(body, |op| Ok(shared.lock().drain(&op.queue))),
-        "Obliterate" => answer::<Obliterate>(body, |op| {
-            shared.lock().obliterate(&op.queue);
-            Ok(())
-        }),
-        "Cancel" => answer::<Cancel>(body, |op| {
-            if shared.lock().cancel(&op.id) {
-                Ok(())
-            } else {
-                Err("Job not found or cannot be cancelled".into())
-            }
-        }),
-        "Promote" => answer::<Promote>(body, |op| {
-            if shared.lock().promote_job(&op.id, now) {
-                Ok(())
-            } else {
-                Err("Job not found or not delayed".into())
-            }
-        }),
-        "PromoteJobs" => answer::<PromoteJobs>(body, |op| {
-            Ok(shared.lock().promote_jobs(&op.queue, op.count, now))
-        }),
-        "ChangePriority" => answer::<ChangePriority>(body, |op| {
-            if shared.lock().change_priority(&op.id, op.priority, op.lifo) {
-                Ok(())
-            } else {
-                Err("Job not found or not in queue".into())
-            }
-        }),
-        "ChangeDelay" => answer::<ChangeDelay>(body, |op| {
-            // bunqueue takes the lock token here too (an active job moves to delayed).
-            shared
-                .lock()
-                .delay_job(&op.id, op.delay, op.token.as_deref(), now)
-                .map_err(|e| match e {
-                    MoveError::Lock(e) => e.to_string(),
-                    _ => "Job not found or cannot change delay".into(),
-                })
-        }),
-        "MoveToDelayed" => answer::<MoveToDelayed>(body, |op| {
-            shared
-                .lock()
-                .delay_job(&op.id, op.delay, op.token.as_deref(), now)
-                .map_err(|e| match e {
-                    MoveError::NotFound => "Job not found".into(),
-                    MoveError::State(s) => format!("Job is not active (current state: {s})"),
-                    MoveError::Lock(e) => e.to_string(),
-                })
-        }),
-        "Discard" => answer::<Discard>(body, |op| {
-            shared
-                .lock()
-                .discard(&op.id, op.token.as_deref(), now)
-                .map_err(|e| match e {
-                    MoveError::Lock(e) => e.to_string(),
-                    _ => "Job not found".into(),
-                })
-        }),
-        "MoveToWait" => answer::<MoveToWait>(body, |op| {
-            shared
-                .lock()
-                .move_to_wait(&op.id, op.token.as_deref(), now)
-                .map_err(|e| match e {
-                    MoveError::NotFound => "Cannot move job from state 'unknown' to waiting".into(),
-                    MoveError::State(s) => format!("Cannot move job from state '{s}' to waiting"),
-                    MoveError::Lock(e) => e.to_string(),
-                })
-        }),
-        "Clean" => answer::<Clean>(body, |op| {
-            let state = CleanState::parse(op.state.as_ref().map(|s| s.as_str()));
-            Ok(shared
-                .lock()
-                .clean(&op.queue, op.grace, state, op.limit, now))
-        }),
-        "RetryCompleted" => answer::<RetryCompleted>(body, |op| {
-            Ok(shared.lock().retry_completed(
-                &op.queue,
-                op.id.as_deref(),
-                op.count,
-                op.timestamp,
-                now,
-            ))
-        }),
-        "RemoveDeduplicationKey" => answer::<RemoveDeduplicationKey>(body, |op| {
-            Ok(shared
-                .lock()
-                .remove_deduplication_key(&op.queue, &op.deduplication_id))
-        }),
-        "RemoveJobDeduplicationKey" => answer::<RemoveJobDeduplicationKey>(body, |op| {
-            Ok(shared.lock().remove_job_deduplication_key(&op.id))
-        }),
-        _ => return None,
-    })
+pub(crate) fn pause(cx: &Ctx<'_>, op: Pause) -> Served<()> {
+    cx.state().pause(&op.queue);
+    Ok(())
+}
+
+pub(crate) fn resume(cx: &Ctx<'_>, op: Resume) -> Served<()> {
+    cx.state().resume(&op.queue);
+    Ok(())
+}
+
+pub(crate) fn is_paused(cx: &Ctx<'_>, op: IsPaused) -> Served<bool> {
+    Ok(cx.state().is_paused(&op.queue))
+}
+
+pub(crate) fn drain(cx: &Ctx<'_>, op: Drain) -> Served<u64> {
+    Ok(cx.state().drain(&op.queue))
+}
+
+pub(crate) fn obliterate(cx: &Ctx<'_>, op: Obliterate) -> Served<()> {
+    cx.state().obliterate(&op.queue);
+    Ok(())
+}
+
+pub(crate) fn cancel(cx: &Ctx<'_>, op: Cancel) -> Served<()> {
+    if cx.state().cancel(&op.id) {
+        Ok(())
+    } else {
+        Err("Job not found or cannot be cancelled".into())
+    }
+}
+
+pub(crate) fn promote(cx: &Ctx<'_>, op: Promote) -> Served<()> {
+    if cx.state().promote_job(&op.id, cx.now) {
+        Ok(())
+    } else {
+        Err("Job not found or not delayed".into())
+    }
+}
+
+pub(crate) fn promote_jobs(cx: &Ctx<'_>, op: PromoteJobs) -> Served<u64> {
+    Ok(cx.state().promote_jobs(&op.queue, op.count, cx.now))
+}
+
+pub(crate) fn change_priority(cx: &Ctx<'_>, op: ChangePriority) -> Served<()> {
+    if cx.state().change_priority(&op.id, op.priority, op.lifo) {
+        Ok(())
+    } else {
+        Err("Job not found or not in queue".into())
+    }
+}
+
+pub(crate) fn change_delay(cx: &Ctx<'_>, op: ChangeDelay) -> Served<()> {
+    // bunqueue takes the lock token here too (an active job moves to delayed).
+    cx.state()
+        .delay_job(&op.id, op.delay, op.token.as_deref(), cx.now)
+        .map_err(|e| match e {
+            MoveError::Lock(e) => e.to_string(),
+            _ => "Job not found or cannot change delay".into(),
+        })
+}
+
+pub(crate) fn move_to_delayed(cx: &Ctx<'_>, op: MoveToDelayed) -> Served<()> {
+    cx.state()
+        .delay_job(&op.id, op.delay, op.token.as_deref(), cx.now)
+        .map_err(|e| match e {
+            MoveError::NotFound => "Job not found".into(),
+            MoveError::State(s) => format!("Job is not active (current state: {s})"),
+            MoveError::Lock(e) => e.to_string(),
+        })
+}
+
+pub(crate) fn discard(cx: &Ctx<'_>, op: Discard) -> Served<()> {
+    cx.state()
+        .discard(&op.id, op.token.as_deref(), cx.now)
+        .map_err(|e| match e {
+            MoveError::Lock(e) => e.to_string(),
+            _ => "Job not found".into(),
+        })
+}
+
+pub(crate) fn move_to_wait(cx: &Ctx<'_>, op: MoveToWait) -> Served<()> {
+    cx.state()
+        .move_to_wait(&op.id, op.token.as_deref(), cx.now)
+        .map_err(|e| match e {
+            MoveError::NotFound => "Cannot move job from state 'unknown' to waiting".into(),
+            MoveError::State(s) => format!("Cannot move job from state '{s}' to waiting"),
+            MoveError::Lock(e) => e.to_string(),
+        })
+}
+
+pub(crate) fn clean(cx: &Ctx<'_>, op: Clean) -> Served<Vec<String>> {
+    let state = CleanState::parse(op.state.as_ref().map(|s| s.as_str()));
+    Ok(cx
+        .state()
+        .clean(&op.queue, op.grace, state, op.limit, cx.now))
+}
+
+pub(crate) fn retry_completed(cx: &Ctx<'_>, op: RetryCompleted) -> Served<u64> {
+    Ok(cx
+        .state()
+        .retry_completed(&op.queue, op.id.as_deref(), op.count, op.timestamp, cx.now))
+}
+
+pub(crate) fn remove_deduplication_key(cx: &Ctx<'_>, op: RemoveDeduplicationKey) -> Served<u64> {
+    Ok(cx
+        .state()
+        .remove_deduplication_key(&op.queue, &op.deduplication_id))
+}
+
+pub(crate) fn remove_job_deduplication_key(
+    cx: &Ctx<'_>,
+    op: RemoveJobDeduplicationKey,
+) -> Served<bool> {
+    Ok(cx.state().remove_job_deduplication_key(&op.id))
 }

@@ -2,10 +2,10 @@
 //! `Cron` (upsert), `CronGet`, `CronList` and `CronDelete`, with bunqueue 2.9.5's replies
 //! (`cron` / `crons` as its `cronData`) and error texts.
 
-use autobatch_core::ops::{CronDelete, CronGet, CronList, CronUpsert, Operation};
+use autobatch_core::ops::{CronDelete, CronGet, CronList, CronUpsert};
 use autobatch_core::wire::{Response, Value};
 
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Ctx, Served};
 
 fn reply(key: &'static str, v: Value) -> Response {
     Response::Other(Value::map([("ok", Value::from(true)), (key, v)]))
@@ -52,52 +52,39 @@ fn check_job_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Serves the scheduler commands.
-pub(super) fn serve(
-    shared: &Shared,
-    _conn: &Conn,
-    cmd: &str,
-    body: &Value,
-    now: f64,
-) -> Option<Result<Response, String>> {
-    Some(match cmd {
-        CronUpsert::NAME => payload(body).and_then(|(job_name, data)| {
-            // bunqueue reads the payload before it checks the timing.
-            let mut op = CronUpsert::read_request(body).map_err(|e| e.to_string())?;
-            op.job_name = Some(job_name);
-            op.data = data;
-            let cron = shared.lock().crons().upsert(op, now)?;
-            Ok(reply("cron", cron))
-        }),
-        CronGet::NAME => {
-            let name = CronGet::read_request(body)
-                .map(|op| op.name)
-                .unwrap_or_default();
-            match shared.lock().crons().get(&name) {
-                Some(c) => Ok(reply("cron", c.to_value())),
-                None => Err("Cron job not found".into()),
-            }
-        }
-        CronList::NAME => {
-            let list = shared
-                .lock()
-                .crons()
-                .list()
-                .iter()
-                .map(|c| c.to_value())
-                .collect();
-            Ok(reply("crons", Value::Array(list)))
-        }
-        CronDelete::NAME => {
-            let name = CronDelete::read_request(body)
-                .map(|op| op.name)
-                .unwrap_or_default();
-            if shared.lock().crons().remove(&name) {
-                Ok(Response::Done)
-            } else {
-                Err("Cron job not found".into())
-            }
-        }
-        _ => return None,
-    })
+/// Cron (an upsert). bunqueue reads the job's name and data before it checks the timing, so
+/// a request wrong in both is refused for its name.
+pub(crate) fn upsert(cx: &Ctx<'_>, body: &Value, request: Served<CronUpsert>) -> Served<Response> {
+    let (job_name, data) = payload(body)?;
+    let mut op = request?;
+    op.job_name = Some(job_name);
+    op.data = data;
+    let cron = cx.state().crons().upsert(op, cx.now)?;
+    Ok(reply("cron", cron))
+}
+
+pub(crate) fn get(cx: &Ctx<'_>, op: CronGet) -> Served<Response> {
+    match cx.state().crons().get(&op.name) {
+        Some(c) => Ok(reply("cron", c.to_value())),
+        None => Err("Cron job not found".into()),
+    }
+}
+
+pub(crate) fn list(cx: &Ctx<'_>, _: CronList) -> Served<Response> {
+    let list = cx
+        .state()
+        .crons()
+        .list()
+        .iter()
+        .map(|c| c.to_value())
+        .collect();
+    Ok(reply("crons", Value::Array(list)))
+}
+
+pub(crate) fn delete(cx: &Ctx<'_>, op: CronDelete) -> Served<Response> {
+    if cx.state().crons().remove(&op.name) {
+        Ok(Response::Done)
+    } else {
+        Err("Cron job not found".into())
+    }
 }

@@ -6,13 +6,12 @@
 //! refused (accepting a setting the broker does not apply would lie).
 
 use autobatch_core::ops::{
-    DlqConfig, DlqFilter, DlqStats, GetDlqConfig, GetDlqStats, Operation, PurgeDlq, RemoveDlqJob,
+    Dlq, DlqConfig, DlqFilter, DlqStats, GetDlqConfig, GetDlqStats, PurgeDlq, RemoveDlqJob,
     RetryDlq,
 };
 use autobatch_core::wire::{Response, Value};
 
-use super::answer;
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Ctx, Served};
 use crate::queue::dlq::{Filter, REASONS};
 
 fn filter(f: &DlqFilter) -> Filter {
@@ -27,58 +26,54 @@ fn filter(f: &DlqFilter) -> Filter {
     }
 }
 
-/// Serves the DLQ commands this broker implements.
-pub(super) fn serve(
-    shared: &Shared,
-    _conn: &Conn,
-    cmd: &str,
-    body: &Value,
-    now: f64,
-) -> Option<Result<Response, String>> {
-    Some(match cmd {
-        GetDlqConfig::NAME => answer::<GetDlqConfig>(body, |_| Ok(DlqConfig::default())),
-        "Dlq" => {
-            let op = match autobatch_core::ops::Dlq::read_request(body) {
-                Ok(op) => op,
-                Err(e) => return Some(Err(e.to_string())),
-            };
-            let f = op.filter.as_ref().map(filter);
-            let entries = shared
-                .lock()
-                .dlq_entries(&op.queue, op.count, f.as_ref(), now);
-            let jobs = entries.iter().map(|e| e.job.clone()).collect();
-            let entries = entries.iter().map(|e| e.to_value()).collect();
-            Ok(Response::Other(Value::map([
-                ("ok", Value::from(true)),
-                ("jobs", Value::Array(jobs)),
-                ("entries", Value::Array(entries)),
-            ])))
-        }
-        GetDlqStats::NAME => answer::<GetDlqStats>(body, |op| {
-            let (total, by, expired, oldest, newest) = shared.lock().dlq_stats(&op.queue, now);
-            let mut s = DlqStats::default();
-            s.total = total;
-            for (r, n) in REASONS.iter().zip(by) {
-                s.by_reason.insert((*r).to_owned(), n);
-            }
-            s.by_queue.insert(op.queue.clone(), total);
-            s.expired = expired;
-            s.oldest_entry = oldest;
-            s.newest_entry = newest;
-            Ok(s)
-        }),
-        RetryDlq::NAME => answer::<RetryDlq>(body, |op| {
-            let f = op.filter.as_ref().map(filter);
-            Ok(shared
-                .lock()
-                .retry_dlq(&op.queue, op.job_id.as_deref(), op.count, f.as_ref(), now))
-        }),
-        PurgeDlq::NAME => {
-            answer::<PurgeDlq>(body, |op| Ok(shared.lock().purge_dlq(&op.queue, now)))
-        }
-        RemoveDlqJob::NAME => answer::<RemoveDlqJob>(body, |op| {
-            Ok(shared.lock().remove_dlq_job(&op.queue, &op.job_id))
-        }),
-        _ => return None,
-    })
+pub(crate) fn get_config(_: &Ctx<'_>, _: GetDlqConfig) -> Served<DlqConfig> {
+    Ok(DlqConfig::default())
+}
+
+/// The listing, with the reply written from the broker's own records of the entries.
+pub(crate) fn list(cx: &Ctx<'_>, op: Dlq) -> Served<Response> {
+    let f = op.filter.as_ref().map(filter);
+    let entries = cx
+        .state()
+        .dlq_entries(&op.queue, op.count, f.as_ref(), cx.now);
+    let jobs = entries.iter().map(|e| e.job.clone()).collect();
+    let entries = entries.iter().map(|e| e.to_value()).collect();
+    Ok(Response::Other(Value::map([
+        ("ok", Value::from(true)),
+        ("jobs", Value::Array(jobs)),
+        ("entries", Value::Array(entries)),
+    ])))
+}
+
+pub(crate) fn stats(cx: &Ctx<'_>, op: GetDlqStats) -> Served<DlqStats> {
+    let (total, by, expired, oldest, newest) = cx.state().dlq_stats(&op.queue, cx.now);
+    let mut s = DlqStats::default();
+    s.total = total;
+    for (r, n) in REASONS.iter().zip(by) {
+        s.by_reason.insert((*r).to_owned(), n);
+    }
+    s.by_queue.insert(op.queue.clone(), total);
+    s.expired = expired;
+    s.oldest_entry = oldest;
+    s.newest_entry = newest;
+    Ok(s)
+}
+
+pub(crate) fn retry(cx: &Ctx<'_>, op: RetryDlq) -> Served<u64> {
+    let f = op.filter.as_ref().map(filter);
+    Ok(cx.state().retry_dlq(
+        &op.queue,
+        op.job_id.as_deref(),
+        op.count,
+        f.as_ref(),
+        cx.now,
+    ))
+}
+
+pub(crate) fn purge(cx: &Ctx<'_>, op: PurgeDlq) -> Served<u64> {
+    Ok(cx.state().purge_dlq(&op.queue, cx.now))
+}
+
+pub(crate) fn remove_job(cx: &Ctx<'_>, op: RemoveDlqJob) -> Served<bool> {
+    Ok(cx.state().remove_dlq_job(&op.queue, &op.job_id))
 }

@@ -1,429 +1,149 @@
-//! Flows, served: PUSHF (checked as bunqueue 2.9.5's `validateAtomicFlowBatch` and
-//! `validateFlowTopology` check it, with their messages, before anything changes),
+//! Flows, served: PUSHF (checked whole by `flow_plan`, then added at once), WaitJob,
 //! GetChildrenValues, GetFailedChildrenValues, GetIgnoredChildrenFailures,
-//! RemoveChildDependency, RemoveUnprocessedChildren. (A PUSH with `parent: {id, queue}`
-//! links itself to its parent in `dispatch`.) MoveToWaitingChildren and UpdateParent stay
-//! refused as not supported. WaitJob and the
-//! commit of a PUSHF wait, so they are served by `dispatch`.
+//! RemoveChildDependency, RemoveUnprocessedChildren. (A PUSH with `parent: {id, queue}` links
+//! itself to its parent in `dispatch`.) MoveToWaitingChildren and UpdateParent stay refused
+//! as not supported. PUSHF and WaitJob wait (a commit, a job's completion) before they
+//! answer; the others answer at once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
-use autobatch_core::ops::{GetChildrenValues, GetFailedChildrenValues, GetIgnoredChildrenFailures};
-use autobatch_core::wire::{Backoff, JobOptions, JobSpec, Response, Value};
+use autobatch_core::ops::{
+    GetChildrenValues, GetFailedChildrenValues, GetIgnoredChildrenFailures, WaitJob, WaitOutcome,
+};
+use autobatch_core::wire::{Response, Value};
 
-use super::answer;
-use crate::dispatch::{Conn, Shared};
+use super::flow_plan::plan;
+use crate::clock::now_ms;
+use crate::context::{Ctx, Served};
 
-/// Most jobs in one flow (bunqueue's `MAX_FLOW_JOBS`).
-const MAX_FLOW_JOBS: usize = 10_000;
+/// A parent's children's values or failures, by child key.
+type ChildValues = Vec<(String, Value)>;
 
-/// Serves the flow reads.
-pub(super) fn serve(
-    shared: &Shared,
-    _conn: &Conn,
-    cmd: &str,
-    body: &Value,
-    now: f64,
-) -> Option<Result<Response, String>> {
-    Some(match cmd {
-        "GetChildrenValues" => {
-            answer::<GetChildrenValues>(body, |op| Ok(shared.lock().children_values(&op.id)))
-        }
-        "GetFailedChildrenValues" => answer::<GetFailedChildrenValues>(body, |op| {
-            Ok(shared.lock().children_failures(&op.id, false))
-        }),
-        "GetIgnoredChildrenFailures" => answer::<GetIgnoredChildrenFailures>(body, |op| {
-            Ok(shared.lock().children_failures(&op.id, true))
-        }),
-        // No typed op in core (the autobatch client does not send them): the raw body, as
-        // bunqueue reads it (`jobId(command.id)`).
-        "RemoveChildDependency" => {
-            let id = body
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or("undefined");
-            shared
-                .lock()
-                .remove_child_dependency(id, now)
-                .map(|removed| Response::Other(Value::map([("removed", Value::from(removed))])))
-        }
-        "RemoveUnprocessedChildren" => {
-            let id = body.get("id").and_then(Value::as_str).unwrap_or_default();
-            shared.lock().remove_unprocessed_children(id);
-            Ok(Response::Done)
-        }
-        _ => return None,
-    })
+pub(crate) fn children_values(cx: &Ctx<'_>, op: GetChildrenValues) -> Served<ChildValues> {
+    Ok(cx.state().children_values(&op.id))
 }
 
-/// One job of a checked flow: its planned id, queue, the job to add (links in its options)
-/// and its `groupMaxSize`.
-pub(crate) struct Planned {
-    pub id: String,
-    pub queue: String,
-    pub spec: JobSpec,
-    pub group_max_size: Option<i64>,
+pub(crate) fn failed_children_values(
+    cx: &Ctx<'_>,
+    op: GetFailedChildrenValues,
+) -> Served<ChildValues> {
+    Ok(cx.state().children_failures(&op.id, false))
 }
 
-/// A map of a request, whether decoded or still encoded.
-fn tree(v: &Value) -> Option<Value> {
-    match v {
-        Value::Raw(r) => r.decode().ok(),
-        Value::Map(_) => Some(v.clone()),
-        _ => None,
-    }
+pub(crate) fn ignored_children_failures(
+    cx: &Ctx<'_>,
+    op: GetIgnoredChildrenFailures,
+) -> Served<ChildValues> {
+    Ok(cx.state().children_failures(&op.id, true))
 }
 
-/// `Value::get` on a possibly encoded map.
-fn field<'a>(m: &'a Value, k: &str) -> Option<&'a Value> {
-    m.get(k).filter(|v| !matches!(v, Value::Undefined))
-}
-
-fn number(v: &Value) -> Option<f64> {
-    match v {
-        Value::Int(i) => Some(*i as f64),
-        Value::F64(f) => Some(*f),
-        _ => None,
-    }
-}
-
-/// bunqueue's `numeric` check (`null` and absent pass).
-fn numeric(
-    input: &Value,
-    key: &str,
-    name: &str,
-    min: f64,
-    max: f64,
-    integer: bool,
-) -> Result<Option<f64>, String> {
-    let Some(v) = field(input, key).filter(|v| !matches!(v, Value::Nil)) else {
-        return Ok(None);
-    };
-    let Some(x) = number(v).filter(|x| x.is_finite()) else {
-        return Err(format!("{name} must be a finite number"));
-    };
-    if integer && x.fract() != 0.0 {
-        return Err(format!("{name} must be an integer"));
-    }
-    if x < min || x > max {
-        return Err(format!("{name} must be between {min} and {max}"));
-    }
-    Ok(Some(x))
-}
-
-fn ids(input: &Value, key: &str) -> Result<Vec<String>, String> {
-    let bad = || format!("{key} must be an array of valid string job ids");
-    match field(input, key) {
-        None => Ok(Vec::new()),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| match v.as_str() {
-                Some(s) if !s.is_empty() && s.len() <= 1024 => Ok(s.to_owned()),
-                _ => Err(bad()),
-            })
-            .collect(),
-        Some(_) => Err(bad()),
-    }
-}
-
-const POLICIES: [&str; 4] = [
-    "failParentOnFailure",
-    "removeDependencyOnFailure",
-    "continueParentOnFailure",
-    "ignoreDependencyOnFailure",
-];
-
-/// The options bunqueue's `validateOptions` checks, read into [`JobOptions`].
-fn options(input: &Value) -> Result<(JobOptions, Option<i64>), String> {
-    const DAY: f64 = 86_400_000.0;
-    let mut o = JobOptions::new();
-    let ms = |x: f64| Duration::from_millis(x as u64);
-    o.priority = numeric(input, "priority", "priority", -1e6, 1e6, true)?.map(|x| x as i64);
-    o.delay = numeric(input, "delay", "delay", 0.0, 365.0 * DAY, false)?.map(ms);
-    o.timeout = numeric(input, "timeout", "timeout", 0.0, DAY, false)?.map(ms);
-    o.ttl = numeric(input, "ttl", "ttl", 0.0, 365.0 * DAY, false)?.map(ms);
-    o.attempts = numeric(input, "maxAttempts", "attempts", 1.0, 1000.0, true)?.map(|x| x as i64);
-    o.stall_timeout = numeric(input, "stallTimeout", "stallTimeout", 0.0, DAY, false)?.map(ms);
-    numeric(input, "stackTraceLimit", "stackTraceLimit", 0.0, 1e4, true)?;
-    numeric(input, "keepLogs", "keepLogs", 0.0, 1e6, true)?;
-    numeric(
-        input,
-        "sizeLimit",
-        "sizeLimit",
-        0.0,
-        10.0 * 1024.0 * 1024.0,
-        true,
-    )?;
-    const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
-    o.timestamp = numeric(input, "timestamp", "timestamp", 0.0, MAX_SAFE, false)?;
-    let group_max =
-        numeric(input, "groupMaxSize", "group.maxSize", 1.0, MAX_SAFE, true)?.map(|x| x as i64);
-    o.backoff = match field(input, "backoff") {
-        Some(b @ Value::Map(_)) => {
-            let kind = b.get("type").and_then(Value::as_str);
-            if !matches!(kind, Some("fixed" | "exponential")) {
-                return Err("backoff.type must be 'fixed' or 'exponential'".into());
-            }
-            let d = numeric(b, "delay", "backoff.delay", 0.0, DAY, false)?.unwrap_or(0.0);
-            Some(if kind == Some("fixed") {
-                Backoff::Fixed(ms(d))
-            } else {
-                Backoff::Exponential(ms(d))
-            })
-        }
-        _ => numeric(input, "backoff", "backoff", 0.0, DAY, false)?.map(|d| Backoff::Delay(ms(d))),
-    };
-    let flag = |k: &str| -> Result<Option<bool>, String> {
-        match field(input, k) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(_) => Err(format!("{k} must be a boolean")),
-        }
-    };
-    o.lifo = flag("lifo")?;
-    o.remove_on_complete = flag("removeOnComplete")?;
-    o.remove_on_fail = flag("removeOnFail")?;
-    o.durable = flag("durable")?;
-    o.fail_parent_on_failure = flag(POLICIES[0])?;
-    o.remove_dependency_on_failure = flag(POLICIES[1])?;
-    o.continue_parent_on_failure = flag(POLICIES[2])?;
-    o.ignore_dependency_on_failure = flag(POLICIES[3])?;
-    o.group_id = field(input, "groupId")
+/// RemoveChildDependency, from the raw body (core has no typed op: the autobatch client does
+/// not send it), read as bunqueue reads it (`jobId(command.id)`).
+pub(crate) fn remove_child_dependency(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
+    let id = body
+        .get("id")
         .and_then(Value::as_str)
-        .map(str::to_owned);
-    if let Some(tags) = field(input, "tags") {
-        let ok = match tags {
-            Value::Array(a) => a
-                .iter()
-                .all(|t| t.as_str().is_some_and(|s| s.chars().count() <= 256)),
-            _ => false,
-        };
-        if !ok {
-            return Err("tags must be an array of strings of at most 256 characters".into());
+        .unwrap_or("undefined");
+    cx.state()
+        .remove_child_dependency(id, cx.now)
+        .map(|removed| Response::Other(Value::map([("removed", Value::from(removed))])))
+}
+
+/// RemoveUnprocessedChildren, from the raw body (no typed op in core either).
+pub(crate) fn remove_unprocessed_children(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
+    let id = body.get("id").and_then(Value::as_str).unwrap_or_default();
+    cx.state().remove_unprocessed_children(id);
+    Ok(Response::Done)
+}
+
+/// PUSHF, as bunqueue 2.9.5's `pushFlowBatch`: the whole flow checked first (its shape,
+/// then no id taken, then the groups' `maxSize`), then every job added at once under the
+/// state's lock, so no worker sees a child before its parent's links. With SQLite the reply
+/// waits for the flow's rows to commit (bunqueue writes a flow durably before publishing
+/// it); a failed commit takes the flow back.
+pub(crate) async fn push_flow(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
+    let planned = plan(body)?;
+    let (snapshots, ids, waiter) = {
+        let mut state = cx.state();
+        if let Some(p) = planned.iter().find(|p| state.id_taken(&p.id)) {
+            return Err(format!("Flow job {} already exists", p.id));
         }
-        o.tags = tags
-            .as_array()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|t| t.as_str().map(str::to_owned))
+        // A group's maxSize counts the flow's own queued jobs (not those that will wait for
+        // their children), as bunqueue's `assertGroupCapacity`.
+        let mut counts: HashMap<(&str, &str), u64> = HashMap::new();
+        for p in &planned {
+            let Some(group) = p.spec.opts.group_id.as_deref() else {
+                continue;
+            };
+            if state.must_wait(&p.spec.opts.depends_on) {
+                continue;
+            }
+            let current = counts
+                .entry((p.queue.as_str(), group))
+                .or_insert_with(|| state.group_queued(&p.queue, group));
+            if let Some(max) = p.group_max_size {
+                if *current >= max.max(0) as u64 {
+                    return Err(format!(
+                        "Group {group} has reached its maximum size of {max}"
+                    ));
+                }
+            }
+            *current += 1;
+        }
+        let now = now_ms();
+        let before = state.recorded();
+        let ids: Vec<String> = planned
+            .into_iter()
+            .map(|p| state.push(&p.queue, p.spec, now))
             .collect();
-    }
-    if field(input, "repeat").is_some() {
-        return Err("repeat is not supported inside an atomic flow".into());
-    }
-    if field(input, "uniqueKey").is_some() || field(input, "dedup").is_some() {
-        return Err("deduplication is not supported inside an atomic flow".into());
-    }
-    if field(input, "debounceId").is_some() || field(input, "debounceTtl").is_some() {
-        return Err("debounce is not supported inside an atomic flow".into());
-    }
-    let set = POLICIES
-        .iter()
-        .filter(|k| field(input, k).and_then(Value::as_bool) == Some(true))
-        .count();
-    if set > 1 {
-        return Err("flow failure policies are mutually exclusive".into());
-    }
-    let has_parent = field(input, "parentId")
-        .and_then(Value::as_str)
-        .is_some_and(|p| !p.is_empty());
-    if set == 1 && !has_parent {
-        return Err("a flow failure policy requires a parent".into());
-    }
-    Ok((o, group_max))
-}
-
-/// Checks a PUSHF body as bunqueue does, in its order, and plans its jobs. Nothing here
-/// looks at the queue state (ids taken, group sizes: see `dispatch`).
-pub(crate) fn plan(body: &Value) -> Result<Vec<Planned>, String> {
-    let Some(Value::Array(jobs)) = body.get("jobs") else {
-        return Err("flow jobs must be an array".into());
+        let snapshots: Vec<Value> = ids.iter().filter_map(|id| state.snapshot(id)).collect();
+        let covering = state.recorded() - before;
+        (snapshots, ids, state.sync(covering))
     };
-    if jobs.len() > MAX_FLOW_JOBS {
-        return Err(format!("flow exceeds the {MAX_FLOW_JOBS} job limit"));
+    if let Some(w) = waiter {
+        if let Err(e) = w.wait().await {
+            cx.state().withdraw(&ids);
+            return Err(format!("Durable write failed, jobs not added: {e}"));
+        }
     }
-    let mut seen = HashSet::new();
-    let mut planned = Vec::with_capacity(jobs.len());
-    // Per job: (input, data tree) for the topology checks.
-    let mut inputs: Vec<(Value, Value)> = Vec::with_capacity(jobs.len());
-    for (i, job) in jobs.iter().enumerate() {
-        let Some(job) = tree(job) else {
-            return Err(format!("flow jobs[{i}] must be an object"));
-        };
-        let Some(id) = job.get("id").and_then(Value::as_str).map(str::to_owned) else {
-            return Err("flow job id must be a string".into());
-        };
-        if id.is_empty() || id.len() > 1024 {
-            return Err("flow job id is invalid or is not well-formed Unicode".into());
-        }
-        if id.contains(':') {
-            return Err("flow job id cannot contain a colon".into());
-        }
-        if !seen.insert(id.clone()) {
-            return Err(format!("duplicate flow job id: {id}"));
-        }
-        let queue = job.get("queue").and_then(Value::as_str).unwrap_or_default();
-        let queue_ok = !queue.is_empty()
-            && queue.len() <= 256
-            && queue
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b));
-        if !queue_ok {
-            let shown = job
-                .get("queue")
-                .and_then(Value::as_str)
-                .unwrap_or("undefined");
-            return Err(format!("invalid flow queue: {shown}"));
-        }
-        let Some(input) = job.get("input").and_then(tree) else {
-            return Err(format!("flow job input is invalid: {id}"));
-        };
-        if let Some(c) = field(&input, "customId") {
-            if c.as_str() != Some(id.as_str()) {
-                return Err(format!("custom id does not match planned id: {id}"));
-            }
-        }
-        let parent = match field(&input, "parentId") {
-            None => None,
-            Some(Value::Str(p)) if !p.is_empty() => Some(p.clone()),
-            Some(_) => return Err(format!("flow parent id is invalid: {id}")),
-        };
-        let depends_on = ids(&input, "dependsOn")?;
-        let children = ids(&input, "childrenIds")?;
-        let name = field(&input, "name")
-            .and_then(Value::as_str)
-            .unwrap_or("default")
-            .to_owned();
-        if name.is_empty() || name.chars().count() > 256 {
-            return Err(
-                "flow job name must be a non-empty string of at most 256 characters".into(),
-            );
-        }
-        let data = field(&input, "data").cloned().unwrap_or(Value::Undefined);
-        let Some(data_tree) = tree(&data) else {
-            return Err("flow job data must be an object".into());
-        };
-        let (mut opts, group_max_size) = options(&input)?;
-        opts.job_id = Some(id.clone());
-        opts.parent_id = parent;
-        opts.depends_on = depends_on;
-        opts.children_ids = children;
-        inputs.push((input, data_tree));
-        planned.push(Planned {
-            id,
-            queue: queue.to_owned(),
-            spec: JobSpec::new(name, data).with_options(opts),
-            group_max_size,
-        });
-    }
-    topology(&planned, &inputs)?;
-    Ok(planned)
+    Ok(Response::Other(Value::map([(
+        "data",
+        Value::map([("jobs", Value::Array(snapshots))]),
+    )])))
 }
 
-/// bunqueue's `validateFlowTopology`: references, parent edges both ways, the `__parentId`,
-/// `__parentQueue` and `__childrenIds` its client writes into the data, then no cycle.
-fn topology(jobs: &[Planned], inputs: &[(Value, Value)]) -> Result<(), String> {
-    let by_id: HashMap<&str, usize> = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| (j.id.as_str(), i))
-        .collect();
-    for (j, (_, data)) in jobs.iter().zip(inputs) {
-        let o = &j.spec.opts;
-        let mut deps = HashSet::new();
-        for d in &o.depends_on {
-            if !deps.insert(d.as_str()) {
-                return Err(format!("duplicate dependency in flow job: {}", j.id));
-            }
+/// bunqueue's WaitJob without a timeout.
+const DEFAULT_WAIT_JOB: Duration = Duration::from_millis(30_000);
+
+/// WaitJob, as bunqueue 2.9.5: `Job not found` for an unknown id, at once for a completed job,
+/// else held until the job completes (a failure does not end the wait) or the timeout passes
+/// (`completed: false`). Like a long-poll pull, it holds one of the connection's request
+/// slots and nothing else.
+pub(crate) async fn wait_job(cx: &Ctx<'_>, op: WaitJob) -> Served<WaitOutcome> {
+    let shared = cx.shared;
+    let timeout = op.timeout.unwrap_or(DEFAULT_WAIT_JOB);
+    let outcome = {
+        let notify = shared.lock().job_waiter(&op.id);
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        // Enabled before the check: a completion after it wakes this wait.
+        notified.as_mut().enable();
+        let first = shared.lock().completion(&op.id);
+        let mut stop = shared.stop.clone();
+        match first {
+            None => Err("Job not found".to_owned()),
+            Some(Some(result)) => Ok(WaitOutcome::Completed(result)),
+            Some(None) => tokio::select! {
+                // Completed (a job removed on completion is gone by now: no result).
+                _ = &mut notified => Ok(WaitOutcome::Completed(
+                    shared.lock().completion(&op.id).flatten().unwrap_or(Value::Undefined),
+                )),
+                _ = tokio::time::sleep(timeout) => Ok(WaitOutcome::TimedOut),
+                _ = stop.wait_for(|s| *s) => Ok(WaitOutcome::TimedOut),
+            },
         }
-        let mut kids = HashSet::new();
-        for c in &o.children_ids {
-            if !kids.insert(c.as_str()) {
-                return Err(format!("duplicate child in flow job: {}", j.id));
-            }
-        }
-        for d in &o.depends_on {
-            if !by_id.contains_key(d.as_str()) {
-                return Err(format!("flow dependency not found: {d}"));
-            }
-            if *d == j.id {
-                return Err(format!("flow job cannot depend on itself: {}", j.id));
-            }
-        }
-        for c in &o.children_ids {
-            if !deps.contains(c.as_str()) {
-                return Err(format!("flow child is missing from dependencies: {c}"));
-            }
-            let Some(&ci) = by_id.get(c.as_str()) else {
-                return Err(format!("flow child not found: {c}"));
-            };
-            if jobs[ci].spec.opts.parent_id.as_deref() != Some(j.id.as_str()) {
-                return Err(format!(
-                    "flow child {c} does not point back to parent {}",
-                    j.id
-                ));
-            }
-        }
-        if let Some(p) = &o.parent_id {
-            let Some(&pi) = by_id.get(p.as_str()) else {
-                return Err(format!("flow parent not found: {p}"));
-            };
-            let parent = &jobs[pi];
-            if !parent.spec.opts.children_ids.contains(&j.id) {
-                return Err(format!("flow parent {p} does not own child {}", j.id));
-            }
-            let text = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_owned);
-            if text("__parentId").as_deref() != Some(p.as_str())
-                || text("__parentQueue").as_deref() != Some(parent.queue.as_str())
-            {
-                return Err(format!(
-                    "flow child {} metadata does not match parent {p}",
-                    j.id
-                ));
-            }
-        }
-        if !o.children_ids.is_empty() {
-            let listed: Option<Vec<&str>> = data
-                .get("__childrenIds")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).collect());
-            let matches = listed.is_some_and(|l| {
-                l.len() == o.children_ids.len()
-                    && l.iter().zip(&o.children_ids).all(|(a, b)| *a == b)
-            });
-            if !matches {
-                return Err(format!(
-                    "flow parent {} children does not match the canonical flow topology",
-                    j.id
-                ));
-            }
-        }
-    }
-    // Kahn's walk, as bunqueue's `assertAcyclic`.
-    let mut remaining: Vec<usize> = jobs.iter().map(|j| j.spec.opts.depends_on.len()).collect();
-    let mut dependents: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, j) in jobs.iter().enumerate() {
-        for d in &j.spec.opts.depends_on {
-            dependents.entry(d.as_str()).or_default().push(i);
-        }
-    }
-    let mut ready: Vec<usize> = (0..jobs.len()).filter(|&i| remaining[i] == 0).collect();
-    let mut visited = 0;
-    while let Some(i) = ready.pop() {
-        visited += 1;
-        for &d in dependents
-            .get(jobs[i].id.as_str())
-            .map_or(&[][..], Vec::as_slice)
-        {
-            remaining[d] -= 1;
-            if remaining[d] == 0 {
-                ready.push(d);
-            }
-        }
-    }
-    if visited != jobs.len() {
-        return Err("flow contains a dependency cycle".into());
-    }
-    Ok(())
+    };
+    shared.lock().forget_waiter(&op.id);
+    outcome
 }

@@ -15,81 +15,88 @@
 //!   follow, and accepting them silently would lie.
 
 use autobatch_core::ops::{
-    GetGroupActiveCount, GetGroupJobsCount, GetGroupsJobsCount, GetStallConfig, Operation,
-    SetStallConfig,
+    GetGroupActiveCount, GetGroupJobsCount, GetGroupsJobsCount, GetStallConfig, SetStallConfig,
+    StallConfig,
 };
 use autobatch_core::wire::{Response, Value};
 
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Ctx, Served};
 
-/// Serves the limit commands this broker implements.
-pub(super) fn serve(
-    shared: &Shared,
-    _conn: &Conn,
-    cmd: &str,
-    body: &Value,
-    now: f64,
-) -> Option<Result<Response, String>> {
-    // bunqueue does not validate the queue name of these commands (see `queue_key`).
-    let key = queue_key(body.get("queue"));
-    let queue = || key.as_deref().map_err(|e| (*e).to_owned());
-    Some(match cmd {
-        GetStallConfig::NAME => {
-            super::answer::<GetStallConfig>(body, |op| Ok(shared.lock().stall_config(&op.queue)))
-        }
-        SetStallConfig::NAME => super::answer::<SetStallConfig>(body, |op| {
-            shared.lock().set_stall_config(&op.queue, &op.config);
-            Ok(())
-        }),
-        GetGroupJobsCount::NAME => super::answer::<GetGroupJobsCount>(body, |op| {
-            Ok(shared.lock().group_queued(&op.queue, &op.group_id))
-        }),
-        GetGroupsJobsCount::NAME => super::answer::<GetGroupsJobsCount>(body, |op| {
-            Ok(shared.lock().groups_queued(&op.queue))
-        }),
-        GetGroupActiveCount::NAME => super::answer::<GetGroupActiveCount>(body, |op| {
-            Ok(shared.lock().group_active_count(&op.queue, &op.group_id))
-        }),
-        // The limit is checked before the queue, as bunqueue's handler does.
-        "RateLimit" => limit(body).and_then(|limit| {
-            let duration = to_finite_number(body.get("duration"));
-            let ttl = to_finite_number(body.get("ttl"));
-            shared
-                .lock()
-                .set_rate_limit(queue()?, limit, duration, ttl, now);
-            Ok(Response::Done)
-        }),
-        "RateLimitClear" => queue().map(|queue| {
-            shared.lock().clear_rate_limit(queue);
-            Response::Done
-        }),
-        "SetConcurrency" => limit(body).and_then(|limit| {
-            shared.lock().set_concurrency(queue()?, limit);
-            Ok(Response::Done)
-        }),
-        "ClearConcurrency" => queue().map(|queue| {
-            shared.lock().clear_concurrency(queue);
-            Response::Done
-        }),
-        "GetQueueLimits" => queue().map(|queue| {
-            let max_jobs = max_jobs(body.get("maxJobs"));
-            let limits = shared.lock().queue_limits(queue, max_jobs, now);
-            Response::Other(Value::map([("data", Value::map([("limits", limits)]))]))
-        }),
-        _ => return None,
-    })
+pub(crate) fn get_stall_config(cx: &Ctx<'_>, op: GetStallConfig) -> Served<StallConfig> {
+    Ok(cx.state().stall_config(&op.queue))
+}
+
+pub(crate) fn set_stall_config(cx: &Ctx<'_>, op: SetStallConfig) -> Served<()> {
+    cx.state().set_stall_config(&op.queue, &op.config);
+    Ok(())
+}
+
+pub(crate) fn group_jobs_count(cx: &Ctx<'_>, op: GetGroupJobsCount) -> Served<u64> {
+    Ok(cx.state().group_queued(&op.queue, &op.group_id))
+}
+
+pub(crate) fn groups_jobs_count(cx: &Ctx<'_>, op: GetGroupsJobsCount) -> Served<u64> {
+    Ok(cx.state().groups_queued(&op.queue))
+}
+
+pub(crate) fn group_active_count(cx: &Ctx<'_>, op: GetGroupActiveCount) -> Served<u64> {
+    Ok(cx.state().group_active_count(&op.queue, &op.group_id))
+}
+
+// The queue-wide limits read their raw body (see the module's note). bunqueue does not
+// validate their queue name (see `queue_key`).
+
+/// RateLimit: the limit is checked before the queue, as bunqueue's handler does.
+pub(crate) fn rate_limit(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
+    let limit = limit(body)?;
+    let queue = queue_key(body.get("queue"))?;
+    let duration = to_finite_number(body.get("duration"));
+    let ttl = to_finite_number(body.get("ttl"));
+    cx.state()
+        .set_rate_limit(&queue, limit, duration, ttl, cx.now);
+    Ok(Response::Done)
+}
+
+pub(crate) fn rate_limit_clear(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
+    let queue = queue_key(body.get("queue"))?;
+    cx.state().clear_rate_limit(&queue);
+    Ok(Response::Done)
+}
+
+/// SetConcurrency: the limit is checked before the queue, as bunqueue's handler does.
+pub(crate) fn set_concurrency(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
+    let limit = limit(body)?;
+    let queue = queue_key(body.get("queue"))?;
+    cx.state().set_concurrency(&queue, limit);
+    Ok(Response::Done)
+}
+
+pub(crate) fn clear_concurrency(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
+    let queue = queue_key(body.get("queue"))?;
+    cx.state().clear_concurrency(&queue);
+    Ok(Response::Done)
+}
+
+pub(crate) fn get_queue_limits(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
+    let queue = queue_key(body.get("queue"))?;
+    let max_jobs = max_jobs(body.get("maxJobs"));
+    let limits = cx.state().queue_limits(&queue, max_jobs, cx.now);
+    Ok(Response::Other(Value::map([(
+        "data",
+        Value::map([("limits", limits)]),
+    )])))
 }
 
 /// The key the queue-wide limit commands use for `queue`, or bunqueue's error where its
 /// queue hash throws on the value (a missing or null queue: JavaScriptCore's TypeError
 /// text, which is what bunqueue answers). A name that is not a string (bunqueue keys its
 /// maps by the value itself) gets a key no string name can take.
-fn queue_key(v: Option<&Value>) -> Result<String, &'static str> {
+fn queue_key(v: Option<&Value>) -> Result<String, String> {
     match v {
         None | Some(Value::Undefined) => {
-            Err("undefined is not an object (evaluating 'str.length')")
+            Err("undefined is not an object (evaluating 'str.length')".into())
         }
-        Some(Value::Nil) => Err("null is not an object (evaluating 'str.length')"),
+        Some(Value::Nil) => Err("null is not an object (evaluating 'str.length')".into()),
         Some(Value::Str(s)) => Ok(s.clone()),
         Some(other) => Ok(format!("\0{other:?}")),
     }

@@ -1,62 +1,59 @@
 //! Lookups, served: GetJobs, GetJobByCustomId, GetCountsPerPriority, GetDeduplicationJobId,
-//! ListQueues (GetQueueLimits is in `limits`). The others (workers, stats, metrics, storage
-//! status) are refused as not supported: the broker keeps no worker details or throughput
-//! figures.
+//! ListQueues (GetQueueLimits is in `limits`, ListWorkers in `worker`). Stats, metrics and
+//! storage status are refused as not supported: the broker keeps no throughput figures.
 
 use autobatch_core::ops::{
     GetCountsPerPriority, GetDeduplicationJobId, GetJobByCustomId, GetJobs, ListQueues,
     PriorityCounts,
 };
-use autobatch_core::wire::{Response, Value};
+use autobatch_core::wire::Job;
 
-use super::answer;
-use crate::dispatch::{Conn, Shared};
+use crate::context::{Ctx, Served};
 
 /// bunqueue's page size when a GetJobs has no `limit`.
 const DEFAULT_LIMIT: u64 = 100;
 
-/// Serves the lookups this broker implements.
-pub(super) fn serve(
-    shared: &Shared,
-    _conn: &Conn,
-    cmd: &str,
-    body: &Value,
-    now: f64,
-) -> Option<Result<Response, String>> {
-    Some(match cmd {
-        "GetJobs" => answer::<GetJobs>(body, |op| {
-            let offset = usize::try_from(op.offset.unwrap_or(0)).unwrap_or(usize::MAX);
-            let limit = usize::try_from(op.limit.unwrap_or(DEFAULT_LIMIT)).unwrap_or(usize::MAX);
-            Ok(shared.lock().list_jobs(
-                &op.queue,
-                &op.states,
-                offset,
-                limit,
-                op.asc.unwrap_or(true),
-                now,
-            ))
-        }),
-        // A custom id is the job's id in this broker (as in bunqueue, where `jobId` becomes
-        // the id).
-        "GetJobByCustomId" => answer::<GetJobByCustomId>(body, |op| {
-            let mut state = shared.lock();
-            let mut job = state
-                .get_job(&op.custom_id, now)
-                .ok_or_else(|| "Job not found".to_owned())?;
-            // bunqueue's reply carries no state here (only `_state`).
-            job.state = None;
-            Ok(job)
-        }),
-        "GetCountsPerPriority" => answer::<GetCountsPerPriority>(body, |op| {
-            let counts = shared.lock().counts_per_priority(&op.queue);
-            Ok(PriorityCounts::new(op.queue, counts))
-        }),
-        "GetDeduplicationJobId" => answer::<GetDeduplicationJobId>(body, |op| {
-            Ok(shared
-                .lock()
-                .deduplication_holder(&op.queue, &op.deduplication_id))
-        }),
-        "ListQueues" => answer::<ListQueues>(body, |_| Ok(shared.lock().queue_names())),
-        _ => return None,
-    })
+pub(crate) fn get_jobs(cx: &Ctx<'_>, op: GetJobs) -> Served<Vec<Job>> {
+    let offset = usize::try_from(op.offset.unwrap_or(0)).unwrap_or(usize::MAX);
+    let limit = usize::try_from(op.limit.unwrap_or(DEFAULT_LIMIT)).unwrap_or(usize::MAX);
+    Ok(cx.state().list_jobs(
+        &op.queue,
+        &op.states,
+        offset,
+        limit,
+        op.asc.unwrap_or(true),
+        cx.now,
+    ))
+}
+
+/// A custom id is the job's id in this broker (as in bunqueue, where `jobId` becomes the id).
+pub(crate) fn get_job_by_custom_id(cx: &Ctx<'_>, op: GetJobByCustomId) -> Served<Job> {
+    let mut job = cx
+        .state()
+        .get_job(&op.custom_id, cx.now)
+        .ok_or_else(|| "Job not found".to_owned())?;
+    // bunqueue's reply carries no state here (only `_state`).
+    job.state = None;
+    Ok(job)
+}
+
+pub(crate) fn get_counts_per_priority(
+    cx: &Ctx<'_>,
+    op: GetCountsPerPriority,
+) -> Served<PriorityCounts> {
+    let counts = cx.state().counts_per_priority(&op.queue);
+    Ok(PriorityCounts::new(op.queue, counts))
+}
+
+pub(crate) fn get_deduplication_job_id(
+    cx: &Ctx<'_>,
+    op: GetDeduplicationJobId,
+) -> Served<Option<String>> {
+    Ok(cx
+        .state()
+        .deduplication_holder(&op.queue, &op.deduplication_id))
+}
+
+pub(crate) fn list_queues(cx: &Ctx<'_>, _: ListQueues) -> Served<Vec<String>> {
+    Ok(cx.state().queue_names())
 }

@@ -237,12 +237,7 @@ impl State {
 
     fn has_worker(&self, queue: &str, now: f64) -> bool {
         self.workers.values().any(|w| {
-            now - w.last_seen < WORKER_TIMEOUT_MS
-                && w.fields.iter().any(|(k, v)| {
-                    *k == "queues"
-                        && matches!(v, Value::Array(a)
-                            if a.iter().any(|q| q.as_str() == Some(queue)))
-                })
+            now - w.info.last_seen < WORKER_TIMEOUT_MS && w.info.queues.iter().any(|q| q == queue)
         })
     }
 

@@ -561,7 +561,7 @@ impl State {
             e.conn = spec.tie_to;
             self.running.insert(id.clone());
             let mut job = wire_job(&e.rec);
-            flow::wire_links(&mut job, e);
+            wire_links(&mut job, e);
             let op = update_op(&e.rec);
             if let Some(c) = spec.tie_to {
                 self.held.entry(c).or_default().insert(id);
@@ -1092,7 +1092,7 @@ impl State {
         self.promote(&queue, now);
         let e = self.jobs.get(id)?;
         let mut job = wire_job(&e.rec);
-        flow::wire_links(&mut job, e);
+        wire_links(&mut job, e);
         job.state = Some(autobatch_core::wire::JobState::from(state_name(&e.rec)));
         job.returnvalue = e.rec.result.clone();
         job.failed_reason = e.rec.failed_reason.clone();
@@ -1151,7 +1151,7 @@ impl State {
             waiting_children: q.waiting_children,
             paused: 0,
         };
-        admin::paused_view(counts, q.paused)
+        paused_view(counts, q.paused)
     }
 
     /// `Count`: the jobs waiting to run (waiting, prioritized, delayed), paused or not — as
@@ -1346,6 +1346,25 @@ fn retry_delay(backoff: Option<Backoff>, attempts: i64, jitter: f64) -> f64 {
         other => ms(other.delay()) * pow * (0.5 + jitter),
     };
     d.clamp(0.0, MAX_RETRY_DELAY)
+}
+
+/// Copies a job's links onto its wire form (`parentId`, `childrenIds`).
+fn wire_links(job: &mut Job, e: &Entry) {
+    if let Some(l) = &e.flow {
+        job.parent_id = l.parent.clone();
+        job.children_ids = l.children.clone();
+    }
+}
+
+/// bunqueue's paused view of a queue's counts: while it is paused its ready jobs (waiting and
+/// prioritized) are counted as `paused`, not in their own buckets.
+fn paused_view(mut counts: JobCounts, paused: bool) -> JobCounts {
+    if paused {
+        counts.paused = counts.waiting + counts.prioritized;
+        counts.waiting = 0;
+        counts.prioritized = 0;
+    }
+    counts
 }
 
 #[cfg(test)]

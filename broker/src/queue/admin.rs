@@ -4,22 +4,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use autobatch_core::wire::{Job, JobCounts, JobState as WireState, Value};
+use autobatch_core::wire::{Job, JobState as WireState, Value};
 
 use crate::events::{js_number, Fields};
 
 use super::{ready_key, state_name, update_op, wire_job, FinishError, JobState, State, StoreOp};
-
-/// bunqueue's paused view of a queue's counts: while it is paused its ready jobs (waiting and
-/// prioritized) are counted as `paused`, not in their own buckets.
-pub(super) fn paused_view(mut counts: JobCounts, paused: bool) -> JobCounts {
-    if paused {
-        counts.paused = counts.waiting + counts.prioritized;
-        counts.waiting = 0;
-        counts.prioritized = 0;
-    }
-    counts
-}
 
 /// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
 fn queue_event(queue: &str) -> impl FnOnce(f64) -> Fields + '_ {
@@ -273,7 +262,7 @@ impl State {
                     return None;
                 }
                 let mut job = wire_job(&e.rec);
-                super::flow::wire_links(&mut job, e);
+                super::wire_links(&mut job, e);
                 job.state = Some(WireState::from(name));
                 job.returnvalue = e.rec.result.clone();
                 job.failed_reason = e.rec.failed_reason.clone();

@@ -1,0 +1,840 @@
+//! The queue's [`State`] methods for flows: parents, children and dependencies. A child of
+//! `flow`, so that `flow` itself names nothing of `State` and the queue can hold each job's
+//! `Links` without an import cycle.
+
+use super::*;
+use crate::queue::{wire_job, wire_links, State};
+
+impl State {
+    /// Whether `id` counts as completed for a dependency (bunqueue's `completedJobs`).
+    fn dependency_done(&self, id: &str) -> bool {
+        self.jobs
+            .get(id)
+            .is_some_and(|e| e.rec.state == JobState::Completed)
+    }
+
+    /// Jobs created so far (each push that adds one counts it).
+    pub fn jobs_created(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether a flow may not use `id`: a job has it (any state), or jobs wait for it
+    /// (bunqueue's `Flow job <id> already exists`).
+    pub fn id_taken(&self, id: &str) -> bool {
+        self.jobs.contains_key(id) || self.dependents.contains_key(id)
+    }
+
+    /// A new job as PUSHF's reply shows it (no state: bunqueue's record has none).
+    pub fn snapshot(&self, id: &str) -> Option<Value> {
+        let e = self.jobs.get(id)?;
+        let mut job = wire_job(&e.rec);
+        wire_links(&mut job, e);
+        Some(job.to_value())
+    }
+
+    /// Whether a new job with these dependencies must wait for them.
+    pub fn must_wait(&self, depends_on: &[String]) -> bool {
+        depends_on.iter().any(|d| !self.dependency_done(d))
+    }
+
+    /// The dependencies of a new job still to complete.
+    pub(in crate::queue) fn unresolved(&self, depends_on: &[String]) -> Vec<String> {
+        depends_on
+            .iter()
+            .filter(|d| !self.dependency_done(d))
+            .cloned()
+            .collect()
+    }
+
+    /// Files a new job in `waiting-children`: counted, and its dependencies indexed.
+    pub(in crate::queue) fn park(&mut self, id: &str, queue: &str, depends_on: &[String]) {
+        self.index(queue).waiting_children += 1;
+        for dep in depends_on {
+            self.dependents
+                .entry(dep.clone())
+                .or_default()
+                .insert(id.to_owned());
+        }
+    }
+
+    /// Takes a `waiting-children` job out of its count and the reverse index (to be filed
+    /// elsewhere or forgotten).
+    pub(in crate::queue) fn unpark(&mut self, id: &str) {
+        let Some(e) = self.jobs.get(id) else { return };
+        if e.rec.state != JobState::WaitingChildren {
+            return;
+        }
+        let deps = e
+            .flow
+            .as_ref()
+            .map(|l| l.depends_on.clone())
+            .unwrap_or_default();
+        let queue = e.rec.queue.clone();
+        if let Some(q) = self.queues.get_mut(&queue) {
+            q.waiting_children = q.waiting_children.saturating_sub(1);
+        }
+        for dep in deps {
+            self.unindex_dependency(id, &dep);
+        }
+    }
+
+    fn unindex_dependency(&mut self, id: &str, dep: &str) {
+        if let Some(set) = self.dependents.get_mut(dep) {
+            set.remove(id);
+            if set.is_empty() {
+                self.dependents.remove(dep);
+            }
+        }
+    }
+
+    /// A `waiting-children` job leaves for waiting or delayed (by its run time, or now).
+    fn release(&mut self, id: &str, run_now: bool, now: f64) {
+        self.unpark(id);
+        let Some(run_at) = self.jobs.get(id).map(|e| e.rec.run_at) else {
+            return;
+        };
+        let run_at = if run_now { now } else { run_at };
+        self.refile(id, run_at, now);
+    }
+
+    /// A job completed: the jobs waiting only for it (and for completed ones) are released, as
+    /// bunqueue's `processPendingDependencies` releases them (no event); its own children
+    /// failures are dropped; WaitJob callers are woken.
+    /// `removed`: the job is about to be dropped (removeOnComplete): its parent keeps its
+    /// return value.
+    pub(in crate::queue) fn on_completed(&mut self, id: &str, removed: bool, now: f64) {
+        let linked = self.jobs.get(id).is_some_and(|e| e.flow.is_some());
+        // The hot path (a job outside any flow, nobody waiting): nothing more to look up.
+        if !linked && self.dependents.is_empty() && self.job_waiters.is_empty() {
+            return;
+        }
+        let mut parent = None;
+        if let Some(e) = self.jobs.get_mut(id) {
+            if let Some(l) = e.flow.as_mut() {
+                l.failed = Vec::new();
+                l.ignored = Vec::new();
+                l.kept = Vec::new();
+                parent = l.parent.clone().filter(|_| removed);
+            }
+            let result = e.rec.result.clone().filter(|v| *v != Value::Undefined);
+            if let (Some(p), Some(result)) = (parent, result) {
+                if let Some(l) = self.jobs.get_mut(&p).and_then(|e| e.flow.as_mut()) {
+                    l.kept.push((id.to_owned(), result));
+                }
+            }
+        }
+        if let Some(n) = self.job_waiters.get(id) {
+            n.notify_waiters();
+        }
+        let Some(waiting) = self.dependents.remove(id) else {
+            return;
+        };
+        let mut waiting: Vec<String> = waiting.into_iter().collect();
+        waiting.sort();
+        for w in waiting {
+            let Some(e) = self.jobs.get_mut(&w) else {
+                continue;
+            };
+            if e.rec.state != JobState::WaitingChildren {
+                continue;
+            }
+            let ready = e.flow.as_mut().is_none_or(|l| {
+                l.depends_on.retain(|d| d != id);
+                l.depends_on.is_empty()
+            });
+            if ready {
+                self.release(&w, false, now);
+            }
+        }
+    }
+
+    /// A job failed for good. Its own children failures are dropped; `Some((parent, policy,
+    /// error))` when a policy of it now applies to its parent (see [`apply_policy`]).
+    ///
+    /// [`apply_policy`]: Self::apply_policy
+    pub(in crate::queue) fn on_failed(
+        &mut self,
+        id: &str,
+        error: Option<&str>,
+    ) -> Option<(String, ChildFailure, String)> {
+        let l = self.jobs.get_mut(id)?.flow.as_mut()?;
+        l.failed = Vec::new();
+        l.ignored = Vec::new();
+        l.kept = Vec::new();
+        let parent = l.parent.clone()?;
+        let policy = l.policy?;
+        Some((parent, policy, error.unwrap_or("unknown error").to_owned()))
+    }
+
+    /// bunqueue's flow failure policies, applied to `parent` when child `child` (of `queue`)
+    /// failed for good with `error`. Only a parent still queued (waiting, delayed or
+    /// `waiting-children`) is touched.
+    pub(in crate::queue) fn apply_policy(
+        &mut self,
+        child: &str,
+        queue: &str,
+        (parent, policy, error): (String, ChildFailure, String),
+        now: f64,
+    ) {
+        let Some(state) = self.jobs.get(&parent).map(|e| e.rec.state) else {
+            return;
+        };
+        if !matches!(
+            state,
+            JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
+        ) {
+            return;
+        }
+        let key = format!("{queue}:{child}");
+        match policy {
+            ChildFailure::FailParent => self.fail_parent(&parent, child, &error, now),
+            ChildFailure::ContinueParent => {
+                let waiting = state == JobState::WaitingChildren;
+                self.unpark(&parent);
+                if let Some(l) = self.jobs.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
+                    put(&mut l.failed, key, error);
+                    l.depends_on = Vec::new();
+                }
+                if waiting {
+                    // Unparked above: filed now, to run at once.
+                    self.refile(&parent, now, now);
+                    self.emit_released(&parent);
+                }
+            }
+            ChildFailure::Ignore | ChildFailure::RemoveDependency => {
+                if policy == ChildFailure::Ignore {
+                    if let Some(l) = self.jobs.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
+                        put(&mut l.ignored, key, error);
+                    }
+                }
+                if state != JobState::WaitingChildren {
+                    return;
+                }
+                let Some(l) = self.jobs.get_mut(&parent).and_then(|e| e.flow.as_mut()) else {
+                    return;
+                };
+                if let Some(i) = l.depends_on.iter().position(|d| d == child) {
+                    l.depends_on.remove(i);
+                    self.unindex_dependency(&parent, child);
+                }
+                let ready = self
+                    .jobs
+                    .get(&parent)
+                    .is_some_and(|e| e.flow.as_ref().is_none_or(|l| l.depends_on.is_empty()));
+                if ready {
+                    self.release(&parent, true, now);
+                    self.emit_released(&parent);
+                }
+            }
+            // A policy a newer core may add: none applied, as bunqueue without a flag.
+            _ => {}
+        }
+    }
+
+    /// bunqueue's `waiting` event for a parent a child's failure released.
+    fn emit_released(&self, id: &str) {
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+            return;
+        };
+        self.events.emit(&queue, "waiting", |ts| {
+            let mut f = job_event(&queue, id)(ts);
+            f.push(("prev", Value::from("waiting-children")));
+            f
+        });
+    }
+
+    /// `failParentOnFailure`: the parent goes to the DLQ (reason `unknown`) with bunqueue's
+    /// `Child job <id> failed: <error>`, and a `failed` event.
+    fn fail_parent(&mut self, parent: &str, child: &str, error: &str, now: f64) {
+        let Some(state) = self.jobs.get(parent).map(|e| e.rec.state) else {
+            return;
+        };
+        match state {
+            JobState::WaitingChildren => self.unpark(parent),
+            JobState::Waiting => self.unready(parent),
+            JobState::Delayed => {
+                let Some((queue, key)) = self
+                    .jobs
+                    .get(parent)
+                    .map(|e| (e.rec.queue.clone(), (e.rec.run_at.ceil() as i64, e.rec.seq)))
+                else {
+                    return;
+                };
+                self.index(&queue).delayed.remove(&key);
+            }
+            _ => return,
+        }
+        let text = format!("Child job {child} failed: {error}");
+        if let Some(l) = self.jobs.get_mut(parent).and_then(|e| e.flow.as_mut()) {
+            l.failed = Vec::new();
+            l.ignored = Vec::new();
+        }
+        // The text is the DLQ entry's error only: bunqueue's parent has no failed attempt in
+        // its timeline, so GetJob shows no `failedReason` (seen by the differential test).
+        self.file_failed(parent, now, "unknown", text.clone());
+        let Some((queue, data)) = self
+            .jobs
+            .get(parent)
+            .map(|e| (e.rec.queue.clone(), e.rec.data.clone()))
+        else {
+            return;
+        };
+        self.events.emit(&queue, "failed", |ts| {
+            let mut f = job_event(&queue, parent)(ts);
+            f.extend([("error", Value::from(text.as_str())), ("data", data)]);
+            f
+        });
+    }
+
+    /// RemoveChildDependency, as bunqueue's `removeChildDependency`: detaches a child that
+    /// has not finished from its parent still waiting for it (the parent's `childrenIds` and
+    /// `__childrenIds`, the child's `parentId`, `__parentId` and `__parentQueue`); a parent
+    /// left waiting for nothing runs now, with a `waiting` event. `Ok(false)` when there is
+    /// nothing to detach; bunqueue's errors for an unknown child or one without a parent.
+    pub fn remove_child_dependency(&mut self, child: &str, now: f64) -> Result<bool, String> {
+        let e = self
+            .jobs
+            .get(child)
+            .ok_or_else(|| format!("Job not found: {child}"))?;
+        let Some(parent) = e.flow.as_ref().and_then(|l| l.parent.clone()) else {
+            return Err(format!("Job {child} has no parent"));
+        };
+        if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
+            return Ok(false);
+        }
+        let waits = self.jobs.get(&parent).is_some_and(|p| {
+            p.rec.state == JobState::WaitingChildren
+                && p.flow
+                    .as_ref()
+                    .is_some_and(|l| l.depends_on.iter().any(|d| d == child))
+        });
+        if !waits {
+            return Ok(false);
+        }
+        self.unindex_dependency(&parent, child);
+        let mut released = false;
+        if let Some(p) = self.jobs.get_mut(&parent) {
+            if let Some(l) = p.flow.as_mut() {
+                l.depends_on.retain(|d| d != child);
+                l.children.retain(|c| c != child);
+                released = l.depends_on.is_empty();
+                let ids: Vec<Value> = l.children.iter().map(|c| Value::from(c.as_str())).collect();
+                let list = (!ids.is_empty()).then_some(Value::Array(ids));
+                p.rec.data = with_keys(&p.rec.data, &[("__childrenIds", list)]);
+            }
+        }
+        if let Some(c) = self.jobs.get_mut(child) {
+            if let Some(l) = c.flow.as_mut() {
+                l.parent = None;
+                l.policy = None;
+            }
+            c.rec.data = with_keys(
+                &c.rec.data,
+                &[("__parentId", None), ("__parentQueue", None)],
+            );
+        }
+        for id in [child, parent.as_str()] {
+            if let Some(rec) = self.jobs.get(id).map(|e| e.rec.clone()) {
+                self.record(crate::store::StoreOp::Put(Box::new(rec)));
+            }
+        }
+        if released {
+            // Counted out of waiting-children by hand: its links no longer list the child.
+            self.unpark(&parent);
+            self.refile(&parent, now, now);
+            self.emit_released(&parent);
+        }
+        Ok(true)
+    }
+
+    /// The parent a new job links itself to, as bunqueue's `Queue.add` with `parent: {id,
+    /// queue}` (a `parentId` matched by `__parentId` and `__parentQueue` in its data; a bare
+    /// `parentId` is only recorded). Checked before anything is added, with bunqueue's errors.
+    pub fn parent_to_link(
+        &self,
+        custom_id: Option<&str>,
+        parent: Option<&str>,
+        data: &Value,
+    ) -> Result<Option<String>, String> {
+        let Some(parent) = parent.filter(|p| !p.is_empty()) else {
+            return Ok(None);
+        };
+        let decoded;
+        let data = match data {
+            Value::Raw(r) => {
+                decoded = r.decode().unwrap_or(Value::Nil);
+                &decoded
+            }
+            other => other,
+        };
+        let text = |k: &str| data.get(k).and_then(Value::as_str);
+        if text("__parentId") != Some(parent) {
+            return Ok(None);
+        }
+        let Some(expected) = text("__parentQueue").filter(|q| !q.is_empty()) else {
+            return Ok(None);
+        };
+        if custom_id == Some(parent) {
+            return Err("A job cannot be its own parent".into());
+        }
+        let e = self
+            .jobs
+            .get(parent)
+            .ok_or_else(|| format!("Parent job not found: {parent}"))?;
+        if !matches!(
+            e.rec.state,
+            JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
+        ) {
+            return Err(format!("Parent job {parent} is not linkable"));
+        }
+        if e.rec.queue != expected {
+            return Err(format!(
+                "Parent job {parent} belongs to queue {}, not {expected}",
+                e.rec.queue
+            ));
+        }
+        Ok(Some(parent.to_owned()))
+    }
+
+    /// Links new job `child` to `parent` (checked by [`parent_to_link`]): the parent lists
+    /// it (`childrenIds`, `__childrenIds`) and waits for it in `waiting-children`.
+    ///
+    /// [`parent_to_link`]: Self::parent_to_link
+    pub fn link_parent(&mut self, parent: &str, child: &str) {
+        // A new child has not completed: the parent always waits for it.
+        let Some(e) = self.jobs.get(parent) else {
+            return;
+        };
+        let state = e.rec.state;
+        let (queue, delayed_key) = (e.rec.queue.clone(), (e.rec.run_at.ceil() as i64, e.rec.seq));
+        match state {
+            JobState::Waiting => self.unready(parent),
+            JobState::Delayed => {
+                self.index(&queue).delayed.remove(&delayed_key);
+            }
+            JobState::WaitingChildren => {}
+            _ => return,
+        }
+        let Some(e) = self.jobs.get_mut(parent) else {
+            return;
+        };
+        let l = e.flow.get_or_insert_with(Default::default);
+        if !l.children.iter().any(|c| c == child) {
+            l.children.push(child.to_owned());
+        }
+        let new_dep = !l.depends_on.iter().any(|d| d == child);
+        if new_dep {
+            l.depends_on.push(child.to_owned());
+        }
+        let ids = l.children.iter().map(|c| Value::from(c.as_str())).collect();
+        e.rec.data = with_keys(&e.rec.data, &[("__childrenIds", Some(Value::Array(ids)))]);
+        if state != JobState::WaitingChildren {
+            e.rec.state = JobState::WaitingChildren;
+            let deps = l.depends_on.clone();
+            self.park(parent, &queue, &deps);
+        } else if state == JobState::WaitingChildren && new_dep {
+            self.dependents
+                .entry(child.to_owned())
+                .or_default()
+                .insert(parent.to_owned());
+        }
+        if let Some(rec) = self.jobs.get(parent).map(|e| e.rec.clone()) {
+            self.record(crate::store::StoreOp::Put(Box::new(rec)));
+        }
+    }
+
+    /// RemoveUnprocessedChildren: cancels the children of `parent` still queued (waiting,
+    /// delayed, or waiting for their own children); running and finished ones stay.
+    pub fn remove_unprocessed_children(&mut self, parent: &str) {
+        let children = self
+            .jobs
+            .get(parent)
+            .and_then(|e| e.flow.as_ref())
+            .map(|l| l.children.clone())
+            .unwrap_or_default();
+        for c in children {
+            self.cancel(&c);
+        }
+    }
+
+    /// GetChildrenValues: `"<queue>:<child>"` → return value of every completed child that
+    /// returned something, in the parent's `childrenIds` order; empty for an unknown parent.
+    pub fn children_values(&self, parent: &str) -> Vec<(String, Value)> {
+        let Some(l) = self.jobs.get(parent).and_then(|e| e.flow.as_ref()) else {
+            return Vec::new();
+        };
+        l.children
+            .iter()
+            .filter_map(|c| match self.jobs.get(c) {
+                Some(e) => {
+                    let v = e.rec.result.clone().filter(|v| *v != Value::Undefined)?;
+                    Some((format!("{}:{c}", e.rec.queue), v))
+                }
+                // Removed on completion: its kept value, under its bare id (bunqueue's key
+                // for a child it no longer finds).
+                None => l
+                    .kept
+                    .iter()
+                    .find(|(k, _)| k == c)
+                    .map(|(_, v)| (c.clone(), v.clone())),
+            })
+            .collect()
+    }
+
+    /// GetFailedChildrenValues (`ignored` false) or GetIgnoredChildrenFailures (true).
+    pub fn children_failures(&self, parent: &str, ignored: bool) -> Vec<(String, Value)> {
+        let Some(l) = self.jobs.get(parent).and_then(|e| e.flow.as_ref()) else {
+            return Vec::new();
+        };
+        let list = if ignored { &l.ignored } else { &l.failed };
+        list.iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+            .collect()
+    }
+
+    /// The signal WaitJob waits on for job `id` (woken when it completes). The caller drops
+    /// its clone and calls [`forget_waiter`](Self::forget_waiter) when done.
+    pub fn job_waiter(&mut self, id: &str) -> Arc<Notify> {
+        self.job_waiters.entry(id.to_owned()).or_default().clone()
+    }
+
+    /// Frees the signal of `id` once no WaitJob holds it.
+    pub fn forget_waiter(&mut self, id: &str) {
+        if self
+            .job_waiters
+            .get(id)
+            .is_some_and(|n| Arc::strong_count(n) == 1)
+        {
+            self.job_waiters.remove(id);
+        }
+    }
+
+    /// WaitJob's view of a job: `None` unknown, `Some(Some(result))` completed (its return
+    /// value, `Undefined` when none), `Some(None)` not completed yet.
+    pub fn completion(&self, id: &str) -> Option<Option<Value>> {
+        let e = self.jobs.get(id)?;
+        Some(
+            (e.rec.state == JobState::Completed)
+                .then(|| e.rec.result.clone().unwrap_or(Value::Undefined)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::queue::{PullSpec, State};
+    use crate::store::MemoryStore;
+    use autobatch_core::wire::{JobOptions, JobSpec, Value};
+
+    fn state() -> State {
+        State::new(Box::new(MemoryStore::new()), 0.0).unwrap()
+    }
+
+    /// Options with a field set that has no builder.
+    fn set(mut o: JobOptions, f: impl FnOnce(&mut JobOptions)) -> JobOptions {
+        f(&mut o);
+        o
+    }
+
+    /// Pulls one job of `queue` (locked): `(id, token)`.
+    fn pull(s: &mut State, queue: &str, now: f64) -> Option<(String, String)> {
+        let spec = PullSpec {
+            queue,
+            count: 1,
+            locked: true,
+            lock_ttl: 30_000,
+            tie_to: Some(1),
+        };
+        let p = s.pull(&spec, now).into_iter().next()?;
+        Some((p.job.id, p.token.unwrap_or_default()))
+    }
+
+    /// A parent `p` (in `top`) with children `c1`, `c2` (in `kids`), each child with `opts`.
+    fn flow(s: &mut State, opts: impl Fn(JobOptions) -> JobOptions) {
+        let kids = ["c1", "c2"].map(String::from).to_vec();
+        let parent = JobOptions::new()
+            .job_id("p")
+            .depends_on(kids.clone())
+            .children_ids(kids.clone());
+        for c in &kids {
+            let o = set(JobOptions::new().job_id(c.as_str()).attempts(1), |o| {
+                o.parent_id = Some("p".into())
+            });
+            let o = opts(o);
+            s.push(
+                "kids",
+                JobSpec::new(c.as_str(), Value::Nil).with_options(o),
+                0.0,
+            );
+        }
+        s.push(
+            "top",
+            JobSpec::new("p", Value::Nil).with_options(parent),
+            0.0,
+        );
+    }
+
+    fn run(s: &mut State, ok: bool, result: Value) -> String {
+        let (id, token) = pull(s, "kids", 1.0).expect("a child is ready");
+        if ok {
+            s.ack(&id, Some(&token), Some(result), false, 1.0).unwrap();
+        } else {
+            s.fail(
+                &id,
+                Some(&token),
+                Some(format!("{id} broke")),
+                false,
+                None,
+                1.0,
+            )
+            .unwrap();
+        }
+        id
+    }
+
+    /// The parent waits in `waiting-children` (counted, not pullable) until its last child
+    /// completes, then waits to run and reads its children's values in `childrenIds` order.
+    #[test]
+    fn parent_waits_for_its_last_child() {
+        let mut s = state();
+        flow(&mut s, |o| o);
+        assert_eq!(s.get_state("p", 0.0), "waiting-children");
+        assert_eq!(s.counts("top", 0.0).waiting_children, 1);
+        assert_eq!(s.count("top", 0.0), 0);
+        assert!(pull(&mut s, "top", 0.0).is_none());
+        let first = run(&mut s, true, Value::from(1_i64));
+        assert_eq!(s.get_state("p", 1.0), "waiting-children");
+        run(&mut s, true, Value::from(2_i64));
+        assert_eq!(s.get_state("p", 1.0), "waiting");
+        assert_eq!(s.counts("top", 1.0).waiting_children, 0);
+        let values = s.children_values("p");
+        let expect = |id: &str| Value::from(if id == first { 1_i64 } else { 2 });
+        assert_eq!(
+            values,
+            vec![
+                ("kids:c1".to_owned(), expect("c1")),
+                ("kids:c2".to_owned(), expect("c2"))
+            ]
+        );
+        let job = s.get_job("p", 1.0).unwrap();
+        assert_eq!(job.children_ids, ["c1", "c2"]);
+        assert_eq!(
+            s.get_job("c1", 1.0).unwrap().parent_id.as_deref(),
+            Some("p")
+        );
+        assert!(s.dependents.is_empty(), "nothing left in the index");
+    }
+
+    /// No policy: a child failing for good leaves its parent waiting for good.
+    #[test]
+    fn a_failed_child_without_a_policy_keeps_the_parent_waiting() {
+        let mut s = state();
+        flow(&mut s, |o| o);
+        run(&mut s, false, Value::Nil);
+        run(&mut s, true, Value::Nil);
+        assert_eq!(s.get_state("p", 1.0), "waiting-children");
+        assert!(s.children_failures("p", false).is_empty());
+    }
+
+    /// failParentOnFailure: the parent fails at once (DLQ, bunqueue's text) and leaves the
+    /// index; the other child still runs.
+    #[test]
+    fn fail_parent_on_failure() {
+        let mut s = state();
+        flow(&mut s, |o| {
+            set(o, |o| o.fail_parent_on_failure = Some(true))
+        });
+        let bad = run(&mut s, false, Value::Nil);
+        assert_eq!(s.get_state("p", 1.0), "failed");
+        let entry = s.jobs.get("p").and_then(|e| e.run.dlq.clone()).unwrap();
+        assert_eq!(
+            entry,
+            (
+                "unknown",
+                Some(format!("Child job {bad} failed: {bad} broke"))
+            )
+        );
+        assert_eq!(s.get_job("p", 1.0).unwrap().failed_reason, None);
+        assert_eq!(s.counts("top", 1.0).failed, 1);
+        assert_eq!(s.counts("top", 1.0).waiting_children, 0);
+        run(&mut s, true, Value::Nil);
+        assert_eq!(s.get_state("p", 1.0), "failed");
+        assert!(s.dependents.is_empty());
+    }
+
+    /// continueParentOnFailure: the parent runs at once, the failure readable from it;
+    /// ignoreDependencyOnFailure: the dependency is dropped and its failure kept apart;
+    /// removeDependencyOnFailure: dropped, nothing kept.
+    #[test]
+    fn continue_ignore_and_remove() {
+        let mut s = state();
+        flow(&mut s, |o| {
+            set(o, |o| o.continue_parent_on_failure = Some(true))
+        });
+        let bad = run(&mut s, false, Value::Nil);
+        assert_eq!(s.get_state("p", 1.0), "waiting", "released before c2 ran");
+        assert_eq!(
+            s.children_failures("p", false),
+            vec![(format!("kids:{bad}"), Value::from(format!("{bad} broke")))]
+        );
+        assert!(s.dependents.is_empty());
+
+        for (ignore, ignored) in [(true, 1), (false, 0)] {
+            let mut s = state();
+            flow(&mut s, |o| {
+                if ignore {
+                    set(o, |o| o.ignore_dependency_on_failure = Some(true))
+                } else {
+                    set(o, |o| o.remove_dependency_on_failure = Some(true))
+                }
+            });
+            run(&mut s, false, Value::Nil);
+            assert_eq!(s.get_state("p", 1.0), "waiting-children", "c2 still runs");
+            run(&mut s, true, Value::from(5_i64));
+            assert_eq!(s.get_state("p", 1.0), "waiting");
+            assert_eq!(s.children_failures("p", true).len(), ignored);
+            assert_eq!(s.children_values("p").len(), 1);
+            // Completing the parent drops what it collected, as bunqueue does.
+            let (id, token) = pull(&mut s, "top", 2.0).unwrap();
+            s.ack(&id, Some(&token), None, false, 2.0).unwrap();
+            assert!(s.children_failures("p", true).is_empty());
+        }
+    }
+
+    /// A job pushed with `dependsOn` an unfinished job waits for it; cancelling a waiting job
+    /// takes it out of the index; a delayed parent released becomes delayed.
+    #[test]
+    fn depends_on_and_removal() {
+        let mut s = state();
+        let a = s.push("q", JobSpec::new("a", Value::Nil), 0.0);
+        let o = JobOptions::new()
+            .depends_on(vec![a.clone()])
+            .delay(std::time::Duration::from_millis(100));
+        let b = s.push(
+            "q",
+            JobSpec::new("b", Value::Nil).with_options(o.clone()),
+            0.0,
+        );
+        let c = s.push("q", JobSpec::new("c", Value::Nil).with_options(o), 0.0);
+        assert_eq!(s.get_state(&b, 0.0), "waiting-children");
+        assert!(s.cancel(&c));
+        assert_eq!(s.counts("q", 0.0).waiting_children, 1);
+        let (id, token) = pull(&mut s, "q", 1.0).unwrap();
+        assert_eq!(id, a);
+        s.ack(&id, Some(&token), None, false, 1.0).unwrap();
+        assert_eq!(s.get_state(&b, 1.0), "delayed", "its delay still runs");
+        assert!(s.dependents.is_empty());
+        // A dependency already completed: no wait.
+        let o = JobOptions::new().depends_on(vec![a]);
+        let d = s.push("q", JobSpec::new("d", Value::Nil).with_options(o), 1.0);
+        assert_eq!(s.get_state(&d, 1.0), "waiting");
+    }
+
+    /// Children removed on completion still count as done, and their values stay readable
+    /// from the parent (under their bare ids) until it finishes.
+    #[test]
+    fn removed_children_count_and_keep_their_values() {
+        let mut s = state();
+        flow(&mut s, |o| o.remove_on_complete(true));
+        let first = run(&mut s, true, Value::from(1_i64));
+        assert_eq!(s.get_state(&first, 1.0), "unknown", "removed");
+        run(&mut s, true, Value::from(2_i64));
+        assert_eq!(s.get_state("p", 1.0), "waiting");
+        let mut values = s.children_values("p");
+        values.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(values.len(), 2);
+        assert_eq!(values[0].0, "c1");
+        let (id, token) = pull(&mut s, "top", 2.0).unwrap();
+        s.ack(&id, Some(&token), None, false, 2.0).unwrap();
+        assert!(
+            s.children_values("p").is_empty(),
+            "released with the parent"
+        );
+    }
+
+    /// RemoveChildDependency detaches a child (the data keys: see the differential flow
+    /// program); the parent, left waiting for nothing, runs. RemoveUnprocessedChildren cancels
+    /// queued children.
+    #[test]
+    fn detaching_children() {
+        let mut s = state();
+        flow(&mut s, |o| o);
+        assert_eq!(s.remove_child_dependency("c1", 0.0), Ok(true));
+        assert_eq!(s.get_state("p", 0.0), "waiting-children");
+        assert_eq!(s.get_job("p", 0.0).unwrap().children_ids, ["c2"]);
+        assert_eq!(
+            s.remove_child_dependency("c1", 0.0),
+            Err("Job c1 has no parent".into())
+        );
+        assert_eq!(
+            s.remove_child_dependency("zz", 0.0),
+            Err("Job not found: zz".into())
+        );
+        assert_eq!(s.remove_child_dependency("c2", 0.0), Ok(true));
+        assert_eq!(s.get_state("p", 0.0), "waiting");
+        assert!(s.dependents.is_empty());
+
+        let mut s = state();
+        flow(&mut s, |o| o);
+        s.remove_unprocessed_children("p");
+        assert_eq!(s.get_state("c1", 0.0), "unknown");
+        assert_eq!(s.get_state("c2", 0.0), "unknown");
+        assert_eq!(
+            s.get_state("p", 0.0),
+            "waiting-children",
+            "as bunqueue: stuck"
+        );
+    }
+
+    /// A job added with `parent: {id, queue}` (its data naming the parent) links itself: the
+    /// parent waits for it; a bare `parentId` links nothing; a parent elsewhere is refused.
+    #[test]
+    fn queue_add_with_a_parent_links_it() {
+        let mut s = state();
+        let host = s.push("q", JobSpec::new("host", Value::Nil), 0.0);
+        let data = Value::map([
+            ("__parentId", Value::from(host.as_str())),
+            ("__parentQueue", Value::from("q")),
+        ]);
+        assert_eq!(
+            s.parent_to_link(None, Some(&host), &data),
+            Ok(Some(host.clone()))
+        );
+        assert_eq!(s.parent_to_link(None, Some(&host), &Value::Nil), Ok(None));
+        let elsewhere = Value::map([
+            ("__parentId", Value::from(host.as_str())),
+            ("__parentQueue", Value::from("r")),
+        ]);
+        assert!(s.parent_to_link(None, Some(&host), &elsewhere).is_err());
+        let o = set(JobOptions::new(), |o| o.parent_id = Some(host.clone()));
+        let kid = s.push("q", JobSpec::new("kid", data).with_options(o), 0.0);
+        s.link_parent(&host, &kid);
+        assert_eq!(s.get_state(&host, 0.0), "waiting-children");
+        assert_eq!(
+            s.get_job(&host, 0.0).unwrap().children_ids,
+            vec![kid.clone()]
+        );
+        let (id, token) = pull(&mut s, "q", 1.0).unwrap();
+        assert_eq!(id, kid, "the parent waits");
+        s.ack(&id, Some(&token), None, false, 1.0).unwrap();
+        assert_eq!(s.get_state(&host, 1.0), "waiting");
+        assert!(s.dependents.is_empty());
+    }
+
+    /// WaitJob's view: unknown, not yet completed, completed with its value.
+    #[test]
+    fn completion_view() {
+        let mut s = state();
+        assert_eq!(s.completion("x"), None);
+        let id = s.push("kids", JobSpec::new("a", Value::Nil), 0.0);
+        assert_eq!(s.completion(&id), Some(None));
+        let waiter = s.job_waiter(&id);
+        let (id, token) = pull(&mut s, "kids", 0.0).unwrap();
+        s.ack(&id, Some(&token), Some(Value::from(3_i64)), false, 0.0)
+            .unwrap();
+        assert_eq!(s.completion(&id), Some(Some(Value::from(3_i64))));
+        drop(waiter);
+        s.forget_waiter(&id);
+        assert!(s.job_waiters.is_empty());
+    }
+}

@@ -464,7 +464,8 @@ const DEFAULT_WAIT_JOB: Duration = Duration::from_millis(30_000);
 /// (`completed: false`). Like a long-poll pull, it holds one of the connection's request
 /// slots and nothing else.
 async fn wait_job(shared: &Shared, body: &Value) -> Result<Response, String> {
-    use autobatch_core::ops::{Operation, WaitJob, WaitOutcome};
+    use autobatch_core::ops::{WaitJob, WaitOutcome};
+    use autobatch_core::wire::server::ServeOperation;
     let op = WaitJob::read_request(body).map_err(|e| e.to_string())?;
     let timeout = op.timeout.unwrap_or(DEFAULT_WAIT_JOB);
     let outcome = {

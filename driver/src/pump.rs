@@ -454,7 +454,7 @@ impl<R: Runtime> Pump<R> {
             },
             Cmd::Delay { id, delay } => {
                 if let Some(token) = self.take_job(&id) {
-                    let mut op = ops::MoveToDelayed::new(id.as_str(), delay.as_millis() as u64);
+                    let mut op = ops::MoveToDelayed::new(id.as_str(), delay);
                     op.token = token;
                     self.settle_elsewhere(now, &id, op.to_command());
                 }

@@ -3,6 +3,7 @@
 //! (`cron` / `crons` as its `cronData`) and error texts.
 
 use autobatch_core::ops::{CronDelete, CronGet, CronList, CronUpsert, Operation};
+use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::{Response, Value};
 
 use crate::dispatch::{Conn, Shared};

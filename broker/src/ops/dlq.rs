@@ -38,7 +38,7 @@ pub(super) fn serve(
     Some(match cmd {
         GetDlqConfig::NAME => answer::<GetDlqConfig>(body, |_| Ok(DlqConfig::default())),
         "Dlq" => {
-            let op = match autobatch_core::ops::Dlq::read_request(body) {
+            let op = match <autobatch_core::ops::Dlq as autobatch_core::wire::server::ServeOperation>::read_request(body) {
                 Ok(op) => op,
                 Err(e) => return Some(Err(e.to_string())),
             };

@@ -5,7 +5,7 @@
 //! [`not_supported`]'s message, never with "Unknown command" (which would say the client is
 //! wrong) and never silently.
 
-use autobatch_core::ops::Operation;
+use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::{Response, Value};
 
 use crate::dispatch::{Conn, Shared};
@@ -37,7 +37,7 @@ pub(crate) fn serve(
 
 /// Reads `body` as an `O`, runs `f` on it, and writes its reply: the request's validation
 /// errors read as bunqueue's.
-pub(crate) fn answer<O: Operation>(
+pub(crate) fn answer<O: ServeOperation>(
     body: &Value,
     f: impl FnOnce(O) -> Result<O::Output, String>,
 ) -> Result<Response, String> {

@@ -447,9 +447,7 @@ impl Operation for CronUpsert {
     const NAME: &'static str = "Cron";
     type Output = CronInfo;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -481,6 +479,14 @@ impl Operation for CronUpsert {
         CronInfo::from_value(reply_field(reply, "cron")?)
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_timing(
+            self.schedule.as_deref(),
+            self.repeat_every.map(|d| crate::wire::millis(d) as f64),
+        )
+    }
+}
+impl crate::wire::server::ServeOperation for CronUpsert {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let every = match request.get("repeatEvery") {
             None | Some(Value::Undefined) | Some(Value::Nil) => None,
@@ -527,13 +533,6 @@ impl Operation for CronUpsert {
     fn write_reply(cron: &CronInfo, fields: &mut Fields) {
         fields.put("cron", cron.to_value());
     }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_timing(
-            self.schedule.as_deref(),
-            self.repeat_every.map(|d| crate::wire::millis(d) as f64),
-        )
-    }
 }
 
 /// `CronGet`: one scheduler by name; bunqueue answers `Cron job not found` for a name it
@@ -562,9 +561,7 @@ impl Operation for CronGet {
     const NAME: &'static str = "CronGet";
     type Output = CronInfo;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("name", self.name.as_str());
@@ -573,7 +570,8 @@ impl Operation for CronGet {
     fn read_reply(reply: &Value) -> Result<CronInfo, ProtocolError> {
         CronInfo::from_value(reply_field(reply, "cron")?)
     }
-
+}
+impl crate::wire::server::ServeOperation for CronGet {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(CronGet::new(
             req_opt_str(request, "name").unwrap_or_default(),
@@ -608,9 +606,7 @@ impl Operation for CronList {
     const NAME: &'static str = "CronList";
     type Output = Vec<CronInfo>;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, _: &mut Fields) {}
 
@@ -620,7 +616,8 @@ impl Operation for CronList {
             .map(CronInfo::from_value)
             .collect()
     }
-
+}
+impl crate::wire::server::ServeOperation for CronList {
     fn read_request(_: &Value) -> Result<Self, CommandError> {
         Ok(CronList::new())
     }
@@ -661,9 +658,7 @@ impl Operation for CronDelete {
     const NAME: &'static str = "CronDelete";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
+    const REPLAY: Replay = Replay::NotSafe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("name", self.name.as_str());
@@ -672,7 +667,8 @@ impl Operation for CronDelete {
     fn read_reply(_: &Value) -> Result<(), ProtocolError> {
         Ok(())
     }
-
+}
+impl crate::wire::server::ServeOperation for CronDelete {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(CronDelete::new(
             req_opt_str(request, "name").unwrap_or_default(),

@@ -395,9 +395,7 @@ impl Operation for Dlq {
     const NAME: &'static str = "Dlq";
     type Output = Vec<DlqEntry>;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -417,7 +415,8 @@ impl Operation for Dlq {
             })
             .collect()
     }
-
+}
+impl crate::wire::server::ServeOperation for Dlq {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(Dlq {
             queue: req_queue_raw(request),
@@ -530,9 +529,7 @@ impl Operation for GetDlqStats {
     const NAME: &'static str = "GetDlqStats";
     type Output = DlqStats;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("queue", self.queue.as_str());
@@ -550,7 +547,8 @@ impl Operation for GetDlqStats {
             newest_entry: opt_f64(s, "newestEntry"),
         })
     }
-
+}
+impl crate::wire::server::ServeOperation for GetDlqStats {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(GetDlqStats::new(req_queue_raw(request)))
     }
@@ -638,9 +636,7 @@ impl Operation for RetryDlq {
     const NAME: &'static str = "RetryDlq";
     type Output = u64;
 
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
+    const REPLAY: Replay = Replay::NotSafe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -653,7 +649,8 @@ impl Operation for RetryDlq {
     fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
         reply_u64(reply, "count")
     }
-
+}
+impl crate::wire::server::ServeOperation for RetryDlq {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(RetryDlq {
             queue: req_queue_raw(request),
@@ -701,9 +698,7 @@ impl Operation for PurgeDlq {
     const NAME: &'static str = "PurgeDlq";
     type Output = u64;
 
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
+    const REPLAY: Replay = Replay::NotSafe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("queue", self.queue.as_str());
@@ -712,7 +707,8 @@ impl Operation for PurgeDlq {
     fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
         reply_u64(reply, "count")
     }
-
+}
+impl crate::wire::server::ServeOperation for PurgeDlq {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(PurgeDlq::new(req_queue_raw(request)))
     }
@@ -758,9 +754,7 @@ impl Operation for RemoveDlqJob {
     const NAME: &'static str = "RemoveDlqJob";
     type Output = bool;
 
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
+    const REPLAY: Replay = Replay::NotSafe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("queue", self.queue.as_str());
@@ -772,7 +766,8 @@ impl Operation for RemoveDlqJob {
     fn read_reply(reply: &Value) -> Result<bool, ProtocolError> {
         reply_bool(reply_data(reply)?, "removed")
     }
-
+}
+impl crate::wire::server::ServeOperation for RemoveDlqJob {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         // Not validated by the server: without one, nothing is removed.
         Ok(RemoveDlqJob::new(
@@ -879,9 +874,7 @@ impl Operation for GetDlqConfig {
     const NAME: &'static str = "GetDlqConfig";
     type Output = DlqConfig;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("queue", self.queue.as_str());
@@ -890,7 +883,8 @@ impl Operation for GetDlqConfig {
     fn read_reply(reply: &Value) -> Result<DlqConfig, ProtocolError> {
         Ok(DlqConfig::from_value(reply_field(reply, "config")?))
     }
-
+}
+impl crate::wire::server::ServeOperation for GetDlqConfig {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(GetDlqConfig::new(req_queue_raw(request)))
     }
@@ -1035,9 +1029,7 @@ impl Operation for SetDlqConfig {
     const NAME: &'static str = "SetDlqConfig";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -1048,7 +1040,8 @@ impl Operation for SetDlqConfig {
     fn read_reply(_: &Value) -> Result<(), ProtocolError> {
         Ok(())
     }
-
+}
+impl crate::wire::server::ServeOperation for SetDlqConfig {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(SetDlqConfig::new(
             req_queue_raw(request),

@@ -400,9 +400,7 @@ impl Operation for PushFlow {
     const NAME: &'static str = "PUSHF";
     type Output = Vec<Job>;
 
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
+    const REPLAY: Replay = Replay::NotSafe;
 
     fn write_fields(&self, fields: &mut Fields) {
         let jobs = self
@@ -433,6 +431,27 @@ impl Operation for PushFlow {
             .collect()
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.jobs.len() > MAX_FLOW_JOBS {
+            return Err(ValidationError::new(
+                "jobs",
+                format!("flow exceeds the {MAX_FLOW_JOBS} job limit"),
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for job in &self.jobs {
+            job.validate()?;
+            if !seen.insert(job.id.as_str()) {
+                return Err(ValidationError::new(
+                    "id",
+                    format!("duplicate flow job id: {}", job.id),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for PushFlow {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let jobs = request
             .get("jobs")
@@ -458,26 +477,6 @@ impl Operation for PushFlow {
             })
             .collect();
         fields.put("data", Value::map([("jobs", Value::Array(snapshots))]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.jobs.len() > MAX_FLOW_JOBS {
-            return Err(ValidationError::new(
-                "jobs",
-                format!("flow exceeds the {MAX_FLOW_JOBS} job limit"),
-            ));
-        }
-        let mut seen = std::collections::HashSet::new();
-        for job in &self.jobs {
-            job.validate()?;
-            if !seen.insert(job.id.as_str()) {
-                return Err(ValidationError::new(
-                    "id",
-                    format!("duplicate flow job id: {}", job.id),
-                ));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -547,9 +546,7 @@ impl Operation for GetChildrenValues {
     const NAME: &'static str = "GetChildrenValues";
     type Output = Vec<(String, Value)>;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("id", self.id.as_str());
@@ -561,16 +558,17 @@ impl Operation for GetChildrenValues {
         ))
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_id(&self.id)
+    }
+}
+impl crate::wire::server::ServeOperation for GetChildrenValues {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(Self::new(req_str(request, "id")?))
     }
 
     fn write_reply(values: &Self::Output, fields: &mut Fields) {
         fields.put("data", Value::map([("values", pairs_value(values))]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_id(&self.id)
     }
 }
 
@@ -610,9 +608,7 @@ macro_rules! values_op {
             const NAME: &'static str = $name;
             type Output = Vec<(String, Value)>;
 
-            fn replay(&self) -> Replay {
-                Replay::Safe
-            }
+            const REPLAY: Replay = Replay::Safe;
 
             fn write_fields(&self, fields: &mut Fields) {
                 fields.put("id", self.id.as_str());
@@ -622,16 +618,17 @@ macro_rules! values_op {
                 Ok(pairs(reply_opt(reply, "values")))
             }
 
+            fn validate(&self) -> Result<(), ValidationError> {
+                validate_id(&self.id)
+            }
+        }
+        impl crate::wire::server::ServeOperation for $ty {
             fn read_request(request: &Value) -> Result<Self, CommandError> {
                 Ok(Self::new(req_str(request, "id")?))
             }
 
             fn write_reply(values: &Self::Output, fields: &mut Fields) {
                 fields.put("values", pairs_value(values));
-            }
-
-            fn validate(&self) -> Result<(), ValidationError> {
-                validate_id(&self.id)
             }
         }
     };
@@ -698,9 +695,7 @@ impl Operation for WaitJob {
     const NAME: &'static str = "WaitJob";
     type Output = WaitOutcome;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("id", self.id.as_str()).put_opt(
@@ -718,6 +713,18 @@ impl Operation for WaitJob {
         })
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_id(&self.id)?;
+        if self.timeout.is_some_and(|t| t > MAX_WAIT_JOB) {
+            return Err(ValidationError::new(
+                "timeout",
+                "timeout must be at most 600000",
+            ));
+        }
+        Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for WaitJob {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let id = req_str(request, "id")?;
         let timeout = match request.get("timeout") {
@@ -750,16 +757,5 @@ impl Operation for WaitJob {
                 fields.put("completed", false);
             }
         }
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_id(&self.id)?;
-        if self.timeout.is_some_and(|t| t > MAX_WAIT_JOB) {
-            return Err(ValidationError::new(
-                "timeout",
-                "timeout must be at most 600000",
-            ));
-        }
-        Ok(())
     }
 }

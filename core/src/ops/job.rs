@@ -111,9 +111,7 @@ impl Operation for UpdateProgress {
     const NAME: &'static str = "Progress";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -126,6 +124,18 @@ impl Operation for UpdateProgress {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_id(&self.id)?;
+        if !self.progress.is_finite() {
+            return Err(ValidationError::new(
+                "progress",
+                "progress must be a finite number",
+            ));
+        }
+        Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for UpdateProgress {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(UpdateProgress {
             id: req_str(request, "id")?,
@@ -136,17 +146,6 @@ impl Operation for UpdateProgress {
 
     fn write_reply(_: &(), fields: &mut Fields) {
         ok_id(fields);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)?;
-        if !self.progress.is_finite() {
-            return Err(ValidationError::new(
-                "progress",
-                "progress must be a finite number",
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -194,9 +193,7 @@ impl Operation for GetProgress {
     const NAME: &'static str = "GetProgress";
     type Output = JobProgress;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("id", self.id.as_str());
@@ -211,6 +208,11 @@ impl Operation for GetProgress {
         })
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_id(&self.id)
+    }
+}
+impl crate::wire::server::ServeOperation for GetProgress {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(GetProgress::new(req_str(request, "id")?))
     }
@@ -220,10 +222,6 @@ impl Operation for GetProgress {
             "message",
             p.message.as_deref().map_or(Value::Undefined, Value::from),
         );
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)
     }
 }
 
@@ -273,9 +271,7 @@ impl Operation for AddLog {
     const NAME: &'static str = "AddLog";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
+    const REPLAY: Replay = Replay::NotSafe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -288,6 +284,11 @@ impl Operation for AddLog {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_id(&self.id)
+    }
+}
+impl crate::wire::server::ServeOperation for AddLog {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(AddLog {
             id: req_str(request, "id")?,
@@ -298,10 +299,6 @@ impl Operation for AddLog {
 
     fn write_reply(_: &(), fields: &mut Fields) {
         data_map(fields, vec![("added", Value::from(true))]);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)
     }
 }
 
@@ -393,9 +390,7 @@ impl Operation for GetLogs {
     const NAME: &'static str = "GetLogs";
     type Output = JobLogs;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -422,6 +417,11 @@ impl Operation for GetLogs {
         })
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_id(&self.id)
+    }
+}
+impl crate::wire::server::ServeOperation for GetLogs {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(GetLogs {
             id: req_str(request, "id")?,
@@ -442,10 +442,6 @@ impl Operation for GetLogs {
             fields,
             vec![("logs", array(logs)), ("count", Value::from(out.count))],
         );
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)
     }
 }
 
@@ -485,9 +481,7 @@ impl Operation for ClearLogs {
     const NAME: &'static str = "ClearLogs";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -499,6 +493,11 @@ impl Operation for ClearLogs {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_id(&self.id)
+    }
+}
+impl crate::wire::server::ServeOperation for ClearLogs {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(ClearLogs {
             id: req_str(request, "id")?,
@@ -508,10 +507,6 @@ impl Operation for ClearLogs {
 
     fn write_reply(_: &(), fields: &mut Fields) {
         ok_id(fields);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)
     }
 }
 
@@ -551,9 +546,7 @@ impl Operation for UpdateData {
     const NAME: &'static str = "Update";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -565,6 +558,11 @@ impl Operation for UpdateData {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_id(&self.id)
+    }
+}
+impl crate::wire::server::ServeOperation for UpdateData {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(UpdateData {
             id: req_str(request, "id")?,
@@ -574,10 +572,6 @@ impl Operation for UpdateData {
 
     fn write_reply(_: &(), fields: &mut Fields) {
         ok_id(fields);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)
     }
 }
 
@@ -625,9 +619,7 @@ impl Operation for ExtendLock {
     const NAME: &'static str = "ExtendLock";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -640,6 +632,12 @@ impl Operation for ExtendLock {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_id(&self.id)?;
+        check_ms("duration", self.duration)
+    }
+}
+impl crate::wire::server::ServeOperation for ExtendLock {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(ExtendLock {
             id: req_str(request, "id")?,
@@ -650,11 +648,6 @@ impl Operation for ExtendLock {
 
     fn write_reply(_: &(), fields: &mut Fields) {
         ok_id(fields);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)?;
-        check_ms("duration", self.duration)
     }
 }
 
@@ -701,9 +694,7 @@ impl Operation for ExtendLocks {
     const NAME: &'static str = "ExtendLocks";
     type Output = u64;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -714,23 +705,6 @@ impl Operation for ExtendLocks {
 
     fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
         reply_u64(reply, "count")
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        let durations = request
-            .get("durations")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().map(|d| number(d).unwrap_or(0.0) as i64).collect())
-            .unwrap_or_default();
-        Ok(ExtendLocks {
-            ids: req_strings(request, "ids"),
-            tokens: req_strings(request, "tokens"),
-            durations,
-        })
-    }
-
-    fn write_reply(count: &u64, fields: &mut Fields) {
-        fields.put("count", *count);
     }
 
     fn validate(&self) -> Result<(), ValidationError> {
@@ -747,6 +721,24 @@ impl Operation for ExtendLocks {
             check_ms("durations", *d)?;
         }
         Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for ExtendLocks {
+    fn read_request(request: &Value) -> Result<Self, CommandError> {
+        let durations = request
+            .get("durations")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(|d| number(d).unwrap_or(0.0) as i64).collect())
+            .unwrap_or_default();
+        Ok(ExtendLocks {
+            ids: req_strings(request, "ids"),
+            tokens: req_strings(request, "tokens"),
+            durations,
+        })
+    }
+
+    fn write_reply(count: &u64, fields: &mut Fields) {
+        fields.put("count", *count);
     }
 }
 

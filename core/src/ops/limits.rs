@@ -85,9 +85,7 @@ impl Operation for RateLimit {
     const NAME: &'static str = "RateLimit";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -100,7 +98,8 @@ impl Operation for RateLimit {
     fn read_reply(_: &Value) -> Result<(), ProtocolError> {
         Ok(())
     }
-
+}
+impl crate::wire::server::ServeOperation for RateLimit {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(RateLimit {
             queue: req_queue_raw(request),
@@ -139,9 +138,7 @@ macro_rules! queue_command {
             const NAME: &'static str = $cmd;
             type Output = ();
 
-            fn replay(&self) -> Replay {
-                Replay::Safe
-            }
+            const REPLAY: Replay = Replay::Safe;
 
             fn write_fields(&self, fields: &mut Fields) {
                 fields.put("queue", self.queue.as_str());
@@ -150,6 +147,8 @@ macro_rules! queue_command {
             fn read_reply(_: &Value) -> Result<(), ProtocolError> {
                 Ok(())
             }
+        }
+        impl crate::wire::server::ServeOperation for $name {
 
             fn read_request(request: &Value) -> Result<Self, CommandError> {
                 Ok($name::new(req_queue_raw(request)))
@@ -213,9 +212,7 @@ impl Operation for SetConcurrency {
     const NAME: &'static str = "SetConcurrency";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -226,7 +223,8 @@ impl Operation for SetConcurrency {
     fn read_reply(_: &Value) -> Result<(), ProtocolError> {
         Ok(())
     }
-
+}
+impl crate::wire::server::ServeOperation for SetConcurrency {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(SetConcurrency::new(
             req_queue_raw(request),
@@ -319,9 +317,7 @@ impl Operation for GetStallConfig {
     const NAME: &'static str = "GetStallConfig";
     type Output = StallConfig;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("queue", self.queue.as_str());
@@ -330,7 +326,8 @@ impl Operation for GetStallConfig {
     fn read_reply(reply: &Value) -> Result<StallConfig, ProtocolError> {
         Ok(StallConfig::from_value(reply_field(reply, "config")?))
     }
-
+}
+impl crate::wire::server::ServeOperation for GetStallConfig {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(GetStallConfig::new(req_queue_raw(request)))
     }
@@ -457,9 +454,7 @@ impl Operation for SetStallConfig {
     const NAME: &'static str = "SetStallConfig";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -470,7 +465,8 @@ impl Operation for SetStallConfig {
     fn read_reply(_: &Value) -> Result<(), ProtocolError> {
         Ok(())
     }
-
+}
+impl crate::wire::server::ServeOperation for SetStallConfig {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(SetStallConfig::new(
             req_queue_raw(request),
@@ -595,9 +591,7 @@ macro_rules! group_command {
             const NAME: &'static str = $cmd;
             type Output = $out;
 
-            fn replay(&self) -> Replay {
-                $replay
-            }
+            const REPLAY: Replay = $replay;
 
             fn write_fields(&self, fields: &mut Fields) {
                 fields
@@ -609,6 +603,12 @@ macro_rules! group_command {
                 $read
             }
 
+            fn validate(&self) -> Result<(), ValidationError> {
+                check_group(&self.queue, &self.group_id)
+            }
+        }
+        impl crate::wire::server::ServeOperation for $name {
+
             fn read_request(request: &Value) -> Result<Self, CommandError> {
                 let (queue, group) = req_group(request)?;
                 Ok($name::new(queue, group))
@@ -616,10 +616,6 @@ macro_rules! group_command {
 
             fn write_reply($o: &$out, $f: &mut Fields) {
                 $write
-            }
-
-            fn validate(&self) -> Result<(), ValidationError> {
-                check_group(&self.queue, &self.group_id)
             }
         }
     };
@@ -800,9 +796,7 @@ impl Operation for SetGroupRateLimit {
     const NAME: &'static str = "SetGroupRateLimit";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -816,6 +810,13 @@ impl Operation for SetGroupRateLimit {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_group(&self.queue, &self.group_id)?;
+        check_positive("max", self.limit.max)?;
+        check_positive("duration", crate::wire::millis(self.limit.duration) as u64)
+    }
+}
+impl crate::wire::server::ServeOperation for SetGroupRateLimit {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let (queue, group) = req_group(request)?;
         let max = req_positive(request, "max")?;
@@ -829,12 +830,6 @@ impl Operation for SetGroupRateLimit {
 
     fn write_reply(_: &(), fields: &mut Fields) {
         fields.put("id", Value::Undefined);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_group(&self.queue, &self.group_id)?;
-        check_positive("max", self.limit.max)?;
-        check_positive("duration", crate::wire::millis(self.limit.duration) as u64)
     }
 }
 
@@ -871,9 +866,7 @@ impl Operation for SetGroupConcurrency {
     const NAME: &'static str = "SetGroupConcurrency";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -886,6 +879,12 @@ impl Operation for SetGroupConcurrency {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_group(&self.queue, &self.group_id)?;
+        check_positive("concurrency", self.concurrency)
+    }
+}
+impl crate::wire::server::ServeOperation for SetGroupConcurrency {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let (queue, group) = req_group(request)?;
         let concurrency = req_positive(request, "concurrency")?;
@@ -894,11 +893,6 @@ impl Operation for SetGroupConcurrency {
 
     fn write_reply(_: &(), fields: &mut Fields) {
         fields.put("id", Value::Undefined);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_group(&self.queue, &self.group_id)?;
-        check_positive("concurrency", self.concurrency)
     }
 }
 
@@ -944,9 +938,7 @@ impl Operation for GetGroupRateLimitTtl {
     const NAME: &'static str = "GetGroupRateLimitTtl";
     type Output = i64;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -959,6 +951,11 @@ impl Operation for GetGroupRateLimitTtl {
         super::read::reply_i64(reply_data(reply)?, "ttl")
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_group(&self.queue, &self.group_id)
+    }
+}
+impl crate::wire::server::ServeOperation for GetGroupRateLimitTtl {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let (queue, group) = req_group(request)?;
         Ok(GetGroupRateLimitTtl {
@@ -970,10 +967,6 @@ impl Operation for GetGroupRateLimitTtl {
 
     fn write_reply(ttl: &i64, fields: &mut Fields) {
         put_data(fields, "ttl", *ttl);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_group(&self.queue, &self.group_id)
     }
 }
 
@@ -1012,9 +1005,7 @@ impl Operation for RateLimitGroup {
     const NAME: &'static str = "RateLimitGroup";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
+    const REPLAY: Replay = Replay::NotSafe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -1027,6 +1018,12 @@ impl Operation for RateLimitGroup {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_group(&self.queue, &self.group_id)?;
+        check_positive("duration", crate::wire::millis(self.duration) as u64)
+    }
+}
+impl crate::wire::server::ServeOperation for RateLimitGroup {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let (queue, group) = req_group(request)?;
         let duration = req_positive(request, "duration")?;
@@ -1039,11 +1036,6 @@ impl Operation for RateLimitGroup {
 
     fn write_reply(_: &(), fields: &mut Fields) {
         fields.put("id", Value::Undefined);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_group(&self.queue, &self.group_id)?;
-        check_positive("duration", crate::wire::millis(self.duration) as u64)
     }
 }
 
@@ -1077,9 +1069,7 @@ impl Operation for GetGroupsJobsCount {
     const NAME: &'static str = "GetGroupsJobsCount";
     type Output = u64;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -1091,6 +1081,11 @@ impl Operation for GetGroupsJobsCount {
         reply_u64(reply_data(reply)?, "count")
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_queue_name(&self.queue)
+    }
+}
+impl crate::wire::server::ServeOperation for GetGroupsJobsCount {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let queue = request
             .get("queue")
@@ -1106,9 +1101,5 @@ impl Operation for GetGroupsJobsCount {
 
     fn write_reply(n: &u64, fields: &mut Fields) {
         put_data(fields, "count", *n);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)
     }
 }

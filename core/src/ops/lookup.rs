@@ -176,9 +176,7 @@ impl Operation for GetJobs {
     const NAME: &'static str = "GetJobs";
     type Output = Vec<Job>;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("queue", self.queue.as_str());
@@ -204,6 +202,14 @@ impl Operation for GetJobs {
             .collect()
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_queue_name(&self.queue)?;
+        self.states
+            .iter()
+            .try_for_each(|s| validate_state("state", s))
+    }
+}
+impl crate::wire::server::ServeOperation for GetJobs {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let states = match request.get("state") {
             Some(Value::Array(a)) => a.iter().filter_map(text).map(JobState::from).collect(),
@@ -221,13 +227,6 @@ impl Operation for GetJobs {
 
     fn write_reply(jobs: &Vec<Job>, fields: &mut Fields) {
         fields.put("jobs", array(jobs.iter().map(Job::to_value)));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)?;
-        self.states
-            .iter()
-            .try_for_each(|s| validate_state("state", s))
     }
 }
 
@@ -262,9 +261,7 @@ impl Operation for GetJobByCustomId {
     const NAME: &'static str = "GetJobByCustomId";
     type Output = Job;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("customId", self.custom_id.as_str());
@@ -274,19 +271,20 @@ impl Operation for GetJobByCustomId {
         Job::from_value(reply_field(reply, "job")?).ok_or(bad("job", "not a job"))
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.custom_id.is_empty() {
+            return Err(ValidationError::new("customId", "customId is required"));
+        }
+        Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for GetJobByCustomId {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(GetJobByCustomId::new(req_str(request, "customId")?))
     }
 
     fn write_reply(job: &Job, fields: &mut Fields) {
         fields.put("job", job.to_value());
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.custom_id.is_empty() {
-            return Err(ValidationError::new("customId", "customId is required"));
-        }
-        Ok(())
     }
 }
 
@@ -344,9 +342,7 @@ impl Operation for GetCountsPerPriority {
     const NAME: &'static str = "GetCountsPerPriority";
     type Output = PriorityCounts;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("queue", self.queue.as_str());
@@ -371,6 +367,11 @@ impl Operation for GetCountsPerPriority {
         })
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_queue_name(&self.queue)
+    }
+}
+impl crate::wire::server::ServeOperation for GetCountsPerPriority {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(GetCountsPerPriority::new(req_queue(request)?))
     }
@@ -384,10 +385,6 @@ impl Operation for GetCountsPerPriority {
                     .map(|(p, n)| (p.to_string(), Value::from(*n))),
             ),
         );
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)
     }
 }
 
@@ -480,9 +477,7 @@ impl Operation for GetQueueLimits {
     const NAME: &'static str = "GetQueueLimits";
     type Output = QueueLimits;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -505,6 +500,11 @@ impl Operation for GetQueueLimits {
         })
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_queue_name(&self.queue)
+    }
+}
+impl crate::wire::server::ServeOperation for GetQueueLimits {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(GetQueueLimits {
             queue: req_queue(request)?,
@@ -529,10 +529,6 @@ impl Operation for GetQueueLimits {
             ("maxed", Value::from(l.maxed)),
         ]);
         fields.put("data", Value::map([("limits", limits)]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)
     }
 }
 
@@ -570,9 +566,7 @@ impl Operation for GetDeduplicationJobId {
     const NAME: &'static str = "GetDeduplicationJobId";
     type Output = Option<String>;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -584,6 +578,11 @@ impl Operation for GetDeduplicationJobId {
         Ok(reply_opt_str(&reply_data(reply)?, "jobId"))
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_queue_name(&self.queue)
+    }
+}
+impl crate::wire::server::ServeOperation for GetDeduplicationJobId {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(GetDeduplicationJobId::new(
             req_queue(request)?,
@@ -594,10 +593,6 @@ impl Operation for GetDeduplicationJobId {
     fn write_reply(id: &Option<String>, fields: &mut Fields) {
         let id = id.as_deref().map_or(Value::Nil, Value::from);
         fields.put("data", Value::map([("jobId", id)]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)
     }
 }
 
@@ -626,16 +621,15 @@ impl Operation for ListQueues {
     const NAME: &'static str = "ListQueues";
     type Output = Vec<String>;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, _: &mut Fields) {}
 
     fn read_reply(reply: &Value) -> Result<Vec<String>, ProtocolError> {
         reply_strings(reply, "queues")
     }
-
+}
+impl crate::wire::server::ServeOperation for ListQueues {
     fn read_request(_: &Value) -> Result<Self, CommandError> {
         Ok(ListQueues::new())
     }
@@ -782,9 +776,7 @@ impl Operation for ListWorkers {
     const NAME: &'static str = "ListWorkers";
     type Output = WorkerList;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, _: &mut Fields) {}
 
@@ -807,7 +799,8 @@ impl Operation for ListWorkers {
             },
         })
     }
-
+}
+impl crate::wire::server::ServeOperation for ListWorkers {
     fn read_request(_: &Value) -> Result<Self, CommandError> {
         Ok(ListWorkers::new())
     }
@@ -884,9 +877,7 @@ impl Operation for Stats {
     const NAME: &'static str = "Stats";
     type Output = ServerStats;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, _: &mut Fields) {}
 
@@ -904,7 +895,8 @@ impl Operation for Stats {
             pull_per_sec: num_or_zero(s, "pullPerSec"),
         })
     }
-
+}
+impl crate::wire::server::ServeOperation for Stats {
     fn read_request(_: &Value) -> Result<Self, CommandError> {
         Ok(Stats::new())
     }
@@ -1052,9 +1044,7 @@ impl Operation for Metrics {
     const NAME: &'static str = "Metrics";
     type Output = MetricsReply;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         if let Some((queue, kind)) = &self.queue {
@@ -1095,6 +1085,14 @@ impl Operation for Metrics {
         }))
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        match &self.queue {
+            Some((queue, _)) => validate_queue_name(queue),
+            None => Ok(()),
+        }
+    }
+}
+impl crate::wire::server::ServeOperation for Metrics {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let start = req_opt_i64(request, "start")?;
         let end = req_opt_i64(request, "end")?;
@@ -1167,13 +1165,6 @@ impl Operation for Metrics {
             }
         }
     }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        match &self.queue {
-            Some((queue, _)) => validate_queue_name(queue),
-            None => Ok(()),
-        }
-    }
 }
 
 // ------------------------------------------------------------------------------ StorageStatus
@@ -1216,9 +1207,7 @@ impl Operation for StorageStatus {
     const NAME: &'static str = "StorageStatus";
     type Output = StorageHealth;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, _: &mut Fields) {}
 
@@ -1230,7 +1219,8 @@ impl Operation for StorageStatus {
             since: reply_opt(&d, "since").and_then(number),
         })
     }
-
+}
+impl crate::wire::server::ServeOperation for StorageStatus {
     fn read_request(_: &Value) -> Result<Self, CommandError> {
         Ok(StorageStatus::new())
     }

@@ -150,9 +150,7 @@ impl Operation for RegisterWorker {
     const NAME: &'static str = "RegisterWorker";
     type Output = WorkerInfo;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -187,6 +185,14 @@ impl Operation for RegisterWorker {
         })
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.name.is_empty() {
+            return Err(ValidationError::new("name", "name is required"));
+        }
+        Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for RegisterWorker {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(RegisterWorker {
             name: req_opt_str(request, "name").unwrap_or_default(),
@@ -219,13 +225,6 @@ impl Operation for RegisterWorker {
                 ("currentJob", Value::Nil),
             ]),
         );
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.name.is_empty() {
-            return Err(ValidationError::new("name", "name is required"));
-        }
-        Ok(())
     }
 }
 
@@ -276,9 +275,7 @@ impl Operation for WorkerHeartbeat {
     const NAME: &'static str = "Heartbeat";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -292,6 +289,14 @@ impl Operation for WorkerHeartbeat {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.id.is_empty() {
+            return Err(ValidationError::new("id", "id is required"));
+        }
+        Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for WorkerHeartbeat {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(WorkerHeartbeat {
             id: req_str(request, "id")?,
@@ -303,13 +308,6 @@ impl Operation for WorkerHeartbeat {
 
     fn write_reply(_: &(), fields: &mut Fields) {
         fields.put("data", Value::map([("ok", Value::from(true))]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.id.is_empty() {
-            return Err(ValidationError::new("id", "id is required"));
-        }
-        Ok(())
     }
 }
 
@@ -344,9 +342,7 @@ impl Operation for UnregisterWorker {
     const NAME: &'static str = "UnregisterWorker";
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("workerId", self.worker_id.as_str());
@@ -356,18 +352,19 @@ impl Operation for UnregisterWorker {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.worker_id.is_empty() {
+            return Err(ValidationError::new("workerId", "workerId is required"));
+        }
+        Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for UnregisterWorker {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(UnregisterWorker::new(req_str(request, "workerId")?))
     }
 
     fn write_reply(_: &(), fields: &mut Fields) {
         fields.put("data", Value::map([("removed", Value::from(true))]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.worker_id.is_empty() {
-            return Err(ValidationError::new("workerId", "workerId is required"));
-        }
-        Ok(())
     }
 }

@@ -96,7 +96,11 @@ impl<R: Runtime> Queue<R> {
         limit: u64,
         state: Option<JobState>,
     ) -> Result<Vec<String>, Error> {
-        let mut op = ops::Clean::new(&*self.name, grace_ms, limit);
+        let mut op = ops::Clean::new(
+            &*self.name,
+            std::time::Duration::from_millis(grace_ms),
+            limit,
+        );
         op.state = state;
         self.client.run(op).await
     }
@@ -245,7 +249,7 @@ impl<R: Runtime> Queue<R> {
         delay_ms: u64,
         token: Option<&str>,
     ) -> Result<(), Error> {
-        let mut op = ops::MoveToDelayed::new(id, delay_ms);
+        let mut op = ops::MoveToDelayed::new(id, std::time::Duration::from_millis(delay_ms));
         op.token = token.map(str::to_owned);
         self.client.run(op).await
     }
@@ -304,7 +308,12 @@ impl<R: Runtime> Queue<R> {
     /// ```
     #[doc(alias = "change_job_delay")]
     pub async fn change_delay(&self, id: &str, delay_ms: u64) -> Result<(), Error> {
-        self.client.run(ops::ChangeDelay::new(id, delay_ms)).await
+        self.client
+            .run(ops::ChangeDelay::new(
+                id,
+                std::time::Duration::from_millis(delay_ms),
+            ))
+            .await
     }
 
     /// Frees deduplication key `deduplication_id`, so the next job added with it is

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::decl::kind::{Queue, Required};
 use super::decl::{ms_u64, op, Field};
 use super::lookup::validate_state;
 use super::read::{array, reply_strings, req_opt_str};

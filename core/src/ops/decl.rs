@@ -370,7 +370,7 @@ macro_rules! op {
             }
 
             fn validate(&self) -> Result<(), $crate::wire::ValidationError> {
-                $($($crate::ops::decl::kind::$kind::check(&self.$field, $key)?;)?)*
+                $($($kind::check(&self.$field, $key)?;)?)*
                 $(($validate)(self)?;)?
                 Ok(())
             }
@@ -412,7 +412,7 @@ macro_rules! op {
         <$ty as $crate::ops::decl::Field>::take($request, $key)?
     };
     (@take $request:ident, $key:literal, $ty:ty, $kind:ident) => {
-        $crate::ops::decl::kind::$kind::take($request, $key)?
+        $kind::take($request, $key)?
     };
 
     (@read $reply:ident, ok) => { Ok(()) };

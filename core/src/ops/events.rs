@@ -1,6 +1,7 @@
 //! Event subscriptions: the two commands that start and stop the events bunqueue pushes on a
 //! connection, typed as [`QueueEvent`](crate::session::QueueEvent)s.
 
+use super::decl::kind::Queue;
 use super::decl::op;
 
 op! {

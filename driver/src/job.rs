@@ -164,7 +164,7 @@ impl ActiveJob {
     /// [`WorkerOptions::heartbeat_interval`](crate::WorkerOptions::heartbeat_interval)); this
     /// is for a job that knows it needs longer. Sent at once.
     pub fn extend_lock(&self, duration: Duration) -> Pending<()> {
-        let mut op = ops::ExtendLock::new(self.job.id.as_str(), duration.as_millis() as i64);
+        let mut op = ops::ExtendLock::new(self.job.id.as_str(), duration);
         op.token = self.token.clone();
         self.send(op)
     }

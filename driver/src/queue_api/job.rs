@@ -151,7 +151,7 @@ impl<R: Runtime> Queue<R> {
         token: Option<&str>,
         duration: std::time::Duration,
     ) -> Result<(), Error> {
-        let mut op = ops::ExtendLock::new(id, duration.as_millis() as i64);
+        let mut op = ops::ExtendLock::new(id, duration);
         op.token = token.map(str::to_owned);
         self.client.run(op).await
     }
@@ -174,7 +174,7 @@ impl<R: Runtime> Queue<R> {
     ) -> Result<u64, Error> {
         let locks = locks
             .iter()
-            .map(|(id, t, d)| ((*id).to_owned(), t.map(str::to_owned), d.as_millis() as i64))
+            .map(|(id, t, d)| ((*id).to_owned(), t.map(str::to_owned), *d))
             .collect();
         self.client.run(ops::ExtendLocks::new(locks)).await
     }

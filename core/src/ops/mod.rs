@@ -7,10 +7,10 @@
 //! struct implementing [`Operation`], which says
 //!
 //! * what its request carries ([`Operation::write_fields`]) and, in the server role, how to
-//!   read it back ([`Operation::read_request`]);
+//!   read it back ([`ServeOperation::read_request`](crate::wire::server::ServeOperation::read_request));
 //! * what a successful reply yields ([`Operation::read_reply`]) and, in the server role, how
-//!   to write it ([`Operation::write_reply`]);
-//! * whether it may be written again after a lost connection ([`Operation::replay`]);
+//!   to write it ([`ServeOperation::write_reply`](crate::wire::server::ServeOperation::write_reply));
+//! * whether it may be written again after a lost connection ([`Operation::REPLAY`]);
 //! * what is wrong with it before anything is sent ([`Operation::validate`]).
 //!
 //! An operation travels as a [`Command::Other`] through
@@ -36,7 +36,7 @@
 //! assert_eq!(ops::Pause::read_reply(&body), Ok(()));
 //! ```
 //!
-//! Each domain owns one module, where each command is one declaration (see [`decl`]): its
+//! Each domain owns one module, where each command is one declaration (`op!`): its
 //! struct, fields and wire keys, constructor and setters, reply shape, replay safety and
 //! checks. The server role ([`ServeOperation`](crate::wire::server::ServeOperation)) comes
 //! from the same declaration and is kept apart in [`wire::server`](crate::wire::server).

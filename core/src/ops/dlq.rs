@@ -11,6 +11,7 @@ use crate::session::Replay;
 use crate::wire::server::CommandError;
 use crate::wire::{Job, ProtocolError, Value};
 
+use super::decl::op;
 use super::read::{
     number, reply_array, reply_bool, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str,
     text,
@@ -499,72 +500,52 @@ fn reason_map(m: &BTreeMap<String, u64>) -> Value {
     Value::Map(known.chain(others).collect())
 }
 
-/// `GetDlqStats`: counts of a queue's DLQ by reason, pending retries, expired entries, and
-/// the oldest and newest arrival. A read: replayed.
-///
-/// ```
-/// use autobatch_core::ops::{GetDlqStats, Operation};
-/// use autobatch_core::wire::Value;
-/// let stats = Value::map([("total", Value::Int(2)), ("pendingRetry", Value::Int(0)), ("expired", Value::Int(0))]);
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("stats", stats)]))]);
-/// assert_eq!(GetDlqStats::read_reply(&reply).unwrap().total, 2);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetDlqStats {
-    /// Queue name.
-    pub queue: String,
-}
-
-impl GetDlqStats {
+op! {
+    /// `GetDlqStats`: counts of a queue's DLQ by reason, pending retries, expired entries, and
+    /// the oldest and newest arrival. A read: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetDlqStats, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let stats = Value::map([("total", Value::Int(2)), ("pendingRetry", Value::Int(0)), ("expired", Value::Int(0))]);
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("stats", stats)]))]);
+    /// assert_eq!(GetDlqStats::read_reply(&reply).unwrap().total, 2);
+    /// ```
+    GetDlqStats, Safe, Eq;
     /// Asks about `queue`'s DLQ.
-    pub fn new(queue: impl Into<String>) -> Self {
-        GetDlqStats {
-            queue: queue.into(),
-        }
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
     }
+    set {}
+    reply: DlqStats = with(read_stats, write_stats);
 }
 
-impl Operation for GetDlqStats {
-    const NAME: &'static str = "GetDlqStats";
-    type Output = DlqStats;
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<DlqStats, ProtocolError> {
-        let s = reply_field(reply_data(reply)?, "stats")?;
-        Ok(DlqStats {
-            total: reply_u64(s, "total")?,
-            by_reason: counts(s.get("byReason")),
-            by_queue: counts(s.get("byQueue")),
-            pending_retry: opt_u64(s, "pendingRetry").unwrap_or(0),
-            expired: opt_u64(s, "expired").unwrap_or(0),
-            oldest_entry: opt_f64(s, "oldestEntry"),
-            newest_entry: opt_f64(s, "newestEntry"),
-        })
-    }
+fn read_stats(reply: &Value) -> Result<DlqStats, ProtocolError> {
+    let s = reply_field(reply_data(reply)?, "stats")?;
+    Ok(DlqStats {
+        total: reply_u64(s, "total")?,
+        by_reason: counts(s.get("byReason")),
+        by_queue: counts(s.get("byQueue")),
+        pending_retry: opt_u64(s, "pendingRetry").unwrap_or(0),
+        expired: opt_u64(s, "expired").unwrap_or(0),
+        oldest_entry: opt_f64(s, "oldestEntry"),
+        newest_entry: opt_f64(s, "newestEntry"),
+    })
 }
-impl crate::wire::server::ServeOperation for GetDlqStats {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(GetDlqStats::new(req_queue_raw(request)))
-    }
 
-    fn write_reply(s: &DlqStats, fields: &mut Fields) {
-        let stats = Value::map([
-            ("total", Value::from(s.total)),
-            ("byReason", reason_map(&s.by_reason)),
-            ("byQueue", count_map(&s.by_queue)),
-            ("pendingRetry", Value::from(s.pending_retry)),
-            ("expired", Value::from(s.expired)),
-            ("oldestEntry", opt_time(s.oldest_entry)),
-            ("newestEntry", opt_time(s.newest_entry)),
-        ]);
-        put_data(fields, "stats", stats);
-    }
+fn write_stats(s: &DlqStats, fields: &mut Fields) {
+    let stats = Value::map([
+        ("total", Value::from(s.total)),
+        ("byReason", reason_map(&s.by_reason)),
+        ("byQueue", count_map(&s.by_queue)),
+        ("pendingRetry", Value::from(s.pending_retry)),
+        ("expired", Value::from(s.expired)),
+        ("oldestEntry", opt_time(s.oldest_entry)),
+        ("newestEntry", opt_time(s.newest_entry)),
+    ]);
+    put_data(fields, "stats", stats);
 }
 
 // ------------------------------------------------------------------------ RetryDlq
@@ -667,55 +648,20 @@ impl crate::wire::server::ServeOperation for RetryDlq {
 
 // ------------------------------------------------------------------------ PurgeDlq
 
-/// `PurgeDlq`: removes every entry of a queue's DLQ for good; answers how many.
-///
-/// Not replayed: a second run would purge entries that arrived in between and report 0 for
-/// the ones the first run removed.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, PurgeDlq};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(3))]);
-/// assert_eq!(PurgeDlq::read_reply(&reply), Ok(3));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PurgeDlq {
-    /// Queue name.
-    pub queue: String,
-}
-
-impl PurgeDlq {
+op! {
+    /// `PurgeDlq`: removes every entry of a queue's DLQ for good; answers how many.
+    ///
+    /// Not replayed: a second run would purge entries that arrived in between and report 0 for
+    /// the ones the first run removed.
+    PurgeDlq, NotSafe, Eq;
     /// Purges `queue`'s DLQ.
-    pub fn new(queue: impl Into<String>) -> Self {
-        PurgeDlq {
-            queue: queue.into(),
-        }
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
     }
-}
-
-impl Operation for PurgeDlq {
-    const NAME: &'static str = "PurgeDlq";
-    type Output = u64;
-
-    const REPLAY: Replay = Replay::NotSafe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
-        reply_u64(reply, "count")
-    }
-}
-impl crate::wire::server::ServeOperation for PurgeDlq {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(PurgeDlq::new(req_queue_raw(request)))
-    }
-
-    fn write_reply(count: &u64, fields: &mut Fields) {
-        fields.put("count", *count);
-    }
+    set {}
+    reply: u64 = field("count");
 }
 
 // ------------------------------------------------------------------------ RemoveDlqJob
@@ -845,53 +791,33 @@ impl DlqConfig {
     }
 }
 
-/// `GetDlqConfig`: a queue's DLQ settings (bunqueue's defaults for a queue never
-/// configured). A read: replayed.
-///
-/// ```
-/// use autobatch_core::ops::{DlqConfig, GetDlqConfig, Operation};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("autoRetry", Value::from(false))]))]);
-/// assert_eq!(GetDlqConfig::read_reply(&reply).unwrap(), DlqConfig::default());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetDlqConfig {
-    /// Queue name.
-    pub queue: String,
+op! {
+    /// `GetDlqConfig`: a queue's DLQ settings (bunqueue's defaults for a queue never
+    /// configured). A read: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{DlqConfig, GetDlqConfig, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("autoRetry", Value::from(false))]))]);
+    /// assert_eq!(GetDlqConfig::read_reply(&reply).unwrap(), DlqConfig::default());
+    /// ```
+    GetDlqConfig, Safe, Eq;
+    /// Asks about `queue`'s DLQ.
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
+    }
+    set {}
+    reply: DlqConfig = with(read_config, write_config);
 }
 
-impl GetDlqConfig {
-    /// Asks about `queue`.
-    pub fn new(queue: impl Into<String>) -> Self {
-        GetDlqConfig {
-            queue: queue.into(),
-        }
-    }
+fn read_config(reply: &Value) -> Result<DlqConfig, ProtocolError> {
+    Ok(DlqConfig::from_value(reply_field(reply, "config")?))
 }
 
-impl Operation for GetDlqConfig {
-    const NAME: &'static str = "GetDlqConfig";
-    type Output = DlqConfig;
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<DlqConfig, ProtocolError> {
-        Ok(DlqConfig::from_value(reply_field(reply, "config")?))
-    }
-}
-impl crate::wire::server::ServeOperation for GetDlqConfig {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(GetDlqConfig::new(req_queue_raw(request)))
-    }
-
-    fn write_reply(config: &DlqConfig, fields: &mut Fields) {
-        fields.put("config", config.to_value());
-    }
+fn write_config(config: &DlqConfig, fields: &mut Fields) {
+    fields.put("config", config.to_value());
 }
 
 /// The DLQ settings to change with [`SetDlqConfig`]; the others keep their value.

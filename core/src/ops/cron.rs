@@ -588,7 +588,7 @@ fn read_crons(reply: &Value) -> Result<Vec<CronInfo>, ProtocolError> {
         .collect()
 }
 
-fn write_crons(crons: &Vec<CronInfo>, fields: &mut Fields) {
+fn write_crons(crons: &[CronInfo], fields: &mut Fields) {
     fields.put(
         "crons",
         Value::Array(crons.iter().map(CronInfo::to_value).collect()),

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use crate::session::Replay;
 use crate::wire::server::CommandError;
-use crate::wire::{Job, ProtocolError, Value};
+use crate::wire::{Job, ProtocolError, ValidationError, Value};
 
-use super::decl::op;
+use super::decl::{op, Field};
 use super::read::{
     number, reply_array, reply_bool, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str,
     text,
@@ -924,61 +924,34 @@ impl DlqConfigUpdate {
     }
 }
 
-/// `SetDlqConfig`: changes some of a queue's DLQ settings. Setting the same values twice
-/// is setting them once: replayed.
-///
-/// ```
-/// use autobatch_core::ops::{DlqConfigUpdate, Operation, SetDlqConfig};
-/// let op = SetDlqConfig::new("emails", DlqConfigUpdate::new().max_entries(100));
-/// assert!(op.to_body().get("config").is_some());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SetDlqConfig {
-    /// Queue name.
-    pub queue: String,
-    /// What to change.
-    pub config: DlqConfigUpdate,
+/// A settings update travels as one `config` object (absent: changes nothing).
+impl Field for DlqConfigUpdate {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put(key, self.to_value());
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(request.get(key).map(Self::from_value).unwrap_or_default())
+    }
 }
 
-impl SetDlqConfig {
+op! {
+    /// `SetDlqConfig`: changes some of a queue's DLQ settings. Setting the same values twice
+    /// is setting them once: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{DlqConfigUpdate, Operation, SetDlqConfig};
+    /// let op = SetDlqConfig::new("emails", DlqConfigUpdate::new().max_entries(100));
+    /// assert!(op.to_body().get("config").is_some());
+    /// ```
+    SetDlqConfig, Safe, Eq;
     /// Applies `config` to `queue`.
-    pub fn new(queue: impl Into<String>, config: DlqConfigUpdate) -> Self {
-        SetDlqConfig {
-            queue: queue.into(),
-            config,
-        }
+    new(queue: impl Into<String>, config: DlqConfigUpdate);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
+        /// What to change.
+        config: DlqConfigUpdate = "config",
     }
-}
-
-impl Operation for SetDlqConfig {
-    const NAME: &'static str = "SetDlqConfig";
-    type Output = ();
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("queue", self.queue.as_str())
-            .put("config", self.config.to_value());
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-}
-impl crate::wire::server::ServeOperation for SetDlqConfig {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(SetDlqConfig::new(
-            req_queue_raw(request),
-            request
-                .get("config")
-                .map(DlqConfigUpdate::from_value)
-                .unwrap_or_default(),
-        ))
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        fields.put("id", Value::Undefined);
-    }
+    set {}
+    reply: () = ok;
 }

@@ -32,7 +32,8 @@ use autobatch_core::ops::{
     RetryCompleted, RetryDlq, SetConcurrency, SetStallConfig, UnregisterWorker, UpdateData,
     UpdateProgress, WaitJob, WorkerHeartbeat,
 };
-use autobatch_core::session::{SubscribeEvents, UnsubscribeEvents};
+use autobatch_core::ops::{SubscribeEvents, UnsubscribeEvents};
+use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::{Response, Value};
 
 use crate::context::{Ctx, Served};
@@ -40,9 +41,9 @@ use crate::ops::{control, cron, dlq, flow, job, limits, lookup, subscribe, worke
 
 /// The role of an op that the broker serves (reading a request, writing a reply): named here
 /// once, so that every generic below asks for it the same way.
-pub(crate) trait ServedOp: Operation {}
+pub(crate) trait ServedOp: ServeOperation {}
 
-impl<O: Operation> ServedOp for O {}
+impl<O: ServeOperation> ServedOp for O {}
 
 /// Reads `body` as an `O`: its validation errors read as bunqueue's.
 fn request<O: ServedOp>(body: &Value) -> Served<O> {

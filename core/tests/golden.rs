@@ -132,43 +132,49 @@ fn load() -> Vec<(String, Vec<Line>)> {
     let mut out = Vec::new();
     for name in names {
         source_of(&name); // fails on an uncovered file
-        let text = std::fs::read_to_string(format!("{VECTOR_DIR}/{name}")).unwrap();
-        let lines = text
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| {
-                let j: J = serde_json::from_str(l).expect("jsonl");
-                let notes = j
-                    .get("notes")
-                    .and_then(J::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(J::as_str)
-                            .filter(|n| n.starts_with('$'))
-                            .filter_map(|n| n.split_once(": "))
-                            .map(|(p, d)| (p.to_owned(), d.to_owned()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                Line {
-                    file: name.clone(),
-                    dir: j["dir"].as_str().unwrap().to_owned(),
-                    bytes: unhex(j["hex"].as_str().unwrap()),
-                    decoded: j["decoded"].clone(),
-                    notes,
-                    decode_error: j.get("decode_error").and_then(J::as_str).map(str::to_owned),
-                    incomplete: j.get("incomplete").and_then(J::as_bool).unwrap_or(false),
-                    truncated: j.get("hex_truncated").and_then(J::as_bool).unwrap_or(false),
-                    frame_len: j.get("frame_len").and_then(J::as_u64).map(|n| n as usize),
-                    conn: j["conn"].as_u64().unwrap(),
-                    seq: j["seq"].as_u64().unwrap(),
-                }
-            })
-            .collect::<Vec<_>>();
-        assert!(!lines.is_empty(), "{name} is empty");
+        let lines = parse_file(&name);
         out.push((name, lines));
     }
     out
+}
+
+/// One vector file (a path under the vector directory), parsed.
+fn parse_file(name: &str) -> Vec<Line> {
+    let text = std::fs::read_to_string(format!("{VECTOR_DIR}/{name}")).unwrap();
+    let lines = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let j: J = serde_json::from_str(l).expect("jsonl");
+            let notes = j
+                .get("notes")
+                .and_then(J::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(J::as_str)
+                        .filter(|n| n.starts_with('$'))
+                        .filter_map(|n| n.split_once(": "))
+                        .map(|(p, d)| (p.to_owned(), d.to_owned()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Line {
+                file: name.to_owned(),
+                dir: j["dir"].as_str().unwrap().to_owned(),
+                bytes: unhex(j["hex"].as_str().unwrap()),
+                decoded: j["decoded"].clone(),
+                notes,
+                decode_error: j.get("decode_error").and_then(J::as_str).map(str::to_owned),
+                incomplete: j.get("incomplete").and_then(J::as_bool).unwrap_or(false),
+                truncated: j.get("hex_truncated").and_then(J::as_bool).unwrap_or(false),
+                frame_len: j.get("frame_len").and_then(J::as_u64).map(|n| n as usize),
+                conn: j["conn"].as_u64().unwrap(),
+                seq: j["seq"].as_u64().unwrap(),
+            }
+        })
+        .collect::<Vec<_>>();
+    assert!(!lines.is_empty(), "{name} is empty");
+    lines
 }
 
 /// A small deterministic PRNG for chunk sizes (no timing, no external state).
@@ -1376,4 +1382,55 @@ fn ackb_outcomes_encode_in_both_forms() {
         .unwrap()
         .response(CommandKind::AckB)
         .unwrap();
+}
+
+/// GetResult against bunqueue 2.9.5 (`ops/52_result.jsonl`): the request as the hot-path
+/// encoder writes it, and every answer — a completed job's object or scalar result, and
+/// `result: undefined` for a job that completed without one, a waiting job and an unknown id,
+/// which all read as no result — read by the client and written back by the server role.
+#[test]
+fn get_result_reads_and_writes_every_answer() {
+    let lines = parse_file("ops/52_result.jsonl");
+    let mut results = Vec::new();
+    for x in exchanges(&lines) {
+        let Some(req) = &x.value else { continue };
+        let (req_id, Ok(cmd @ Command::GetResult { .. })) = Command::decode(req) else {
+            continue;
+        };
+        let at = x.req.at();
+        let mut ours = Vec::new();
+        cmd.encode(Some(&req_id), &mut ours);
+        assert_eq!(
+            norm(&Value::decode(&ours).unwrap(), false),
+            norm(req, false),
+            "{at}"
+        );
+        let (_, reply) = x.reply.as_ref().expect("answered");
+        let Incoming::Reply(r) = Incoming::from_value(reply.clone()).unwrap() else {
+            unreachable!()
+        };
+        let Response::Result(result) = r.response(CommandKind::GetResult).unwrap() else {
+            panic!("{at}: not a result")
+        };
+        let mut written = Vec::new();
+        Response::Result(result.clone()).encode_for(&cmd, &req_id, &mut written);
+        assert_eq!(
+            norm(&Value::decode(&written).unwrap(), false),
+            norm(reply, false),
+            "{at}"
+        );
+        results.push(result);
+    }
+    let object = Value::map([
+        ("sent", Value::Int(3)),
+        (
+            "to",
+            Value::Array(vec![Value::from("a@x"), Value::from("b@x")]),
+        ),
+    ]);
+    assert_eq!(
+        results,
+        [Some(object), Some(Value::Int(42)), None, None, None],
+        "object, scalar, completed without result, waiting, unknown id"
+    );
 }

@@ -109,13 +109,19 @@ fn error_replies_are_typed() {
 fn replay_rules() {
     use autobatch_core::session::Replay;
     assert_eq!(ops::Drain::new("q").replay(), Replay::NotSafe);
-    assert_eq!(ops::Clean::new("q", 0, 1).replay(), Replay::NotSafe);
+    assert_eq!(
+        ops::Clean::new("q", std::time::Duration::ZERO, 1).replay(),
+        Replay::NotSafe
+    );
     assert_eq!(ops::Obliterate::new("q").replay(), Replay::NotSafe);
     assert_eq!(ops::Cancel::new("j").replay(), Replay::NotSafe);
     assert_eq!(ops::Promote::new("j").replay(), Replay::NotSafe);
     assert_eq!(ops::PromoteJobs::new("q").replay(), Replay::NotSafe);
     assert_eq!(ops::MoveToWait::new("j").replay(), Replay::NotSafe);
-    assert_eq!(ops::ChangeDelay::new("j", 1).replay(), Replay::NotSafe);
+    assert_eq!(
+        ops::ChangeDelay::new("j", std::time::Duration::from_millis(1)).replay(),
+        Replay::NotSafe
+    );
     assert_eq!(
         ops::RemoveDeduplicationKey::new("q", "k").replay(),
         Replay::NotSafe

@@ -4,7 +4,8 @@
 #[path = "support/ops_golden.rs"]
 mod ops_golden;
 
-use autobatch_core::ops::{self, Operation};
+use autobatch_core::ops;
+use autobatch_core::wire::server::ServeOperation;
 use ops_golden::{check, commands, errors, Reply};
 
 const FILES: &[&str] = &["32_cron.jsonl"];

@@ -6,6 +6,7 @@
 mod ops_golden;
 
 use autobatch_core::ops::{self, Operation};
+use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::Value;
 use ops_golden::{check, commands, load, Reply};
 

@@ -4,6 +4,7 @@
 mod ops_golden;
 
 use autobatch_core::ops::{self, Operation};
+use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::Value;
 use autobatch_core::{ServerError, ServerErrorKind};
 use ops_golden::{check, commands, errors, load, Reply};

@@ -18,7 +18,6 @@ use serde::Serialize;
 
 use crate::cmd::{Cmd, InFlight};
 use crate::inbox::Sender;
-use crate::millis::ms_i64;
 use crate::reply::Outcome;
 use crate::worker_events::WorkerEvents;
 
@@ -166,7 +165,7 @@ impl ActiveJob {
     /// [`WorkerOptions::heartbeat_interval`](crate::WorkerOptions::heartbeat_interval)); this
     /// is for a job that knows it needs longer. Sent at once.
     pub fn extend_lock(&self, duration: Duration) -> Pending<()> {
-        let mut op = ops::ExtendLock::new(self.job.id.as_str(), ms_i64(duration));
+        let mut op = ops::ExtendLock::new(self.job.id.as_str(), duration);
         op.token = self.token.clone();
         self.send(op)
     }

@@ -18,7 +18,6 @@ use crate::cmd::{Cmd, Dispatch, InFlight, JobTx, Ticket};
 use crate::event_buffer::EventHook;
 use crate::inbox::Receiver;
 use crate::links::Shared;
-use crate::millis::ms_u64;
 use crate::options::ConnectError;
 use crate::reply::Reply;
 use crate::runtime::{AsyncTimer, BoxFuture, Runtime};
@@ -287,7 +286,7 @@ impl<R: Runtime> Pump<R> {
             },
             Cmd::Delay { id, delay } => {
                 if let Some(token) = self.take_job(&id) {
-                    let mut op = ops::MoveToDelayed::new(id.as_str(), ms_u64(delay));
+                    let mut op = ops::MoveToDelayed::new(id.as_str(), delay);
                     op.token = token;
                     self.settle_elsewhere(now, &id, op.to_command());
                 }

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use autobatch_driver::{
-    Client, ClientOptions, ConnectError, JobOptions, ReconnectConfig, TlsErrorKind,
-    TlsOptions, TlsRoots, Worker, WorkerOptions,
+    Client, ClientOptions, ConnectError, JobOptions, ReconnectConfig, TlsErrorKind, TlsOptions,
+    TlsRoots, Worker, WorkerOptions,
 };
 use autobatch_tests::{
     BunqueueServer, CountingProxy, OwnedServer, RawClient, ServerOptions, Target, TestPki, TsPeer,

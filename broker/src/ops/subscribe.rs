@@ -2,7 +2,7 @@
 //! connection, replaced by the next (see `crate::events`); the queue name is validated as
 //! bunqueue does (`Queue name is required`, …) when the request is read.
 
-use autobatch_core::session::{SubscribeEvents, UnsubscribeEvents};
+use autobatch_core::ops::{SubscribeEvents, UnsubscribeEvents};
 
 use crate::context::{Ctx, Served};
 

@@ -10,6 +10,7 @@ use crate::session::Replay;
 use crate::wire::server::CommandError;
 use crate::wire::{Backoff, Dedup, ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER};
 
+use super::decl::op;
 use super::dlq::{ms, opt_f64, opt_u64, span};
 use super::read::{reply_array, reply_field, reply_opt, reply_opt_str, req_opt_str};
 use super::{Fields, Operation};
@@ -447,9 +448,7 @@ impl Operation for CronUpsert {
     const NAME: &'static str = "Cron";
     type Output = CronInfo;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -481,6 +480,14 @@ impl Operation for CronUpsert {
         CronInfo::from_value(reply_field(reply, "cron")?)
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_timing(
+            self.schedule.as_deref(),
+            self.repeat_every.map(|d| crate::wire::millis(d) as f64),
+        )
+    }
+}
+impl crate::wire::server::ServeOperation for CronUpsert {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let every = match request.get("repeatEvery") {
             None | Some(Value::Undefined) | Some(Value::Nil) => None,
@@ -527,159 +534,85 @@ impl Operation for CronUpsert {
     fn write_reply(cron: &CronInfo, fields: &mut Fields) {
         fields.put("cron", cron.to_value());
     }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_timing(
-            self.schedule.as_deref(),
-            self.repeat_every.map(|d| crate::wire::millis(d) as f64),
-        )
-    }
 }
 
-/// `CronGet`: one scheduler by name; bunqueue answers `Cron job not found` for a name it
-/// does not know. A read: replayed.
-///
-/// ```
-/// use autobatch_core::ops::{CronGet, Operation};
-/// use autobatch_core::wire::Value;
-/// assert_eq!(CronGet::new("digest").to_body().get("name"), Some(&Value::from("digest")));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CronGet {
-    /// The scheduler's name.
-    pub name: String,
-}
-
-impl CronGet {
+op! {
+    /// `CronGet`: one scheduler by name; bunqueue answers `Cron job not found` for a name it
+    /// does not know. A read: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{CronGet, Operation};
+    /// use autobatch_core::wire::Value;
+    /// assert_eq!(CronGet::new("digest").to_body().get("name"), Some(&Value::from("digest")));
+    /// ```
+    CronGet, Safe, Eq;
     /// Asks for scheduler `name`.
-    pub fn new(name: impl Into<String>) -> Self {
-        CronGet { name: name.into() }
+    new(name: impl Into<String>);
+    fields {
+        /// The scheduler's name.
+        name: String = "name",
     }
+    set {}
+    reply: CronInfo = with(read_cron, write_cron);
 }
 
-impl Operation for CronGet {
-    const NAME: &'static str = "CronGet";
-    type Output = CronInfo;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("name", self.name.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<CronInfo, ProtocolError> {
-        CronInfo::from_value(reply_field(reply, "cron")?)
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(CronGet::new(
-            req_opt_str(request, "name").unwrap_or_default(),
-        ))
-    }
-
-    fn write_reply(cron: &CronInfo, fields: &mut Fields) {
-        fields.put("cron", cron.to_value());
-    }
+fn read_cron(reply: &Value) -> Result<CronInfo, ProtocolError> {
+    CronInfo::from_value(reply_field(reply, "cron")?)
 }
 
-/// `CronList`: every scheduler on the server, of every queue. A read: replayed.
-///
-/// ```
-/// use autobatch_core::ops::{CronList, Operation};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("crons", Value::Array(vec![]))]);
-/// assert_eq!(CronList::read_reply(&reply).unwrap(), vec![]);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct CronList {}
+fn write_cron(cron: &CronInfo, fields: &mut Fields) {
+    fields.put("cron", cron.to_value());
+}
 
-impl CronList {
+op! {
+    /// `CronList`: every scheduler on the server, of every queue. A read: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{CronList, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("crons", Value::Array(vec![]))]);
+    /// assert_eq!(CronList::read_reply(&reply).unwrap(), vec![]);
+    /// ```
+    CronList, Safe, Eq, Default;
     /// Lists every scheduler.
-    pub fn new() -> Self {
-        CronList {}
-    }
+    new();
+    fields {}
+    set {}
+    reply: Vec<CronInfo> = with(read_crons, write_crons);
 }
 
-impl Operation for CronList {
-    const NAME: &'static str = "CronList";
-    type Output = Vec<CronInfo>;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, _: &mut Fields) {}
-
-    fn read_reply(reply: &Value) -> Result<Vec<CronInfo>, ProtocolError> {
-        reply_array(reply, "crons")?
-            .iter()
-            .map(CronInfo::from_value)
-            .collect()
-    }
-
-    fn read_request(_: &Value) -> Result<Self, CommandError> {
-        Ok(CronList::new())
-    }
-
-    fn write_reply(crons: &Vec<CronInfo>, fields: &mut Fields) {
-        fields.put(
-            "crons",
-            Value::Array(crons.iter().map(CronInfo::to_value).collect()),
-        );
-    }
+fn read_crons(reply: &Value) -> Result<Vec<CronInfo>, ProtocolError> {
+    reply_array(reply, "crons")?
+        .iter()
+        .map(CronInfo::from_value)
+        .collect()
 }
 
-/// `CronDelete`: removes scheduler `name` (jobs it already added stay); bunqueue answers
-/// `Cron job not found` for a name it does not know.
-///
-/// Not replayed: a second run after a lost connection would fail with "not found" for the
-/// scheduler the first run removed.
-///
-/// ```
-/// use autobatch_core::ops::{CronDelete, Operation};
-/// assert_eq!(CronDelete::NAME, "CronDelete");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CronDelete {
-    /// The scheduler's name.
-    pub name: String,
+fn write_crons(crons: &[CronInfo], fields: &mut Fields) {
+    fields.put(
+        "crons",
+        Value::Array(crons.iter().map(CronInfo::to_value).collect()),
+    );
 }
 
-impl CronDelete {
+op! {
+    /// `CronDelete`: removes scheduler `name` (jobs it already added stay); bunqueue answers
+    /// `Cron job not found` for a name it does not know.
+    ///
+    /// Not replayed: a second run after a lost connection would fail with "not found" for the
+    /// scheduler the first run removed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{CronDelete, Operation};
+    /// assert_eq!(CronDelete::NAME, "CronDelete");
+    /// ```
+    CronDelete, NotSafe, Eq;
     /// Removes scheduler `name`.
-    pub fn new(name: impl Into<String>) -> Self {
-        CronDelete { name: name.into() }
+    new(name: impl Into<String>);
+    fields {
+        /// The scheduler's name.
+        name: String = "name",
     }
-}
-
-impl Operation for CronDelete {
-    const NAME: &'static str = "CronDelete";
-    type Output = ();
-
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("name", self.name.as_str());
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(CronDelete::new(
-            req_opt_str(request, "name").unwrap_or_default(),
-        ))
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        fields.put("id", Value::Undefined);
-    }
+    set {}
+    reply: () = ok;
 }

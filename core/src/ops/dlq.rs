@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use crate::session::Replay;
 use crate::wire::server::CommandError;
-use crate::wire::{Job, ProtocolError, Value};
+use crate::wire::{Job, ProtocolError, ValidationError, Value};
 
+use super::decl::{op, Field};
 use super::read::{
     number, reply_array, reply_bool, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str,
     text,
@@ -395,9 +396,7 @@ impl Operation for Dlq {
     const NAME: &'static str = "Dlq";
     type Output = Vec<DlqEntry>;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -417,7 +416,8 @@ impl Operation for Dlq {
             })
             .collect()
     }
-
+}
+impl crate::wire::server::ServeOperation for Dlq {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(Dlq {
             queue: req_queue_raw(request),
@@ -500,73 +500,52 @@ fn reason_map(m: &BTreeMap<String, u64>) -> Value {
     Value::Map(known.chain(others).collect())
 }
 
-/// `GetDlqStats`: counts of a queue's DLQ by reason, pending retries, expired entries, and
-/// the oldest and newest arrival. A read: replayed.
-///
-/// ```
-/// use autobatch_core::ops::{GetDlqStats, Operation};
-/// use autobatch_core::wire::Value;
-/// let stats = Value::map([("total", Value::Int(2)), ("pendingRetry", Value::Int(0)), ("expired", Value::Int(0))]);
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("stats", stats)]))]);
-/// assert_eq!(GetDlqStats::read_reply(&reply).unwrap().total, 2);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetDlqStats {
-    /// Queue name.
-    pub queue: String,
-}
-
-impl GetDlqStats {
+op! {
+    /// `GetDlqStats`: counts of a queue's DLQ by reason, pending retries, expired entries, and
+    /// the oldest and newest arrival. A read: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetDlqStats, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let stats = Value::map([("total", Value::Int(2)), ("pendingRetry", Value::Int(0)), ("expired", Value::Int(0))]);
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("stats", stats)]))]);
+    /// assert_eq!(GetDlqStats::read_reply(&reply).unwrap().total, 2);
+    /// ```
+    GetDlqStats, Safe, Eq;
     /// Asks about `queue`'s DLQ.
-    pub fn new(queue: impl Into<String>) -> Self {
-        GetDlqStats {
-            queue: queue.into(),
-        }
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
     }
+    set {}
+    reply: DlqStats = with(read_stats, write_stats);
 }
 
-impl Operation for GetDlqStats {
-    const NAME: &'static str = "GetDlqStats";
-    type Output = DlqStats;
+fn read_stats(reply: &Value) -> Result<DlqStats, ProtocolError> {
+    let s = reply_field(reply_data(reply)?, "stats")?;
+    Ok(DlqStats {
+        total: reply_u64(s, "total")?,
+        by_reason: counts(s.get("byReason")),
+        by_queue: counts(s.get("byQueue")),
+        pending_retry: opt_u64(s, "pendingRetry").unwrap_or(0),
+        expired: opt_u64(s, "expired").unwrap_or(0),
+        oldest_entry: opt_f64(s, "oldestEntry"),
+        newest_entry: opt_f64(s, "newestEntry"),
+    })
+}
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<DlqStats, ProtocolError> {
-        let s = reply_field(reply_data(reply)?, "stats")?;
-        Ok(DlqStats {
-            total: reply_u64(s, "total")?,
-            by_reason: counts(s.get("byReason")),
-            by_queue: counts(s.get("byQueue")),
-            pending_retry: opt_u64(s, "pendingRetry").unwrap_or(0),
-            expired: opt_u64(s, "expired").unwrap_or(0),
-            oldest_entry: opt_f64(s, "oldestEntry"),
-            newest_entry: opt_f64(s, "newestEntry"),
-        })
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(GetDlqStats::new(req_queue_raw(request)))
-    }
-
-    fn write_reply(s: &DlqStats, fields: &mut Fields) {
-        let stats = Value::map([
-            ("total", Value::from(s.total)),
-            ("byReason", reason_map(&s.by_reason)),
-            ("byQueue", count_map(&s.by_queue)),
-            ("pendingRetry", Value::from(s.pending_retry)),
-            ("expired", Value::from(s.expired)),
-            ("oldestEntry", opt_time(s.oldest_entry)),
-            ("newestEntry", opt_time(s.newest_entry)),
-        ]);
-        put_data(fields, "stats", stats);
-    }
+fn write_stats(s: &DlqStats, fields: &mut Fields) {
+    let stats = Value::map([
+        ("total", Value::from(s.total)),
+        ("byReason", reason_map(&s.by_reason)),
+        ("byQueue", count_map(&s.by_queue)),
+        ("pendingRetry", Value::from(s.pending_retry)),
+        ("expired", Value::from(s.expired)),
+        ("oldestEntry", opt_time(s.oldest_entry)),
+        ("newestEntry", opt_time(s.newest_entry)),
+    ]);
+    put_data(fields, "stats", stats);
 }
 
 // ------------------------------------------------------------------------ RetryDlq
@@ -638,9 +617,7 @@ impl Operation for RetryDlq {
     const NAME: &'static str = "RetryDlq";
     type Output = u64;
 
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
+    const REPLAY: Replay = Replay::NotSafe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -653,7 +630,8 @@ impl Operation for RetryDlq {
     fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
         reply_u64(reply, "count")
     }
-
+}
+impl crate::wire::server::ServeOperation for RetryDlq {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(RetryDlq {
             queue: req_queue_raw(request),
@@ -670,56 +648,20 @@ impl Operation for RetryDlq {
 
 // ------------------------------------------------------------------------ PurgeDlq
 
-/// `PurgeDlq`: removes every entry of a queue's DLQ for good; answers how many.
-///
-/// Not replayed: a second run would purge entries that arrived in between and report 0 for
-/// the ones the first run removed.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, PurgeDlq};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(3))]);
-/// assert_eq!(PurgeDlq::read_reply(&reply), Ok(3));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PurgeDlq {
-    /// Queue name.
-    pub queue: String,
-}
-
-impl PurgeDlq {
+op! {
+    /// `PurgeDlq`: removes every entry of a queue's DLQ for good; answers how many.
+    ///
+    /// Not replayed: a second run would purge entries that arrived in between and report 0 for
+    /// the ones the first run removed.
+    PurgeDlq, NotSafe, Eq;
     /// Purges `queue`'s DLQ.
-    pub fn new(queue: impl Into<String>) -> Self {
-        PurgeDlq {
-            queue: queue.into(),
-        }
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
     }
-}
-
-impl Operation for PurgeDlq {
-    const NAME: &'static str = "PurgeDlq";
-    type Output = u64;
-
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
-        reply_u64(reply, "count")
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(PurgeDlq::new(req_queue_raw(request)))
-    }
-
-    fn write_reply(count: &u64, fields: &mut Fields) {
-        fields.put("count", *count);
-    }
+    set {}
+    reply: u64 = field("count");
 }
 
 // ------------------------------------------------------------------------ RemoveDlqJob
@@ -758,9 +700,7 @@ impl Operation for RemoveDlqJob {
     const NAME: &'static str = "RemoveDlqJob";
     type Output = bool;
 
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
+    const REPLAY: Replay = Replay::NotSafe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("queue", self.queue.as_str());
@@ -772,7 +712,8 @@ impl Operation for RemoveDlqJob {
     fn read_reply(reply: &Value) -> Result<bool, ProtocolError> {
         reply_bool(reply_data(reply)?, "removed")
     }
-
+}
+impl crate::wire::server::ServeOperation for RemoveDlqJob {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         // Not validated by the server: without one, nothing is removed.
         Ok(RemoveDlqJob::new(
@@ -850,54 +791,33 @@ impl DlqConfig {
     }
 }
 
-/// `GetDlqConfig`: a queue's DLQ settings (bunqueue's defaults for a queue never
-/// configured). A read: replayed.
-///
-/// ```
-/// use autobatch_core::ops::{DlqConfig, GetDlqConfig, Operation};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("autoRetry", Value::from(false))]))]);
-/// assert_eq!(GetDlqConfig::read_reply(&reply).unwrap(), DlqConfig::default());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetDlqConfig {
-    /// Queue name.
-    pub queue: String,
+op! {
+    /// `GetDlqConfig`: a queue's DLQ settings (bunqueue's defaults for a queue never
+    /// configured). A read: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{DlqConfig, GetDlqConfig, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("autoRetry", Value::from(false))]))]);
+    /// assert_eq!(GetDlqConfig::read_reply(&reply).unwrap(), DlqConfig::default());
+    /// ```
+    GetDlqConfig, Safe, Eq;
+    /// Asks about `queue`'s DLQ.
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
+    }
+    set {}
+    reply: DlqConfig = with(read_config, write_config);
 }
 
-impl GetDlqConfig {
-    /// Asks about `queue`.
-    pub fn new(queue: impl Into<String>) -> Self {
-        GetDlqConfig {
-            queue: queue.into(),
-        }
-    }
+fn read_config(reply: &Value) -> Result<DlqConfig, ProtocolError> {
+    Ok(DlqConfig::from_value(reply_field(reply, "config")?))
 }
 
-impl Operation for GetDlqConfig {
-    const NAME: &'static str = "GetDlqConfig";
-    type Output = DlqConfig;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<DlqConfig, ProtocolError> {
-        Ok(DlqConfig::from_value(reply_field(reply, "config")?))
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(GetDlqConfig::new(req_queue_raw(request)))
-    }
-
-    fn write_reply(config: &DlqConfig, fields: &mut Fields) {
-        fields.put("config", config.to_value());
-    }
+fn write_config(config: &DlqConfig, fields: &mut Fields) {
+    fields.put("config", config.to_value());
 }
 
 /// The DLQ settings to change with [`SetDlqConfig`]; the others keep their value.
@@ -1004,62 +924,34 @@ impl DlqConfigUpdate {
     }
 }
 
-/// `SetDlqConfig`: changes some of a queue's DLQ settings. Setting the same values twice
-/// is setting them once: replayed.
-///
-/// ```
-/// use autobatch_core::ops::{DlqConfigUpdate, Operation, SetDlqConfig};
-/// let op = SetDlqConfig::new("emails", DlqConfigUpdate::new().max_entries(100));
-/// assert!(op.to_body().get("config").is_some());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SetDlqConfig {
-    /// Queue name.
-    pub queue: String,
-    /// What to change.
-    pub config: DlqConfigUpdate,
+/// A settings update travels as one `config` object (absent: changes nothing).
+impl Field for DlqConfigUpdate {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put(key, self.to_value());
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(request.get(key).map(Self::from_value).unwrap_or_default())
+    }
 }
 
-impl SetDlqConfig {
+op! {
+    /// `SetDlqConfig`: changes some of a queue's DLQ settings. Setting the same values twice
+    /// is setting them once: replayed.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{DlqConfigUpdate, Operation, SetDlqConfig};
+    /// let op = SetDlqConfig::new("emails", DlqConfigUpdate::new().max_entries(100));
+    /// assert!(op.to_body().get("config").is_some());
+    /// ```
+    SetDlqConfig, Safe, Eq;
     /// Applies `config` to `queue`.
-    pub fn new(queue: impl Into<String>, config: DlqConfigUpdate) -> Self {
-        SetDlqConfig {
-            queue: queue.into(),
-            config,
-        }
+    new(queue: impl Into<String>, config: DlqConfigUpdate);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
+        /// What to change.
+        config: DlqConfigUpdate = "config",
     }
-}
-
-impl Operation for SetDlqConfig {
-    const NAME: &'static str = "SetDlqConfig";
-    type Output = ();
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("queue", self.queue.as_str())
-            .put("config", self.config.to_value());
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(SetDlqConfig::new(
-            req_queue_raw(request),
-            request
-                .get("config")
-                .map(DlqConfigUpdate::from_value)
-                .unwrap_or_default(),
-        ))
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        fields.put("id", Value::Undefined);
-    }
+    set {}
+    reply: () = ok;
 }

@@ -18,6 +18,8 @@ use crate::wire::{
     validate_queue_name, Backoff, Job, JobOptions, ProtocolError, ValidationError, Value,
 };
 
+use super::decl::kind::Required;
+use super::decl::{op, put_data};
 use super::read::{number, reply_bool, reply_field, reply_opt, req_str, text};
 use super::{Fields, Operation};
 
@@ -400,9 +402,7 @@ impl Operation for PushFlow {
     const NAME: &'static str = "PUSHF";
     type Output = Vec<Job>;
 
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
+    const REPLAY: Replay = Replay::NotSafe;
 
     fn write_fields(&self, fields: &mut Fields) {
         let jobs = self
@@ -433,6 +433,27 @@ impl Operation for PushFlow {
             .collect()
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.jobs.len() > MAX_FLOW_JOBS {
+            return Err(ValidationError::new(
+                "jobs",
+                format!("flow exceeds the {MAX_FLOW_JOBS} job limit"),
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for job in &self.jobs {
+            job.validate()?;
+            if !seen.insert(job.id.as_str()) {
+                return Err(ValidationError::new(
+                    "id",
+                    format!("duplicate flow job id: {}", job.id),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for PushFlow {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let jobs = request
             .get("jobs")
@@ -458,26 +479,6 @@ impl Operation for PushFlow {
             })
             .collect();
         fields.put("data", Value::map([("jobs", Value::Array(snapshots))]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.jobs.len() > MAX_FLOW_JOBS {
-            return Err(ValidationError::new(
-                "jobs",
-                format!("flow exceeds the {MAX_FLOW_JOBS} job limit"),
-            ));
-        }
-        let mut seen = std::collections::HashSet::new();
-        for job in &self.jobs {
-            job.validate()?;
-            if !seen.insert(job.id.as_str()) {
-                return Err(ValidationError::new(
-                    "id",
-                    format!("duplicate flow job id: {}", job.id),
-                ));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -508,26 +509,12 @@ fn validate_id(id: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
-macro_rules! parent_read {
-    ($(#[$doc:meta])* $ty:ident, $name:literal) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq)]
-        #[non_exhaustive]
-        pub struct $ty {
-            /// The parent job's id.
-            pub id: String,
-        }
-
-        impl $ty {
-            /// Asks about parent job `id`.
-            pub fn new(id: impl Into<String>) -> Self {
-                $ty { id: id.into() }
-            }
-        }
-    };
+/// The values of a parent's children: `"<queue>:<childId>"` → value, in order.
+fn read_values(values: Option<&Value>) -> Result<Vec<(String, Value)>, ProtocolError> {
+    Ok(pairs(values))
 }
 
-parent_read!(
+op! {
     /// `GetChildrenValues`: the return values of a parent's completed children, keyed
     /// `"<queue>:<childId>"` (just the id when the child is gone), in the parent's
     /// `childrenIds` order. Children not completed yet are absent; an unknown parent gives an
@@ -539,42 +526,18 @@ parent_read!(
     /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("values", Value::map([("q:c1", Value::from(2_i64))]))]))]);
     /// assert_eq!(GetChildrenValues::read_reply(&reply), Ok(vec![("q:c1".to_owned(), Value::from(2_i64))]));
     /// ```
-    GetChildrenValues,
-    "GetChildrenValues"
-);
-
-impl Operation for GetChildrenValues {
-    const NAME: &'static str = "GetChildrenValues";
-    type Output = Vec<(String, Value)>;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("id", self.id.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<Self::Output, ProtocolError> {
-        Ok(pairs(
-            reply_opt(reply, "data").and_then(|d| d.get("values")),
-        ))
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(Self::new(req_str(request, "id")?))
-    }
-
-    fn write_reply(values: &Self::Output, fields: &mut Fields) {
-        fields.put("data", Value::map([("values", pairs_value(values))]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_id(&self.id)
-    }
+    GetChildrenValues, Safe, Eq;
+    /// Asks about parent job `id`.
+    new(id: impl Into<String>);
+    fields { id }
+    set {}
+    reply: Vec<(String, Value)> = with(
+        |r: &Value| read_values(reply_opt(r, "data").and_then(|d| d.get("values"))),
+        |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", pairs_value(v))
+    );
 }
 
-parent_read!(
+op! {
     /// `GetFailedChildrenValues`: the error texts of a parent's children that failed for good
     /// with [`ChildFailure::ContinueParent`] or [`ChildFailure::FailParent`] set, keyed by
     /// child. An unknown parent gives an empty list. A read: replayed.
@@ -585,60 +548,31 @@ parent_read!(
     /// let reply = Value::map([("ok", Value::from(true)), ("values", Value::map([("q:c1", Value::from("boom"))]))]);
     /// assert_eq!(GetFailedChildrenValues::read_reply(&reply).unwrap().len(), 1);
     /// ```
-    GetFailedChildrenValues,
-    "GetFailedChildrenValues"
-);
+    GetFailedChildrenValues, Safe, Eq;
+    /// Asks about parent job `id`.
+    new(id: impl Into<String>);
+    fields { id }
+    set {}
+    reply: Vec<(String, Value)> = with(
+        |r: &Value| read_values(reply_opt(r, "values")),
+        |v: &Vec<(String, Value)>, f: &mut Fields| { f.put("values", pairs_value(v)); }
+    );
+}
 
-parent_read!(
+op! {
     /// `GetIgnoredChildrenFailures`: the failures of a parent's children that had
     /// [`ChildFailure::Ignore`] set, keyed by child. An unknown parent gives an empty list.
     /// A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetIgnoredChildrenFailures, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("values", Value::Map(vec![]))]);
-    /// assert_eq!(GetIgnoredChildrenFailures::read_reply(&reply), Ok(vec![]));
-    /// ```
-    GetIgnoredChildrenFailures,
-    "GetIgnoredChildrenFailures"
-);
-
-macro_rules! values_op {
-    ($ty:ident, $name:literal) => {
-        impl Operation for $ty {
-            const NAME: &'static str = $name;
-            type Output = Vec<(String, Value)>;
-
-            fn replay(&self) -> Replay {
-                Replay::Safe
-            }
-
-            fn write_fields(&self, fields: &mut Fields) {
-                fields.put("id", self.id.as_str());
-            }
-
-            fn read_reply(reply: &Value) -> Result<Self::Output, ProtocolError> {
-                Ok(pairs(reply_opt(reply, "values")))
-            }
-
-            fn read_request(request: &Value) -> Result<Self, CommandError> {
-                Ok(Self::new(req_str(request, "id")?))
-            }
-
-            fn write_reply(values: &Self::Output, fields: &mut Fields) {
-                fields.put("values", pairs_value(values));
-            }
-
-            fn validate(&self) -> Result<(), ValidationError> {
-                validate_id(&self.id)
-            }
-        }
-    };
+    GetIgnoredChildrenFailures, Safe, Eq;
+    /// Asks about parent job `id`.
+    new(id: impl Into<String>);
+    fields { id }
+    set {}
+    reply: Vec<(String, Value)> = with(
+        |r: &Value| read_values(reply_opt(r, "values")),
+        |v: &Vec<(String, Value)>, f: &mut Fields| { f.put("values", pairs_value(v)); }
+    );
 }
-
-values_op!(GetFailedChildrenValues, "GetFailedChildrenValues");
-values_op!(GetIgnoredChildrenFailures, "GetIgnoredChildrenFailures");
 
 /// How a [`WaitJob`] ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -698,9 +632,7 @@ impl Operation for WaitJob {
     const NAME: &'static str = "WaitJob";
     type Output = WaitOutcome;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("id", self.id.as_str()).put_opt(
@@ -718,6 +650,18 @@ impl Operation for WaitJob {
         })
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_id(&self.id)?;
+        if self.timeout.is_some_and(|t| t > MAX_WAIT_JOB) {
+            return Err(ValidationError::new(
+                "timeout",
+                "timeout must be at most 600000",
+            ));
+        }
+        Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for WaitJob {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let id = req_str(request, "id")?;
         let timeout = match request.get("timeout") {
@@ -750,16 +694,5 @@ impl Operation for WaitJob {
                 fields.put("completed", false);
             }
         }
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_id(&self.id)?;
-        if self.timeout.is_some_and(|t| t > MAX_WAIT_JOB) {
-            return Err(ValidationError::new(
-                "timeout",
-                "timeout must be at most 600000",
-            ));
-        }
-        Ok(())
     }
 }

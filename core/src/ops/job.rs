@@ -1,54 +1,88 @@
-//! One job's own records: progress, logs, data, and its lock; and the moves a worker makes on a
-//! job it holds (back to waiting, to delayed).
+//! One job's own records: progress, logs, data, and its lock.
 //!
 //! bunqueue validates none of these fields itself (a missing `progress` is stored as `NaN`), so
-//! [`Operation::validate`] here only refuses what could never mean anything: an empty job id, a
-//! progress that is not a finite number, a negative duration.
+//! [`Operation::validate`](super::Operation::validate) here only refuses what could never mean
+//! anything: an empty job id, a progress that is not a finite number, a negative duration.
 
-use crate::session::Replay;
-use crate::wire::server::CommandError;
-use crate::wire::{ProtocolError, ValidationError, Value};
+use std::time::Duration;
 
-use super::read::{
-    array, number, reply_array, reply_field, reply_opt_str, reply_u64, req_opt_i64, req_opt_str,
-    req_str, req_strings, text,
-};
+use super::decl::kind::Required;
+use super::decl::{op, put_data, reply_data, Field};
+use super::read::{array, number, reply_array, reply_opt_str, reply_u64, req_strings, text};
 use super::{Fields, Operation};
+use crate::session::Replay;
+use crate::wire::server::{CommandError, ServeOperation};
+use crate::wire::{millis, ProtocolError, ValidationError, Value};
 
-fn check_id(id: &str) -> Result<(), ValidationError> {
-    if id.is_empty() {
-        return Err(ValidationError::new("id", "id is required"));
+/// A progress as msgpackr writes a JS number: an integer when it is one.
+fn progress_value(p: f64) -> Value {
+    if p.fract() == 0.0 && p.abs() < 2_147_483_648.0 {
+        Value::from(p as i64)
+    } else {
+        Value::from(p)
     }
-    Ok(())
 }
 
-fn check_ms(field: &'static str, ms: i64) -> Result<(), ValidationError> {
-    if ms < 0 {
-        return Err(ValidationError::new(
-            field,
-            format!("{field} must be a non-negative number of milliseconds"),
-        ));
+/// A number the request must carry (`<key> is required`), finite for the client.
+struct Finite;
+
+impl Finite {
+    fn take(request: &Value, key: &'static str) -> Result<f64, ValidationError> {
+        request
+            .get(key)
+            .and_then(number)
+            .ok_or_else(|| ValidationError::new(key, format!("{key} is required")))
     }
-    Ok(())
+    fn check(v: &f64, key: &'static str) -> Result<(), ValidationError> {
+        if v.is_finite() {
+            Ok(())
+        } else {
+            Err(ValidationError::new(
+                key,
+                format!("{key} must be a finite number"),
+            ))
+        }
+    }
 }
 
-/// A number in a request, required (`<field> is required` otherwise).
-fn req_number(v: &Value, field: &'static str) -> Result<f64, ValidationError> {
-    v.get(field)
-        .and_then(number)
-        .ok_or_else(|| ValidationError::new(field, format!("{field} is required")))
+/// A required lock time in ms: read as [`Finite`], never negative for the client.
+struct Millis;
+
+impl Millis {
+    fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
+        Finite::take(request, key).map(|f| f as i64)
+    }
+    fn check(ms: &i64, key: &'static str) -> Result<(), ValidationError> {
+        if *ms < 0 {
+            return Err(ValidationError::new(
+                key,
+                format!("{key} must be a non-negative number of milliseconds"),
+            ));
+        }
+        Ok(())
+    }
 }
 
-fn ok_id(fields: &mut Fields) {
-    fields.put("id", Value::Undefined);
+/// A progress travels as a JS number.
+struct Progress(f64);
+
+impl Field for Progress {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put(key, progress_value(self.0));
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Finite::take(request, key).map(Progress)
+    }
 }
 
-fn data_map(fields: &mut Fields, entries: Vec<(&str, Value)>) {
-    fields.put("data", Value::map(entries));
-}
-
-fn reply_data(reply: &Value) -> Result<&Value, ProtocolError> {
-    reply_field(reply, "data")
+/// Arbitrary data travels as it is (`undefined` when absent).
+impl Field for Value {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put(key, self.clone());
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(request.get(key).cloned().unwrap_or(Value::Undefined))
+    }
 }
 
 // ---------------------------------------------------------------- progress
@@ -68,20 +102,21 @@ fn reply_data(reply: &Value) -> Result<&Value, ProtocolError> {
 ///     ("cmd", Value::from("Progress")), ("id", Value::from("42")),
 ///     ("progress", Value::Int(50)), ("message", Value::from("half way")),
 /// ]));
+/// assert!(UpdateProgress::new("42", f64::NAN).validate().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct UpdateProgress {
     /// Job id.
     pub id: String,
-    /// Progress, 0 to 100 (the server clamps).
+    /// 0 to 100.
     pub progress: f64,
-    /// Progress message; `None` keeps the previous one.
+    /// A progress message.
     pub message: Option<String>,
 }
 
 impl UpdateProgress {
-    /// Sets job `id`'s progress.
+    /// Sets job `id`'s progress to `progress`.
     pub fn new(id: impl Into<String>, progress: f64) -> Self {
         UpdateProgress {
             id: id.into(),
@@ -90,63 +125,45 @@ impl UpdateProgress {
         }
     }
 
-    /// With a progress message.
+    /// With a message.
     pub fn message(mut self, message: impl Into<String>) -> Self {
         self.message = Some(message.into());
         self
     }
 }
 
-/// Progress sent as an integer when it is one (as msgpackr writes JS integers), a float
-/// otherwise.
-fn progress_value(p: f64) -> Value {
-    if p.fract() == 0.0 && p.abs() < 2_147_483_648.0 {
-        Value::from(p as i64)
-    } else {
-        Value::from(p)
-    }
-}
-
 impl Operation for UpdateProgress {
     const NAME: &'static str = "Progress";
+    const REPLAY: Replay = Replay::Safe;
     type Output = ();
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
     fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("id", self.id.as_str())
-            .put("progress", progress_value(self.progress))
-            .put_opt("message", self.message.as_deref());
+        self.id.put("id", fields);
+        Progress(self.progress).put("progress", fields);
+        self.message.put("message", fields);
     }
 
     fn read_reply(_: &Value) -> Result<(), ProtocolError> {
         Ok(())
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        Required::check(&self.id, "id")?;
+        Finite::check(&self.progress, "progress")
+    }
+}
+
+impl ServeOperation for UpdateProgress {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(UpdateProgress {
-            id: req_str(request, "id")?,
-            progress: req_number(request, "progress")?,
-            message: req_opt_str(request, "message"),
+            id: Required::take(request, "id")?,
+            progress: Progress::take(request, "progress")?.0,
+            message: Field::take(request, "message")?,
         })
     }
 
     fn write_reply(_: &(), fields: &mut Fields) {
-        ok_id(fields);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)?;
-        if !self.progress.is_finite() {
-            return Err(ValidationError::new(
-                "progress",
-                "progress must be a finite number",
-            ));
-        }
-        Ok(())
+        fields.put("id", Value::Undefined);
     }
 }
 
@@ -165,144 +182,69 @@ impl JobProgress {
     pub fn new(progress: f64, message: Option<String>) -> Self {
         JobProgress { progress, message }
     }
-}
 
-/// `GetProgress`: an **active** job's progress and message (the server keeps them only while
-/// the job is active: `Job is not active (current state: <state>)` otherwise).
-///
-/// ```
-/// use autobatch_core::ops::{GetProgress, JobProgress, Operation};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("progress", Value::Int(40))]);
-/// assert_eq!(GetProgress::read_reply(&reply), Ok(JobProgress::new(40.0, None)));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetProgress {
-    /// Job id.
-    pub id: String,
-}
-
-impl GetProgress {
-    /// Asks about job `id`.
-    pub fn new(id: impl Into<String>) -> Self {
-        GetProgress { id: id.into() }
-    }
-}
-
-impl Operation for GetProgress {
-    const NAME: &'static str = "GetProgress";
-    type Output = JobProgress;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("id", self.id.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<JobProgress, ProtocolError> {
+    fn read(reply: &Value) -> Result<JobProgress, ProtocolError> {
         // A progress never set is 0 on the server; `null`/absent reads the same.
         let progress = reply.get("progress").and_then(number).unwrap_or(0.0);
-        Ok(JobProgress {
-            progress,
-            message: reply_opt_str(reply, "message"),
-        })
+        Ok(JobProgress::new(progress, reply_opt_str(reply, "message")))
     }
 
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(GetProgress::new(req_str(request, "id")?))
-    }
-
-    fn write_reply(p: &JobProgress, fields: &mut Fields) {
-        fields.put("progress", progress_value(p.progress)).put(
+    fn write(&self, fields: &mut Fields) {
+        fields.put("progress", progress_value(self.progress)).put(
             "message",
-            p.message.as_deref().map_or(Value::Undefined, Value::from),
+            self.message
+                .as_deref()
+                .map_or(Value::Undefined, Value::from),
         );
     }
+}
 
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)
-    }
+op! {
+    /// `GetProgress`: an **active** job's progress and message (the server keeps them only while
+    /// the job is active: `Job is not active (current state: <state>)` otherwise).
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetProgress, JobProgress, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("progress", Value::Int(40))]);
+    /// assert_eq!(GetProgress::read_reply(&reply), Ok(JobProgress::new(40.0, None)));
+    /// ```
+    GetProgress, Safe, Eq;
+    /// Asks about job `id`.
+    new(id: impl Into<String>);
+    fields { id }
+    set {}
+    reply: JobProgress = with(JobProgress::read, JobProgress::write);
 }
 
 // ---------------------------------------------------------------- logs
 
-/// `AddLog`: appends a line to a job's log (any state; bunqueue keeps the last
-/// `maxLogsPerJob`). `Job not found` for an unknown job. Not replayed: a second write would
-/// add the line twice.
-///
-/// ```
-/// use autobatch_core::ops::{AddLog, Operation};
-/// use autobatch_core::wire::Value;
-/// let op = AddLog::new("42", "fetched 10 rows");
-/// assert_eq!(op.to_body(), Value::map([
-///     ("cmd", Value::from("AddLog")), ("id", Value::from("42")), ("message", Value::from("fetched 10 rows")),
-/// ]));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AddLog {
-    /// Job id.
-    pub id: String,
-    /// The line.
-    pub message: String,
-    /// Level (`info` when absent, as the server stores it).
-    pub level: Option<String>,
-}
-
-impl AddLog {
+op! {
+    /// `AddLog`: appends a line to a job's log (any state; bunqueue keeps the last
+    /// `maxLogsPerJob`). `Job not found` for an unknown job. Not replayed: a second write would
+    /// add the line twice.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{AddLog, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let op = AddLog::new("42", "fetched 10 rows");
+    /// assert_eq!(op.to_body(), Value::map([
+    ///     ("cmd", Value::from("AddLog")), ("id", Value::from("42")), ("message", Value::from("fetched 10 rows")),
+    /// ]));
+    /// ```
+    AddLog, NotSafe, Eq;
     /// Appends `message` to job `id`'s log.
-    pub fn new(id: impl Into<String>, message: impl Into<String>) -> Self {
-        AddLog {
-            id: id.into(),
-            message: message.into(),
-            level: None,
-        }
+    new(id: impl Into<String>, message: impl Into<String>);
+    fields {
+        /// Job id.
+        id: String = "id" => Required,
+        /// The line.
+        message: String = "message",
+        /// Its level (`info` when absent).
+        level: Option<String> = "level",
     }
-
-    /// With a level (`info`, `warn`, `error`, …).
-    pub fn level(mut self, level: impl Into<String>) -> Self {
-        self.level = Some(level.into());
-        self
-    }
-}
-
-impl Operation for AddLog {
-    const NAME: &'static str = "AddLog";
-    type Output = ();
-
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("id", self.id.as_str())
-            .put("message", self.message.as_str())
-            .put_opt("level", self.level.as_deref());
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(AddLog {
-            id: req_str(request, "id")?,
-            message: req_opt_str(request, "message").unwrap_or_default(),
-            level: req_opt_str(request, "level"),
-        })
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        data_map(fields, vec![("added", Value::from(true))]);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)
-    }
+    set { level: impl Into<String> }
+    reply: () = with(|_| Ok(()), |_: &(), f: &mut Fields| put_data(f, "added", true));
 }
 
 /// One line of a job's log.
@@ -343,44 +285,65 @@ impl JobLogs {
     pub fn new(logs: Vec<JobLog>, count: u64) -> Self {
         JobLogs { logs, count }
     }
+
+    fn read(reply: &Value) -> Result<JobLogs, ProtocolError> {
+        let data = reply_data(reply)?;
+        let logs = reply_array(&data, "logs")?
+            .iter()
+            .map(|l| JobLog {
+                timestamp: l.get("timestamp").and_then(number).unwrap_or(0.0),
+                level: reply_opt_str(l, "level").unwrap_or_else(|| "info".into()),
+                message: l.get("message").and_then(text).unwrap_or_default(),
+            })
+            .collect();
+        Ok(JobLogs::new(logs, reply_u64(&data, "count")?))
+    }
+
+    fn write(&self, fields: &mut Fields) {
+        let logs = self.logs.iter().map(|l| {
+            Value::map([
+                ("timestamp", Value::from(l.timestamp)),
+                ("level", Value::from(l.level.as_str())),
+                ("message", Value::from(l.message.as_str())),
+            ])
+        });
+        let data = [("logs", array(logs)), ("count", Value::from(self.count))];
+        fields.put("data", Value::map(data));
+    }
 }
 
-/// `GetLogs`: a job's log, all of it or lines `start..=end` (as JS `slice(start, end + 1)`).
-/// An unknown job has an empty log (the server does not refuse it).
-///
-/// ```
-/// use autobatch_core::ops::{GetLogs, Operation};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
-///     ("logs", Value::Array(vec![Value::map([
-///         ("timestamp", Value::from(1.0)), ("level", Value::from("info")), ("message", Value::from("hi")),
-///     ])])),
-///     ("count", Value::Int(1)),
-/// ]))]);
-/// let logs = GetLogs::read_reply(&reply).unwrap();
-/// assert_eq!((logs.count, logs.logs[0].message.as_str()), (1, "hi"));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetLogs {
-    /// Job id.
-    pub id: String,
-    /// First line (0-based).
-    pub start: Option<i64>,
-    /// Last line, inclusive.
-    pub end: Option<i64>,
+op! {
+    /// `GetLogs`: a job's log, all of it or lines `start..=end` (as JS `slice(start, end + 1)`).
+    /// An unknown job has an empty log (the server does not refuse it).
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetLogs, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
+    ///     ("logs", Value::Array(vec![Value::map([
+    ///         ("timestamp", Value::from(1.0)), ("level", Value::from("info")), ("message", Value::from("hi")),
+    ///     ])])),
+    ///     ("count", Value::Int(1)),
+    /// ]))]);
+    /// let logs = GetLogs::read_reply(&reply).unwrap();
+    /// assert_eq!((logs.count, logs.logs[0].message.as_str()), (1, "hi"));
+    /// ```
+    GetLogs, Safe, Eq;
+    /// Job `id`'s whole log.
+    new(id: impl Into<String>);
+    fields {
+        /// Job id.
+        id: String = "id" => Required,
+        /// First line.
+        start: Option<i64> = "start",
+        /// Last line.
+        end: Option<i64> = "end",
+    }
+    set {}
+    reply: JobLogs = with(JobLogs::read, JobLogs::write);
 }
 
 impl GetLogs {
-    /// Reads job `id`'s whole log.
-    pub fn new(id: impl Into<String>) -> Self {
-        GetLogs {
-            id: id.into(),
-            start: None,
-            end: None,
-        }
-    }
-
     /// Only lines `start..=end`.
     pub fn range(mut self, start: i64, end: i64) -> Self {
         self.start = Some(start);
@@ -389,300 +352,97 @@ impl GetLogs {
     }
 }
 
-impl Operation for GetLogs {
-    const NAME: &'static str = "GetLogs";
-    type Output = JobLogs;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
+op! {
+    /// `ClearLogs`: empties a job's log, or keeps only its last `keep_logs` lines. Idempotent, so
+    /// it may be replayed; an unknown job is not an error.
+    ClearLogs, Safe, Eq;
+    /// Empties job `id`'s log.
+    new(id: impl Into<String>);
+    fields {
+        /// Job id.
+        id: String = "id" => Required,
+        /// Lines to keep, the newest.
+        keep_logs: Option<i64> = "keepLogs",
     }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("id", self.id.as_str())
-            .put_opt("start", self.start)
-            .put_opt("end", self.end);
-    }
-
-    fn read_reply(reply: &Value) -> Result<JobLogs, ProtocolError> {
-        let data = reply_data(reply)?;
-        let logs = reply_array(data, "logs")?
-            .iter()
-            .map(|l| {
-                Ok(JobLog {
-                    timestamp: l.get("timestamp").and_then(number).unwrap_or(0.0),
-                    level: reply_opt_str(l, "level").unwrap_or_else(|| "info".into()),
-                    message: l.get("message").and_then(text).unwrap_or_default(),
-                })
-            })
-            .collect::<Result<Vec<_>, ProtocolError>>()?;
-        Ok(JobLogs {
-            count: reply_u64(data, "count")?,
-            logs,
-        })
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(GetLogs {
-            id: req_str(request, "id")?,
-            start: req_opt_i64(request, "start")?,
-            end: req_opt_i64(request, "end")?,
-        })
-    }
-
-    fn write_reply(out: &JobLogs, fields: &mut Fields) {
-        let logs = out.logs.iter().map(|l| {
-            Value::map([
-                ("timestamp", Value::from(l.timestamp)),
-                ("level", Value::from(l.level.as_str())),
-                ("message", Value::from(l.message.as_str())),
-            ])
-        });
-        data_map(
-            fields,
-            vec![("logs", array(logs)), ("count", Value::from(out.count))],
-        );
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)
-    }
-}
-
-/// `ClearLogs`: empties a job's log, or keeps only its last `keep_logs` lines. Idempotent, so
-/// it may be replayed; an unknown job is not an error.
-///
-/// ```
-/// use autobatch_core::ops::{ClearLogs, Operation};
-/// assert_eq!(ClearLogs::new("42").keep_logs(10).keep_logs, Some(10));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClearLogs {
-    /// Job id.
-    pub id: String,
-    /// Lines to keep (the newest); `None` or 0 clears all.
-    pub keep_logs: Option<i64>,
-}
-
-impl ClearLogs {
-    /// Clears job `id`'s log.
-    pub fn new(id: impl Into<String>) -> Self {
-        ClearLogs {
-            id: id.into(),
-            keep_logs: None,
-        }
-    }
-
-    /// Keeps the newest `n` lines.
-    pub fn keep_logs(mut self, n: i64) -> Self {
-        self.keep_logs = Some(n);
-        self
-    }
-}
-
-impl Operation for ClearLogs {
-    const NAME: &'static str = "ClearLogs";
-    type Output = ();
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("id", self.id.as_str())
-            .put_opt("keepLogs", self.keep_logs);
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(ClearLogs {
-            id: req_str(request, "id")?,
-            keep_logs: req_opt_i64(request, "keepLogs")?,
-        })
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        ok_id(fields);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)
-    }
+    set { keep_logs: i64 }
+    reply: () = ok;
 }
 
 // ---------------------------------------------------------------- data
 
-/// `Update`: replaces a job's data (any state but finished). The server refuses an unknown or
-/// finished job with `Job not found or cannot be updated`. Writing the same data twice is
-/// writing it once, so it may be replayed.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, UpdateData};
-/// use autobatch_core::wire::Value;
-/// let op = UpdateData::new("42", Value::map([("step", Value::Int(2))]));
-/// assert_eq!(UpdateData::NAME, "Update");
-/// # let _ = op;
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct UpdateData {
-    /// Job id.
-    pub id: String,
-    /// The new data.
-    pub data: Value,
-}
-
-impl UpdateData {
+op! {
+    /// `Update`: replaces a job's data (any state but finished). The server refuses an unknown or
+    /// finished job with `Job not found or cannot be updated`. Writing the same data twice is
+    /// writing it once, so it may be replayed.
+    UpdateData as "Update", Safe;
     /// Replaces job `id`'s data with `data`.
-    pub fn new(id: impl Into<String>, data: Value) -> Self {
-        UpdateData {
-            id: id.into(),
-            data,
-        }
+    new(id: impl Into<String>, data: Value);
+    fields {
+        /// Job id.
+        id: String = "id" => Required,
+        /// The new data.
+        data: Value = "data",
     }
-}
-
-impl Operation for UpdateData {
-    const NAME: &'static str = "Update";
-    type Output = ();
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("id", self.id.as_str())
-            .put("data", self.data.clone());
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(UpdateData {
-            id: req_str(request, "id")?,
-            data: request.get("data").cloned().unwrap_or(Value::Undefined),
-        })
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        ok_id(fields);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)
-    }
+    set {}
+    reply: () = ok;
 }
 
 // ---------------------------------------------------------------- locks
 
-/// `ExtendLock`: extends the lock of a job a worker holds by `duration` ms from now. The token
-/// is the one the pull handed out; the server refuses a wrong token or a job not locked with
-/// `Lock not found or invalid token`. Extending twice by the same duration ends at about the
-/// same time, so it may be replayed.
-///
-/// ```
-/// use autobatch_core::ops::{ExtendLock, Operation};
-/// let op = ExtendLock::new("42", 30_000).token("tok");
-/// assert_eq!(op.token.as_deref(), Some("tok"));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ExtendLock {
-    /// Job id.
-    pub id: String,
-    /// The lock token.
-    pub token: Option<String>,
-    /// New lock time to live, ms.
-    pub duration: i64,
-}
-
-impl ExtendLock {
-    /// Extends job `id`'s lock by `duration_ms`.
-    pub fn new(id: impl Into<String>, duration_ms: i64) -> Self {
-        ExtendLock {
-            id: id.into(),
-            token: None,
-            duration: duration_ms,
-        }
+op! {
+    /// `ExtendLock`: extends the lock of a job a worker holds by `duration` from now. The token
+    /// is the one the pull handed out; the server refuses a wrong token or a job not locked with
+    /// `Lock not found or invalid token`. Extending twice by the same duration ends at about the
+    /// same time, so it may be replayed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use autobatch_core::ops::{ExtendLock, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let op = ExtendLock::new("42", Duration::from_secs(30)).token("tok");
+    /// assert_eq!(op.to_body().get("duration"), Some(&Value::Int(30_000)));
+    /// ```
+    ExtendLock, Safe, Eq;
+    /// Extends job `id`'s lock by `duration`.
+    new(id: impl Into<String>, duration: Duration => millis);
+    fields {
+        /// Job id.
+        id: String = "id" => Required,
+        /// The lock token.
+        token: Option<String> = "token",
+        /// New lock time to live, ms.
+        duration: i64 = "duration" => Millis,
     }
-
-    /// With the lock token.
-    pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some(token.into());
-        self
-    }
-}
-
-impl Operation for ExtendLock {
-    const NAME: &'static str = "ExtendLock";
-    type Output = ();
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("id", self.id.as_str())
-            .put_opt("token", self.token.as_deref())
-            .put("duration", self.duration);
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(ExtendLock {
-            id: req_str(request, "id")?,
-            token: req_opt_str(request, "token"),
-            duration: req_number(request, "duration")? as i64,
-        })
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        ok_id(fields);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        check_id(&self.id)?;
-        check_ms("duration", self.duration)
-    }
+    set { token: impl Into<String> }
+    reply: () = ok;
 }
 
 /// `ExtendLocks`: [`ExtendLock`] for several jobs at once; yields how many locks were
 /// extended (a wrong token or a lost lock is just not counted).
 ///
 /// ```
+/// use std::time::Duration;
 /// use autobatch_core::ops::{ExtendLocks, Operation};
 /// use autobatch_core::wire::Value;
-/// let op = ExtendLocks::new(vec![("1".into(), Some("t1".into()), 30_000)]);
+/// let op = ExtendLocks::new(vec![("1".into(), Some("t1".into()), Duration::from_secs(30))]);
+/// assert_eq!(op.durations, [30_000]);
 /// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(1))]);
 /// assert_eq!(ExtendLocks::read_reply(&reply), Ok(1));
-/// # let _ = op;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ExtendLocks {
     /// Job ids.
     pub ids: Vec<String>,
-    /// Their tokens (`""` for none), one per id.
+    /// Their lock tokens (empty when none), in the same order.
     pub tokens: Vec<String>,
-    /// Their new time to live, ms, one per id.
+    /// Their new lock times to live, ms, in the same order.
     pub durations: Vec<i64>,
 }
 
 impl ExtendLocks {
-    /// One `(id, token, duration_ms)` per job.
-    pub fn new(locks: Vec<(String, Option<String>, i64)>) -> Self {
+    /// Extends each `(id, token, duration)`.
+    pub fn new(locks: Vec<(String, Option<String>, Duration)>) -> Self {
         let mut op = ExtendLocks {
             ids: Vec::with_capacity(locks.len()),
             tokens: Vec::with_capacity(locks.len()),
@@ -691,7 +451,7 @@ impl ExtendLocks {
         for (id, token, d) in locks {
             op.ids.push(id);
             op.tokens.push(token.unwrap_or_default());
-            op.durations.push(d);
+            op.durations.push(millis(d));
         }
         op
     }
@@ -699,23 +459,36 @@ impl ExtendLocks {
 
 impl Operation for ExtendLocks {
     const NAME: &'static str = "ExtendLocks";
+    const REPLAY: Replay = Replay::Safe;
     type Output = u64;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
     fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("ids", array(self.ids.iter().map(String::as_str)))
-            .put("tokens", array(self.tokens.iter().map(String::as_str)))
-            .put("durations", array(self.durations.iter().copied()));
+        self.ids.put("ids", fields);
+        self.tokens.put("tokens", fields);
+        fields.put("durations", array(self.durations.iter().copied()));
     }
 
     fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
         reply_u64(reply, "count")
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.tokens.len() != self.ids.len() || self.durations.len() != self.ids.len() {
+            return Err(ValidationError::new(
+                "ids",
+                "ids, tokens and durations must have the same length",
+            ));
+        }
+        self.ids
+            .iter()
+            .try_for_each(|id| Required::check(id, "id"))?;
+        self.durations
+            .iter()
+            .try_for_each(|d| Millis::check(d, "durations"))
+    }
+}
+
+impl ServeOperation for ExtendLocks {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let durations = request
             .get("durations")
@@ -732,22 +505,4 @@ impl Operation for ExtendLocks {
     fn write_reply(count: &u64, fields: &mut Fields) {
         fields.put("count", *count);
     }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.tokens.len() != self.ids.len() || self.durations.len() != self.ids.len() {
-            return Err(ValidationError::new(
-                "ids",
-                "ids, tokens and durations must have the same length",
-            ));
-        }
-        for id in &self.ids {
-            check_id(id)?;
-        }
-        for d in &self.durations {
-            check_ms("durations", *d)?;
-        }
-        Ok(())
-    }
 }
-
-// ---------------------------------------------------------------- worker moves

@@ -9,9 +9,11 @@ use crate::session::Replay;
 use crate::wire::server::CommandError;
 use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationError, Value};
 
+use super::decl::kind::{Queue, Required};
+use super::decl::op;
 use super::read::{
-    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, reply_strings,
-    req_opt_i64, req_opt_str, req_queue, req_str, text,
+    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_opt_i64,
+    req_queue, text,
 };
 use super::{Fields, Operation};
 
@@ -176,9 +178,7 @@ impl Operation for GetJobs {
     const NAME: &'static str = "GetJobs";
     type Output = Vec<Job>;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields.put("queue", self.queue.as_str());
@@ -204,6 +204,14 @@ impl Operation for GetJobs {
             .collect()
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        validate_queue_name(&self.queue)?;
+        self.states
+            .iter()
+            .try_for_each(|s| validate_state("state", s))
+    }
+}
+impl crate::wire::server::ServeOperation for GetJobs {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let states = match request.get("state") {
             Some(Value::Array(a)) => a.iter().filter_map(text).map(JobState::from).collect(),
@@ -222,102 +230,90 @@ impl Operation for GetJobs {
     fn write_reply(jobs: &Vec<Job>, fields: &mut Fields) {
         fields.put("jobs", array(jobs.iter().map(Job::to_value)));
     }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)?;
-        self.states
-            .iter()
-            .try_for_each(|s| validate_state("state", s))
-    }
 }
 
 // ------------------------------------------------------------------------------ GetJobByCustomId
 
-/// `GetJobByCustomId`: the job added with this custom id (the `jobId` option), in any queue.
-/// Refused with `Job not found` when there is none.
-///
-/// ```
-/// use autobatch_core::ops::{GetJobByCustomId, Operation};
-/// use autobatch_core::wire::Value;
-/// let op = GetJobByCustomId::new("order-42");
-/// assert_eq!(op.to_body(), Value::map([("cmd", Value::from("GetJobByCustomId")), ("customId", Value::from("order-42"))]));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetJobByCustomId {
-    /// The custom id.
-    pub custom_id: String,
-}
-
-impl GetJobByCustomId {
+op! {
+    /// `GetJobByCustomId`: the job added with this custom id (the `jobId` option), in any queue.
+    /// Refused with `Job not found` when there is none.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetJobByCustomId, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let op = GetJobByCustomId::new("order-42");
+    /// assert_eq!(op.to_body(), Value::map([("cmd", Value::from("GetJobByCustomId")), ("customId", Value::from("order-42"))]));
+    /// ```
+    GetJobByCustomId, Safe, Eq;
     /// Looks up `custom_id`.
-    pub fn new(custom_id: impl Into<String>) -> Self {
-        GetJobByCustomId {
-            custom_id: custom_id.into(),
-        }
+    new(custom_id: impl Into<String>);
+    fields {
+        /// The custom id.
+        custom_id: String = "customId" => Required,
     }
+    set {}
+    reply: Job = with(read_job, write_job);
 }
 
-impl Operation for GetJobByCustomId {
-    const NAME: &'static str = "GetJobByCustomId";
-    type Output = Job;
+fn read_job(reply: &Value) -> Result<Job, ProtocolError> {
+    Job::from_value(reply_field(reply, "job")?).ok_or(bad("job", "not a job"))
+}
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("customId", self.custom_id.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<Job, ProtocolError> {
-        Job::from_value(reply_field(reply, "job")?).ok_or(bad("job", "not a job"))
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(GetJobByCustomId::new(req_str(request, "customId")?))
-    }
-
-    fn write_reply(job: &Job, fields: &mut Fields) {
-        fields.put("job", job.to_value());
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.custom_id.is_empty() {
-            return Err(ValidationError::new("customId", "customId is required"));
-        }
-        Ok(())
-    }
+fn write_job(job: &Job, fields: &mut Fields) {
+    fields.put("job", job.to_value());
 }
 
 // ------------------------------------------------------------------------------ GetCountsPerPriority
 
-/// `GetCountsPerPriority`: how many ready jobs a queue holds at each priority.
-///
-/// ```
-/// use autobatch_core::ops::{GetCountsPerPriority, Operation};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([
-///     ("ok", Value::from(true)), ("queue", Value::from("emails")),
-///     ("counts", Value::map([("0", Value::Int(3)), ("5", Value::Int(2))])),
-/// ]);
-/// let c = GetCountsPerPriority::read_reply(&reply).unwrap();
-/// assert_eq!(c.counts.get(&5), Some(&2));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetCountsPerPriority {
-    /// Queue name.
-    pub queue: String,
+op! {
+    /// `GetCountsPerPriority`: how many ready jobs a queue holds at each priority.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetCountsPerPriority, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([
+    ///     ("ok", Value::from(true)), ("queue", Value::from("emails")),
+    ///     ("counts", Value::map([("0", Value::Int(3)), ("5", Value::Int(2))])),
+    /// ]);
+    /// let c = GetCountsPerPriority::read_reply(&reply).unwrap();
+    /// assert_eq!(c.counts.get(&5), Some(&2));
+    /// ```
+    GetCountsPerPriority, Safe, Eq;
+    /// Asks about `queue`.
+    new(queue: impl Into<String>);
+    fields { queue }
+    set {}
+    reply: PriorityCounts = with(read_priority_counts, write_priority_counts);
 }
 
-impl GetCountsPerPriority {
-    /// Asks about `queue`.
-    pub fn new(queue: impl Into<String>) -> Self {
-        GetCountsPerPriority {
-            queue: queue.into(),
-        }
+fn read_priority_counts(reply: &Value) -> Result<PriorityCounts, ProtocolError> {
+    let Value::Map(m) = reply_field(reply, "counts")? else {
+        return Err(bad("counts", "not a map"));
+    };
+    let mut counts = BTreeMap::new();
+    for (k, v) in m {
+        // JS object keys: the priority as decimal text.
+        let p = text(k)
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or(bad("counts", "a key is not a priority"))?;
+        let n = number(v).ok_or(bad("counts", "a count is not a number"))?;
+        counts.insert(p, n.max(0.0) as u64);
     }
+    Ok(PriorityCounts {
+        queue: reply_opt_str(reply, "queue").unwrap_or_default(),
+        counts,
+    })
+}
+
+fn write_priority_counts(c: &PriorityCounts, fields: &mut Fields) {
+    fields.put("queue", c.queue.as_str()).put(
+        "counts",
+        Value::map(
+            c.counts
+                .iter()
+                .map(|(p, n)| (p.to_string(), Value::from(*n))),
+        ),
+    );
 }
 
 /// The reply to [`GetCountsPerPriority`].
@@ -340,97 +336,69 @@ impl PriorityCounts {
     }
 }
 
-impl Operation for GetCountsPerPriority {
-    const NAME: &'static str = "GetCountsPerPriority";
-    type Output = PriorityCounts;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<PriorityCounts, ProtocolError> {
-        let Value::Map(m) = reply_field(reply, "counts")? else {
-            return Err(bad("counts", "not a map"));
-        };
-        let mut counts = BTreeMap::new();
-        for (k, v) in m {
-            // JS object keys: the priority as decimal text.
-            let p = text(k)
-                .and_then(|s| s.parse::<i64>().ok())
-                .ok_or(bad("counts", "a key is not a priority"))?;
-            let n = number(v).ok_or(bad("counts", "a count is not a number"))?;
-            counts.insert(p, n.max(0.0) as u64);
-        }
-        Ok(PriorityCounts {
-            queue: reply_opt_str(reply, "queue").unwrap_or_default(),
-            counts,
-        })
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(GetCountsPerPriority::new(req_queue(request)?))
-    }
-
-    fn write_reply(c: &PriorityCounts, fields: &mut Fields) {
-        fields.put("queue", c.queue.as_str()).put(
-            "counts",
-            Value::map(
-                c.counts
-                    .iter()
-                    .map(|(p, n)| (p.to_string(), Value::from(*n))),
-            ),
-        );
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)
-    }
-}
-
 // ------------------------------------------------------------------------------ GetQueueLimits
 
-/// `GetQueueLimits`: a queue's rate limit, its remaining rate-limit wait, its global
-/// concurrency limit, and whether that limit is reached (the TS client's
-/// `getRateLimitTtl(maxJobs)` and `isMaxed()`).
-///
-/// ```
-/// use autobatch_core::ops::{GetQueueLimits, Operation};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("limits", Value::map([
-///     ("rateLimit", Value::Nil), ("rateLimitTtl", Value::Int(-2)),
-///     ("concurrencyLimit", Value::Nil), ("maxed", Value::from(false)),
-/// ]))]))]);
-/// let limits = GetQueueLimits::read_reply(&reply).unwrap();
-/// assert_eq!(limits.rate_limit_ttl, -2);
-/// assert!(!limits.maxed);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetQueueLimits {
-    /// Queue name.
-    pub queue: String,
-    /// Jobs about to be taken, for the token-bucket wait (`maxJobs`).
-    pub max_jobs: Option<u64>,
+op! {
+    /// `GetQueueLimits`: a queue's rate limit, its remaining rate-limit wait, its global
+    /// concurrency limit, and whether that limit is reached (the TS client's
+    /// `getRateLimitTtl(maxJobs)` and `isMaxed()`).
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetQueueLimits, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("limits", Value::map([
+    ///     ("rateLimit", Value::Nil), ("rateLimitTtl", Value::Int(-2)),
+    ///     ("concurrencyLimit", Value::Nil), ("maxed", Value::from(false)),
+    /// ]))]))]);
+    /// let limits = GetQueueLimits::read_reply(&reply).unwrap();
+    /// assert_eq!(limits.rate_limit_ttl, -2);
+    /// assert!(!limits.maxed);
+    /// ```
+    GetQueueLimits, Safe, Eq;
+    /// Asks about `queue`.
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue" => Queue,
+        /// Jobs about to be taken, for the token-bucket wait (`maxJobs`).
+        max_jobs: Option<u64> = "maxJobs",
+    }
+    set { max_jobs: u64 }
+    reply: QueueLimits = with(read_limits, write_limits);
 }
 
-impl GetQueueLimits {
-    /// Asks about `queue`.
-    pub fn new(queue: impl Into<String>) -> Self {
-        GetQueueLimits {
-            queue: queue.into(),
-            max_jobs: None,
-        }
-    }
+fn read_limits(reply: &Value) -> Result<QueueLimits, ProtocolError> {
+    let d = reply_data(reply)?;
+    let l = reply_field(&d, "limits")?;
+    let rate_limit = reply_opt(l, "rateLimit")
+        .map(|r| QueueRateLimit::new(count_or_zero(r, "max"), count_or_zero(r, "duration")));
+    Ok(QueueLimits {
+        rate_limit,
+        rate_limit_ttl: l.get("rateLimitTtl").and_then(number).unwrap_or(-2.0) as i64,
+        concurrency_limit: reply_opt(l, "concurrencyLimit")
+            .and_then(number)
+            .map(|n| n.max(0.0) as u64),
+        maxed: l.get("maxed").and_then(Value::as_bool).unwrap_or(false),
+    })
+}
 
-    /// The wait is computed for taking `max_jobs` jobs.
-    pub fn max_jobs(mut self, max_jobs: u64) -> Self {
-        self.max_jobs = Some(max_jobs);
-        self
-    }
+fn write_limits(l: &QueueLimits, fields: &mut Fields) {
+    let rate = l.rate_limit.map_or(Value::Nil, |r| {
+        Value::map([
+            ("max", Value::from(r.max)),
+            ("duration", Value::from(r.duration)),
+        ])
+    });
+    let limits = Value::map([
+        ("rateLimit", rate),
+        ("rateLimitTtl", Value::from(l.rate_limit_ttl)),
+        (
+            "concurrencyLimit",
+            l.concurrency_limit.map_or(Value::Nil, Value::from),
+        ),
+        ("maxed", Value::from(l.maxed)),
+    ]);
+    fields.put("data", Value::map([("limits", limits)]));
 }
 
 /// A queue's rate limit: at most `max` jobs per `duration` ms.
@@ -476,199 +444,123 @@ impl Default for QueueLimits {
     }
 }
 
-impl Operation for GetQueueLimits {
-    const NAME: &'static str = "GetQueueLimits";
-    type Output = QueueLimits;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("queue", self.queue.as_str())
-            .put_opt("maxJobs", self.max_jobs);
-    }
-
-    fn read_reply(reply: &Value) -> Result<QueueLimits, ProtocolError> {
-        let d = reply_data(reply)?;
-        let l = reply_field(&d, "limits")?;
-        let rate_limit = reply_opt(l, "rateLimit")
-            .map(|r| QueueRateLimit::new(count_or_zero(r, "max"), count_or_zero(r, "duration")));
-        Ok(QueueLimits {
-            rate_limit,
-            rate_limit_ttl: l.get("rateLimitTtl").and_then(number).unwrap_or(-2.0) as i64,
-            concurrency_limit: reply_opt(l, "concurrencyLimit")
-                .and_then(number)
-                .map(|n| n.max(0.0) as u64),
-            maxed: l.get("maxed").and_then(Value::as_bool).unwrap_or(false),
-        })
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(GetQueueLimits {
-            queue: req_queue(request)?,
-            max_jobs: req_opt_u64(request, "maxJobs")?,
-        })
-    }
-
-    fn write_reply(l: &QueueLimits, fields: &mut Fields) {
-        let rate = l.rate_limit.map_or(Value::Nil, |r| {
-            Value::map([
-                ("max", Value::from(r.max)),
-                ("duration", Value::from(r.duration)),
-            ])
-        });
-        let limits = Value::map([
-            ("rateLimit", rate),
-            ("rateLimitTtl", Value::from(l.rate_limit_ttl)),
-            (
-                "concurrencyLimit",
-                l.concurrency_limit.map_or(Value::Nil, Value::from),
-            ),
-            ("maxed", Value::from(l.maxed)),
-        ]);
-        fields.put("data", Value::map([("limits", limits)]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)
-    }
-}
-
 // ------------------------------------------------------------------------------ GetDeduplicationJobId
 
-/// `GetDeduplicationJobId`: the id of the job that holds a deduplication key in a queue, or
-/// `None` when no job holds it.
-///
-/// ```
-/// use autobatch_core::ops::{GetDeduplicationJobId, Operation};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("jobId", Value::Nil)]))]);
-/// assert_eq!(GetDeduplicationJobId::read_reply(&reply), Ok(None));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetDeduplicationJobId {
-    /// Queue name.
-    pub queue: String,
-    /// The deduplication key (the `deduplication.id` job option).
-    pub deduplication_id: String,
-}
-
-impl GetDeduplicationJobId {
+op! {
+    /// `GetDeduplicationJobId`: the id of the job that holds a deduplication key in a queue, or
+    /// `None` when no job holds it.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{GetDeduplicationJobId, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("jobId", Value::Nil)]))]);
+    /// assert_eq!(GetDeduplicationJobId::read_reply(&reply), Ok(None));
+    /// ```
+    GetDeduplicationJobId, Safe, Eq;
     /// Asks who holds `deduplication_id` in `queue`.
-    pub fn new(queue: impl Into<String>, deduplication_id: impl Into<String>) -> Self {
-        GetDeduplicationJobId {
-            queue: queue.into(),
-            deduplication_id: deduplication_id.into(),
-        }
+    new(queue: impl Into<String>, deduplication_id: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue" => Queue,
+        /// The deduplication key (the `deduplication.id` job option).
+        deduplication_id: String = "deduplicationId",
     }
+    set {}
+    reply: Option<String> = with(read_dedup_holder, write_dedup_holder);
 }
 
-impl Operation for GetDeduplicationJobId {
-    const NAME: &'static str = "GetDeduplicationJobId";
-    type Output = Option<String>;
+fn read_dedup_holder(reply: &Value) -> Result<Option<String>, ProtocolError> {
+    Ok(reply_opt_str(&reply_data(reply)?, "jobId"))
+}
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("queue", self.queue.as_str())
-            .put("deduplicationId", self.deduplication_id.as_str());
-    }
-
-    fn read_reply(reply: &Value) -> Result<Option<String>, ProtocolError> {
-        Ok(reply_opt_str(&reply_data(reply)?, "jobId"))
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(GetDeduplicationJobId::new(
-            req_queue(request)?,
-            req_opt_str(request, "deduplicationId").unwrap_or_default(),
-        ))
-    }
-
-    fn write_reply(id: &Option<String>, fields: &mut Fields) {
-        let id = id.as_deref().map_or(Value::Nil, Value::from);
-        fields.put("data", Value::map([("jobId", id)]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)
-    }
+fn write_dedup_holder(id: &Option<String>, fields: &mut Fields) {
+    let id = id.as_deref().map_or(Value::Nil, Value::from);
+    fields.put("data", Value::map([("jobId", id)]));
 }
 
 // ------------------------------------------------------------------------------ ListQueues
 
-/// `ListQueues`: the names of every queue the server knows.
-///
-/// ```
-/// use autobatch_core::ops::{ListQueues, Operation};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("queues", Value::Array(vec![Value::from("emails")]))]);
-/// assert_eq!(ListQueues::read_reply(&reply), Ok(vec!["emails".to_owned()]));
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ListQueues {}
-
-impl ListQueues {
+op! {
+    /// `ListQueues`: the names of every queue the server knows.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{ListQueues, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("queues", Value::Array(vec![Value::from("emails")]))]);
+    /// assert_eq!(ListQueues::read_reply(&reply), Ok(vec!["emails".to_owned()]));
+    /// ```
+    ListQueues, Safe, Eq, Default;
     /// Lists every queue.
-    pub fn new() -> Self {
-        ListQueues {}
-    }
-}
-
-impl Operation for ListQueues {
-    const NAME: &'static str = "ListQueues";
-    type Output = Vec<String>;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, _: &mut Fields) {}
-
-    fn read_reply(reply: &Value) -> Result<Vec<String>, ProtocolError> {
-        reply_strings(reply, "queues")
-    }
-
-    fn read_request(_: &Value) -> Result<Self, CommandError> {
-        Ok(ListQueues::new())
-    }
-
-    fn write_reply(queues: &Vec<String>, fields: &mut Fields) {
-        fields.put("queues", array(queues.iter().map(String::as_str)));
-    }
+    new();
+    fields {}
+    set {}
+    reply: Vec<String> = field("queues");
 }
 
 // ------------------------------------------------------------------------------ ListWorkers
 
-/// `ListWorkers`: every worker registered with the server (`RegisterWorker`, which the
-/// official Worker sends on start) and totals over them.
-///
-/// ```
-/// use autobatch_core::ops::{ListWorkers, Operation};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
-///     ("workers", Value::Array(vec![])),
-///     ("stats", Value::map([("total", Value::Int(0)), ("active", Value::Int(0))])),
-/// ]))]);
-/// let list = ListWorkers::read_reply(&reply).unwrap();
-/// assert!(list.workers.is_empty());
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ListWorkers {}
-
-impl ListWorkers {
+op! {
+    /// `ListWorkers`: every worker registered with the server (`RegisterWorker`, which the
+    /// official Worker sends on start) and totals over them.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{ListWorkers, Operation};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
+    ///     ("workers", Value::Array(vec![])),
+    ///     ("stats", Value::map([("total", Value::Int(0)), ("active", Value::Int(0))])),
+    /// ]))]);
+    /// let list = ListWorkers::read_reply(&reply).unwrap();
+    /// assert!(list.workers.is_empty());
+    /// ```
+    ListWorkers, Safe, Eq, Default;
     /// Lists every worker.
-    pub fn new() -> Self {
-        ListWorkers {}
-    }
+    new();
+    fields {}
+    set {}
+    reply: WorkerList = with(read_workers, write_workers);
+}
+
+fn read_workers(reply: &Value) -> Result<WorkerList, ProtocolError> {
+    let d = reply_data(reply)?;
+    let workers = reply_array(&d, "workers")?
+        .iter()
+        .map(|w| ListedWorker::from_value(w).ok_or(bad("workers", "an entry has no id")))
+        .collect::<Result<_, _>>()?;
+    let s = d.get("stats").unwrap_or(&Value::Nil);
+    Ok(WorkerList {
+        workers,
+        stats: WorkerTotals {
+            total: count_or_zero(s, "total"),
+            active: count_or_zero(s, "active"),
+            total_processed: count_or_zero(s, "totalProcessed"),
+            total_failed: count_or_zero(s, "totalFailed"),
+            active_jobs: count_or_zero(s, "activeJobs"),
+            concurrency_slots: count_or_zero(s, "concurrencySlots"),
+        },
+    })
+}
+
+fn write_workers(l: &WorkerList, fields: &mut Fields) {
+    let s = &l.stats;
+    let stats = Value::map([
+        ("total", Value::from(s.total)),
+        ("active", Value::from(s.active)),
+        ("totalProcessed", Value::from(s.total_processed)),
+        ("totalFailed", Value::from(s.total_failed)),
+        ("activeJobs", Value::from(s.active_jobs)),
+        ("concurrencySlots", Value::from(s.concurrency_slots)),
+    ]);
+    fields.put(
+        "data",
+        Value::map([
+            (
+                "workers",
+                Value::Array(l.workers.iter().map(ListedWorker::to_value).collect()),
+            ),
+            ("stats", stats),
+        ]),
+    );
 }
 
 /// One registered worker, as [`ListWorkers`] reports it.
@@ -778,82 +670,55 @@ impl ListedWorker {
     }
 }
 
-impl Operation for ListWorkers {
-    const NAME: &'static str = "ListWorkers";
-    type Output = WorkerList;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, _: &mut Fields) {}
-
-    fn read_reply(reply: &Value) -> Result<WorkerList, ProtocolError> {
-        let d = reply_data(reply)?;
-        let workers = reply_array(&d, "workers")?
-            .iter()
-            .map(|w| ListedWorker::from_value(w).ok_or(bad("workers", "an entry has no id")))
-            .collect::<Result<_, _>>()?;
-        let s = d.get("stats").unwrap_or(&Value::Nil);
-        Ok(WorkerList {
-            workers,
-            stats: WorkerTotals {
-                total: count_or_zero(s, "total"),
-                active: count_or_zero(s, "active"),
-                total_processed: count_or_zero(s, "totalProcessed"),
-                total_failed: count_or_zero(s, "totalFailed"),
-                active_jobs: count_or_zero(s, "activeJobs"),
-                concurrency_slots: count_or_zero(s, "concurrencySlots"),
-            },
-        })
-    }
-
-    fn read_request(_: &Value) -> Result<Self, CommandError> {
-        Ok(ListWorkers::new())
-    }
-
-    fn write_reply(l: &WorkerList, fields: &mut Fields) {
-        let s = &l.stats;
-        let stats = Value::map([
-            ("total", Value::from(s.total)),
-            ("active", Value::from(s.active)),
-            ("totalProcessed", Value::from(s.total_processed)),
-            ("totalFailed", Value::from(s.total_failed)),
-            ("activeJobs", Value::from(s.active_jobs)),
-            ("concurrencySlots", Value::from(s.concurrency_slots)),
-        ]);
-        fields.put(
-            "data",
-            Value::map([
-                (
-                    "workers",
-                    Value::Array(l.workers.iter().map(ListedWorker::to_value).collect()),
-                ),
-                ("stats", stats),
-            ]),
-        );
-    }
-}
-
 // ------------------------------------------------------------------------------ Stats
 
-/// `Stats`: server-wide job totals and throughput.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, Stats};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("stats", Value::map([("waiting", Value::Int(2))]))]);
-/// assert_eq!(Stats::read_reply(&reply).unwrap().waiting, 2);
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {}
-
-impl Stats {
+op! {
+    /// `Stats`: server-wide job totals and throughput.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{Operation, Stats};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("stats", Value::map([("waiting", Value::Int(2))]))]);
+    /// assert_eq!(Stats::read_reply(&reply).unwrap().waiting, 2);
+    /// ```
+    Stats, Safe, Eq, Default;
     /// Asks for the server's stats.
-    pub fn new() -> Self {
-        Stats {}
-    }
+    new();
+    fields {}
+    set {}
+    reply: ServerStats = with(read_stats, write_stats);
+}
+
+fn read_stats(reply: &Value) -> Result<ServerStats, ProtocolError> {
+    let s = reply_field(reply, "stats")?;
+    Ok(ServerStats {
+        waiting: count_or_zero(s, "waiting"),
+        active: count_or_zero(s, "active"),
+        delayed: count_or_zero(s, "delayed"),
+        dlq: count_or_zero(s, "dlq"),
+        completed: count_or_zero(s, "completed"),
+        failed: count_or_zero(s, "failed"),
+        uptime: num_or_zero(s, "uptime"),
+        push_per_sec: num_or_zero(s, "pushPerSec"),
+        pull_per_sec: num_or_zero(s, "pullPerSec"),
+    })
+}
+
+fn write_stats(s: &ServerStats, fields: &mut Fields) {
+    fields.put(
+        "stats",
+        Value::map([
+            ("waiting", Value::from(s.waiting)),
+            ("active", Value::from(s.active)),
+            ("delayed", Value::from(s.delayed)),
+            ("dlq", Value::from(s.dlq)),
+            ("completed", Value::from(s.completed)),
+            ("failed", Value::from(s.failed)),
+            ("uptime", js_number(s.uptime)),
+            ("pushPerSec", js_number(s.push_per_sec)),
+            ("pullPerSec", js_number(s.pull_per_sec)),
+        ]),
+    );
 }
 
 /// The reply to [`Stats`]: every queue together.
@@ -878,53 +743,6 @@ pub struct ServerStats {
     pub push_per_sec: f64,
     /// Recent pulls per second.
     pub pull_per_sec: f64,
-}
-
-impl Operation for Stats {
-    const NAME: &'static str = "Stats";
-    type Output = ServerStats;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, _: &mut Fields) {}
-
-    fn read_reply(reply: &Value) -> Result<ServerStats, ProtocolError> {
-        let s = reply_field(reply, "stats")?;
-        Ok(ServerStats {
-            waiting: count_or_zero(s, "waiting"),
-            active: count_or_zero(s, "active"),
-            delayed: count_or_zero(s, "delayed"),
-            dlq: count_or_zero(s, "dlq"),
-            completed: count_or_zero(s, "completed"),
-            failed: count_or_zero(s, "failed"),
-            uptime: num_or_zero(s, "uptime"),
-            push_per_sec: num_or_zero(s, "pushPerSec"),
-            pull_per_sec: num_or_zero(s, "pullPerSec"),
-        })
-    }
-
-    fn read_request(_: &Value) -> Result<Self, CommandError> {
-        Ok(Stats::new())
-    }
-
-    fn write_reply(s: &ServerStats, fields: &mut Fields) {
-        fields.put(
-            "stats",
-            Value::map([
-                ("waiting", Value::from(s.waiting)),
-                ("active", Value::from(s.active)),
-                ("delayed", Value::from(s.delayed)),
-                ("dlq", Value::from(s.dlq)),
-                ("completed", Value::from(s.completed)),
-                ("failed", Value::from(s.failed)),
-                ("uptime", js_number(s.uptime)),
-                ("pushPerSec", js_number(s.push_per_sec)),
-                ("pullPerSec", js_number(s.pull_per_sec)),
-            ]),
-        );
-    }
 }
 
 // ------------------------------------------------------------------------------ Metrics
@@ -1052,9 +870,7 @@ impl Operation for Metrics {
     const NAME: &'static str = "Metrics";
     type Output = MetricsReply;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         if let Some((queue, kind)) = &self.queue {
@@ -1095,6 +911,14 @@ impl Operation for Metrics {
         }))
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        match &self.queue {
+            Some((queue, _)) => validate_queue_name(queue),
+            None => Ok(()),
+        }
+    }
+}
+impl crate::wire::server::ServeOperation for Metrics {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         let start = req_opt_i64(request, "start")?;
         let end = req_opt_i64(request, "end")?;
@@ -1167,37 +991,48 @@ impl Operation for Metrics {
             }
         }
     }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        match &self.queue {
-            Some((queue, _)) => validate_queue_name(queue),
-            None => Ok(()),
-        }
-    }
 }
 
 // ------------------------------------------------------------------------------ StorageStatus
 
-/// `StorageStatus`: whether the server's storage is healthy (a full disk stops durable
-/// writes).
-///
-/// ```
-/// use autobatch_core::ops::{Operation, StorageStatus};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
-///     ("diskFull", Value::from(false)), ("error", Value::Nil), ("since", Value::Nil),
-/// ]))]);
-/// assert!(!StorageStatus::read_reply(&reply).unwrap().disk_full);
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StorageStatus {}
-
-impl StorageStatus {
+op! {
+    /// `StorageStatus`: whether the server's storage is healthy (a full disk stops durable
+    /// writes).
+    ///
+    /// ```
+    /// use autobatch_core::ops::{Operation, StorageStatus};
+    /// use autobatch_core::wire::Value;
+    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
+    ///     ("diskFull", Value::from(false)), ("error", Value::Nil), ("since", Value::Nil),
+    /// ]))]);
+    /// assert!(!StorageStatus::read_reply(&reply).unwrap().disk_full);
+    /// ```
+    StorageStatus, Safe, Eq, Default;
     /// Asks for the storage health.
-    pub fn new() -> Self {
-        StorageStatus {}
-    }
+    new();
+    fields {}
+    set {}
+    reply: StorageHealth = with(read_storage, write_storage);
+}
+
+fn read_storage(reply: &Value) -> Result<StorageHealth, ProtocolError> {
+    let d = reply_data(reply)?;
+    Ok(StorageHealth {
+        disk_full: reply_bool(&d, "diskFull")?,
+        error: reply_opt_str(&d, "error"),
+        since: reply_opt(&d, "since").and_then(number),
+    })
+}
+
+fn write_storage(h: &StorageHealth, fields: &mut Fields) {
+    fields.put(
+        "data",
+        Value::map([
+            ("diskFull", Value::from(h.disk_full)),
+            ("error", h.error.as_deref().map_or(Value::Nil, Value::from)),
+            ("since", h.since.map_or(Value::Nil, js_number)),
+        ]),
+    );
 }
 
 /// The reply to [`StorageStatus`].
@@ -1210,39 +1045,4 @@ pub struct StorageHealth {
     pub error: Option<String>,
     /// Since when the storage is unhealthy, epoch ms.
     pub since: Option<f64>,
-}
-
-impl Operation for StorageStatus {
-    const NAME: &'static str = "StorageStatus";
-    type Output = StorageHealth;
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, _: &mut Fields) {}
-
-    fn read_reply(reply: &Value) -> Result<StorageHealth, ProtocolError> {
-        let d = reply_data(reply)?;
-        Ok(StorageHealth {
-            disk_full: reply_bool(&d, "diskFull")?,
-            error: reply_opt_str(&d, "error"),
-            since: reply_opt(&d, "since").and_then(number),
-        })
-    }
-
-    fn read_request(_: &Value) -> Result<Self, CommandError> {
-        Ok(StorageStatus::new())
-    }
-
-    fn write_reply(h: &StorageHealth, fields: &mut Fields) {
-        fields.put(
-            "data",
-            Value::map([
-                ("diskFull", Value::from(h.disk_full)),
-                ("error", h.error.as_deref().map_or(Value::Nil, Value::from)),
-                ("since", h.since.map_or(Value::Nil, js_number)),
-            ]),
-        );
-    }
 }

@@ -7,10 +7,10 @@
 //! struct implementing [`Operation`], which says
 //!
 //! * what its request carries ([`Operation::write_fields`]) and, in the server role, how to
-//!   read it back ([`Operation::read_request`]);
+//!   read it back ([`ServeOperation::read_request`](crate::wire::server::ServeOperation::read_request));
 //! * what a successful reply yields ([`Operation::read_reply`]) and, in the server role, how
-//!   to write it ([`Operation::write_reply`]);
-//! * whether it may be written again after a lost connection ([`Operation::replay`]);
+//!   to write it ([`ServeOperation::write_reply`](crate::wire::server::ServeOperation::write_reply));
+//! * whether it may be written again after a lost connection ([`Operation::REPLAY`]);
 //! * what is wrong with it before anything is sent ([`Operation::validate`]).
 //!
 //! An operation travels as a [`Command::Other`] through
@@ -36,17 +36,21 @@
 //! assert_eq!(ops::Pause::read_reply(&body), Ok(()));
 //! ```
 //!
-//! Each domain owns one module; [`read`] holds the small field readers they share.
+//! Each domain owns one module, where each command is one declaration (`op!`): its
+//! struct, fields and wire keys, constructor and setters, reply shape, replay safety and
+//! checks. The server role ([`ServeOperation`](crate::wire::server::ServeOperation)) comes
+//! from the same declaration and is kept apart in [`wire::server`](crate::wire::server).
 
 use crate::session::Replay;
-use crate::wire::server::CommandError;
 use crate::wire::{Command, ProtocolError, ValidationError, Value};
 
-pub mod read;
+pub(crate) mod decl;
+pub(crate) mod read;
 
 mod control;
 mod cron;
 mod dlq;
+mod events;
 mod flow;
 mod job;
 mod limits;
@@ -56,49 +60,44 @@ mod worker;
 pub use control::*;
 pub use cron::*;
 pub use dlq::*;
+pub use events::*;
 pub use flow::*;
 pub use job::*;
 pub use limits::*;
 pub use lookup::*;
 pub use worker::*;
 
-/// One bunqueue command and its reply, typed.
+/// One bunqueue command and its reply, typed: the client's view.
 ///
 /// Implementors are plain request structs (`#[non_exhaustive]`, built with `new` and
 /// setters) whose fields are the command's own; see the [module docs](self) for how one is
-/// sent.
+/// sent. The server role is [`ServeOperation`](crate::wire::server::ServeOperation).
 pub trait Operation: Sized {
     /// The command's wire name (`cmd`), case-sensitive as the server matches it.
     const NAME: &'static str;
 
-    /// What a successful reply yields.
-    type Output;
-
     /// Whether the request may be written again on a new connection after the one it was
     /// written on was lost before its reply: [`Replay::Safe`] for reads and for changes that
     /// are idempotent, [`Replay::NotSafe`] for everything else.
-    fn replay(&self) -> Replay;
+    const REPLAY: Replay;
+
+    /// What a successful reply yields.
+    type Output;
+
+    /// This request's replay safety: [`REPLAY`](Self::REPLAY), unless its fields decide.
+    fn replay(&self) -> Replay {
+        Self::REPLAY
+    }
 
     /// Appends the request's fields, without `cmd` and `reqId`.
     fn write_fields(&self, fields: &mut Fields);
 
-    /// Client role: reads the body of a successful (`ok: true`) reply.
+    /// Reads the body of a successful (`ok: true`) reply.
     ///
     /// # Errors
     ///
     /// [`ProtocolError::BadField`] when the reply lacks what the command promises.
     fn read_reply(reply: &Value) -> Result<Self::Output, ProtocolError>;
-
-    /// Server role: reads a request map (with its `cmd`), validating it as bunqueue does.
-    ///
-    /// # Errors
-    ///
-    /// [`CommandError::Invalid`] with bunqueue's own message for a field it refuses.
-    fn read_request(request: &Value) -> Result<Self, CommandError>;
-
-    /// Server role: appends the fields of the successful reply for `output`, without `ok` and
-    /// `reqId`.
-    fn write_reply(output: &Self::Output, fields: &mut Fields);
 
     /// Checks the request before it is sent, with the server's own message and the field's
     /// name, so that a bad request fails locally and at once. The default accepts anything.
@@ -125,15 +124,6 @@ pub trait Operation: Sized {
             cmd: Self::NAME.to_owned(),
             body: self.to_body(),
         }
-    }
-
-    /// Server role: the whole successful reply map for `output` (`ok: true` and the fields;
-    /// the caller adds `reqId`).
-    fn reply_body(output: &Self::Output) -> Value {
-        let mut fields = Fields::default();
-        fields.put("ok", true);
-        Self::write_reply(output, &mut fields);
-        fields.into_value()
     }
 }
 

@@ -7,7 +7,7 @@
 //! Numbers are read as JS reads them: any integer or float form, since msgpackr sends
 //! integers outside the int32/uint32 range (timestamps, large counts) as float64.
 
-use crate::wire::{JobState, ProtocolError, ValidationError, Value};
+use crate::wire::{ProtocolError, ValidationError, Value};
 
 /// A reply field that must be present.
 ///
@@ -181,22 +181,12 @@ pub fn req_opt_i64(v: &Value, field: &'static str) -> Result<Option<i64>, Valida
     }
 }
 
-/// A request's optional boolean (anything but `true` reads as `false`, as in JS `=== true`).
-pub fn req_flag(v: &Value, field: &str) -> bool {
-    v.get(field).and_then(Value::as_bool) == Some(true)
-}
-
 /// A request's optional array of strings.
 pub fn req_strings(v: &Value, field: &str) -> Vec<String> {
     v.get(field)
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(text).collect())
         .unwrap_or_default()
-}
-
-/// A job state name as bunqueue writes it.
-pub fn state(v: &Value) -> Option<JobState> {
-    v.as_str().map(JobState::from)
 }
 
 /// A list of values as a [`Value::Array`].

@@ -9,9 +9,11 @@ use crate::session::Replay;
 use crate::wire::server::CommandError;
 use crate::wire::{ProtocolError, ValidationError, Value};
 
+use super::decl::kind::Required;
+use super::decl::{op, put_data};
 use super::read::{
-    array, number, reply_field, reply_opt_str, reply_str, req_opt_i64, req_opt_str, req_str,
-    req_strings, text,
+    array, number, reply_field, reply_opt_str, reply_str, req_opt_i64, req_opt_str, req_strings,
+    text,
 };
 use super::{Fields, Operation};
 
@@ -150,9 +152,7 @@ impl Operation for RegisterWorker {
     const NAME: &'static str = "RegisterWorker";
     type Output = WorkerInfo;
 
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
+    const REPLAY: Replay = Replay::Safe;
 
     fn write_fields(&self, fields: &mut Fields) {
         fields
@@ -187,6 +187,14 @@ impl Operation for RegisterWorker {
         })
     }
 
+    fn validate(&self) -> Result<(), ValidationError> {
+        if self.name.is_empty() {
+            return Err(ValidationError::new("name", "name is required"));
+        }
+        Ok(())
+    }
+}
+impl crate::wire::server::ServeOperation for RegisterWorker {
     fn read_request(request: &Value) -> Result<Self, CommandError> {
         Ok(RegisterWorker {
             name: req_opt_str(request, "name").unwrap_or_default(),
@@ -220,49 +228,37 @@ impl Operation for RegisterWorker {
             ]),
         );
     }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.name.is_empty() {
-            return Err(ValidationError::new("name", "name is required"));
-        }
-        Ok(())
-    }
 }
 
-/// `Heartbeat`: a registered worker is alive, with its counters (what `ListWorkers` shows).
-/// `Worker not found` when the id is not registered. It may be replayed: the counters are
-/// absolute.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, WorkerHeartbeat};
-/// let op = WorkerHeartbeat::new("w-1").counters(2, 10, 1);
-/// assert_eq!(WorkerHeartbeat::NAME, "Heartbeat");
-/// assert_eq!(op.processed, Some(10));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WorkerHeartbeat {
-    /// The worker's id.
-    pub id: String,
-    /// Jobs held now.
-    pub active_jobs: Option<i64>,
-    /// Jobs completed so far.
-    pub processed: Option<i64>,
-    /// Jobs failed so far.
-    pub failed: Option<i64>,
+op! {
+    /// `Heartbeat`: a registered worker is alive, with its counters (what `ListWorkers` shows).
+    /// `Worker not found` when the id is not registered. It may be replayed: the counters are
+    /// absolute.
+    ///
+    /// ```
+    /// use autobatch_core::ops::{Operation, WorkerHeartbeat};
+    /// let op = WorkerHeartbeat::new("w-1").counters(2, 10, 1);
+    /// assert_eq!(WorkerHeartbeat::NAME, "Heartbeat");
+    /// assert_eq!(op.processed, Some(10));
+    /// ```
+    WorkerHeartbeat as "Heartbeat", Safe, Eq;
+    /// A heartbeat of worker `id`, without counters.
+    new(id: impl Into<String>);
+    fields {
+        /// The worker's id.
+        id: String = "id" => Required,
+        /// Jobs held now.
+        active_jobs: Option<i64> = "activeJobs",
+        /// Jobs completed so far.
+        processed: Option<i64> = "processed",
+        /// Jobs failed so far.
+        failed: Option<i64> = "failed",
+    }
+    set {}
+    reply: () = with(|_| Ok(()), |_: &(), f: &mut Fields| put_data(f, "ok", true));
 }
 
 impl WorkerHeartbeat {
-    /// A heartbeat of worker `id`, without counters.
-    pub fn new(id: impl Into<String>) -> Self {
-        WorkerHeartbeat {
-            id: id.into(),
-            active_jobs: None,
-            processed: None,
-            failed: None,
-        }
-    }
-
     /// With the worker's counters.
     pub fn counters(mut self, active_jobs: i64, processed: i64, failed: i64) -> Self {
         self.active_jobs = Some(active_jobs);
@@ -272,102 +268,25 @@ impl WorkerHeartbeat {
     }
 }
 
-impl Operation for WorkerHeartbeat {
-    const NAME: &'static str = "Heartbeat";
-    type Output = ();
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("id", self.id.as_str())
-            .put_opt("activeJobs", self.active_jobs)
-            .put_opt("processed", self.processed)
-            .put_opt("failed", self.failed);
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(WorkerHeartbeat {
-            id: req_str(request, "id")?,
-            active_jobs: req_opt_i64(request, "activeJobs")?,
-            processed: req_opt_i64(request, "processed")?,
-            failed: req_opt_i64(request, "failed")?,
-        })
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        fields.put("data", Value::map([("ok", Value::from(true))]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.id.is_empty() {
-            return Err(ValidationError::new("id", "id is required"));
-        }
-        Ok(())
-    }
-}
-
-/// `UnregisterWorker`: the worker stops; `ListWorkers` no longer lists it. `Worker not found`
-/// when the id is not registered (so a replay after a lost reply may be refused: it is marked
-/// safe all the same, the outcome being the same).
-///
-/// ```
-/// use autobatch_core::ops::{Operation, UnregisterWorker};
-/// use autobatch_core::wire::Value;
-/// assert_eq!(UnregisterWorker::new("w-1").to_body(), Value::map([
-///     ("cmd", Value::from("UnregisterWorker")), ("workerId", Value::from("w-1")),
-/// ]));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct UnregisterWorker {
-    /// The worker's id.
-    pub worker_id: String,
-}
-
-impl UnregisterWorker {
+op! {
+    /// `UnregisterWorker`: the worker stops; `ListWorkers` no longer lists it. `Worker not found`
+    /// when the id is not registered (so a replay after a lost reply may be refused: it is marked
+    /// safe all the same, the outcome being the same).
+    ///
+    /// ```
+    /// use autobatch_core::ops::{Operation, UnregisterWorker};
+    /// use autobatch_core::wire::Value;
+    /// assert_eq!(UnregisterWorker::new("w-1").to_body(), Value::map([
+    ///     ("cmd", Value::from("UnregisterWorker")), ("workerId", Value::from("w-1")),
+    /// ]));
+    /// ```
+    UnregisterWorker, Safe, Eq;
     /// Unregisters worker `worker_id`.
-    pub fn new(worker_id: impl Into<String>) -> Self {
-        UnregisterWorker {
-            worker_id: worker_id.into(),
-        }
+    new(worker_id: impl Into<String>);
+    fields {
+        /// The worker's id.
+        worker_id: String = "workerId" => Required,
     }
-}
-
-impl Operation for UnregisterWorker {
-    const NAME: &'static str = "UnregisterWorker";
-    type Output = ();
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("workerId", self.worker_id.as_str());
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(UnregisterWorker::new(req_str(request, "workerId")?))
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        fields.put("data", Value::map([("removed", Value::from(true))]));
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.worker_id.is_empty() {
-            return Err(ValidationError::new("workerId", "workerId is required"));
-        }
-        Ok(())
-    }
+    set {}
+    reply: () = with(|_| Ok(()), |_: &(), f: &mut Fields| put_data(f, "removed", true));
 }

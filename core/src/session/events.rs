@@ -11,12 +11,10 @@
 //! too slowly is told how many it lost ([`QueueEvent::Lagged`]); both are produced by the
 //! delivery layer (the driver's `QueueEvents`), never by the server.
 
-use crate::ops::read::{number, reply_opt, req_queue, text};
-use crate::ops::{Fields, Operation};
-use crate::wire::server::CommandError;
-use crate::wire::{validate_queue_name, ProtocolError, ValidationError, Value};
+use crate::ops::read::{number, reply_opt, text};
+use crate::wire::Value;
 
-use super::Replay;
+pub use crate::ops::{SubscribeEvents, UnsubscribeEvents};
 
 /// One event of a queue, as bunqueue 2.9.5 emits it (`JobEvent`), plus the two markers of the
 /// delivery layer ([`Gap`](Self::Gap), [`Lagged`](Self::Lagged)).
@@ -289,108 +287,6 @@ impl QueueEvent {
             QueueEvent::Gap => "gap",
             QueueEvent::Lagged { .. } => "lagged",
         }
-    }
-}
-
-/// `SubscribeEvents`: this connection receives the events of `queue` from now on (replacing
-/// any earlier subscription of the connection: bunqueue keeps one per connection).
-///
-/// Not replayed: a subscription belongs to one connection, so after a reconnect the
-/// subscriber subscribes again itself (and reports a [`QueueEvent::Gap`]).
-///
-/// ```
-/// use autobatch_core::ops::Operation;
-/// use autobatch_core::session::SubscribeEvents;
-/// use autobatch_core::wire::Value;
-/// let sub = SubscribeEvents::new("emails");
-/// assert_eq!(sub.to_body(), Value::map([("cmd", Value::from("SubscribeEvents")), ("queue", Value::from("emails"))]));
-/// assert!(SubscribeEvents::new("bad name!").validate().is_err());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SubscribeEvents {
-    /// Queue name.
-    pub queue: String,
-}
-
-impl SubscribeEvents {
-    /// Subscribes to `queue`.
-    pub fn new(queue: impl Into<String>) -> Self {
-        SubscribeEvents {
-            queue: queue.into(),
-        }
-    }
-}
-
-impl Operation for SubscribeEvents {
-    const NAME: &'static str = "SubscribeEvents";
-    type Output = ();
-
-    fn replay(&self) -> Replay {
-        Replay::NotSafe
-    }
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(SubscribeEvents::new(req_queue(request)?))
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        fields.put("id", Value::Undefined);
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)
-    }
-}
-
-/// `UnsubscribeEvents`: this connection receives no more events. Takes no fields (the
-/// connection has one subscription at most); idempotent.
-///
-/// ```
-/// use autobatch_core::ops::Operation;
-/// use autobatch_core::session::UnsubscribeEvents;
-/// use autobatch_core::wire::Value;
-/// assert_eq!(UnsubscribeEvents::new().to_body(), Value::map([("cmd", Value::from("UnsubscribeEvents"))]));
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct UnsubscribeEvents {}
-
-impl UnsubscribeEvents {
-    /// Ends this connection's subscription.
-    pub fn new() -> Self {
-        UnsubscribeEvents {}
-    }
-}
-
-impl Operation for UnsubscribeEvents {
-    const NAME: &'static str = "UnsubscribeEvents";
-    type Output = ();
-
-    fn replay(&self) -> Replay {
-        Replay::Safe
-    }
-
-    fn write_fields(&self, _: &mut Fields) {}
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn read_request(_: &Value) -> Result<Self, CommandError> {
-        Ok(UnsubscribeEvents::new())
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        fields.put("id", Value::Undefined);
     }
 }
 

@@ -161,26 +161,43 @@ pub enum CommandKind {
     Other,
 }
 
+impl CommandKind {
+    /// The wire name (`cmd`) of the commands of this kind; `None` for [`Other`](Self::Other),
+    /// whose commands carry their own.
+    ///
+    /// ```
+    /// use autobatch_core::wire::CommandKind;
+    /// assert_eq!(CommandKind::PushB.name(), Some("PUSHB"));
+    /// assert_eq!(CommandKind::Other.name(), None);
+    /// ```
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            CommandKind::Hello => "Hello",
+            CommandKind::Auth => "Auth",
+            CommandKind::Ping => "Ping",
+            CommandKind::Push => "PUSH",
+            CommandKind::PushB => "PUSHB",
+            CommandKind::Pull => "PULL",
+            CommandKind::PullB => "PULLB",
+            CommandKind::Ack => "ACK",
+            CommandKind::AckB => "ACKB",
+            CommandKind::Fail => "FAIL",
+            CommandKind::GetJob => "GetJob",
+            CommandKind::GetState => "GetState",
+            CommandKind::GetResult => "GetResult",
+            CommandKind::Count => "Count",
+            CommandKind::GetJobCounts => "GetJobCounts",
+            CommandKind::Other => return None,
+        })
+    }
+}
+
 impl Command {
-    /// The wire name (`cmd`).
+    /// The wire name (`cmd`): its kind's, or an [`Other`](Self::Other) command's own.
     pub fn name(&self) -> &str {
         match self {
-            Command::Hello => "Hello",
-            Command::Auth { .. } => "Auth",
-            Command::Ping => "Ping",
-            Command::Push { .. } => "PUSH",
-            Command::PushB { .. } => "PUSHB",
-            Command::Pull(_) => "PULL",
-            Command::PullB { .. } => "PULLB",
-            Command::Ack { .. } => "ACK",
-            Command::AckB { .. } => "ACKB",
-            Command::Fail { .. } => "FAIL",
-            Command::GetJob { .. } => "GetJob",
-            Command::GetState { .. } => "GetState",
-            Command::GetResult { .. } => "GetResult",
-            Command::Count { .. } => "Count",
-            Command::GetJobCounts { .. } => "GetJobCounts",
             Command::Other { cmd, .. } => cmd,
+            known => known.kind().name().unwrap_or_default(),
         }
     }
 

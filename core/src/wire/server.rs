@@ -2,9 +2,11 @@
 //!
 //! A client never needs these, so they stay out of its way, as rustls keeps its internals
 //! behind dedicated modules: the client-side API ([`Command::encode`], [`Incoming`],
-//! [`Reply::response`]) is in [`wire`](super); reading requests and writing replies is here,
-//! as two traits to bring into scope, plus [`encode_error`] and [`CommandError`]. The embedded
-//! broker, the test harness' simulated broker and the golden tests use them.
+//! [`Reply::response`], [`Operation`]) is in [`wire`](super) and [`ops`](crate::ops); reading
+//! requests and writing replies is here, as three traits to bring into scope (for the hot-path
+//! commands and for every typed operation, [`ServeOperation`]), plus [`encode_error`] and
+//! [`CommandError`]. The embedded broker, the test harness' simulated broker and the golden
+//! tests use them.
 //!
 //! ```
 //! use autobatch_core::wire::server::{DecodeCommand, EncodeResponse};
@@ -27,6 +29,7 @@
 //! [`Reply::response`]: super::Reply::response
 
 use super::{Command, Response, Value};
+use crate::ops::{Fields, Operation};
 
 pub use super::command::CommandError;
 pub use super::reply::encode_error;
@@ -68,5 +71,41 @@ impl EncodeResponse for Response {
 
     fn encode_for(&self, request: &Command, req_id: &Value, out: &mut Vec<u8>) {
         self.encode_reply_for(request, req_id, out)
+    }
+}
+
+/// A typed operation in the server role: reading its request, writing its reply.
+///
+/// Every [`Operation`] of [`ops`](crate::ops) implements it, from the same declaration as its
+/// client side.
+///
+/// ```
+/// use autobatch_core::ops::{IsPaused, Operation};
+/// use autobatch_core::wire::server::ServeOperation;
+/// use autobatch_core::wire::Value;
+/// let request = IsPaused::new("emails").to_body();
+/// assert_eq!(IsPaused::read_request(&request).unwrap(), IsPaused::new("emails"));
+/// let reply = IsPaused::reply_body(&true);
+/// assert_eq!(reply, Value::map([("ok", Value::from(true)), ("paused", Value::from(true))]));
+/// assert_eq!(IsPaused::read_reply(&reply), Ok(true));
+/// ```
+pub trait ServeOperation: Operation {
+    /// Reads a request map (with its `cmd`), validating it as bunqueue does.
+    ///
+    /// # Errors
+    ///
+    /// [`CommandError::Invalid`] with bunqueue's own message for a field it refuses.
+    fn read_request(request: &Value) -> Result<Self, CommandError>;
+
+    /// Appends the fields of the successful reply for `output`, without `ok` and `reqId`.
+    fn write_reply(output: &Self::Output, fields: &mut Fields);
+
+    /// The whole successful reply map for `output` (`ok: true` and the fields; the caller
+    /// adds `reqId`).
+    fn reply_body(output: &Self::Output) -> Value {
+        let mut fields = Fields::default();
+        fields.put("ok", true);
+        Self::write_reply(output, &mut fields);
+        fields.into_value()
     }
 }

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 
-use autobatch_core::ops::Operation;
+use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::Value;
 use serde_json::Value as J;
 
@@ -161,7 +161,7 @@ fn compare(
 ///   keys (and values, with [`Reply::Exact`]).
 pub fn check<O>(files: &[&str], reply: Reply) -> usize
 where
-    O: Operation + Debug,
+    O: ServeOperation + Debug,
     O::Output: Debug,
 {
     let mut seen = 0;
@@ -189,7 +189,7 @@ where
 
 fn check_one<O>(ex: &Exchange, reply_mode: Reply) -> Result<(), String>
 where
-    O: Operation + Debug,
+    O: ServeOperation + Debug,
     O::Output: Debug,
 {
     let server_error = ex.error();

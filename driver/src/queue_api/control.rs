@@ -5,7 +5,6 @@ use std::time::Duration;
 use autobatch_core::ops;
 use autobatch_core::wire::JobState;
 
-use crate::millis::ms_u64;
 use crate::{Error, Queue, Runtime};
 
 impl<R: Runtime> Queue<R> {
@@ -100,7 +99,7 @@ impl<R: Runtime> Queue<R> {
         limit: u64,
         state: Option<JobState>,
     ) -> Result<Vec<String>, Error> {
-        let mut op = ops::Clean::new(&*self.name, ms_u64(grace), limit);
+        let mut op = ops::Clean::new(&*self.name, grace, limit);
         op.state = state;
         self.client.run(op).await
     }
@@ -249,7 +248,7 @@ impl<R: Runtime> Queue<R> {
         delay: Duration,
         token: Option<&str>,
     ) -> Result<(), Error> {
-        let mut op = ops::MoveToDelayed::new(id, ms_u64(delay));
+        let mut op = ops::MoveToDelayed::new(id, delay);
         op.token = token.map(str::to_owned);
         self.client.run(op).await
     }
@@ -308,9 +307,7 @@ impl<R: Runtime> Queue<R> {
     /// ```
     #[doc(alias = "change_job_delay")]
     pub async fn change_delay(&self, id: &str, delay: Duration) -> Result<(), Error> {
-        self.client
-            .run(ops::ChangeDelay::new(id, ms_u64(delay)))
-            .await
+        self.client.run(ops::ChangeDelay::new(id, delay)).await
     }
 
     /// Frees deduplication key `deduplication_id`, so the next job added with it is

@@ -5,7 +5,6 @@
 
 use autobatch_core::ops::{self, JobLogs, JobProgress};
 
-use crate::millis::ms_i64;
 use crate::{Error, Queue, Runtime, Value};
 
 impl<R: Runtime> Queue<R> {
@@ -152,7 +151,7 @@ impl<R: Runtime> Queue<R> {
         token: Option<&str>,
         duration: std::time::Duration,
     ) -> Result<(), Error> {
-        let mut op = ops::ExtendLock::new(id, ms_i64(duration));
+        let mut op = ops::ExtendLock::new(id, duration);
         op.token = token.map(str::to_owned);
         self.client.run(op).await
     }
@@ -175,7 +174,7 @@ impl<R: Runtime> Queue<R> {
     ) -> Result<u64, Error> {
         let locks = locks
             .iter()
-            .map(|(id, t, d)| ((*id).to_owned(), t.map(str::to_owned), ms_i64(*d)))
+            .map(|(id, t, d)| ((*id).to_owned(), t.map(str::to_owned), *d))
             .collect();
         self.client.run(ops::ExtendLocks::new(locks)).await
     }

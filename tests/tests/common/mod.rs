@@ -201,7 +201,7 @@ pub fn raw_pull(raw: &mut RawClient, queue: &str) -> Option<(String, String)> {
         )
         .expect("PULL");
     let job = reply.get("job").filter(|j| !j.is_nullish())?;
-    let id = autobatch_driver::ops::read::text(job.get("id")?)?;
+    let id = autobatch_core::wire::Job::from_value(job)?.id;
     let token = reply.get("token").and_then(Value::as_str)?.to_owned();
     Some((id, token))
 }

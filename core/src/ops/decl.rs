@@ -1,0 +1,451 @@
+//! The declaration of an operation: [`op!`] turns one table entry into the request struct,
+//! its constructor and setters, its [`Operation`](super::Operation) and its
+//! [`ServeOperation`](crate::wire::server::ServeOperation) implementations.
+//!
+//! A declaration reads as the command's contract:
+//!
+//! ```text
+//! op! {
+//!     /// `Drain`: removes every waiting job of a queue, and says how many.
+//!     Drain, NotSafe, Eq;                       // name (wire name unless `as "..."`), replay, derives
+//!     /// Drains `queue`.
+//!     new(queue: impl Into<String>);            // constructor: the required fields (`=> f`: converted by f)
+//!     fields {
+//!         /// Queue name.
+//!         queue: String = "queue" => Queue,    // field, wire key, checked kind
+//!     }                                         // (`fields { queue }`, `fields { id }`: shorthands)
+//!     set { }                                   // setters of optional fields
+//!     reply: u64 = field("count");             // reply shape
+//!     validate: |op: &Drain| ...;               // optional: checks beyond the fields' kinds
+//!     request: |request: &Value| ...;           // optional: a server-role reading of one's own
+//! }
+//! ```
+//!
+//! Fields are written in declaration order (the order bunqueue's own client writes them in),
+//! each through its type's [`Field`] codec, or through a [`kind`] that also checks it before
+//! it is sent and reads it as bunqueue validates it. Replies take one of four shapes: `ok` (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one
+//! [`ReplyField`] at the top level), `data(key)` (one inside `data`), or `with(read, write)`
+//! for a reply that really differs. Everything expands to the same code one would write by
+//! hand, so a declaration costs nothing at run time.
+
+use std::time::Duration;
+
+use super::read::{
+    array, reply_bool, reply_field, reply_i64, reply_str, reply_strings, reply_u64, req_opt_i64,
+    req_opt_str, req_strings,
+};
+use super::Fields;
+use crate::wire::{millis, JobState, ProtocolError, ValidationError, Value};
+
+/// How one request field travels: written under its key, read back in the server role as
+/// bunqueue reads an unchecked field (absent: the type's empty value).
+pub(crate) trait Field: Sized {
+    /// Appends `key: self` (an absent optional leaves the key out).
+    fn put(&self, key: &'static str, fields: &mut Fields);
+    /// Reads it from a request map.
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError>;
+}
+
+impl Field for String {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put(key, self.as_str());
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(req_opt_str(request, key).unwrap_or_default())
+    }
+}
+
+impl Field for Option<String> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put_opt(key, self.as_deref());
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(req_opt_str(request, key))
+    }
+}
+
+impl Field for u64 {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put(key, *self);
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(<Option<u64> as Field>::take(request, key)?.unwrap_or(0))
+    }
+}
+
+impl Field for Option<u64> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put_opt(key, *self);
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        match req_opt_i64(request, key)? {
+            None => Ok(None),
+            Some(n) => u64::try_from(n)
+                .map(Some)
+                .map_err(|_| ValidationError::new(key, format!("{key} must be at least 0"))),
+        }
+    }
+}
+
+impl Field for i64 {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put(key, *self);
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(req_opt_i64(request, key)?.unwrap_or(0))
+    }
+}
+
+impl Field for Option<i64> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put_opt(key, *self);
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        req_opt_i64(request, key)
+    }
+}
+
+impl Field for Option<bool> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put_opt(key, *self);
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(request.get(key).and_then(Value::as_bool))
+    }
+}
+
+impl Field for Option<f64> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put_opt(key, *self);
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(request.get(key).and_then(Value::as_f64))
+    }
+}
+
+/// A time span travels as whole milliseconds.
+impl Field for Duration {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put(key, millis(*self));
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(Duration::from_millis(u64::take(request, key)?))
+    }
+}
+
+impl Field for Option<Duration> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put_opt(key, self.map(millis));
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(<Option<u64> as Field>::take(request, key)?.map(Duration::from_millis))
+    }
+}
+
+impl Field for Vec<String> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put(key, array(self.iter().map(String::as_str)));
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(req_strings(request, key))
+    }
+}
+
+impl Field for Option<JobState> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put_opt(key, self.as_ref().map(JobState::as_str));
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(req_opt_str(request, key).map(JobState::from))
+    }
+}
+
+/// Fields that bunqueue checks, each a kind with how the server reads it and what the client
+/// refuses before sending it.
+pub(crate) mod kind {
+    use crate::wire::{validate_queue_name, ValidationError, Value};
+
+    use super::super::read::{req_queue, req_str};
+
+    /// A queue name, validated as bunqueue validates queue names.
+    pub(crate) struct Queue;
+
+    impl Queue {
+        pub(crate) fn take(request: &Value, _: &'static str) -> Result<String, ValidationError> {
+            req_queue(request)
+        }
+        pub(crate) fn check(queue: &str, _: &'static str) -> Result<(), ValidationError> {
+            validate_queue_name(queue)
+        }
+    }
+
+    /// Text the server requires non-empty (a job id, a name): `<key> is required` otherwise.
+    pub(crate) struct Required;
+
+    impl Required {
+        pub(crate) fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
+            req_str(request, key)
+        }
+        pub(crate) fn check(text: &str, key: &'static str) -> Result<(), ValidationError> {
+            if text.is_empty() {
+                Err(ValidationError::new(key, format!("{key} is required")))
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A value a reply carries under one key, read as the client reads it and written as the
+/// server writes it.
+pub(crate) trait ReplyField: Sized {
+    /// Reads the required field `key` of `reply`.
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError>;
+    /// The value as the server writes it.
+    fn to_value(&self) -> Value;
+}
+
+impl ReplyField for bool {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        reply_bool(reply, key)
+    }
+    fn to_value(&self) -> Value {
+        Value::from(*self)
+    }
+}
+
+impl ReplyField for u64 {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        reply_u64(reply, key)
+    }
+    fn to_value(&self) -> Value {
+        Value::from(*self)
+    }
+}
+
+impl ReplyField for i64 {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        reply_i64(reply, key)
+    }
+    fn to_value(&self) -> Value {
+        Value::from(*self)
+    }
+}
+
+impl ReplyField for String {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        reply_str(reply, key)
+    }
+    fn to_value(&self) -> Value {
+        Value::from(self.as_str())
+    }
+}
+
+impl ReplyField for Vec<String> {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        reply_strings(reply, key)
+    }
+    fn to_value(&self) -> Value {
+        array(self.iter().map(String::as_str))
+    }
+}
+
+/// A required `data` object in a reply (`resp.data(...)` replies wrap their payload in it),
+/// decoded in full: the decoder keeps `data` values encoded, as they are user payloads
+/// elsewhere.
+pub(crate) fn reply_data(reply: &Value) -> Result<Value, ProtocolError> {
+    reply_field(reply, "data")?
+        .expanded()
+        .map_err(|_| ProtocolError::BadField {
+            field: "data",
+            problem: "not valid MessagePack",
+        })
+}
+
+/// Appends `data: {key: value}`, the shape of `resp.data` replies.
+pub(crate) fn put_data(fields: &mut Fields, key: &str, value: impl Into<Value>) {
+    fields.put("data", Value::map([(key, value.into())]));
+}
+
+/// Declares one operation; see the [module docs](self) for the grammar.
+macro_rules! op {
+    // Shorthands for the two most common field lists: a queue name, a job id.
+    (
+        $(#[$doc:meta])*
+        $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        $(#[$new_doc:meta])*
+        new($($args:tt)*);
+        fields { queue }
+        $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            $(#[$doc])*
+            $name $(as $wire)?, $replay $(, $derive)*;
+            $(#[$new_doc])*
+            new($($args)*);
+            fields {
+                #[doc = "Queue name."]
+                queue: String = "queue" => Queue,
+            }
+            $($rest)*
+        }
+    };
+    (
+        $(#[$doc:meta])*
+        $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        $(#[$new_doc:meta])*
+        new($($args:tt)*);
+        fields { id }
+        $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            $(#[$doc])*
+            $name $(as $wire)?, $replay $(, $derive)*;
+            $(#[$new_doc])*
+            new($($args)*);
+            fields {
+                #[doc = "Job id."]
+                id: String = "id" => Required,
+            }
+            $($rest)*
+        }
+    };
+    (
+        $(#[$doc:meta])*
+        $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        $(#[$new_doc:meta])*
+        new($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);
+        fields {
+            $(
+                $(#[$field_doc:meta])*
+                $field:ident: $field_ty:ty = $key:literal $(=> $kind:ident)?
+            ),* $(,)?
+        }
+        set { $($set:ident: $set_ty:ty),* $(,)? }
+        reply: $out:ty = $shape:ident $(($($shape_arg:tt)*))?;
+        $(validate: $validate:expr;)?
+        $(request: $request:expr;)?
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq $(, $derive)*)]
+        #[non_exhaustive]
+        pub struct $name {
+            $($(#[$field_doc])* pub $field: $field_ty,)*
+        }
+
+        impl $name {
+            $(#[$new_doc])*
+            #[allow(clippy::needless_update)]
+            pub fn new($($arg: $arg_ty),*) -> Self {
+                $name {
+                    $($arg: $crate::ops::decl::op!(@arg $arg $($conv)?),)*
+                    ..$name {
+                        $($field: Default::default(),)*
+                    }
+                }
+            }
+
+            $(
+                #[doc = concat!("Sets [`", stringify!($set), "`](Self::", stringify!($set), ").")]
+                pub fn $set(mut self, value: $set_ty) -> Self {
+                    self.$set = Some(value.into());
+                    self
+                }
+            )*
+        }
+
+        impl $crate::ops::Operation for $name {
+            const NAME: &'static str = $crate::ops::decl::op!(@name $name $($wire)?);
+            const REPLAY: $crate::session::Replay = $crate::session::Replay::$replay;
+            type Output = $out;
+
+            fn write_fields(&self, _fields: &mut $crate::ops::Fields) {
+                $($crate::ops::decl::Field::put(&self.$field, $key, _fields);)*
+            }
+
+            fn read_reply(
+                _reply: &$crate::wire::Value,
+            ) -> Result<$out, $crate::wire::ProtocolError> {
+                $crate::ops::decl::op!(@read _reply, $shape $(($($shape_arg)*))?)
+            }
+
+            fn validate(&self) -> Result<(), $crate::wire::ValidationError> {
+                $($($kind::check(&self.$field, $key)?;)?)*
+                $(($validate)(self)?;)?
+                Ok(())
+            }
+        }
+
+        impl $crate::wire::server::ServeOperation for $name {
+            fn read_request(
+                _request: &$crate::wire::Value,
+            ) -> Result<Self, $crate::wire::server::CommandError> {
+                $crate::ops::decl::op!(@request _request, [$($request)?], $name {
+                    $($field: $field_ty = $key [$($kind)?]),*
+                })
+            }
+
+            fn write_reply(_output: &$out, _fields: &mut $crate::ops::Fields) {
+                $crate::ops::decl::op!(@write _output, _fields, $shape $(($($shape_arg)*))?)
+            }
+        }
+    };
+
+    (@name $name:ident) => { stringify!($name) };
+    (@name $name:ident $wire:literal) => { $wire };
+
+    (@arg $arg:ident) => { $arg.into() };
+    (@arg $arg:ident $conv:path) => { $conv($arg) };
+
+    (@request $request:ident, [], $name:ident {
+        $($field:ident: $ty:ty = $key:literal [$($kind:ident)?]),*
+    }) => {
+        Ok($name {
+            $($field: $crate::ops::decl::op!(@take $request, $key, $ty $(, $kind)?),)*
+        })
+    };
+    (@request $request:ident, [$read:expr], $name:ident { $($fields:tt)* }) => {
+        ($read)($request)
+    };
+
+    (@take $request:ident, $key:literal, $ty:ty) => {
+        <$ty as $crate::ops::decl::Field>::take($request, $key)?
+    };
+    (@take $request:ident, $key:literal, $ty:ty, $kind:ident) => {
+        $kind::take($request, $key)?
+    };
+
+    (@read $reply:ident, ok) => { Ok(()) };
+    (@read $reply:ident, field($key:literal)) => {
+        $crate::ops::decl::ReplyField::read($reply, $key)
+    };
+    (@read $reply:ident, data($key:literal)) => {
+        $crate::ops::decl::ReplyField::read(&$crate::ops::decl::reply_data($reply)?, $key)
+    };
+    (@read $reply:ident, with($read:expr, $write:expr)) => { ($read)($reply) };
+
+    (@write $out:ident, $fields:ident, ok) => {{
+        let _ = $out;
+        $fields.put("id", $crate::wire::Value::Undefined);
+    }};
+    (@write $out:ident, $fields:ident, field($key:literal)) => {{
+        $fields.put($key, $crate::ops::decl::ReplyField::to_value($out));
+    }};
+    (@write $out:ident, $fields:ident, data($key:literal)) => {
+        $crate::ops::decl::put_data(
+            $fields,
+            $key,
+            $crate::ops::decl::ReplyField::to_value($out),
+        )
+    };
+    (@write $out:ident, $fields:ident, with($read:expr, $write:expr)) => {
+        ($write)($out, $fields)
+    };
+}
+
+pub(crate) use op;
+
+/// A time span as the whole milliseconds a `u64` wire field carries (saturating).
+pub(crate) fn ms_u64(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -82,7 +82,9 @@ pub use tls::{TlsError, TlsErrorKind, TlsOptions, TlsRoots};
 pub use worker::{CloseReport, JobError, JobOutput, Outcome, Raw, Worker};
 pub use worker_events::{WorkerEvent, WORKER_EVENTS_BUFFER, WORKER_EVENTS_BUFFER_BYTES};
 
-pub use autobatch_core::batch::{BatchConfig, BatchStats, ConfigError, FlushReason, OverflowPolicy};
+pub use autobatch_core::batch::{
+    BatchConfig, BatchStats, ConfigError, FlushReason, OverflowPolicy,
+};
 pub use autobatch_core::ops;
 pub use autobatch_core::session::{QueueEvent, ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{

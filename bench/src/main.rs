@@ -33,6 +33,7 @@ mod stats;
 mod svg;
 mod table;
 mod ts;
+mod web;
 mod workload;
 
 use std::io;
@@ -147,6 +148,13 @@ struct Args {
     /// autobatch's ratio to the TS client) from a `--compare` run's JSON document.
     #[arg(long, value_name = "FILE.json", exclusive = true)]
     render_headline: Option<PathBuf>,
+
+    /// The write-up's web endpoint, `POST /orders` with one add per request, under `wrk`: the
+    /// web_orders example on tokio multi_thread and current_thread and, as the peer, Bun with
+    /// bunqueue's TS client, batching off and on, beside the same handler without the add.
+    /// Against the embedded broker, or bunqueue 2.9.5 with --compare. See docs/web.md.
+    #[arg(long, conflicts_with_all = ["fleet", "tls", "server"])]
+    web: bool,
 }
 
 /// `--storage`.
@@ -298,6 +306,11 @@ fn real_main(args: Args) -> io::Result<()> {
         queue_prefix: "autobatch-bench".into(),
     };
     let machine = machine::MachineInfo::collect();
+    if args.web {
+        let plan = web::WebPlan::new(args.smoke, args.reps);
+        let (json, svg) = (args.json.as_deref(), args.svg.as_deref());
+        return web::main(&plan, args.compare, json, svg, &machine);
+    }
     if let Some(sizes) = &args.fleet {
         return fleet_main(&args, sizes, plan, machine);
     }

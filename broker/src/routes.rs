@@ -77,61 +77,62 @@ pub(crate) struct Route {
 
 /// One [`Route`] from its kind, its op (or name) and its handler.
 macro_rules! route {
-    (typed $op:ty => $serve:path) => {
+    (typed $op:ty => $serve:expr) => {
         Route {
             name: <$op as Operation>::NAME,
             handler: Handler::Now(|cx, body| {
-                let out = $serve(cx, request::<$op>(body)?)?;
+                let serve: fn(&Ctx<'_>, $op) -> Served<<$op as Operation>::Output> = $serve;
+                let out = serve(cx, request::<$op>(body)?)?;
                 Ok(reply::<$op>(&out))
             }),
         }
     };
-    (own $op:ty => $serve:path) => {
+    (own $op:ty => $serve:expr) => {
         Route {
             name: <$op as Operation>::NAME,
-            handler: Handler::Now(|cx, body| $serve(cx, request::<$op>(body)?)),
+            handler: Handler::Now(|cx, body| ($serve)(cx, request::<$op>(body)?)),
         }
     };
-    (body $op:ty => $serve:path) => {
+    (body $op:ty => $serve:expr) => {
         Route {
             name: <$op as Operation>::NAME,
-            handler: Handler::Now(|cx, body| $serve(cx, body, request::<$op>(body))),
+            handler: Handler::Now(|cx, body| ($serve)(cx, body, request::<$op>(body))),
         }
     };
-    (raw $op:ty => $serve:path) => {
+    (raw $op:ty => $serve:expr) => {
         Route {
             name: <$op as Operation>::NAME,
             handler: Handler::Now($serve),
         }
     };
-    (named $name:ident => $serve:path) => {
+    (named $name:ident => $serve:expr) => {
         Route {
             name: untyped::$name,
             handler: Handler::Now($serve),
         }
     };
-    (waits $op:ty => $serve:path) => {
+    (waits $op:ty => $serve:expr) => {
         Route {
             name: <$op as Operation>::NAME,
             handler: Handler::Waits(|cx, body| {
                 Box::pin(async move {
-                    let out = $serve(cx, request::<$op>(body)?).await?;
+                    let out = ($serve)(cx, request::<$op>(body)?).await?;
                     Ok(reply::<$op>(&out))
                 })
             }),
         }
     };
-    (waits_raw $op:ty => $serve:path) => {
+    (waits_raw $op:ty => $serve:expr) => {
         Route {
             name: <$op as Operation>::NAME,
-            handler: Handler::Waits(|cx, body| Box::pin($serve(cx, body))),
+            handler: Handler::Waits(|cx, body| Box::pin(($serve)(cx, body))),
         }
     };
 }
 
 /// The table, from one entry per command.
 macro_rules! routes {
-    ($($kind:ident $op:tt => $serve:path,)*) => {
+    ($($kind:ident $op:tt => $serve:expr,)*) => {
         &[$(route!($kind $op => $serve)),*]
     };
 }
@@ -181,7 +182,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     raw GetQueueLimits => limits::get_queue_limits,
     typed GetStallConfig => limits::get_stall_config,
     typed WorkerHeartbeat => worker::heartbeat, // Heartbeat
-    typed IsPaused => control::is_paused,
+    typed IsPaused => |cx, op| Ok(cx.state().is_paused(&op.queue)),
     named JOB_HEARTBEAT => job::heartbeat,
     named JOB_HEARTBEAT_B => job::heartbeat_batch,
     typed ListQueues => lookup::list_queues,

@@ -5,9 +5,9 @@
 //! (`crate::queue::dlq`): MoveToWait runs one again from its first attempt, as RetryDlq does.
 
 use autobatch_core::ops::{
-    Cancel, ChangeDelay, ChangePriority, Clean, Discard, Drain, IsPaused, MoveToDelayed,
-    MoveToWait, Obliterate, Pause, Promote, PromoteJobs, RemoveDeduplicationKey,
-    RemoveJobDeduplicationKey, Resume, RetryCompleted,
+    Cancel, ChangeDelay, ChangePriority, Clean, Discard, Drain, MoveToDelayed, MoveToWait,
+    Obliterate, Pause, Promote, PromoteJobs, RemoveDeduplicationKey, RemoveJobDeduplicationKey,
+    Resume, RetryCompleted,
 };
 
 use crate::context::{Ctx, Served};
@@ -21,10 +21,6 @@ pub(crate) fn pause(cx: &Ctx<'_>, op: Pause) -> Served<()> {
 pub(crate) fn resume(cx: &Ctx<'_>, op: Resume) -> Served<()> {
     cx.state().resume(&op.queue);
     Ok(())
-}
-
-pub(crate) fn is_paused(cx: &Ctx<'_>, op: IsPaused) -> Served<bool> {
-    Ok(cx.state().is_paused(&op.queue))
 }
 
 pub(crate) fn drain(cx: &Ctx<'_>, op: Drain) -> Served<u64> {

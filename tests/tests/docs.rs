@@ -816,7 +816,7 @@ impl<R: Runtime> Queue<R> {
     pub async fn add(&self, name: &str, data: impl Serialize) -> Result<String, Error> {
         let s = "{ pub fn not_real_either() {";
         let c = '{';
-        todo!()
+        Ok(String::new())
     }
     pub fn get_state<'a>(&'a self) -> &'a str { "" }
     fn private_helper(&self) {}

@@ -5,7 +5,7 @@ use crate::machine::MachineInfo;
 use crate::stats::Summary;
 use crate::table::{thousands, Align, Table};
 
-use super::{Mode, Stack, WebCell, WebRun};
+use super::model::{Mode, Stack, WebCell, WebRun};
 
 /// The median over repetitions of `f` for one cell.
 fn median(

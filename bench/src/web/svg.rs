@@ -6,7 +6,7 @@ use std::fmt::Write;
 use crate::stats::Summary;
 use crate::table::thousands;
 
-use super::{Mode, Stack, WebRun};
+use super::model::{Mode, Stack, WebRun};
 
 const W: f64 = 960.0;
 const H: f64 = 520.0;

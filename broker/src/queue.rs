@@ -428,15 +428,19 @@ impl State {
     /// `maxSize` bounds, as bunqueue's group scheduler counts them (pulled jobs leave it).
     /// A walk of the queue's waiting jobs, done only for a push that sets `maxSize`.
     pub fn group_queued(&self, queue: &str, group: &str) -> u64 {
-        let Some(q) = self.queues.get(queue) else {
-            return 0;
-        };
-        q.ready
-            .values()
-            .chain(q.delayed.values())
-            .filter_map(|id| self.jobs.get(id))
+        self.queued(queue)
             .filter(|e| e.run.group.as_deref() == Some(group))
             .count() as u64
+    }
+
+    /// The queued (waiting or delayed) jobs of `queue`, a walk of both indexes: what the group
+    /// counts read.
+    fn queued<'a>(&'a self, queue: &str) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.queues
+            .get(queue)
+            .into_iter()
+            .flat_map(|q| q.ready.values().chain(q.delayed.values()))
+            .filter_map(|id| self.jobs.get(id).map(|e| &**e))
     }
 
     /// Drops a finished job entirely (a new generation of its custom id, or remove-on-finish).

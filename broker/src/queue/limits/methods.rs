@@ -28,15 +28,7 @@ impl State {
     /// GetGroupsJobsCount: the queued (waiting or delayed) jobs of `queue` that have a group,
     /// as bunqueue's group scheduler counts them. A walk of the queue's queued jobs.
     pub fn groups_queued(&self, queue: &str) -> u64 {
-        let Some(q) = self.queues.get(queue) else {
-            return 0;
-        };
-        q.ready
-            .values()
-            .chain(q.delayed.values())
-            .filter_map(|id| self.jobs.get(id))
-            .filter(|e| e.run.group.is_some())
-            .count() as u64
+        self.queued(queue).filter(|e| e.run.group.is_some()).count() as u64
     }
 
     /// RateLimit, as bunqueue's `setRateLimit`: `limit` jobs per `duration` ms (1 s when

@@ -26,21 +26,13 @@ op! {
     /// assert_eq!(Pause::new("bad name!").validate().unwrap_err().field, "queue");
     /// ```
     Pause, Safe, Eq;
-    /// Pauses `queue`.
-    new(queue: impl Into<String>);
-    fields { queue }
-    set {}
-    reply: () = ok;
+    queue;
 }
 
 op! {
     /// `Resume`: undoes [`Pause`]. Idempotent, so it may be replayed.
     Resume, Safe, Eq;
-    /// Resumes `queue`.
-    new(queue: impl Into<String>);
-    fields { queue }
-    set {}
-    reply: () = ok;
+    queue;
 }
 
 op! {
@@ -53,10 +45,7 @@ op! {
     /// assert_eq!(IsPaused::read_reply(&reply), Ok(true));
     /// ```
     IsPaused, Safe, Eq;
-    /// Asks about `queue`.
-    new(queue: impl Into<String>);
-    fields { queue }
-    set {}
+    queue;
     reply: bool = field("paused");
 }
 
@@ -66,10 +55,7 @@ op! {
     ///
     /// Not replayed: a second drain would also remove the jobs added between the two.
     Drain, NotSafe, Eq;
-    /// Drains `queue`.
-    new(queue: impl Into<String>);
-    fields { queue }
-    set {}
+    queue;
     reply: u64 = field("count");
 }
 
@@ -131,11 +117,7 @@ op! {
     ///
     /// Not replayed: a second one would also destroy what was added between the two.
     Obliterate, NotSafe, Eq;
-    /// Obliterates `queue`.
-    new(queue: impl Into<String>);
-    fields { queue }
-    set {}
-    reply: () = ok;
+    queue;
 }
 
 op! {
@@ -152,11 +134,7 @@ op! {
     /// assert_eq!(Cancel::new("").validate().unwrap_err().message, "id is required");
     /// ```
     Cancel, NotSafe, Eq;
-    /// For job `id`.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
-    reply: () = ok;
+    id;
 }
 
 op! {
@@ -164,11 +142,7 @@ op! {
     ///
     /// Not replayed: a second one is refused once the first has promoted the job.
     Promote, NotSafe, Eq;
-    /// For job `id`.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
-    reply: () = ok;
+    id;
 }
 
 op! {
@@ -194,7 +168,6 @@ op! {
         token: Option<String> = "token",
     }
     set { token: impl Into<String> }
-    reply: () = ok;
 }
 
 op! {
@@ -215,7 +188,6 @@ op! {
         token: Option<String> = "token",
     }
     set { token: impl Into<String> }
-    reply: () = ok;
 }
 
 op! {
@@ -284,7 +256,6 @@ op! {
         lifo: Option<bool> = "lifo",
     }
     set { lifo: bool }
-    reply: () = ok;
 }
 
 op! {
@@ -316,7 +287,6 @@ op! {
         token: Option<String> = "token",
     }
     set { token: impl Into<String> }
-    reply: () = ok;
 }
 
 op! {
@@ -337,7 +307,6 @@ op! {
         token: Option<String> = "token",
     }
     set { token: impl Into<String> }
-    reply: () = ok;
 }
 
 op! {
@@ -361,7 +330,6 @@ op! {
         /// The key (the `deduplication.id` job option).
         deduplication_id: String = "deduplicationId",
     }
-    set {}
     reply: u64 = data("count");
 }
 
@@ -372,9 +340,6 @@ op! {
     /// Replayed: the server frees the key only while this job owns it, so a second one changes
     /// nothing (and cannot free a key another job took since).
     RemoveJobDeduplicationKey, Safe, Eq;
-    /// Frees job `id`'s key.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
+    id;
     reply: bool = data("removed");
 }

@@ -552,7 +552,6 @@ op! {
         /// The scheduler's name.
         name: String = "name",
     }
-    set {}
     reply: CronInfo = with(read_cron, write_cron);
 }
 
@@ -577,7 +576,6 @@ op! {
     /// Lists every scheduler.
     new();
     fields {}
-    set {}
     reply: Vec<CronInfo> = with(read_crons, write_crons);
 }
 
@@ -613,6 +611,4 @@ op! {
         /// The scheduler's name.
         name: String = "name",
     }
-    set {}
-    reply: () = ok;
 }

@@ -269,20 +269,57 @@ pub(crate) fn put_data(fields: &mut Fields, key: &str, value: impl Into<Value>) 
 
 /// Declares one operation; see the [module docs](self) for the grammar.
 macro_rules! op {
-    // Shorthands for the two most common field lists: a queue name, a job id.
+    // `queue;` / `queue (unchecked);` / `id;`: the constructor and the one field of a command
+    // that carries only a queue name or a job id.
     (
-        $(#[$doc:meta])*
-        $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])*
-        new($($args:tt)*);
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        queue; $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            #[doc = "The command for `queue`."]
+            new(queue: impl Into<String>);
+            fields { queue }
+            $($rest)*
+        }
+    };
+    (
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        queue (unchecked); $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            #[doc = "The command for `queue`."]
+            new(queue: impl Into<String>);
+            fields {
+                #[doc = "Queue name (not validated: the server takes it as sent)."]
+                queue: String = "queue",
+            }
+            $($rest)*
+        }
+    };
+    (
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        id; $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            #[doc = "The command for job `id`."]
+            new(id: impl Into<String>);
+            fields { id }
+            $($rest)*
+        }
+    };
+    // `fields { queue }` / `fields { id }`: the two most common field lists.
+    (
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        $(#[$new_doc:meta])* new($($args:tt)*);
         fields { queue }
         $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
-            $(#[$doc])*
-            $name $(as $wire)?, $replay $(, $derive)*;
-            $(#[$new_doc])*
-            new($($args)*);
+            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            $(#[$new_doc])* new($($args)*);
             fields {
                 #[doc = "Queue name."]
                 queue: String = "queue" => Queue,
@@ -291,18 +328,14 @@ macro_rules! op {
         }
     };
     (
-        $(#[$doc:meta])*
-        $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])*
-        new($($args:tt)*);
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        $(#[$new_doc:meta])* new($($args:tt)*);
         fields { id }
         $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
-            $(#[$doc])*
-            $name $(as $wire)?, $replay $(, $derive)*;
-            $(#[$new_doc])*
-            new($($args)*);
+            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            $(#[$new_doc])* new($($args)*);
             fields {
                 #[doc = "Job id."]
                 id: String = "id" => Required,
@@ -321,8 +354,8 @@ macro_rules! op {
                 $field:ident: $field_ty:ty = $key:literal $(=> $kind:ident)?
             ),* $(,)?
         }
-        set { $($set:ident: $set_ty:ty),* $(,)? }
-        reply: $out:ty = $shape:ident $(($($shape_arg:tt)*))?;
+        $(set { $($set:ident: $set_ty:ty),* $(,)? })?
+        $(reply: $out:ty = $shape:ident $(($($shape_arg:tt)*))?;)?
         $(validate: $validate:expr;)?
         $(request: $request:expr;)?
     ) => {
@@ -345,19 +378,19 @@ macro_rules! op {
                 }
             }
 
-            $(
+            $($(
                 #[doc = concat!("Sets [`", stringify!($set), "`](Self::", stringify!($set), ").")]
                 pub fn $set(mut self, value: $set_ty) -> Self {
                     self.$set = Some(value.into());
                     self
                 }
-            )*
+            )*)?
         }
 
         impl $crate::ops::Operation for $name {
             const NAME: &'static str = $crate::ops::decl::op!(@name $name $($wire)?);
             const REPLAY: $crate::session::Replay = $crate::session::Replay::$replay;
-            type Output = $out;
+            type Output = $crate::ops::decl::op!(@out $($out)?);
 
             fn write_fields(&self, _fields: &mut $crate::ops::Fields) {
                 $($crate::ops::decl::Field::put(&self.$field, $key, _fields);)*
@@ -365,8 +398,8 @@ macro_rules! op {
 
             fn read_reply(
                 _reply: &$crate::wire::Value,
-            ) -> Result<$out, $crate::wire::ProtocolError> {
-                $crate::ops::decl::op!(@read _reply, $shape $(($($shape_arg)*))?)
+            ) -> Result<Self::Output, $crate::wire::ProtocolError> {
+                $crate::ops::decl::op!(@read _reply, $($shape $(($($shape_arg)*))?)?)
             }
 
             fn validate(&self) -> Result<(), $crate::wire::ValidationError> {
@@ -385,11 +418,17 @@ macro_rules! op {
                 })
             }
 
-            fn write_reply(_output: &$out, _fields: &mut $crate::ops::Fields) {
-                $crate::ops::decl::op!(@write _output, _fields, $shape $(($($shape_arg)*))?)
+            fn write_reply(
+                _output: &<Self as $crate::ops::Operation>::Output,
+                _fields: &mut $crate::ops::Fields,
+            ) {
+                $crate::ops::decl::op!(@write _output, _fields, $($shape $(($($shape_arg)*))?)?)
             }
         }
     };
+
+    (@out) => { () };
+    (@out $out:ty) => { $out };
 
     (@name $name:ident) => { stringify!($name) };
     (@name $name:ident $wire:literal) => { $wire };
@@ -415,7 +454,7 @@ macro_rules! op {
         $kind::take($request, $key)?
     };
 
-    (@read $reply:ident, ok) => { Ok(()) };
+    (@read $reply:ident, $(ok)?) => { Ok(()) };
     (@read $reply:ident, field($key:literal)) => {
         $crate::ops::decl::ReplyField::read($reply, $key)
     };
@@ -424,7 +463,7 @@ macro_rules! op {
     };
     (@read $reply:ident, with($read:expr, $write:expr)) => { ($read)($reply) };
 
-    (@write $out:ident, $fields:ident, ok) => {{
+    (@write $out:ident, $fields:ident, $(ok)?) => {{
         let _ = $out;
         $fields.put("id", $crate::wire::Value::Undefined);
     }};

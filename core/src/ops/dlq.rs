@@ -512,13 +512,7 @@ op! {
     /// assert_eq!(GetDlqStats::read_reply(&reply).unwrap().total, 2);
     /// ```
     GetDlqStats, Safe, Eq;
-    /// Asks about `queue`'s DLQ.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
+    queue (unchecked);
     reply: DlqStats = with(read_stats, write_stats);
 }
 
@@ -654,13 +648,7 @@ op! {
     /// Not replayed: a second run would purge entries that arrived in between and report 0 for
     /// the ones the first run removed.
     PurgeDlq, NotSafe, Eq;
-    /// Purges `queue`'s DLQ.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
+    queue (unchecked);
     reply: u64 = field("count");
 }
 
@@ -802,13 +790,7 @@ op! {
     /// assert_eq!(GetDlqConfig::read_reply(&reply).unwrap(), DlqConfig::default());
     /// ```
     GetDlqConfig, Safe, Eq;
-    /// Asks about `queue`'s DLQ.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
+    queue (unchecked);
     reply: DlqConfig = with(read_config, write_config);
 }
 
@@ -952,6 +934,4 @@ op! {
         /// What to change.
         config: DlqConfigUpdate = "config",
     }
-    set {}
-    reply: () = ok;
 }

@@ -20,11 +20,7 @@ op! {
     /// assert!(SubscribeEvents::new("bad name!").validate().is_err());
     /// ```
     SubscribeEvents, NotSafe, Eq;
-    /// Subscribes to `queue`.
-    new(queue: impl Into<String>);
-    fields { queue }
-    set {}
-    reply: () = ok;
+    queue;
 }
 
 op! {
@@ -34,6 +30,4 @@ op! {
     /// Unsubscribes this connection.
     new();
     fields {}
-    set {}
-    reply: () = ok;
 }

@@ -527,10 +527,7 @@ op! {
     /// assert_eq!(GetChildrenValues::read_reply(&reply), Ok(vec![("q:c1".to_owned(), Value::from(2_i64))]));
     /// ```
     GetChildrenValues, Safe, Eq;
-    /// Asks about parent job `id`.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
+    id;
     reply: Vec<(String, Value)> = with(
         |r: &Value| read_values(reply_opt(r, "data").and_then(|d| d.get("values"))),
         |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", pairs_value(v))
@@ -549,10 +546,7 @@ op! {
     /// assert_eq!(GetFailedChildrenValues::read_reply(&reply).unwrap().len(), 1);
     /// ```
     GetFailedChildrenValues, Safe, Eq;
-    /// Asks about parent job `id`.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
+    id;
     reply: Vec<(String, Value)> = with(
         |r: &Value| read_values(reply_opt(r, "values")),
         |v: &Vec<(String, Value)>, f: &mut Fields| { f.put("values", pairs_value(v)); }
@@ -564,10 +558,7 @@ op! {
     /// [`ChildFailure::Ignore`] set, keyed by child. An unknown parent gives an empty list.
     /// A read: replayed.
     GetIgnoredChildrenFailures, Safe, Eq;
-    /// Asks about parent job `id`.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
+    id;
     reply: Vec<(String, Value)> = with(
         |r: &Value| read_values(reply_opt(r, "values")),
         |v: &Vec<(String, Value)>, f: &mut Fields| { f.put("values", pairs_value(v)); }

@@ -210,10 +210,7 @@ op! {
     /// assert_eq!(GetProgress::read_reply(&reply), Ok(JobProgress::new(40.0, None)));
     /// ```
     GetProgress, Safe, Eq;
-    /// Asks about job `id`.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
+    id;
     reply: JobProgress = with(JobProgress::read, JobProgress::write);
 }
 
@@ -339,7 +336,6 @@ op! {
         /// Last line.
         end: Option<i64> = "end",
     }
-    set {}
     reply: JobLogs = with(JobLogs::read, JobLogs::write);
 }
 
@@ -365,7 +361,6 @@ op! {
         keep_logs: Option<i64> = "keepLogs",
     }
     set { keep_logs: i64 }
-    reply: () = ok;
 }
 
 // ---------------------------------------------------------------- data
@@ -383,8 +378,6 @@ op! {
         /// The new data.
         data: Value = "data",
     }
-    set {}
-    reply: () = ok;
 }
 
 // ---------------------------------------------------------------- locks
@@ -414,7 +407,6 @@ op! {
         duration: i64 = "duration" => Millis,
     }
     set { token: impl Into<String> }
-    reply: () = ok;
 }
 
 /// `ExtendLocks`: [`ExtendLock`] for several jobs at once; yields how many locks were

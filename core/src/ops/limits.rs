@@ -78,33 +78,18 @@ op! {
         ttl: Option<Duration> = "ttl" => FiniteSpan,
     }
     set { duration: Duration, ttl: Duration }
-    reply: () = ok;
 }
 
 op! {
     /// `RateLimitClear`: lifts the queue's rate limit. Idempotent: replayed.
     RateLimitClear, Safe, Eq;
-    /// The command for `queue`.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
-    reply: () = ok;
+    queue (unchecked);
 }
 
 op! {
     /// `ClearConcurrency`: lifts the queue's global concurrency limit. Idempotent: replayed.
     ClearConcurrency, Safe, Eq;
-    /// The command for `queue`.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
-    reply: () = ok;
+    queue (unchecked);
 }
 
 op! {
@@ -119,8 +104,6 @@ op! {
         /// Most active jobs.
         limit: i64 = "limit" => Finite,
     }
-    set {}
-    reply: () = ok;
 }
 
 // ------------------------------------------------------------------------ stall config
@@ -185,13 +168,7 @@ op! {
     /// assert_eq!(GetStallConfig::read_reply(&reply).unwrap(), StallConfig::default());
     /// ```
     GetStallConfig, Safe, Eq;
-    /// Asks about `queue`.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
+    queue (unchecked);
     reply: StallConfig = with(
         |r| Ok(StallConfig::from_value(reply_field(r, "config")?)),
         |c: &StallConfig, f: &mut Fields| { f.put("config", c.to_value()); }
@@ -311,8 +288,6 @@ op! {
         /// What to change.
         config: StallConfigUpdate = "config",
     }
-    set {}
-    reply: () = ok;
 }
 
 // ------------------------------------------------------------------------ groups
@@ -424,7 +399,6 @@ macro_rules! group_op {
                 /// Queue name.
                 queue: String = "queue" => Queue,
             }
-            set {}
             reply: $out = $shape $($shape_arg)*;
         }
     };
@@ -556,8 +530,6 @@ op! {
         /// Queue name.
         queue: String = "queue" => Queue,
     }
-    set {}
-    reply: () = ok;
 }
 
 op! {
@@ -574,8 +546,6 @@ op! {
         /// Queue name.
         queue: String = "queue" => Queue,
     }
-    set {}
-    reply: () = ok;
 }
 
 op! {
@@ -612,8 +582,6 @@ op! {
         /// How long.
         duration: Duration = "duration" => PositiveSpan,
     }
-    set {}
-    reply: () = ok;
 }
 
 /// A count the server reads without checking: kept when a non-negative number.
@@ -640,6 +608,5 @@ op! {
         /// Queue name.
         queue: String = "queue" => Queue,
     }
-    set {}
     reply: u64 = data("count");
 }

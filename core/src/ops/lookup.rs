@@ -251,7 +251,6 @@ op! {
         /// The custom id.
         custom_id: String = "customId" => Required,
     }
-    set {}
     reply: Job = with(read_job, write_job);
 }
 
@@ -279,10 +278,7 @@ op! {
     /// assert_eq!(c.counts.get(&5), Some(&2));
     /// ```
     GetCountsPerPriority, Safe, Eq;
-    /// Asks about `queue`.
-    new(queue: impl Into<String>);
-    fields { queue }
-    set {}
+    queue;
     reply: PriorityCounts = with(read_priority_counts, write_priority_counts);
 }
 
@@ -465,7 +461,6 @@ op! {
         /// The deduplication key (the `deduplication.id` job option).
         deduplication_id: String = "deduplicationId",
     }
-    set {}
     reply: Option<String> = with(read_dedup_holder, write_dedup_holder);
 }
 
@@ -493,7 +488,6 @@ op! {
     /// Lists every queue.
     new();
     fields {}
-    set {}
     reply: Vec<String> = field("queues");
 }
 
@@ -517,7 +511,6 @@ op! {
     /// Lists every worker.
     new();
     fields {}
-    set {}
     reply: WorkerList = with(read_workers, write_workers);
 }
 
@@ -685,7 +678,6 @@ op! {
     /// Asks for the server's stats.
     new();
     fields {}
-    set {}
     reply: ServerStats = with(read_stats, write_stats);
 }
 
@@ -1011,7 +1003,6 @@ op! {
     /// Asks for the storage health.
     new();
     fields {}
-    set {}
     reply: StorageHealth = with(read_storage, write_storage);
 }
 

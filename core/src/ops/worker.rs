@@ -254,7 +254,6 @@ op! {
         /// Jobs failed so far.
         failed: Option<i64> = "failed",
     }
-    set {}
     reply: () = with(|_| Ok(()), |_: &(), f: &mut Fields| put_data(f, "ok", true));
 }
 
@@ -287,6 +286,5 @@ op! {
         /// The worker's id.
         worker_id: String = "workerId" => Required,
     }
-    set {}
     reply: () = with(|_| Ok(()), |_: &(), f: &mut Fields| put_data(f, "removed", true));
 }

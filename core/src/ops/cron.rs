@@ -11,6 +11,7 @@ use crate::wire::server::CommandError;
 use crate::wire::{Backoff, Dedup, ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER};
 
 use super::decl::op;
+use super::decl::setters;
 use super::dlq::{ms, opt_f64, opt_u64, span};
 use super::read::{reply_array, reply_field, reply_opt, reply_opt_str, req_opt_str};
 use super::{Fields, Operation};
@@ -137,48 +138,6 @@ impl CronJobOptions {
         Self::default()
     }
 
-    /// Sets [`attempts`](Self::attempts).
-    pub fn attempts(mut self, n: i64) -> Self {
-        self.attempts = Some(n);
-        self
-    }
-
-    /// Sets [`backoff`](Self::backoff).
-    pub fn backoff(mut self, b: Backoff) -> Self {
-        self.backoff = Some(b);
-        self
-    }
-
-    /// Sets [`timeout`](Self::timeout).
-    pub fn timeout(mut self, d: Duration) -> Self {
-        self.timeout = Some(d);
-        self
-    }
-
-    /// Sets [`delay`](Self::delay).
-    pub fn delay(mut self, d: Duration) -> Self {
-        self.delay = Some(d);
-        self
-    }
-
-    /// Sets [`stall_timeout`](Self::stall_timeout).
-    pub fn stall_timeout(mut self, d: Duration) -> Self {
-        self.stall_timeout = Some(d);
-        self
-    }
-
-    /// Sets [`remove_on_complete`](Self::remove_on_complete).
-    pub fn remove_on_complete(mut self, yes: bool) -> Self {
-        self.remove_on_complete = Some(yes);
-        self
-    }
-
-    /// Sets [`remove_on_fail`](Self::remove_on_fail).
-    pub fn remove_on_fail(mut self, yes: bool) -> Self {
-        self.remove_on_fail = Some(yes);
-        self
-    }
-
     fn is_empty(&self) -> bool {
         *self == CronJobOptions::default()
     }
@@ -225,6 +184,11 @@ impl CronJobOptions {
         }
     }
 }
+
+setters! { CronJobOptions {
+    attempts: i64, backoff: Backoff, timeout: Duration, delay: Duration, stall_timeout: Duration,
+    remove_on_complete: bool, remove_on_fail: bool,
+} }
 
 /// `Cron`: creates or replaces the scheduler `name`, which adds a job named `job_name` with
 /// `data` to `queue` on the cron `schedule` or every `repeat_every` (at least one of them).
@@ -337,75 +301,9 @@ impl CronUpsert {
         }
     }
 
-    /// Sets [`job_name`](Self::job_name).
-    pub fn job_name(mut self, name: impl Into<String>) -> Self {
-        self.job_name = Some(name.into());
-        self
-    }
-
     /// Sets [`data`](Self::data).
     pub fn data(mut self, data: Value) -> Self {
         self.data = data;
-        self
-    }
-
-    /// Sets [`schedule`](Self::schedule).
-    pub fn schedule(mut self, pattern: impl Into<String>) -> Self {
-        self.schedule = Some(pattern.into());
-        self
-    }
-
-    /// Sets [`repeat_every`](Self::repeat_every).
-    pub fn repeat_every(mut self, every: Duration) -> Self {
-        self.repeat_every = Some(every);
-        self
-    }
-
-    /// Sets [`priority`](Self::priority).
-    pub fn priority(mut self, p: i64) -> Self {
-        self.priority = Some(p);
-        self
-    }
-
-    /// Sets [`timezone`](Self::timezone).
-    pub fn timezone(mut self, tz: impl Into<String>) -> Self {
-        self.timezone = Some(tz.into());
-        self
-    }
-
-    /// Sets [`max_limit`](Self::max_limit).
-    pub fn max_limit(mut self, n: i64) -> Self {
-        self.max_limit = Some(n);
-        self
-    }
-
-    /// Sets [`skip_missed_on_restart`](Self::skip_missed_on_restart).
-    pub fn skip_missed_on_restart(mut self, yes: bool) -> Self {
-        self.skip_missed_on_restart = Some(yes);
-        self
-    }
-
-    /// Sets [`immediately`](Self::immediately).
-    pub fn immediately(mut self, yes: bool) -> Self {
-        self.immediately = Some(yes);
-        self
-    }
-
-    /// Sets [`skip_if_no_worker`](Self::skip_if_no_worker).
-    pub fn skip_if_no_worker(mut self, yes: bool) -> Self {
-        self.skip_if_no_worker = Some(yes);
-        self
-    }
-
-    /// Sets [`prevent_overlap`](Self::prevent_overlap).
-    pub fn prevent_overlap(mut self, yes: bool) -> Self {
-        self.prevent_overlap = Some(yes);
-        self
-    }
-
-    /// Sets [`job_options`](Self::job_options).
-    pub fn job_options(mut self, o: CronJobOptions) -> Self {
-        self.job_options = Some(o);
         self
     }
 
@@ -416,6 +314,12 @@ impl CronUpsert {
         self
     }
 }
+
+setters! { CronUpsert {
+    job_name: impl Into<String>, schedule: impl Into<String>, repeat_every: Duration,
+    priority: i64, timezone: impl Into<String>, max_limit: i64, skip_missed_on_restart: bool,
+    immediately: bool, skip_if_no_worker: bool, prevent_overlap: bool, job_options: CronJobOptions,
+} }
 
 fn dedup_value(d: &Dedup) -> Value {
     let mut f = Fields::default();

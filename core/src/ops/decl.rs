@@ -488,3 +488,21 @@ pub(crate) use op;
 pub(crate) fn ms_u64(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// Builder setters of optional fields: `setters! { Type { name: Arg, … } }` gives each
+/// `pub fn name(self, value: Arg) -> Self`, which sets `self.name = Some(value.into())`.
+macro_rules! setters {
+    ($ty:ident { $($name:ident: $arg:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Sets [`", stringify!($name), "`](Self::", stringify!($name), ").")]
+                pub fn $name(mut self, value: $arg) -> Self {
+                    self.$name = Some(value.into());
+                    self
+                }
+            )*
+        }
+    };
+}
+
+pub(crate) use setters;

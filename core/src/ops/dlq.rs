@@ -11,6 +11,7 @@ use crate::session::Replay;
 use crate::wire::server::CommandError;
 use crate::wire::{Job, ProtocolError, ValidationError, Value};
 
+use super::decl::setters;
 use super::decl::{op, Field};
 use super::read::{
     number, reply_array, reply_bool, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str,
@@ -159,48 +160,6 @@ impl DlqFilter {
         Self::default()
     }
 
-    /// Sets [`reason`](Self::reason).
-    pub fn reason(mut self, reason: FailureReason) -> Self {
-        self.reason = Some(reason);
-        self
-    }
-
-    /// Sets [`older_than`](Self::older_than), epoch ms.
-    pub fn older_than(mut self, ms: f64) -> Self {
-        self.older_than = Some(ms);
-        self
-    }
-
-    /// Sets [`newer_than`](Self::newer_than), epoch ms.
-    pub fn newer_than(mut self, ms: f64) -> Self {
-        self.newer_than = Some(ms);
-        self
-    }
-
-    /// Sets [`retriable`](Self::retriable).
-    pub fn retriable(mut self, yes: bool) -> Self {
-        self.retriable = Some(yes);
-        self
-    }
-
-    /// Sets [`expired`](Self::expired).
-    pub fn expired(mut self, yes: bool) -> Self {
-        self.expired = Some(yes);
-        self
-    }
-
-    /// Sets [`offset`](Self::offset).
-    pub fn offset(mut self, n: u64) -> Self {
-        self.offset = Some(n);
-        self
-    }
-
-    /// Sets [`limit`](Self::limit).
-    pub fn limit(mut self, n: u64) -> Self {
-        self.limit = Some(n);
-        self
-    }
-
     fn to_value(&self) -> Value {
         let mut f = Fields::default();
         f.put_opt("reason", self.reason.as_ref().map(|r| r.as_str()))
@@ -235,6 +194,11 @@ impl DlqFilter {
         }
     }
 }
+
+setters! { DlqFilter {
+    reason: FailureReason, older_than: f64, newer_than: f64, retriable: bool, expired: bool,
+    offset: u64, limit: u64,
+} }
 
 /// One failed attempt of a DLQ entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -378,19 +342,9 @@ impl Dlq {
             filter: None,
         }
     }
-
-    /// Sets [`count`](Self::count).
-    pub fn count(mut self, n: u64) -> Self {
-        self.count = Some(n);
-        self
-    }
-
-    /// Sets [`filter`](Self::filter).
-    pub fn filter(mut self, filter: DlqFilter) -> Self {
-        self.filter = Some(filter);
-        self
-    }
 }
+
+setters! { Dlq { count: u64, filter: DlqFilter } }
 
 impl Operation for Dlq {
     const NAME: &'static str = "Dlq";
@@ -831,36 +785,6 @@ impl DlqConfigUpdate {
         Self::default()
     }
 
-    /// Sets [`auto_retry`](Self::auto_retry).
-    pub fn auto_retry(mut self, yes: bool) -> Self {
-        self.auto_retry = Some(yes);
-        self
-    }
-
-    /// Sets [`auto_retry_interval`](Self::auto_retry_interval).
-    pub fn auto_retry_interval(mut self, d: Duration) -> Self {
-        self.auto_retry_interval = Some(d);
-        self
-    }
-
-    /// Sets [`max_auto_retries`](Self::max_auto_retries).
-    pub fn max_auto_retries(mut self, n: u64) -> Self {
-        self.max_auto_retries = Some(n);
-        self
-    }
-
-    /// Sets [`max_age`](Self::max_age) (`None`: kept forever).
-    pub fn max_age(mut self, d: Option<Duration>) -> Self {
-        self.max_age = Some(d);
-        self
-    }
-
-    /// Sets [`max_entries`](Self::max_entries).
-    pub fn max_entries(mut self, n: u64) -> Self {
-        self.max_entries = Some(n);
-        self
-    }
-
     fn to_value(&self) -> Value {
         let mut f = Fields::default();
         f.put_opt("autoRetry", self.auto_retry)
@@ -905,6 +829,11 @@ impl DlqConfigUpdate {
         config
     }
 }
+
+setters! { DlqConfigUpdate {
+    auto_retry: bool, auto_retry_interval: Duration, max_auto_retries: u64,
+    max_age: Option<Duration>, max_entries: u64,
+} }
 
 /// A settings update travels as one `config` object (absent: changes nothing).
 impl Field for DlqConfigUpdate {

@@ -19,6 +19,7 @@ use crate::wire::{
 };
 
 use super::decl::kind::Required;
+use super::decl::setters;
 use super::decl::{op, put_data};
 use super::read::{number, reply_bool, reply_field, reply_opt, req_str, text};
 use super::{Fields, Operation};
@@ -138,12 +139,6 @@ impl FlowJob {
     /// Sets the children.
     pub fn children(mut self, ids: Vec<String>) -> Self {
         self.children_ids = ids;
-        self
-    }
-
-    /// Sets the failure policy.
-    pub fn on_failure(mut self, policy: ChildFailure) -> Self {
-        self.on_failure = Some(policy);
         self
     }
 
@@ -348,6 +343,8 @@ impl FlowJob {
         Ok(())
     }
 }
+
+setters! { FlowJob { on_failure: ChildFailure } }
 
 /// Whether `v` is a map, decoded or still encoded (payloads arrive as [`Value::Raw`]).
 fn is_map(v: &Value) -> bool {
@@ -611,13 +608,9 @@ impl WaitJob {
             timeout: None,
         }
     }
-
-    /// Sets the timeout.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
 }
+
+setters! { WaitJob { timeout: Duration } }
 
 impl Operation for WaitJob {
     const NAME: &'static str = "WaitJob";

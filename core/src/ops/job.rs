@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use super::decl::kind::Required;
+use super::decl::setters;
 use super::decl::{op, put_data, reply_data, Field};
 use super::read::{array, number, reply_array, reply_opt_str, reply_u64, req_strings, text};
 use super::{Fields, Operation};
@@ -124,13 +125,9 @@ impl UpdateProgress {
             message: None,
         }
     }
-
-    /// With a message.
-    pub fn message(mut self, message: impl Into<String>) -> Self {
-        self.message = Some(message.into());
-        self
-    }
 }
+
+setters! { UpdateProgress { message: impl Into<String> } }
 
 impl Operation for UpdateProgress {
     const NAME: &'static str = "Progress";

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use super::decl::kind::Queue;
+use super::decl::setters;
 use super::decl::{op, put_data, reply_data, Field};
 use super::dlq::{ms, opt_f64, opt_u64, span};
 use super::read::{reply_field, reply_opt};
@@ -202,30 +203,6 @@ impl StallConfigUpdate {
         Self::default()
     }
 
-    /// Sets [`enabled`](Self::enabled).
-    pub fn enabled(mut self, yes: bool) -> Self {
-        self.enabled = Some(yes);
-        self
-    }
-
-    /// Sets [`stall_interval`](Self::stall_interval).
-    pub fn stall_interval(mut self, d: Duration) -> Self {
-        self.stall_interval = Some(d);
-        self
-    }
-
-    /// Sets [`max_stalls`](Self::max_stalls).
-    pub fn max_stalls(mut self, n: u64) -> Self {
-        self.max_stalls = Some(n);
-        self
-    }
-
-    /// Sets [`grace_period`](Self::grace_period).
-    pub fn grace_period(mut self, d: Duration) -> Self {
-        self.grace_period = Some(d);
-        self
-    }
-
     /// `config` with this update applied.
     pub fn apply(&self, mut config: StallConfig) -> StallConfig {
         if let Some(x) = self.enabled {
@@ -261,6 +238,10 @@ impl StallConfigUpdate {
         }
     }
 }
+
+setters! { StallConfigUpdate {
+    enabled: bool, stall_interval: Duration, max_stalls: u64, grace_period: Duration,
+} }
 
 impl Field for StallConfigUpdate {
     fn put(&self, key: &'static str, fields: &mut Fields) {

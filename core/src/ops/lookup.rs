@@ -11,6 +11,7 @@ use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationE
 
 use super::decl::kind::{Queue, Required};
 use super::decl::op;
+use super::decl::setters;
 use super::read::{
     array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_opt_i64,
     req_queue, text,
@@ -154,25 +155,9 @@ impl GetJobs {
         self.states = states.into_iter().collect();
         self
     }
-
-    /// Skips the first `offset` jobs.
-    pub fn offset(mut self, offset: u64) -> Self {
-        self.offset = Some(offset);
-        self
-    }
-
-    /// Returns at most `limit` jobs.
-    pub fn limit(mut self, limit: u64) -> Self {
-        self.limit = Some(limit);
-        self
-    }
-
-    /// Oldest first (`true`) or newest first (`false`).
-    pub fn asc(mut self, asc: bool) -> Self {
-        self.asc = Some(asc);
-        self
-    }
 }
+
+setters! { GetJobs { offset: u64, limit: u64, asc: bool } }
 
 impl Operation for GetJobs {
     const NAME: &'static str = "GetJobs";

@@ -10,6 +10,7 @@ use crate::wire::server::CommandError;
 use crate::wire::{ProtocolError, ValidationError, Value};
 
 use super::decl::kind::Required;
+use super::decl::setters;
 use super::decl::{op, put_data};
 use super::read::{
     array, number, reply_field, reply_opt_str, reply_str, req_opt_i64, req_opt_str, req_strings,
@@ -122,31 +123,11 @@ impl RegisterWorker {
             started_at: None,
         }
     }
-
-    /// With its unique id.
-    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
-        self.worker_id = Some(id.into());
-        self
-    }
-
-    /// With a host name.
-    pub fn hostname(mut self, hostname: impl Into<String>) -> Self {
-        self.hostname = Some(hostname.into());
-        self
-    }
-
-    /// With a process id.
-    pub fn pid(mut self, pid: i64) -> Self {
-        self.pid = Some(pid);
-        self
-    }
-
-    /// With its start time, epoch ms.
-    pub fn started_at(mut self, ms: i64) -> Self {
-        self.started_at = Some(ms);
-        self
-    }
 }
+
+setters! { RegisterWorker {
+    worker_id: impl Into<String>, hostname: impl Into<String>, pid: i64, started_at: i64,
+} }
 
 impl Operation for RegisterWorker {
     const NAME: &'static str = "RegisterWorker";

@@ -3,6 +3,19 @@
 //! A scheduler is a named server-side timer that adds a job to its queue on a cron pattern
 //! or every N milliseconds (BullMQ's "job schedulers"). Names are global to the server, not
 //! per queue. bunqueue stores, per scheduler, what [`CronInfo`] reports.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/cron.md`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use autobatch_core::ops::{CronList, CronUpsert, Operation};
+//! use autobatch_core::wire::Value;
+//! let op = CronUpsert::every("emails", "digest", Duration::from_secs(60)).job_name("send-digest");
+//! assert!(op.validate().is_ok());
+//! assert_eq!(op.to_body().get("repeatEvery"), Some(&Value::Int(60_000)));
+//! let reply = Value::map([("ok", Value::from(true)), ("crons", Value::Array(vec![]))]);
+//! assert_eq!(CronList::read_reply(&reply).unwrap(), vec![]);
+//! ```
 
 use std::time::Duration;
 
@@ -18,14 +31,6 @@ use super::{Fields, Operation};
 
 /// When a job scheduler runs: every N ms, or on a cron pattern (BullMQ's `RepeatOptions`
 /// `every` / `pattern`).
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::Schedule;
-/// let hourly = Schedule::pattern("0 * * * *");
-/// let fast = Schedule::Every(Duration::from_secs(5));
-/// # let _ = (hourly, fast);
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Schedule {
@@ -106,13 +111,6 @@ impl CronInfo {
 }
 
 /// Options of the jobs a scheduler adds (`jobOptions`: the subset bunqueue applies to them).
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::CronJobOptions;
-/// let o = CronJobOptions::new().attempts(5).remove_on_complete(true);
-/// assert_eq!(o.attempts, Some(5));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct CronJobOptions {
@@ -192,23 +190,6 @@ setters! { CronJobOptions {
 
 /// `Cron`: creates or replaces the scheduler `name`, which adds a job named `job_name` with
 /// `data` to `queue` on the cron `schedule` or every `repeat_every` (at least one of them).
-///
-/// Upserting the same scheduler twice leaves the same scheduler: replayed after a lost
-/// connection. Validated as bunqueue validates: `repeat_every` at least 1 ms (a positive safe
-/// integer), and a schedule or an interval; the cron pattern itself is checked by the server
-/// (`Invalid cron expression: …`).
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::{CronUpsert, Operation};
-/// use autobatch_core::wire::Value;
-/// let op = CronUpsert::every("emails", "digest", Duration::from_secs(60))
-///     .job_name("send-digest")
-///     .data(Value::map([("kind", Value::from("daily"))]))
-///     .max_limit(10);
-/// assert!(op.validate().is_ok());
-/// assert_eq!(op.to_body().get("repeatEvery"), Some(&Value::Int(60_000)));
-/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct CronUpsert {
@@ -443,12 +424,6 @@ impl crate::wire::server::ServeOperation for CronUpsert {
 op! {
     /// `CronGet`: one scheduler by name; bunqueue answers `Cron job not found` for a name it
     /// does not know. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{CronGet, Operation};
-    /// use autobatch_core::wire::Value;
-    /// assert_eq!(CronGet::new("digest").to_body().get("name"), Some(&Value::from("digest")));
-    /// ```
     CronGet, Safe, Eq;
     /// Asks for scheduler `name`.
     new(name: impl Into<String>);
@@ -469,13 +444,6 @@ fn write_cron(cron: &CronInfo, fields: &mut Fields) {
 
 op! {
     /// `CronList`: every scheduler on the server, of every queue. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{CronList, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("crons", Value::Array(vec![]))]);
-    /// assert_eq!(CronList::read_reply(&reply).unwrap(), vec![]);
-    /// ```
     CronList, Safe, Eq, Default;
     /// Lists every scheduler.
     new();
@@ -500,14 +468,6 @@ fn write_crons(crons: &[CronInfo], fields: &mut Fields) {
 op! {
     /// `CronDelete`: removes scheduler `name` (jobs it already added stay); bunqueue answers
     /// `Cron job not found` for a name it does not know.
-    ///
-    /// Not replayed: a second run after a lost connection would fail with "not found" for the
-    /// scheduler the first run removed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{CronDelete, Operation};
-    /// assert_eq!(CronDelete::NAME, "CronDelete");
-    /// ```
     CronDelete, NotSafe, Eq;
     /// Removes scheduler `name`.
     new(name: impl Into<String>);

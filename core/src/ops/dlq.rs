@@ -3,6 +3,17 @@
 //! A job lands in its queue's DLQ when it fails for good (attempts exhausted, unrecoverable,
 //! stalled too often, TTL expired…). None of these commands validates the queue name on the
 //! server (an unknown queue has an empty DLQ), so none does here either.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/dlq.md`.
+//!
+//! ```
+//! use autobatch_core::ops::{DlqConfig, DlqFilter, FailureReason, GetDlqConfig, Operation, RetryDlq};
+//! use autobatch_core::wire::Value;
+//! let filter = DlqFilter::new().reason(FailureReason::Stalled).limit(10);
+//! assert!(RetryDlq::filtered("emails", filter).to_body().get("filter").is_some());
+//! let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("autoRetry", Value::from(false))]))]);
+//! assert_eq!(GetDlqConfig::read_reply(&reply).unwrap(), DlqConfig::default());
+//! ```
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -64,12 +75,6 @@ fn opt_time(v: Option<f64>) -> Value {
 // ------------------------------------------------------------------------ types
 
 /// Why a job failed for good, as bunqueue records it in the DLQ.
-///
-/// ```
-/// use autobatch_core::ops::FailureReason;
-/// assert_eq!(FailureReason::from("stalled"), FailureReason::Stalled);
-/// assert_eq!(FailureReason::MaxAttemptsExceeded.as_str(), "max_attempts_exceeded");
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum FailureReason {
@@ -129,12 +134,6 @@ impl std::fmt::Display for FailureReason {
 }
 
 /// Which DLQ entries a [`Dlq`] listing or a [`RetryDlq`] takes (all when empty).
-///
-/// ```
-/// use autobatch_core::ops::{DlqFilter, FailureReason};
-/// let f = DlqFilter::new().reason(FailureReason::Stalled).limit(10);
-/// assert_eq!(f.limit, Some(10));
-/// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
 pub struct DlqFilter {
@@ -310,18 +309,6 @@ impl DlqEntry {
 
 /// `Dlq`: the entries of a queue's dead-letter queue, oldest first, optionally filtered
 /// ([`DlqFilter`]) or capped (`count`).
-///
-/// A read: replayed after a lost connection. The reply carries each job twice (`jobs`, and
-/// inside `entries` with its failure history); the typed output is the entries.
-///
-/// ```
-/// use autobatch_core::ops::{Dlq, DlqFilter, Operation};
-/// use autobatch_core::wire::Value;
-/// let op = Dlq::new("emails").count(10);
-/// assert_eq!(op.to_body().get("count"), Some(&Value::from(10_u64)));
-/// let reply = Value::map([("ok", Value::from(true)), ("jobs", Value::Array(vec![])), ("entries", Value::Array(vec![]))]);
-/// assert_eq!(Dlq::read_reply(&reply).unwrap(), vec![]);
-/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Dlq {
@@ -457,14 +444,6 @@ fn reason_map(m: &BTreeMap<String, u64>) -> Value {
 op! {
     /// `GetDlqStats`: counts of a queue's DLQ by reason, pending retries, expired entries, and
     /// the oldest and newest arrival. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetDlqStats, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let stats = Value::map([("total", Value::Int(2)), ("pendingRetry", Value::Int(0)), ("expired", Value::Int(0))]);
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("stats", stats)]))]);
-    /// assert_eq!(GetDlqStats::read_reply(&reply).unwrap().total, 2);
-    /// ```
     GetDlqStats, Safe, Eq;
     queue (unchecked);
     reply: DlqStats = with(read_stats, write_stats);
@@ -500,18 +479,6 @@ fn write_stats(s: &DlqStats, fields: &mut Fields) {
 
 /// `RetryDlq`: moves DLQ entries back to their queue, as new waiting jobs: one job, the first
 /// `count`, those a [`DlqFilter`] selects, or all. Answers how many were retried.
-///
-/// Not replayed: a second run after a lost connection could retry entries that arrived in
-/// between, and would report a count that is not the first run's.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, RetryDlq};
-/// use autobatch_core::wire::Value;
-/// let one = RetryDlq::job("emails", "0190-abc");
-/// assert_eq!(one.to_body().get("jobId"), Some(&Value::from("0190-abc")));
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(1))]);
-/// assert_eq!(RetryDlq::read_reply(&reply), Ok(1));
-/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct RetryDlq {
@@ -598,9 +565,6 @@ impl crate::wire::server::ServeOperation for RetryDlq {
 
 op! {
     /// `PurgeDlq`: removes every entry of a queue's DLQ for good; answers how many.
-    ///
-    /// Not replayed: a second run would purge entries that arrived in between and report 0 for
-    /// the ones the first run removed.
     PurgeDlq, NotSafe, Eq;
     queue (unchecked);
     reply: u64 = field("count");
@@ -610,15 +574,6 @@ op! {
 
 /// `RemoveDlqJob`: removes one job's DLQ entry for good, without retrying it; answers
 /// whether there was one.
-///
-/// Not replayed: a second run would answer `false` for the entry the first run removed.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, RemoveDlqJob};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("removed", Value::from(true))]))]);
-/// assert_eq!(RemoveDlqJob::read_reply(&reply), Ok(true));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RemoveDlqJob {
@@ -672,9 +627,6 @@ impl crate::wire::server::ServeOperation for RemoveDlqJob {
 // ------------------------------------------------------------------------ config
 
 /// A queue's DLQ settings, as [`GetDlqConfig`] reports them.
-///
-/// bunqueue's defaults: no automatic retry, retry interval 1 h, 3 automatic retries, entries
-/// kept 7 days, at most 10 000 entries ([`DlqConfig::default`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DlqConfig {
@@ -736,13 +688,6 @@ impl DlqConfig {
 op! {
     /// `GetDlqConfig`: a queue's DLQ settings (bunqueue's defaults for a queue never
     /// configured). A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{DlqConfig, GetDlqConfig, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("autoRetry", Value::from(false))]))]);
-    /// assert_eq!(GetDlqConfig::read_reply(&reply).unwrap(), DlqConfig::default());
-    /// ```
     GetDlqConfig, Safe, Eq;
     queue (unchecked);
     reply: DlqConfig = with(read_config, write_config);
@@ -757,13 +702,6 @@ fn write_config(config: &DlqConfig, fields: &mut Fields) {
 }
 
 /// The DLQ settings to change with [`SetDlqConfig`]; the others keep their value.
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::DlqConfigUpdate;
-/// let u = DlqConfigUpdate::new().auto_retry(true).max_age(None).max_entries(500);
-/// assert_eq!(u.max_age, Some(None)); // kept forever
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct DlqConfigUpdate {
@@ -848,12 +786,6 @@ impl Field for DlqConfigUpdate {
 op! {
     /// `SetDlqConfig`: changes some of a queue's DLQ settings. Setting the same values twice
     /// is setting them once: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{DlqConfigUpdate, Operation, SetDlqConfig};
-    /// let op = SetDlqConfig::new("emails", DlqConfigUpdate::new().max_entries(100));
-    /// assert!(op.to_body().get("config").is_some());
-    /// ```
     SetDlqConfig, Safe, Eq;
     /// Applies `config` to `queue`.
     new(queue: impl Into<String>, config: DlqConfigUpdate);

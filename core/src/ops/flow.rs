@@ -9,6 +9,22 @@
 //! whole flow is added or none of it is, and no worker sees a child before its parent's
 //! links exist. That is what "atomic" means there; it is atomic against a crash between jobs,
 //! not a transaction with anything else.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/flow.md`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use autobatch_core::ops::{FlowJob, Operation, PushFlow, WaitJob};
+//! use autobatch_core::wire::Value;
+//! let data = Value::map([("n", Value::from(2_i64))]);
+//! let parent = FlowJob::new("p1", "reports", "merge", data.clone())
+//!     .depends_on(vec!["c1".into()])
+//!     .children(vec!["c1".into()]);
+//! let child = FlowJob::new("c1", "parts", "part", data).parent("p1");
+//! let op = PushFlow::new(vec![child, parent]);
+//! assert!(op.validate().is_ok());
+//! assert!(WaitJob::new("j1").timeout(Duration::from_secs(601)).validate().is_err());
+//! ```
 
 use std::time::Duration;
 
@@ -65,13 +81,6 @@ impl ChildFailure {
 }
 
 /// One job of a [`PushFlow`], with its place in the graph already decided.
-///
-/// ```
-/// use autobatch_core::ops::FlowJob;
-/// use autobatch_core::wire::Value;
-/// let child = FlowJob::new("c1", "resize", "thumb", Value::map([("w", Value::from(64_i64))])).parent("p1");
-/// assert_eq!(child.parent_id.as_deref(), Some("p1"));
-/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct FlowJob {
@@ -358,28 +367,6 @@ fn is_map(v: &Value) -> bool {
 
 /// `PUSHF`: adds a whole flow graph in one command, all of it or nothing. The reply holds a
 /// snapshot of every job committed, in request order.
-///
-/// What "atomic" means in bunqueue 2.9.5: the server validates every job before changing
-/// anything, takes the write locks of every shard involved, refuses the whole flow if any id
-/// is taken (`Flow job <id> already exists`), writes the graph to SQLite in one batch and
-/// only then publishes it in memory, so no worker sees a child before its parent's links
-/// exist. It is not a transaction with anything else the client does.
-///
-/// Not replayed: a lost reply leaves the outcome unknown; sending the same ids again is safe
-/// in effect (the server refuses a flow whose ids exist, `Flow job <id> already exists`) but
-/// is left to the caller, who can check with `GetState`.
-///
-/// ```
-/// use autobatch_core::ops::{FlowJob, Operation, PushFlow};
-/// use autobatch_core::wire::Value;
-/// let parent = FlowJob::new("p1", "reports", "merge", Value::map([("n", Value::from(2_i64))]))
-///     .depends_on(vec!["c1".into()])
-///     .children(vec!["c1".into()]);
-/// let child = FlowJob::new("c1", "parts", "part", Value::map([("i", Value::from(0_i64))])).parent("p1");
-/// let op = PushFlow::new(vec![child, parent]);
-/// assert!(op.validate().is_ok());
-/// assert_eq!(op.to_body().get("jobs").and_then(Value::as_array).map(|j| j.len()), Some(2));
-/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct PushFlow {
@@ -516,13 +503,6 @@ op! {
     /// `"<queue>:<childId>"` (just the id when the child is gone), in the parent's
     /// `childrenIds` order. Children not completed yet are absent; an unknown parent gives an
     /// empty list. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetChildrenValues, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("values", Value::map([("q:c1", Value::from(2_i64))]))]))]);
-    /// assert_eq!(GetChildrenValues::read_reply(&reply), Ok(vec![("q:c1".to_owned(), Value::from(2_i64))]));
-    /// ```
     GetChildrenValues, Safe, Eq;
     id;
     reply: Vec<(String, Value)> = with(
@@ -535,13 +515,6 @@ op! {
     /// `GetFailedChildrenValues`: the error texts of a parent's children that failed for good
     /// with [`ChildFailure::ContinueParent`] or [`ChildFailure::FailParent`] set, keyed by
     /// child. An unknown parent gives an empty list. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetFailedChildrenValues, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("values", Value::map([("q:c1", Value::from("boom"))]))]);
-    /// assert_eq!(GetFailedChildrenValues::read_reply(&reply).unwrap().len(), 1);
-    /// ```
     GetFailedChildrenValues, Safe, Eq;
     id;
     reply: Vec<(String, Value)> = with(
@@ -577,20 +550,6 @@ pub enum WaitOutcome {
 /// `WaitJob`: holds the reply until the job completes or `timeout` passes (server default
 /// 30 s, at most [`MAX_WAIT_JOB`]). Answers at once for a job already completed; an unknown
 /// id is `Job not found`. A read: replayed.
-///
-/// The reply is held by design, so the client's command timeout must be longer than
-/// `timeout`; the driver's `wait_until_finished` splits long waits into shorter ones.
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::{Operation, WaitJob, WaitOutcome};
-/// use autobatch_core::wire::Value;
-/// let op = WaitJob::new("j1").timeout(Duration::from_secs(5));
-/// assert_eq!(op.to_body().get("timeout"), Some(&Value::from(5000_i64)));
-/// assert!(WaitJob::new("j1").timeout(Duration::from_secs(601)).validate().is_err());
-/// let reply = Value::map([("ok", Value::from(true)), ("completed", Value::from(true)), ("result", Value::from(7_i64))]);
-/// assert_eq!(WaitJob::read_reply(&reply), Ok(WaitOutcome::Completed(Value::from(7_i64))));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WaitJob {

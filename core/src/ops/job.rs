@@ -3,6 +3,18 @@
 //! bunqueue validates none of these fields itself (a missing `progress` is stored as `NaN`), so
 //! [`Operation::validate`](super::Operation::validate) here only refuses what could never mean
 //! anything: an empty job id, a progress that is not a finite number, a negative duration.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/job.md`.
+//!
+//! ```
+//! use autobatch_core::ops::{GetProgress, JobProgress, Operation, UpdateProgress};
+//! use autobatch_core::wire::Value;
+//! let op = UpdateProgress::new("42", 50.0).message("half way");
+//! assert_eq!(op.to_body().get("progress"), Some(&Value::Int(50)));
+//! assert!(UpdateProgress::new("42", f64::NAN).validate().is_err());
+//! let reply = Value::map([("ok", Value::from(true)), ("progress", Value::Int(40))]);
+//! assert_eq!(GetProgress::read_reply(&reply), Ok(JobProgress::new(40.0, None)));
+//! ```
 
 use std::time::Duration;
 
@@ -90,21 +102,6 @@ impl Field for Value {
 
 /// `Progress`: sets an **active** job's progress (bunqueue clamps it to 0..=100) and, when
 /// given, its progress message; emits a `progress` event to the queue's subscribers.
-///
-/// The server refuses a job that is not active: `Job not found`, or
-/// `Job is not active (current state: <state>)`. Setting the same progress twice is the same as
-/// once, so it may be replayed.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, UpdateProgress};
-/// use autobatch_core::wire::Value;
-/// let op = UpdateProgress::new("42", 50.0).message("half way");
-/// assert_eq!(op.to_body(), Value::map([
-///     ("cmd", Value::from("Progress")), ("id", Value::from("42")),
-///     ("progress", Value::Int(50)), ("message", Value::from("half way")),
-/// ]));
-/// assert!(UpdateProgress::new("42", f64::NAN).validate().is_err());
-/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct UpdateProgress {
@@ -199,13 +196,6 @@ impl JobProgress {
 op! {
     /// `GetProgress`: an **active** job's progress and message (the server keeps them only while
     /// the job is active: `Job is not active (current state: <state>)` otherwise).
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetProgress, JobProgress, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("progress", Value::Int(40))]);
-    /// assert_eq!(GetProgress::read_reply(&reply), Ok(JobProgress::new(40.0, None)));
-    /// ```
     GetProgress, Safe, Eq;
     id;
     reply: JobProgress = with(JobProgress::read, JobProgress::write);
@@ -217,15 +207,6 @@ op! {
     /// `AddLog`: appends a line to a job's log (any state; bunqueue keeps the last
     /// `maxLogsPerJob`). `Job not found` for an unknown job. Not replayed: a second write would
     /// add the line twice.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{AddLog, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let op = AddLog::new("42", "fetched 10 rows");
-    /// assert_eq!(op.to_body(), Value::map([
-    ///     ("cmd", Value::from("AddLog")), ("id", Value::from("42")), ("message", Value::from("fetched 10 rows")),
-    /// ]));
-    /// ```
     AddLog, NotSafe, Eq;
     /// Appends `message` to job `id`'s log.
     new(id: impl Into<String>, message: impl Into<String>);
@@ -309,19 +290,6 @@ impl JobLogs {
 op! {
     /// `GetLogs`: a job's log, all of it or lines `start..=end` (as JS `slice(start, end + 1)`).
     /// An unknown job has an empty log (the server does not refuse it).
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetLogs, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
-    ///     ("logs", Value::Array(vec![Value::map([
-    ///         ("timestamp", Value::from(1.0)), ("level", Value::from("info")), ("message", Value::from("hi")),
-    ///     ])])),
-    ///     ("count", Value::Int(1)),
-    /// ]))]);
-    /// let logs = GetLogs::read_reply(&reply).unwrap();
-    /// assert_eq!((logs.count, logs.logs[0].message.as_str()), (1, "hi"));
-    /// ```
     GetLogs, Safe, Eq;
     /// Job `id`'s whole log.
     new(id: impl Into<String>);
@@ -384,14 +352,6 @@ op! {
     /// is the one the pull handed out; the server refuses a wrong token or a job not locked with
     /// `Lock not found or invalid token`. Extending twice by the same duration ends at about the
     /// same time, so it may be replayed.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use autobatch_core::ops::{ExtendLock, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let op = ExtendLock::new("42", Duration::from_secs(30)).token("tok");
-    /// assert_eq!(op.to_body().get("duration"), Some(&Value::Int(30_000)));
-    /// ```
     ExtendLock, Safe, Eq;
     /// Extends job `id`'s lock by `duration`.
     new(id: impl Into<String>, duration: Duration => millis);
@@ -408,16 +368,6 @@ op! {
 
 /// `ExtendLocks`: [`ExtendLock`] for several jobs at once; yields how many locks were
 /// extended (a wrong token or a lost lock is just not counted).
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::{ExtendLocks, Operation};
-/// use autobatch_core::wire::Value;
-/// let op = ExtendLocks::new(vec![("1".into(), Some("t1".into()), Duration::from_secs(30))]);
-/// assert_eq!(op.durations, [30_000]);
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(1))]);
-/// assert_eq!(ExtendLocks::read_reply(&reply), Ok(1));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ExtendLocks {

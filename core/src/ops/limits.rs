@@ -3,6 +3,18 @@
 //! The queue-wide commands (`RateLimit`, `SetConcurrency`, the stall settings) do not validate
 //! the queue name on the server, so they do not here either; the group commands validate the
 //! queue name and the group id, with bunqueue's messages.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/limits.md`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use autobatch_core::ops::{GroupRateLimit, Operation, RateLimit, SetGroupRateLimit};
+//! use autobatch_core::wire::Value;
+//! let op = RateLimit::new("emails", 100).duration(Duration::from_secs(60));
+//! assert_eq!(op.to_body().get("duration"), Some(&Value::Int(60_000)));
+//! let group = SetGroupRateLimit::new("emails", "tenant-1", GroupRateLimit::new(0, Duration::from_secs(1)));
+//! assert_eq!(group.validate().unwrap_err().message, "max must be a positive safe integer");
+//! ```
 
 use std::time::Duration;
 
@@ -55,16 +67,6 @@ op! {
     /// `RateLimit`: at most `limit` jobs of the queue start per `duration` (1 s when absent);
     /// with a `ttl`, the limit lifts itself after that long (the TS client's `rateLimit(ms)`
     /// sends `limit: 1` with a `ttl`).
-    ///
-    /// Setting the same limit twice is setting it once: replayed.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use autobatch_core::ops::{Operation, RateLimit};
-    /// use autobatch_core::wire::Value;
-    /// let op = RateLimit::new("emails", 100).duration(Duration::from_secs(60));
-    /// assert_eq!(op.to_body().get("duration"), Some(&Value::Int(60_000)));
-    /// ```
     RateLimit, Safe, Eq;
     /// `limit` jobs per second on `queue`.
     new(queue: impl Into<String>, limit: i64);
@@ -161,13 +163,6 @@ impl StallConfig {
 
 op! {
     /// `GetStallConfig`: a queue's stall detection settings. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetStallConfig, Operation, StallConfig};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("enabled", Value::from(true))]))]);
-    /// assert_eq!(GetStallConfig::read_reply(&reply).unwrap(), StallConfig::default());
-    /// ```
     GetStallConfig, Safe, Eq;
     queue (unchecked);
     reply: StallConfig = with(
@@ -177,13 +172,6 @@ op! {
 }
 
 /// The stall settings to change with [`SetStallConfig`]; the others keep their value.
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::StallConfigUpdate;
-/// let u = StallConfigUpdate::new().max_stalls(1).stall_interval(Duration::from_secs(5));
-/// assert_eq!(u.max_stalls, Some(1));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct StallConfigUpdate {
@@ -254,12 +242,6 @@ impl Field for StallConfigUpdate {
 
 op! {
     /// `SetStallConfig`: changes some of a queue's stall settings. Idempotent: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{Operation, SetStallConfig, StallConfigUpdate};
-    /// let op = SetStallConfig::new("emails", StallConfigUpdate::new().enabled(false));
-    /// assert!(op.to_body().get("config").is_some());
-    /// ```
     SetStallConfig, Safe, Eq;
     /// Applies `config` to `queue`.
     new(queue: impl Into<String>, config: StallConfigUpdate);
@@ -387,11 +369,6 @@ macro_rules! group_op {
 
 group_op! {
     /// `GetGroupJobsCount`: jobs of the group waiting to run. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetGroupJobsCount, Operation};
-    /// assert!(GetGroupJobsCount::new("emails", "").validate().is_err());
-    /// ```
     GetGroupJobsCount, Safe, u64 = data("count")
 }
 
@@ -402,13 +379,6 @@ group_op! {
 
 group_op! {
     /// `GetGroupRateLimit`: the group's own rate limit, if it has one. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetGroupRateLimit, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("limit", Value::Nil)]))]);
-    /// assert_eq!(GetGroupRateLimit::read_reply(&reply), Ok(None));
-    /// ```
     GetGroupRateLimit, Safe, Option<GroupRateLimit> = with(
         |r| {
             let data = reply_data(r)?;
@@ -493,13 +463,6 @@ impl Field for GroupRateLimit {
 op! {
     /// `SetGroupRateLimit`: at most `max` jobs of the group start per `duration`. Both must be
     /// positive safe integers (`max must be a positive safe integer`, …). Idempotent: replayed.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use autobatch_core::ops::{GroupRateLimit, Operation, SetGroupRateLimit};
-    /// let op = SetGroupRateLimit::new("emails", "tenant-1", GroupRateLimit::new(0, Duration::from_secs(1)));
-    /// assert_eq!(op.validate().unwrap_err().message, "max must be a positive safe integer");
-    /// ```
     SetGroupRateLimit, Safe, Eq;
     /// Limits group `group_id` of `queue` to `limit`.
     new(queue: impl Into<String>, group_id: impl Into<String>, limit: GroupRateLimit);

@@ -2,6 +2,18 @@
 //! deduplication keys, queues, workers, stats and metrics.
 //!
 //! Every lookup is a read, so every one may be replayed after a lost connection.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/lookup.md`.
+//!
+//! ```
+//! use autobatch_core::ops::{GetJobs, Operation, Stats};
+//! use autobatch_core::wire::{JobState, Value};
+//! let op = GetJobs::new("emails").state(JobState::Delayed).limit(5);
+//! assert_eq!(op.to_body().get("state"), Some(&Value::from("delayed")));
+//! assert_eq!(GetJobs::new("emails").state(JobState::from("wating")).validate().unwrap_err().field, "state");
+//! let reply = Value::map([("ok", Value::from(true)), ("stats", Value::map([("waiting", Value::Int(2))]))]);
+//! assert_eq!(Stats::read_reply(&reply).unwrap().waiting, 2);
+//! ```
 
 use std::collections::BTreeMap;
 
@@ -100,23 +112,6 @@ pub(super) fn req_opt_u64(v: &Value, field: &'static str) -> Result<Option<u64>,
 
 /// `GetJobs`: a queue's jobs, optionally only those in some states, oldest first (or newest
 /// first with [`asc(false)`](Self::asc)), a page at a time.
-///
-/// On the wire one state travels as a string, several as an array, none as no `state` key
-/// (every state). `offset` defaults to 0 and `limit` to 100 on the server. A state name
-/// bunqueue does not know is refused locally (the server would answer with no jobs); a
-/// negative offset or limit cannot be expressed.
-///
-/// ```
-/// use autobatch_core::ops::{GetJobs, Operation};
-/// use autobatch_core::wire::{JobState, Value};
-/// let op = GetJobs::new("emails").state(JobState::Delayed).offset(0).limit(5);
-/// assert_eq!(op.to_body(), Value::map([
-///     ("cmd", Value::from("GetJobs")), ("queue", Value::from("emails")),
-///     ("state", Value::from("delayed")), ("offset", Value::from(0_u64)), ("limit", Value::from(5_u64)),
-/// ]));
-/// let bad = GetJobs::new("emails").state(JobState::from("wating"));
-/// assert_eq!(bad.validate().unwrap_err().field, "state");
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GetJobs {
@@ -222,13 +217,6 @@ impl crate::wire::server::ServeOperation for GetJobs {
 op! {
     /// `GetJobByCustomId`: the job added with this custom id (the `jobId` option), in any queue.
     /// Refused with `Job not found` when there is none.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetJobByCustomId, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let op = GetJobByCustomId::new("order-42");
-    /// assert_eq!(op.to_body(), Value::map([("cmd", Value::from("GetJobByCustomId")), ("customId", Value::from("order-42"))]));
-    /// ```
     GetJobByCustomId, Safe, Eq;
     /// Looks up `custom_id`.
     new(custom_id: impl Into<String>);
@@ -251,17 +239,6 @@ fn write_job(job: &Job, fields: &mut Fields) {
 
 op! {
     /// `GetCountsPerPriority`: how many ready jobs a queue holds at each priority.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetCountsPerPriority, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([
-    ///     ("ok", Value::from(true)), ("queue", Value::from("emails")),
-    ///     ("counts", Value::map([("0", Value::Int(3)), ("5", Value::Int(2))])),
-    /// ]);
-    /// let c = GetCountsPerPriority::read_reply(&reply).unwrap();
-    /// assert_eq!(c.counts.get(&5), Some(&2));
-    /// ```
     GetCountsPerPriority, Safe, Eq;
     queue;
     reply: PriorityCounts = with(read_priority_counts, write_priority_counts);
@@ -323,18 +300,6 @@ op! {
     /// `GetQueueLimits`: a queue's rate limit, its remaining rate-limit wait, its global
     /// concurrency limit, and whether that limit is reached (the TS client's
     /// `getRateLimitTtl(maxJobs)` and `isMaxed()`).
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetQueueLimits, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("limits", Value::map([
-    ///     ("rateLimit", Value::Nil), ("rateLimitTtl", Value::Int(-2)),
-    ///     ("concurrencyLimit", Value::Nil), ("maxed", Value::from(false)),
-    /// ]))]))]);
-    /// let limits = GetQueueLimits::read_reply(&reply).unwrap();
-    /// assert_eq!(limits.rate_limit_ttl, -2);
-    /// assert!(!limits.maxed);
-    /// ```
     GetQueueLimits, Safe, Eq;
     /// Asks about `queue`.
     new(queue: impl Into<String>);
@@ -430,13 +395,6 @@ impl Default for QueueLimits {
 op! {
     /// `GetDeduplicationJobId`: the id of the job that holds a deduplication key in a queue, or
     /// `None` when no job holds it.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetDeduplicationJobId, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("jobId", Value::Nil)]))]);
-    /// assert_eq!(GetDeduplicationJobId::read_reply(&reply), Ok(None));
-    /// ```
     GetDeduplicationJobId, Safe, Eq;
     /// Asks who holds `deduplication_id` in `queue`.
     new(queue: impl Into<String>, deduplication_id: impl Into<String>);
@@ -462,13 +420,6 @@ fn write_dedup_holder(id: &Option<String>, fields: &mut Fields) {
 
 op! {
     /// `ListQueues`: the names of every queue the server knows.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{ListQueues, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("queues", Value::Array(vec![Value::from("emails")]))]);
-    /// assert_eq!(ListQueues::read_reply(&reply), Ok(vec!["emails".to_owned()]));
-    /// ```
     ListQueues, Safe, Eq, Default;
     /// Lists every queue.
     new();
@@ -481,17 +432,6 @@ op! {
 op! {
     /// `ListWorkers`: every worker registered with the server (`RegisterWorker`, which the
     /// official Worker sends on start) and totals over them.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{ListWorkers, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
-    ///     ("workers", Value::Array(vec![])),
-    ///     ("stats", Value::map([("total", Value::Int(0)), ("active", Value::Int(0))])),
-    /// ]))]);
-    /// let list = ListWorkers::read_reply(&reply).unwrap();
-    /// assert!(list.workers.is_empty());
-    /// ```
     ListWorkers, Safe, Eq, Default;
     /// Lists every worker.
     new();
@@ -652,13 +592,6 @@ impl ListedWorker {
 
 op! {
     /// `Stats`: server-wide job totals and throughput.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{Operation, Stats};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("stats", Value::map([("waiting", Value::Int(2))]))]);
-    /// assert_eq!(Stats::read_reply(&reply).unwrap().waiting, 2);
-    /// ```
     Stats, Safe, Eq, Default;
     /// Asks for the server's stats.
     new();
@@ -747,14 +680,6 @@ impl MetricsType {
 /// `Metrics`, in its two forms, which share the command name: server-wide totals
 /// ([`Metrics::server`]: no `queue`), or one queue's per-minute counts of completed or failed
 /// jobs ([`Metrics::queue`], the TS client's `getMetrics(type, start, end)`).
-///
-/// ```
-/// use autobatch_core::ops::{Metrics, MetricsType, Operation};
-/// use autobatch_core::wire::Value;
-/// assert_eq!(Metrics::server().to_body(), Value::map([("cmd", Value::from("Metrics"))]));
-/// let q = Metrics::queue("emails", MetricsType::Failed).range(0, 10);
-/// assert_eq!(q.to_body().get("type"), Some(&Value::from("failed")));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Metrics {
@@ -975,15 +900,6 @@ impl crate::wire::server::ServeOperation for Metrics {
 op! {
     /// `StorageStatus`: whether the server's storage is healthy (a full disk stops durable
     /// writes).
-    ///
-    /// ```
-    /// use autobatch_core::ops::{Operation, StorageStatus};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
-    ///     ("diskFull", Value::from(false)), ("error", Value::Nil), ("since", Value::Nil),
-    /// ]))]);
-    /// assert!(!StorageStatus::read_reply(&reply).unwrap().disk_full);
-    /// ```
     StorageStatus, Safe, Eq, Default;
     /// Asks for the storage health.
     new();

@@ -4,6 +4,15 @@
 //! bunqueue's own Worker registers on start, sends a `Heartbeat` with its counters every
 //! `heartbeatInterval`, and unregisters on close; a worker not seen for 30 s is listed as
 //! `stale`. None of these fields is validated by the server.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/worker.md`.
+//!
+//! ```
+//! use autobatch_core::ops::{Operation, RegisterWorker, WorkerHeartbeat};
+//! let op = RegisterWorker::new("emails-worker", vec!["emails".into()], 10).worker_id("w-1");
+//! assert_eq!(op.to_body().get("workerId").and_then(|v| v.as_str()), Some("w-1"));
+//! assert_eq!(WorkerHeartbeat::NAME, "Heartbeat");
+//! ```
 
 use crate::session::Replay;
 use crate::wire::server::CommandError;
@@ -85,12 +94,6 @@ fn int(v: &Value, field: &str) -> i64 {
 /// `RegisterWorker`: tells the server a worker runs, so `ListWorkers` lists it. Registering
 /// the same `worker_id` again refreshes the record, so it may be replayed (the driver
 /// registers again after a reconnect anyway).
-///
-/// ```
-/// use autobatch_core::ops::{Operation, RegisterWorker};
-/// let op = RegisterWorker::new("emails-worker", vec!["emails".into()], 10).worker_id("w-1");
-/// assert_eq!(op.to_body().get("workerId").and_then(|v| v.as_str()), Some("w-1"));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RegisterWorker {
@@ -215,13 +218,6 @@ op! {
     /// `Heartbeat`: a registered worker is alive, with its counters (what `ListWorkers` shows).
     /// `Worker not found` when the id is not registered. It may be replayed: the counters are
     /// absolute.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{Operation, WorkerHeartbeat};
-    /// let op = WorkerHeartbeat::new("w-1").counters(2, 10, 1);
-    /// assert_eq!(WorkerHeartbeat::NAME, "Heartbeat");
-    /// assert_eq!(op.processed, Some(10));
-    /// ```
     WorkerHeartbeat as "Heartbeat", Safe, Eq;
     /// A heartbeat of worker `id`, without counters.
     new(id: impl Into<String>);
@@ -252,14 +248,6 @@ op! {
     /// `UnregisterWorker`: the worker stops; `ListWorkers` no longer lists it. `Worker not found`
     /// when the id is not registered (so a replay after a lost reply may be refused: it is marked
     /// safe all the same, the outcome being the same).
-    ///
-    /// ```
-    /// use autobatch_core::ops::{Operation, UnregisterWorker};
-    /// use autobatch_core::wire::Value;
-    /// assert_eq!(UnregisterWorker::new("w-1").to_body(), Value::map([
-    ///     ("cmd", Value::from("UnregisterWorker")), ("workerId", Value::from("w-1")),
-    /// ]));
-    /// ```
     UnregisterWorker, Safe, Eq;
     /// Unregisters worker `worker_id`.
     new(worker_id: impl Into<String>);

@@ -46,118 +46,43 @@ pub(crate) trait Field: Sized {
     fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError>;
 }
 
-impl Field for String {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, self.as_str());
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(req_opt_str(request, key).unwrap_or_default())
-    }
-}
-
-impl Field for Option<String> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, self.as_deref());
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(req_opt_str(request, key))
-    }
-}
-
-impl Field for u64 {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(<Option<u64> as Field>::take(request, key)?.unwrap_or(0))
-    }
-}
-
-impl Field for Option<u64> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        match req_opt_i64(request, key)? {
-            None => Ok(None),
-            Some(n) => u64::try_from(n)
-                .map(Some)
-                .map_err(|_| ValidationError::new(key, format!("{key} must be at least 0"))),
+/// `Field` impls, one line each: `Type: |self, key, fields| put, |request, key| take;`.
+macro_rules! fields {
+    ($($ty:ty: |$s:ident, $k:ident, $f:ident| $put:expr, |$r:ident, $rk:ident| $take:expr;)*) => {$(
+        impl Field for $ty {
+            fn put(&self, $k: &'static str, $f: &mut Fields) {
+                let $s = self;
+                $put;
+            }
+            fn take($r: &Value, $rk: &'static str) -> Result<Self, ValidationError> {
+                $take
+            }
         }
-    }
+    )*};
 }
 
-impl Field for i64 {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(req_opt_i64(request, key)?.unwrap_or(0))
-    }
-}
-
-impl Field for Option<i64> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        req_opt_i64(request, key)
-    }
-}
-
-impl Field for Option<bool> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(request.get(key).and_then(Value::as_bool))
-    }
-}
-
-impl Field for Option<f64> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(request.get(key).and_then(Value::as_f64))
-    }
-}
-
-/// A time span travels as whole milliseconds.
-impl Field for Duration {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, millis(*self));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(Duration::from_millis(u64::take(request, key)?))
-    }
-}
-
-impl Field for Option<Duration> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, self.map(millis));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(<Option<u64> as Field>::take(request, key)?.map(Duration::from_millis))
-    }
-}
-
-impl Field for Vec<String> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, array(self.iter().map(String::as_str)));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(req_strings(request, key))
-    }
-}
-
-impl Field for Option<JobState> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, self.as_ref().map(JobState::as_str));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(req_opt_str(request, key).map(JobState::from))
-    }
+fields! {
+    String: |s, k, f| f.put(k, s.as_str()), |r, k| Ok(req_opt_str(r, k).unwrap_or_default());
+    Option<String>: |s, k, f| f.put_opt(k, s.as_deref()), |r, k| Ok(req_opt_str(r, k));
+    u64: |s, k, f| f.put(k, *s), |r, k| Ok(<Option<u64> as Field>::take(r, k)?.unwrap_or(0));
+    Option<u64>: |s, k, f| f.put_opt(k, *s), |r, k| match req_opt_i64(r, k)? {
+        None => Ok(None),
+        Some(n) => u64::try_from(n)
+            .map(Some)
+            .map_err(|_| ValidationError::new(k, format!("{k} must be at least 0"))),
+    };
+    i64: |s, k, f| f.put(k, *s), |r, k| Ok(req_opt_i64(r, k)?.unwrap_or(0));
+    Option<i64>: |s, k, f| f.put_opt(k, *s), |r, k| req_opt_i64(r, k);
+    Option<bool>: |s, k, f| f.put_opt(k, *s), |r, k| Ok(r.get(k).and_then(Value::as_bool));
+    Option<f64>: |s, k, f| f.put_opt(k, *s), |r, k| Ok(r.get(k).and_then(Value::as_f64));
+    // A time span travels as whole milliseconds.
+    Duration: |s, k, f| f.put(k, millis(*s)), |r, k| Ok(Duration::from_millis(u64::take(r, k)?));
+    Option<Duration>: |s, k, f| f.put_opt(k, s.map(millis)),
+        |r, k| Ok(<Option<u64> as Field>::take(r, k)?.map(Duration::from_millis));
+    Vec<String>: |s, k, f| f.put(k, array(s.iter().map(String::as_str))),
+        |r, k| Ok(req_strings(r, k));
+    Option<JobState>: |s, k, f| f.put_opt(k, s.as_ref().map(JobState::as_str)),
+        |r, k| Ok(req_opt_str(r, k).map(JobState::from));
 }
 
 /// Fields that bunqueue checks, each a kind with how the server reads it and what the client
@@ -205,49 +130,27 @@ pub(crate) trait ReplyField: Sized {
     fn to_value(&self) -> Value;
 }
 
-impl ReplyField for bool {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        reply_bool(reply, key)
-    }
-    fn to_value(&self) -> Value {
-        Value::from(*self)
-    }
+/// `ReplyField` impls: `Type: reader, |value| written;`.
+macro_rules! reply_fields {
+    ($($ty:ty: $read:path, |$v:ident| $write:expr;)*) => {$(
+        impl ReplyField for $ty {
+            fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+                $read(reply, key)
+            }
+            fn to_value(&self) -> Value {
+                let $v = self;
+                $write
+            }
+        }
+    )*};
 }
 
-impl ReplyField for u64 {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        reply_u64(reply, key)
-    }
-    fn to_value(&self) -> Value {
-        Value::from(*self)
-    }
-}
-
-impl ReplyField for i64 {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        reply_i64(reply, key)
-    }
-    fn to_value(&self) -> Value {
-        Value::from(*self)
-    }
-}
-
-impl ReplyField for String {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        reply_str(reply, key)
-    }
-    fn to_value(&self) -> Value {
-        Value::from(self.as_str())
-    }
-}
-
-impl ReplyField for Vec<String> {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        reply_strings(reply, key)
-    }
-    fn to_value(&self) -> Value {
-        array(self.iter().map(String::as_str))
-    }
+reply_fields! {
+    bool: reply_bool, |v| Value::from(*v);
+    u64: reply_u64, |v| Value::from(*v);
+    i64: reply_i64, |v| Value::from(*v);
+    String: reply_str, |v| Value::from(v.as_str());
+    Vec<String>: reply_strings, |v| array(v.iter().map(String::as_str));
 }
 
 /// A required `data` object in a reply (`resp.data(...)` replies wrap their payload in it),

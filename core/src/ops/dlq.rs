@@ -30,8 +30,6 @@ use super::read::{
 };
 use super::{Fields, Operation};
 
-// ------------------------------------------------------------------------ shared readers
-
 /// The request's `queue` as sent (these handlers do not validate it).
 pub(super) fn req_queue_raw(v: &Value) -> String {
     req_opt_str(v, "queue").unwrap_or_default()
@@ -71,8 +69,6 @@ pub(super) fn put_data(fields: &mut Fields, key: &str, value: impl Into<Value>) 
 fn opt_time(v: Option<f64>) -> Value {
     v.map_or(Value::Nil, Value::F64)
 }
-
-// ------------------------------------------------------------------------ types
 
 /// Why a job failed for good, as bunqueue records it in the DLQ.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -305,8 +301,6 @@ impl DlqEntry {
     }
 }
 
-// ------------------------------------------------------------------------ Dlq
-
 /// `Dlq`: the entries of a queue's dead-letter queue, oldest first, optionally filtered
 /// ([`DlqFilter`]) or capped (`count`).
 #[derive(Debug, Clone, PartialEq)]
@@ -379,8 +373,6 @@ impl crate::wire::server::ServeOperation for Dlq {
             );
     }
 }
-
-// ------------------------------------------------------------------------ GetDlqStats
 
 /// What [`GetDlqStats`] reports.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -475,8 +467,6 @@ fn write_stats(s: &DlqStats, fields: &mut Fields) {
     put_data(fields, "stats", stats);
 }
 
-// ------------------------------------------------------------------------ RetryDlq
-
 /// `RetryDlq`: moves DLQ entries back to their queue, as new waiting jobs: one job, the first
 /// `count`, those a [`DlqFilter`] selects, or all. Answers how many were retried.
 #[derive(Debug, Clone, PartialEq)]
@@ -561,16 +551,12 @@ impl crate::wire::server::ServeOperation for RetryDlq {
     }
 }
 
-// ------------------------------------------------------------------------ PurgeDlq
-
 op! {
     /// `PurgeDlq`: removes every entry of a queue's DLQ for good; answers how many.
     PurgeDlq, NotSafe, Eq;
     queue (unchecked);
     reply: u64 = field("count");
 }
-
-// ------------------------------------------------------------------------ RemoveDlqJob
 
 /// `RemoveDlqJob`: removes one job's DLQ entry for good, without retrying it; answers
 /// whether there was one.
@@ -623,8 +609,6 @@ impl crate::wire::server::ServeOperation for RemoveDlqJob {
         put_data(fields, "removed", *removed);
     }
 }
-
-// ------------------------------------------------------------------------ config
 
 /// A queue's DLQ settings, as [`GetDlqConfig`] reports them.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -98,8 +98,6 @@ impl Field for Value {
     }
 }
 
-// ---------------------------------------------------------------- progress
-
 /// `Progress`: sets an **active** job's progress (bunqueue clamps it to 0..=100) and, when
 /// given, its progress message; emits a `progress` event to the queue's subscribers.
 #[derive(Debug, Clone, PartialEq)]
@@ -200,8 +198,6 @@ op! {
     id;
     reply: JobProgress = with(JobProgress::read, JobProgress::write);
 }
-
-// ---------------------------------------------------------------- logs
 
 op! {
     /// `AddLog`: appends a line to a job's log (any state; bunqueue keeps the last
@@ -328,8 +324,6 @@ op! {
     set { keep_logs: i64 }
 }
 
-// ---------------------------------------------------------------- data
-
 op! {
     /// `Update`: replaces a job's data (any state but finished). The server refuses an unknown or
     /// finished job with `Job not found or cannot be updated`. Writing the same data twice is
@@ -344,8 +338,6 @@ op! {
         data: Value = "data",
     }
 }
-
-// ---------------------------------------------------------------- locks
 
 op! {
     /// `ExtendLock`: extends the lock of a job a worker holds by `duration` from now. The token

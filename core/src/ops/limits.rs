@@ -61,8 +61,6 @@ impl FiniteSpan {
     }
 }
 
-// ------------------------------------------------------------------------ queue-wide
-
 op! {
     /// `RateLimit`: at most `limit` jobs of the queue start per `duration` (1 s when absent);
     /// with a `ttl`, the limit lifts itself after that long (the TS client's `rateLimit(ms)`
@@ -108,8 +106,6 @@ op! {
         limit: i64 = "limit" => Finite,
     }
 }
-
-// ------------------------------------------------------------------------ stall config
 
 /// A queue's stall detection settings, as [`GetStallConfig`] reports them; bunqueue's
 /// defaults in [`StallConfig::default`] (enabled, checked every 30 s, 3 stalls before the job
@@ -252,8 +248,6 @@ op! {
         config: StallConfigUpdate = "config",
     }
 }
-
-// ------------------------------------------------------------------------ groups
 
 /// A group's id, checked as bunqueue's groups handler checks it: after the queue name, which
 /// it reads first (as a string), then the id (required, a string).

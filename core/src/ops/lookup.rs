@@ -108,8 +108,6 @@ pub(super) fn req_opt_u64(v: &Value, field: &'static str) -> Result<Option<u64>,
     }
 }
 
-// ------------------------------------------------------------------------------ GetJobs
-
 /// `GetJobs`: a queue's jobs, optionally only those in some states, oldest first (or newest
 /// first with [`asc(false)`](Self::asc)), a page at a time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,8 +210,6 @@ impl crate::wire::server::ServeOperation for GetJobs {
     }
 }
 
-// ------------------------------------------------------------------------------ GetJobByCustomId
-
 op! {
     /// `GetJobByCustomId`: the job added with this custom id (the `jobId` option), in any queue.
     /// Refused with `Job not found` when there is none.
@@ -234,8 +230,6 @@ fn read_job(reply: &Value) -> Result<Job, ProtocolError> {
 fn write_job(job: &Job, fields: &mut Fields) {
     fields.put("job", job.to_value());
 }
-
-// ------------------------------------------------------------------------------ GetCountsPerPriority
 
 op! {
     /// `GetCountsPerPriority`: how many ready jobs a queue holds at each priority.
@@ -293,8 +287,6 @@ impl PriorityCounts {
         }
     }
 }
-
-// ------------------------------------------------------------------------------ GetQueueLimits
 
 op! {
     /// `GetQueueLimits`: a queue's rate limit, its remaining rate-limit wait, its global
@@ -390,8 +382,6 @@ impl Default for QueueLimits {
     }
 }
 
-// ------------------------------------------------------------------------------ GetDeduplicationJobId
-
 op! {
     /// `GetDeduplicationJobId`: the id of the job that holds a deduplication key in a queue, or
     /// `None` when no job holds it.
@@ -416,8 +406,6 @@ fn write_dedup_holder(id: &Option<String>, fields: &mut Fields) {
     fields.put("data", Value::map([("jobId", id)]));
 }
 
-// ------------------------------------------------------------------------------ ListQueues
-
 op! {
     /// `ListQueues`: the names of every queue the server knows.
     ListQueues, Safe, Eq, Default;
@@ -426,8 +414,6 @@ op! {
     fields {}
     reply: Vec<String> = field("queues");
 }
-
-// ------------------------------------------------------------------------------ ListWorkers
 
 op! {
     /// `ListWorkers`: every worker registered with the server (`RegisterWorker`, which the
@@ -588,8 +574,6 @@ impl ListedWorker {
     }
 }
 
-// ------------------------------------------------------------------------------ Stats
-
 op! {
     /// `Stats`: server-wide job totals and throughput.
     Stats, Safe, Eq, Default;
@@ -654,8 +638,6 @@ pub struct ServerStats {
     /// Recent pulls per second.
     pub pull_per_sec: f64,
 }
-
-// ------------------------------------------------------------------------------ Metrics
 
 /// Which finished jobs a queue's [`Metrics`] count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -894,8 +876,6 @@ impl crate::wire::server::ServeOperation for Metrics {
         }
     }
 }
-
-// ------------------------------------------------------------------------------ StorageStatus
 
 op! {
     /// `StorageStatus`: whether the server's storage is healthy (a full disk stops durable

@@ -19,7 +19,6 @@
 use std::time::Duration;
 
 use super::decl::kind::Required;
-use super::decl::setters;
 use super::decl::{op, put_data, reply_data, Field};
 use super::read::{array, number, reply_array, reply_opt_str, reply_u64, req_strings, text};
 use super::{Fields, Operation};
@@ -77,14 +76,12 @@ impl Millis {
 }
 
 /// A progress travels as a JS number.
-struct Progress(f64);
-
-impl Field for Progress {
+impl Field for f64 {
     fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, progress_value(self.0));
+        fields.put(key, progress_value(*self));
     }
     fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Finite::take(request, key).map(Progress)
+        Finite::take(request, key)
     }
 }
 
@@ -98,65 +95,21 @@ impl Field for Value {
     }
 }
 
-/// `Progress`: sets an **active** job's progress (bunqueue clamps it to 0..=100) and, when
-/// given, its progress message; emits a `progress` event to the queue's subscribers.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct UpdateProgress {
-    /// Job id.
-    pub id: String,
-    /// 0 to 100.
-    pub progress: f64,
-    /// A progress message.
-    pub message: Option<String>,
-}
-
-impl UpdateProgress {
+op! {
+    /// `Progress`: sets an **active** job's progress (bunqueue clamps it to 0..=100) and, when
+    /// given, its progress message; emits a `progress` event to the queue's subscribers.
+    UpdateProgress as "Progress", Safe;
     /// Sets job `id`'s progress to `progress`.
-    pub fn new(id: impl Into<String>, progress: f64) -> Self {
-        UpdateProgress {
-            id: id.into(),
-            progress,
-            message: None,
-        }
+    new(id: impl Into<String>, progress: f64);
+    fields {
+        /// Job id.
+        id: String = "id" => Required,
+        /// 0 to 100.
+        progress: f64 = "progress" => Finite,
+        /// A progress message.
+        message: Option<String> = "message",
     }
-}
-
-setters! { UpdateProgress { message: impl Into<String> } }
-
-impl Operation for UpdateProgress {
-    const NAME: &'static str = "Progress";
-    const REPLAY: Replay = Replay::Safe;
-    type Output = ();
-
-    fn write_fields(&self, fields: &mut Fields) {
-        self.id.put("id", fields);
-        Progress(self.progress).put("progress", fields);
-        self.message.put("message", fields);
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        Required::check(&self.id, "id")?;
-        Finite::check(&self.progress, "progress")
-    }
-}
-
-impl ServeOperation for UpdateProgress {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(UpdateProgress {
-            id: Required::take(request, "id")?,
-            progress: Progress::take(request, "progress")?.0,
-            message: Field::take(request, "message")?,
-        })
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        fields.put("id", Value::Undefined);
-    }
+    set { message: impl Into<String> }
 }
 
 /// An active job's progress, as [`GetProgress`] reads it.

@@ -216,13 +216,13 @@ macro_rules! op {
     // `fields { queue }` / `fields { id }`: the two most common field lists.
     (
         $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])* new($($args:tt)*);
+        $(#[$new_doc:meta])* $ctor:ident($($args:tt)*);
         fields { queue }
         $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
             $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            $(#[$new_doc])* new($($args)*);
+            $(#[$new_doc])* $ctor($($args)*);
             fields {
                 #[doc = "Queue name."]
                 queue: String = "queue" => Queue,
@@ -232,13 +232,13 @@ macro_rules! op {
     };
     (
         $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])* new($($args:tt)*);
+        $(#[$new_doc:meta])* $ctor:ident($($args:tt)*);
         fields { id }
         $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
             $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            $(#[$new_doc])* new($($args)*);
+            $(#[$new_doc])* $ctor($($args)*);
             fields {
                 #[doc = "Job id."]
                 id: String = "id" => Required,
@@ -250,7 +250,7 @@ macro_rules! op {
         $(#[$doc:meta])*
         $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
         $(#[$new_doc:meta])*
-        new($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);
+        $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);
         fields {
             $(
                 $(#[$field_doc:meta])*
@@ -272,7 +272,7 @@ macro_rules! op {
         impl $name {
             $(#[$new_doc])*
             #[allow(clippy::needless_update)]
-            pub fn new($($arg: $arg_ty),*) -> Self {
+            pub fn $ctor($($arg: $arg_ty),*) -> Self {
                 $name {
                     $($arg: $crate::ops::decl::op!(@arg $arg $($conv)?),)*
                     ..$name {

@@ -25,8 +25,8 @@ use crate::wire::{Job, ProtocolError, ValidationError, Value};
 use super::decl::setters;
 use super::decl::{op, Field};
 use super::read::{
-    number, reply_array, reply_bool, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str,
-    text,
+    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_u64, req_opt_i64,
+    req_opt_str, text,
 };
 use super::{Fields, Operation};
 
@@ -301,77 +301,74 @@ impl DlqEntry {
     }
 }
 
-/// `Dlq`: the entries of a queue's dead-letter queue, oldest first, optionally filtered
-/// ([`DlqFilter`]) or capped (`count`).
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct Dlq {
-    /// Queue name.
-    pub queue: String,
-    /// At most this many entries.
-    pub count: Option<u64>,
-    /// Which entries.
-    pub filter: Option<DlqFilter>,
+/// A filter travels as one `filter` object; a request without a map there has none.
+impl Field for Option<DlqFilter> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put_opt(key, self.as_ref().map(DlqFilter::to_value));
+    }
+    fn take(request: &Value, _: &'static str) -> Result<Self, ValidationError> {
+        Ok(DlqFilter::read(request))
+    }
 }
 
-impl Dlq {
+/// A count the server takes as sent, negatives as 0.
+struct Clamped;
+
+impl Clamped {
+    fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
+        Ok(req_opt_i64(request, key)?.map(|n| n.max(0) as u64))
+    }
+    fn check(_: &Option<u64>, _: &'static str) -> Result<(), ValidationError> {
+        Ok(())
+    }
+}
+
+/// An optional id the server ignores when empty.
+struct NonEmpty;
+
+impl NonEmpty {
+    fn take(request: &Value, key: &'static str) -> Result<Option<String>, ValidationError> {
+        Ok(req_opt_str(request, key).filter(|s| !s.is_empty()))
+    }
+    fn check(_: &Option<String>, _: &'static str) -> Result<(), ValidationError> {
+        Ok(())
+    }
+}
+
+op! {
+    /// `Dlq`: the entries of a queue's dead-letter queue, oldest first, optionally filtered
+    /// ([`DlqFilter`]) or capped (`count`).
+    Dlq, Safe;
     /// Every entry of `queue`'s DLQ.
-    pub fn new(queue: impl Into<String>) -> Self {
-        Dlq {
-            queue: queue.into(),
-            count: None,
-            filter: None,
-        }
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
+        /// Which entries.
+        filter: Option<DlqFilter> = "filter",
+        /// At most this many entries.
+        count: Option<u64> = "count" => Clamped,
     }
+    set { count: u64, filter: DlqFilter }
+    reply: Vec<DlqEntry> = with(read_entries, write_entries);
 }
 
-setters! { Dlq { count: u64, filter: DlqFilter } }
-
-impl Operation for Dlq {
-    const NAME: &'static str = "Dlq";
-    type Output = Vec<DlqEntry>;
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("queue", self.queue.as_str())
-            .put_opt("filter", self.filter.as_ref().map(DlqFilter::to_value))
-            .put_opt("count", self.count);
-    }
-
-    fn read_reply(reply: &Value) -> Result<Vec<DlqEntry>, ProtocolError> {
-        reply_array(reply, "entries")?
-            .iter()
-            .map(|e| {
-                DlqEntry::from_value(e).ok_or(ProtocolError::BadField {
-                    field: "entries",
-                    problem: "an entry has no job with an id",
-                })
-            })
-            .collect()
-    }
+fn read_entries(reply: &Value) -> Result<Vec<DlqEntry>, ProtocolError> {
+    let bad = || ProtocolError::BadField {
+        field: "entries",
+        problem: "an entry has no job with an id",
+    };
+    let entries = reply_array(reply, "entries")?.iter();
+    entries
+        .map(|e| DlqEntry::from_value(e).ok_or_else(bad))
+        .collect()
 }
-impl crate::wire::server::ServeOperation for Dlq {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(Dlq {
-            queue: req_queue_raw(request),
-            count: req_opt_i64(request, "count")?.map(|n| n.max(0) as u64),
-            filter: DlqFilter::read(request),
-        })
-    }
 
-    fn write_reply(entries: &Vec<DlqEntry>, fields: &mut Fields) {
-        fields
-            .put(
-                "jobs",
-                Value::Array(entries.iter().map(|e| e.job.to_value()).collect()),
-            )
-            .put(
-                "entries",
-                Value::Array(entries.iter().map(DlqEntry::to_value).collect()),
-            );
-    }
+fn write_entries(entries: &[DlqEntry], fields: &mut Fields) {
+    let jobs = entries.iter().map(|e| e.job.to_value());
+    fields
+        .put("jobs", Value::Array(jobs.collect()))
+        .put("entries", array(entries.iter().map(DlqEntry::to_value)));
 }
 
 /// What [`GetDlqStats`] reports.
@@ -467,32 +464,26 @@ fn write_stats(s: &DlqStats, fields: &mut Fields) {
     put_data(fields, "stats", stats);
 }
 
-/// `RetryDlq`: moves DLQ entries back to their queue, as new waiting jobs: one job, the first
-/// `count`, those a [`DlqFilter`] selects, or all. Answers how many were retried.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct RetryDlq {
-    /// Queue name.
-    pub queue: String,
-    /// Only this job.
-    pub job_id: Option<String>,
-    /// Only the first this many entries.
-    pub count: Option<u64>,
-    /// Only the entries this selects (takes precedence over `job_id` and `count`).
-    pub filter: Option<DlqFilter>,
+op! {
+    /// `RetryDlq`: moves DLQ entries back to their queue, as new waiting jobs: one job, the first
+    /// `count`, those a [`DlqFilter`] selects, or all. Answers how many were retried.
+    RetryDlq, NotSafe;
+    /// Retries every entry of `queue`'s DLQ.
+    all(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
+        /// Only this job.
+        job_id: Option<String> = "jobId" => NonEmpty,
+        /// Only the entries this selects (takes precedence over `job_id` and `count`).
+        filter: Option<DlqFilter> = "filter",
+        /// Only the first this many entries.
+        count: Option<u64> = "count" => Clamped,
+    }
+    reply: u64 = field("count");
 }
 
 impl RetryDlq {
-    /// Retries every entry of `queue`'s DLQ.
-    pub fn all(queue: impl Into<String>) -> Self {
-        RetryDlq {
-            queue: queue.into(),
-            job_id: None,
-            count: None,
-            filter: None,
-        }
-    }
-
     /// Retries the entry of job `id`.
     pub fn job(queue: impl Into<String>, id: impl Into<String>) -> Self {
         RetryDlq {
@@ -515,39 +506,6 @@ impl RetryDlq {
             filter: Some(filter),
             ..RetryDlq::all(queue)
         }
-    }
-}
-
-impl Operation for RetryDlq {
-    const NAME: &'static str = "RetryDlq";
-    type Output = u64;
-
-    const REPLAY: Replay = Replay::NotSafe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("queue", self.queue.as_str())
-            .put_opt("jobId", self.job_id.as_deref())
-            .put_opt("filter", self.filter.as_ref().map(DlqFilter::to_value))
-            .put_opt("count", self.count);
-    }
-
-    fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
-        reply_u64(reply, "count")
-    }
-}
-impl crate::wire::server::ServeOperation for RetryDlq {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(RetryDlq {
-            queue: req_queue_raw(request),
-            job_id: req_opt_str(request, "jobId").filter(|s| !s.is_empty()),
-            count: req_opt_i64(request, "count")?.map(|n| n.max(0) as u64),
-            filter: DlqFilter::read(request),
-        })
-    }
-
-    fn write_reply(count: &u64, fields: &mut Fields) {
-        fields.put("count", *count);
     }
 }
 

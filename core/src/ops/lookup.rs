@@ -23,7 +23,7 @@ use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationE
 
 use super::decl::kind::{Queue, Required};
 use super::decl::op;
-use super::decl::setters;
+use super::decl::Field;
 use super::read::{
     array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_opt_i64,
     req_queue, text,
@@ -98,45 +98,52 @@ fn count_or_zero(v: &Value, field: &str) -> u64 {
     num_or_zero(v, field).max(0.0) as u64
 }
 
-/// A request's optional non-negative integer (`<field> must be at least 0` otherwise).
-pub(super) fn req_opt_u64(v: &Value, field: &'static str) -> Result<Option<u64>, ValidationError> {
-    match req_opt_i64(v, field)? {
-        None => Ok(None),
-        Some(n) => u64::try_from(n)
-            .map(Some)
-            .map_err(|_| ValidationError::new(field, format!("{field} must be at least 0"))),
+/// States travel as one name, several as an array, none as no key (every state).
+impl Field for Vec<JobState> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        match self.as_slice() {
+            [] => {}
+            [one] => {
+                fields.put(key, one.as_str());
+            }
+            many => {
+                fields.put(key, array(many.iter().map(JobState::as_str)));
+            }
+        }
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(match request.get(key) {
+            Some(Value::Array(a)) => a.iter().filter_map(text).map(JobState::from).collect(),
+            Some(v) => text(v).map(JobState::from).into_iter().collect(),
+            None => Vec::new(),
+        })
     }
 }
 
-/// `GetJobs`: a queue's jobs, optionally only those in some states, oldest first (or newest
-/// first with [`asc(false)`](Self::asc)), a page at a time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetJobs {
-    /// Queue name.
-    pub queue: String,
-    /// Only jobs in these states; every state when empty.
-    pub states: Vec<JobState>,
-    /// Jobs to skip (server default 0).
-    pub offset: Option<u64>,
-    /// Most jobs to return (server default 100).
-    pub limit: Option<u64>,
-    /// Oldest first (`true`, the server's default) or newest first.
-    pub asc: Option<bool>,
+op! {
+    /// `GetJobs`: a queue's jobs, optionally only those in some states, oldest first (or newest
+    /// first with [`asc(false)`](Self::asc)), a page at a time.
+    GetJobs, Safe, Eq;
+    /// Every job of `queue`, with the server's defaults.
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue" => Queue,
+        /// Only jobs in these states; every state when empty.
+        states: Vec<JobState> = "state",
+        /// Jobs to skip (server default 0).
+        offset: Option<u64> = "offset",
+        /// Most jobs to return (server default 100).
+        limit: Option<u64> = "limit",
+        /// Oldest first (`true`, the server's default) or newest first.
+        asc: Option<bool> = "asc",
+    }
+    set { offset: u64, limit: u64, asc: bool }
+    reply: Vec<Job> = with(read_jobs, write_jobs);
+    validate: |op: &GetJobs| op.states.iter().try_for_each(|s| validate_state("state", s));
 }
 
 impl GetJobs {
-    /// Every job of `queue`, with the server's defaults.
-    pub fn new(queue: impl Into<String>) -> Self {
-        GetJobs {
-            queue: queue.into(),
-            states: Vec::new(),
-            offset: None,
-            limit: None,
-            asc: None,
-        }
-    }
-
     /// Adds `state` to the states asked for.
     pub fn state(mut self, state: JobState) -> Self {
         self.states.push(state);
@@ -150,64 +157,16 @@ impl GetJobs {
     }
 }
 
-setters! { GetJobs { offset: u64, limit: u64, asc: bool } }
-
-impl Operation for GetJobs {
-    const NAME: &'static str = "GetJobs";
-    type Output = Vec<Job>;
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-        match self.states.as_slice() {
-            [] => {}
-            [one] => {
-                fields.put("state", one.as_str());
-            }
-            many => {
-                fields.put("state", array(many.iter().map(JobState::as_str)));
-            }
-        }
-        fields
-            .put_opt("offset", self.offset)
-            .put_opt("limit", self.limit)
-            .put_opt("asc", self.asc);
-    }
-
-    fn read_reply(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
-        reply_array(reply, "jobs")?
-            .iter()
-            .map(|j| Job::from_value(j).ok_or(bad("jobs", "an entry is not a job")))
-            .collect()
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)?;
-        self.states
-            .iter()
-            .try_for_each(|s| validate_state("state", s))
-    }
+/// A `jobs` array of full job records.
+pub(super) fn read_jobs(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
+    reply_array(reply, "jobs")?
+        .iter()
+        .map(|j| Job::from_value(j).ok_or(bad("jobs", "an entry is not a job")))
+        .collect()
 }
-impl crate::wire::server::ServeOperation for GetJobs {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        let states = match request.get("state") {
-            Some(Value::Array(a)) => a.iter().filter_map(text).map(JobState::from).collect(),
-            Some(v) => text(v).map(JobState::from).into_iter().collect(),
-            None => Vec::new(),
-        };
-        Ok(GetJobs {
-            queue: req_queue(request)?,
-            states,
-            offset: req_opt_u64(request, "offset")?,
-            limit: req_opt_u64(request, "limit")?,
-            asc: request.get("asc").and_then(Value::as_bool),
-        })
-    }
 
-    fn write_reply(jobs: &Vec<Job>, fields: &mut Fields) {
-        fields.put("jobs", array(jobs.iter().map(Job::to_value)));
-    }
+pub(super) fn write_jobs(jobs: &[Job], fields: &mut Fields) {
+    fields.put("jobs", array(jobs.iter().map(Job::to_value)));
 }
 
 op! {

@@ -17,7 +17,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::session::Replay;
 use crate::wire::server::CommandError;
 use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationError, Value};
 
@@ -25,10 +24,9 @@ use super::decl::kind::{Queue, Required};
 use super::decl::op;
 use super::decl::Field;
 use super::read::{
-    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_opt_i64,
-    req_queue, text,
+    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_queue, text,
 };
-use super::{Fields, Operation};
+use super::Fields;
 
 /// The state names bunqueue's job listings (GetJobs) and Clean understand: the seven of
 /// [`JobState`] and `paused` (the ready jobs of a paused queue).
@@ -618,36 +616,67 @@ impl MetricsType {
     }
 }
 
-/// `Metrics`, in its two forms, which share the command name: server-wide totals
-/// ([`Metrics::server`]: no `queue`), or one queue's per-minute counts of completed or failed
-/// jobs ([`Metrics::queue`], the TS client's `getMetrics(type, start, end)`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Metrics {
-    /// The queue and the kind of jobs, for the per-queue form; `None` for the server-wide one.
-    pub queue: Option<(String, MetricsType)>,
-    /// First data point (server default 0).
-    pub start: Option<i64>,
-    /// Last data point, `-1` for the last one there is (server default -1).
-    pub end: Option<i64>,
+/// The per-queue form travels as `queue` and `type`; the server-wide one as neither.
+impl Field for Option<(String, MetricsType)> {
+    fn put(&self, _: &'static str, fields: &mut Fields) {
+        if let Some((queue, kind)) = self {
+            fields
+                .put("queue", queue.as_str())
+                .put("type", kind.as_str());
+        }
+    }
+    fn take(request: &Value, _: &'static str) -> Result<Self, ValidationError> {
+        // bunqueue picks the form by `queue !== undefined || type !== undefined`.
+        let absent = |k: &str| matches!(request.get(k), None | Some(Value::Undefined));
+        if absent("queue") && absent("type") {
+            return Ok(None);
+        }
+        if request.get("queue").and_then(Value::as_str).is_none() {
+            return Err(ValidationError::new("queue", "Metrics queue is required"));
+        }
+        let queue = req_queue(request)?;
+        let kind = match request.get("type").and_then(Value::as_str) {
+            Some("completed") => MetricsType::Completed,
+            Some("failed") => MetricsType::Failed,
+            _ => {
+                let message = "Metrics type must be 'completed' or 'failed'";
+                return Err(ValidationError::new("type", message));
+            }
+        };
+        Ok(Some((queue, kind)))
+    }
+}
+
+op! {
+    /// `Metrics`, in its two forms, which share the command name: server-wide totals
+    /// ([`Metrics::server`]: no `queue`), or one queue's per-minute counts of completed or failed
+    /// jobs ([`Metrics::queue`], the TS client's `getMetrics(type, start, end)`).
+    Metrics, Safe, Eq;
+    /// Server-wide totals.
+    server();
+    fields {
+        /// The queue and the kind of jobs, for the per-queue form; `None` for the server-wide one.
+        queue: Option<(String, MetricsType)> = "queue",
+        /// First data point (server default 0).
+        start: Option<i64> = "start",
+        /// Last data point, `-1` for the last one there is (server default -1).
+        end: Option<i64> = "end",
+    }
+    reply: MetricsReply = with(read_metrics, write_metrics);
+    validate: |op: &Metrics| op.queue.as_ref().map_or(Ok(()), |(q, _)| validate_queue_name(q));
+    // The range is read before the form, as bunqueue reads it.
+    request: |r: &Value| -> Result<Metrics, CommandError> {
+        let (start, end) = (Field::take(r, "start")?, Field::take(r, "end")?);
+        Ok(Metrics { queue: Field::take(r, "queue")?, start, end })
+    };
 }
 
 impl Metrics {
-    /// Server-wide totals.
-    pub fn server() -> Self {
-        Metrics {
-            queue: None,
-            start: None,
-            end: None,
-        }
-    }
-
     /// `queue`'s per-minute counts of `kind` jobs.
     pub fn queue(queue: impl Into<String>, kind: MetricsType) -> Self {
         Metrics {
             queue: Some((queue.into(), kind)),
-            start: None,
-            end: None,
+            ..Metrics::server()
         }
     }
 
@@ -709,129 +738,71 @@ pub enum MetricsReply {
     Queue(QueueMetrics),
 }
 
-impl Operation for Metrics {
-    const NAME: &'static str = "Metrics";
-    type Output = MetricsReply;
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        if let Some((queue, kind)) = &self.queue {
-            fields
-                .put("queue", queue.as_str())
-                .put("type", kind.as_str());
-        }
-        fields.put_opt("start", self.start).put_opt("end", self.end);
+fn read_metrics(reply: &Value) -> Result<MetricsReply, ProtocolError> {
+    if let Some(m) = reply_opt(reply, "metrics") {
+        return Ok(MetricsReply::Server(ServerMetrics {
+            total_pushed: count_or_zero(m, "totalPushed"),
+            total_pulled: count_or_zero(m, "totalPulled"),
+            total_completed: count_or_zero(m, "totalCompleted"),
+            total_failed: count_or_zero(m, "totalFailed"),
+            avg_latency_ms: num_or_zero(m, "avgLatencyMs"),
+            avg_processing_ms: num_or_zero(m, "avgProcessingMs"),
+            memory_usage_mb: num_or_zero(m, "memoryUsageMb"),
+            sqlite_size_mb: num_or_zero(m, "sqliteSizeMb"),
+            active_connections: count_or_zero(m, "activeConnections"),
+        }));
     }
-
-    fn read_reply(reply: &Value) -> Result<MetricsReply, ProtocolError> {
-        if let Some(m) = reply_opt(reply, "metrics") {
-            return Ok(MetricsReply::Server(ServerMetrics {
-                total_pushed: count_or_zero(m, "totalPushed"),
-                total_pulled: count_or_zero(m, "totalPulled"),
-                total_completed: count_or_zero(m, "totalCompleted"),
-                total_failed: count_or_zero(m, "totalFailed"),
-                avg_latency_ms: num_or_zero(m, "avgLatencyMs"),
-                avg_processing_ms: num_or_zero(m, "avgProcessingMs"),
-                memory_usage_mb: num_or_zero(m, "memoryUsageMb"),
-                sqlite_size_mb: num_or_zero(m, "sqliteSizeMb"),
-                active_connections: count_or_zero(m, "activeConnections"),
-            }));
-        }
-        let d = reply_data(reply)?;
-        let meta = d.get("meta").unwrap_or(&Value::Nil);
-        Ok(MetricsReply::Queue(QueueMetrics {
-            count: count_or_zero(meta, "count"),
-            prev_ts: num_or_zero(meta, "prevTS"),
-            prev_count: count_or_zero(meta, "prevCount"),
-            data: expand(reply_field(&d, "data")?, "data")?
-                .as_array()
-                .ok_or(bad("data", "not an array"))?
-                .iter()
-                .map(|x| number(x).ok_or(bad("data", "an entry is not a number")))
-                .collect::<Result<_, _>>()?,
-            points: count_or_zero(&d, "count"),
-        }))
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        match &self.queue {
-            Some((queue, _)) => validate_queue_name(queue),
-            None => Ok(()),
-        }
-    }
+    let d = reply_data(reply)?;
+    let meta = d.get("meta").unwrap_or(&Value::Nil);
+    Ok(MetricsReply::Queue(QueueMetrics {
+        count: count_or_zero(meta, "count"),
+        prev_ts: num_or_zero(meta, "prevTS"),
+        prev_count: count_or_zero(meta, "prevCount"),
+        data: expand(reply_field(&d, "data")?, "data")?
+            .as_array()
+            .ok_or(bad("data", "not an array"))?
+            .iter()
+            .map(|x| number(x).ok_or(bad("data", "an entry is not a number")))
+            .collect::<Result<_, _>>()?,
+        points: count_or_zero(&d, "count"),
+    }))
 }
-impl crate::wire::server::ServeOperation for Metrics {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        let start = req_opt_i64(request, "start")?;
-        let end = req_opt_i64(request, "end")?;
-        // bunqueue picks the form by `queue !== undefined || type !== undefined`.
-        let absent = |k: &str| matches!(request.get(k), None | Some(Value::Undefined));
-        if absent("queue") && absent("type") {
-            return Ok(Metrics {
-                queue: None,
-                start,
-                end,
-            });
-        }
-        if request.get("queue").and_then(Value::as_str).is_none() {
-            return Err(ValidationError::new("queue", "Metrics queue is required").into());
-        }
-        let queue = req_queue(request)?;
-        let kind = match request.get("type").and_then(Value::as_str) {
-            Some("completed") => MetricsType::Completed,
-            Some("failed") => MetricsType::Failed,
-            _ => {
-                return Err(ValidationError::new(
-                    "type",
-                    "Metrics type must be 'completed' or 'failed'",
-                )
-                .into())
-            }
-        };
-        Ok(Metrics {
-            queue: Some((queue, kind)),
-            start,
-            end,
-        })
-    }
 
-    fn write_reply(reply: &MetricsReply, fields: &mut Fields) {
-        match reply {
-            MetricsReply::Server(m) => {
-                fields.put(
-                    "metrics",
-                    Value::map([
-                        ("totalPushed", Value::from(m.total_pushed)),
-                        ("totalPulled", Value::from(m.total_pulled)),
-                        ("totalCompleted", Value::from(m.total_completed)),
-                        ("totalFailed", Value::from(m.total_failed)),
-                        ("avgLatencyMs", js_number(m.avg_latency_ms)),
-                        ("avgProcessingMs", js_number(m.avg_processing_ms)),
-                        ("memoryUsageMb", js_number(m.memory_usage_mb)),
-                        ("sqliteSizeMb", js_number(m.sqlite_size_mb)),
-                        ("activeConnections", Value::from(m.active_connections)),
-                    ]),
-                );
-            }
-            MetricsReply::Queue(q) => {
-                let meta = Value::map([
-                    ("count", Value::from(q.count)),
-                    ("prevTS", js_number(q.prev_ts)),
-                    ("prevCount", Value::from(q.prev_count)),
-                ]);
-                fields.put(
-                    "data",
-                    Value::map([
-                        ("meta", meta),
-                        (
-                            "data",
-                            Value::Array(q.data.iter().copied().map(js_number).collect()),
-                        ),
-                        ("count", Value::from(q.points)),
-                    ]),
-                );
-            }
+fn write_metrics(reply: &MetricsReply, fields: &mut Fields) {
+    match reply {
+        MetricsReply::Server(m) => {
+            fields.put(
+                "metrics",
+                Value::map([
+                    ("totalPushed", Value::from(m.total_pushed)),
+                    ("totalPulled", Value::from(m.total_pulled)),
+                    ("totalCompleted", Value::from(m.total_completed)),
+                    ("totalFailed", Value::from(m.total_failed)),
+                    ("avgLatencyMs", js_number(m.avg_latency_ms)),
+                    ("avgProcessingMs", js_number(m.avg_processing_ms)),
+                    ("memoryUsageMb", js_number(m.memory_usage_mb)),
+                    ("sqliteSizeMb", js_number(m.sqlite_size_mb)),
+                    ("activeConnections", Value::from(m.active_connections)),
+                ]),
+            );
+        }
+        MetricsReply::Queue(q) => {
+            let meta = Value::map([
+                ("count", Value::from(q.count)),
+                ("prevTS", js_number(q.prev_ts)),
+                ("prevCount", Value::from(q.prev_count)),
+            ]);
+            fields.put(
+                "data",
+                Value::map([
+                    ("meta", meta),
+                    (
+                        "data",
+                        Value::Array(q.data.iter().copied().map(js_number).collect()),
+                    ),
+                    ("count", Value::from(q.points)),
+                ]),
+            );
         }
     }
 }

@@ -85,9 +85,27 @@ fields! {
         |r, k| Ok(req_opt_str(r, k).map(JobState::from));
 }
 
+/// A field bunqueue checks: how the server reads it, what the client refuses before sending
+/// it, and (rarely) how it travels when not as its type's [`Field`].
+pub(crate) trait Kind {
+    /// The field's type.
+    type T: Field;
+    /// Reads it from a request map, as bunqueue validates it.
+    fn take(request: &Value, key: &'static str) -> Result<Self::T, ValidationError>;
+    /// Checks it before it is sent.
+    fn check(_: &Self::T, _: &'static str) -> Result<(), ValidationError> {
+        Ok(())
+    }
+    /// Appends `key: value`.
+    fn put(value: &Self::T, key: &'static str, fields: &mut Fields) {
+        value.put(key, fields);
+    }
+}
+
 /// Fields that bunqueue checks, each a kind with how the server reads it and what the client
 /// refuses before sending it.
 pub(crate) mod kind {
+    use super::Kind;
     use crate::wire::{validate_queue_name, ValidationError, Value};
 
     use super::super::read::{req_queue, req_str};
@@ -95,11 +113,13 @@ pub(crate) mod kind {
     /// A queue name, validated as bunqueue validates queue names.
     pub(crate) struct Queue;
 
-    impl Queue {
-        pub(crate) fn take(request: &Value, _: &'static str) -> Result<String, ValidationError> {
+    impl Kind for Queue {
+        type T = String;
+
+        fn take(request: &Value, _: &'static str) -> Result<String, ValidationError> {
             req_queue(request)
         }
-        pub(crate) fn check(queue: &str, _: &'static str) -> Result<(), ValidationError> {
+        fn check(queue: &String, _: &'static str) -> Result<(), ValidationError> {
             validate_queue_name(queue)
         }
     }
@@ -107,11 +127,13 @@ pub(crate) mod kind {
     /// Text the server requires non-empty (a job id, a name): `<key> is required` otherwise.
     pub(crate) struct Required;
 
-    impl Required {
-        pub(crate) fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
+    impl Kind for Required {
+        type T = String;
+
+        fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
             req_str(request, key)
         }
-        pub(crate) fn check(text: &str, key: &'static str) -> Result<(), ValidationError> {
+        fn check(text: &String, key: &'static str) -> Result<(), ValidationError> {
             if text.is_empty() {
                 Err(ValidationError::new(key, format!("{key} is required")))
             } else {
@@ -296,7 +318,7 @@ macro_rules! op {
             type Output = $crate::ops::decl::op!(@out $($out)?);
 
             fn write_fields(&self, _fields: &mut $crate::ops::Fields) {
-                $($crate::ops::decl::Field::put(&self.$field, $key, _fields);)*
+                $($crate::ops::decl::op!(@put self.$field, $key, _fields $(, $kind)?);)*
             }
 
             fn read_reply(
@@ -306,7 +328,7 @@ macro_rules! op {
             }
 
             fn validate(&self) -> Result<(), $crate::wire::ValidationError> {
-                $($($kind::check(&self.$field, $key)?;)?)*
+                $($(<$kind as $crate::ops::decl::Kind>::check(&self.$field, $key)?;)?)*
                 $(($validate)(self)?;)?
                 Ok(())
             }
@@ -328,6 +350,13 @@ macro_rules! op {
                 $crate::ops::decl::op!(@write _output, _fields, $($shape $(($($shape_arg)*))?)?)
             }
         }
+    };
+
+    (@put $self:ident.$field:ident, $key:literal, $fields:ident) => {
+        $crate::ops::decl::Field::put(&$self.$field, $key, $fields)
+    };
+    (@put $self:ident.$field:ident, $key:literal, $fields:ident, $kind:ident) => {
+        <$kind as $crate::ops::decl::Kind>::put(&$self.$field, $key, $fields)
     };
 
     (@out) => { () };
@@ -354,7 +383,7 @@ macro_rules! op {
         <$ty as $crate::ops::decl::Field>::take($request, $key)?
     };
     (@take $request:ident, $key:literal, $ty:ty, $kind:ident) => {
-        $kind::take($request, $key)?
+        <$kind as $crate::ops::decl::Kind>::take($request, $key)?
     };
 
     (@read $reply:ident, $(ok)?) => { Ok(()) };

@@ -18,22 +18,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::session::Replay;
-use crate::wire::server::CommandError;
 use crate::wire::{Job, ProtocolError, ValidationError, Value};
 
-use super::decl::setters;
-use super::decl::{op, Field};
+use super::decl::{op, put_data, reply_data, setters, Field, Kind};
 use super::read::{
-    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_u64, req_opt_i64,
-    req_opt_str, text,
+    array, number, reply_array, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str, text,
 };
-use super::{Fields, Operation};
-
-/// The request's `queue` as sent (these handlers do not validate it).
-pub(super) fn req_queue_raw(v: &Value) -> String {
-    req_opt_str(v, "queue").unwrap_or_default()
-}
+use super::Fields;
 
 /// An optional number of milliseconds in a reply or config map.
 pub(super) fn opt_f64(v: &Value, field: &str) -> Option<f64> {
@@ -53,16 +44,6 @@ pub(super) fn ms(d: Duration) -> Value {
 /// A wire span (ms) as a [`Duration`] (negatives read as zero).
 pub(super) fn span(f: f64) -> Duration {
     Duration::from_millis(if f > 0.0 { f as u64 } else { 0 })
-}
-
-/// The `data` map of a `resp.data(...)` reply.
-pub(super) fn reply_data(reply: &Value) -> Result<&Value, ProtocolError> {
-    reply_field(reply, "data")
-}
-
-/// Writes `{data: {key: value}}`.
-pub(super) fn put_data(fields: &mut Fields, key: &str, value: impl Into<Value>) {
-    fields.put("data", Value::map([(key, value.into())]));
 }
 
 /// An epoch-ms timestamp that may be `null`.
@@ -314,24 +295,22 @@ impl Field for Option<DlqFilter> {
 /// A count the server takes as sent, negatives as 0.
 struct Clamped;
 
-impl Clamped {
+impl Kind for Clamped {
+    type T = Option<u64>;
+
     fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
         Ok(req_opt_i64(request, key)?.map(|n| n.max(0) as u64))
-    }
-    fn check(_: &Option<u64>, _: &'static str) -> Result<(), ValidationError> {
-        Ok(())
     }
 }
 
 /// An optional id the server ignores when empty.
 struct NonEmpty;
 
-impl NonEmpty {
+impl Kind for NonEmpty {
+    type T = Option<String>;
+
     fn take(request: &Value, key: &'static str) -> Result<Option<String>, ValidationError> {
         Ok(req_opt_str(request, key).filter(|s| !s.is_empty()))
-    }
-    fn check(_: &Option<String>, _: &'static str) -> Result<(), ValidationError> {
-        Ok(())
     }
 }
 
@@ -439,7 +418,8 @@ op! {
 }
 
 fn read_stats(reply: &Value) -> Result<DlqStats, ProtocolError> {
-    let s = reply_field(reply_data(reply)?, "stats")?;
+    let d = reply_data(reply)?;
+    let s = reply_field(&d, "stats")?;
     Ok(DlqStats {
         total: reply_u64(s, "total")?,
         by_reason: counts(s.get("byReason")),
@@ -516,56 +496,35 @@ op! {
     reply: u64 = field("count");
 }
 
-/// `RemoveDlqJob`: removes one job's DLQ entry for good, without retrying it; answers
-/// whether there was one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RemoveDlqJob {
-    /// Queue name.
-    pub queue: String,
-    /// The job's id.
-    pub job_id: String,
+/// An id the server takes as sent (absent: empty), left out when empty.
+struct OmitEmpty;
+
+impl Kind for OmitEmpty {
+    type T = String;
+
+    fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
+        Ok(req_opt_str(request, key).unwrap_or_default())
+    }
+    fn put(id: &String, key: &'static str, fields: &mut Fields) {
+        if !id.is_empty() {
+            fields.put(key, id.as_str());
+        }
+    }
 }
 
-impl RemoveDlqJob {
+op! {
+    /// `RemoveDlqJob`: removes one job's DLQ entry for good, without retrying it; answers
+    /// whether there was one.
+    RemoveDlqJob, NotSafe, Eq;
     /// Removes job `id` from `queue`'s DLQ.
-    pub fn new(queue: impl Into<String>, id: impl Into<String>) -> Self {
-        RemoveDlqJob {
-            queue: queue.into(),
-            job_id: id.into(),
-        }
+    new(queue: impl Into<String>, job_id: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
+        /// The job's id.
+        job_id: String = "jobId" => OmitEmpty,
     }
-}
-
-impl Operation for RemoveDlqJob {
-    const NAME: &'static str = "RemoveDlqJob";
-    type Output = bool;
-
-    const REPLAY: Replay = Replay::NotSafe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-        if !self.job_id.is_empty() {
-            fields.put("jobId", self.job_id.as_str());
-        }
-    }
-
-    fn read_reply(reply: &Value) -> Result<bool, ProtocolError> {
-        reply_bool(reply_data(reply)?, "removed")
-    }
-}
-impl crate::wire::server::ServeOperation for RemoveDlqJob {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        // Not validated by the server: without one, nothing is removed.
-        Ok(RemoveDlqJob::new(
-            req_queue_raw(request),
-            req_opt_str(request, "jobId").unwrap_or_default(),
-        ))
-    }
-
-    fn write_reply(removed: &bool, fields: &mut Fields) {
-        put_data(fields, "removed", *removed);
-    }
+    reply: bool = data("removed");
 }
 
 /// A queue's DLQ settings, as [`GetDlqConfig`] reports them.

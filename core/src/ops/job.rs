@@ -19,6 +19,7 @@
 use std::time::Duration;
 
 use super::decl::kind::Required;
+use super::decl::Kind;
 use super::decl::{op, put_data, reply_data, Field};
 use super::read::{array, number, reply_array, reply_opt_str, reply_u64, req_strings, text};
 use super::{Fields, Operation};
@@ -38,7 +39,9 @@ fn progress_value(p: f64) -> Value {
 /// A number the request must carry (`<key> is required`), finite for the client.
 struct Finite;
 
-impl Finite {
+impl Kind for Finite {
+    type T = f64;
+
     fn take(request: &Value, key: &'static str) -> Result<f64, ValidationError> {
         request
             .get(key)
@@ -60,7 +63,9 @@ impl Finite {
 /// A required lock time in ms: read as [`Finite`], never negative for the client.
 struct Millis;
 
-impl Millis {
+impl Kind for Millis {
+    type T = i64;
+
     fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
         Finite::take(request, key).map(|f| f as i64)
     }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use super::decl::kind::Queue;
 use super::decl::setters;
+use super::decl::Kind;
 use super::decl::{op, put_data, reply_data, Field};
 use super::dlq::{ms, opt_f64, opt_u64, span};
 use super::read::{reply_field, reply_opt};
@@ -38,26 +39,24 @@ fn finite(v: &Value, field: &str) -> Option<f64> {
 /// A limit bunqueue requires finite (`<key> must be a finite number`).
 struct Finite;
 
-impl Finite {
+impl Kind for Finite {
+    type T = i64;
+
     fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
         finite(request, key)
             .map(|f| f as i64)
             .ok_or_else(|| ValidationError::new(key, format!("{key} must be a finite number")))
-    }
-    fn check(_: &i64, _: &'static str) -> Result<(), ValidationError> {
-        Ok(())
     }
 }
 
 /// A time span the server coerces with `Number()`, ignored when not finite.
 struct FiniteSpan;
 
-impl FiniteSpan {
+impl Kind for FiniteSpan {
+    type T = Option<Duration>;
+
     fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
         Ok(finite(request, key).map(span))
-    }
-    fn check(_: &Option<Duration>, _: &'static str) -> Result<(), ValidationError> {
-        Ok(())
     }
 }
 
@@ -253,7 +252,9 @@ op! {
 /// it reads first (as a string), then the id (required, a string).
 struct Group;
 
-impl Group {
+impl Kind for Group {
+    type T = String;
+
     fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
         Queue::take(request, "queue")?;
         let group = match request.get(key) {
@@ -266,7 +267,7 @@ impl Group {
         crate::wire::check_group_id(&group)?;
         Ok(group)
     }
-    fn check(group_id: &str, _: &'static str) -> Result<(), ValidationError> {
+    fn check(group_id: &String, _: &'static str) -> Result<(), ValidationError> {
         crate::wire::check_group_id(group_id)
     }
 }
@@ -274,7 +275,9 @@ impl Group {
 /// bunqueue's `validatePositiveSafeInteger`.
 struct Positive;
 
-impl Positive {
+impl Kind for Positive {
+    type T = u64;
+
     fn take(request: &Value, key: &'static str) -> Result<u64, ValidationError> {
         match request.get(key) {
             Some(x @ (Value::Int(_) | Value::F64(_))) => match x.as_f64() {
@@ -297,7 +300,9 @@ impl Positive {
 /// A time span of [`Positive`] ms.
 struct PositiveSpan;
 
-impl PositiveSpan {
+impl Kind for PositiveSpan {
+    type T = Duration;
+
     fn take(request: &Value, key: &'static str) -> Result<Duration, ValidationError> {
         Positive::take(request, key).map(Duration::from_millis)
     }
@@ -428,7 +433,9 @@ group_op! {
 /// A group's rate window: `max` then `duration`, both [`Positive`].
 struct Window;
 
-impl Window {
+impl Kind for Window {
+    type T = GroupRateLimit;
+
     fn take(request: &Value, _: &'static str) -> Result<GroupRateLimit, ValidationError> {
         let max = Positive::take(request, "max")?;
         Ok(GroupRateLimit::new(
@@ -525,12 +532,11 @@ op! {
 /// A count the server reads without checking: kept when a non-negative number.
 struct Lax;
 
-impl Lax {
+impl Kind for Lax {
+    type T = Option<u64>;
+
     fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
         Ok(opt_u64(request, key))
-    }
-    fn check(_: &Option<u64>, _: &'static str) -> Result<(), ValidationError> {
-        Ok(())
     }
 }
 

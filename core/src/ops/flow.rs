@@ -35,8 +35,7 @@ use crate::wire::{
 };
 
 use super::decl::kind::Required;
-use super::decl::setters;
-use super::decl::{op, put_data};
+use super::decl::{op, put_data, setters, Kind};
 use super::read::{number, reply_bool, reply_field, reply_opt, req_str, text};
 use super::{Fields, Operation};
 
@@ -486,13 +485,6 @@ fn pairs_value(pairs: &[(String, Value)]) -> Value {
     )
 }
 
-fn validate_id(id: &str) -> Result<(), ValidationError> {
-    if id.is_empty() {
-        return Err(ValidationError::new("id", "id is required"));
-    }
-    Ok(())
-}
-
 /// The values of a parent's children: `"<queue>:<childId>"` → value, in order.
 fn read_values(values: Option<&Value>) -> Result<Vec<(String, Value)>, ProtocolError> {
     Ok(pairs(values))
@@ -547,95 +539,77 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
-/// `WaitJob`: holds the reply until the job completes or `timeout` passes (server default
-/// 30 s, at most [`MAX_WAIT_JOB`]). Answers at once for a job already completed; an unknown
-/// id is `Job not found`. A read: replayed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WaitJob {
-    /// Job id.
-    pub id: String,
-    /// How long the server waits (its default when absent: 30 s).
-    pub timeout: Option<Duration>,
-}
+/// A wait of at most [`MAX_WAIT_JOB`], validated with bunqueue's messages.
+struct WaitTimeout;
 
-impl WaitJob {
-    /// Waits for job `id` with the server's default timeout.
-    pub fn new(id: impl Into<String>) -> Self {
-        WaitJob {
-            id: id.into(),
-            timeout: None,
-        }
-    }
-}
+impl Kind for WaitTimeout {
+    type T = Option<Duration>;
 
-setters! { WaitJob { timeout: Duration } }
-
-impl Operation for WaitJob {
-    const NAME: &'static str = "WaitJob";
-    type Output = WaitOutcome;
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("id", self.id.as_str()).put_opt(
-            "timeout",
-            self.timeout
-                .map(|t| t.as_millis().min(i64::MAX as u128) as i64),
-        );
-    }
-
-    fn read_reply(reply: &Value) -> Result<WaitOutcome, ProtocolError> {
-        Ok(if reply_bool(reply, "completed")? {
-            WaitOutcome::Completed(reply.get("result").cloned().unwrap_or(Value::Undefined))
-        } else {
-            WaitOutcome::TimedOut
-        })
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_id(&self.id)?;
-        if self.timeout.is_some_and(|t| t > MAX_WAIT_JOB) {
-            return Err(ValidationError::new(
-                "timeout",
-                "timeout must be at most 600000",
-            ));
-        }
-        Ok(())
-    }
-}
-impl crate::wire::server::ServeOperation for WaitJob {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        let id = req_str(request, "id")?;
-        let timeout = match request.get("timeout") {
-            None | Some(Value::Nil) | Some(Value::Undefined) => None,
-            Some(t) => {
-                let ms = number(t)
-                    .ok_or_else(|| ValidationError::new("timeout", "timeout must be a number"))?;
-                if ms < 0.0 {
-                    return Err(
-                        ValidationError::new("timeout", "timeout must be at least 0").into(),
-                    );
-                }
-                if ms > 600_000.0 {
-                    return Err(
-                        ValidationError::new("timeout", "timeout must be at most 600000").into(),
-                    );
-                }
-                Some(Duration::from_millis(ms as u64))
-            }
+    fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
+        let Some(ms) = req_opt_f64(request, key)? else {
+            return Ok(None);
         };
-        Ok(WaitJob { id, timeout })
+        let refuse = |message| Err(ValidationError::new(key, message));
+        if ms < 0.0 {
+            return refuse("timeout must be at least 0");
+        }
+        if ms > 600_000.0 {
+            return refuse("timeout must be at most 600000");
+        }
+        Ok(Some(Duration::from_millis(ms as u64)))
     }
+    fn check(timeout: &Option<Duration>, key: &'static str) -> Result<(), ValidationError> {
+        match timeout {
+            Some(t) if *t > MAX_WAIT_JOB => {
+                Err(ValidationError::new(key, "timeout must be at most 600000"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
 
-    fn write_reply(outcome: &WaitOutcome, fields: &mut Fields) {
-        match outcome {
-            WaitOutcome::Completed(v) => {
-                fields.put("completed", true).put("result", v.clone());
-            }
-            WaitOutcome::TimedOut => {
-                fields.put("completed", false);
-            }
+/// A request's optional number (`<key> must be a number` when present and not one).
+fn req_opt_f64(request: &Value, key: &'static str) -> Result<Option<f64>, ValidationError> {
+    match request.get(key) {
+        None | Some(Value::Nil) | Some(Value::Undefined) => Ok(None),
+        Some(t) => number(t)
+            .map(Some)
+            .ok_or_else(|| ValidationError::new(key, format!("{key} must be a number"))),
+    }
+}
+
+op! {
+    /// `WaitJob`: holds the reply until the job completes or `timeout` passes (server default
+    /// 30 s, at most [`MAX_WAIT_JOB`]). Answers at once for a job already completed; an unknown
+    /// id is `Job not found`. A read: replayed.
+    WaitJob, Safe, Eq;
+    /// Waits for job `id` with the server's default timeout.
+    new(id: impl Into<String>);
+    fields {
+        /// Job id.
+        id: String = "id" => Required,
+        /// How long the server waits (its default when absent: 30 s).
+        timeout: Option<Duration> = "timeout" => WaitTimeout,
+    }
+    set { timeout: Duration }
+    reply: WaitOutcome = with(read_wait, write_wait);
+}
+
+fn read_wait(reply: &Value) -> Result<WaitOutcome, ProtocolError> {
+    Ok(if reply_bool(reply, "completed")? {
+        WaitOutcome::Completed(reply.get("result").cloned().unwrap_or(Value::Undefined))
+    } else {
+        WaitOutcome::TimedOut
+    })
+}
+
+fn write_wait(outcome: &WaitOutcome, fields: &mut Fields) {
+    match outcome {
+        WaitOutcome::Completed(v) => {
+            fields.put("completed", true).put("result", v.clone());
+        }
+        WaitOutcome::TimedOut => {
+            fields.put("completed", false);
         }
     }
 }

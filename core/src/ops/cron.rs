@@ -362,7 +362,7 @@ impl Operation for CronUpsert {
     }
 
     fn read_reply(reply: &Value) -> Result<CronInfo, ProtocolError> {
-        CronInfo::from_value(reply_field(reply, "cron")?)
+        read_cron(reply)
     }
 
     fn validate(&self) -> Result<(), ValidationError> {
@@ -417,7 +417,7 @@ impl crate::wire::server::ServeOperation for CronUpsert {
     }
 
     fn write_reply(cron: &CronInfo, fields: &mut Fields) {
-        fields.put("cron", cron.to_value());
+        write_cron(cron, fields);
     }
 }
 

@@ -2,31 +2,33 @@
 //! its constructor and setters, its [`Operation`](super::Operation) and its
 //! [`ServeOperation`](crate::wire::server::ServeOperation) implementations.
 //!
-//! A declaration reads as the command's contract:
+//! A declaration reads as the command's contract; only the first line is required:
 //!
 //! ```text
 //! op! {
 //!     /// `Drain`: removes every waiting job of a queue, and says how many.
-//!     Drain, NotSafe, Eq;                       // name (wire name unless `as "..."`), replay, derives
+//!     Drain, NotSafe, Eq;                // name (wire name unless `as "..."`), replay, derives
+//!     queue;                             // or `queue (unchecked);`, `id;`: the one field, or:
 //!     /// Drains `queue`.
-//!     new(queue: impl Into<String>);            // constructor: the required fields (`=> f`: converted by f)
+//!     new(queue: impl Into<String>);     // constructor (any name): required fields (`=> f`)
 //!     fields {
 //!         /// Queue name.
-//!         queue: String = "queue" => Queue,    // field, wire key, checked kind
-//!     }                                         // (`fields { queue }`, `fields { id }`: shorthands)
-//!     set { }                                   // setters of optional fields
-//!     reply: u64 = field("count");             // reply shape
-//!     validate: |op: &Drain| ...;               // optional: checks beyond the fields' kinds
-//!     request: |request: &Value| ...;           // optional: a server-role reading of one's own
+//!         queue: String = "queue" => Queue,  // field, wire key, optional Kind
+//!     }
+//!     set { count: u64 }                 // setters of optional fields
+//!     reply: u64 = field("count");       // reply shape (none: `ok`)
+//!     validate: |op: &Drain| ...;        // checks beyond the fields' kinds
+//!     request: |request: &Value| ...;    // a server-role reading of one's own
 //! }
 //! ```
 //!
 //! Fields are written in declaration order (the order bunqueue's own client writes them in),
-//! each through its type's [`Field`] codec, or through a [`kind`] that also checks it before
-//! it is sent and reads it as bunqueue validates it. Replies take one of four shapes: `ok` (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one
-//! [`ReplyField`] at the top level), `data(key)` (one inside `data`), or `with(read, write)`
-//! for a reply that really differs. Everything expands to the same code one would write by
-//! hand, so a declaration costs nothing at run time.
+//! each through its type's [`Field`] codec, or through a [`Kind`] that also checks it before it
+//! is sent and reads it as bunqueue validates it. Replies take one of four shapes: `ok`
+//! (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one [`ReplyField`] at the top
+//! level), `data(key)` (one inside `data`), or `with(read, write)` for a reply that really
+//! differs. Everything expands to the same code one would write by hand, so a declaration
+//! costs nothing at run time.
 
 use std::time::Duration;
 

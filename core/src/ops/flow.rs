@@ -1,14 +1,8 @@
 //! Flows: parents and children added together (`PUSHF`), children's values and failures,
 //! waiting for a job to finish (`WaitJob`).
 //!
-//! bunqueue 2.9.5's FlowProducer plans the whole graph on the client (every job's id chosen
-//! there, each child naming its parent, each parent listing its children in `dependsOn` and
-//! `childrenIds`) and commits it with one `PUSHF`. The server validates every job before
-//! changing anything, takes the write locks of every shard involved, checks that no id is
-//! taken, writes the graph to SQLite in one batch and only then publishes it in memory: the
-//! whole flow is added or none of it is, and no worker sees a child before its parent's
-//! links exist. That is what "atomic" means there; it is atomic against a crash between jobs,
-//! not a transaction with anything else.
+//! A flow is added whole or not at all, as bunqueue 2.9.5 means "atomic" (what that covers:
+//! `docs/protocol/flow.md`).
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/flow.md`.
 //!

@@ -650,21 +650,13 @@ impl DlqConfigUpdate {
 
     /// `config` with this update applied.
     pub fn apply(&self, mut config: DlqConfig) -> DlqConfig {
-        if let Some(x) = self.auto_retry {
-            config.auto_retry = x;
-        }
-        if let Some(x) = self.auto_retry_interval {
-            config.auto_retry_interval = x;
-        }
-        if let Some(x) = self.max_auto_retries {
-            config.max_auto_retries = x;
-        }
-        if let Some(x) = self.max_age {
-            config.max_age = x;
-        }
-        if let Some(x) = self.max_entries {
-            config.max_entries = x;
-        }
+        config.auto_retry = self.auto_retry.unwrap_or(config.auto_retry);
+        config.auto_retry_interval = self
+            .auto_retry_interval
+            .unwrap_or(config.auto_retry_interval);
+        config.max_auto_retries = self.max_auto_retries.unwrap_or(config.max_auto_retries);
+        config.max_age = self.max_age.unwrap_or(config.max_age);
+        config.max_entries = self.max_entries.unwrap_or(config.max_entries);
         config
     }
 }

@@ -281,68 +281,53 @@ impl FlowJob {
 
     /// bunqueue's own checks (`flowValidation.js`, `flowPlan.js`), with its messages.
     fn validate(&self) -> Result<(), ValidationError> {
-        if self.id.is_empty() || self.id.contains(':') {
-            return Err(ValidationError::new(
-                "id",
-                "flow jobId must be non-empty and cannot contain a colon",
-            ));
-        }
+        let ensure = |ok: bool, field: &'static str, message: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ValidationError::new(field, message))
+            }
+        };
+        let id_ok = !self.id.is_empty() && !self.id.contains(':');
+        ensure(
+            id_ok,
+            "id",
+            "flow jobId must be non-empty and cannot contain a colon",
+        )?;
         validate_queue_name(&self.queue)?;
-        if self.name.is_empty() || self.name.chars().count() > 256 {
-            return Err(ValidationError::new(
-                "name",
-                "flow job name must be a non-empty string of at most 256 characters",
-            ));
-        }
-        if !is_map(&self.data) {
-            return Err(ValidationError::new(
-                "data",
-                "flow job data must be an object",
-            ));
-        }
+        let name_ok = !self.name.is_empty() && self.name.chars().count() <= 256;
+        let name_rule = "flow job name must be a non-empty string of at most 256 characters";
+        ensure(name_ok, "name", name_rule)?;
+        ensure(
+            is_map(&self.data),
+            "data",
+            "flow job data must be an object",
+        )?;
         let o = &self.opts;
-        if o.ttl.is_some() {
-            // The PUSHF input has no ttl; refusing beats dropping it silently.
-            return Err(ValidationError::new(
-                "ttl",
-                "ttl is not supported inside an atomic flow",
-            ));
-        }
-        if o.unique_key.is_some() || o.dedup.is_some() {
-            return Err(ValidationError::new(
-                "dedup",
-                "deduplication is not supported inside an atomic flow",
-            ));
-        }
-        if !o.depends_on.is_empty() {
-            return Err(ValidationError::new(
-                "depends_on",
-                "FlowProducer owns dependencies; set FlowJob::depends_on instead",
-            ));
-        }
-        if let Some(p) = o.priority {
-            if !(-1_000_000..=1_000_000).contains(&p) {
-                return Err(ValidationError::new(
-                    "priority",
-                    "priority must be between -1000000 and 1000000",
-                ));
-            }
-        }
-        if let Some(a) = o.attempts {
-            if !(1..=1000).contains(&a) {
-                return Err(ValidationError::new(
-                    "attempts",
-                    "attempts must be between 1 and 1000",
-                ));
-            }
-        }
-        if self.on_failure.is_some() && self.parent_id.is_none() {
-            return Err(ValidationError::new(
-                "on_failure",
-                "a flow failure policy requires a parent",
-            ));
-        }
-        Ok(())
+        // The PUSHF input has no ttl; refusing beats dropping it silently.
+        let atomic = "is not supported inside an atomic flow";
+        ensure(o.ttl.is_none(), "ttl", &format!("ttl {atomic}"))?;
+        let dedup_ok = o.unique_key.is_none() && o.dedup.is_none();
+        ensure(dedup_ok, "dedup", &format!("deduplication {atomic}"))?;
+        let owns = "FlowProducer owns dependencies; set FlowJob::depends_on instead";
+        ensure(o.depends_on.is_empty(), "depends_on", owns)?;
+        let priority_ok = o
+            .priority
+            .is_none_or(|p| (-1_000_000..=1_000_000).contains(&p));
+        let priority_rule = "priority must be between -1000000 and 1000000";
+        ensure(priority_ok, "priority", priority_rule)?;
+        let attempts_ok = o.attempts.is_none_or(|a| (1..=1000).contains(&a));
+        ensure(
+            attempts_ok,
+            "attempts",
+            "attempts must be between 1 and 1000",
+        )?;
+        let policy_ok = self.on_failure.is_none() || self.parent_id.is_some();
+        ensure(
+            policy_ok,
+            "on_failure",
+            "a flow failure policy requires a parent",
+        )
     }
 }
 

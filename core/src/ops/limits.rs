@@ -188,18 +188,10 @@ impl StallConfigUpdate {
 
     /// `config` with this update applied.
     pub fn apply(&self, mut config: StallConfig) -> StallConfig {
-        if let Some(x) = self.enabled {
-            config.enabled = x;
-        }
-        if let Some(x) = self.stall_interval {
-            config.stall_interval = x;
-        }
-        if let Some(x) = self.max_stalls {
-            config.max_stalls = x;
-        }
-        if let Some(x) = self.grace_period {
-            config.grace_period = x;
-        }
+        config.enabled = self.enabled.unwrap_or(config.enabled);
+        config.stall_interval = self.stall_interval.unwrap_or(config.stall_interval);
+        config.max_stalls = self.max_stalls.unwrap_or(config.max_stalls);
+        config.grace_period = self.grace_period.unwrap_or(config.grace_period);
         config
     }
 

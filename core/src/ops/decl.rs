@@ -117,7 +117,6 @@ pub(crate) mod kind {
 
     impl Kind for Queue {
         type T = String;
-
         fn take(request: &Value, _: &'static str) -> Result<String, ValidationError> {
             req_queue(request)
         }
@@ -131,7 +130,6 @@ pub(crate) mod kind {
 
     impl Kind for Required {
         type T = String;
-
         fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
             req_str(request, key)
         }

@@ -297,7 +297,6 @@ struct Clamped;
 
 impl Kind for Clamped {
     type T = Option<u64>;
-
     fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
         Ok(req_opt_i64(request, key)?.map(|n| n.max(0) as u64))
     }
@@ -308,7 +307,6 @@ struct NonEmpty;
 
 impl Kind for NonEmpty {
     type T = Option<String>;
-
     fn take(request: &Value, key: &'static str) -> Result<Option<String>, ValidationError> {
         Ok(req_opt_str(request, key).filter(|s| !s.is_empty()))
     }
@@ -501,7 +499,6 @@ struct OmitEmpty;
 
 impl Kind for OmitEmpty {
     type T = String;
-
     fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
         Ok(req_opt_str(request, key).unwrap_or_default())
     }

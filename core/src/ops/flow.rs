@@ -523,7 +523,6 @@ struct WaitTimeout;
 
 impl Kind for WaitTimeout {
     type T = Option<Duration>;
-
     fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
         let Some(ms) = req_opt_f64(request, key)? else {
             return Ok(None);

@@ -41,7 +41,6 @@ struct Finite;
 
 impl Kind for Finite {
     type T = f64;
-
     fn take(request: &Value, key: &'static str) -> Result<f64, ValidationError> {
         request
             .get(key)
@@ -65,7 +64,6 @@ struct Millis;
 
 impl Kind for Millis {
     type T = i64;
-
     fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
         Finite::take(request, key).map(|f| f as i64)
     }

@@ -41,7 +41,6 @@ struct Finite;
 
 impl Kind for Finite {
     type T = i64;
-
     fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
         finite(request, key)
             .map(|f| f as i64)
@@ -54,7 +53,6 @@ struct FiniteSpan;
 
 impl Kind for FiniteSpan {
     type T = Option<Duration>;
-
     fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
         Ok(finite(request, key).map(span))
     }
@@ -246,7 +244,6 @@ struct Group;
 
 impl Kind for Group {
     type T = String;
-
     fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
         Queue::take(request, "queue")?;
         let group = match request.get(key) {
@@ -269,7 +266,6 @@ struct Positive;
 
 impl Kind for Positive {
     type T = u64;
-
     fn take(request: &Value, key: &'static str) -> Result<u64, ValidationError> {
         match request.get(key) {
             Some(x @ (Value::Int(_) | Value::F64(_))) => match x.as_f64() {
@@ -294,7 +290,6 @@ struct PositiveSpan;
 
 impl Kind for PositiveSpan {
     type T = Duration;
-
     fn take(request: &Value, key: &'static str) -> Result<Duration, ValidationError> {
         Positive::take(request, key).map(Duration::from_millis)
     }
@@ -427,7 +422,6 @@ struct Window;
 
 impl Kind for Window {
     type T = GroupRateLimit;
-
     fn take(request: &Value, _: &'static str) -> Result<GroupRateLimit, ValidationError> {
         let max = Positive::take(request, "max")?;
         Ok(GroupRateLimit::new(
@@ -526,7 +520,6 @@ struct Lax;
 
 impl Kind for Lax {
     type T = Option<u64>;
-
     fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
         Ok(opt_u64(request, key))
     }

@@ -90,7 +90,6 @@ struct OrOne;
 
 impl Kind for OrOne {
     type T = i64;
-
     fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
         Ok(req_opt_i64(request, key)?.unwrap_or(1))
     }
@@ -101,7 +100,6 @@ struct JsTime;
 
 impl Kind for JsTime {
     type T = Option<i64>;
-
     fn take(request: &Value, key: &'static str) -> Result<Option<i64>, ValidationError> {
         req_opt_i64(request, key)
     }

@@ -96,6 +96,64 @@ fn count_or_zero(v: &Value, field: &str) -> u64 {
     num_or_zero(v, field).max(0.0) as u64
 }
 
+/// A value inside a reply object: read leniently (absent: empty, as bunqueue's counters and
+/// optional fields may be), written as the server writes it.
+trait Wire: Sized {
+    fn get(v: &Value, key: &str) -> Self;
+    fn to_wire(&self) -> Value;
+}
+
+/// `Wire` impls: `Type: |object, key| read, |value| written;`.
+macro_rules! wires {
+    ($($ty:ty: |$v:ident, $k:ident| $get:expr, |$x:ident| $put:expr;)*) => {$(
+        impl Wire for $ty {
+            fn get($v: &Value, $k: &str) -> Self {
+                $get
+            }
+            fn to_wire(&self) -> Value {
+                let $x = self;
+                $put
+            }
+        }
+    )*};
+}
+
+wires! {
+    u64: |v, k| count_or_zero(v, k), |x| Value::from(*x);
+    f64: |v, k| num_or_zero(v, k), |x| js_number(*x);
+    String: |v, k| reply_opt_str(v, k).unwrap_or_default(), |x| Value::from(x.as_str());
+    Option<String>: |v, k| reply_opt_str(v, k), |x| x.as_deref().map_or(Value::Nil, Value::from);
+    Option<i64>: |v, k| reply_opt(v, k).and_then(number).map(|n| n as i64),
+        |x| x.map_or(Value::Nil, Value::from);
+    Vec<String>: |v, k| {
+        let texts = v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(text));
+        texts.map(Iterator::collect).unwrap_or_default()
+    }, |x| array(x.iter().map(String::as_str));
+}
+
+/// A reply object: the struct, its wire keys, and both roles' codec, in one declaration.
+macro_rules! record {
+    (
+        $(#[$doc:meta])*
+        $name:ident { $($(#[$field_doc:meta])* $field:ident: $ty:ty = $key:literal,)* }
+    ) => {
+        $(#[$doc])*
+        #[non_exhaustive]
+        pub struct $name {
+            $($(#[$field_doc])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            fn decode(v: &Value) -> Self {
+                $name { $($field: Wire::get(v, $key),)* }
+            }
+            fn encode(&self) -> Value {
+                Value::map([$(($key, self.$field.to_wire()),)*])
+            }
+        }
+    };
+}
+
 /// States travel as one name, several as an array, none as no key (every state).
 impl Field for Vec<JobState> {
     fn put(&self, key: &'static str, fields: &mut Fields) {
@@ -384,96 +442,75 @@ op! {
 
 fn read_workers(reply: &Value) -> Result<WorkerList, ProtocolError> {
     let d = reply_data(reply)?;
-    let workers = reply_array(&d, "workers")?
-        .iter()
-        .map(|w| ListedWorker::from_value(w).ok_or(bad("workers", "an entry has no id")))
-        .collect::<Result<_, _>>()?;
-    let s = d.get("stats").unwrap_or(&Value::Nil);
+    // A worker without an id is not one.
+    let worker = |w: &Value| w.get("id").and_then(text).map(|_| ListedWorker::decode(w));
+    let workers = reply_array(&d, "workers")?.iter().map(worker);
     Ok(WorkerList {
-        workers,
-        stats: WorkerTotals {
-            total: count_or_zero(s, "total"),
-            active: count_or_zero(s, "active"),
-            total_processed: count_or_zero(s, "totalProcessed"),
-            total_failed: count_or_zero(s, "totalFailed"),
-            active_jobs: count_or_zero(s, "activeJobs"),
-            concurrency_slots: count_or_zero(s, "concurrencySlots"),
-        },
+        workers: workers
+            .map(|w| w.ok_or(bad("workers", "an entry has no id")))
+            .collect::<Result<_, _>>()?,
+        stats: WorkerTotals::decode(d.get("stats").unwrap_or(&Value::Nil)),
     })
 }
 
 fn write_workers(l: &WorkerList, fields: &mut Fields) {
-    let s = &l.stats;
-    let stats = Value::map([
-        ("total", Value::from(s.total)),
-        ("active", Value::from(s.active)),
-        ("totalProcessed", Value::from(s.total_processed)),
-        ("totalFailed", Value::from(s.total_failed)),
-        ("activeJobs", Value::from(s.active_jobs)),
-        ("concurrencySlots", Value::from(s.concurrency_slots)),
-    ]);
-    fields.put(
-        "data",
-        Value::map([
-            (
-                "workers",
-                Value::Array(l.workers.iter().map(ListedWorker::to_value).collect()),
-            ),
-            ("stats", stats),
-        ]),
-    );
+    let workers = array(l.workers.iter().map(ListedWorker::encode));
+    let data = [("workers", workers), ("stats", l.stats.encode())];
+    fields.put("data", Value::map(data));
 }
 
-/// One registered worker, as [`ListWorkers`] reports it.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct ListedWorker {
-    /// Worker id.
-    pub id: String,
-    /// Worker name.
-    pub name: String,
-    /// Queues it takes jobs from.
-    pub queues: Vec<String>,
-    /// Jobs it runs at once.
-    pub concurrency: u64,
-    /// Host it runs on, as it said.
-    pub hostname: Option<String>,
-    /// Process id, as it said.
-    pub pid: Option<i64>,
-    /// `active`, or `stale` when not seen for the server's worker timeout (30 s by default).
-    pub status: String,
-    /// Registration time, epoch ms.
-    pub registered_at: f64,
-    /// Last heartbeat, epoch ms.
-    pub last_seen: f64,
-    /// Jobs it holds now.
-    pub active_jobs: u64,
-    /// Jobs it completed.
-    pub processed_jobs: u64,
-    /// Jobs it failed.
-    pub failed_jobs: u64,
-    /// The job it is running, if it said.
-    pub current_job: Option<String>,
-    /// Ms since registration.
-    pub uptime: f64,
+record! {
+    /// One registered worker, as [`ListWorkers`] reports it.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    ListedWorker {
+        /// Worker id.
+        id: String = "id",
+        /// Worker name.
+        name: String = "name",
+        /// Queues it takes jobs from.
+        queues: Vec<String> = "queues",
+        /// Jobs it runs at once.
+        concurrency: u64 = "concurrency",
+        /// Host it runs on, as it said.
+        hostname: Option<String> = "hostname",
+        /// Process id, as it said.
+        pid: Option<i64> = "pid",
+        /// `active`, or `stale` when not seen for the server's worker timeout (30 s by default).
+        status: String = "status",
+        /// Registration time, epoch ms.
+        registered_at: f64 = "registeredAt",
+        /// Last heartbeat, epoch ms.
+        last_seen: f64 = "lastSeen",
+        /// Jobs it holds now.
+        active_jobs: u64 = "activeJobs",
+        /// Jobs it completed.
+        processed_jobs: u64 = "processedJobs",
+        /// Jobs it failed.
+        failed_jobs: u64 = "failedJobs",
+        /// The job it is running, if it said.
+        current_job: Option<String> = "currentJob",
+        /// Ms since registration.
+        uptime: f64 = "uptime",
+    }
 }
 
-/// Totals over the registered workers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WorkerTotals {
-    /// Registered workers.
-    pub total: u64,
-    /// Of which active (not stale).
-    pub active: u64,
-    /// Jobs completed by workers since the server started.
-    pub total_processed: u64,
-    /// Jobs failed by workers since the server started.
-    pub total_failed: u64,
-    /// Jobs held by workers now.
-    pub active_jobs: u64,
-    /// Sum of the active workers' concurrency.
-    pub concurrency_slots: u64,
+record! {
+    /// Totals over the registered workers.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    WorkerTotals {
+        /// Registered workers.
+        total: u64 = "total",
+        /// Of which active (not stale).
+        active: u64 = "active",
+        /// Jobs completed by workers since the server started.
+        total_processed: u64 = "totalProcessed",
+        /// Jobs failed by workers since the server started.
+        total_failed: u64 = "totalFailed",
+        /// Jobs held by workers now.
+        active_jobs: u64 = "activeJobs",
+        /// Sum of the active workers' concurrency.
+        concurrency_slots: u64 = "concurrencySlots",
+    }
 }
 
 /// The reply to [`ListWorkers`].
@@ -486,51 +523,6 @@ pub struct WorkerList {
     pub stats: WorkerTotals,
 }
 
-impl ListedWorker {
-    fn from_value(w: &Value) -> Option<ListedWorker> {
-        Some(ListedWorker {
-            id: text(w.get("id")?)?,
-            name: reply_opt_str(w, "name").unwrap_or_default(),
-            queues: w
-                .get("queues")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(text).collect())
-                .unwrap_or_default(),
-            concurrency: count_or_zero(w, "concurrency"),
-            hostname: reply_opt_str(w, "hostname"),
-            pid: reply_opt(w, "pid").and_then(number).map(|n| n as i64),
-            status: reply_opt_str(w, "status").unwrap_or_default(),
-            registered_at: num_or_zero(w, "registeredAt"),
-            last_seen: num_or_zero(w, "lastSeen"),
-            active_jobs: count_or_zero(w, "activeJobs"),
-            processed_jobs: count_or_zero(w, "processedJobs"),
-            failed_jobs: count_or_zero(w, "failedJobs"),
-            current_job: reply_opt_str(w, "currentJob"),
-            uptime: num_or_zero(w, "uptime"),
-        })
-    }
-
-    fn to_value(&self) -> Value {
-        let opt = |s: &Option<String>| s.as_deref().map_or(Value::Nil, Value::from);
-        Value::map([
-            ("id", Value::from(self.id.as_str())),
-            ("name", Value::from(self.name.as_str())),
-            ("queues", array(self.queues.iter().map(String::as_str))),
-            ("concurrency", Value::from(self.concurrency)),
-            ("hostname", opt(&self.hostname)),
-            ("pid", self.pid.map_or(Value::Nil, Value::from)),
-            ("status", Value::from(self.status.as_str())),
-            ("registeredAt", js_number(self.registered_at)),
-            ("lastSeen", js_number(self.last_seen)),
-            ("activeJobs", Value::from(self.active_jobs)),
-            ("processedJobs", Value::from(self.processed_jobs)),
-            ("failedJobs", Value::from(self.failed_jobs)),
-            ("currentJob", opt(&self.current_job)),
-            ("uptime", js_number(self.uptime)),
-        ])
-    }
-}
-
 op! {
     /// `Stats`: server-wide job totals and throughput.
     Stats, Safe, Eq, Default;
@@ -541,59 +533,36 @@ op! {
 }
 
 fn read_stats(reply: &Value) -> Result<ServerStats, ProtocolError> {
-    let s = reply_field(reply, "stats")?;
-    Ok(ServerStats {
-        waiting: count_or_zero(s, "waiting"),
-        active: count_or_zero(s, "active"),
-        delayed: count_or_zero(s, "delayed"),
-        dlq: count_or_zero(s, "dlq"),
-        completed: count_or_zero(s, "completed"),
-        failed: count_or_zero(s, "failed"),
-        uptime: num_or_zero(s, "uptime"),
-        push_per_sec: num_or_zero(s, "pushPerSec"),
-        pull_per_sec: num_or_zero(s, "pullPerSec"),
-    })
+    Ok(ServerStats::decode(reply_field(reply, "stats")?))
 }
 
 fn write_stats(s: &ServerStats, fields: &mut Fields) {
-    fields.put(
-        "stats",
-        Value::map([
-            ("waiting", Value::from(s.waiting)),
-            ("active", Value::from(s.active)),
-            ("delayed", Value::from(s.delayed)),
-            ("dlq", Value::from(s.dlq)),
-            ("completed", Value::from(s.completed)),
-            ("failed", Value::from(s.failed)),
-            ("uptime", js_number(s.uptime)),
-            ("pushPerSec", js_number(s.push_per_sec)),
-            ("pullPerSec", js_number(s.pull_per_sec)),
-        ]),
-    );
+    fields.put("stats", s.encode());
 }
 
-/// The reply to [`Stats`]: every queue together.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[non_exhaustive]
-pub struct ServerStats {
-    /// Jobs ready to run.
-    pub waiting: u64,
-    /// Jobs held by workers.
-    pub active: u64,
-    /// Delayed jobs.
-    pub delayed: u64,
-    /// Jobs in the dead-letter queues.
-    pub dlq: u64,
-    /// Completed jobs kept.
-    pub completed: u64,
-    /// Jobs failed since the server started.
-    pub failed: u64,
-    /// Ms since the server started.
-    pub uptime: f64,
-    /// Recent pushes per second.
-    pub push_per_sec: f64,
-    /// Recent pulls per second.
-    pub pull_per_sec: f64,
+record! {
+    /// The reply to [`Stats`]: every queue together.
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    ServerStats {
+        /// Jobs ready to run.
+        waiting: u64 = "waiting",
+        /// Jobs held by workers.
+        active: u64 = "active",
+        /// Delayed jobs.
+        delayed: u64 = "delayed",
+        /// Jobs in the dead-letter queues.
+        dlq: u64 = "dlq",
+        /// Completed jobs kept.
+        completed: u64 = "completed",
+        /// Jobs failed since the server started.
+        failed: u64 = "failed",
+        /// Ms since the server started.
+        uptime: f64 = "uptime",
+        /// Recent pushes per second.
+        push_per_sec: f64 = "pushPerSec",
+        /// Recent pulls per second.
+        pull_per_sec: f64 = "pullPerSec",
+    }
 }
 
 /// Which finished jobs a queue's [`Metrics`] count.
@@ -688,28 +657,29 @@ impl Metrics {
     }
 }
 
-/// Server-wide totals, the reply to [`Metrics::server`].
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[non_exhaustive]
-pub struct ServerMetrics {
-    /// Jobs pushed since start.
-    pub total_pushed: u64,
-    /// Jobs pulled since start.
-    pub total_pulled: u64,
-    /// Jobs completed since start.
-    pub total_completed: u64,
-    /// Jobs failed since start.
-    pub total_failed: u64,
-    /// Mean of the push and pull latencies, ms.
-    pub avg_latency_ms: f64,
-    /// Mean ack latency, ms.
-    pub avg_processing_ms: f64,
-    /// Server heap in use, MiB.
-    pub memory_usage_mb: f64,
-    /// Always 0 in 2.9.5.
-    pub sqlite_size_mb: f64,
-    /// Always 0 in 2.9.5.
-    pub active_connections: u64,
+record! {
+    /// Server-wide totals, the reply to [`Metrics::server`].
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    ServerMetrics {
+        /// Jobs pushed since start.
+        total_pushed: u64 = "totalPushed",
+        /// Jobs pulled since start.
+        total_pulled: u64 = "totalPulled",
+        /// Jobs completed since start.
+        total_completed: u64 = "totalCompleted",
+        /// Jobs failed since start.
+        total_failed: u64 = "totalFailed",
+        /// Mean of the push and pull latencies, ms.
+        avg_latency_ms: f64 = "avgLatencyMs",
+        /// Mean ack latency, ms.
+        avg_processing_ms: f64 = "avgProcessingMs",
+        /// Server heap in use, MiB.
+        memory_usage_mb: f64 = "memoryUsageMb",
+        /// Always 0 in 2.9.5.
+        sqlite_size_mb: f64 = "sqliteSizeMb",
+        /// Always 0 in 2.9.5.
+        active_connections: u64 = "activeConnections",
+    }
 }
 
 /// One queue's metrics, the reply to [`Metrics::queue`].
@@ -740,17 +710,7 @@ pub enum MetricsReply {
 
 fn read_metrics(reply: &Value) -> Result<MetricsReply, ProtocolError> {
     if let Some(m) = reply_opt(reply, "metrics") {
-        return Ok(MetricsReply::Server(ServerMetrics {
-            total_pushed: count_or_zero(m, "totalPushed"),
-            total_pulled: count_or_zero(m, "totalPulled"),
-            total_completed: count_or_zero(m, "totalCompleted"),
-            total_failed: count_or_zero(m, "totalFailed"),
-            avg_latency_ms: num_or_zero(m, "avgLatencyMs"),
-            avg_processing_ms: num_or_zero(m, "avgProcessingMs"),
-            memory_usage_mb: num_or_zero(m, "memoryUsageMb"),
-            sqlite_size_mb: num_or_zero(m, "sqliteSizeMb"),
-            active_connections: count_or_zero(m, "activeConnections"),
-        }));
+        return Ok(MetricsReply::Server(ServerMetrics::decode(m)));
     }
     let d = reply_data(reply)?;
     let meta = d.get("meta").unwrap_or(&Value::Nil);
@@ -771,20 +731,7 @@ fn read_metrics(reply: &Value) -> Result<MetricsReply, ProtocolError> {
 fn write_metrics(reply: &MetricsReply, fields: &mut Fields) {
     match reply {
         MetricsReply::Server(m) => {
-            fields.put(
-                "metrics",
-                Value::map([
-                    ("totalPushed", Value::from(m.total_pushed)),
-                    ("totalPulled", Value::from(m.total_pulled)),
-                    ("totalCompleted", Value::from(m.total_completed)),
-                    ("totalFailed", Value::from(m.total_failed)),
-                    ("avgLatencyMs", js_number(m.avg_latency_ms)),
-                    ("avgProcessingMs", js_number(m.avg_processing_ms)),
-                    ("memoryUsageMb", js_number(m.memory_usage_mb)),
-                    ("sqliteSizeMb", js_number(m.sqlite_size_mb)),
-                    ("activeConnections", Value::from(m.active_connections)),
-                ]),
-            );
+            fields.put("metrics", m.encode());
         }
         MetricsReply::Queue(q) => {
             let meta = Value::map([

@@ -3,6 +3,19 @@
 //! A scheduler is a named server-side timer that adds a job to its queue on a cron pattern
 //! or every N milliseconds (BullMQ's "job schedulers"). Names are global to the server, not
 //! per queue. bunqueue stores, per scheduler, what [`CronInfo`] reports.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/cron.md`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use autobatch_core::ops::{CronList, CronUpsert, Operation};
+//! use autobatch_core::wire::Value;
+//! let op = CronUpsert::every("emails", "digest", Duration::from_secs(60)).job_name("send-digest");
+//! assert!(op.validate().is_ok());
+//! assert_eq!(op.to_body().get("repeatEvery"), Some(&Value::Int(60_000)));
+//! let reply = Value::map([("ok", Value::from(true)), ("crons", Value::Array(vec![]))]);
+//! assert_eq!(CronList::read_reply(&reply).unwrap(), vec![]);
+//! ```
 
 use std::time::Duration;
 
@@ -11,20 +24,13 @@ use crate::wire::server::CommandError;
 use crate::wire::{Backoff, Dedup, ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER};
 
 use super::decl::op;
+use super::decl::setters;
 use super::dlq::{ms, opt_f64, opt_u64, span};
 use super::read::{reply_array, reply_field, reply_opt, reply_opt_str, req_opt_str};
 use super::{Fields, Operation};
 
 /// When a job scheduler runs: every N ms, or on a cron pattern (BullMQ's `RepeatOptions`
 /// `every` / `pattern`).
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::Schedule;
-/// let hourly = Schedule::pattern("0 * * * *");
-/// let fast = Schedule::Every(Duration::from_secs(5));
-/// # let _ = (hourly, fast);
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Schedule {
@@ -105,13 +111,6 @@ impl CronInfo {
 }
 
 /// Options of the jobs a scheduler adds (`jobOptions`: the subset bunqueue applies to them).
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::CronJobOptions;
-/// let o = CronJobOptions::new().attempts(5).remove_on_complete(true);
-/// assert_eq!(o.attempts, Some(5));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct CronJobOptions {
@@ -135,48 +134,6 @@ impl CronJobOptions {
     /// No options: the server's defaults.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// Sets [`attempts`](Self::attempts).
-    pub fn attempts(mut self, n: i64) -> Self {
-        self.attempts = Some(n);
-        self
-    }
-
-    /// Sets [`backoff`](Self::backoff).
-    pub fn backoff(mut self, b: Backoff) -> Self {
-        self.backoff = Some(b);
-        self
-    }
-
-    /// Sets [`timeout`](Self::timeout).
-    pub fn timeout(mut self, d: Duration) -> Self {
-        self.timeout = Some(d);
-        self
-    }
-
-    /// Sets [`delay`](Self::delay).
-    pub fn delay(mut self, d: Duration) -> Self {
-        self.delay = Some(d);
-        self
-    }
-
-    /// Sets [`stall_timeout`](Self::stall_timeout).
-    pub fn stall_timeout(mut self, d: Duration) -> Self {
-        self.stall_timeout = Some(d);
-        self
-    }
-
-    /// Sets [`remove_on_complete`](Self::remove_on_complete).
-    pub fn remove_on_complete(mut self, yes: bool) -> Self {
-        self.remove_on_complete = Some(yes);
-        self
-    }
-
-    /// Sets [`remove_on_fail`](Self::remove_on_fail).
-    pub fn remove_on_fail(mut self, yes: bool) -> Self {
-        self.remove_on_fail = Some(yes);
-        self
     }
 
     fn is_empty(&self) -> bool {
@@ -226,25 +183,13 @@ impl CronJobOptions {
     }
 }
 
+setters! { CronJobOptions {
+    attempts: i64, backoff: Backoff, timeout: Duration, delay: Duration, stall_timeout: Duration,
+    remove_on_complete: bool, remove_on_fail: bool,
+} }
+
 /// `Cron`: creates or replaces the scheduler `name`, which adds a job named `job_name` with
 /// `data` to `queue` on the cron `schedule` or every `repeat_every` (at least one of them).
-///
-/// Upserting the same scheduler twice leaves the same scheduler: replayed after a lost
-/// connection. Validated as bunqueue validates: `repeat_every` at least 1 ms (a positive safe
-/// integer), and a schedule or an interval; the cron pattern itself is checked by the server
-/// (`Invalid cron expression: …`).
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::{CronUpsert, Operation};
-/// use autobatch_core::wire::Value;
-/// let op = CronUpsert::every("emails", "digest", Duration::from_secs(60))
-///     .job_name("send-digest")
-///     .data(Value::map([("kind", Value::from("daily"))]))
-///     .max_limit(10);
-/// assert!(op.validate().is_ok());
-/// assert_eq!(op.to_body().get("repeatEvery"), Some(&Value::Int(60_000)));
-/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct CronUpsert {
@@ -337,75 +282,9 @@ impl CronUpsert {
         }
     }
 
-    /// Sets [`job_name`](Self::job_name).
-    pub fn job_name(mut self, name: impl Into<String>) -> Self {
-        self.job_name = Some(name.into());
-        self
-    }
-
     /// Sets [`data`](Self::data).
     pub fn data(mut self, data: Value) -> Self {
         self.data = data;
-        self
-    }
-
-    /// Sets [`schedule`](Self::schedule).
-    pub fn schedule(mut self, pattern: impl Into<String>) -> Self {
-        self.schedule = Some(pattern.into());
-        self
-    }
-
-    /// Sets [`repeat_every`](Self::repeat_every).
-    pub fn repeat_every(mut self, every: Duration) -> Self {
-        self.repeat_every = Some(every);
-        self
-    }
-
-    /// Sets [`priority`](Self::priority).
-    pub fn priority(mut self, p: i64) -> Self {
-        self.priority = Some(p);
-        self
-    }
-
-    /// Sets [`timezone`](Self::timezone).
-    pub fn timezone(mut self, tz: impl Into<String>) -> Self {
-        self.timezone = Some(tz.into());
-        self
-    }
-
-    /// Sets [`max_limit`](Self::max_limit).
-    pub fn max_limit(mut self, n: i64) -> Self {
-        self.max_limit = Some(n);
-        self
-    }
-
-    /// Sets [`skip_missed_on_restart`](Self::skip_missed_on_restart).
-    pub fn skip_missed_on_restart(mut self, yes: bool) -> Self {
-        self.skip_missed_on_restart = Some(yes);
-        self
-    }
-
-    /// Sets [`immediately`](Self::immediately).
-    pub fn immediately(mut self, yes: bool) -> Self {
-        self.immediately = Some(yes);
-        self
-    }
-
-    /// Sets [`skip_if_no_worker`](Self::skip_if_no_worker).
-    pub fn skip_if_no_worker(mut self, yes: bool) -> Self {
-        self.skip_if_no_worker = Some(yes);
-        self
-    }
-
-    /// Sets [`prevent_overlap`](Self::prevent_overlap).
-    pub fn prevent_overlap(mut self, yes: bool) -> Self {
-        self.prevent_overlap = Some(yes);
-        self
-    }
-
-    /// Sets [`job_options`](Self::job_options).
-    pub fn job_options(mut self, o: CronJobOptions) -> Self {
-        self.job_options = Some(o);
         self
     }
 
@@ -416,6 +295,12 @@ impl CronUpsert {
         self
     }
 }
+
+setters! { CronUpsert {
+    job_name: impl Into<String>, schedule: impl Into<String>, repeat_every: Duration,
+    priority: i64, timezone: impl Into<String>, max_limit: i64, skip_missed_on_restart: bool,
+    immediately: bool, skip_if_no_worker: bool, prevent_overlap: bool, job_options: CronJobOptions,
+} }
 
 fn dedup_value(d: &Dedup) -> Value {
     let mut f = Fields::default();
@@ -477,7 +362,7 @@ impl Operation for CronUpsert {
     }
 
     fn read_reply(reply: &Value) -> Result<CronInfo, ProtocolError> {
-        CronInfo::from_value(reply_field(reply, "cron")?)
+        read_cron(reply)
     }
 
     fn validate(&self) -> Result<(), ValidationError> {
@@ -532,19 +417,13 @@ impl crate::wire::server::ServeOperation for CronUpsert {
     }
 
     fn write_reply(cron: &CronInfo, fields: &mut Fields) {
-        fields.put("cron", cron.to_value());
+        write_cron(cron, fields);
     }
 }
 
 op! {
     /// `CronGet`: one scheduler by name; bunqueue answers `Cron job not found` for a name it
     /// does not know. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{CronGet, Operation};
-    /// use autobatch_core::wire::Value;
-    /// assert_eq!(CronGet::new("digest").to_body().get("name"), Some(&Value::from("digest")));
-    /// ```
     CronGet, Safe, Eq;
     /// Asks for scheduler `name`.
     new(name: impl Into<String>);
@@ -552,7 +431,6 @@ op! {
         /// The scheduler's name.
         name: String = "name",
     }
-    set {}
     reply: CronInfo = with(read_cron, write_cron);
 }
 
@@ -566,18 +444,10 @@ fn write_cron(cron: &CronInfo, fields: &mut Fields) {
 
 op! {
     /// `CronList`: every scheduler on the server, of every queue. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{CronList, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("crons", Value::Array(vec![]))]);
-    /// assert_eq!(CronList::read_reply(&reply).unwrap(), vec![]);
-    /// ```
     CronList, Safe, Eq, Default;
     /// Lists every scheduler.
     new();
     fields {}
-    set {}
     reply: Vec<CronInfo> = with(read_crons, write_crons);
 }
 
@@ -598,14 +468,6 @@ fn write_crons(crons: &[CronInfo], fields: &mut Fields) {
 op! {
     /// `CronDelete`: removes scheduler `name` (jobs it already added stay); bunqueue answers
     /// `Cron job not found` for a name it does not know.
-    ///
-    /// Not replayed: a second run after a lost connection would fail with "not found" for the
-    /// scheduler the first run removed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{CronDelete, Operation};
-    /// assert_eq!(CronDelete::NAME, "CronDelete");
-    /// ```
     CronDelete, NotSafe, Eq;
     /// Removes scheduler `name`.
     new(name: impl Into<String>);
@@ -613,6 +475,4 @@ op! {
         /// The scheduler's name.
         name: String = "name",
     }
-    set {}
-    reply: () = ok;
 }

@@ -2,31 +2,33 @@
 //! its constructor and setters, its [`Operation`](super::Operation) and its
 //! [`ServeOperation`](crate::wire::server::ServeOperation) implementations.
 //!
-//! A declaration reads as the command's contract:
+//! A declaration reads as the command's contract; only the first line is required:
 //!
 //! ```text
 //! op! {
 //!     /// `Drain`: removes every waiting job of a queue, and says how many.
-//!     Drain, NotSafe, Eq;                       // name (wire name unless `as "..."`), replay, derives
+//!     Drain, NotSafe, Eq;                // name (wire name unless `as "..."`), replay, derives
+//!     queue;                             // or `queue (unchecked);`, `id;`: the one field, or:
 //!     /// Drains `queue`.
-//!     new(queue: impl Into<String>);            // constructor: the required fields (`=> f`: converted by f)
+//!     new(queue: impl Into<String>);     // constructor (any name): required fields (`=> f`)
 //!     fields {
 //!         /// Queue name.
-//!         queue: String = "queue" => Queue,    // field, wire key, checked kind
-//!     }                                         // (`fields { queue }`, `fields { id }`: shorthands)
-//!     set { }                                   // setters of optional fields
-//!     reply: u64 = field("count");             // reply shape
-//!     validate: |op: &Drain| ...;               // optional: checks beyond the fields' kinds
-//!     request: |request: &Value| ...;           // optional: a server-role reading of one's own
+//!         queue: String = "queue" => Queue,  // field, wire key, optional Kind
+//!     }
+//!     set { count: u64 }                 // setters of optional fields
+//!     reply: u64 = field("count");       // reply shape (none: `ok`)
+//!     validate: |op: &Drain| ...;        // checks beyond the fields' kinds
+//!     request: |request: &Value| ...;    // a server-role reading of one's own
 //! }
 //! ```
 //!
 //! Fields are written in declaration order (the order bunqueue's own client writes them in),
-//! each through its type's [`Field`] codec, or through a [`kind`] that also checks it before
-//! it is sent and reads it as bunqueue validates it. Replies take one of four shapes: `ok` (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one
-//! [`ReplyField`] at the top level), `data(key)` (one inside `data`), or `with(read, write)`
-//! for a reply that really differs. Everything expands to the same code one would write by
-//! hand, so a declaration costs nothing at run time.
+//! each through its type's [`Field`] codec, or through a [`Kind`] that also checks it before it
+//! is sent and reads it as bunqueue validates it. Replies take one of four shapes: `ok`
+//! (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one [`ReplyField`] at the top
+//! level), `data(key)` (one inside `data`), or `with(read, write)` for a reply that really
+//! differs. Everything expands to the same code one would write by hand, so a declaration
+//! costs nothing at run time.
 
 use std::time::Duration;
 
@@ -46,123 +48,66 @@ pub(crate) trait Field: Sized {
     fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError>;
 }
 
-impl Field for String {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, self.as_str());
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(req_opt_str(request, key).unwrap_or_default())
-    }
-}
-
-impl Field for Option<String> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, self.as_deref());
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(req_opt_str(request, key))
-    }
-}
-
-impl Field for u64 {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(<Option<u64> as Field>::take(request, key)?.unwrap_or(0))
-    }
-}
-
-impl Field for Option<u64> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        match req_opt_i64(request, key)? {
-            None => Ok(None),
-            Some(n) => u64::try_from(n)
-                .map(Some)
-                .map_err(|_| ValidationError::new(key, format!("{key} must be at least 0"))),
+/// `Field` impls, one line each: `Type: |self, key, fields| put, |request, key| take;`.
+macro_rules! fields {
+    ($($ty:ty: |$s:ident, $k:ident, $f:ident| $put:expr, |$r:ident, $rk:ident| $take:expr;)*) => {$(
+        impl Field for $ty {
+            fn put(&self, $k: &'static str, $f: &mut Fields) {
+                let $s = self;
+                $put;
+            }
+            fn take($r: &Value, $rk: &'static str) -> Result<Self, ValidationError> {
+                $take
+            }
         }
-    }
+    )*};
 }
 
-impl Field for i64 {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(req_opt_i64(request, key)?.unwrap_or(0))
-    }
+fields! {
+    String: |s, k, f| f.put(k, s.as_str()), |r, k| Ok(req_opt_str(r, k).unwrap_or_default());
+    Option<String>: |s, k, f| f.put_opt(k, s.as_deref()), |r, k| Ok(req_opt_str(r, k));
+    u64: |s, k, f| f.put(k, *s), |r, k| Ok(<Option<u64> as Field>::take(r, k)?.unwrap_or(0));
+    Option<u64>: |s, k, f| f.put_opt(k, *s), |r, k| match req_opt_i64(r, k)? {
+        None => Ok(None),
+        Some(n) => u64::try_from(n)
+            .map(Some)
+            .map_err(|_| ValidationError::new(k, format!("{k} must be at least 0"))),
+    };
+    i64: |s, k, f| f.put(k, *s), |r, k| Ok(req_opt_i64(r, k)?.unwrap_or(0));
+    Option<i64>: |s, k, f| f.put_opt(k, *s), |r, k| req_opt_i64(r, k);
+    Option<bool>: |s, k, f| f.put_opt(k, *s), |r, k| Ok(r.get(k).and_then(Value::as_bool));
+    Option<f64>: |s, k, f| f.put_opt(k, *s), |r, k| Ok(r.get(k).and_then(Value::as_f64));
+    // A time span travels as whole milliseconds.
+    Duration: |s, k, f| f.put(k, millis(*s)), |r, k| Ok(Duration::from_millis(u64::take(r, k)?));
+    Option<Duration>: |s, k, f| f.put_opt(k, s.map(millis)),
+        |r, k| Ok(<Option<u64> as Field>::take(r, k)?.map(Duration::from_millis));
+    Vec<String>: |s, k, f| f.put(k, array(s.iter().map(String::as_str))),
+        |r, k| Ok(req_strings(r, k));
+    Option<JobState>: |s, k, f| f.put_opt(k, s.as_ref().map(JobState::as_str)),
+        |r, k| Ok(req_opt_str(r, k).map(JobState::from));
 }
 
-impl Field for Option<i64> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, *self);
+/// A field bunqueue checks: how the server reads it, what the client refuses before sending
+/// it, and (rarely) how it travels when not as its type's [`Field`].
+pub(crate) trait Kind {
+    /// The field's type.
+    type T: Field;
+    /// Reads it from a request map, as bunqueue validates it.
+    fn take(request: &Value, key: &'static str) -> Result<Self::T, ValidationError>;
+    /// Checks it before it is sent.
+    fn check(_: &Self::T, _: &'static str) -> Result<(), ValidationError> {
+        Ok(())
     }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        req_opt_i64(request, key)
-    }
-}
-
-impl Field for Option<bool> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(request.get(key).and_then(Value::as_bool))
-    }
-}
-
-impl Field for Option<f64> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, *self);
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(request.get(key).and_then(Value::as_f64))
-    }
-}
-
-/// A time span travels as whole milliseconds.
-impl Field for Duration {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, millis(*self));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(Duration::from_millis(u64::take(request, key)?))
-    }
-}
-
-impl Field for Option<Duration> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, self.map(millis));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(<Option<u64> as Field>::take(request, key)?.map(Duration::from_millis))
-    }
-}
-
-impl Field for Vec<String> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, array(self.iter().map(String::as_str)));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(req_strings(request, key))
-    }
-}
-
-impl Field for Option<JobState> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, self.as_ref().map(JobState::as_str));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(req_opt_str(request, key).map(JobState::from))
+    /// Appends `key: value`.
+    fn put(value: &Self::T, key: &'static str, fields: &mut Fields) {
+        value.put(key, fields);
     }
 }
 
 /// Fields that bunqueue checks, each a kind with how the server reads it and what the client
 /// refuses before sending it.
 pub(crate) mod kind {
+    use super::Kind;
     use crate::wire::{validate_queue_name, ValidationError, Value};
 
     use super::super::read::{req_queue, req_str};
@@ -170,11 +115,12 @@ pub(crate) mod kind {
     /// A queue name, validated as bunqueue validates queue names.
     pub(crate) struct Queue;
 
-    impl Queue {
-        pub(crate) fn take(request: &Value, _: &'static str) -> Result<String, ValidationError> {
+    impl Kind for Queue {
+        type T = String;
+        fn take(request: &Value, _: &'static str) -> Result<String, ValidationError> {
             req_queue(request)
         }
-        pub(crate) fn check(queue: &str, _: &'static str) -> Result<(), ValidationError> {
+        fn check(queue: &String, _: &'static str) -> Result<(), ValidationError> {
             validate_queue_name(queue)
         }
     }
@@ -182,11 +128,12 @@ pub(crate) mod kind {
     /// Text the server requires non-empty (a job id, a name): `<key> is required` otherwise.
     pub(crate) struct Required;
 
-    impl Required {
-        pub(crate) fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
+    impl Kind for Required {
+        type T = String;
+        fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
             req_str(request, key)
         }
-        pub(crate) fn check(text: &str, key: &'static str) -> Result<(), ValidationError> {
+        fn check(text: &String, key: &'static str) -> Result<(), ValidationError> {
             if text.is_empty() {
                 Err(ValidationError::new(key, format!("{key} is required")))
             } else {
@@ -205,49 +152,27 @@ pub(crate) trait ReplyField: Sized {
     fn to_value(&self) -> Value;
 }
 
-impl ReplyField for bool {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        reply_bool(reply, key)
-    }
-    fn to_value(&self) -> Value {
-        Value::from(*self)
-    }
+/// `ReplyField` impls: `Type: reader, |value| written;`.
+macro_rules! reply_fields {
+    ($($ty:ty: $read:path, |$v:ident| $write:expr;)*) => {$(
+        impl ReplyField for $ty {
+            fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+                $read(reply, key)
+            }
+            fn to_value(&self) -> Value {
+                let $v = self;
+                $write
+            }
+        }
+    )*};
 }
 
-impl ReplyField for u64 {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        reply_u64(reply, key)
-    }
-    fn to_value(&self) -> Value {
-        Value::from(*self)
-    }
-}
-
-impl ReplyField for i64 {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        reply_i64(reply, key)
-    }
-    fn to_value(&self) -> Value {
-        Value::from(*self)
-    }
-}
-
-impl ReplyField for String {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        reply_str(reply, key)
-    }
-    fn to_value(&self) -> Value {
-        Value::from(self.as_str())
-    }
-}
-
-impl ReplyField for Vec<String> {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        reply_strings(reply, key)
-    }
-    fn to_value(&self) -> Value {
-        array(self.iter().map(String::as_str))
-    }
+reply_fields! {
+    bool: reply_bool, |v| Value::from(*v);
+    u64: reply_u64, |v| Value::from(*v);
+    i64: reply_i64, |v| Value::from(*v);
+    String: reply_str, |v| Value::from(v.as_str());
+    Vec<String>: reply_strings, |v| array(v.iter().map(String::as_str));
 }
 
 /// A required `data` object in a reply (`resp.data(...)` replies wrap their payload in it),
@@ -269,20 +194,57 @@ pub(crate) fn put_data(fields: &mut Fields, key: &str, value: impl Into<Value>) 
 
 /// Declares one operation; see the [module docs](self) for the grammar.
 macro_rules! op {
-    // Shorthands for the two most common field lists: a queue name, a job id.
+    // `queue;` / `queue (unchecked);` / `id;`: the constructor and the one field of a command
+    // that carries only a queue name or a job id.
     (
-        $(#[$doc:meta])*
-        $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])*
-        new($($args:tt)*);
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        queue; $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            #[doc = "The command for `queue`."]
+            new(queue: impl Into<String>);
+            fields { queue }
+            $($rest)*
+        }
+    };
+    (
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        queue (unchecked); $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            #[doc = "The command for `queue`."]
+            new(queue: impl Into<String>);
+            fields {
+                #[doc = "Queue name (not validated: the server takes it as sent)."]
+                queue: String = "queue",
+            }
+            $($rest)*
+        }
+    };
+    (
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        id; $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            #[doc = "The command for job `id`."]
+            new(id: impl Into<String>);
+            fields { id }
+            $($rest)*
+        }
+    };
+    // `fields { queue }` / `fields { id }`: the two most common field lists.
+    (
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        $(#[$new_doc:meta])* $ctor:ident($($args:tt)*);
         fields { queue }
         $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
-            $(#[$doc])*
-            $name $(as $wire)?, $replay $(, $derive)*;
-            $(#[$new_doc])*
-            new($($args)*);
+            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            $(#[$new_doc])* $ctor($($args)*);
             fields {
                 #[doc = "Queue name."]
                 queue: String = "queue" => Queue,
@@ -291,18 +253,14 @@ macro_rules! op {
         }
     };
     (
-        $(#[$doc:meta])*
-        $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])*
-        new($($args:tt)*);
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        $(#[$new_doc:meta])* $ctor:ident($($args:tt)*);
         fields { id }
         $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
-            $(#[$doc])*
-            $name $(as $wire)?, $replay $(, $derive)*;
-            $(#[$new_doc])*
-            new($($args)*);
+            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            $(#[$new_doc])* $ctor($($args)*);
             fields {
                 #[doc = "Job id."]
                 id: String = "id" => Required,
@@ -314,15 +272,15 @@ macro_rules! op {
         $(#[$doc:meta])*
         $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
         $(#[$new_doc:meta])*
-        new($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);
+        $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);
         fields {
             $(
                 $(#[$field_doc:meta])*
                 $field:ident: $field_ty:ty = $key:literal $(=> $kind:ident)?
             ),* $(,)?
         }
-        set { $($set:ident: $set_ty:ty),* $(,)? }
-        reply: $out:ty = $shape:ident $(($($shape_arg:tt)*))?;
+        $(set { $($set:ident: $set_ty:ty),* $(,)? })?
+        $(reply: $out:ty = $shape:ident $(($($shape_arg:tt)*))?;)?
         $(validate: $validate:expr;)?
         $(request: $request:expr;)?
     ) => {
@@ -336,7 +294,7 @@ macro_rules! op {
         impl $name {
             $(#[$new_doc])*
             #[allow(clippy::needless_update)]
-            pub fn new($($arg: $arg_ty),*) -> Self {
+            pub fn $ctor($($arg: $arg_ty),*) -> Self {
                 $name {
                     $($arg: $crate::ops::decl::op!(@arg $arg $($conv)?),)*
                     ..$name {
@@ -345,32 +303,32 @@ macro_rules! op {
                 }
             }
 
-            $(
+            $($(
                 #[doc = concat!("Sets [`", stringify!($set), "`](Self::", stringify!($set), ").")]
                 pub fn $set(mut self, value: $set_ty) -> Self {
                     self.$set = Some(value.into());
                     self
                 }
-            )*
+            )*)?
         }
 
         impl $crate::ops::Operation for $name {
             const NAME: &'static str = $crate::ops::decl::op!(@name $name $($wire)?);
             const REPLAY: $crate::session::Replay = $crate::session::Replay::$replay;
-            type Output = $out;
+            type Output = $crate::ops::decl::op!(@out $($out)?);
 
             fn write_fields(&self, _fields: &mut $crate::ops::Fields) {
-                $($crate::ops::decl::Field::put(&self.$field, $key, _fields);)*
+                $($crate::ops::decl::op!(@put self.$field, $key, _fields $(, $kind)?);)*
             }
 
             fn read_reply(
                 _reply: &$crate::wire::Value,
-            ) -> Result<$out, $crate::wire::ProtocolError> {
-                $crate::ops::decl::op!(@read _reply, $shape $(($($shape_arg)*))?)
+            ) -> Result<Self::Output, $crate::wire::ProtocolError> {
+                $crate::ops::decl::op!(@read _reply, $($shape $(($($shape_arg)*))?)?)
             }
 
             fn validate(&self) -> Result<(), $crate::wire::ValidationError> {
-                $($($kind::check(&self.$field, $key)?;)?)*
+                $($(<$kind as $crate::ops::decl::Kind>::check(&self.$field, $key)?;)?)*
                 $(($validate)(self)?;)?
                 Ok(())
             }
@@ -385,11 +343,24 @@ macro_rules! op {
                 })
             }
 
-            fn write_reply(_output: &$out, _fields: &mut $crate::ops::Fields) {
-                $crate::ops::decl::op!(@write _output, _fields, $shape $(($($shape_arg)*))?)
+            fn write_reply(
+                _output: &<Self as $crate::ops::Operation>::Output,
+                _fields: &mut $crate::ops::Fields,
+            ) {
+                $crate::ops::decl::op!(@write _output, _fields, $($shape $(($($shape_arg)*))?)?)
             }
         }
     };
+
+    (@put $self:ident.$field:ident, $key:literal, $fields:ident) => {
+        $crate::ops::decl::Field::put(&$self.$field, $key, $fields)
+    };
+    (@put $self:ident.$field:ident, $key:literal, $fields:ident, $kind:ident) => {
+        <$kind as $crate::ops::decl::Kind>::put(&$self.$field, $key, $fields)
+    };
+
+    (@out) => { () };
+    (@out $out:ty) => { $out };
 
     (@name $name:ident) => { stringify!($name) };
     (@name $name:ident $wire:literal) => { $wire };
@@ -412,10 +383,10 @@ macro_rules! op {
         <$ty as $crate::ops::decl::Field>::take($request, $key)?
     };
     (@take $request:ident, $key:literal, $ty:ty, $kind:ident) => {
-        $kind::take($request, $key)?
+        <$kind as $crate::ops::decl::Kind>::take($request, $key)?
     };
 
-    (@read $reply:ident, ok) => { Ok(()) };
+    (@read $reply:ident, $(ok)?) => { Ok(()) };
     (@read $reply:ident, field($key:literal)) => {
         $crate::ops::decl::ReplyField::read($reply, $key)
     };
@@ -424,7 +395,7 @@ macro_rules! op {
     };
     (@read $reply:ident, with($read:expr, $write:expr)) => { ($read)($reply) };
 
-    (@write $out:ident, $fields:ident, ok) => {{
+    (@write $out:ident, $fields:ident, $(ok)?) => {{
         let _ = $out;
         $fields.put("id", $crate::wire::Value::Undefined);
     }};
@@ -449,3 +420,21 @@ pub(crate) use op;
 pub(crate) fn ms_u64(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// Builder setters of optional fields: `setters! { Type { name: Arg, … } }` gives each
+/// `pub fn name(self, value: Arg) -> Self`, which sets `self.name = Some(value.into())`.
+macro_rules! setters {
+    ($ty:ident { $($name:ident: $arg:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Sets [`", stringify!($name), "`](Self::", stringify!($name), ").")]
+                pub fn $name(mut self, value: $arg) -> Self {
+                    self.$name = Some(value.into());
+                    self
+                }
+            )*
+        }
+    };
+}
+
+pub(crate) use setters;

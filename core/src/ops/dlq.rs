@@ -3,27 +3,28 @@
 //! A job lands in its queue's DLQ when it fails for good (attempts exhausted, unrecoverable,
 //! stalled too often, TTL expired…). None of these commands validates the queue name on the
 //! server (an unknown queue has an empty DLQ), so none does here either.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/dlq.md`.
+//!
+//! ```
+//! use autobatch_core::ops::{DlqConfig, DlqFilter, FailureReason, GetDlqConfig, Operation, RetryDlq};
+//! use autobatch_core::wire::Value;
+//! let filter = DlqFilter::new().reason(FailureReason::Stalled).limit(10);
+//! assert!(RetryDlq::filtered("emails", filter).to_body().get("filter").is_some());
+//! let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("autoRetry", Value::from(false))]))]);
+//! assert_eq!(GetDlqConfig::read_reply(&reply).unwrap(), DlqConfig::default());
+//! ```
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::session::Replay;
-use crate::wire::server::CommandError;
 use crate::wire::{Job, ProtocolError, ValidationError, Value};
 
-use super::decl::{op, Field};
+use super::decl::{op, put_data, reply_data, setters, Field, Kind};
 use super::read::{
-    number, reply_array, reply_bool, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str,
-    text,
+    array, number, reply_array, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str, text,
 };
-use super::{Fields, Operation};
-
-// ------------------------------------------------------------------------ shared readers
-
-/// The request's `queue` as sent (these handlers do not validate it).
-pub(super) fn req_queue_raw(v: &Value) -> String {
-    req_opt_str(v, "queue").unwrap_or_default()
-}
+use super::Fields;
 
 /// An optional number of milliseconds in a reply or config map.
 pub(super) fn opt_f64(v: &Value, field: &str) -> Option<f64> {
@@ -45,30 +46,12 @@ pub(super) fn span(f: f64) -> Duration {
     Duration::from_millis(if f > 0.0 { f as u64 } else { 0 })
 }
 
-/// The `data` map of a `resp.data(...)` reply.
-pub(super) fn reply_data(reply: &Value) -> Result<&Value, ProtocolError> {
-    reply_field(reply, "data")
-}
-
-/// Writes `{data: {key: value}}`.
-pub(super) fn put_data(fields: &mut Fields, key: &str, value: impl Into<Value>) {
-    fields.put("data", Value::map([(key, value.into())]));
-}
-
 /// An epoch-ms timestamp that may be `null`.
 fn opt_time(v: Option<f64>) -> Value {
     v.map_or(Value::Nil, Value::F64)
 }
 
-// ------------------------------------------------------------------------ types
-
 /// Why a job failed for good, as bunqueue records it in the DLQ.
-///
-/// ```
-/// use autobatch_core::ops::FailureReason;
-/// assert_eq!(FailureReason::from("stalled"), FailureReason::Stalled);
-/// assert_eq!(FailureReason::MaxAttemptsExceeded.as_str(), "max_attempts_exceeded");
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum FailureReason {
@@ -128,12 +111,6 @@ impl std::fmt::Display for FailureReason {
 }
 
 /// Which DLQ entries a [`Dlq`] listing or a [`RetryDlq`] takes (all when empty).
-///
-/// ```
-/// use autobatch_core::ops::{DlqFilter, FailureReason};
-/// let f = DlqFilter::new().reason(FailureReason::Stalled).limit(10);
-/// assert_eq!(f.limit, Some(10));
-/// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
 pub struct DlqFilter {
@@ -157,48 +134,6 @@ impl DlqFilter {
     /// No filter: every entry.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// Sets [`reason`](Self::reason).
-    pub fn reason(mut self, reason: FailureReason) -> Self {
-        self.reason = Some(reason);
-        self
-    }
-
-    /// Sets [`older_than`](Self::older_than), epoch ms.
-    pub fn older_than(mut self, ms: f64) -> Self {
-        self.older_than = Some(ms);
-        self
-    }
-
-    /// Sets [`newer_than`](Self::newer_than), epoch ms.
-    pub fn newer_than(mut self, ms: f64) -> Self {
-        self.newer_than = Some(ms);
-        self
-    }
-
-    /// Sets [`retriable`](Self::retriable).
-    pub fn retriable(mut self, yes: bool) -> Self {
-        self.retriable = Some(yes);
-        self
-    }
-
-    /// Sets [`expired`](Self::expired).
-    pub fn expired(mut self, yes: bool) -> Self {
-        self.expired = Some(yes);
-        self
-    }
-
-    /// Sets [`offset`](Self::offset).
-    pub fn offset(mut self, n: u64) -> Self {
-        self.offset = Some(n);
-        self
-    }
-
-    /// Sets [`limit`](Self::limit).
-    pub fn limit(mut self, n: u64) -> Self {
-        self.limit = Some(n);
-        self
     }
 
     fn to_value(&self) -> Value {
@@ -235,6 +170,11 @@ impl DlqFilter {
         }
     }
 }
+
+setters! { DlqFilter {
+    reason: FailureReason, older_than: f64, newer_than: f64, retriable: bool, expired: bool,
+    offset: u64, limit: u64,
+} }
 
 /// One failed attempt of a DLQ entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -342,104 +282,71 @@ impl DlqEntry {
     }
 }
 
-// ------------------------------------------------------------------------ Dlq
-
-/// `Dlq`: the entries of a queue's dead-letter queue, oldest first, optionally filtered
-/// ([`DlqFilter`]) or capped (`count`).
-///
-/// A read: replayed after a lost connection. The reply carries each job twice (`jobs`, and
-/// inside `entries` with its failure history); the typed output is the entries.
-///
-/// ```
-/// use autobatch_core::ops::{Dlq, DlqFilter, Operation};
-/// use autobatch_core::wire::Value;
-/// let op = Dlq::new("emails").count(10);
-/// assert_eq!(op.to_body().get("count"), Some(&Value::from(10_u64)));
-/// let reply = Value::map([("ok", Value::from(true)), ("jobs", Value::Array(vec![])), ("entries", Value::Array(vec![]))]);
-/// assert_eq!(Dlq::read_reply(&reply).unwrap(), vec![]);
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct Dlq {
-    /// Queue name.
-    pub queue: String,
-    /// At most this many entries.
-    pub count: Option<u64>,
-    /// Which entries.
-    pub filter: Option<DlqFilter>,
+/// A filter travels as one `filter` object; a request without a map there has none.
+impl Field for Option<DlqFilter> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        fields.put_opt(key, self.as_ref().map(DlqFilter::to_value));
+    }
+    fn take(request: &Value, _: &'static str) -> Result<Self, ValidationError> {
+        Ok(DlqFilter::read(request))
+    }
 }
 
-impl Dlq {
+/// A count the server takes as sent, negatives as 0.
+struct Clamped;
+
+impl Kind for Clamped {
+    type T = Option<u64>;
+    fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
+        Ok(req_opt_i64(request, key)?.map(|n| n.max(0) as u64))
+    }
+}
+
+/// An optional id the server ignores when empty.
+struct NonEmpty;
+
+impl Kind for NonEmpty {
+    type T = Option<String>;
+    fn take(request: &Value, key: &'static str) -> Result<Option<String>, ValidationError> {
+        Ok(req_opt_str(request, key).filter(|s| !s.is_empty()))
+    }
+}
+
+op! {
+    /// `Dlq`: the entries of a queue's dead-letter queue, oldest first, optionally filtered
+    /// ([`DlqFilter`]) or capped (`count`).
+    Dlq, Safe;
     /// Every entry of `queue`'s DLQ.
-    pub fn new(queue: impl Into<String>) -> Self {
-        Dlq {
-            queue: queue.into(),
-            count: None,
-            filter: None,
-        }
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
+        /// Which entries.
+        filter: Option<DlqFilter> = "filter",
+        /// At most this many entries.
+        count: Option<u64> = "count" => Clamped,
     }
-
-    /// Sets [`count`](Self::count).
-    pub fn count(mut self, n: u64) -> Self {
-        self.count = Some(n);
-        self
-    }
-
-    /// Sets [`filter`](Self::filter).
-    pub fn filter(mut self, filter: DlqFilter) -> Self {
-        self.filter = Some(filter);
-        self
-    }
+    set { count: u64, filter: DlqFilter }
+    reply: Vec<DlqEntry> = with(read_entries, write_entries);
 }
 
-impl Operation for Dlq {
-    const NAME: &'static str = "Dlq";
-    type Output = Vec<DlqEntry>;
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("queue", self.queue.as_str())
-            .put_opt("filter", self.filter.as_ref().map(DlqFilter::to_value))
-            .put_opt("count", self.count);
-    }
-
-    fn read_reply(reply: &Value) -> Result<Vec<DlqEntry>, ProtocolError> {
-        reply_array(reply, "entries")?
-            .iter()
-            .map(|e| {
-                DlqEntry::from_value(e).ok_or(ProtocolError::BadField {
-                    field: "entries",
-                    problem: "an entry has no job with an id",
-                })
-            })
-            .collect()
-    }
-}
-impl crate::wire::server::ServeOperation for Dlq {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(Dlq {
-            queue: req_queue_raw(request),
-            count: req_opt_i64(request, "count")?.map(|n| n.max(0) as u64),
-            filter: DlqFilter::read(request),
-        })
-    }
-
-    fn write_reply(entries: &Vec<DlqEntry>, fields: &mut Fields) {
-        fields
-            .put(
-                "jobs",
-                Value::Array(entries.iter().map(|e| e.job.to_value()).collect()),
-            )
-            .put(
-                "entries",
-                Value::Array(entries.iter().map(DlqEntry::to_value).collect()),
-            );
-    }
+fn read_entries(reply: &Value) -> Result<Vec<DlqEntry>, ProtocolError> {
+    let bad = || ProtocolError::BadField {
+        field: "entries",
+        problem: "an entry has no job with an id",
+    };
+    let entries = reply_array(reply, "entries")?.iter();
+    entries
+        .map(|e| DlqEntry::from_value(e).ok_or_else(bad))
+        .collect()
 }
 
-// ------------------------------------------------------------------------ GetDlqStats
+fn write_entries(entries: &[DlqEntry], fields: &mut Fields) {
+    let jobs = entries.iter().map(|e| e.job.to_value());
+    fields
+        .put("jobs", Value::Array(jobs.collect()))
+        .put("entries", array(entries.iter().map(DlqEntry::to_value)));
+}
 
 /// What [`GetDlqStats`] reports.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -503,27 +410,14 @@ fn reason_map(m: &BTreeMap<String, u64>) -> Value {
 op! {
     /// `GetDlqStats`: counts of a queue's DLQ by reason, pending retries, expired entries, and
     /// the oldest and newest arrival. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetDlqStats, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let stats = Value::map([("total", Value::Int(2)), ("pendingRetry", Value::Int(0)), ("expired", Value::Int(0))]);
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("stats", stats)]))]);
-    /// assert_eq!(GetDlqStats::read_reply(&reply).unwrap().total, 2);
-    /// ```
     GetDlqStats, Safe, Eq;
-    /// Asks about `queue`'s DLQ.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
+    queue (unchecked);
     reply: DlqStats = with(read_stats, write_stats);
 }
 
 fn read_stats(reply: &Value) -> Result<DlqStats, ProtocolError> {
-    let s = reply_field(reply_data(reply)?, "stats")?;
+    let d = reply_data(reply)?;
+    let s = reply_field(&d, "stats")?;
     Ok(DlqStats {
         total: reply_u64(s, "total")?,
         by_reason: counts(s.get("byReason")),
@@ -548,46 +442,26 @@ fn write_stats(s: &DlqStats, fields: &mut Fields) {
     put_data(fields, "stats", stats);
 }
 
-// ------------------------------------------------------------------------ RetryDlq
-
-/// `RetryDlq`: moves DLQ entries back to their queue, as new waiting jobs: one job, the first
-/// `count`, those a [`DlqFilter`] selects, or all. Answers how many were retried.
-///
-/// Not replayed: a second run after a lost connection could retry entries that arrived in
-/// between, and would report a count that is not the first run's.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, RetryDlq};
-/// use autobatch_core::wire::Value;
-/// let one = RetryDlq::job("emails", "0190-abc");
-/// assert_eq!(one.to_body().get("jobId"), Some(&Value::from("0190-abc")));
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(1))]);
-/// assert_eq!(RetryDlq::read_reply(&reply), Ok(1));
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct RetryDlq {
-    /// Queue name.
-    pub queue: String,
-    /// Only this job.
-    pub job_id: Option<String>,
-    /// Only the first this many entries.
-    pub count: Option<u64>,
-    /// Only the entries this selects (takes precedence over `job_id` and `count`).
-    pub filter: Option<DlqFilter>,
+op! {
+    /// `RetryDlq`: moves DLQ entries back to their queue, as new waiting jobs: one job, the first
+    /// `count`, those a [`DlqFilter`] selects, or all. Answers how many were retried.
+    RetryDlq, NotSafe;
+    /// Retries every entry of `queue`'s DLQ.
+    all(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
+        /// Only this job.
+        job_id: Option<String> = "jobId" => NonEmpty,
+        /// Only the entries this selects (takes precedence over `job_id` and `count`).
+        filter: Option<DlqFilter> = "filter",
+        /// Only the first this many entries.
+        count: Option<u64> = "count" => Clamped,
+    }
+    reply: u64 = field("count");
 }
 
 impl RetryDlq {
-    /// Retries every entry of `queue`'s DLQ.
-    pub fn all(queue: impl Into<String>) -> Self {
-        RetryDlq {
-            queue: queue.into(),
-            job_id: None,
-            count: None,
-            filter: None,
-        }
-    }
-
     /// Retries the entry of job `id`.
     pub fn job(queue: impl Into<String>, id: impl Into<String>) -> Self {
         RetryDlq {
@@ -613,126 +487,44 @@ impl RetryDlq {
     }
 }
 
-impl Operation for RetryDlq {
-    const NAME: &'static str = "RetryDlq";
-    type Output = u64;
-
-    const REPLAY: Replay = Replay::NotSafe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields
-            .put("queue", self.queue.as_str())
-            .put_opt("jobId", self.job_id.as_deref())
-            .put_opt("filter", self.filter.as_ref().map(DlqFilter::to_value))
-            .put_opt("count", self.count);
-    }
-
-    fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
-        reply_u64(reply, "count")
-    }
-}
-impl crate::wire::server::ServeOperation for RetryDlq {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(RetryDlq {
-            queue: req_queue_raw(request),
-            job_id: req_opt_str(request, "jobId").filter(|s| !s.is_empty()),
-            count: req_opt_i64(request, "count")?.map(|n| n.max(0) as u64),
-            filter: DlqFilter::read(request),
-        })
-    }
-
-    fn write_reply(count: &u64, fields: &mut Fields) {
-        fields.put("count", *count);
-    }
-}
-
-// ------------------------------------------------------------------------ PurgeDlq
-
 op! {
     /// `PurgeDlq`: removes every entry of a queue's DLQ for good; answers how many.
-    ///
-    /// Not replayed: a second run would purge entries that arrived in between and report 0 for
-    /// the ones the first run removed.
     PurgeDlq, NotSafe, Eq;
-    /// Purges `queue`'s DLQ.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
+    queue (unchecked);
     reply: u64 = field("count");
 }
 
-// ------------------------------------------------------------------------ RemoveDlqJob
+/// An id the server takes as sent (absent: empty), left out when empty.
+struct OmitEmpty;
 
-/// `RemoveDlqJob`: removes one job's DLQ entry for good, without retrying it; answers
-/// whether there was one.
-///
-/// Not replayed: a second run would answer `false` for the entry the first run removed.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, RemoveDlqJob};
-/// use autobatch_core::wire::Value;
-/// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("removed", Value::from(true))]))]);
-/// assert_eq!(RemoveDlqJob::read_reply(&reply), Ok(true));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RemoveDlqJob {
-    /// Queue name.
-    pub queue: String,
-    /// The job's id.
-    pub job_id: String,
+impl Kind for OmitEmpty {
+    type T = String;
+    fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
+        Ok(req_opt_str(request, key).unwrap_or_default())
+    }
+    fn put(id: &String, key: &'static str, fields: &mut Fields) {
+        if !id.is_empty() {
+            fields.put(key, id.as_str());
+        }
+    }
 }
 
-impl RemoveDlqJob {
+op! {
+    /// `RemoveDlqJob`: removes one job's DLQ entry for good, without retrying it; answers
+    /// whether there was one.
+    RemoveDlqJob, NotSafe, Eq;
     /// Removes job `id` from `queue`'s DLQ.
-    pub fn new(queue: impl Into<String>, id: impl Into<String>) -> Self {
-        RemoveDlqJob {
-            queue: queue.into(),
-            job_id: id.into(),
-        }
+    new(queue: impl Into<String>, job_id: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue",
+        /// The job's id.
+        job_id: String = "jobId" => OmitEmpty,
     }
+    reply: bool = data("removed");
 }
-
-impl Operation for RemoveDlqJob {
-    const NAME: &'static str = "RemoveDlqJob";
-    type Output = bool;
-
-    const REPLAY: Replay = Replay::NotSafe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-        if !self.job_id.is_empty() {
-            fields.put("jobId", self.job_id.as_str());
-        }
-    }
-
-    fn read_reply(reply: &Value) -> Result<bool, ProtocolError> {
-        reply_bool(reply_data(reply)?, "removed")
-    }
-}
-impl crate::wire::server::ServeOperation for RemoveDlqJob {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        // Not validated by the server: without one, nothing is removed.
-        Ok(RemoveDlqJob::new(
-            req_queue_raw(request),
-            req_opt_str(request, "jobId").unwrap_or_default(),
-        ))
-    }
-
-    fn write_reply(removed: &bool, fields: &mut Fields) {
-        put_data(fields, "removed", *removed);
-    }
-}
-
-// ------------------------------------------------------------------------ config
 
 /// A queue's DLQ settings, as [`GetDlqConfig`] reports them.
-///
-/// bunqueue's defaults: no automatic retry, retry interval 1 h, 3 automatic retries, entries
-/// kept 7 days, at most 10 000 entries ([`DlqConfig::default`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DlqConfig {
@@ -794,21 +586,8 @@ impl DlqConfig {
 op! {
     /// `GetDlqConfig`: a queue's DLQ settings (bunqueue's defaults for a queue never
     /// configured). A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{DlqConfig, GetDlqConfig, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("autoRetry", Value::from(false))]))]);
-    /// assert_eq!(GetDlqConfig::read_reply(&reply).unwrap(), DlqConfig::default());
-    /// ```
     GetDlqConfig, Safe, Eq;
-    /// Asks about `queue`'s DLQ.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
+    queue (unchecked);
     reply: DlqConfig = with(read_config, write_config);
 }
 
@@ -821,13 +600,6 @@ fn write_config(config: &DlqConfig, fields: &mut Fields) {
 }
 
 /// The DLQ settings to change with [`SetDlqConfig`]; the others keep their value.
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::DlqConfigUpdate;
-/// let u = DlqConfigUpdate::new().auto_retry(true).max_age(None).max_entries(500);
-/// assert_eq!(u.max_age, Some(None)); // kept forever
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct DlqConfigUpdate {
@@ -847,36 +619,6 @@ impl DlqConfigUpdate {
     /// Changes nothing.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// Sets [`auto_retry`](Self::auto_retry).
-    pub fn auto_retry(mut self, yes: bool) -> Self {
-        self.auto_retry = Some(yes);
-        self
-    }
-
-    /// Sets [`auto_retry_interval`](Self::auto_retry_interval).
-    pub fn auto_retry_interval(mut self, d: Duration) -> Self {
-        self.auto_retry_interval = Some(d);
-        self
-    }
-
-    /// Sets [`max_auto_retries`](Self::max_auto_retries).
-    pub fn max_auto_retries(mut self, n: u64) -> Self {
-        self.max_auto_retries = Some(n);
-        self
-    }
-
-    /// Sets [`max_age`](Self::max_age) (`None`: kept forever).
-    pub fn max_age(mut self, d: Option<Duration>) -> Self {
-        self.max_age = Some(d);
-        self
-    }
-
-    /// Sets [`max_entries`](Self::max_entries).
-    pub fn max_entries(mut self, n: u64) -> Self {
-        self.max_entries = Some(n);
-        self
     }
 
     fn to_value(&self) -> Value {
@@ -905,24 +647,21 @@ impl DlqConfigUpdate {
 
     /// `config` with this update applied.
     pub fn apply(&self, mut config: DlqConfig) -> DlqConfig {
-        if let Some(x) = self.auto_retry {
-            config.auto_retry = x;
-        }
-        if let Some(x) = self.auto_retry_interval {
-            config.auto_retry_interval = x;
-        }
-        if let Some(x) = self.max_auto_retries {
-            config.max_auto_retries = x;
-        }
-        if let Some(x) = self.max_age {
-            config.max_age = x;
-        }
-        if let Some(x) = self.max_entries {
-            config.max_entries = x;
-        }
+        config.auto_retry = self.auto_retry.unwrap_or(config.auto_retry);
+        config.auto_retry_interval = self
+            .auto_retry_interval
+            .unwrap_or(config.auto_retry_interval);
+        config.max_auto_retries = self.max_auto_retries.unwrap_or(config.max_auto_retries);
+        config.max_age = self.max_age.unwrap_or(config.max_age);
+        config.max_entries = self.max_entries.unwrap_or(config.max_entries);
         config
     }
 }
+
+setters! { DlqConfigUpdate {
+    auto_retry: bool, auto_retry_interval: Duration, max_auto_retries: u64,
+    max_age: Option<Duration>, max_entries: u64,
+} }
 
 /// A settings update travels as one `config` object (absent: changes nothing).
 impl Field for DlqConfigUpdate {
@@ -937,12 +676,6 @@ impl Field for DlqConfigUpdate {
 op! {
     /// `SetDlqConfig`: changes some of a queue's DLQ settings. Setting the same values twice
     /// is setting them once: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{DlqConfigUpdate, Operation, SetDlqConfig};
-    /// let op = SetDlqConfig::new("emails", DlqConfigUpdate::new().max_entries(100));
-    /// assert!(op.to_body().get("config").is_some());
-    /// ```
     SetDlqConfig, Safe, Eq;
     /// Applies `config` to `queue`.
     new(queue: impl Into<String>, config: DlqConfigUpdate);
@@ -952,6 +685,4 @@ op! {
         /// What to change.
         config: DlqConfigUpdate = "config",
     }
-    set {}
-    reply: () = ok;
 }

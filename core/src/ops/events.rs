@@ -1,5 +1,15 @@
 //! Event subscriptions: the two commands that start and stop the events bunqueue pushes on a
 //! connection, typed as [`QueueEvent`](crate::session::QueueEvent)s.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/events.md`.
+//!
+//! ```
+//! use autobatch_core::ops::{Operation, SubscribeEvents};
+//! use autobatch_core::wire::Value;
+//! let sub = SubscribeEvents::new("emails");
+//! assert_eq!(sub.to_body(), Value::map([("cmd", Value::from("SubscribeEvents")), ("queue", Value::from("emails"))]));
+//! assert!(SubscribeEvents::new("bad name!").validate().is_err());
+//! ```
 
 use super::decl::kind::Queue;
 use super::decl::op;
@@ -7,24 +17,8 @@ use super::decl::op;
 op! {
     /// `SubscribeEvents`: this connection receives the events of `queue` from now on (replacing
     /// any earlier subscription of the connection: bunqueue keeps one per connection).
-    ///
-    /// Not replayed: a subscription belongs to one connection, so after a reconnect the
-    /// subscriber subscribes again itself (and reports a
-    /// [`QueueEvent::Gap`](crate::session::QueueEvent::Gap)).
-    ///
-    /// ```
-    /// use autobatch_core::ops::{Operation, SubscribeEvents};
-    /// use autobatch_core::wire::Value;
-    /// let sub = SubscribeEvents::new("emails");
-    /// assert_eq!(sub.to_body(), Value::map([("cmd", Value::from("SubscribeEvents")), ("queue", Value::from("emails"))]));
-    /// assert!(SubscribeEvents::new("bad name!").validate().is_err());
-    /// ```
     SubscribeEvents, NotSafe, Eq;
-    /// Subscribes to `queue`.
-    new(queue: impl Into<String>);
-    fields { queue }
-    set {}
-    reply: () = ok;
+    queue;
 }
 
 op! {
@@ -34,6 +28,4 @@ op! {
     /// Unsubscribes this connection.
     new();
     fields {}
-    set {}
-    reply: () = ok;
 }

@@ -1,14 +1,24 @@
 //! Flows: parents and children added together (`PUSHF`), children's values and failures,
 //! waiting for a job to finish (`WaitJob`).
 //!
-//! bunqueue 2.9.5's FlowProducer plans the whole graph on the client (every job's id chosen
-//! there, each child naming its parent, each parent listing its children in `dependsOn` and
-//! `childrenIds`) and commits it with one `PUSHF`. The server validates every job before
-//! changing anything, takes the write locks of every shard involved, checks that no id is
-//! taken, writes the graph to SQLite in one batch and only then publishes it in memory: the
-//! whole flow is added or none of it is, and no worker sees a child before its parent's
-//! links exist. That is what "atomic" means there; it is atomic against a crash between jobs,
-//! not a transaction with anything else.
+//! A flow is added whole or not at all, as bunqueue 2.9.5 means "atomic" (what that covers:
+//! `docs/protocol/flow.md`).
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/flow.md`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use autobatch_core::ops::{FlowJob, Operation, PushFlow, WaitJob};
+//! use autobatch_core::wire::Value;
+//! let data = Value::map([("n", Value::from(2_i64))]);
+//! let parent = FlowJob::new("p1", "reports", "merge", data.clone())
+//!     .depends_on(vec!["c1".into()])
+//!     .children(vec!["c1".into()]);
+//! let child = FlowJob::new("c1", "parts", "part", data).parent("p1");
+//! let op = PushFlow::new(vec![child, parent]);
+//! assert!(op.validate().is_ok());
+//! assert!(WaitJob::new("j1").timeout(Duration::from_secs(601)).validate().is_err());
+//! ```
 
 use std::time::Duration;
 
@@ -19,7 +29,7 @@ use crate::wire::{
 };
 
 use super::decl::kind::Required;
-use super::decl::{op, put_data};
+use super::decl::{op, put_data, setters, Kind};
 use super::read::{number, reply_bool, reply_field, reply_opt, req_str, text};
 use super::{Fields, Operation};
 
@@ -64,13 +74,6 @@ impl ChildFailure {
 }
 
 /// One job of a [`PushFlow`], with its place in the graph already decided.
-///
-/// ```
-/// use autobatch_core::ops::FlowJob;
-/// use autobatch_core::wire::Value;
-/// let child = FlowJob::new("c1", "resize", "thumb", Value::map([("w", Value::from(64_i64))])).parent("p1");
-/// assert_eq!(child.parent_id.as_deref(), Some("p1"));
-/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct FlowJob {
@@ -138,12 +141,6 @@ impl FlowJob {
     /// Sets the children.
     pub fn children(mut self, ids: Vec<String>) -> Self {
         self.children_ids = ids;
-        self
-    }
-
-    /// Sets the failure policy.
-    pub fn on_failure(mut self, policy: ChildFailure) -> Self {
-        self.on_failure = Some(policy);
         self
     }
 
@@ -284,70 +281,57 @@ impl FlowJob {
 
     /// bunqueue's own checks (`flowValidation.js`, `flowPlan.js`), with its messages.
     fn validate(&self) -> Result<(), ValidationError> {
-        if self.id.is_empty() || self.id.contains(':') {
-            return Err(ValidationError::new(
-                "id",
-                "flow jobId must be non-empty and cannot contain a colon",
-            ));
-        }
+        let ensure = |ok: bool, field: &'static str, message: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ValidationError::new(field, message))
+            }
+        };
+        let id_ok = !self.id.is_empty() && !self.id.contains(':');
+        ensure(
+            id_ok,
+            "id",
+            "flow jobId must be non-empty and cannot contain a colon",
+        )?;
         validate_queue_name(&self.queue)?;
-        if self.name.is_empty() || self.name.chars().count() > 256 {
-            return Err(ValidationError::new(
-                "name",
-                "flow job name must be a non-empty string of at most 256 characters",
-            ));
-        }
-        if !is_map(&self.data) {
-            return Err(ValidationError::new(
-                "data",
-                "flow job data must be an object",
-            ));
-        }
+        let name_ok = !self.name.is_empty() && self.name.chars().count() <= 256;
+        let name_rule = "flow job name must be a non-empty string of at most 256 characters";
+        ensure(name_ok, "name", name_rule)?;
+        ensure(
+            is_map(&self.data),
+            "data",
+            "flow job data must be an object",
+        )?;
         let o = &self.opts;
-        if o.ttl.is_some() {
-            // The PUSHF input has no ttl; refusing beats dropping it silently.
-            return Err(ValidationError::new(
-                "ttl",
-                "ttl is not supported inside an atomic flow",
-            ));
-        }
-        if o.unique_key.is_some() || o.dedup.is_some() {
-            return Err(ValidationError::new(
-                "dedup",
-                "deduplication is not supported inside an atomic flow",
-            ));
-        }
-        if !o.depends_on.is_empty() {
-            return Err(ValidationError::new(
-                "depends_on",
-                "FlowProducer owns dependencies; set FlowJob::depends_on instead",
-            ));
-        }
-        if let Some(p) = o.priority {
-            if !(-1_000_000..=1_000_000).contains(&p) {
-                return Err(ValidationError::new(
-                    "priority",
-                    "priority must be between -1000000 and 1000000",
-                ));
-            }
-        }
-        if let Some(a) = o.attempts {
-            if !(1..=1000).contains(&a) {
-                return Err(ValidationError::new(
-                    "attempts",
-                    "attempts must be between 1 and 1000",
-                ));
-            }
-        }
-        if self.on_failure.is_some() && self.parent_id.is_none() {
-            return Err(ValidationError::new(
-                "on_failure",
-                "a flow failure policy requires a parent",
-            ));
-        }
-        Ok(())
+        // The PUSHF input has no ttl; refusing beats dropping it silently.
+        let atomic = "is not supported inside an atomic flow";
+        ensure(o.ttl.is_none(), "ttl", &format!("ttl {atomic}"))?;
+        let dedup_ok = o.unique_key.is_none() && o.dedup.is_none();
+        ensure(dedup_ok, "dedup", &format!("deduplication {atomic}"))?;
+        let owns = "FlowProducer owns dependencies; set FlowJob::depends_on instead";
+        ensure(o.depends_on.is_empty(), "depends_on", owns)?;
+        let priority_ok = o
+            .priority
+            .is_none_or(|p| (-1_000_000..=1_000_000).contains(&p));
+        let priority_rule = "priority must be between -1000000 and 1000000";
+        ensure(priority_ok, "priority", priority_rule)?;
+        let attempts_ok = o.attempts.is_none_or(|a| (1..=1000).contains(&a));
+        ensure(
+            attempts_ok,
+            "attempts",
+            "attempts must be between 1 and 1000",
+        )?;
+        let policy_ok = self.on_failure.is_none() || self.parent_id.is_some();
+        ensure(
+            policy_ok,
+            "on_failure",
+            "a flow failure policy requires a parent",
+        )
     }
 }
+
+setters! { FlowJob { on_failure: ChildFailure } }
 
 /// Whether `v` is a map, decoded or still encoded (payloads arrive as [`Value::Raw`]).
 fn is_map(v: &Value) -> bool {
@@ -361,28 +345,6 @@ fn is_map(v: &Value) -> bool {
 
 /// `PUSHF`: adds a whole flow graph in one command, all of it or nothing. The reply holds a
 /// snapshot of every job committed, in request order.
-///
-/// What "atomic" means in bunqueue 2.9.5: the server validates every job before changing
-/// anything, takes the write locks of every shard involved, refuses the whole flow if any id
-/// is taken (`Flow job <id> already exists`), writes the graph to SQLite in one batch and
-/// only then publishes it in memory, so no worker sees a child before its parent's links
-/// exist. It is not a transaction with anything else the client does.
-///
-/// Not replayed: a lost reply leaves the outcome unknown; sending the same ids again is safe
-/// in effect (the server refuses a flow whose ids exist, `Flow job <id> already exists`) but
-/// is left to the caller, who can check with `GetState`.
-///
-/// ```
-/// use autobatch_core::ops::{FlowJob, Operation, PushFlow};
-/// use autobatch_core::wire::Value;
-/// let parent = FlowJob::new("p1", "reports", "merge", Value::map([("n", Value::from(2_i64))]))
-///     .depends_on(vec!["c1".into()])
-///     .children(vec!["c1".into()]);
-/// let child = FlowJob::new("c1", "parts", "part", Value::map([("i", Value::from(0_i64))])).parent("p1");
-/// let op = PushFlow::new(vec![child, parent]);
-/// assert!(op.validate().is_ok());
-/// assert_eq!(op.to_body().get("jobs").and_then(Value::as_array).map(|j| j.len()), Some(2));
-/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct PushFlow {
@@ -502,13 +464,6 @@ fn pairs_value(pairs: &[(String, Value)]) -> Value {
     )
 }
 
-fn validate_id(id: &str) -> Result<(), ValidationError> {
-    if id.is_empty() {
-        return Err(ValidationError::new("id", "id is required"));
-    }
-    Ok(())
-}
-
 /// The values of a parent's children: `"<queue>:<childId>"` → value, in order.
 fn read_values(values: Option<&Value>) -> Result<Vec<(String, Value)>, ProtocolError> {
     Ok(pairs(values))
@@ -519,18 +474,8 @@ op! {
     /// `"<queue>:<childId>"` (just the id when the child is gone), in the parent's
     /// `childrenIds` order. Children not completed yet are absent; an unknown parent gives an
     /// empty list. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetChildrenValues, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("values", Value::map([("q:c1", Value::from(2_i64))]))]))]);
-    /// assert_eq!(GetChildrenValues::read_reply(&reply), Ok(vec![("q:c1".to_owned(), Value::from(2_i64))]));
-    /// ```
     GetChildrenValues, Safe, Eq;
-    /// Asks about parent job `id`.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
+    id;
     reply: Vec<(String, Value)> = with(
         |r: &Value| read_values(reply_opt(r, "data").and_then(|d| d.get("values"))),
         |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", pairs_value(v))
@@ -541,18 +486,8 @@ op! {
     /// `GetFailedChildrenValues`: the error texts of a parent's children that failed for good
     /// with [`ChildFailure::ContinueParent`] or [`ChildFailure::FailParent`] set, keyed by
     /// child. An unknown parent gives an empty list. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetFailedChildrenValues, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("values", Value::map([("q:c1", Value::from("boom"))]))]);
-    /// assert_eq!(GetFailedChildrenValues::read_reply(&reply).unwrap().len(), 1);
-    /// ```
     GetFailedChildrenValues, Safe, Eq;
-    /// Asks about parent job `id`.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
+    id;
     reply: Vec<(String, Value)> = with(
         |r: &Value| read_values(reply_opt(r, "values")),
         |v: &Vec<(String, Value)>, f: &mut Fields| { f.put("values", pairs_value(v)); }
@@ -564,10 +499,7 @@ op! {
     /// [`ChildFailure::Ignore`] set, keyed by child. An unknown parent gives an empty list.
     /// A read: replayed.
     GetIgnoredChildrenFailures, Safe, Eq;
-    /// Asks about parent job `id`.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
+    id;
     reply: Vec<(String, Value)> = with(
         |r: &Value| read_values(reply_opt(r, "values")),
         |v: &Vec<(String, Value)>, f: &mut Fields| { f.put("values", pairs_value(v)); }
@@ -586,113 +518,76 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
-/// `WaitJob`: holds the reply until the job completes or `timeout` passes (server default
-/// 30 s, at most [`MAX_WAIT_JOB`]). Answers at once for a job already completed; an unknown
-/// id is `Job not found`. A read: replayed.
-///
-/// The reply is held by design, so the client's command timeout must be longer than
-/// `timeout`; the driver's `wait_until_finished` splits long waits into shorter ones.
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::{Operation, WaitJob, WaitOutcome};
-/// use autobatch_core::wire::Value;
-/// let op = WaitJob::new("j1").timeout(Duration::from_secs(5));
-/// assert_eq!(op.to_body().get("timeout"), Some(&Value::from(5000_i64)));
-/// assert!(WaitJob::new("j1").timeout(Duration::from_secs(601)).validate().is_err());
-/// let reply = Value::map([("ok", Value::from(true)), ("completed", Value::from(true)), ("result", Value::from(7_i64))]);
-/// assert_eq!(WaitJob::read_reply(&reply), Ok(WaitOutcome::Completed(Value::from(7_i64))));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WaitJob {
-    /// Job id.
-    pub id: String,
-    /// How long the server waits (its default when absent: 30 s).
-    pub timeout: Option<Duration>,
-}
+/// A wait of at most [`MAX_WAIT_JOB`], validated with bunqueue's messages.
+struct WaitTimeout;
 
-impl WaitJob {
-    /// Waits for job `id` with the server's default timeout.
-    pub fn new(id: impl Into<String>) -> Self {
-        WaitJob {
-            id: id.into(),
-            timeout: None,
-        }
-    }
-
-    /// Sets the timeout.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-}
-
-impl Operation for WaitJob {
-    const NAME: &'static str = "WaitJob";
-    type Output = WaitOutcome;
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("id", self.id.as_str()).put_opt(
-            "timeout",
-            self.timeout
-                .map(|t| t.as_millis().min(i64::MAX as u128) as i64),
-        );
-    }
-
-    fn read_reply(reply: &Value) -> Result<WaitOutcome, ProtocolError> {
-        Ok(if reply_bool(reply, "completed")? {
-            WaitOutcome::Completed(reply.get("result").cloned().unwrap_or(Value::Undefined))
-        } else {
-            WaitOutcome::TimedOut
-        })
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_id(&self.id)?;
-        if self.timeout.is_some_and(|t| t > MAX_WAIT_JOB) {
-            return Err(ValidationError::new(
-                "timeout",
-                "timeout must be at most 600000",
-            ));
-        }
-        Ok(())
-    }
-}
-impl crate::wire::server::ServeOperation for WaitJob {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        let id = req_str(request, "id")?;
-        let timeout = match request.get("timeout") {
-            None | Some(Value::Nil) | Some(Value::Undefined) => None,
-            Some(t) => {
-                let ms = number(t)
-                    .ok_or_else(|| ValidationError::new("timeout", "timeout must be a number"))?;
-                if ms < 0.0 {
-                    return Err(
-                        ValidationError::new("timeout", "timeout must be at least 0").into(),
-                    );
-                }
-                if ms > 600_000.0 {
-                    return Err(
-                        ValidationError::new("timeout", "timeout must be at most 600000").into(),
-                    );
-                }
-                Some(Duration::from_millis(ms as u64))
-            }
+impl Kind for WaitTimeout {
+    type T = Option<Duration>;
+    fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
+        let Some(ms) = req_opt_f64(request, key)? else {
+            return Ok(None);
         };
-        Ok(WaitJob { id, timeout })
+        let refuse = |message| Err(ValidationError::new(key, message));
+        if ms < 0.0 {
+            return refuse("timeout must be at least 0");
+        }
+        if ms > 600_000.0 {
+            return refuse("timeout must be at most 600000");
+        }
+        Ok(Some(Duration::from_millis(ms as u64)))
     }
+    fn check(timeout: &Option<Duration>, key: &'static str) -> Result<(), ValidationError> {
+        match timeout {
+            Some(t) if *t > MAX_WAIT_JOB => {
+                Err(ValidationError::new(key, "timeout must be at most 600000"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
 
-    fn write_reply(outcome: &WaitOutcome, fields: &mut Fields) {
-        match outcome {
-            WaitOutcome::Completed(v) => {
-                fields.put("completed", true).put("result", v.clone());
-            }
-            WaitOutcome::TimedOut => {
-                fields.put("completed", false);
-            }
+/// A request's optional number (`<key> must be a number` when present and not one).
+fn req_opt_f64(request: &Value, key: &'static str) -> Result<Option<f64>, ValidationError> {
+    match request.get(key) {
+        None | Some(Value::Nil) | Some(Value::Undefined) => Ok(None),
+        Some(t) => number(t)
+            .map(Some)
+            .ok_or_else(|| ValidationError::new(key, format!("{key} must be a number"))),
+    }
+}
+
+op! {
+    /// `WaitJob`: holds the reply until the job completes or `timeout` passes (server default
+    /// 30 s, at most [`MAX_WAIT_JOB`]). Answers at once for a job already completed; an unknown
+    /// id is `Job not found`. A read: replayed.
+    WaitJob, Safe, Eq;
+    /// Waits for job `id` with the server's default timeout.
+    new(id: impl Into<String>);
+    fields {
+        /// Job id.
+        id: String = "id" => Required,
+        /// How long the server waits (its default when absent: 30 s).
+        timeout: Option<Duration> = "timeout" => WaitTimeout,
+    }
+    set { timeout: Duration }
+    reply: WaitOutcome = with(read_wait, write_wait);
+}
+
+fn read_wait(reply: &Value) -> Result<WaitOutcome, ProtocolError> {
+    Ok(if reply_bool(reply, "completed")? {
+        WaitOutcome::Completed(reply.get("result").cloned().unwrap_or(Value::Undefined))
+    } else {
+        WaitOutcome::TimedOut
+    })
+}
+
+fn write_wait(outcome: &WaitOutcome, fields: &mut Fields) {
+    match outcome {
+        WaitOutcome::Completed(v) => {
+            fields.put("completed", true).put("result", v.clone());
+        }
+        WaitOutcome::TimedOut => {
+            fields.put("completed", false);
         }
     }
 }

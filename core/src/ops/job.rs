@@ -3,10 +3,23 @@
 //! bunqueue validates none of these fields itself (a missing `progress` is stored as `NaN`), so
 //! [`Operation::validate`](super::Operation::validate) here only refuses what could never mean
 //! anything: an empty job id, a progress that is not a finite number, a negative duration.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/job.md`.
+//!
+//! ```
+//! use autobatch_core::ops::{GetProgress, JobProgress, Operation, UpdateProgress};
+//! use autobatch_core::wire::Value;
+//! let op = UpdateProgress::new("42", 50.0).message("half way");
+//! assert_eq!(op.to_body().get("progress"), Some(&Value::Int(50)));
+//! assert!(UpdateProgress::new("42", f64::NAN).validate().is_err());
+//! let reply = Value::map([("ok", Value::from(true)), ("progress", Value::Int(40))]);
+//! assert_eq!(GetProgress::read_reply(&reply), Ok(JobProgress::new(40.0, None)));
+//! ```
 
 use std::time::Duration;
 
 use super::decl::kind::Required;
+use super::decl::Kind;
 use super::decl::{op, put_data, reply_data, Field};
 use super::read::{array, number, reply_array, reply_opt_str, reply_u64, req_strings, text};
 use super::{Fields, Operation};
@@ -26,7 +39,8 @@ fn progress_value(p: f64) -> Value {
 /// A number the request must carry (`<key> is required`), finite for the client.
 struct Finite;
 
-impl Finite {
+impl Kind for Finite {
+    type T = f64;
     fn take(request: &Value, key: &'static str) -> Result<f64, ValidationError> {
         request
             .get(key)
@@ -48,7 +62,8 @@ impl Finite {
 /// A required lock time in ms: read as [`Finite`], never negative for the client.
 struct Millis;
 
-impl Millis {
+impl Kind for Millis {
+    type T = i64;
     fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
         Finite::take(request, key).map(|f| f as i64)
     }
@@ -64,14 +79,12 @@ impl Millis {
 }
 
 /// A progress travels as a JS number.
-struct Progress(f64);
-
-impl Field for Progress {
+impl Field for f64 {
     fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, progress_value(self.0));
+        fields.put(key, progress_value(*self));
     }
     fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Finite::take(request, key).map(Progress)
+        Finite::take(request, key)
     }
 }
 
@@ -85,86 +98,21 @@ impl Field for Value {
     }
 }
 
-// ---------------------------------------------------------------- progress
-
-/// `Progress`: sets an **active** job's progress (bunqueue clamps it to 0..=100) and, when
-/// given, its progress message; emits a `progress` event to the queue's subscribers.
-///
-/// The server refuses a job that is not active: `Job not found`, or
-/// `Job is not active (current state: <state>)`. Setting the same progress twice is the same as
-/// once, so it may be replayed.
-///
-/// ```
-/// use autobatch_core::ops::{Operation, UpdateProgress};
-/// use autobatch_core::wire::Value;
-/// let op = UpdateProgress::new("42", 50.0).message("half way");
-/// assert_eq!(op.to_body(), Value::map([
-///     ("cmd", Value::from("Progress")), ("id", Value::from("42")),
-///     ("progress", Value::Int(50)), ("message", Value::from("half way")),
-/// ]));
-/// assert!(UpdateProgress::new("42", f64::NAN).validate().is_err());
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct UpdateProgress {
-    /// Job id.
-    pub id: String,
-    /// 0 to 100.
-    pub progress: f64,
-    /// A progress message.
-    pub message: Option<String>,
-}
-
-impl UpdateProgress {
+op! {
+    /// `Progress`: sets an **active** job's progress (bunqueue clamps it to 0..=100) and, when
+    /// given, its progress message; emits a `progress` event to the queue's subscribers.
+    UpdateProgress as "Progress", Safe;
     /// Sets job `id`'s progress to `progress`.
-    pub fn new(id: impl Into<String>, progress: f64) -> Self {
-        UpdateProgress {
-            id: id.into(),
-            progress,
-            message: None,
-        }
+    new(id: impl Into<String>, progress: f64);
+    fields {
+        /// Job id.
+        id: String = "id" => Required,
+        /// 0 to 100.
+        progress: f64 = "progress" => Finite,
+        /// A progress message.
+        message: Option<String> = "message",
     }
-
-    /// With a message.
-    pub fn message(mut self, message: impl Into<String>) -> Self {
-        self.message = Some(message.into());
-        self
-    }
-}
-
-impl Operation for UpdateProgress {
-    const NAME: &'static str = "Progress";
-    const REPLAY: Replay = Replay::Safe;
-    type Output = ();
-
-    fn write_fields(&self, fields: &mut Fields) {
-        self.id.put("id", fields);
-        Progress(self.progress).put("progress", fields);
-        self.message.put("message", fields);
-    }
-
-    fn read_reply(_: &Value) -> Result<(), ProtocolError> {
-        Ok(())
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        Required::check(&self.id, "id")?;
-        Finite::check(&self.progress, "progress")
-    }
-}
-
-impl ServeOperation for UpdateProgress {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        Ok(UpdateProgress {
-            id: Required::take(request, "id")?,
-            progress: Progress::take(request, "progress")?.0,
-            message: Field::take(request, "message")?,
-        })
-    }
-
-    fn write_reply(_: &(), fields: &mut Fields) {
-        fields.put("id", Value::Undefined);
-    }
+    set { message: impl Into<String> }
 }
 
 /// An active job's progress, as [`GetProgress`] reads it.
@@ -202,36 +150,15 @@ impl JobProgress {
 op! {
     /// `GetProgress`: an **active** job's progress and message (the server keeps them only while
     /// the job is active: `Job is not active (current state: <state>)` otherwise).
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetProgress, JobProgress, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("progress", Value::Int(40))]);
-    /// assert_eq!(GetProgress::read_reply(&reply), Ok(JobProgress::new(40.0, None)));
-    /// ```
     GetProgress, Safe, Eq;
-    /// Asks about job `id`.
-    new(id: impl Into<String>);
-    fields { id }
-    set {}
+    id;
     reply: JobProgress = with(JobProgress::read, JobProgress::write);
 }
-
-// ---------------------------------------------------------------- logs
 
 op! {
     /// `AddLog`: appends a line to a job's log (any state; bunqueue keeps the last
     /// `maxLogsPerJob`). `Job not found` for an unknown job. Not replayed: a second write would
     /// add the line twice.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{AddLog, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let op = AddLog::new("42", "fetched 10 rows");
-    /// assert_eq!(op.to_body(), Value::map([
-    ///     ("cmd", Value::from("AddLog")), ("id", Value::from("42")), ("message", Value::from("fetched 10 rows")),
-    /// ]));
-    /// ```
     AddLog, NotSafe, Eq;
     /// Appends `message` to job `id`'s log.
     new(id: impl Into<String>, message: impl Into<String>);
@@ -315,19 +242,6 @@ impl JobLogs {
 op! {
     /// `GetLogs`: a job's log, all of it or lines `start..=end` (as JS `slice(start, end + 1)`).
     /// An unknown job has an empty log (the server does not refuse it).
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetLogs, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
-    ///     ("logs", Value::Array(vec![Value::map([
-    ///         ("timestamp", Value::from(1.0)), ("level", Value::from("info")), ("message", Value::from("hi")),
-    ///     ])])),
-    ///     ("count", Value::Int(1)),
-    /// ]))]);
-    /// let logs = GetLogs::read_reply(&reply).unwrap();
-    /// assert_eq!((logs.count, logs.logs[0].message.as_str()), (1, "hi"));
-    /// ```
     GetLogs, Safe, Eq;
     /// Job `id`'s whole log.
     new(id: impl Into<String>);
@@ -339,7 +253,6 @@ op! {
         /// Last line.
         end: Option<i64> = "end",
     }
-    set {}
     reply: JobLogs = with(JobLogs::read, JobLogs::write);
 }
 
@@ -365,10 +278,7 @@ op! {
         keep_logs: Option<i64> = "keepLogs",
     }
     set { keep_logs: i64 }
-    reply: () = ok;
 }
-
-// ---------------------------------------------------------------- data
 
 op! {
     /// `Update`: replaces a job's data (any state but finished). The server refuses an unknown or
@@ -383,25 +293,13 @@ op! {
         /// The new data.
         data: Value = "data",
     }
-    set {}
-    reply: () = ok;
 }
-
-// ---------------------------------------------------------------- locks
 
 op! {
     /// `ExtendLock`: extends the lock of a job a worker holds by `duration` from now. The token
     /// is the one the pull handed out; the server refuses a wrong token or a job not locked with
     /// `Lock not found or invalid token`. Extending twice by the same duration ends at about the
     /// same time, so it may be replayed.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use autobatch_core::ops::{ExtendLock, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let op = ExtendLock::new("42", Duration::from_secs(30)).token("tok");
-    /// assert_eq!(op.to_body().get("duration"), Some(&Value::Int(30_000)));
-    /// ```
     ExtendLock, Safe, Eq;
     /// Extends job `id`'s lock by `duration`.
     new(id: impl Into<String>, duration: Duration => millis);
@@ -414,21 +312,10 @@ op! {
         duration: i64 = "duration" => Millis,
     }
     set { token: impl Into<String> }
-    reply: () = ok;
 }
 
 /// `ExtendLocks`: [`ExtendLock`] for several jobs at once; yields how many locks were
 /// extended (a wrong token or a lost lock is just not counted).
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::{ExtendLocks, Operation};
-/// use autobatch_core::wire::Value;
-/// let op = ExtendLocks::new(vec![("1".into(), Some("t1".into()), Duration::from_secs(30))]);
-/// assert_eq!(op.durations, [30_000]);
-/// let reply = Value::map([("ok", Value::from(true)), ("count", Value::Int(1))]);
-/// assert_eq!(ExtendLocks::read_reply(&reply), Ok(1));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ExtendLocks {

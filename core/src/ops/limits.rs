@@ -3,10 +3,24 @@
 //! The queue-wide commands (`RateLimit`, `SetConcurrency`, the stall settings) do not validate
 //! the queue name on the server, so they do not here either; the group commands validate the
 //! queue name and the group id, with bunqueue's messages.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/limits.md`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use autobatch_core::ops::{GroupRateLimit, Operation, RateLimit, SetGroupRateLimit};
+//! use autobatch_core::wire::Value;
+//! let op = RateLimit::new("emails", 100).duration(Duration::from_secs(60));
+//! assert_eq!(op.to_body().get("duration"), Some(&Value::Int(60_000)));
+//! let group = SetGroupRateLimit::new("emails", "tenant-1", GroupRateLimit::new(0, Duration::from_secs(1)));
+//! assert_eq!(group.validate().unwrap_err().message, "max must be a positive safe integer");
+//! ```
 
 use std::time::Duration;
 
 use super::decl::kind::Queue;
+use super::decl::setters;
+use super::decl::Kind;
 use super::decl::{op, put_data, reply_data, Field};
 use super::dlq::{ms, opt_f64, opt_u64, span};
 use super::read::{reply_field, reply_opt};
@@ -25,45 +39,29 @@ fn finite(v: &Value, field: &str) -> Option<f64> {
 /// A limit bunqueue requires finite (`<key> must be a finite number`).
 struct Finite;
 
-impl Finite {
+impl Kind for Finite {
+    type T = i64;
     fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
         finite(request, key)
             .map(|f| f as i64)
             .ok_or_else(|| ValidationError::new(key, format!("{key} must be a finite number")))
-    }
-    fn check(_: &i64, _: &'static str) -> Result<(), ValidationError> {
-        Ok(())
     }
 }
 
 /// A time span the server coerces with `Number()`, ignored when not finite.
 struct FiniteSpan;
 
-impl FiniteSpan {
+impl Kind for FiniteSpan {
+    type T = Option<Duration>;
     fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
         Ok(finite(request, key).map(span))
     }
-    fn check(_: &Option<Duration>, _: &'static str) -> Result<(), ValidationError> {
-        Ok(())
-    }
 }
-
-// ------------------------------------------------------------------------ queue-wide
 
 op! {
     /// `RateLimit`: at most `limit` jobs of the queue start per `duration` (1 s when absent);
     /// with a `ttl`, the limit lifts itself after that long (the TS client's `rateLimit(ms)`
     /// sends `limit: 1` with a `ttl`).
-    ///
-    /// Setting the same limit twice is setting it once: replayed.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use autobatch_core::ops::{Operation, RateLimit};
-    /// use autobatch_core::wire::Value;
-    /// let op = RateLimit::new("emails", 100).duration(Duration::from_secs(60));
-    /// assert_eq!(op.to_body().get("duration"), Some(&Value::Int(60_000)));
-    /// ```
     RateLimit, Safe, Eq;
     /// `limit` jobs per second on `queue`.
     new(queue: impl Into<String>, limit: i64);
@@ -78,33 +76,18 @@ op! {
         ttl: Option<Duration> = "ttl" => FiniteSpan,
     }
     set { duration: Duration, ttl: Duration }
-    reply: () = ok;
 }
 
 op! {
     /// `RateLimitClear`: lifts the queue's rate limit. Idempotent: replayed.
     RateLimitClear, Safe, Eq;
-    /// The command for `queue`.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
-    reply: () = ok;
+    queue (unchecked);
 }
 
 op! {
     /// `ClearConcurrency`: lifts the queue's global concurrency limit. Idempotent: replayed.
     ClearConcurrency, Safe, Eq;
-    /// The command for `queue`.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
-    reply: () = ok;
+    queue (unchecked);
 }
 
 op! {
@@ -119,11 +102,7 @@ op! {
         /// Most active jobs.
         limit: i64 = "limit" => Finite,
     }
-    set {}
-    reply: () = ok;
 }
-
-// ------------------------------------------------------------------------ stall config
 
 /// A queue's stall detection settings, as [`GetStallConfig`] reports them; bunqueue's
 /// defaults in [`StallConfig::default`] (enabled, checked every 30 s, 3 stalls before the job
@@ -177,21 +156,8 @@ impl StallConfig {
 
 op! {
     /// `GetStallConfig`: a queue's stall detection settings. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetStallConfig, Operation, StallConfig};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("config", Value::map([("enabled", Value::from(true))]))]);
-    /// assert_eq!(GetStallConfig::read_reply(&reply).unwrap(), StallConfig::default());
-    /// ```
     GetStallConfig, Safe, Eq;
-    /// Asks about `queue`.
-    new(queue: impl Into<String>);
-    fields {
-        /// Queue name.
-        queue: String = "queue",
-    }
-    set {}
+    queue (unchecked);
     reply: StallConfig = with(
         |r| Ok(StallConfig::from_value(reply_field(r, "config")?)),
         |c: &StallConfig, f: &mut Fields| { f.put("config", c.to_value()); }
@@ -199,13 +165,6 @@ op! {
 }
 
 /// The stall settings to change with [`SetStallConfig`]; the others keep their value.
-///
-/// ```
-/// use std::time::Duration;
-/// use autobatch_core::ops::StallConfigUpdate;
-/// let u = StallConfigUpdate::new().max_stalls(1).stall_interval(Duration::from_secs(5));
-/// assert_eq!(u.max_stalls, Some(1));
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct StallConfigUpdate {
@@ -225,44 +184,12 @@ impl StallConfigUpdate {
         Self::default()
     }
 
-    /// Sets [`enabled`](Self::enabled).
-    pub fn enabled(mut self, yes: bool) -> Self {
-        self.enabled = Some(yes);
-        self
-    }
-
-    /// Sets [`stall_interval`](Self::stall_interval).
-    pub fn stall_interval(mut self, d: Duration) -> Self {
-        self.stall_interval = Some(d);
-        self
-    }
-
-    /// Sets [`max_stalls`](Self::max_stalls).
-    pub fn max_stalls(mut self, n: u64) -> Self {
-        self.max_stalls = Some(n);
-        self
-    }
-
-    /// Sets [`grace_period`](Self::grace_period).
-    pub fn grace_period(mut self, d: Duration) -> Self {
-        self.grace_period = Some(d);
-        self
-    }
-
     /// `config` with this update applied.
     pub fn apply(&self, mut config: StallConfig) -> StallConfig {
-        if let Some(x) = self.enabled {
-            config.enabled = x;
-        }
-        if let Some(x) = self.stall_interval {
-            config.stall_interval = x;
-        }
-        if let Some(x) = self.max_stalls {
-            config.max_stalls = x;
-        }
-        if let Some(x) = self.grace_period {
-            config.grace_period = x;
-        }
+        config.enabled = self.enabled.unwrap_or(config.enabled);
+        config.stall_interval = self.stall_interval.unwrap_or(config.stall_interval);
+        config.max_stalls = self.max_stalls.unwrap_or(config.max_stalls);
+        config.grace_period = self.grace_period.unwrap_or(config.grace_period);
         config
     }
 
@@ -285,6 +212,10 @@ impl StallConfigUpdate {
     }
 }
 
+setters! { StallConfigUpdate {
+    enabled: bool, stall_interval: Duration, max_stalls: u64, grace_period: Duration,
+} }
+
 impl Field for StallConfigUpdate {
     fn put(&self, key: &'static str, fields: &mut Fields) {
         fields.put(key, self.to_value());
@@ -296,12 +227,6 @@ impl Field for StallConfigUpdate {
 
 op! {
     /// `SetStallConfig`: changes some of a queue's stall settings. Idempotent: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{Operation, SetStallConfig, StallConfigUpdate};
-    /// let op = SetStallConfig::new("emails", StallConfigUpdate::new().enabled(false));
-    /// assert!(op.to_body().get("config").is_some());
-    /// ```
     SetStallConfig, Safe, Eq;
     /// Applies `config` to `queue`.
     new(queue: impl Into<String>, config: StallConfigUpdate);
@@ -311,17 +236,14 @@ op! {
         /// What to change.
         config: StallConfigUpdate = "config",
     }
-    set {}
-    reply: () = ok;
 }
-
-// ------------------------------------------------------------------------ groups
 
 /// A group's id, checked as bunqueue's groups handler checks it: after the queue name, which
 /// it reads first (as a string), then the id (required, a string).
 struct Group;
 
-impl Group {
+impl Kind for Group {
+    type T = String;
     fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
         Queue::take(request, "queue")?;
         let group = match request.get(key) {
@@ -334,7 +256,7 @@ impl Group {
         crate::wire::check_group_id(&group)?;
         Ok(group)
     }
-    fn check(group_id: &str, _: &'static str) -> Result<(), ValidationError> {
+    fn check(group_id: &String, _: &'static str) -> Result<(), ValidationError> {
         crate::wire::check_group_id(group_id)
     }
 }
@@ -342,7 +264,8 @@ impl Group {
 /// bunqueue's `validatePositiveSafeInteger`.
 struct Positive;
 
-impl Positive {
+impl Kind for Positive {
+    type T = u64;
     fn take(request: &Value, key: &'static str) -> Result<u64, ValidationError> {
         match request.get(key) {
             Some(x @ (Value::Int(_) | Value::F64(_))) => match x.as_f64() {
@@ -365,7 +288,8 @@ impl Positive {
 /// A time span of [`Positive`] ms.
 struct PositiveSpan;
 
-impl PositiveSpan {
+impl Kind for PositiveSpan {
+    type T = Duration;
     fn take(request: &Value, key: &'static str) -> Result<Duration, ValidationError> {
         Positive::take(request, key).map(Duration::from_millis)
     }
@@ -424,7 +348,6 @@ macro_rules! group_op {
                 /// Queue name.
                 queue: String = "queue" => Queue,
             }
-            set {}
             reply: $out = $shape $($shape_arg)*;
         }
     };
@@ -432,11 +355,6 @@ macro_rules! group_op {
 
 group_op! {
     /// `GetGroupJobsCount`: jobs of the group waiting to run. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetGroupJobsCount, Operation};
-    /// assert!(GetGroupJobsCount::new("emails", "").validate().is_err());
-    /// ```
     GetGroupJobsCount, Safe, u64 = data("count")
 }
 
@@ -447,13 +365,6 @@ group_op! {
 
 group_op! {
     /// `GetGroupRateLimit`: the group's own rate limit, if it has one. A read: replayed.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetGroupRateLimit, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("limit", Value::Nil)]))]);
-    /// assert_eq!(GetGroupRateLimit::read_reply(&reply), Ok(None));
-    /// ```
     GetGroupRateLimit, Safe, Option<GroupRateLimit> = with(
         |r| {
             let data = reply_data(r)?;
@@ -509,7 +420,8 @@ group_op! {
 /// A group's rate window: `max` then `duration`, both [`Positive`].
 struct Window;
 
-impl Window {
+impl Kind for Window {
+    type T = GroupRateLimit;
     fn take(request: &Value, _: &'static str) -> Result<GroupRateLimit, ValidationError> {
         let max = Positive::take(request, "max")?;
         Ok(GroupRateLimit::new(
@@ -538,13 +450,6 @@ impl Field for GroupRateLimit {
 op! {
     /// `SetGroupRateLimit`: at most `max` jobs of the group start per `duration`. Both must be
     /// positive safe integers (`max must be a positive safe integer`, …). Idempotent: replayed.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use autobatch_core::ops::{GroupRateLimit, Operation, SetGroupRateLimit};
-    /// let op = SetGroupRateLimit::new("emails", "tenant-1", GroupRateLimit::new(0, Duration::from_secs(1)));
-    /// assert_eq!(op.validate().unwrap_err().message, "max must be a positive safe integer");
-    /// ```
     SetGroupRateLimit, Safe, Eq;
     /// Limits group `group_id` of `queue` to `limit`.
     new(queue: impl Into<String>, group_id: impl Into<String>, limit: GroupRateLimit);
@@ -556,8 +461,6 @@ op! {
         /// Queue name.
         queue: String = "queue" => Queue,
     }
-    set {}
-    reply: () = ok;
 }
 
 op! {
@@ -574,8 +477,6 @@ op! {
         /// Queue name.
         queue: String = "queue" => Queue,
     }
-    set {}
-    reply: () = ok;
 }
 
 op! {
@@ -612,19 +513,15 @@ op! {
         /// How long.
         duration: Duration = "duration" => PositiveSpan,
     }
-    set {}
-    reply: () = ok;
 }
 
 /// A count the server reads without checking: kept when a non-negative number.
 struct Lax;
 
-impl Lax {
+impl Kind for Lax {
+    type T = Option<u64>;
     fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
         Ok(opt_u64(request, key))
-    }
-    fn check(_: &Option<u64>, _: &'static str) -> Result<(), ValidationError> {
-        Ok(())
     }
 }
 
@@ -640,6 +537,5 @@ op! {
         /// Queue name.
         queue: String = "queue" => Queue,
     }
-    set {}
     reply: u64 = data("count");
 }

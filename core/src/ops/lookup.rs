@@ -2,20 +2,31 @@
 //! deduplication keys, queues, workers, stats and metrics.
 //!
 //! Every lookup is a read, so every one may be replayed after a lost connection.
+//!
+//! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/lookup.md`.
+//!
+//! ```
+//! use autobatch_core::ops::{GetJobs, Operation, Stats};
+//! use autobatch_core::wire::{JobState, Value};
+//! let op = GetJobs::new("emails").state(JobState::Delayed).limit(5);
+//! assert_eq!(op.to_body().get("state"), Some(&Value::from("delayed")));
+//! assert_eq!(GetJobs::new("emails").state(JobState::from("wating")).validate().unwrap_err().field, "state");
+//! let reply = Value::map([("ok", Value::from(true)), ("stats", Value::map([("waiting", Value::Int(2))]))]);
+//! assert_eq!(Stats::read_reply(&reply).unwrap().waiting, 2);
+//! ```
 
 use std::collections::BTreeMap;
 
-use crate::session::Replay;
 use crate::wire::server::CommandError;
 use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationError, Value};
 
 use super::decl::kind::{Queue, Required};
 use super::decl::op;
+use super::decl::Field;
 use super::read::{
-    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_opt_i64,
-    req_queue, text,
+    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_queue, text,
 };
-use super::{Fields, Operation};
+use super::Fields;
 
 /// The state names bunqueue's job listings (GetJobs) and Clean understand: the seven of
 /// [`JobState`] and `paused` (the ready jobs of a paused queue).
@@ -85,64 +96,110 @@ fn count_or_zero(v: &Value, field: &str) -> u64 {
     num_or_zero(v, field).max(0.0) as u64
 }
 
-/// A request's optional non-negative integer (`<field> must be at least 0` otherwise).
-pub(super) fn req_opt_u64(v: &Value, field: &'static str) -> Result<Option<u64>, ValidationError> {
-    match req_opt_i64(v, field)? {
-        None => Ok(None),
-        Some(n) => u64::try_from(n)
-            .map(Some)
-            .map_err(|_| ValidationError::new(field, format!("{field} must be at least 0"))),
+/// A value inside a reply object: read leniently (absent: empty, as bunqueue's counters and
+/// optional fields may be), written as the server writes it.
+trait Wire: Sized {
+    fn get(v: &Value, key: &str) -> Self;
+    fn to_wire(&self) -> Value;
+}
+
+/// `Wire` impls: `Type: |object, key| read, |value| written;`.
+macro_rules! wires {
+    ($($ty:ty: |$v:ident, $k:ident| $get:expr, |$x:ident| $put:expr;)*) => {$(
+        impl Wire for $ty {
+            fn get($v: &Value, $k: &str) -> Self {
+                $get
+            }
+            fn to_wire(&self) -> Value {
+                let $x = self;
+                $put
+            }
+        }
+    )*};
+}
+
+wires! {
+    u64: |v, k| count_or_zero(v, k), |x| Value::from(*x);
+    f64: |v, k| num_or_zero(v, k), |x| js_number(*x);
+    String: |v, k| reply_opt_str(v, k).unwrap_or_default(), |x| Value::from(x.as_str());
+    Option<String>: |v, k| reply_opt_str(v, k), |x| x.as_deref().map_or(Value::Nil, Value::from);
+    Option<i64>: |v, k| reply_opt(v, k).and_then(number).map(|n| n as i64),
+        |x| x.map_or(Value::Nil, Value::from);
+    Vec<String>: |v, k| {
+        let texts = v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(text));
+        texts.map(Iterator::collect).unwrap_or_default()
+    }, |x| array(x.iter().map(String::as_str));
+}
+
+/// A reply object: the struct, its wire keys, and both roles' codec, in one declaration.
+macro_rules! record {
+    (
+        $(#[$doc:meta])*
+        $name:ident { $($(#[$field_doc:meta])* $field:ident: $ty:ty = $key:literal,)* }
+    ) => {
+        $(#[$doc])*
+        #[non_exhaustive]
+        pub struct $name {
+            $($(#[$field_doc])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            fn decode(v: &Value) -> Self {
+                $name { $($field: Wire::get(v, $key),)* }
+            }
+            fn encode(&self) -> Value {
+                Value::map([$(($key, self.$field.to_wire()),)*])
+            }
+        }
+    };
+}
+
+/// States travel as one name, several as an array, none as no key (every state).
+impl Field for Vec<JobState> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        match self.as_slice() {
+            [] => {}
+            [one] => {
+                fields.put(key, one.as_str());
+            }
+            many => {
+                fields.put(key, array(many.iter().map(JobState::as_str)));
+            }
+        }
+    }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        Ok(match request.get(key) {
+            Some(Value::Array(a)) => a.iter().filter_map(text).map(JobState::from).collect(),
+            Some(v) => text(v).map(JobState::from).into_iter().collect(),
+            None => Vec::new(),
+        })
     }
 }
 
-// ------------------------------------------------------------------------------ GetJobs
-
-/// `GetJobs`: a queue's jobs, optionally only those in some states, oldest first (or newest
-/// first with [`asc(false)`](Self::asc)), a page at a time.
-///
-/// On the wire one state travels as a string, several as an array, none as no `state` key
-/// (every state). `offset` defaults to 0 and `limit` to 100 on the server. A state name
-/// bunqueue does not know is refused locally (the server would answer with no jobs); a
-/// negative offset or limit cannot be expressed.
-///
-/// ```
-/// use autobatch_core::ops::{GetJobs, Operation};
-/// use autobatch_core::wire::{JobState, Value};
-/// let op = GetJobs::new("emails").state(JobState::Delayed).offset(0).limit(5);
-/// assert_eq!(op.to_body(), Value::map([
-///     ("cmd", Value::from("GetJobs")), ("queue", Value::from("emails")),
-///     ("state", Value::from("delayed")), ("offset", Value::from(0_u64)), ("limit", Value::from(5_u64)),
-/// ]));
-/// let bad = GetJobs::new("emails").state(JobState::from("wating"));
-/// assert_eq!(bad.validate().unwrap_err().field, "state");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GetJobs {
-    /// Queue name.
-    pub queue: String,
-    /// Only jobs in these states; every state when empty.
-    pub states: Vec<JobState>,
-    /// Jobs to skip (server default 0).
-    pub offset: Option<u64>,
-    /// Most jobs to return (server default 100).
-    pub limit: Option<u64>,
-    /// Oldest first (`true`, the server's default) or newest first.
-    pub asc: Option<bool>,
+op! {
+    /// `GetJobs`: a queue's jobs, optionally only those in some states, oldest first (or newest
+    /// first with [`asc(false)`](Self::asc)), a page at a time.
+    GetJobs, Safe, Eq;
+    /// Every job of `queue`, with the server's defaults.
+    new(queue: impl Into<String>);
+    fields {
+        /// Queue name.
+        queue: String = "queue" => Queue,
+        /// Only jobs in these states; every state when empty.
+        states: Vec<JobState> = "state",
+        /// Jobs to skip (server default 0).
+        offset: Option<u64> = "offset",
+        /// Most jobs to return (server default 100).
+        limit: Option<u64> = "limit",
+        /// Oldest first (`true`, the server's default) or newest first.
+        asc: Option<bool> = "asc",
+    }
+    set { offset: u64, limit: u64, asc: bool }
+    reply: Vec<Job> = with(read_jobs, write_jobs);
+    validate: |op: &GetJobs| op.states.iter().try_for_each(|s| validate_state("state", s));
 }
 
 impl GetJobs {
-    /// Every job of `queue`, with the server's defaults.
-    pub fn new(queue: impl Into<String>) -> Self {
-        GetJobs {
-            queue: queue.into(),
-            states: Vec::new(),
-            offset: None,
-            limit: None,
-            asc: None,
-        }
-    }
-
     /// Adds `state` to the states asked for.
     pub fn state(mut self, state: JobState) -> Self {
         self.states.push(state);
@@ -154,96 +211,23 @@ impl GetJobs {
         self.states = states.into_iter().collect();
         self
     }
-
-    /// Skips the first `offset` jobs.
-    pub fn offset(mut self, offset: u64) -> Self {
-        self.offset = Some(offset);
-        self
-    }
-
-    /// Returns at most `limit` jobs.
-    pub fn limit(mut self, limit: u64) -> Self {
-        self.limit = Some(limit);
-        self
-    }
-
-    /// Oldest first (`true`) or newest first (`false`).
-    pub fn asc(mut self, asc: bool) -> Self {
-        self.asc = Some(asc);
-        self
-    }
 }
 
-impl Operation for GetJobs {
-    const NAME: &'static str = "GetJobs";
-    type Output = Vec<Job>;
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        fields.put("queue", self.queue.as_str());
-        match self.states.as_slice() {
-            [] => {}
-            [one] => {
-                fields.put("state", one.as_str());
-            }
-            many => {
-                fields.put("state", array(many.iter().map(JobState::as_str)));
-            }
-        }
-        fields
-            .put_opt("offset", self.offset)
-            .put_opt("limit", self.limit)
-            .put_opt("asc", self.asc);
-    }
-
-    fn read_reply(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
-        reply_array(reply, "jobs")?
-            .iter()
-            .map(|j| Job::from_value(j).ok_or(bad("jobs", "an entry is not a job")))
-            .collect()
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        validate_queue_name(&self.queue)?;
-        self.states
-            .iter()
-            .try_for_each(|s| validate_state("state", s))
-    }
-}
-impl crate::wire::server::ServeOperation for GetJobs {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        let states = match request.get("state") {
-            Some(Value::Array(a)) => a.iter().filter_map(text).map(JobState::from).collect(),
-            Some(v) => text(v).map(JobState::from).into_iter().collect(),
-            None => Vec::new(),
-        };
-        Ok(GetJobs {
-            queue: req_queue(request)?,
-            states,
-            offset: req_opt_u64(request, "offset")?,
-            limit: req_opt_u64(request, "limit")?,
-            asc: request.get("asc").and_then(Value::as_bool),
-        })
-    }
-
-    fn write_reply(jobs: &Vec<Job>, fields: &mut Fields) {
-        fields.put("jobs", array(jobs.iter().map(Job::to_value)));
-    }
+/// A `jobs` array of full job records.
+pub(super) fn read_jobs(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
+    reply_array(reply, "jobs")?
+        .iter()
+        .map(|j| Job::from_value(j).ok_or(bad("jobs", "an entry is not a job")))
+        .collect()
 }
 
-// ------------------------------------------------------------------------------ GetJobByCustomId
+pub(super) fn write_jobs(jobs: &[Job], fields: &mut Fields) {
+    fields.put("jobs", array(jobs.iter().map(Job::to_value)));
+}
 
 op! {
     /// `GetJobByCustomId`: the job added with this custom id (the `jobId` option), in any queue.
     /// Refused with `Job not found` when there is none.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetJobByCustomId, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let op = GetJobByCustomId::new("order-42");
-    /// assert_eq!(op.to_body(), Value::map([("cmd", Value::from("GetJobByCustomId")), ("customId", Value::from("order-42"))]));
-    /// ```
     GetJobByCustomId, Safe, Eq;
     /// Looks up `custom_id`.
     new(custom_id: impl Into<String>);
@@ -251,7 +235,6 @@ op! {
         /// The custom id.
         custom_id: String = "customId" => Required,
     }
-    set {}
     reply: Job = with(read_job, write_job);
 }
 
@@ -263,26 +246,10 @@ fn write_job(job: &Job, fields: &mut Fields) {
     fields.put("job", job.to_value());
 }
 
-// ------------------------------------------------------------------------------ GetCountsPerPriority
-
 op! {
     /// `GetCountsPerPriority`: how many ready jobs a queue holds at each priority.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetCountsPerPriority, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([
-    ///     ("ok", Value::from(true)), ("queue", Value::from("emails")),
-    ///     ("counts", Value::map([("0", Value::Int(3)), ("5", Value::Int(2))])),
-    /// ]);
-    /// let c = GetCountsPerPriority::read_reply(&reply).unwrap();
-    /// assert_eq!(c.counts.get(&5), Some(&2));
-    /// ```
     GetCountsPerPriority, Safe, Eq;
-    /// Asks about `queue`.
-    new(queue: impl Into<String>);
-    fields { queue }
-    set {}
+    queue;
     reply: PriorityCounts = with(read_priority_counts, write_priority_counts);
 }
 
@@ -336,24 +303,10 @@ impl PriorityCounts {
     }
 }
 
-// ------------------------------------------------------------------------------ GetQueueLimits
-
 op! {
     /// `GetQueueLimits`: a queue's rate limit, its remaining rate-limit wait, its global
     /// concurrency limit, and whether that limit is reached (the TS client's
     /// `getRateLimitTtl(maxJobs)` and `isMaxed()`).
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetQueueLimits, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("limits", Value::map([
-    ///     ("rateLimit", Value::Nil), ("rateLimitTtl", Value::Int(-2)),
-    ///     ("concurrencyLimit", Value::Nil), ("maxed", Value::from(false)),
-    /// ]))]))]);
-    /// let limits = GetQueueLimits::read_reply(&reply).unwrap();
-    /// assert_eq!(limits.rate_limit_ttl, -2);
-    /// assert!(!limits.maxed);
-    /// ```
     GetQueueLimits, Safe, Eq;
     /// Asks about `queue`.
     new(queue: impl Into<String>);
@@ -444,18 +397,9 @@ impl Default for QueueLimits {
     }
 }
 
-// ------------------------------------------------------------------------------ GetDeduplicationJobId
-
 op! {
     /// `GetDeduplicationJobId`: the id of the job that holds a deduplication key in a queue, or
     /// `None` when no job holds it.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{GetDeduplicationJobId, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([("jobId", Value::Nil)]))]);
-    /// assert_eq!(GetDeduplicationJobId::read_reply(&reply), Ok(None));
-    /// ```
     GetDeduplicationJobId, Safe, Eq;
     /// Asks who holds `deduplication_id` in `queue`.
     new(queue: impl Into<String>, deduplication_id: impl Into<String>);
@@ -465,7 +409,6 @@ op! {
         /// The deduplication key (the `deduplication.id` job option).
         deduplication_id: String = "deduplicationId",
     }
-    set {}
     reply: Option<String> = with(read_dedup_holder, write_dedup_holder);
 }
 
@@ -478,141 +421,96 @@ fn write_dedup_holder(id: &Option<String>, fields: &mut Fields) {
     fields.put("data", Value::map([("jobId", id)]));
 }
 
-// ------------------------------------------------------------------------------ ListQueues
-
 op! {
     /// `ListQueues`: the names of every queue the server knows.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{ListQueues, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("queues", Value::Array(vec![Value::from("emails")]))]);
-    /// assert_eq!(ListQueues::read_reply(&reply), Ok(vec!["emails".to_owned()]));
-    /// ```
     ListQueues, Safe, Eq, Default;
     /// Lists every queue.
     new();
     fields {}
-    set {}
     reply: Vec<String> = field("queues");
 }
-
-// ------------------------------------------------------------------------------ ListWorkers
 
 op! {
     /// `ListWorkers`: every worker registered with the server (`RegisterWorker`, which the
     /// official Worker sends on start) and totals over them.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{ListWorkers, Operation};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
-    ///     ("workers", Value::Array(vec![])),
-    ///     ("stats", Value::map([("total", Value::Int(0)), ("active", Value::Int(0))])),
-    /// ]))]);
-    /// let list = ListWorkers::read_reply(&reply).unwrap();
-    /// assert!(list.workers.is_empty());
-    /// ```
     ListWorkers, Safe, Eq, Default;
     /// Lists every worker.
     new();
     fields {}
-    set {}
     reply: WorkerList = with(read_workers, write_workers);
 }
 
 fn read_workers(reply: &Value) -> Result<WorkerList, ProtocolError> {
     let d = reply_data(reply)?;
-    let workers = reply_array(&d, "workers")?
-        .iter()
-        .map(|w| ListedWorker::from_value(w).ok_or(bad("workers", "an entry has no id")))
-        .collect::<Result<_, _>>()?;
-    let s = d.get("stats").unwrap_or(&Value::Nil);
+    // A worker without an id is not one.
+    let worker = |w: &Value| w.get("id").and_then(text).map(|_| ListedWorker::decode(w));
+    let workers = reply_array(&d, "workers")?.iter().map(worker);
     Ok(WorkerList {
-        workers,
-        stats: WorkerTotals {
-            total: count_or_zero(s, "total"),
-            active: count_or_zero(s, "active"),
-            total_processed: count_or_zero(s, "totalProcessed"),
-            total_failed: count_or_zero(s, "totalFailed"),
-            active_jobs: count_or_zero(s, "activeJobs"),
-            concurrency_slots: count_or_zero(s, "concurrencySlots"),
-        },
+        workers: workers
+            .map(|w| w.ok_or(bad("workers", "an entry has no id")))
+            .collect::<Result<_, _>>()?,
+        stats: WorkerTotals::decode(d.get("stats").unwrap_or(&Value::Nil)),
     })
 }
 
 fn write_workers(l: &WorkerList, fields: &mut Fields) {
-    let s = &l.stats;
-    let stats = Value::map([
-        ("total", Value::from(s.total)),
-        ("active", Value::from(s.active)),
-        ("totalProcessed", Value::from(s.total_processed)),
-        ("totalFailed", Value::from(s.total_failed)),
-        ("activeJobs", Value::from(s.active_jobs)),
-        ("concurrencySlots", Value::from(s.concurrency_slots)),
-    ]);
-    fields.put(
-        "data",
-        Value::map([
-            (
-                "workers",
-                Value::Array(l.workers.iter().map(ListedWorker::to_value).collect()),
-            ),
-            ("stats", stats),
-        ]),
-    );
+    let workers = array(l.workers.iter().map(ListedWorker::encode));
+    let data = [("workers", workers), ("stats", l.stats.encode())];
+    fields.put("data", Value::map(data));
 }
 
-/// One registered worker, as [`ListWorkers`] reports it.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct ListedWorker {
-    /// Worker id.
-    pub id: String,
-    /// Worker name.
-    pub name: String,
-    /// Queues it takes jobs from.
-    pub queues: Vec<String>,
-    /// Jobs it runs at once.
-    pub concurrency: u64,
-    /// Host it runs on, as it said.
-    pub hostname: Option<String>,
-    /// Process id, as it said.
-    pub pid: Option<i64>,
-    /// `active`, or `stale` when not seen for the server's worker timeout (30 s by default).
-    pub status: String,
-    /// Registration time, epoch ms.
-    pub registered_at: f64,
-    /// Last heartbeat, epoch ms.
-    pub last_seen: f64,
-    /// Jobs it holds now.
-    pub active_jobs: u64,
-    /// Jobs it completed.
-    pub processed_jobs: u64,
-    /// Jobs it failed.
-    pub failed_jobs: u64,
-    /// The job it is running, if it said.
-    pub current_job: Option<String>,
-    /// Ms since registration.
-    pub uptime: f64,
+record! {
+    /// One registered worker, as [`ListWorkers`] reports it.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    ListedWorker {
+        /// Worker id.
+        id: String = "id",
+        /// Worker name.
+        name: String = "name",
+        /// Queues it takes jobs from.
+        queues: Vec<String> = "queues",
+        /// Jobs it runs at once.
+        concurrency: u64 = "concurrency",
+        /// Host it runs on, as it said.
+        hostname: Option<String> = "hostname",
+        /// Process id, as it said.
+        pid: Option<i64> = "pid",
+        /// `active`, or `stale` when not seen for the server's worker timeout (30 s by default).
+        status: String = "status",
+        /// Registration time, epoch ms.
+        registered_at: f64 = "registeredAt",
+        /// Last heartbeat, epoch ms.
+        last_seen: f64 = "lastSeen",
+        /// Jobs it holds now.
+        active_jobs: u64 = "activeJobs",
+        /// Jobs it completed.
+        processed_jobs: u64 = "processedJobs",
+        /// Jobs it failed.
+        failed_jobs: u64 = "failedJobs",
+        /// The job it is running, if it said.
+        current_job: Option<String> = "currentJob",
+        /// Ms since registration.
+        uptime: f64 = "uptime",
+    }
 }
 
-/// Totals over the registered workers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WorkerTotals {
-    /// Registered workers.
-    pub total: u64,
-    /// Of which active (not stale).
-    pub active: u64,
-    /// Jobs completed by workers since the server started.
-    pub total_processed: u64,
-    /// Jobs failed by workers since the server started.
-    pub total_failed: u64,
-    /// Jobs held by workers now.
-    pub active_jobs: u64,
-    /// Sum of the active workers' concurrency.
-    pub concurrency_slots: u64,
+record! {
+    /// Totals over the registered workers.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    WorkerTotals {
+        /// Registered workers.
+        total: u64 = "total",
+        /// Of which active (not stale).
+        active: u64 = "active",
+        /// Jobs completed by workers since the server started.
+        total_processed: u64 = "totalProcessed",
+        /// Jobs failed by workers since the server started.
+        total_failed: u64 = "totalFailed",
+        /// Jobs held by workers now.
+        active_jobs: u64 = "activeJobs",
+        /// Sum of the active workers' concurrency.
+        concurrency_slots: u64 = "concurrencySlots",
+    }
 }
 
 /// The reply to [`ListWorkers`].
@@ -625,127 +523,47 @@ pub struct WorkerList {
     pub stats: WorkerTotals,
 }
 
-impl ListedWorker {
-    fn from_value(w: &Value) -> Option<ListedWorker> {
-        Some(ListedWorker {
-            id: text(w.get("id")?)?,
-            name: reply_opt_str(w, "name").unwrap_or_default(),
-            queues: w
-                .get("queues")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(text).collect())
-                .unwrap_or_default(),
-            concurrency: count_or_zero(w, "concurrency"),
-            hostname: reply_opt_str(w, "hostname"),
-            pid: reply_opt(w, "pid").and_then(number).map(|n| n as i64),
-            status: reply_opt_str(w, "status").unwrap_or_default(),
-            registered_at: num_or_zero(w, "registeredAt"),
-            last_seen: num_or_zero(w, "lastSeen"),
-            active_jobs: count_or_zero(w, "activeJobs"),
-            processed_jobs: count_or_zero(w, "processedJobs"),
-            failed_jobs: count_or_zero(w, "failedJobs"),
-            current_job: reply_opt_str(w, "currentJob"),
-            uptime: num_or_zero(w, "uptime"),
-        })
-    }
-
-    fn to_value(&self) -> Value {
-        let opt = |s: &Option<String>| s.as_deref().map_or(Value::Nil, Value::from);
-        Value::map([
-            ("id", Value::from(self.id.as_str())),
-            ("name", Value::from(self.name.as_str())),
-            ("queues", array(self.queues.iter().map(String::as_str))),
-            ("concurrency", Value::from(self.concurrency)),
-            ("hostname", opt(&self.hostname)),
-            ("pid", self.pid.map_or(Value::Nil, Value::from)),
-            ("status", Value::from(self.status.as_str())),
-            ("registeredAt", js_number(self.registered_at)),
-            ("lastSeen", js_number(self.last_seen)),
-            ("activeJobs", Value::from(self.active_jobs)),
-            ("processedJobs", Value::from(self.processed_jobs)),
-            ("failedJobs", Value::from(self.failed_jobs)),
-            ("currentJob", opt(&self.current_job)),
-            ("uptime", js_number(self.uptime)),
-        ])
-    }
-}
-
-// ------------------------------------------------------------------------------ Stats
-
 op! {
     /// `Stats`: server-wide job totals and throughput.
-    ///
-    /// ```
-    /// use autobatch_core::ops::{Operation, Stats};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("stats", Value::map([("waiting", Value::Int(2))]))]);
-    /// assert_eq!(Stats::read_reply(&reply).unwrap().waiting, 2);
-    /// ```
     Stats, Safe, Eq, Default;
     /// Asks for the server's stats.
     new();
     fields {}
-    set {}
     reply: ServerStats = with(read_stats, write_stats);
 }
 
 fn read_stats(reply: &Value) -> Result<ServerStats, ProtocolError> {
-    let s = reply_field(reply, "stats")?;
-    Ok(ServerStats {
-        waiting: count_or_zero(s, "waiting"),
-        active: count_or_zero(s, "active"),
-        delayed: count_or_zero(s, "delayed"),
-        dlq: count_or_zero(s, "dlq"),
-        completed: count_or_zero(s, "completed"),
-        failed: count_or_zero(s, "failed"),
-        uptime: num_or_zero(s, "uptime"),
-        push_per_sec: num_or_zero(s, "pushPerSec"),
-        pull_per_sec: num_or_zero(s, "pullPerSec"),
-    })
+    Ok(ServerStats::decode(reply_field(reply, "stats")?))
 }
 
 fn write_stats(s: &ServerStats, fields: &mut Fields) {
-    fields.put(
-        "stats",
-        Value::map([
-            ("waiting", Value::from(s.waiting)),
-            ("active", Value::from(s.active)),
-            ("delayed", Value::from(s.delayed)),
-            ("dlq", Value::from(s.dlq)),
-            ("completed", Value::from(s.completed)),
-            ("failed", Value::from(s.failed)),
-            ("uptime", js_number(s.uptime)),
-            ("pushPerSec", js_number(s.push_per_sec)),
-            ("pullPerSec", js_number(s.pull_per_sec)),
-        ]),
-    );
+    fields.put("stats", s.encode());
 }
 
-/// The reply to [`Stats`]: every queue together.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[non_exhaustive]
-pub struct ServerStats {
-    /// Jobs ready to run.
-    pub waiting: u64,
-    /// Jobs held by workers.
-    pub active: u64,
-    /// Delayed jobs.
-    pub delayed: u64,
-    /// Jobs in the dead-letter queues.
-    pub dlq: u64,
-    /// Completed jobs kept.
-    pub completed: u64,
-    /// Jobs failed since the server started.
-    pub failed: u64,
-    /// Ms since the server started.
-    pub uptime: f64,
-    /// Recent pushes per second.
-    pub push_per_sec: f64,
-    /// Recent pulls per second.
-    pub pull_per_sec: f64,
+record! {
+    /// The reply to [`Stats`]: every queue together.
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    ServerStats {
+        /// Jobs ready to run.
+        waiting: u64 = "waiting",
+        /// Jobs held by workers.
+        active: u64 = "active",
+        /// Delayed jobs.
+        delayed: u64 = "delayed",
+        /// Jobs in the dead-letter queues.
+        dlq: u64 = "dlq",
+        /// Completed jobs kept.
+        completed: u64 = "completed",
+        /// Jobs failed since the server started.
+        failed: u64 = "failed",
+        /// Ms since the server started.
+        uptime: f64 = "uptime",
+        /// Recent pushes per second.
+        push_per_sec: f64 = "pushPerSec",
+        /// Recent pulls per second.
+        pull_per_sec: f64 = "pullPerSec",
+    }
 }
-
-// ------------------------------------------------------------------------------ Metrics
 
 /// Which finished jobs a queue's [`Metrics`] count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -767,44 +585,67 @@ impl MetricsType {
     }
 }
 
-/// `Metrics`, in its two forms, which share the command name: server-wide totals
-/// ([`Metrics::server`]: no `queue`), or one queue's per-minute counts of completed or failed
-/// jobs ([`Metrics::queue`], the TS client's `getMetrics(type, start, end)`).
-///
-/// ```
-/// use autobatch_core::ops::{Metrics, MetricsType, Operation};
-/// use autobatch_core::wire::Value;
-/// assert_eq!(Metrics::server().to_body(), Value::map([("cmd", Value::from("Metrics"))]));
-/// let q = Metrics::queue("emails", MetricsType::Failed).range(0, 10);
-/// assert_eq!(q.to_body().get("type"), Some(&Value::from("failed")));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Metrics {
-    /// The queue and the kind of jobs, for the per-queue form; `None` for the server-wide one.
-    pub queue: Option<(String, MetricsType)>,
-    /// First data point (server default 0).
-    pub start: Option<i64>,
-    /// Last data point, `-1` for the last one there is (server default -1).
-    pub end: Option<i64>,
+/// The per-queue form travels as `queue` and `type`; the server-wide one as neither.
+impl Field for Option<(String, MetricsType)> {
+    fn put(&self, _: &'static str, fields: &mut Fields) {
+        if let Some((queue, kind)) = self {
+            fields
+                .put("queue", queue.as_str())
+                .put("type", kind.as_str());
+        }
+    }
+    fn take(request: &Value, _: &'static str) -> Result<Self, ValidationError> {
+        // bunqueue picks the form by `queue !== undefined || type !== undefined`.
+        let absent = |k: &str| matches!(request.get(k), None | Some(Value::Undefined));
+        if absent("queue") && absent("type") {
+            return Ok(None);
+        }
+        if request.get("queue").and_then(Value::as_str).is_none() {
+            return Err(ValidationError::new("queue", "Metrics queue is required"));
+        }
+        let queue = req_queue(request)?;
+        let kind = match request.get("type").and_then(Value::as_str) {
+            Some("completed") => MetricsType::Completed,
+            Some("failed") => MetricsType::Failed,
+            _ => {
+                let message = "Metrics type must be 'completed' or 'failed'";
+                return Err(ValidationError::new("type", message));
+            }
+        };
+        Ok(Some((queue, kind)))
+    }
+}
+
+op! {
+    /// `Metrics`, in its two forms, which share the command name: server-wide totals
+    /// ([`Metrics::server`]: no `queue`), or one queue's per-minute counts of completed or failed
+    /// jobs ([`Metrics::queue`], the TS client's `getMetrics(type, start, end)`).
+    Metrics, Safe, Eq;
+    /// Server-wide totals.
+    server();
+    fields {
+        /// The queue and the kind of jobs, for the per-queue form; `None` for the server-wide one.
+        queue: Option<(String, MetricsType)> = "queue",
+        /// First data point (server default 0).
+        start: Option<i64> = "start",
+        /// Last data point, `-1` for the last one there is (server default -1).
+        end: Option<i64> = "end",
+    }
+    reply: MetricsReply = with(read_metrics, write_metrics);
+    validate: |op: &Metrics| op.queue.as_ref().map_or(Ok(()), |(q, _)| validate_queue_name(q));
+    // The range is read before the form, as bunqueue reads it.
+    request: |r: &Value| -> Result<Metrics, CommandError> {
+        let (start, end) = (Field::take(r, "start")?, Field::take(r, "end")?);
+        Ok(Metrics { queue: Field::take(r, "queue")?, start, end })
+    };
 }
 
 impl Metrics {
-    /// Server-wide totals.
-    pub fn server() -> Self {
-        Metrics {
-            queue: None,
-            start: None,
-            end: None,
-        }
-    }
-
     /// `queue`'s per-minute counts of `kind` jobs.
     pub fn queue(queue: impl Into<String>, kind: MetricsType) -> Self {
         Metrics {
             queue: Some((queue.into(), kind)),
-            start: None,
-            end: None,
+            ..Metrics::server()
         }
     }
 
@@ -816,28 +657,29 @@ impl Metrics {
     }
 }
 
-/// Server-wide totals, the reply to [`Metrics::server`].
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[non_exhaustive]
-pub struct ServerMetrics {
-    /// Jobs pushed since start.
-    pub total_pushed: u64,
-    /// Jobs pulled since start.
-    pub total_pulled: u64,
-    /// Jobs completed since start.
-    pub total_completed: u64,
-    /// Jobs failed since start.
-    pub total_failed: u64,
-    /// Mean of the push and pull latencies, ms.
-    pub avg_latency_ms: f64,
-    /// Mean ack latency, ms.
-    pub avg_processing_ms: f64,
-    /// Server heap in use, MiB.
-    pub memory_usage_mb: f64,
-    /// Always 0 in 2.9.5.
-    pub sqlite_size_mb: f64,
-    /// Always 0 in 2.9.5.
-    pub active_connections: u64,
+record! {
+    /// Server-wide totals, the reply to [`Metrics::server`].
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    ServerMetrics {
+        /// Jobs pushed since start.
+        total_pushed: u64 = "totalPushed",
+        /// Jobs pulled since start.
+        total_pulled: u64 = "totalPulled",
+        /// Jobs completed since start.
+        total_completed: u64 = "totalCompleted",
+        /// Jobs failed since start.
+        total_failed: u64 = "totalFailed",
+        /// Mean of the push and pull latencies, ms.
+        avg_latency_ms: f64 = "avgLatencyMs",
+        /// Mean ack latency, ms.
+        avg_processing_ms: f64 = "avgProcessingMs",
+        /// Server heap in use, MiB.
+        memory_usage_mb: f64 = "memoryUsageMb",
+        /// Always 0 in 2.9.5.
+        sqlite_size_mb: f64 = "sqliteSizeMb",
+        /// Always 0 in 2.9.5.
+        active_connections: u64 = "activeConnections",
+    }
 }
 
 /// One queue's metrics, the reply to [`Metrics::queue`].
@@ -866,152 +708,59 @@ pub enum MetricsReply {
     Queue(QueueMetrics),
 }
 
-impl Operation for Metrics {
-    const NAME: &'static str = "Metrics";
-    type Output = MetricsReply;
-
-    const REPLAY: Replay = Replay::Safe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        if let Some((queue, kind)) = &self.queue {
-            fields
-                .put("queue", queue.as_str())
-                .put("type", kind.as_str());
-        }
-        fields.put_opt("start", self.start).put_opt("end", self.end);
+fn read_metrics(reply: &Value) -> Result<MetricsReply, ProtocolError> {
+    if let Some(m) = reply_opt(reply, "metrics") {
+        return Ok(MetricsReply::Server(ServerMetrics::decode(m)));
     }
+    let d = reply_data(reply)?;
+    let meta = d.get("meta").unwrap_or(&Value::Nil);
+    Ok(MetricsReply::Queue(QueueMetrics {
+        count: count_or_zero(meta, "count"),
+        prev_ts: num_or_zero(meta, "prevTS"),
+        prev_count: count_or_zero(meta, "prevCount"),
+        data: expand(reply_field(&d, "data")?, "data")?
+            .as_array()
+            .ok_or(bad("data", "not an array"))?
+            .iter()
+            .map(|x| number(x).ok_or(bad("data", "an entry is not a number")))
+            .collect::<Result<_, _>>()?,
+        points: count_or_zero(&d, "count"),
+    }))
+}
 
-    fn read_reply(reply: &Value) -> Result<MetricsReply, ProtocolError> {
-        if let Some(m) = reply_opt(reply, "metrics") {
-            return Ok(MetricsReply::Server(ServerMetrics {
-                total_pushed: count_or_zero(m, "totalPushed"),
-                total_pulled: count_or_zero(m, "totalPulled"),
-                total_completed: count_or_zero(m, "totalCompleted"),
-                total_failed: count_or_zero(m, "totalFailed"),
-                avg_latency_ms: num_or_zero(m, "avgLatencyMs"),
-                avg_processing_ms: num_or_zero(m, "avgProcessingMs"),
-                memory_usage_mb: num_or_zero(m, "memoryUsageMb"),
-                sqlite_size_mb: num_or_zero(m, "sqliteSizeMb"),
-                active_connections: count_or_zero(m, "activeConnections"),
-            }));
+fn write_metrics(reply: &MetricsReply, fields: &mut Fields) {
+    match reply {
+        MetricsReply::Server(m) => {
+            fields.put("metrics", m.encode());
         }
-        let d = reply_data(reply)?;
-        let meta = d.get("meta").unwrap_or(&Value::Nil);
-        Ok(MetricsReply::Queue(QueueMetrics {
-            count: count_or_zero(meta, "count"),
-            prev_ts: num_or_zero(meta, "prevTS"),
-            prev_count: count_or_zero(meta, "prevCount"),
-            data: expand(reply_field(&d, "data")?, "data")?
-                .as_array()
-                .ok_or(bad("data", "not an array"))?
-                .iter()
-                .map(|x| number(x).ok_or(bad("data", "an entry is not a number")))
-                .collect::<Result<_, _>>()?,
-            points: count_or_zero(&d, "count"),
-        }))
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        match &self.queue {
-            Some((queue, _)) => validate_queue_name(queue),
-            None => Ok(()),
+        MetricsReply::Queue(q) => {
+            let meta = Value::map([
+                ("count", Value::from(q.count)),
+                ("prevTS", js_number(q.prev_ts)),
+                ("prevCount", Value::from(q.prev_count)),
+            ]);
+            fields.put(
+                "data",
+                Value::map([
+                    ("meta", meta),
+                    (
+                        "data",
+                        Value::Array(q.data.iter().copied().map(js_number).collect()),
+                    ),
+                    ("count", Value::from(q.points)),
+                ]),
+            );
         }
     }
 }
-impl crate::wire::server::ServeOperation for Metrics {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        let start = req_opt_i64(request, "start")?;
-        let end = req_opt_i64(request, "end")?;
-        // bunqueue picks the form by `queue !== undefined || type !== undefined`.
-        let absent = |k: &str| matches!(request.get(k), None | Some(Value::Undefined));
-        if absent("queue") && absent("type") {
-            return Ok(Metrics {
-                queue: None,
-                start,
-                end,
-            });
-        }
-        if request.get("queue").and_then(Value::as_str).is_none() {
-            return Err(ValidationError::new("queue", "Metrics queue is required").into());
-        }
-        let queue = req_queue(request)?;
-        let kind = match request.get("type").and_then(Value::as_str) {
-            Some("completed") => MetricsType::Completed,
-            Some("failed") => MetricsType::Failed,
-            _ => {
-                return Err(ValidationError::new(
-                    "type",
-                    "Metrics type must be 'completed' or 'failed'",
-                )
-                .into())
-            }
-        };
-        Ok(Metrics {
-            queue: Some((queue, kind)),
-            start,
-            end,
-        })
-    }
-
-    fn write_reply(reply: &MetricsReply, fields: &mut Fields) {
-        match reply {
-            MetricsReply::Server(m) => {
-                fields.put(
-                    "metrics",
-                    Value::map([
-                        ("totalPushed", Value::from(m.total_pushed)),
-                        ("totalPulled", Value::from(m.total_pulled)),
-                        ("totalCompleted", Value::from(m.total_completed)),
-                        ("totalFailed", Value::from(m.total_failed)),
-                        ("avgLatencyMs", js_number(m.avg_latency_ms)),
-                        ("avgProcessingMs", js_number(m.avg_processing_ms)),
-                        ("memoryUsageMb", js_number(m.memory_usage_mb)),
-                        ("sqliteSizeMb", js_number(m.sqlite_size_mb)),
-                        ("activeConnections", Value::from(m.active_connections)),
-                    ]),
-                );
-            }
-            MetricsReply::Queue(q) => {
-                let meta = Value::map([
-                    ("count", Value::from(q.count)),
-                    ("prevTS", js_number(q.prev_ts)),
-                    ("prevCount", Value::from(q.prev_count)),
-                ]);
-                fields.put(
-                    "data",
-                    Value::map([
-                        ("meta", meta),
-                        (
-                            "data",
-                            Value::Array(q.data.iter().copied().map(js_number).collect()),
-                        ),
-                        ("count", Value::from(q.points)),
-                    ]),
-                );
-            }
-        }
-    }
-}
-
-// ------------------------------------------------------------------------------ StorageStatus
 
 op! {
     /// `StorageStatus`: whether the server's storage is healthy (a full disk stops durable
     /// writes).
-    ///
-    /// ```
-    /// use autobatch_core::ops::{Operation, StorageStatus};
-    /// use autobatch_core::wire::Value;
-    /// let reply = Value::map([("ok", Value::from(true)), ("data", Value::map([
-    ///     ("diskFull", Value::from(false)), ("error", Value::Nil), ("since", Value::Nil),
-    /// ]))]);
-    /// assert!(!StorageStatus::read_reply(&reply).unwrap().disk_full);
-    /// ```
     StorageStatus, Safe, Eq, Default;
     /// Asks for the storage health.
     new();
     fields {}
-    set {}
     reply: StorageHealth = with(read_storage, write_storage);
 }
 

@@ -10,10 +10,7 @@
 use crate::wire::{ProtocolError, ValidationError, Value};
 
 /// A reply field that must be present.
-///
-/// # Errors
-///
-/// `BadField { field, problem: "missing" }`.
+/// Errors: `BadField { field, problem: "missing" }`.
 pub fn reply_field<'a>(v: &'a Value, field: &'static str) -> Result<&'a Value, ProtocolError> {
     match v.get(field) {
         None | Some(Value::Undefined) => Err(ProtocolError::BadField {
@@ -30,10 +27,7 @@ pub fn reply_opt<'a>(v: &'a Value, field: &str) -> Option<&'a Value> {
 }
 
 /// A required boolean reply field.
-///
-/// # Errors
-///
-/// Missing or not a boolean.
+/// Errors: Missing or not a boolean.
 pub fn reply_bool(v: &Value, field: &'static str) -> Result<bool, ProtocolError> {
     reply_field(v, field)?
         .as_bool()
@@ -45,10 +39,7 @@ pub fn reply_bool(v: &Value, field: &'static str) -> Result<bool, ProtocolError>
 
 /// A required numeric reply field, as an integer (floats are truncated, as JS code indexing
 /// with them would).
-///
-/// # Errors
-///
-/// Missing or not a number.
+/// Errors: Missing or not a number.
 pub fn reply_i64(v: &Value, field: &'static str) -> Result<i64, ProtocolError> {
     let x = reply_field(v, field)?;
     number(x).map(|f| f as i64).ok_or(ProtocolError::BadField {
@@ -58,10 +49,7 @@ pub fn reply_i64(v: &Value, field: &'static str) -> Result<i64, ProtocolError> {
 }
 
 /// A required non-negative count.
-///
-/// # Errors
-///
-/// Missing, not a number, or negative.
+/// Errors: Missing, not a number, or negative.
 pub fn reply_u64(v: &Value, field: &'static str) -> Result<u64, ProtocolError> {
     let n = reply_i64(v, field)?;
     u64::try_from(n).map_err(|_| ProtocolError::BadField {
@@ -71,10 +59,7 @@ pub fn reply_u64(v: &Value, field: &'static str) -> Result<u64, ProtocolError> {
 }
 
 /// A required string reply field (ids given as numbers are accepted, in decimal).
-///
-/// # Errors
-///
-/// Missing or not a string.
+/// Errors: Missing or not a string.
 pub fn reply_str(v: &Value, field: &'static str) -> Result<String, ProtocolError> {
     text(reply_field(v, field)?).ok_or(ProtocolError::BadField {
         field,
@@ -88,10 +73,7 @@ pub fn reply_opt_str(v: &Value, field: &str) -> Option<String> {
 }
 
 /// A required array reply field.
-///
-/// # Errors
-///
-/// Missing or not an array.
+/// Errors: Missing or not an array.
 pub fn reply_array<'a>(v: &'a Value, field: &'static str) -> Result<&'a [Value], ProtocolError> {
     reply_field(v, field)?
         .as_array()
@@ -102,10 +84,7 @@ pub fn reply_array<'a>(v: &'a Value, field: &'static str) -> Result<&'a [Value],
 }
 
 /// A required array of strings.
-///
-/// # Errors
-///
-/// Missing, not an array, or an entry that is not a string.
+/// Errors: Missing, not an array, or an entry that is not a string.
 pub fn reply_strings(v: &Value, field: &'static str) -> Result<Vec<String>, ProtocolError> {
     reply_array(v, field)?
         .iter()
@@ -136,10 +115,7 @@ pub fn text(v: &Value) -> Option<String> {
 
 /// A request's string field, required and non-empty (`<field> is required` otherwise, the
 /// wording of bunqueue's handlers).
-///
-/// # Errors
-///
-/// Absent, empty or not text.
+/// Errors: Absent, empty or not text.
 pub fn req_str(v: &Value, field: &'static str) -> Result<String, ValidationError> {
     match v.get(field).and_then(text) {
         Some(s) if !s.is_empty() => Ok(s),
@@ -153,10 +129,7 @@ pub fn req_opt_str(v: &Value, field: &str) -> Option<String> {
 }
 
 /// A request's queue name, validated as bunqueue validates queue names.
-///
-/// # Errors
-///
-/// bunqueue's message for an empty, long or badly formed name.
+/// Errors: bunqueue's message for an empty, long or badly formed name.
 pub fn req_queue(v: &Value) -> Result<String, ValidationError> {
     let queue = v
         .get("queue")
@@ -168,10 +141,7 @@ pub fn req_queue(v: &Value) -> Result<String, ValidationError> {
 }
 
 /// A request's optional number, as an integer.
-///
-/// # Errors
-///
-/// `<field> must be a number` when present and not a number.
+/// Errors: `<field> must be a number` when present and not a number.
 pub fn req_opt_i64(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
     match v.get(field) {
         None | Some(Value::Nil) | Some(Value::Undefined) => Ok(None),

@@ -174,6 +174,8 @@ pub(crate) struct Links {
     stall_timeout: Duration,
     epoch: Instant,
     next: AtomicUsize,
+    /// [`ClientOptions::shared_storage`](crate::ClientOptions::shared_storage).
+    shared_storage: bool,
 }
 
 impl Links {
@@ -193,7 +195,24 @@ impl Links {
             stall_timeout,
             epoch: Instant::now(),
             next: AtomicUsize::new(0),
+            shared_storage: false,
         }
+    }
+
+    /// Whether the brokers share one store (see
+    /// [`ClientOptions::shared_storage`](crate::ClientOptions::shared_storage)).
+    pub(crate) fn with_shared_storage(mut self, shared: bool) -> Self {
+        self.shared_storage = shared;
+        self
+    }
+
+    pub(crate) fn shared_storage(&self) -> bool {
+        self.shared_storage
+    }
+
+    /// Whether any link's connection is up.
+    pub(crate) fn any_connected(&self) -> bool {
+        self.links.iter().any(|l| l.shared.is_connected())
     }
 
     pub(crate) fn len(&self) -> usize {

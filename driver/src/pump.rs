@@ -104,6 +104,9 @@ pub(crate) struct Pump<R: Runtime> {
     /// With `keep_trying`, the first Ping while it is unanswered: a close withdraws it, so a
     /// broker that never came up does not hold the close for a command timeout.
     probe: Option<OpId>,
+    /// [`ClientOptions::shared_storage`](crate::ClientOptions::shared_storage): with several
+    /// brokers, written custom-id adds are given back on a loss too, for a live broker.
+    shared_storage: bool,
 }
 
 pub(crate) struct PumpParts<R: Runtime> {
@@ -119,6 +122,7 @@ pub(crate) struct PumpParts<R: Runtime> {
     pub(crate) events: Option<EventHook>,
     pub(crate) keep_trying: bool,
     pub(crate) link: usize,
+    pub(crate) shared_storage: bool,
 }
 
 impl<R: Runtime> Pump<R> {
@@ -138,6 +142,7 @@ impl<R: Runtime> Pump<R> {
             events,
             keep_trying,
             link,
+            shared_storage,
         } = parts;
         let (tx, started) = oneshot::channel();
         let yield_on_first_command = runtime.yield_on_first_command();
@@ -177,6 +182,7 @@ impl<R: Runtime> Pump<R> {
             keep_trying,
             link,
             probe: keep_trying.then_some(probe),
+            shared_storage,
         };
         (pump, started)
     }
@@ -387,6 +393,8 @@ impl<R: Runtime> Pump<R> {
                     // The session gave up on this connection (timeouts, a protocol error):
                     // nothing more is owed to the peer, the socket is dropped.
                     self.drop_socket();
+                    let now = self.runtime.now();
+                    self.give_back(now);
                 }
             }
             Event::Done { op, result } => {
@@ -487,6 +495,21 @@ impl<R: Runtime> Pump<R> {
         tracing::warn!(addr = %self.shared.addr, error = %why, "connection lost");
         self.drop_socket();
         self.session.handle_disconnected(now);
+        self.give_back(now);
+    }
+
+    /// One broker of several, its connection lost: every add not written to it resolves at
+    /// once as not applied (and, where the brokers share storage, every written custom-id
+    /// add as maybe applied), so that its caller sends it to a live broker instead of
+    /// waiting here for a reconnect or the command timeout.
+    fn give_back(&mut self, now: Instant) {
+        if !self.keep_trying || !self.closers.is_empty() || self.session.is_closed() {
+            return;
+        }
+        let n = self.session.release_unwritten(now, self.shared_storage);
+        if n > 0 {
+            tracing::debug!(addr = %self.shared.addr, adds = n, "connection lost: adds given back for another broker");
+        }
     }
 
     /// One turn: every input that is ready, then one round of transmit/events/timeout.

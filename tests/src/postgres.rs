@@ -251,6 +251,34 @@ impl Postgres {
         }
     }
 
+    /// Runs `sql` with `psql` on [`PG_DATABASE`] and returns its rows, one per line, fields
+    /// separated by `|` (`psql -At`): counts read straight from the database, past every
+    /// broker.
+    pub fn query(&self, sql: &str) -> io::Result<String> {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+            ])
+            .args(["-d", PG_DATABASE, "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| io::Error::new(e.kind(), format!("running psql: {e}")))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        } else {
+            Err(io::Error::other(format!(
+                "psql failed with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+
     /// Runs a client program (`createdb`, `pg_isready`) against this server over TCP.
     fn client_tool(&self, tool: &str, args: &[&str]) -> io::Result<()> {
         let out = Command::new(self.bin.join(tool))

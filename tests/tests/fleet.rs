@@ -906,3 +906,115 @@ fn one_client_connects_with_a_broker_down() {
         within::<Tokio, _>("close", client.close()).await;
     });
 }
+
+// ------------------------------------------------------------------ failover, shared storage
+
+/// The rows of `queue` in `fleet`'s namespace, read from PostgreSQL itself: `(id, state)`.
+fn db_jobs(fleet: &Fleet, queue: &str) -> HashMap<String, String> {
+    let ns = fleet
+        .options()
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let rows = fleet
+        .postgres()
+        .query(&format!(
+            "SELECT id, state FROM bunqueue_jobs WHERE namespace = '{ns}' AND queue = '{queue}'"
+        ))
+        .expect("query the jobs table");
+    rows.lines()
+        .filter_map(|l| l.split_once('|'))
+        .map(|(id, state)| (id.to_owned(), state.to_owned()))
+        .collect()
+}
+
+/// Options for one client on both brokers that share storage, with a command timeout of
+/// an hour: far over the hang guard, so an add left waiting on the killed broker for its
+/// timeout fails the scenario instead of resolving late.
+fn failover_options(fleet: &Fleet) -> ClientOptions {
+    both(fleet, |a| {
+        fragile_options(a).command_timeout(Duration::from_secs(3600))
+    })
+    .shared_storage(true)
+}
+
+/// One client on both brokers of a shared-storage fleet; broker 0 SIGKILLed while thousands
+/// of batched adds, plain and with custom ids, are out. Every add resolves under the hang
+/// guard although the command timeout is an hour: those not written to broker 0 move to
+/// broker 1, plain adds written to it fail as maybe applied, custom-id adds written to it
+/// are replayed on broker 1 after a lookup of their id. Counted in the database: every
+/// acknowledged add is a row, every custom id is a row, and nothing else is.
+#[test]
+fn one_client_kill_resolves_every_add_at_once() {
+    const N: i64 = 4000;
+    let mut fleet = fleet("kill-at-once");
+    let name = "kill-at-once";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt.block_on(connect::<Tokio>(failover_options(&fleet)));
+    let q = client.queue(name);
+    let opts: Vec<JobOptions> = (0..N)
+        .map(|j| match j % 2 {
+            0 => JobOptions::new(),
+            _ => JobOptions::new().job_id(format!("c-{j}")),
+        })
+        .collect();
+    let data: Vec<i64> = (0..N).collect();
+    let adds = join_all(
+        data.iter()
+            .map(|j| q.add("kill", j, opts[*j as usize].clone())),
+    );
+    let killer = async {
+        eventually::<Tokio>("adds in flight on broker 0", || {
+            client.brokers()[0].adds_in_flight > 0
+        })
+        .await;
+        fleet.kill(0).expect("kill broker 0");
+    };
+    let (results, ()) = rt.block_on(within::<Tokio, _>("every add", join(adds, killer)));
+    let mut acked = Vec::new();
+    let mut maybe = 0usize;
+    for (j, r) in (0..N).zip(results) {
+        match (j % 2, r) {
+            (0, Ok(id)) => acked.push(id),
+            (
+                0,
+                Err(Error::ConnectionLost {
+                    maybe_applied: true,
+                }),
+            ) => maybe += 1,
+            (1, Ok(id)) => assert_eq!(id, format!("c-{j}"), "a custom id is the job's id"),
+            (_, Err(e)) => panic!("add {j} failed: {e:?}"),
+            _ => unreachable!(),
+        }
+    }
+    let stats = rt.block_on(client.broker_stats());
+    eprintln!(
+        "kill at once: {} plain adds acknowledged, {maybe} written to the killed broker (maybe applied), {} adds given back by it for broker 1, {} custom-id adds acknowledged",
+        acked.len(),
+        stats[0].session.adds_cancelled,
+        N / 2
+    );
+    assert!(!client.brokers()[0].connected, "broker 0 is down");
+
+    let rows = db_jobs(&fleet, name);
+    for id in &acked {
+        assert!(rows.contains_key(id), "acknowledged add {id} is a row");
+    }
+    for j in (1..N).step_by(2) {
+        assert!(
+            rows.contains_key(&format!("c-{j}")),
+            "custom id c-{j} is a row"
+        );
+    }
+    let custom = (N / 2) as usize;
+    assert!(
+        rows.len() >= acked.len() + custom && rows.len() <= acked.len() + custom + maybe,
+        "{} rows for {} acknowledged plain adds, {custom} custom ids and {maybe} unknown",
+        rows.len(),
+        acked.len()
+    );
+    rt.block_on(within::<Tokio, _>("close", client.close()));
+}

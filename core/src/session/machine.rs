@@ -363,6 +363,55 @@ impl Session {
         withdrawn
     }
 
+    /// Gives back every add this session has not written, so that a driver with several
+    /// brokers can send them to another one when this connection is lost: adds held,
+    /// buffered or batched and queued resolve at once with
+    /// [`Error::ConnectionLost`] `{ maybe_applied: false }` (nothing of them reached the
+    /// server). With `written_custom_ids`, adds with a custom id that were written and wait
+    /// here to be sent again after a reconnect resolve too, with `{ maybe_applied: true }`:
+    /// where brokers share one store, the driver replays them on another broker instead.
+    /// Returns how many adds were given back (each counted in `adds_cancelled`).
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use autobatch_core::session::{Event, Session, SessionConfig};
+    /// use autobatch_core::wire::JobSpec;
+    /// use autobatch_core::Error;
+    ///
+    /// let now = Instant::now();
+    /// let mut s = Session::new(SessionConfig::default(), now).unwrap();
+    /// let op = s.add(now, "emails", JobSpec::new("send", "x".into())).unwrap();
+    /// assert_eq!(s.release_unwritten(now, false), 1);
+    /// let lost = Error::ConnectionLost { maybe_applied: false };
+    /// let done = std::iter::from_fn(|| s.poll_event())
+    ///     .any(|e| matches!(e, Event::Done { op: o, result: Err(ref e) } if o == op && *e == lost));
+    /// assert!(done);
+    /// ```
+    pub fn release_unwritten(&mut self, now: Instant, written_custom_ids: bool) -> usize {
+        let mut released = 0;
+        let mut keep = Vec::new();
+        for q in self.outgoing.drain() {
+            match q.req {
+                Request::Add(a) if !q.written || written_custom_ids => {
+                    released += a.len();
+                    let err = Error::ConnectionLost {
+                        maybe_applied: q.written,
+                    };
+                    self.producers.resolve(now, a, err, out!(self));
+                }
+                req => keep.push(Queued { req, ..q }),
+            }
+        }
+        for q in keep {
+            self.outgoing.push_back(q);
+        }
+        released += self.producers.release(now, out!(self));
+        self.stats.adds_cancelled += released as u64;
+        // Resolved above as failed; they were given back, not failed.
+        self.stats.adds_failed = self.stats.adds_failed.saturating_sub(released as u64);
+        released
+    }
+
     /// Per-queue batcher statistics: items, batches, flushes by reason, batch sizes.
     pub fn batch_stats(&self) -> impl Iterator<Item = (&str, &crate::batch::BatchStats)> {
         self.producers.stats()

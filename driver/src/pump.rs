@@ -107,6 +107,8 @@ pub(crate) struct Pump<R: Runtime> {
     /// [`ClientOptions::shared_storage`](crate::ClientOptions::shared_storage): with several
     /// brokers, written custom-id adds are given back on a loss too, for a live broker.
     shared_storage: bool,
+    /// Closed while its broker was down (one of several): the pump ends without waiting.
+    abandoned: bool,
 }
 
 pub(crate) struct PumpParts<R: Runtime> {
@@ -145,6 +147,9 @@ impl<R: Runtime> Pump<R> {
             shared_storage,
         } = parts;
         let (tx, started) = oneshot::channel();
+        // One broker of several sharing one store: a worker's results go to another broker
+        // while this one is down (see `settle.rs`).
+        session.hand_off_settlements(keep_trying && shared_storage);
         let yield_on_first_command = runtime.yield_on_first_command();
         let probe = session
             .request(runtime.now(), Command::Ping)
@@ -183,6 +188,7 @@ impl<R: Runtime> Pump<R> {
             link,
             probe: keep_trying.then_some(probe),
             shared_storage,
+            abandoned: false,
         };
         (pump, started)
     }
@@ -316,11 +322,17 @@ impl<R: Runtime> Pump<R> {
                 }
                 let _ = reply.send(held);
             }
+            Cmd::Forget(id) => {
+                let _ = self.session.take_job(&id);
+            }
             Cmd::PauseWorker(paused) => self.session.set_worker_paused(paused),
             Cmd::JobsHeld(reply) => {
                 // A pull still out counts: the server has made its jobs active already, and
                 // a close that stopped waiting now would find them held a moment later.
-                let on_their_way = usize::from(self.session.pull_in_flight());
+                // A pull out on a lost connection brings nothing: the server hands its jobs
+                // back when the connection closes.
+                let on_their_way =
+                    usize::from(self.session.pull_in_flight() && self.shared.is_connected());
                 let _ = reply.send(self.session.jobs_held() + on_their_way);
             }
             Cmd::Cancel(ticket) => {
@@ -359,6 +371,13 @@ impl<R: Runtime> Pump<R> {
                 }
                 self.closers.push(reply);
                 self.session.close(now);
+                if self.keep_trying && !self.shared.is_connected() {
+                    // One broker of several, and down: what it still holds cannot be
+                    // written before it comes back, which a close does not wait for (the
+                    // adds it had were given back when it went down).
+                    tracing::debug!(addr = %self.shared.addr, "closing a lost connection: nothing more is waited for");
+                    self.abandoned = true;
+                }
             }
         }
     }
@@ -464,6 +483,7 @@ impl<R: Runtime> Pump<R> {
                 Some(hook) => hook.on_frame(&frame, bytes),
                 None => tracing::debug!("event frame on a connection that did not subscribe"),
             },
+            Event::HandOff { cmd } => self.dispatch(Dispatch::HandOff(cmd)),
             Event::Closed => {
                 // `close()` returns once the socket is closed too (`end`).
                 tracing::debug!(addr = %self.shared.addr, "closed");
@@ -774,7 +794,7 @@ impl<R: Runtime> Pump<R> {
     }
 
     fn finished(&self) -> bool {
-        self.session.is_closed() || self.startup_failed
+        self.session.is_closed() || self.startup_failed || self.abandoned
     }
 }
 

@@ -1018,3 +1018,87 @@ fn one_client_kill_resolves_every_add_at_once() {
     );
     rt.block_on(within::<Tokio, _>("close", client.close()));
 }
+
+/// A worker on both brokers of a shared-storage fleet; broker 0 SIGKILLed while it runs
+/// jobs pulled from there. Their results go to broker 1 with their lock tokens (and their
+/// locks are renewed there), so no job runs twice; `Worker::close` then returns under the
+/// hang guard although the command timeout is an hour (nothing waits on the dead broker).
+/// Counted in the database: every job completed.
+#[test]
+fn worker_kill_runs_each_job_once_under_shared_storage() {
+    const N: i64 = 1000;
+    let mut fleet = fleet("worker-kill");
+    let name = "worker-kill";
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let runs = Runs::default();
+    rt.block_on(async {
+        let client = connect::<Tokio>(both(&fleet, options)).await;
+        let q = client.queue(name);
+        let data: Vec<i64> = (0..N).collect();
+        for r in within::<Tokio, _>(
+            "adds",
+            join_all(data.iter().map(|j| q.add("job", j, JobOptions::new()))),
+        )
+        .await
+        {
+            r.expect("add");
+        }
+        within::<Tokio, _>("close", client.close()).await;
+    });
+    let w = rt.block_on(async {
+        let runs = runs.clone();
+        within::<Tokio, _>(
+            "worker start",
+            Worker::<R>::start(
+                failover_options(&fleet),
+                // A short lock: the jobs of a pull the dead broker never answered go back
+                // to waiting when it expires (bunqueue's rule), seconds after the kill.
+                WorkerOptions::new(name)
+                    .concurrency(5)
+                    .lock_ttl(Duration::from_secs(5))
+                    .poll_timeout(Duration::from_millis(200)),
+                move |job| {
+                    let runs = runs.clone();
+                    async move {
+                        let i: i64 = job.data.deserialize().map_err(|e| e.to_string())?;
+                        runs.record(i, 0);
+                        // Long enough that jobs are running when the broker dies.
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        Ok::<_, String>(i)
+                    }
+                },
+            ),
+        )
+        .await
+        .expect("worker")
+    });
+    rt.block_on(async {
+        eventually::<Tokio>("jobs pulled from broker 0 are running", || {
+            runs.snapshot().len() >= (N / 5) as usize
+        })
+        .await;
+        assert!(w.broker_stats().await[0].session.jobs_received > 0);
+    });
+    fleet.kill(0).expect("kill broker 0");
+    rt.block_on(async {
+        eventually::<Tokio>("every job completed, counted in the database", || {
+            let rows = db_jobs(&fleet, name);
+            rows.len() == N as usize && rows.values().all(|s| s == "completed")
+        })
+        .await;
+        within::<Tokio, _>("worker close after the kill", w.close()).await;
+    });
+    let runs = runs.snapshot();
+    let twice: Vec<_> = runs.iter().filter(|(_, v)| v.len() > 1).collect();
+    eprintln!(
+        "worker kill: {} jobs ran, {} of them more than once",
+        runs.len(),
+        twice.len()
+    );
+    assert_eq!(runs.len(), N as usize, "every job ran");
+    assert!(twice.is_empty(), "jobs ran twice: {twice:?}");
+}

@@ -585,6 +585,11 @@ impl<R: Runtime> Pump<R> {
                         self.out_pos = 0;
                         self.unflushed = false;
                         self.session.handle_connected(now);
+                        if self.keep_trying && self.startup.is_none() {
+                            // A reconnect: the broker gets new work once it answers this
+                            // (see `Shared::has_answered`); its answer goes to nobody.
+                            let _ = self.session.request(now, Command::Ping);
+                        }
                         if let Some(hook) = &mut self.events {
                             hook.on_connected(&mut self.session, now);
                         }

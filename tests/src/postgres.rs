@@ -172,6 +172,11 @@ impl Postgres {
         self.dir.path()
     }
 
+    /// The postmaster's pid (its backends are its children), `None` once stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Fast shutdown (SIGINT: open sessions are ended, nothing is kept), SIGKILL after
     /// [`PG_STOP_TIMEOUT`]. `None` if it was not running. Called by `Drop`.
     pub fn stop(&mut self) -> io::Result<Option<ExitStatus>> {

@@ -1102,3 +1102,78 @@ fn worker_kill_runs_each_job_once_under_shared_storage() {
     assert_eq!(runs.len(), N as usize, "every job ran");
     assert!(twice.is_empty(), "jobs ran twice: {twice:?}");
 }
+
+// ------------------------------------------------------------------ capacity
+
+/// CPU time (user + system) of process `pid` and of its children, living and reaped, in
+/// microseconds, from `/proc`.
+fn cpu_micros(pid: u32) -> u64 {
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let stat = |p: &str| -> Option<Vec<u64>> {
+        let s = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        // After the command's closing parenthesis: state is field 3, utime 14 … cstime 17.
+        let rest = &s[s.rfind(')')? + 2..];
+        Some(rest.split(' ').map(|f| f.parse().unwrap_or(0)).collect())
+    };
+    let own = stat(&pid.to_string()).map_or(0, |f| f[11] + f[12] + f[13] + f[14]);
+    let children: u64 = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| stat(e.file_name().to_str()?))
+        .filter(|f| f[1] == pid as u64)
+        .map(|f| f[11] + f[12])
+        .sum();
+    (own + children) * 1_000_000 / ticks
+}
+
+/// The capacity model's inputs (docs/fleet.md): CPU per add of the client, one broker and
+/// PostgreSQL (`fsync` on, as in production), for plain adds from 100 concurrent producers
+/// through one broker, each part measured from `/proc`. Prints the figures; asserts only
+/// that every add landed.
+///
+/// `cargo test --release -p autobatch-tests --test fleet -- --ignored fleet_cpu_per_add --nocapture`
+#[test]
+#[ignore = "a measurement: run it alone on a quiet machine"]
+fn fleet_cpu_per_add() {
+    const PRODUCERS: usize = 100;
+    const EACH: usize = 200;
+    let fleet = Fleet::start(FleetOptions::new(1)).unwrap_or_else(|e| panic!("{e}"));
+    let broker = fleet.broker(0).pid().expect("broker pid");
+    let pg = fleet.postgres().pid().expect("postgres pid");
+    let me = std::process::id();
+    Tokio::block_on(async {
+        let client = connect::<Tokio>(options(fleet.addr(0))).await;
+        let q = client.queue("capacity");
+        // Warm up: the queue, the connections and the JIT.
+        let warm: Vec<i64> = (0..500).collect();
+        for r in join_all(warm.iter().map(|i| q.add("w", i, JobOptions::new()))).await {
+            r.expect("warm-up add");
+        }
+        let before = (cpu_micros(me), cpu_micros(broker), cpu_micros(pg));
+        let started = std::time::Instant::now();
+        let producers = (0..PRODUCERS).map(|p| {
+            let q = &q;
+            async move {
+                for i in 0..EACH {
+                    q.add("c", &(p * EACH + i), JobOptions::new())
+                        .await
+                        .expect("add");
+                }
+            }
+        });
+        within::<Tokio, _>("the adds", join_all(producers)).await;
+        let wall = started.elapsed();
+        let after = (cpu_micros(me), cpu_micros(broker), cpu_micros(pg));
+        let n = (PRODUCERS * EACH) as f64;
+        let per = |a: u64, b: u64| (b - a) as f64 / n;
+        eprintln!(
+            "cpu per add: client {:.1} µs, broker {:.1} µs, postgres {:.1} µs; {:.0} adds/s on this machine",
+            per(before.0, after.0),
+            per(before.1, after.1),
+            per(before.2, after.2),
+            n / wall.as_secs_f64()
+        );
+        within::<Tokio, _>("close", client.close()).await;
+    });
+}

@@ -972,8 +972,11 @@ fn one_client_kill_resolves_every_add_at_once() {
         })
         .await;
         fleet.kill(0).expect("kill broker 0");
+        std::time::Instant::now()
     };
-    let (results, ()) = rt.block_on(within::<Tokio, _>("every add", join(adds, killer)));
+    let (results, killed) = rt.block_on(within::<Tokio, _>("every add", join(adds, killer)));
+    // Reported, not asserted: how long the last add took to resolve after the kill.
+    let settled_after = killed.elapsed();
     let mut acked = Vec::new();
     let mut maybe = 0usize;
     for (j, r) in (0..N).zip(results) {
@@ -992,7 +995,7 @@ fn one_client_kill_resolves_every_add_at_once() {
     }
     let stats = rt.block_on(client.broker_stats());
     eprintln!(
-        "kill at once: {} plain adds acknowledged, {maybe} written to the killed broker (maybe applied), {} adds given back by it for broker 1, {} custom-id adds acknowledged",
+        "kill at once: every add resolved {settled_after:?} after the kill; {} plain adds acknowledged, {maybe} written to the killed broker (maybe applied), {} adds given back by it for broker 1, {} custom-id adds acknowledged",
         acked.len(),
         stats[0].session.adds_cancelled,
         N / 2
@@ -1090,7 +1093,10 @@ fn worker_kill_runs_each_job_once_under_shared_storage() {
             rows.len() == N as usize && rows.values().all(|s| s == "completed")
         })
         .await;
+        let closing = std::time::Instant::now();
         within::<Tokio, _>("worker close after the kill", w.close()).await;
+        // Reported, not asserted.
+        eprintln!("worker kill: close took {:?}", closing.elapsed());
     });
     let runs = runs.snapshot();
     let twice: Vec<_> = runs.iter().filter(|(_, v)| v.len() > 1).collect();

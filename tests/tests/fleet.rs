@@ -1111,9 +1111,9 @@ fn worker_kill_runs_each_job_once_under_shared_storage() {
 
 // ------------------------------------------------------------------ capacity
 
-/// CPU time (user + system) of process `pid` and of its children, living and reaped, in
-/// microseconds, from `/proc`.
-fn cpu_micros(pid: u32) -> u64 {
+/// CPU time (user + system) of process `pid` and, with `children`, of its children, living
+/// and reaped, in microseconds, from `/proc`.
+fn cpu_micros(pid: u32, children: bool) -> u64 {
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     let stat = |p: &str| -> Option<Vec<u64>> {
         let s = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
@@ -1121,7 +1121,13 @@ fn cpu_micros(pid: u32) -> u64 {
         let rest = &s[s.rfind(')')? + 2..];
         Some(rest.split(' ').map(|f| f.parse().unwrap_or(0)).collect())
     };
-    let own = stat(&pid.to_string()).map_or(0, |f| f[11] + f[12] + f[13] + f[14]);
+    let Some(f) = stat(&pid.to_string()) else {
+        return 0;
+    };
+    if !children {
+        return (f[11] + f[12]) * 1_000_000 / ticks;
+    }
+    let own = f[11] + f[12] + f[13] + f[14];
     let children: u64 = std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -1156,7 +1162,12 @@ fn fleet_cpu_per_add() {
         for r in join_all(warm.iter().map(|i| q.add("w", i, JobOptions::new()))).await {
             r.expect("warm-up add");
         }
-        let before = (cpu_micros(me), cpu_micros(broker), cpu_micros(pg));
+        // The test process's own time only: the broker and PostgreSQL are its children.
+        let before = (
+            cpu_micros(me, false),
+            cpu_micros(broker, true),
+            cpu_micros(pg, true),
+        );
         let started = std::time::Instant::now();
         let producers = (0..PRODUCERS).map(|p| {
             let q = &q;
@@ -1170,7 +1181,11 @@ fn fleet_cpu_per_add() {
         });
         within::<Tokio, _>("the adds", join_all(producers)).await;
         let wall = started.elapsed();
-        let after = (cpu_micros(me), cpu_micros(broker), cpu_micros(pg));
+        let after = (
+            cpu_micros(me, false),
+            cpu_micros(broker, true),
+            cpu_micros(pg, true),
+        );
         let n = (PRODUCERS * EACH) as f64;
         let per = |a: u64, b: u64| (b - a) as f64 / n;
         eprintln!(

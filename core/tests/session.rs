@@ -521,6 +521,119 @@ fn lost_connection_fails_plain_adds_and_resends_custom_ids() {
 }
 
 #[test]
+fn release_unwritten_gives_back_every_add_not_written_and_on_request_written_custom_ids() {
+    let mut h = Harness::connected(ok());
+    let first = h.add("q", 0);
+    let custom =
+        h.s.add(
+            h.now,
+            "q",
+            JobSpec::new("j", Value::Nil).with_options(JobOptions::new().job_id("c1")),
+        )
+        .unwrap();
+    h.step();
+    h.advance(Duration::from_millis(5));
+    // The first add is out as a PUSH, the custom one as a batch of one behind it.
+    assert_eq!(h.take_sent().len(), 2);
+    // More adds, buffered behind the in-flight slot.
+    let buffered: Vec<OpId> = (1..=5).map(|n| h.add("q", n)).collect();
+    h.s.handle_disconnected(h.now);
+    // The written plain add failed as maybe applied; the custom one waits for a reconnect.
+    assert_eq!(h.s.release_unwritten(h.now, false), 5);
+    h.step();
+    assert_eq!(
+        h.done(first),
+        Some(&Err(Error::ConnectionLost {
+            maybe_applied: true
+        }))
+    );
+    let lost = Err(Error::ConnectionLost {
+        maybe_applied: false,
+    });
+    for op in &buffered {
+        assert_eq!(h.done(*op), Some(&lost), "given back as not applied");
+    }
+    assert!(h.done(custom).is_none(), "kept for the reconnect");
+    // Asked for, the written custom-id add is given back too, as maybe applied.
+    assert_eq!(h.s.release_unwritten(h.now, true), 1);
+    h.step();
+    assert_eq!(
+        h.done(custom),
+        Some(&Err(Error::ConnectionLost {
+            maybe_applied: true
+        }))
+    );
+    assert_eq!(h.s.stats().adds_cancelled, 6);
+}
+
+#[test]
+fn settlements_are_handed_off_while_the_connection_is_down() {
+    let mut h = Harness::connected(SessionConfig::default().worker(Some(WorkerConfig::new("w"))));
+    h.s.hand_off_settlements(true);
+    let pull = h.take_sent();
+    let job = |id: &str| {
+        Value::map([
+            ("id", Value::from(id)),
+            ("name", Value::from("n")),
+            ("data", Value::Nil),
+        ])
+    };
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("jobs", Value::Array(vec![job("j1"), job("j2"), job("j3")])),
+        (
+            "tokens",
+            Value::Array(vec![
+                Value::from("t1"),
+                Value::from("t2"),
+                Value::from("t3"),
+            ]),
+        ),
+        ("reqId", pull[0].get("reqId").unwrap().clone()),
+    ]));
+    // j1's ACK is written and unanswered when the connection goes.
+    h.s.complete_job(h.now, "j1", Value::from(1_i64)).unwrap();
+    h.advance(Duration::from_millis(50));
+    assert!(h.take_sent().iter().any(|s| cmd(s) == "ACKB"));
+    h.take_events();
+    h.s.handle_disconnected(h.now);
+    // j2 completes and j3 fails while it is down.
+    h.s.complete_job(h.now, "j2", Value::from(2_i64)).unwrap();
+    h.s.fail_job(h.now, "j3", "boom", false).unwrap();
+    h.advance(Duration::from_millis(50));
+    let handed: Vec<Command> = h
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::HandOff { cmd } => Some(*cmd),
+            _ => None,
+        })
+        .collect();
+    let acked: Vec<(String, String)> = handed
+        .iter()
+        .filter_map(|c| match c {
+            Command::AckB { ids, tokens, .. } => Some(
+                ids.iter()
+                    .cloned()
+                    .zip(tokens.clone().unwrap_or_default())
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(
+        acked,
+        [("j1".into(), "t1".into()), ("j2".into(), "t2".into())]
+    );
+    assert!(handed.iter().any(|c| matches!(
+        c,
+        Command::Fail { id, token: Some(t), .. } if id == "j3" && t == "t3"
+    )));
+    assert!(h.take_sent().is_empty(), "nothing written while down");
+}
+
+#[test]
 fn unanswered_commands_time_out_and_nothing_hangs() {
     let config = SessionConfig::default().command_timeout(Duration::from_secs(2));
     let mut h = Harness::connected(config);

@@ -46,6 +46,15 @@ impl Work {
         }
     }
 
+    /// The custom id of a single add that has one. (A bulk add is not replayed on another
+    /// broker: one lookup cannot answer for all its jobs.)
+    pub(crate) fn custom_id(&self) -> Option<&str> {
+        match self {
+            Work::Add { job, .. } => job.custom_id(),
+            Work::Bulk { .. } | Work::Request { .. } => None,
+        }
+    }
+
     /// A read: sending it again elsewhere after it was written changes nothing.
     fn is_read(&self) -> bool {
         match self {
@@ -94,12 +103,14 @@ impl Work {
 /// operation if it has not been sent.
 ///
 /// With several brokers: the operation goes to the link [`Links::choose`] picks. When that
-/// link's connection goes down before the outcome, the operation is withdrawn if it was
-/// not written yet and sent to another broker; a read that was written is sent again
-/// elsewhere too. Anything else that was written resolves there by the session's rules:
-/// `ConnectionLost { maybe_applied: true }`, or, for an add with a custom job id, a replay
-/// on the same broker once it is back (a written operation cannot be withdrawn, so
-/// replaying it elsewhere as well could add a job twice once the first copy completed).
+/// link's connection goes down before the outcome, the operation moves to another broker if
+/// it was not written yet (the link's pump gives back every add it had not written, and a
+/// lone request is withdrawn); a read that was written is sent again elsewhere too. An add
+/// that was written resolves at once as `ConnectionLost { maybe_applied: true }`, except an
+/// add with a custom id: where the brokers share storage
+/// ([`ClientOptions::shared_storage`](crate::ClientOptions::shared_storage)) it is replayed
+/// on a live broker, once a lookup of its id there found no job (a job that already ran
+/// is not added again); otherwise it is replayed on the same broker once it is back.
 pub(crate) async fn call(links: &Links, work: Work) -> Result<Response, Error> {
     if links.len() == 1 {
         call_one(links, work).await
@@ -122,46 +133,124 @@ async fn call_one(links: &Links, work: Work) -> Result<Response, Error> {
     result.unwrap_or(Err(Error::Closed))
 }
 
+/// What to do with an outcome of `work` on a lost connection.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// The outcome stands.
+    Done,
+    /// Not applied: send it to another broker.
+    Move,
+    /// Written with a custom id to a broker that shares storage: look the id up on a live
+    /// broker, and add it there only if no job has it.
+    Replay,
+}
+
+fn next(result: &Result<Response, Error>, work: &Work, shared_storage: bool) -> Next {
+    match result {
+        Err(Error::ConnectionLost {
+            maybe_applied: false,
+        }) => Next::Move,
+        Err(Error::ConnectionLost {
+            maybe_applied: true,
+        }) if shared_storage && work.custom_id().is_some() => Next::Replay,
+        _ => Next::Done,
+    }
+}
+
 /// [`call`] with several brokers.
 pub(crate) async fn call_spread(links: &Links, work: Work) -> Result<Response, Error> {
     let mut work = work;
+    // Written to a broker that was lost: its custom id is looked up before it is added again.
+    let mut replay = false;
+    // Moves so far: a bound, so that a fleet whose every broker keeps dropping connections
+    // cannot keep an operation circling.
+    let mut moves = 0u32;
     loop {
+        if replay {
+            if let Some(id) = work.custom_id() {
+                match find_job(links, id).await {
+                    Ok(true) => return Ok(Response::Pushed(id.to_owned())),
+                    Ok(false) => {}
+                    // The lookup could not tell: the add's fate stays unknown.
+                    Err(_) => {
+                        return Err(Error::ConnectionLost {
+                            maybe_applied: true,
+                        })
+                    }
+                }
+            }
+        }
         let i = links.choose(work.adds() > 0);
         let link = links.get(i);
-        // With several brokers only (one broker: nothing could move). Subscribed before
-        // reading the state, so a loss in between is not missed.
-        let down = (links.len() > 1).then(|| link.shared.on_down());
-        let watch = down.is_some() && link.shared.is_connected();
-        // Kept only where another broker could take it.
-        let spare = watch.then(|| work.clone());
+        // Subscribed before reading the state, so a loss in between is not missed.
+        let down = link.shared.on_down();
+        let watch = link.shared.is_connected();
+        let spare = work.clone();
         let _load = links.load(i, work.adds());
         let (mut outcome, guard) = submit(link, work)?;
         let ticket = guard.ticket;
-        if let (Some(spare), Some(down)) = (spare, down) {
-            if let Either::Left((result, _)) = select(&mut outcome, down).await {
-                std::mem::forget(guard);
-                return result.unwrap_or(Err(Error::Closed));
+        let result = if watch {
+            match select(&mut outcome, down).await {
+                Either::Left((result, _)) => {
+                    std::mem::forget(guard);
+                    result.unwrap_or(Err(Error::Closed))
+                }
+                Either::Right(_) => {
+                    // The link went down first.
+                    let (tx, rx) = oneshot::channel();
+                    let withdrawn = link.tx.unbounded_send(Cmd::Withdraw(ticket, tx)).is_ok()
+                        && rx.await.unwrap_or(false);
+                    if withdrawn {
+                        std::mem::forget(guard);
+                        Err(Error::ConnectionLost {
+                            maybe_applied: false,
+                        })
+                    } else if spare.is_read() && links.other_live(i) {
+                        // Its outcome there is dropped; the guard's Cancel is harmless.
+                        drop(guard);
+                        Err(Error::ConnectionLost {
+                            maybe_applied: false,
+                        })
+                    } else {
+                        let result = outcome.await;
+                        std::mem::forget(guard);
+                        result.unwrap_or(Err(Error::Closed))
+                    }
+                }
             }
-            // The link went down first.
-            let (tx, rx) = oneshot::channel();
-            let withdrawn = link.tx.unbounded_send(Cmd::Withdraw(ticket, tx)).is_ok()
-                && rx.await.unwrap_or(false);
-            if withdrawn {
-                std::mem::forget(guard);
-                tracing::debug!(addr = %link.shared.addr, "broker down: operation sent to another");
-                work = spare;
-                continue;
-            }
-            if spare.is_read() && links.other_live(i) {
-                // Its outcome there is dropped; the guard's Cancel is harmless.
-                drop(guard);
-                work = spare;
-                continue;
-            }
+        } else {
+            let result = outcome.await;
+            std::mem::forget(guard);
+            result.unwrap_or(Err(Error::Closed))
+        };
+        let step = next(&result, &spare, links.shared_storage());
+        if step == Next::Done || moves >= MAX_MOVES || !links.any_connected() {
+            return result;
         }
-        let result = outcome.await;
-        std::mem::forget(guard);
-        return result.unwrap_or(Err(Error::Closed));
+        moves += 1;
+        replay |= step == Next::Replay;
+        tracing::debug!(addr = %link.shared.addr, "broker down: operation sent to another");
+        work = spare;
+    }
+}
+
+/// How often one operation moves to another broker before its last outcome stands.
+const MAX_MOVES: u32 = 16;
+
+/// Whether a job with `id` exists on the fleet's shared store, asked of a live broker
+/// (`GetJob` reads the store itself).
+async fn find_job(links: &Links, id: &str) -> Result<bool, Error> {
+    let work = Work::Request {
+        cmd: Box::new(Command::GetJob { id: id.to_owned() }),
+        replay: None,
+    };
+    match Box::pin(call_spread(links, work)).await {
+        Ok(Response::Job(_)) => Ok(true),
+        Ok(other) => Err(unexpected("GetJob", other)),
+        Err(Error::Server(e)) if e.kind() == autobatch_core::ServerErrorKind::JobNotFound => {
+            Ok(false)
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -269,6 +269,15 @@ impl<R: Runtime> Client<R> {
         }
     }
 
+    /// Sends `cmd` with replay rule `replay` to a live broker and waits for its reply.
+    pub(crate) async fn command(&self, cmd: Command, replay: Replay) -> Result<Response, Error> {
+        self.call(Work::Request {
+            cmd: Box::new(cmd),
+            replay: Some(replay),
+        })
+        .await
+    }
+
     async fn typed_request(&self, cmd: Command) -> Result<Response, Error> {
         self.call(Work::Request {
             cmd: Box::new(cmd),

@@ -35,6 +35,9 @@ pub(crate) enum Dispatch {
     LockLost(String),
     /// A job's result could not be delivered.
     SettleFailed(String, autobatch_core::Error),
+    /// Completions or a failure (ACKB, FAIL with lock tokens) for another broker: this one's
+    /// connection is down and the fleet shares storage.
+    HandOff(Box<autobatch_core::wire::Command>),
 }
 
 /// Counts a job handle's request until the pump is done with it (answered or dropped), so the
@@ -112,6 +115,9 @@ pub(crate) enum Cmd {
         id: String,
         wait: std::time::Duration,
     },
+    /// Job `id` is settled through another broker (its own was lost, the fleet shares
+    /// storage): this session forgets it, without a word to its server.
+    Forget(String),
     /// Forced close: every job still held goes back to waiting at once (MoveToWait with its
     /// token) instead of waiting for its lock to expire; answers with their ids.
     ReleaseHeld(oneshot::Sender<Vec<String>>),

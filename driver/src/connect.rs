@@ -88,7 +88,9 @@ pub(crate) async fn start_links<R: Runtime>(
     }
     match (up, first_err) {
         (0, Some(e)) => Err(e),
-        _ => Ok(Links::new(parts, options.stall_timeout)),
+        _ => Ok(
+            Links::new(parts, options.stall_timeout).with_shared_storage(options.shared_storage)
+        ),
     }
 }
 
@@ -137,6 +139,7 @@ fn spawn<R: Runtime>(
         events,
         keep_trying,
         link,
+        shared_storage: options.shared_storage,
     });
     runtime.spawn(Box::pin(pump));
     Ok((tx, shared, started))

@@ -62,6 +62,7 @@ mod queue_api;
 mod reply;
 mod runtime;
 mod seq_map;
+mod settle;
 mod stats;
 #[cfg(test)]
 mod test_wake;

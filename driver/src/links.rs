@@ -67,6 +67,10 @@ pub(crate) struct Shared {
     /// Reads that brought bytes in, counted by the pump: the callers' stall clock stamps the
     /// time once per new read, not once per answered operation (a clock read per add).
     reads: AtomicU64,
+    /// Something came in since the socket last came up: a broker that accepts connections
+    /// while it is still starting (a restarted bunqueue broker on PostgreSQL) gets new work
+    /// only once it answers (the pump sends it a Ping on every reconnect).
+    answered: AtomicBool,
 }
 
 impl Shared {
@@ -78,6 +82,7 @@ impl Shared {
             connected: AtomicBool::new(false),
             down: Beacon::new(),
             reads: AtomicU64::new(0),
+            answered: AtomicBool::new(false),
         }
     }
 
@@ -100,10 +105,19 @@ impl Shared {
     /// caller woken by an answer in them sees it).
     pub(crate) fn note_read(&self) {
         self.reads.fetch_add(1, Ordering::Release);
+        self.answered.store(true, Ordering::Release);
+    }
+
+    /// Whether the broker answered since the socket last came up.
+    pub(crate) fn has_answered(&self) -> bool {
+        self.answered.load(Ordering::Acquire)
     }
 
     /// Records whether the socket is up (the pump's word); going down fires the beacon.
     pub(crate) fn set_connected(&self, up: bool) {
+        if up {
+            self.answered.store(false, Ordering::Release);
+        }
         let was = self.connected.swap(up, Ordering::AcqRel);
         if was && !up {
             self.down.fire();
@@ -121,6 +135,8 @@ impl Shared {
 pub(crate) struct View {
     /// The socket is up.
     pub(crate) connected: bool,
+    /// It answered since it connected (see [`Shared`]'s `answered`).
+    pub(crate) answered: bool,
     /// Operations are out and nothing has come back for the stall timeout.
     pub(crate) stalled: bool,
     /// Jobs being added through it, not yet answered.
@@ -131,7 +147,7 @@ pub(crate) struct View {
 
 impl View {
     fn live(&self) -> bool {
-        self.connected && !self.stalled
+        self.connected && self.answered && !self.stalled
     }
 }
 
@@ -174,6 +190,8 @@ pub(crate) struct Links {
     stall_timeout: Duration,
     epoch: Instant,
     next: AtomicUsize,
+    /// [`ClientOptions::shared_storage`](crate::ClientOptions::shared_storage).
+    shared_storage: bool,
 }
 
 impl Links {
@@ -193,7 +211,24 @@ impl Links {
             stall_timeout,
             epoch: Instant::now(),
             next: AtomicUsize::new(0),
+            shared_storage: false,
         }
+    }
+
+    /// Whether the brokers share one store (see
+    /// [`ClientOptions::shared_storage`](crate::ClientOptions::shared_storage)).
+    pub(crate) fn with_shared_storage(mut self, shared: bool) -> Self {
+        self.shared_storage = shared;
+        self
+    }
+
+    pub(crate) fn shared_storage(&self) -> bool {
+        self.shared_storage
+    }
+
+    /// Whether any link's connection is up.
+    pub(crate) fn any_connected(&self) -> bool {
+        self.links.iter().any(|l| l.shared.is_connected())
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -218,6 +253,7 @@ impl Links {
         let quiet = now_ms.saturating_sub(link.progress.load(Ordering::Acquire));
         View {
             connected: link.shared.is_connected(),
+            answered: link.shared.has_answered(),
             stalled: adds + requests > 0 && quiet > self.stall_timeout.as_millis() as u64,
             adds,
             requests,
@@ -346,6 +382,7 @@ mod tests {
     fn live(adds: usize, requests: usize) -> View {
         View {
             connected: true,
+            answered: true,
             stalled: false,
             adds,
             requests,

@@ -70,6 +70,15 @@ pub struct ClientOptions {
     /// for this long (frozen, overwhelmed) gets no new work until it answers again. Default
     /// 1 s. Unused with one broker.
     pub stall_timeout: Duration,
+    /// The brokers share one store: bunqueue brokers in PostgreSQL mode on one database
+    /// (`BUNQUEUE_POSTGRES_URL`). The client cannot tell this from the brokers, so it is
+    /// told. With it, when a broker's connection is lost, adds with a custom id that were
+    /// written to it are replayed on a live broker (after a lookup of the id there, so a job
+    /// already finished is not added again), and a worker's results, heartbeats and lock
+    /// extensions of jobs from that broker go to a live one with the job's lock token.
+    /// Without it they wait for that broker to come back. Default `false`. Unused with one
+    /// broker.
+    pub shared_storage: bool,
 }
 
 impl Default for ClientOptions {
@@ -90,6 +99,7 @@ impl Default for ClientOptions {
             tls: None,
             extra_brokers: Vec::new(),
             stall_timeout: Duration::from_secs(1),
+            shared_storage: false,
         }
     }
 }
@@ -314,6 +324,16 @@ impl ClientOptions {
         /// assert_eq!(o.stall_timeout, Duration::from_millis(500));
         /// ```
         stall_timeout: Duration,
+        /// Sets [`shared_storage`](Self::shared_storage): the brokers share one PostgreSQL
+        /// database, so a job's lock token and a custom id mean the same on every broker.
+        ///
+        /// ```
+        /// let o = autobatch_driver::ClientOptions::new("10.0.0.1", 6789)
+        ///     .broker("10.0.0.2", 6789)
+        ///     .shared_storage(true);
+        /// assert!(o.shared_storage);
+        /// ```
+        shared_storage: bool,
         /// Sets [`reconnect`](Self::reconnect).
         ///
         /// ```

@@ -104,6 +104,11 @@ pub(crate) struct Pump<R: Runtime> {
     /// With `keep_trying`, the first Ping while it is unanswered: a close withdraws it, so a
     /// broker that never came up does not hold the close for a command timeout.
     probe: Option<OpId>,
+    /// [`ClientOptions::shared_storage`](crate::ClientOptions::shared_storage): with several
+    /// brokers, written custom-id adds are given back on a loss too, for a live broker.
+    shared_storage: bool,
+    /// Closed while its broker was down (one of several): the pump ends without waiting.
+    abandoned: bool,
 }
 
 pub(crate) struct PumpParts<R: Runtime> {
@@ -119,6 +124,7 @@ pub(crate) struct PumpParts<R: Runtime> {
     pub(crate) events: Option<EventHook>,
     pub(crate) keep_trying: bool,
     pub(crate) link: usize,
+    pub(crate) shared_storage: bool,
 }
 
 impl<R: Runtime> Pump<R> {
@@ -138,8 +144,12 @@ impl<R: Runtime> Pump<R> {
             events,
             keep_trying,
             link,
+            shared_storage,
         } = parts;
         let (tx, started) = oneshot::channel();
+        // One broker of several sharing one store: a worker's results go to another broker
+        // while this one is down (see `settle.rs`).
+        session.hand_off_settlements(keep_trying && shared_storage);
         let yield_on_first_command = runtime.yield_on_first_command();
         let probe = session
             .request(runtime.now(), Command::Ping)
@@ -177,6 +187,8 @@ impl<R: Runtime> Pump<R> {
             keep_trying,
             link,
             probe: keep_trying.then_some(probe),
+            shared_storage,
+            abandoned: false,
         };
         (pump, started)
     }
@@ -310,11 +322,17 @@ impl<R: Runtime> Pump<R> {
                 }
                 let _ = reply.send(held);
             }
+            Cmd::Forget(id) => {
+                let _ = self.session.take_job(&id);
+            }
             Cmd::PauseWorker(paused) => self.session.set_worker_paused(paused),
             Cmd::JobsHeld(reply) => {
                 // A pull still out counts: the server has made its jobs active already, and
                 // a close that stopped waiting now would find them held a moment later.
-                let on_their_way = usize::from(self.session.pull_in_flight());
+                // A pull out on a lost connection brings nothing: the server hands its jobs
+                // back when the connection closes.
+                let on_their_way =
+                    usize::from(self.session.pull_in_flight() && self.shared.is_connected());
                 let _ = reply.send(self.session.jobs_held() + on_their_way);
             }
             Cmd::Cancel(ticket) => {
@@ -353,6 +371,13 @@ impl<R: Runtime> Pump<R> {
                 }
                 self.closers.push(reply);
                 self.session.close(now);
+                if self.keep_trying && !self.shared.is_connected() {
+                    // One broker of several, and down: what it still holds cannot be
+                    // written before it comes back, which a close does not wait for (the
+                    // adds it had were given back when it went down).
+                    tracing::debug!(addr = %self.shared.addr, "closing a lost connection: nothing more is waited for");
+                    self.abandoned = true;
+                }
             }
         }
     }
@@ -387,6 +412,8 @@ impl<R: Runtime> Pump<R> {
                     // The session gave up on this connection (timeouts, a protocol error):
                     // nothing more is owed to the peer, the socket is dropped.
                     self.drop_socket();
+                    let now = self.runtime.now();
+                    self.give_back(now);
                 }
             }
             Event::Done { op, result } => {
@@ -456,6 +483,7 @@ impl<R: Runtime> Pump<R> {
                 Some(hook) => hook.on_frame(&frame, bytes),
                 None => tracing::debug!("event frame on a connection that did not subscribe"),
             },
+            Event::HandOff { cmd } => self.dispatch(Dispatch::HandOff(cmd)),
             Event::Closed => {
                 // `close()` returns once the socket is closed too (`end`).
                 tracing::debug!(addr = %self.shared.addr, "closed");
@@ -487,6 +515,21 @@ impl<R: Runtime> Pump<R> {
         tracing::warn!(addr = %self.shared.addr, error = %why, "connection lost");
         self.drop_socket();
         self.session.handle_disconnected(now);
+        self.give_back(now);
+    }
+
+    /// One broker of several, its connection lost: every add not written to it resolves at
+    /// once as not applied (and, where the brokers share storage, every written custom-id
+    /// add as maybe applied), so that its caller sends it to a live broker instead of
+    /// waiting here for a reconnect or the command timeout.
+    fn give_back(&mut self, now: Instant) {
+        if !self.keep_trying || !self.closers.is_empty() || self.session.is_closed() {
+            return;
+        }
+        let n = self.session.release_unwritten(now, self.shared_storage);
+        if n > 0 {
+            tracing::debug!(addr = %self.shared.addr, adds = n, "connection lost: adds given back for another broker");
+        }
     }
 
     /// One turn: every input that is ready, then one round of transmit/events/timeout.
@@ -542,6 +585,11 @@ impl<R: Runtime> Pump<R> {
                         self.out_pos = 0;
                         self.unflushed = false;
                         self.session.handle_connected(now);
+                        if self.keep_trying && self.startup.is_none() {
+                            // A reconnect: the broker gets new work once it answers this
+                            // (see `Shared::has_answered`); its answer goes to nobody.
+                            let _ = self.session.request(now, Command::Ping);
+                        }
                         if let Some(hook) = &mut self.events {
                             hook.on_connected(&mut self.session, now);
                         }
@@ -751,7 +799,7 @@ impl<R: Runtime> Pump<R> {
     }
 
     fn finished(&self) -> bool {
-        self.session.is_closed() || self.startup_failed
+        self.session.is_closed() || self.startup_failed || self.abandoned
     }
 }
 

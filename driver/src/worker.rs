@@ -30,6 +30,7 @@ use crate::connect::start_links;
 use crate::job::{ActiveJob, JobLink};
 use crate::options::{ClientOptions, ConnectError, WorkerOptions};
 use crate::runtime::{AsyncTimer, Runtime};
+use crate::settle::{self, Settlement};
 use crate::stats::ClientStats;
 use crate::worker_events::{WorkerEvent, WorkerEvents};
 
@@ -361,7 +362,12 @@ struct Inner<R: Runtime> {
     /// One per broker: a job's handle and outcome go back to the broker it came from.
     links: Vec<JobLink>,
     /// Processors running, by job id, to stop them on a forced close.
-    running: Mutex<HashMap<String, AbortHandle>>,
+    running: Mutex<HashMap<String, Running>>,
+    /// The brokers share one store: a job whose broker was lost is settled, and its lock
+    /// renewed, on a live one (see `settle.rs`).
+    shared_storage: bool,
+    /// The lock time to live a renewal asks for.
+    lock_ttl: Duration,
     processed: AtomicU64,
     failed: AtomicU64,
     paused: AtomicBool,
@@ -372,7 +378,44 @@ struct Inner<R: Runtime> {
     events: WorkerEvents,
 }
 
+/// A job being processed: how to stop it, where it came from and its lock token.
+struct Running {
+    abort: AbortHandle,
+    from: usize,
+    token: Option<String>,
+}
+
 impl<R: Runtime> Inner<R> {
+    /// Whether a job from link `from` is settled on another broker: several brokers that
+    /// share one store, and `from`'s connection is down.
+    fn orphaned(&self, from: usize) -> bool {
+        self.shared_storage
+            && self.client.links().len() > 1
+            && !self.client.links().get(from).shared.is_connected()
+    }
+
+    /// Renews, on a live broker, the locks of the jobs running whose broker was lost (their
+    /// own session cannot).
+    async fn renew_orphans(&self) {
+        if !self.shared_storage || self.client.links().len() < 2 {
+            return;
+        }
+        let orphans: Vec<(String, Option<String>)> = self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, r)| self.orphaned(r.from))
+            .map(|(id, r)| (id.clone(), r.token.clone()))
+            .collect();
+        for (id, token) in orphans {
+            let op = settle::extend_lock(&id, token.as_deref(), self.lock_ttl);
+            if let Err(e) = self.client.run(op).await {
+                tracing::debug!(job = %id, error = %e, "renewing a lock on another broker failed");
+            }
+        }
+    }
+
     fn running(&self) -> usize {
         self.running.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
@@ -413,6 +456,7 @@ impl<R: Runtime> Inner<R> {
             if self.stopped.load(Ordering::Acquire) {
                 return;
             }
+            self.renew_orphans().await;
             let op = ops::WorkerHeartbeat::new(self.worker_id.as_str()).counters(
                 self.running() as i64,
                 self.processed.load(Ordering::Relaxed) as i64,
@@ -565,6 +609,8 @@ impl<R: Runtime> Worker<R> {
             heartbeat,
             links,
             running: Mutex::new(HashMap::new()),
+            shared_storage: options.shared_storage,
+            lock_ttl: worker.lock_ttl,
             processed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             paused: AtomicBool::new(false),
@@ -591,6 +637,17 @@ impl<R: Runtime> Worker<R> {
                         inner.events.emit_with(|| WorkerEvent::LockLost { id });
                         continue;
                     }
+                    Dispatch::HandOff(cmd) => {
+                        let inner = inner.clone();
+                        rt.spawn(Box::pin(async move {
+                            if let Err(e) = inner.client.command(*cmd, settle::REPLAY).await {
+                                inner.events.emit_with(|| WorkerEvent::Error {
+                                    message: format!("results not delivered: {e}"),
+                                });
+                            }
+                        }));
+                        continue;
+                    }
                     Dispatch::SettleFailed(id, e) => {
                         inner.events.emit_with(|| WorkerEvent::Error {
                             message: format!("job {id}: result not delivered: {e}"),
@@ -605,6 +662,7 @@ impl<R: Runtime> Worker<R> {
                 }
                 let processor = processor.clone();
                 let id = job.id.clone();
+                let held_with = token.clone();
                 let active = ActiveJob::new(job, token, inner.links[from].clone());
                 inner
                     .events
@@ -614,20 +672,28 @@ impl<R: Runtime> Worker<R> {
                     .running
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert(id.clone(), abort);
+                    .insert(
+                        id.clone(),
+                        Running {
+                            abort,
+                            from,
+                            token: held_with,
+                        },
+                    );
                 let task =
                     Abortable::new(async move { run(&*processor, active).await }, registration);
                 let inner = inner.clone();
                 rt.spawn(Box::pin(async move {
                     let outcome = task.await;
-                    inner
+                    let token = inner
                         .running
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .remove(&id);
+                        .remove(&id)
+                        .and_then(|r| r.token);
                     // Stopped by a forced close: the job was handed back already.
                     let Ok(outcome) = outcome else { return };
-                    inner.settle(from, id, outcome);
+                    inner.settle(from, id, token, outcome);
                 }));
             }
         }));
@@ -793,7 +859,7 @@ impl<R: Runtime> Worker<R> {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .drain()
-                    .map(|(_, h)| h)
+                    .map(|(_, r)| r.abort)
                     .collect();
                 for h in handles {
                     h.abort();
@@ -816,10 +882,13 @@ impl<R: Runtime> Worker<R> {
         }
         report.released.sort();
         inner.stopped.store(true, Ordering::Release);
-        let _ = inner
-            .client
-            .run(ops::UnregisterWorker::new(inner.worker_id.as_str()))
-            .await;
+        // Not when every broker is down: it would wait there for the command timeout.
+        if inner.client.links().any_connected() {
+            let _ = inner
+                .client
+                .run(ops::UnregisterWorker::new(inner.worker_id.as_str()))
+                .await;
+        }
         inner.client.close().await;
         inner.events.close();
         report
@@ -827,17 +896,24 @@ impl<R: Runtime> Worker<R> {
 }
 
 impl<R: Runtime> Inner<R> {
-    /// Reports a processor's outcome to the broker (link `from`) the job came from.
-    fn settle(&self, from: usize, id: String, outcome: Result<Value, Failure>) {
-        let tx = &self.links[from].tx;
-        let cmd = match outcome {
+    /// Reports a processor's outcome to the broker (link `from`) the job came from, or, if
+    /// that broker was lost and the fleet shares storage, to a live one with the job's lock
+    /// `token`.
+    fn settle(
+        self: &Arc<Self>,
+        from: usize,
+        id: String,
+        token: Option<String>,
+        outcome: Result<Value, Failure>,
+    ) {
+        let how = match outcome {
             Ok(result) => {
                 self.processed.fetch_add(1, Ordering::Relaxed);
                 self.events.emit_with(|| WorkerEvent::Completed {
                     id: id.clone(),
                     result: result.clone(),
                 });
-                Cmd::Complete { id, result }
+                Settlement::Complete(result)
             }
             Err(Failure {
                 message,
@@ -849,14 +925,20 @@ impl<R: Runtime> Inner<R> {
                         id: id.clone(),
                         delay,
                     });
-                    Cmd::Delay { id, delay }
+                    Settlement::Delay(delay)
                 }
                 Outcome::RateLimited(wait) => {
                     self.events.emit_with(|| WorkerEvent::RateLimited {
                         id: id.clone(),
                         wait,
                     });
-                    Cmd::RateLimited { id, wait }
+                    if !self.orphaned(from) {
+                        let _ = self.links[from]
+                            .tx
+                            .unbounded_send(Cmd::RateLimited { id, wait });
+                        return;
+                    }
+                    Settlement::RateLimited
                 }
                 Outcome::Retry | Outcome::Unrecoverable => {
                     let unrecoverable = outcome == Outcome::Unrecoverable;
@@ -867,14 +949,46 @@ impl<R: Runtime> Inner<R> {
                         reason: message.clone(),
                         unrecoverable,
                     });
-                    Cmd::Fail {
-                        id,
+                    Settlement::Fail {
                         error: message,
                         stack,
                         unrecoverable,
                     }
                 }
             },
+        };
+        let tx = &self.links[from].tx;
+        if self.orphaned(from) {
+            // Its own session forgets it (no lock renewal, not held), and a live broker
+            // settles it with its token.
+            let _ = tx.unbounded_send(settle::forget(id.clone()));
+            let cmd = settle::command(id.clone(), token, how);
+            let inner = self.clone();
+            self.runtime.spawn(Box::pin(async move {
+                match inner.client.command(cmd, settle::REPLAY).await {
+                    Ok(_) => tracing::debug!(job = %id, "settled on another broker"),
+                    Err(e) => inner.events.emit_with(|| WorkerEvent::Error {
+                        message: format!("job {id}: result not delivered: {e}"),
+                    }),
+                }
+            }));
+            return;
+        }
+        let cmd = match how {
+            Settlement::Complete(result) => Cmd::Complete { id, result },
+            Settlement::Fail {
+                error,
+                stack,
+                unrecoverable,
+            } => Cmd::Fail {
+                id,
+                error,
+                stack,
+                unrecoverable,
+            },
+            Settlement::Delay(delay) => Cmd::Delay { id, delay },
+            // Sent above.
+            Settlement::RateLimited => return,
         };
         let _ = tx.unbounded_send(cmd);
     }

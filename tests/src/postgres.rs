@@ -172,6 +172,11 @@ impl Postgres {
         self.dir.path()
     }
 
+    /// The postmaster's pid (its backends are its children), `None` once stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Fast shutdown (SIGINT: open sessions are ended, nothing is kept), SIGKILL after
     /// [`PG_STOP_TIMEOUT`]. `None` if it was not running. Called by `Drop`.
     pub fn stop(&mut self) -> io::Result<Option<ExitStatus>> {
@@ -248,6 +253,34 @@ impl Postgres {
                 ));
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Runs `sql` with `psql` on [`PG_DATABASE`] and returns its rows, one per line, fields
+    /// separated by `|` (`psql -At`): counts read straight from the database, past every
+    /// broker.
+    pub fn query(&self, sql: &str) -> io::Result<String> {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+            ])
+            .args(["-d", PG_DATABASE, "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| io::Error::new(e.kind(), format!("running psql: {e}")))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        } else {
+            Err(io::Error::other(format!(
+                "psql failed with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
         }
     }
 

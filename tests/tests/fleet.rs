@@ -906,3 +906,306 @@ fn one_client_connects_with_a_broker_down() {
         within::<Tokio, _>("close", client.close()).await;
     });
 }
+
+// ------------------------------------------------------------------ failover, shared storage
+
+/// The rows of `queue` in `fleet`'s namespace, read from PostgreSQL itself: `(id, state)`.
+fn db_jobs(fleet: &Fleet, queue: &str) -> HashMap<String, String> {
+    let ns = fleet
+        .options()
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let rows = fleet
+        .postgres()
+        .query(&format!(
+            "SELECT id, state FROM bunqueue_jobs WHERE namespace = '{ns}' AND queue = '{queue}'"
+        ))
+        .expect("query the jobs table");
+    rows.lines()
+        .filter_map(|l| l.split_once('|'))
+        .map(|(id, state)| (id.to_owned(), state.to_owned()))
+        .collect()
+}
+
+/// Options for one client on both brokers that share storage, with a command timeout of
+/// an hour: far over the hang guard, so an add left waiting on the killed broker for its
+/// timeout fails the scenario instead of resolving late.
+fn failover_options(fleet: &Fleet) -> ClientOptions {
+    both(fleet, |a| {
+        fragile_options(a).command_timeout(Duration::from_secs(3600))
+    })
+    .shared_storage(true)
+}
+
+/// One client on both brokers of a shared-storage fleet; broker 0 SIGKILLed while thousands
+/// of batched adds, plain and with custom ids, are out. Every add resolves under the hang
+/// guard although the command timeout is an hour: those not written to broker 0 move to
+/// broker 1, plain adds written to it fail as maybe applied, custom-id adds written to it
+/// are replayed on broker 1 after a lookup of their id. Counted in the database: every
+/// acknowledged add is a row, every custom id is a row, and nothing else is.
+#[test]
+fn one_client_kill_resolves_every_add_at_once() {
+    const N: i64 = 4000;
+    let mut fleet = fleet("kill-at-once");
+    let name = "kill-at-once";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt.block_on(connect::<Tokio>(failover_options(&fleet)));
+    let q = client.queue(name);
+    let opts: Vec<JobOptions> = (0..N)
+        .map(|j| match j % 2 {
+            0 => JobOptions::new(),
+            _ => JobOptions::new().job_id(format!("c-{j}")),
+        })
+        .collect();
+    let data: Vec<i64> = (0..N).collect();
+    let adds = join_all(
+        data.iter()
+            .map(|j| q.add("kill", j, opts[*j as usize].clone())),
+    );
+    let killer = async {
+        eventually::<Tokio>("adds in flight on broker 0", || {
+            client.brokers()[0].adds_in_flight > 0
+        })
+        .await;
+        fleet.kill(0).expect("kill broker 0");
+        std::time::Instant::now()
+    };
+    let (results, killed) = rt.block_on(within::<Tokio, _>("every add", join(adds, killer)));
+    // Reported, not asserted: how long the last add took to resolve after the kill.
+    let settled_after = killed.elapsed();
+    let mut acked = Vec::new();
+    let mut maybe = 0usize;
+    for (j, r) in (0..N).zip(results) {
+        match (j % 2, r) {
+            (0, Ok(id)) => acked.push(id),
+            (
+                0,
+                Err(Error::ConnectionLost {
+                    maybe_applied: true,
+                }),
+            ) => maybe += 1,
+            (1, Ok(id)) => assert_eq!(id, format!("c-{j}"), "a custom id is the job's id"),
+            (_, Err(e)) => panic!("add {j} failed: {e:?}"),
+            _ => unreachable!(),
+        }
+    }
+    let stats = rt.block_on(client.broker_stats());
+    eprintln!(
+        "kill at once: every add resolved {settled_after:?} after the kill; {} plain adds acknowledged, {maybe} written to the killed broker (maybe applied), {} adds given back by it for broker 1, {} custom-id adds acknowledged",
+        acked.len(),
+        stats[0].session.adds_cancelled,
+        N / 2
+    );
+    assert!(!client.brokers()[0].connected, "broker 0 is down");
+
+    let rows = db_jobs(&fleet, name);
+    for id in &acked {
+        assert!(rows.contains_key(id), "acknowledged add {id} is a row");
+    }
+    for j in (1..N).step_by(2) {
+        assert!(
+            rows.contains_key(&format!("c-{j}")),
+            "custom id c-{j} is a row"
+        );
+    }
+    let custom = (N / 2) as usize;
+    assert!(
+        rows.len() >= acked.len() + custom && rows.len() <= acked.len() + custom + maybe,
+        "{} rows for {} acknowledged plain adds, {custom} custom ids and {maybe} unknown",
+        rows.len(),
+        acked.len()
+    );
+    rt.block_on(within::<Tokio, _>("close", client.close()));
+}
+
+/// A worker on both brokers (`shared_storage` as given), 1,000 jobs; broker 0 SIGKILLed while
+/// it runs jobs pulled from there. Every job completes, counted in the database, and
+/// `Worker::close` returns under the hang guard although the command timeout is an hour
+/// (nothing waits on the dead broker). Returns how many jobs ran more than once.
+fn worker_kill(name: &str, shared_storage: bool) -> usize {
+    const N: i64 = 1000;
+    let mut fleet = fleet(name);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let runs = Runs::default();
+    rt.block_on(async {
+        let client = connect::<Tokio>(both(&fleet, options)).await;
+        let q = client.queue(name);
+        let data: Vec<i64> = (0..N).collect();
+        for r in within::<Tokio, _>(
+            "adds",
+            join_all(data.iter().map(|j| q.add("job", j, JobOptions::new()))),
+        )
+        .await
+        {
+            r.expect("add");
+        }
+        within::<Tokio, _>("close", client.close()).await;
+    });
+    let w = rt.block_on(async {
+        let runs = runs.clone();
+        within::<Tokio, _>(
+            "worker start",
+            Worker::<R>::start(
+                failover_options(&fleet).shared_storage(shared_storage),
+                // A short lock: the jobs of a pull the dead broker never answered go back
+                // to waiting when it expires (bunqueue's rule), seconds after the kill.
+                WorkerOptions::new(name)
+                    .concurrency(5)
+                    .lock_ttl(Duration::from_secs(5))
+                    .poll_timeout(Duration::from_millis(200)),
+                move |job| {
+                    let runs = runs.clone();
+                    async move {
+                        let i: i64 = job.data.deserialize().map_err(|e| e.to_string())?;
+                        runs.record(i, 0);
+                        // Long enough that jobs are running when the broker dies.
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        Ok::<_, String>(i)
+                    }
+                },
+            ),
+        )
+        .await
+        .expect("worker")
+    });
+    rt.block_on(async {
+        eventually::<Tokio>("jobs pulled from broker 0 are running", || {
+            runs.snapshot().len() >= (N / 5) as usize
+        })
+        .await;
+        assert!(w.broker_stats().await[0].session.jobs_received > 0);
+    });
+    fleet.kill(0).expect("kill broker 0");
+    rt.block_on(async {
+        eventually::<Tokio>("every job completed, counted in the database", || {
+            let rows = db_jobs(&fleet, name);
+            rows.len() == N as usize && rows.values().all(|s| s == "completed")
+        })
+        .await;
+        let closing = std::time::Instant::now();
+        within::<Tokio, _>("worker close after the kill", w.close()).await;
+        // Reported, not asserted.
+        eprintln!("worker kill: close took {:?}", closing.elapsed());
+    });
+    let runs = runs.snapshot();
+    let twice: Vec<_> = runs.iter().filter(|(_, v)| v.len() > 1).collect();
+    eprintln!(
+        "worker kill (shared storage {shared_storage}): {} jobs ran, {} of them more than once",
+        runs.len(),
+        twice.len()
+    );
+    assert_eq!(runs.len(), N as usize, "every job ran");
+    twice.len()
+}
+
+/// Under shared storage the results of the killed broker's jobs go to broker 1 with their
+/// lock tokens (and their locks are renewed there): no job runs twice.
+#[test]
+fn worker_kill_runs_each_job_once_under_shared_storage() {
+    assert_eq!(worker_kill("worker-kill", true), 0, "a job ran twice");
+}
+
+/// Without shared storage the killed broker's results wait for it; the jobs whose locks
+/// expire meanwhile run again on broker 1 (at least once: every job completes).
+#[test]
+fn worker_kill_without_shared_storage_is_at_least_once() {
+    worker_kill("worker-kill-apart", false);
+}
+
+// ------------------------------------------------------------------ capacity
+
+/// CPU time (user + system) of process `pid` and, with `children`, of its children, living
+/// and reaped, in microseconds, from `/proc`.
+fn cpu_micros(pid: u32, children: bool) -> u64 {
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let stat = |p: &str| -> Option<Vec<u64>> {
+        let s = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        // After the command's closing parenthesis: state is field 3, utime 14 … cstime 17.
+        let rest = &s[s.rfind(')')? + 2..];
+        Some(rest.split(' ').map(|f| f.parse().unwrap_or(0)).collect())
+    };
+    let Some(f) = stat(&pid.to_string()) else {
+        return 0;
+    };
+    if !children {
+        return (f[11] + f[12]) * 1_000_000 / ticks;
+    }
+    let own = f[11] + f[12] + f[13] + f[14];
+    let children: u64 = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| stat(e.file_name().to_str()?))
+        .filter(|f| f[1] == pid as u64)
+        .map(|f| f[11] + f[12])
+        .sum();
+    (own + children) * 1_000_000 / ticks
+}
+
+/// The capacity model's inputs (docs/fleet.md): CPU per add of the client, one broker and
+/// PostgreSQL (`fsync` on, as in production), for plain adds from 100 concurrent producers
+/// through one broker, each part measured from `/proc`. Prints the figures; asserts only
+/// that every add landed.
+///
+/// `cargo test --release -p autobatch-tests --test fleet -- --ignored fleet_cpu_per_add --nocapture`
+#[test]
+#[ignore = "a measurement: run it alone on a quiet machine"]
+fn fleet_cpu_per_add() {
+    const PRODUCERS: usize = 100;
+    const EACH: usize = 200;
+    let fleet = Fleet::start(FleetOptions::new(1)).unwrap_or_else(|e| panic!("{e}"));
+    let broker = fleet.broker(0).pid().expect("broker pid");
+    let pg = fleet.postgres().pid().expect("postgres pid");
+    let me = std::process::id();
+    Tokio::block_on(async {
+        let client = connect::<Tokio>(options(fleet.addr(0))).await;
+        let q = client.queue("capacity");
+        // Warm up: the queue, the connections and the JIT.
+        let warm: Vec<i64> = (0..500).collect();
+        for r in join_all(warm.iter().map(|i| q.add("w", i, JobOptions::new()))).await {
+            r.expect("warm-up add");
+        }
+        // The test process's own time only: the broker and PostgreSQL are its children.
+        let before = (
+            cpu_micros(me, false),
+            cpu_micros(broker, true),
+            cpu_micros(pg, true),
+        );
+        let started = std::time::Instant::now();
+        let producers = (0..PRODUCERS).map(|p| {
+            let q = &q;
+            async move {
+                for i in 0..EACH {
+                    q.add("c", &(p * EACH + i), JobOptions::new())
+                        .await
+                        .expect("add");
+                }
+            }
+        });
+        within::<Tokio, _>("the adds", join_all(producers)).await;
+        let wall = started.elapsed();
+        let after = (
+            cpu_micros(me, false),
+            cpu_micros(broker, true),
+            cpu_micros(pg, true),
+        );
+        let n = (PRODUCERS * EACH) as f64;
+        let per = |a: u64, b: u64| (b - a) as f64 / n;
+        eprintln!(
+            "cpu per add: client {:.1} µs, broker {:.1} µs, postgres {:.1} µs; {:.0} adds/s on this machine",
+            per(before.0, after.0),
+            per(before.1, after.1),
+            per(before.2, after.2),
+            n / wall.as_secs_f64()
+        );
+        within::<Tokio, _>("close", client.close()).await;
+    });
+}

@@ -72,6 +72,14 @@ pub enum Event {
     },
     /// [`Session::close`](super::Session::close) finished: everything was flushed and answered.
     Closed,
+    /// With [`Session::hand_off_settlements`](super::Session::hand_off_settlements) on and
+    /// the connection down: a worker's completions (ACKB) or failure (FAIL) of jobs, with
+    /// their lock tokens, for the driver to send to another broker that shares this one's
+    /// store. The session counts them as settled and reports nothing more of them.
+    HandOff {
+        /// The command, as it would have been written here.
+        cmd: Box<crate::wire::Command>,
+    },
 }
 
 /// Where the producer and worker parts report to the machine: events for the caller, and the

@@ -74,6 +74,8 @@ pub struct Session {
     events: VecDeque<Event>,
     closing: bool,
     stats: SessionStats,
+    /// See [`hand_off_settlements`](Self::hand_off_settlements).
+    hand_off: bool,
 }
 
 impl Session {
@@ -108,6 +110,7 @@ impl Session {
             events: VecDeque::from([Event::Connect]),
             closing: false,
             stats: SessionStats::default(),
+            hand_off: false,
         })
     }
 
@@ -361,6 +364,95 @@ impl Session {
             self.stats.adds_cancelled += 1;
         }
         withdrawn
+    }
+
+    /// Gives back every add this session has not written, so that a driver with several
+    /// brokers can send them to another one when this connection is lost: adds held,
+    /// buffered or batched and queued resolve at once with
+    /// [`Error::ConnectionLost`] `{ maybe_applied: false }` (nothing of them reached the
+    /// server). With `written_custom_ids`, adds with a custom id that were written and wait
+    /// here to be sent again after a reconnect resolve too, with `{ maybe_applied: true }`:
+    /// where brokers share one store, the driver replays them on another broker instead.
+    /// Returns how many adds were given back (each counted in `adds_cancelled`).
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use autobatch_core::session::{Event, Session, SessionConfig};
+    /// use autobatch_core::wire::JobSpec;
+    /// use autobatch_core::Error;
+    ///
+    /// let now = Instant::now();
+    /// let mut s = Session::new(SessionConfig::default(), now).unwrap();
+    /// let op = s.add(now, "emails", JobSpec::new("send", "x".into())).unwrap();
+    /// assert_eq!(s.release_unwritten(now, false), 1);
+    /// let lost = Error::ConnectionLost { maybe_applied: false };
+    /// let done = std::iter::from_fn(|| s.poll_event())
+    ///     .any(|e| matches!(e, Event::Done { op: o, result: Err(ref e) } if o == op && *e == lost));
+    /// assert!(done);
+    /// ```
+    pub fn release_unwritten(&mut self, now: Instant, written_custom_ids: bool) -> usize {
+        let mut released = 0;
+        let mut keep = Vec::new();
+        for q in self.outgoing.drain() {
+            match q.req {
+                Request::Add(a) if !q.written || written_custom_ids => {
+                    released += a.len();
+                    let err = Error::ConnectionLost {
+                        maybe_applied: q.written,
+                    };
+                    self.producers.resolve(now, a, err, out!(self));
+                }
+                req => keep.push(Queued { req, ..q }),
+            }
+        }
+        for q in keep {
+            self.outgoing.push_back(q);
+        }
+        released += self.producers.release(now, out!(self));
+        self.stats.adds_cancelled += released as u64;
+        // Resolved above as failed; they were given back, not failed.
+        self.stats.adds_failed = self.stats.adds_failed.saturating_sub(released as u64);
+        released
+    }
+
+    /// With `on`, while the connection is down the worker's completions and failures are not
+    /// kept for a reconnect: each ACKB or FAIL queued, and each one written and unanswered
+    /// when the connection is lost, is handed out as [`Event::HandOff`] for the driver to
+    /// send to another broker. For brokers that share one store, where a job's lock token
+    /// is good on every broker: its lock would expire before this broker came back.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use autobatch_core::session::{Session, SessionConfig};
+    /// let mut s = Session::new(SessionConfig::default(), Instant::now()).unwrap();
+    /// s.hand_off_settlements(true);
+    /// ```
+    pub fn hand_off_settlements(&mut self, on: bool) {
+        self.hand_off = on;
+    }
+
+    /// Hands out the ACKBs and FAILs queued while the connection is down (see
+    /// [`hand_off_settlements`](Self::hand_off_settlements)).
+    fn hand_off_queued(&mut self, now: Instant) {
+        if !self.hand_off || matches!(self.conn, Conn::Ready | Conn::Authenticating) {
+            return;
+        }
+        let Some(worker) = self.worker.as_mut() else {
+            return;
+        };
+        let is_settlement = |q: &Queued| {
+            matches!(
+                q.req,
+                Request::Work(WorkRequest::Acks { .. } | WorkRequest::Fail { .. })
+            )
+        };
+        while let Some(q) = self.outgoing.remove_first(is_settlement) {
+            if let Request::Work(w) = q.req {
+                if let Ok(cmd) = worker.hand_off(now, w) {
+                    self.events.push_back(Event::HandOff { cmd: Box::new(cmd) });
+                }
+            }
+        }
     }
 
     /// Per-queue batcher statistics: items, batches, flushes by reason, batch sizes.
@@ -782,11 +874,17 @@ impl Session {
                     .producers
                     .on_lost(now, a, &why, out!(self))
                     .map(Request::Add),
-                Request::Work(w) => self
-                    .worker
-                    .as_mut()
-                    .and_then(|worker| worker.on_lost(now, w, &why, out!(self)))
-                    .map(Request::Work),
+                Request::Work(w) => match self.worker.as_mut() {
+                    Some(worker) if self.hand_off => match worker.hand_off(now, w) {
+                        Ok(cmd) => {
+                            self.events.push_back(Event::HandOff { cmd: Box::new(cmd) });
+                            None
+                        }
+                        Err(w) => worker.on_lost(now, w, &why, out!(self)).map(Request::Work),
+                    },
+                    Some(worker) => worker.on_lost(now, w, &why, out!(self)).map(Request::Work),
+                    None => None,
+                },
                 req @ (Request::Ping | Request::User { .. }) => {
                     let q = Queued {
                         req,
@@ -1026,6 +1124,7 @@ impl Session {
             let reqs = w.poll_requests(now, connected, &mut self.stats);
             self.enqueue_work(now, reqs);
         }
+        self.hand_off_queued(now);
         let (items, bytes, parked) = self.producers.pending();
         self.stats.buffered_adds = items as u64;
         self.stats.buffered_bytes = bytes as u64;

@@ -86,6 +86,14 @@ impl AddRequest {
         }
     }
 
+    /// How many adds it carries.
+    pub(super) fn len(&self) -> usize {
+        match self {
+            AddRequest::Batch { ops, .. } => ops.len(),
+            AddRequest::Push { .. } | AddRequest::Bulk { .. } => 1,
+        }
+    }
+
     /// Appends the PUSH or PUSHB map (no frame header) to `out`, encoded from where the jobs
     /// sit: nothing is moved or copied to build a command first.
     pub(super) fn encode(&self, req_id: &str, out: &mut Vec<u8>) {
@@ -373,6 +381,32 @@ impl Producers {
         self.queues
             .get_mut(qi)
             .is_some_and(|q| q.batcher.cancel(item).is_some())
+    }
+
+    /// Every held or buffered add resolves with `ConnectionLost { maybe_applied: false }`
+    /// (see `Session::release_unwritten`); returns how many.
+    pub(super) fn release(&mut self, _now: Instant, out: &mut Out<'_>) -> usize {
+        let lost = || {
+            Err(Error::ConnectionLost {
+                maybe_applied: false,
+            })
+        };
+        let mut n = 0;
+        while let Some(item) = self.take_held(|_| true) {
+            out.stats.adds_failed += 1;
+            out.done(item.op, lost());
+            n += 1;
+        }
+        let ops: Vec<OpId> = self.expiry.iter().map(|&(_, op)| op).collect();
+        for op in ops {
+            if self.cancel(op) {
+                out.stats.adds_failed += 1;
+                out.done(op, lost());
+                n += 1;
+            }
+        }
+        self.forget_sent();
+        n
     }
 
     /// Takes the first held add that `pick` chooses, if any.

@@ -708,6 +708,24 @@ impl WorkerState {
         checks
     }
 
+    /// `req` as the command another broker sharing this one's store can take, if it settles
+    /// jobs (an ACKB or a FAIL, with their lock tokens); it is then done here. Anything else
+    /// is given back.
+    pub(super) fn hand_off(
+        &mut self,
+        now: Instant,
+        mut req: WorkRequest,
+    ) -> Result<Command, WorkRequest> {
+        let batch = match &req {
+            WorkRequest::Acks { batch, .. } => *batch,
+            WorkRequest::Fail { .. } => None,
+            _ => return Err(req),
+        };
+        let cmd = req.with_command(Command::clone);
+        self.settled(now, batch);
+        Ok(cmd)
+    }
+
     /// The connection `req` was written on is gone (`why`). Returns it if it is safe to send
     /// again (an ACK check is a read); everything else resolves.
     pub(super) fn on_lost(

@@ -158,6 +158,28 @@ impl EncodedJob {
         self.id.is_some()
     }
 
+    /// The job's custom id (the `job_id` option), if it has one.
+    ///
+    /// ```
+    /// use autobatch_core::wire::{EncodedJob, JobOptions, JobSpec, Value};
+    /// let spec = JobSpec::new("send", Value::from("x")).with_options(JobOptions::new().job_id("order-42"));
+    /// let job = EncodedJob::new(&spec).unwrap();
+    /// assert_eq!(job.custom_id(), Some("order-42"));
+    /// ```
+    pub fn custom_id(&self) -> Option<&str> {
+        let (start, end) = self.id?;
+        let raw = self.bytes.get(start as usize..end as usize)?;
+        // A MessagePack str as `Encoder::str` writes it: its header, then the UTF-8 bytes.
+        let skip = match *raw.first()? {
+            0xa0..=0xbf => 1,
+            0xd9 => 2,
+            0xda => 3,
+            0xdb => 5,
+            _ => return None,
+        };
+        std::str::from_utf8(raw.get(skip..)?).ok()
+    }
+
     /// The exact length of this job as one PUSHB item (as [`JobSpec::pushb_len`]).
     pub fn pushb_len(&self) -> usize {
         map_header_len(self.field_count(Flavor::PushB))

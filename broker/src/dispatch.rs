@@ -150,11 +150,13 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
         }),
         Command::Ping => Ok(Response::Pong { time: now }),
         Command::Auth { .. } => Ok(Response::Done), // handled before dispatch
-        Command::Push { queue, job } => {
+        Command::Push { queue, mut job } => {
+            crate::envelope::push(&mut job, raw)?;
             let ids = push(shared, &queue, vec![job], false).await?;
             Ok(Response::Pushed(ids.into_iter().next().unwrap_or_default()))
         }
-        Command::PushB { queue, jobs } => {
+        Command::PushB { queue, mut jobs } => {
+            crate::envelope::push_batch(&mut jobs, raw)?;
             let ids = push(shared, &queue, jobs, true).await?;
             Ok(Response::PushedBatch(ids))
         }

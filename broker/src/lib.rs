@@ -68,6 +68,7 @@ mod conn_id;
 mod context;
 mod dispatch;
 mod embedded;
+mod envelope;
 mod error;
 mod events;
 mod framing;

@@ -1347,6 +1347,116 @@ fn group_max_size_like_bunqueue() {
     assert_steps_agree("group maxSize program", &numbered(a), &numbered(b));
 }
 
+/// The pre-2.8.56 job envelope the published SDKs still send (`data: {name, ...}` and no
+/// `name`), compared on both servers for PUSH, PUSHB and PUSHF: the job is named by `data.name`
+/// and that key leaves its data; a non-string `data.name` is data; an empty one is refused
+/// (PUSHB naming the item). Each job is read back whole-keyed through GetJob.
+#[test]
+fn legacy_envelope_like_bunqueue() {
+    let run = |target: Target| -> Vec<Json> {
+        let queue = format!("diff-legacy-{}", std::process::id());
+        let mut side = Side {
+            seed: 0,
+            raw: RawClient::connect(target.shared(), None).expect("connect"),
+            ids: Vec::new(),
+            tokens: HashMap::new(),
+        };
+        let q = ("queue", Value::from(queue.as_str()));
+        let data = |name: Value, k: i64| Value::map([("name", name), ("k", Value::from(k))]);
+        let mut out = Vec::new();
+        let mut note = |side: &mut Side, r: Result<Value, String>| {
+            if let Ok(v) = &r {
+                let ids = v.get("ids").and_then(Value::as_array).unwrap_or_default();
+                let one = v.get("id").into_iter();
+                for id in ids.iter().chain(one).filter_map(Value::as_str) {
+                    if !side.ids.iter().any(|x| x == id) {
+                        side.ids.push(id.to_owned());
+                    }
+                }
+            }
+            let json = match r {
+                Ok(v) => v.expanded().unwrap().deserialize::<Json>().unwrap(),
+                Err(e) => json!({ "transport": e }),
+            };
+            out.push(normalise(json, &side.ids, &side.tokens));
+        };
+        for d in [
+            data(Value::from("a"), 1),
+            data(Value::Int(7), 2),
+            data(Value::from(""), 3),
+        ] {
+            let r = side.raw.command("PUSH", &[q.clone(), ("data", d)]);
+            note(&mut side, r);
+        }
+        let r = side.raw.command(
+            "PUSH",
+            &[
+                q.clone(),
+                ("name", Value::from("own")),
+                ("data", data(Value::from("b"), 4)),
+            ],
+        );
+        note(&mut side, r);
+        let item = |d: Value| Value::map([("data", d)]);
+        let r = side.raw.command(
+            "PUSHB",
+            &[
+                q.clone(),
+                (
+                    "jobs",
+                    Value::Array(vec![
+                        item(data(Value::from("c"), 5)),
+                        item(Value::map([("k", Value::from(6i64))])),
+                    ]),
+                ),
+            ],
+        );
+        note(&mut side, r);
+        let r = side.raw.command(
+            "PUSHB",
+            &[
+                q.clone(),
+                (
+                    "jobs",
+                    Value::Array(vec![
+                        item(data(Value::from("d"), 7)),
+                        item(data(Value::from(""), 8)),
+                    ]),
+                ),
+            ],
+        );
+        note(&mut side, r);
+        let flow_id = format!("legacy-flow-{}", std::process::id());
+        let r = side.raw.command(
+            "PUSHF",
+            &[(
+                "jobs",
+                Value::Array(vec![Value::map([
+                    ("id", Value::from(flow_id.as_str())),
+                    ("queue", Value::from(queue.as_str())),
+                    (
+                        "input",
+                        Value::map([
+                            ("data", data(Value::from("e"), 9)),
+                            ("customId", Value::from(flow_id.as_str())),
+                        ]),
+                    ),
+                ])]),
+            )],
+        );
+        side.ids.push(flow_id.clone());
+        note(&mut side, r);
+        let ids = side.ids.clone();
+        for id in ids {
+            let r = side.raw.command("GetJob", &[("id", Value::from(id))]);
+            note(&mut side, r);
+        }
+        out
+    };
+    let (a, b) = on_both_servers(run);
+    assert_steps_agree("legacy envelope program", &numbered(a), &numbered(b));
+}
+
 /// Rate limits as time passes, compared on both servers: the TS `rateLimit(ms)` form (here
 /// with an hour's window, so only the ttl lifts it) holds pulls back until its ttl runs out
 /// and then reads as no limit; a token bucket of one per second, emptied, gives one job once

@@ -254,6 +254,8 @@ pub(crate) fn plan(body: &Value) -> Result<Vec<Planned>, String> {
             );
         }
         let data = field(&input, "data").cloned().unwrap_or(Value::Undefined);
+        // The pre-2.8.56 envelope (`data.name`), as bunqueue unpacks it before planning.
+        let (name, data) = crate::envelope::legacy(&input, &data)?.unwrap_or((name, data));
         let Some(data_tree) = tree(&data) else {
             return Err("flow job data must be an object".into());
         };

@@ -38,6 +38,12 @@
 //! CronDelete) on both servers at once, `nextRun` left out and the jobs they added compared
 //! as a set, since which scheduler fires first follows the clock.
 //!
+//! Job records are compared whole, every key bunqueue sends (its 47-key record, the state,
+//! value and error GetJob adds, a listing's `_state`), in every reply that carries one (GetJob,
+//! GetJobs, PULL, PULLB, PUSHF, Dlq with each entry's attempts history): times as classes (a
+//! time or none), ids by creation order. The one key left out is a stale `_state` (see
+//! [`normalise`]). The legacy `data.name` envelope is [`legacy_envelope_like_bunqueue`].
+//!
 //! Not compared yet: events, group limits; and what the broker refuses as not
 //! supported (README lists them). What is left out of the comparison on purpose is listed in
 //! [`normalise`] and at the steps concerned, with the reason.
@@ -849,25 +855,44 @@ const VOLATILE: &[&str] = &[
     "newestEntry",
 ];
 
-/// The keys of a job record that are compared. bunqueue sends its whole internal record (about
-/// 48 keys: every option, `timeline`, `stallCount`, …); autobatch-broker sends the keys the
-/// official clients read. Compared: identity, payload, the retry and priority state, and the
-/// GetJob extras. The broker's missing keys are a known difference, not compared yet.
-const JOB_KEYS: &[&str] = &[
-    "id",
-    "queue",
-    "name",
-    "data",
-    "priority",
-    "attempts",
-    "maxAttempts",
-    "state",
-    "returnvalue",
-    "failedReason",
+/// Keys of a job record, of its timeline steps and of a DLQ entry's attempts that hold a
+/// wall-clock time or a duration: compared as classes (`"#time"` for a number, else as sent),
+/// since the two servers' clocks differ.
+const TIME_KEYS: &[&str] = &[
+    "createdAt",
+    "runAt",
+    "startedAt",
+    "completedAt",
+    "lastHeartbeat",
+    "timestamp",
+    "failedAt",
+    "duration",
+    "enteredAt",
+    "expiresAt",
 ];
 
+/// `v` with the numbers under [`TIME_KEYS`] replaced by their class, at any depth.
+fn time_classes(v: Json) -> Json {
+    match v {
+        Json::Object(m) => Json::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    if TIME_KEYS.contains(&k.as_str()) && v.is_number() {
+                        (k, json!("#time"))
+                    } else {
+                        (k, time_classes(v))
+                    }
+                })
+                .collect(),
+        ),
+        Json::Array(a) => Json::Array(a.into_iter().map(time_classes).collect()),
+        other => other,
+    }
+}
+
 /// A reply as the comparison sees it: ids replaced by `#<slot>`, lock tokens by `#token`,
-/// [`VOLATILE`] keys dropped, job records cut to [`JOB_KEYS`].
+/// [`VOLATILE`] keys dropped outside job records. Job records (and DLQ entries, with their
+/// attempts history) are compared whole, every key, their times as classes ([`TIME_KEYS`]).
 fn normalise(v: Json, ids: &[String], tokens: &HashMap<String, String>) -> Json {
     match v {
         Json::String(mut s) => {
@@ -885,13 +910,23 @@ fn normalise(v: Json, ids: &[String], tokens: &HashMap<String, String>) -> Json 
         Json::Array(a) => Json::Array(a.into_iter().map(|v| normalise(v, ids, tokens)).collect()),
         Json::Object(m) => {
             let is_job = ["id", "queue", "name"].iter().all(|k| m.contains_key(*k));
+            let is_dlq_entry = m.get("attempts").is_some_and(Json::is_array);
+            let m = if is_job || is_dlq_entry {
+                match time_classes(Json::Object(m)) {
+                    Json::Object(m) => m,
+                    _ => unreachable!("an object stays one"),
+                }
+            } else {
+                m
+            };
             Json::Object(
                 m.into_iter()
-                    .filter(|(k, _)| !VOLATILE.contains(&k.as_str()))
-                    // A DLQ entry's history of failed attempts (an array; a job's `attempts`
-                    // is a number): the broker keeps none, an intended difference (memory).
-                    .filter(|(k, v)| !(k == "attempts" && v.is_array()))
-                    .filter(|(k, _)| !is_job || JOB_KEYS.contains(&k.as_str()))
+                    // A time class stays (a job's time or none); other volatile keys go.
+                    .filter(|(k, v)| !VOLATILE.contains(&k.as_str()) || *v == json!("#time"))
+                    // Intended difference: a GetJobs listing writes `_state` into bunqueue's
+                    // stored job, so every later read of that job (GetJob, PULL, Dlq) carries a
+                    // stale `_state`; the broker sends `_state` in listings only.
+                    .filter(|(k, _)| !(is_job && k == "_state"))
                     .map(|(k, v)| (k, normalise(v, ids, tokens)))
                     .collect::<Map<_, _>>(),
             )
@@ -1820,7 +1855,7 @@ fn flows_like_bunqueue() {
             }
             for name in ["p", "q"] {
                 let r = raw.command("GetJob", &[("id", Value::from(id(name)))]);
-                // Links are outside JOB_KEYS: compared on their own.
+                // The links, beside the whole record.
                 let links = r.map(|v| {
                     let j = v.get("job").cloned().unwrap_or(Value::Nil);
                     Value::map([

@@ -1,0 +1,294 @@
+//! A job as bunqueue 2.9.5 shows it: its whole record (every add option, the run's times, the
+//! timeline, the stack trace), in bunqueue's key order, built in one place for every reply that
+//! carries a job record (GetJob).
+
+use std::time::Duration;
+
+use autobatch_core::wire::{Backoff, JobOptions, Value};
+
+use super::{Entry, JobExtras};
+use crate::events::js_number;
+
+/// Most timeline entries a job keeps (bunqueue's `MAX_TIMELINE_ENTRIES`).
+const MAX_TIMELINE: usize = 20;
+/// Stack-trace lines kept when the job does not say (bunqueue's default `stackTraceLimit`).
+const DEFAULT_STACK_TRACE_LIMIT: i64 = 10;
+/// Most stack lines a FAIL is read for (bunqueue's wire cap).
+const MAX_STACK_LINES: usize = 100;
+
+/// The add options bunqueue keeps on a job's record that the job record itself does not hold:
+/// read back by GetJob as sent.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct AddOptions {
+    pub ttl: Option<f64>,
+    pub timeout: Option<f64>,
+    pub custom_id: Option<String>,
+    pub group_id: Option<String>,
+    pub tags: Vec<String>,
+    pub stall_timeout: Option<f64>,
+    pub stack_trace_limit: Option<i64>,
+    pub keep_logs: Option<i64>,
+    pub size_limit: Option<i64>,
+    pub fail_parent_on_failure: bool,
+    pub remove_dependency_on_failure: bool,
+    pub continue_parent_on_failure: bool,
+    pub ignore_dependency_on_failure: bool,
+    pub dedup_ttl: Option<f64>,
+    pub dedup_extend: bool,
+    pub dedup_replace: bool,
+    pub debounce_id: Option<String>,
+    pub debounce_ttl: Option<f64>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_millis() as f64
+}
+
+impl AddOptions {
+    /// What a job added with `o` keeps.
+    pub fn from_options(o: &JobOptions) -> AddOptions {
+        AddOptions {
+            ttl: o.ttl.map(ms),
+            timeout: o.timeout.map(ms),
+            custom_id: o.job_id.clone(),
+            group_id: o.group_id.clone(),
+            tags: o.tags.clone(),
+            stall_timeout: o.stall_timeout.map(ms),
+            stack_trace_limit: o.stack_trace_limit,
+            keep_logs: o.keep_logs,
+            size_limit: o.size_limit,
+            fail_parent_on_failure: o.fail_parent_on_failure.unwrap_or(false),
+            remove_dependency_on_failure: o.remove_dependency_on_failure.unwrap_or(false),
+            continue_parent_on_failure: o.continue_parent_on_failure.unwrap_or(false),
+            ignore_dependency_on_failure: o.ignore_dependency_on_failure.unwrap_or(false),
+            dedup_ttl: o.dedup.as_ref().and_then(|d| d.ttl).map(ms),
+            dedup_extend: o.dedup.as_ref().and_then(|d| d.extend).unwrap_or(false),
+            dedup_replace: o.dedup.as_ref().and_then(|d| d.replace).unwrap_or(false),
+            debounce_id: o.debounce.as_ref().map(|d| d.id.clone()),
+            debounce_ttl: o.debounce.as_ref().and_then(|d| d.ttl).map(ms),
+        }
+    }
+}
+
+/// One step of a job's life, as bunqueue's `timeline` records it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Step {
+    pub state: &'static str,
+    pub at: f64,
+    pub error: Option<Option<String>>,
+    pub attempt: Option<i64>,
+}
+
+/// One failed attempt, as a DLQ entry's `attempts` history shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Attempt {
+    pub attempt: i64,
+    pub started_at: f64,
+    pub failed_at: f64,
+    pub reason: &'static str,
+    pub error: Option<String>,
+    pub duration: f64,
+}
+
+impl Attempt {
+    /// bunqueue's attempt record.
+    pub fn to_value(&self) -> Value {
+        Value::map([
+            ("attempt", Value::from(self.attempt)),
+            ("startedAt", js_number(self.started_at)),
+            ("failedAt", js_number(self.failed_at)),
+            ("reason", Value::from(self.reason)),
+            (
+                "error",
+                self.error.as_deref().map_or(Value::Undefined, Value::from),
+            ),
+            ("duration", js_number(self.duration)),
+        ])
+    }
+}
+
+/// Appends a step to a timeline, up to [`MAX_TIMELINE`] steps.
+pub(crate) fn note(timeline: &mut Vec<Step>, step: Step) {
+    if timeline.len() < MAX_TIMELINE {
+        timeline.push(step);
+    }
+}
+
+/// FAIL's `stack` as bunqueue keeps it: the string lines of an array (at most 100 read),
+/// trimmed, blank ones dropped, at most `limit`; `None` when nothing is left.
+pub(crate) fn stacktrace(stack: Option<&Value>, limit: Option<i64>) -> Option<Vec<String>> {
+    let lines = stack?.as_array()?;
+    let limit = limit.unwrap_or(DEFAULT_STACK_TRACE_LIMIT).max(0) as usize;
+    let out: Vec<String> = lines
+        .iter()
+        .filter_map(Value::as_str)
+        .take(MAX_STACK_LINES)
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(limit)
+        .map(str::to_owned)
+        .collect();
+    (!out.is_empty()).then_some(out)
+}
+
+fn opt_num(v: Option<f64>) -> Value {
+    v.map_or(Value::Nil, js_number)
+}
+
+fn opt_int(v: Option<i64>) -> Value {
+    v.map_or(Value::Nil, Value::from)
+}
+
+fn opt_str(v: Option<&str>) -> Value {
+    v.map_or(Value::Nil, Value::from)
+}
+
+fn strings(v: &[String]) -> Value {
+    Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect())
+}
+
+/// The job's whole record, bunqueue's 47 keys in its order.
+pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str, Value)> {
+    let r = &e.rec;
+    let run = &e.run;
+    let default = AddOptions::default();
+    let o = run.opts.as_deref().unwrap_or(&default);
+    let (backoff, backoff_config) = match r.backoff {
+        None => (Value::from(1000i64), Value::Nil),
+        Some(Backoff::Fixed(d)) => (
+            js_number(ms(d)),
+            Value::map([("type", Value::from("fixed")), ("delay", js_number(ms(d)))]),
+        ),
+        Some(Backoff::Exponential(d)) => (
+            js_number(ms(d)),
+            Value::map([
+                ("type", Value::from("exponential")),
+                ("delay", js_number(ms(d))),
+            ]),
+        ),
+        Some(b) => (js_number(ms(b.delay())), Value::Nil),
+    };
+    let (parent, children) = match &e.flow {
+        Some(l) => (l.parent.as_deref(), l.children.as_slice()),
+        None => (None, &[][..]),
+    };
+    let completed_at = match r.state {
+        crate::store::JobState::Completed => run.finished.map(|(at, _)| at),
+        _ => None,
+    };
+    let last_heartbeat = if run.last_heartbeat > 0.0 {
+        run.last_heartbeat
+    } else {
+        r.created_at
+    };
+    let timeline = run
+        .timeline
+        .iter()
+        .map(|s| {
+            let mut m = vec![
+                ("state", Value::from(s.state)),
+                ("timestamp", js_number(s.at)),
+            ];
+            if let Some(err) = &s.error {
+                m.push((
+                    "error",
+                    err.as_deref().map_or(Value::Undefined, Value::from),
+                ));
+            }
+            if let Some(a) = s.attempt {
+                m.push(("attempt", Value::from(a)));
+            }
+            Value::map(m)
+        })
+        .collect();
+    vec![
+        ("id", Value::from(r.id.as_str())),
+        ("queue", Value::from(r.queue.as_str())),
+        ("name", Value::from(r.name.as_str())),
+        ("data", r.data.clone()),
+        ("createdAt", js_number(r.created_at)),
+        ("runAt", js_number(r.run_at)),
+        ("startedAt", opt_num(run.shown_started)),
+        ("completedAt", opt_num(completed_at)),
+        ("attempts", Value::from(r.attempts)),
+        ("backoff", backoff),
+        ("backoffConfig", backoff_config),
+        ("dependsOn", strings(&run.shown_depends)),
+        ("childrenIds", strings(children)),
+        ("childrenCompleted", Value::from(0i64)),
+        ("tags", strings(&o.tags)),
+        ("progress", js_number(extras.map_or(0.0, |x| x.progress))),
+        (
+            "progressMessage",
+            opt_str(extras.and_then(|x| x.message.as_deref())),
+        ),
+        (
+            "stacktrace",
+            run.stacktrace.as_deref().map_or(Value::Nil, strings),
+        ),
+        ("repeat", Value::Nil),
+        ("durable", Value::from(r.durable)),
+        ("lastHeartbeat", js_number(last_heartbeat)),
+        ("stallCount", Value::from(run.stall_count as i64)),
+        ("priority", Value::from(r.priority)),
+        ("lifo", Value::from(r.lifo)),
+        ("maxAttempts", Value::from(r.max_attempts)),
+        ("removeOnComplete", Value::from(r.remove_on_complete)),
+        ("removeOnFail", Value::from(r.remove_on_fail)),
+        ("ttl", opt_num(o.ttl)),
+        ("timeout", opt_num(o.timeout)),
+        ("uniqueKey", opt_str(r.unique_key.as_deref())),
+        ("customId", opt_str(o.custom_id.as_deref())),
+        ("parentId", opt_str(parent)),
+        ("groupId", opt_str(o.group_id.as_deref())),
+        ("stallTimeout", opt_num(o.stall_timeout)),
+        (
+            "stackTraceLimit",
+            Value::from(o.stack_trace_limit.unwrap_or(DEFAULT_STACK_TRACE_LIMIT)),
+        ),
+        ("keepLogs", opt_int(o.keep_logs)),
+        ("sizeLimit", opt_int(o.size_limit)),
+        ("failParentOnFailure", Value::from(o.fail_parent_on_failure)),
+        (
+            "removeDependencyOnFailure",
+            Value::from(o.remove_dependency_on_failure),
+        ),
+        (
+            "continueParentOnFailure",
+            Value::from(o.continue_parent_on_failure),
+        ),
+        (
+            "ignoreDependencyOnFailure",
+            Value::from(o.ignore_dependency_on_failure),
+        ),
+        ("deduplicationTtl", opt_num(o.dedup_ttl)),
+        ("deduplicationExtend", Value::from(o.dedup_extend)),
+        ("deduplicationReplace", Value::from(o.dedup_replace)),
+        ("debounceId", opt_str(o.debounce_id.as_deref())),
+        ("debounceTtl", opt_num(o.debounce_ttl)),
+        ("timeline", Value::Array(timeline)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_is_trimmed_and_capped() {
+        let stack = Value::Array(vec![
+            Value::from("Error: boom"),
+            Value::from("   at a (x.ts:1)  "),
+            Value::from("  "),
+            Value::Int(3),
+            Value::from("at b (x.ts:2)"),
+        ]);
+        assert_eq!(
+            stacktrace(Some(&stack), Some(2)).unwrap(),
+            ["Error: boom", "at a (x.ts:1)"]
+        );
+        assert_eq!(stacktrace(Some(&stack), None).unwrap().len(), 3);
+        assert_eq!(stacktrace(Some(&Value::from("Error")), None), None);
+        assert_eq!(stacktrace(Some(&stack), Some(0)), None);
+    }
+}

@@ -94,6 +94,9 @@ struct RunInfo {
     shown_started: Option<f64>,
     /// Its failed attempts (a DLQ entry's history).
     attempt_log: Vec<view::Attempt>,
+    /// Its record's `completedAt` (none for a job completed by a late ACK while it waited
+    /// for a retry, as bunqueue's record shows it).
+    shown_completed: Option<f64>,
     /// Its record's `dependsOn`: the ids it was added with and children linked since, less
     /// children whose failure dropped or ignored them (completed ones stay).
     shown_depends: Vec<String>,
@@ -683,7 +686,8 @@ impl State {
         now: f64,
     ) -> Result<(), FinishError> {
         self.check_lock(id, token)?;
-        if self.retried_in_queue(id) {
+        let late = self.retried_in_queue(id);
+        if late {
             // bunqueue completes a job that failed and waits for its retry when an ACK for it
             // arrives late (its "stall-retried" path), whatever the token.
             self.unfile(id, None)
@@ -697,15 +701,18 @@ impl State {
         }
         self.mark_finished(id, now);
         let e = self.jobs.get_mut(id).expect("unfiled or finished above");
-        view::note(
-            &mut e.run.timeline,
-            view::Step {
-                state: "completed",
-                at: now,
-                error: None,
-                attempt: None,
-            },
-        );
+        if !late {
+            e.run.shown_completed = Some(now);
+            view::note(
+                &mut e.run.timeline,
+                view::Step {
+                    state: "completed",
+                    at: now,
+                    error: None,
+                    attempt: None,
+                },
+            );
+        }
         e.rec.state = JobState::Completed;
         e.rec.result = result;
         let remove = remove || e.rec.remove_on_complete;

@@ -249,6 +249,8 @@ struct JobPlan {
     /// 0, or an hour: long enough that no program sees it run out.
     delay: i64,
     attempts: i64,
+    /// Which of the other add options it carries (see [`Side::job_fields`]), one bit each.
+    options: u64,
 }
 
 /// The program of `seed`: `steps` steps over one queue.
@@ -267,6 +269,7 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
             },
             delay: if rng.chance(15) { 3_600_000 } else { 0 },
             attempts: 1 + rng.below(3) as i64,
+            options: if rng.chance(40) { rng.below(256) } else { 0 },
         }
     };
     let mut out = Vec::with_capacity(steps);
@@ -434,6 +437,45 @@ impl Side {
         if p.delay != 0 {
             f.push(("delay", Value::from(p.delay)));
         }
+        // The other options bunqueue keeps on the record, read back whole. Their times are an
+        // hour or more, so none runs out while a program runs.
+        let hour = || Value::from(3_600_000i64);
+        let bit = |n: u32| p.options & (1 << n) != 0;
+        if bit(0) {
+            let tags = vec![Value::from("t"), Value::from(format!("s{}", p.slot))];
+            f.push(("tags", Value::Array(tags)));
+        }
+        if bit(1) {
+            f.push(("timeout", hour()));
+        }
+        if bit(2) {
+            f.push(("stackTraceLimit", Value::from(2i64)));
+        }
+        if bit(3) {
+            f.extend([
+                ("keepLogs", Value::from(5i64)),
+                ("sizeLimit", Value::from(1000i64)),
+            ]);
+        }
+        if bit(4) {
+            f.retain(|(k, _)| *k != "backoff");
+            f.push((
+                "backoff",
+                Value::map([("type", Value::from("fixed")), ("delay", hour())]),
+            ));
+        }
+        if bit(5) {
+            f.push(("stallTimeout", hour()));
+        }
+        if bit(6) {
+            f.extend([
+                ("failParentOnFailure", Value::from(true)),
+                ("continueParentOnFailure", Value::from(false)),
+            ]);
+        }
+        if bit(7) {
+            f.push(("lifo", Value::from(true)));
+        }
         f
     }
 
@@ -518,9 +560,16 @@ impl Side {
                 unrecoverable,
             } => {
                 let id = self.id(*slot);
+                // A worker's stack: trimmed, blank lines dropped, capped at stackTraceLimit.
+                let stack = ["Error: boom", "  at f (x.ts:1)  ", " ", "at g (x.ts:2)"]
+                    .into_iter()
+                    .chain(["at h (x.ts:3)"; 12])
+                    .map(Value::from)
+                    .collect();
                 let mut f = vec![
                     ("id", Value::from(id.as_str())),
                     ("error", Value::from("boom")),
+                    ("stack", Value::Array(stack)),
                 ];
                 if *unrecoverable {
                     f.push(("unrecoverable", Value::from(true)));

@@ -172,10 +172,6 @@ pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str
         Some(l) => (l.parent.as_deref(), l.children.as_slice()),
         None => (None, &[][..]),
     };
-    let completed_at = match r.state {
-        crate::store::JobState::Completed => run.finished.map(|(at, _)| at),
-        _ => None,
-    };
     let last_heartbeat = if run.last_heartbeat > 0.0 {
         run.last_heartbeat
     } else {
@@ -209,7 +205,7 @@ pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str
         ("createdAt", js_number(r.created_at)),
         ("runAt", js_number(r.run_at)),
         ("startedAt", opt_num(run.shown_started)),
-        ("completedAt", opt_num(completed_at)),
+        ("completedAt", opt_num(run.shown_completed)),
         ("attempts", Value::from(r.attempts)),
         ("backoff", backoff),
         ("backoffConfig", backoff_config),

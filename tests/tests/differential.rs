@@ -918,6 +918,9 @@ const TIME_KEYS: &[&str] = &[
     "duration",
     "enteredAt",
     "expiresAt",
+    // The TS client's `Job`.
+    "processedOn",
+    "finishedOn",
 ];
 
 /// `v` with the numbers under [`TIME_KEYS`] replaced by their class, at any depth.
@@ -2463,5 +2466,81 @@ fn strip_next_run(v: &mut Json) {
         }
         Json::Array(a) => a.iter_mut().for_each(strip_next_run),
         _ => {}
+    }
+}
+
+/// Job objects as bunqueue's own TS client builds them (`Queue.add`, `getJob`, `getJobs`,
+/// a `Worker`'s active jobs, a failed job's capped stack trace, a completed job's value), from
+/// `tests/peers/job_objects.ts` run with bun against bunqueue 2.9.5, the broker in memory and
+/// the broker on SQLite: every key of every `Job` compared, its `opts` included; times as
+/// classes, ids by creation order, lock tokens as a class.
+#[test]
+fn ts_client_sees_jobs_like_bunqueue() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sqlite = autobatch_broker::EmbeddedBroker::start(
+        autobatch_broker::BrokerConfig::default().data_path(dir.path().join("jobs.db")),
+    )
+    .expect("broker on SQLite");
+    let run = |what: &str, addr: std::net::SocketAddr| -> Json {
+        let queue = format!("diff-ts-{what}-{}", std::process::id());
+        let out = autobatch_tests::TsPeer::new("job_objects.ts")
+            .target(addr)
+            .options(&json!({ "queue": queue }))
+            .run_json()
+            .unwrap_or_else(|e| panic!("job_objects.ts against {what}: {e}"));
+        let ids: Vec<String> = out["ids"]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .map(|v| v.as_str().expect("an id").to_owned())
+            .collect();
+        let steps = time_classes(out["steps"].clone());
+        let steps = token_class(steps);
+        // The queue's name is the server's own here: one name for the comparison.
+        let steps = serde_json::to_string(&steps)
+            .unwrap()
+            .replace(&queue, "#queue");
+        normalise(serde_json::from_str(&steps).unwrap(), &ids, &HashMap::new())
+    };
+    let bunqueue = run("bunqueue", Target::Bunqueue.shared());
+    for (what, addr) in [
+        ("broker", Target::Broker.shared()),
+        ("broker-sqlite", sqlite.addr()),
+    ] {
+        let broker = run(what, addr);
+        let (a, b) = (
+            bunqueue.as_array().expect("steps"),
+            broker.as_array().expect("steps"),
+        );
+        let name = |s: &Json| s[0].as_str().unwrap_or("?").to_owned();
+        assert_steps_agree(
+            &format!("TS client job objects ({what})"),
+            &a.iter()
+                .map(|s| (name(s), s[1].clone()))
+                .collect::<Vec<_>>(),
+            &b.iter()
+                .map(|s| (name(s), s[1].clone()))
+                .collect::<Vec<_>>(),
+        );
+    }
+    sqlite.stop().expect("stop");
+}
+
+/// `v` with every string `token` (a lock token: each server makes its own) as `"#token"`.
+fn token_class(v: Json) -> Json {
+    match v {
+        Json::Object(m) => Json::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    if k == "token" && v.is_string() && v != json!("#undefined") {
+                        (k, json!("#token"))
+                    } else {
+                        (k, token_class(v))
+                    }
+                })
+                .collect(),
+        ),
+        Json::Array(a) => Json::Array(a.into_iter().map(token_class).collect()),
+        other => other,
     }
 }

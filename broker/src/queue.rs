@@ -83,8 +83,6 @@ struct RunInfo {
     dlq: Option<(&'static str, Option<String>)>,
     /// Its `groupId`, for a group's `maxSize` (see [`State::group_queued`]).
     group: Option<String>,
-    /// The add options its record shows (see `view`).
-    opts: Option<Box<view::AddOptions>>,
     /// bunqueue's `timeline` of the job.
     timeline: Vec<view::Step>,
     /// The last FAIL's stack, as kept (see [`view::stacktrace`]).
@@ -290,6 +288,13 @@ impl State {
                 .insert((rec.queue.clone(), k.clone()), rec.id.clone());
         }
         let mut run = RunInfo::default();
+        // A recovered job's own settings, from its stored options.
+        if let Some(o) = &rec.options {
+            run.timeout = o.timeout.filter(|t| *t > 0.0);
+            run.ttl = o.ttl;
+            run.stall_timeout = o.stall_timeout;
+            run.group = o.group_id.clone();
+        }
         if rec.state == JobState::Failed {
             // Failed before a restart: in the DLQ in recovery order, reason unknown.
             run.finished = Some((rec.created_at, dlq_seq));
@@ -366,8 +371,9 @@ impl State {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
+        let options = crate::store::AddOptions::from_options(&o);
+        let options = (!options.is_default()).then(|| Box::new(options));
         let mut run = RunInfo {
-            opts: Some(Box::new(view::AddOptions::from_options(&o))),
             shown_depends: o.depends_on.clone(),
             stall_timeout: o.stall_timeout.map(ms),
             // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
@@ -427,6 +433,7 @@ impl State {
             },
             result: None,
             failed_reason: None,
+            options,
         };
         if self.store.persistent() {
             self.record(StoreOp::Put(Box::new(rec.clone())));
@@ -1272,8 +1279,19 @@ impl State {
     /// Shows `custom` as the record's `customId` (a flow's jobs have their planned id without
     /// one unless the input named it).
     pub fn show_custom_id(&mut self, id: &str, custom: Option<String>) {
-        if let Some(o) = self.jobs.get_mut(id).and_then(|e| e.run.opts.as_mut()) {
-            o.custom_id = custom;
+        let Some(e) = self.jobs.get_mut(id) else {
+            return;
+        };
+        let mut o = e.rec.options.take().map_or_else(Default::default, |o| *o);
+        if o.custom_id == custom {
+            e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
+            return;
+        }
+        o.custom_id = custom;
+        e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
+        if self.store.persistent() {
+            let rec = e.rec.clone();
+            self.record(StoreOp::Put(Box::new(rec)));
         }
     }
 
@@ -1283,7 +1301,7 @@ impl State {
         let Some(e) = self.jobs.get_mut(id) else {
             return;
         };
-        let limit = e.run.opts.as_ref().and_then(|o| o.stack_trace_limit);
+        let limit = e.rec.options.as_ref().and_then(|o| o.stack_trace_limit);
         if let Some(lines) = view::stacktrace(stack, limit) {
             e.run.stacktrace = Some(lines);
         }

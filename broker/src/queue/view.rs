@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use autobatch_core::wire::{Backoff, JobOptions, Value};
+use autobatch_core::wire::{Backoff, Value};
 
 use super::{Entry, JobExtras};
 use crate::events::js_number;
+use crate::store::AddOptions;
 
 /// Most timeline entries a job keeps (bunqueue's `MAX_TIMELINE_ENTRIES`).
 const MAX_TIMELINE: usize = 20;
@@ -16,58 +17,8 @@ const DEFAULT_STACK_TRACE_LIMIT: i64 = 10;
 /// Most stack lines a FAIL is read for (bunqueue's wire cap).
 const MAX_STACK_LINES: usize = 100;
 
-/// The add options bunqueue keeps on a job's record that the job record itself does not hold:
-/// read back by GetJob as sent.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub(crate) struct AddOptions {
-    pub ttl: Option<f64>,
-    pub timeout: Option<f64>,
-    pub custom_id: Option<String>,
-    pub group_id: Option<String>,
-    pub tags: Vec<String>,
-    pub stall_timeout: Option<f64>,
-    pub stack_trace_limit: Option<i64>,
-    pub keep_logs: Option<i64>,
-    pub size_limit: Option<i64>,
-    pub fail_parent_on_failure: bool,
-    pub remove_dependency_on_failure: bool,
-    pub continue_parent_on_failure: bool,
-    pub ignore_dependency_on_failure: bool,
-    pub dedup_ttl: Option<f64>,
-    pub dedup_extend: bool,
-    pub dedup_replace: bool,
-    pub debounce_id: Option<String>,
-    pub debounce_ttl: Option<f64>,
-}
-
 fn ms(d: Duration) -> f64 {
     d.as_millis() as f64
-}
-
-impl AddOptions {
-    /// What a job added with `o` keeps.
-    pub fn from_options(o: &JobOptions) -> AddOptions {
-        AddOptions {
-            ttl: o.ttl.map(ms),
-            timeout: o.timeout.map(ms),
-            custom_id: o.job_id.clone(),
-            group_id: o.group_id.clone(),
-            tags: o.tags.clone(),
-            stall_timeout: o.stall_timeout.map(ms),
-            stack_trace_limit: o.stack_trace_limit,
-            keep_logs: o.keep_logs,
-            size_limit: o.size_limit,
-            fail_parent_on_failure: o.fail_parent_on_failure.unwrap_or(false),
-            remove_dependency_on_failure: o.remove_dependency_on_failure.unwrap_or(false),
-            continue_parent_on_failure: o.continue_parent_on_failure.unwrap_or(false),
-            ignore_dependency_on_failure: o.ignore_dependency_on_failure.unwrap_or(false),
-            dedup_ttl: o.dedup.as_ref().and_then(|d| d.ttl).map(ms),
-            dedup_extend: o.dedup.as_ref().and_then(|d| d.extend).unwrap_or(false),
-            dedup_replace: o.dedup.as_ref().and_then(|d| d.replace).unwrap_or(false),
-            debounce_id: o.debounce.as_ref().map(|d| d.id.clone()),
-            debounce_ttl: o.debounce.as_ref().and_then(|d| d.ttl).map(ms),
-        }
-    }
 }
 
 /// One step of a job's life, as bunqueue's `timeline` records it.
@@ -152,7 +103,7 @@ pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str
     let r = &e.rec;
     let run = &e.run;
     let default = AddOptions::default();
-    let o = run.opts.as_deref().unwrap_or(&default);
+    let o = r.options.as_deref().unwrap_or(&default);
     let (backoff, backoff_config) = match r.backoff {
         None => (Value::from(1000i64), Value::Nil),
         Some(Backoff::Fixed(d)) => (

@@ -8,6 +8,9 @@
 //! go through [`RawClient::command`] (hand-written maps, none of the client's encoding), so what
 //! is compared is the servers' behaviour alone.
 //!
+//! Each program runs on three servers at once: bunqueue, the broker in memory and the broker on
+//! SQLite (its SQLite leg); both broker legs must answer as bunqueue does.
+//!
 //! * `DIFF_PROGRAMS` (default 200) programs of `DIFF_STEPS` (default 40) steps each; CI runs the
 //!   defaults, a longer campaign sets them higher.
 //! * `DIFF_SEED=<n>` runs one program: the reproduction a failure prints; with `DIFF_TRACE=1`
@@ -990,13 +993,17 @@ fn normalise(v: Json, ids: &[String], tokens: &HashMap<String, String>) -> Json 
 /// Runs program `seed` on both servers; `Err` describes the first difference.
 fn run_program(seed: u64, steps: usize) -> Result<(), String> {
     let queue = format!("diff-{seed}-{}", std::process::id());
-    let connect = |target: Target| Side {
+    let connect = |addr: std::net::SocketAddr| Side {
         seed,
-        raw: RawClient::connect(target.shared(), None).expect("connect"),
+        raw: RawClient::connect(addr, None).expect("connect"),
         ids: Vec::new(),
         tokens: HashMap::new(),
     };
-    let (mut bq, mut broker) = (connect(Target::Bunqueue), connect(Target::Broker));
+    let (mut bq, mut broker, mut lite) = (
+        connect(Target::Bunqueue.shared()),
+        connect(Target::Broker.shared()),
+        connect(sqlite_broker()),
+    );
     let program = program(seed, steps);
     if std::env::var_os("DIFF_SEED").is_some() {
         eprintln!("program {seed}: {program:?}");
@@ -1020,31 +1027,59 @@ fn run_program(seed: u64, steps: usize) -> Result<(), String> {
             }
         };
         own_millisecond();
-        let (a, b) = (bq.run(&queue, step), broker.run(&queue, step));
+        let (a, b, c) = (
+            bq.run(&queue, step),
+            broker.run(&queue, step),
+            lite.run(&queue, step),
+        );
         own_millisecond();
         if trace {
             eprintln!("step {i}: {step:?}\n  -> {a}");
         }
-        if a != b {
-            return Err(format!(
-                "seed {seed}, step {i}: {step:?}\n  bunqueue: {a}\n  broker:   {b}\n  \
-                 steps before: {:?}\n  reproduce: DIFF_SEED={seed} DIFF_STEPS={steps} \
-                 cargo test -p autobatch-tests --test differential",
-                &program[..i]
-            ));
+        for (leg, b) in [("broker", &b), ("broker on SQLite", &c)] {
+            if a != *b {
+                return Err(format!(
+                    "seed {seed}, step {i}: {step:?}\n  bunqueue: {a}\n  {leg}: {b}\n  \
+                     steps before: {:?}\n  reproduce: DIFF_SEED={seed} DIFF_STEPS={steps} \
+                     cargo test -p autobatch-tests --test differential",
+                    &program[..i]
+                ));
+            }
         }
     }
     // The end state, job by job, through the same connections.
-    let (a, b) = (
+    let (a, b, c) = (
         bq.run(&queue, &Step::Counts),
         broker.run(&queue, &Step::Counts),
+        lite.run(&queue, &Step::Counts),
     );
-    if a != b {
-        return Err(format!(
-            "seed {seed}, end counts:\n  bunqueue: {a}\n  broker:   {b}"
-        ));
+    for (leg, b) in [("broker", &b), ("broker on SQLite", &c)] {
+        if a != *b {
+            return Err(format!(
+                "seed {seed}, end counts:\n  bunqueue: {a}\n  {leg}: {b}"
+            ));
+        }
     }
     Ok(())
+}
+
+/// The broker on SQLite that the random programs also run against (their SQLite leg): one per
+/// test process, its database in cargo's scratch directory for integration tests (a static is
+/// never dropped, so a temporary directory would outlive the process anyway).
+fn sqlite_broker() -> std::net::SocketAddr {
+    static BROKER: std::sync::OnceLock<autobatch_broker::EmbeddedBroker> =
+        std::sync::OnceLock::new();
+    BROKER
+        .get_or_init(|| {
+            let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("differential-{}.db", std::process::id()));
+            for stale in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{stale}", path.display()));
+            }
+            let config = autobatch_broker::BrokerConfig::default().data_path(path);
+            autobatch_broker::EmbeddedBroker::start(config).expect("broker on SQLite")
+        })
+        .addr()
 }
 
 fn env_u64(key: &str) -> Option<u64> {

@@ -28,7 +28,9 @@ pub(crate) mod dlq;
 pub(crate) mod flow;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
 pub(crate) mod limits;
-/// A job's whole record as bunqueue shows it.
+/// A job's history: timeline steps, failed attempts, stack trace.
+pub(crate) mod timeline;
+/// A job's whole record as bunqueue shows it (GetJob and the other replies carrying jobs).
 pub(crate) mod view;
 
 /// Default `maxAttempts`.
@@ -84,14 +86,14 @@ struct RunInfo {
     /// Its `groupId`, for a group's `maxSize` (see [`State::group_queued`]).
     group: Option<String>,
     /// bunqueue's `timeline` of the job.
-    timeline: Vec<view::Step>,
-    /// The last FAIL's stack, as kept (see [`view::stacktrace`]).
+    timeline: Vec<timeline::Step>,
+    /// The last FAIL's stack, as kept (see [`timeline::stacktrace`]).
     stacktrace: Option<Vec<String>>,
     /// Its record's `startedAt`: when its last run started, kept once it finished (cleared
     /// when it waits for a retry).
     shown_started: Option<f64>,
     /// Its failed attempts (a DLQ entry's history).
-    attempt_log: Vec<view::Attempt>,
+    attempt_log: Vec<timeline::Attempt>,
     /// Its record's `completedAt` (none for a job completed by a late ACK while it waited
     /// for a retry, as bunqueue's record shows it).
     shown_completed: Option<f64>,
@@ -444,9 +446,9 @@ impl State {
             _ if rec.priority > 0 => "prioritized",
             _ => "waiting",
         };
-        view::note(
+        timeline::note(
             &mut run.timeline,
-            view::Step {
+            timeline::Step {
                 state: first,
                 at: now,
                 error: None,
@@ -612,9 +614,9 @@ impl State {
             e.run.started_at = Some(now);
             e.run.shown_started = Some(now);
             e.run.last_heartbeat = now;
-            view::note(
+            timeline::note(
                 &mut e.run.timeline,
-                view::Step {
+                timeline::Step {
                     state: "active",
                     at: now,
                     error: None,
@@ -623,12 +625,12 @@ impl State {
             );
             e.conn = spec.tie_to;
             self.running.insert(id.clone());
-            let job = Value::map(view::record(e, self.extras.get(&id)));
             let op = update_op(&e.rec);
             if let Some(c) = spec.tie_to {
                 self.held.entry(c).or_default().insert(id.clone());
             }
             self.record(op);
+            let job = self.job_record(&id).unwrap_or(Value::Nil);
             self.events
                 .emit(spec.queue, "pulled", job_event(spec.queue, &id));
             out.push(Pulled { id, job, token });
@@ -710,9 +712,9 @@ impl State {
         let e = self.jobs.get_mut(id).expect("unfiled or finished above");
         if !late {
             e.run.shown_completed = Some(now);
-            view::note(
+            timeline::note(
                 &mut e.run.timeline,
-                view::Step {
+                timeline::Step {
                     state: "completed",
                     at: now,
                     error: None,
@@ -785,9 +787,9 @@ impl State {
         let e = self.finish(id)?;
         e.run.shown_started = started;
         e.rec.attempts += 1;
-        view::note(
+        timeline::note(
             &mut e.run.timeline,
-            view::Step {
+            timeline::Step {
                 state: "failed",
                 at: now,
                 error: Some(error.clone()),
@@ -798,7 +800,7 @@ impl State {
         let retry = !unrecoverable && e.rec.attempts < e.rec.max_attempts;
         if retry {
             // The attempt kept for a later DLQ entry's history (`recordJobFailureAttempt`).
-            e.run.attempt_log.push(view::Attempt {
+            e.run.attempt_log.push(timeline::Attempt {
                 attempt: e.rec.attempts,
                 started_at: started.unwrap_or(e.rec.created_at),
                 failed_at: now,
@@ -811,9 +813,9 @@ impl State {
                 duration: started.map_or(0.0, |s| now - s),
             });
             let attempt = e.rec.attempts + 1;
-            view::note(
+            timeline::note(
                 &mut e.run.timeline,
-                view::Step {
+                timeline::Step {
                     state: "waiting",
                     at: now,
                     error: None,
@@ -1020,7 +1022,7 @@ impl State {
                 });
             } else {
                 if let Some(e) = self.jobs.get_mut(&id) {
-                    e.run.attempt_log.push(view::Attempt {
+                    e.run.attempt_log.push(timeline::Attempt {
                         attempt: e.rec.attempts,
                         started_at: e.rec.created_at,
                         failed_at: now,
@@ -1120,7 +1122,7 @@ impl State {
             } else {
                 // Its timeline's last failure, which GetJob shows as `failedReason`.
                 e.rec.failed_reason = Some("stalled".into());
-                e.run.attempt_log.push(view::Attempt {
+                e.run.attempt_log.push(timeline::Attempt {
                     attempt: e.rec.attempts,
                     started_at: e.rec.created_at,
                     failed_at: now,
@@ -1133,9 +1135,9 @@ impl State {
                     ("failed", Some(Some("stalled".to_owned())), attempt),
                     ("waiting", None, attempt + 1),
                 ] {
-                    view::note(
+                    timeline::note(
                         &mut e.run.timeline,
-                        view::Step {
+                        timeline::Step {
                             state,
                             at: now,
                             error,
@@ -1235,30 +1237,6 @@ impl State {
         self.workers.retain(|_, w| w.conn != conn);
     }
 
-    /// A job as GetJob returns it: with its state, result and failure reason.
-    pub fn get_job(&mut self, id: &str, now: f64) -> Option<Value> {
-        let queue = self.jobs.get(id)?.rec.queue.clone();
-        self.promote(&queue, now);
-        let e = self.jobs.get(id)?;
-        // bunqueue's `jobView`: the record, its state, its value and its last error.
-        let mut job = view::record(e, self.extras.get(id));
-        job.extend([
-            ("state", Value::from(state_name(&e.rec))),
-            (
-                "returnvalue",
-                e.rec.result.clone().unwrap_or(Value::Undefined),
-            ),
-            (
-                "failedReason",
-                e.rec
-                    .failed_reason
-                    .as_deref()
-                    .map_or(Value::Undefined, Value::from),
-            ),
-        ]);
-        Some(Value::map(job))
-    }
-
     /// A job in the client's record form ([`Job`]), for the tests.
     #[cfg(test)]
     pub fn get_job_wire(&mut self, id: &str, now: f64) -> Option<Job> {
@@ -1302,7 +1280,7 @@ impl State {
             return;
         };
         let limit = e.rec.options.as_ref().and_then(|o| o.stack_trace_limit);
-        if let Some(lines) = view::stacktrace(stack, limit) {
+        if let Some(lines) = timeline::stacktrace(stack, limit) {
             e.run.stacktrace = Some(lines);
         }
     }

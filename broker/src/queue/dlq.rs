@@ -89,7 +89,7 @@ impl State {
         e.run.finished = Some((now, seq));
         // The entry's last attempt (bunqueue's `createDlqEntry`).
         let started = e.run.shown_started;
-        e.run.attempt_log.push(super::view::Attempt {
+        e.run.attempt_log.push(super::timeline::Attempt {
             attempt: e.rec.attempts,
             started_at: started.unwrap_or(e.rec.created_at),
             failed_at: now,
@@ -121,9 +121,9 @@ impl State {
             e.run.shown_started = None;
             e.run.last_heartbeat = now;
             e.run.attempt_log.clear();
-            super::view::note(
+            super::timeline::note(
                 &mut e.run.timeline,
-                super::view::Step {
+                super::timeline::Step {
                     state: "waiting",
                     at: now,
                     error: None,

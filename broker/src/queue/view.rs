@@ -1,85 +1,19 @@
 //! A job as bunqueue 2.9.5 shows it: its whole record (every add option, the run's times, the
 //! timeline, the stack trace), in bunqueue's key order, built in one place for every reply that
-//! carries a job record (GetJob).
+//! carries a job record (GetJob, GetJobs, PULL, PULLB, PUSHF, Dlq).
 
 use std::time::Duration;
 
 use autobatch_core::wire::{Backoff, Value};
 
-use super::{Entry, JobExtras};
+use super::{state_name, Entry, JobExtras, State};
 use crate::events::js_number;
 use crate::store::AddOptions;
 
-/// Most timeline entries a job keeps (bunqueue's `MAX_TIMELINE_ENTRIES`).
-const MAX_TIMELINE: usize = 20;
-/// Stack-trace lines kept when the job does not say (bunqueue's default `stackTraceLimit`).
-const DEFAULT_STACK_TRACE_LIMIT: i64 = 10;
-/// Most stack lines a FAIL is read for (bunqueue's wire cap).
-const MAX_STACK_LINES: usize = 100;
+use super::timeline::DEFAULT_STACK_TRACE_LIMIT;
 
 fn ms(d: Duration) -> f64 {
     d.as_millis() as f64
-}
-
-/// One step of a job's life, as bunqueue's `timeline` records it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Step {
-    pub state: &'static str,
-    pub at: f64,
-    pub error: Option<Option<String>>,
-    pub attempt: Option<i64>,
-}
-
-/// One failed attempt, as a DLQ entry's `attempts` history shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Attempt {
-    pub attempt: i64,
-    pub started_at: f64,
-    pub failed_at: f64,
-    pub reason: &'static str,
-    pub error: Option<String>,
-    pub duration: f64,
-}
-
-impl Attempt {
-    /// bunqueue's attempt record.
-    pub fn to_value(&self) -> Value {
-        Value::map([
-            ("attempt", Value::from(self.attempt)),
-            ("startedAt", js_number(self.started_at)),
-            ("failedAt", js_number(self.failed_at)),
-            ("reason", Value::from(self.reason)),
-            (
-                "error",
-                self.error.as_deref().map_or(Value::Undefined, Value::from),
-            ),
-            ("duration", js_number(self.duration)),
-        ])
-    }
-}
-
-/// Appends a step to a timeline, up to [`MAX_TIMELINE`] steps.
-pub(crate) fn note(timeline: &mut Vec<Step>, step: Step) {
-    if timeline.len() < MAX_TIMELINE {
-        timeline.push(step);
-    }
-}
-
-/// FAIL's `stack` as bunqueue keeps it: the string lines of an array (at most 100 read),
-/// trimmed, blank ones dropped, at most `limit`; `None` when nothing is left.
-pub(crate) fn stacktrace(stack: Option<&Value>, limit: Option<i64>) -> Option<Vec<String>> {
-    let lines = stack?.as_array()?;
-    let limit = limit.unwrap_or(DEFAULT_STACK_TRACE_LIMIT).max(0) as usize;
-    let out: Vec<String> = lines
-        .iter()
-        .filter_map(Value::as_str)
-        .take(MAX_STACK_LINES)
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .take(limit)
-        .map(str::to_owned)
-        .collect();
-    (!out.is_empty()).then_some(out)
 }
 
 fn opt_num(v: Option<f64>) -> Value {
@@ -217,25 +151,34 @@ pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str
     ]
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl State {
+    /// The whole record of job `id` (PULL's and PUSHF's form: no state).
+    pub(super) fn job_record(&self, id: &str) -> Option<Value> {
+        let e = self.jobs.get(id)?;
+        Some(Value::map(record(e, self.extras.get(id))))
+    }
 
-    #[test]
-    fn a_stack_is_trimmed_and_capped() {
-        let stack = Value::Array(vec![
-            Value::from("Error: boom"),
-            Value::from("   at a (x.ts:1)  "),
-            Value::from("  "),
-            Value::Int(3),
-            Value::from("at b (x.ts:2)"),
+    /// A job as GetJob returns it: with its state, result and failure reason.
+    pub fn get_job(&mut self, id: &str, now: f64) -> Option<Value> {
+        let queue = self.jobs.get(id)?.rec.queue.clone();
+        self.promote(&queue, now);
+        let e = self.jobs.get(id)?;
+        // bunqueue's `jobView`: the record, its state, its value and its last error.
+        let mut job = record(e, self.extras.get(id));
+        job.extend([
+            ("state", Value::from(state_name(&e.rec))),
+            (
+                "returnvalue",
+                e.rec.result.clone().unwrap_or(Value::Undefined),
+            ),
+            (
+                "failedReason",
+                e.rec
+                    .failed_reason
+                    .as_deref()
+                    .map_or(Value::Undefined, Value::from),
+            ),
         ]);
-        assert_eq!(
-            stacktrace(Some(&stack), Some(2)).unwrap(),
-            ["Error: boom", "at a (x.ts:1)"]
-        );
-        assert_eq!(stacktrace(Some(&stack), None).unwrap().len(), 3);
-        assert_eq!(stacktrace(Some(&Value::from("Error")), None), None);
-        assert_eq!(stacktrace(Some(&stack), Some(0)), None);
+        Some(Value::map(job))
     }
 }

@@ -26,11 +26,7 @@ impl State {
 
     /// A new job as PUSHF's reply shows it (no state: bunqueue's record has none).
     pub fn snapshot(&self, id: &str) -> Option<Value> {
-        let e = self.jobs.get(id)?;
-        Some(Value::map(crate::queue::view::record(
-            e,
-            self.extras.get(id),
-        )))
+        self.job_record(id)
     }
 
     /// Whether a new job with these dependencies must wait for them.
@@ -106,9 +102,9 @@ impl State {
                 "waiting"
             };
             if e.run.timeline.last().map(|s| s.state) != Some(state) {
-                crate::queue::view::note(
+                crate::queue::timeline::note(
                     &mut e.run.timeline,
-                    crate::queue::view::Step {
+                    crate::queue::timeline::Step {
                         state,
                         at: now,
                         error: None,
@@ -461,9 +457,9 @@ impl State {
         if state != JobState::WaitingChildren {
             e.rec.state = JobState::WaitingChildren;
             let deps = l.depends_on.clone();
-            crate::queue::view::note(
+            crate::queue::timeline::note(
                 &mut e.run.timeline,
-                crate::queue::view::Step {
+                crate::queue::timeline::Step {
                     state: "waiting-children",
                     at: crate::clock::now_ms(),
                     error: None,

@@ -1279,9 +1279,14 @@ impl State {
         let Some(e) = self.jobs.get_mut(id) else {
             return;
         };
-        let limit = e.rec.options.as_ref().and_then(|o| o.stack_trace_limit);
-        if let Some(lines) = timeline::stacktrace(stack, limit) {
-            e.run.stacktrace = Some(lines);
+        // A FAIL with at least one string line replaces the trace (with none if every line is
+        // blank), as bunqueue's `failJob` does.
+        let sent = stack
+            .and_then(Value::as_array)
+            .is_some_and(|l| l.iter().any(|x| x.as_str().is_some()));
+        if sent {
+            let limit = e.rec.options.as_ref().and_then(|o| o.stack_trace_limit);
+            e.run.stacktrace = timeline::stacktrace(stack, limit);
         }
     }
 

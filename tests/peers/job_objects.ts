@@ -6,7 +6,7 @@
 //
 // Prints one JSON document: {"ids": [job ids in creation order], "steps": [[what, value]...]},
 // each value a plain copy of a `Job` (its data fields, no methods) or of a listing.
-import { Queue, Worker } from 'bunqueue/client';
+import { FlowProducer, Queue, Worker } from 'bunqueue/client';
 import { connection, emit, fail, parseArgs } from './common';
 
 const t = parseArgs('job_objects.ts HOST PORT [json options]');
@@ -100,6 +100,25 @@ try {
   await note('getJobs completed', await q.getJobs(['completed'], 0, 10, true));
   await note('getJobs failed', await q.getJobs(['failed'], 0, 10, true));
   await note('getJobCounts', await q.getJobCounts());
+
+  // A flow: a parent waiting for two children, one of them with its own options.
+  const flow = new FlowProducer({ connection: conn });
+  const tree: any = await flow.add({
+    name: 'parent',
+    queueName: name,
+    data: { p: 1 },
+    children: [
+      { name: 'kid1', queueName: name, data: { c: 1 } },
+      { name: 'kid2', queueName: name, data: { c: 2 }, opts: { attempts: 1, ignoreDependencyOnFailure: true } as any },
+    ],
+  });
+  const parentId = String(tree.job.id);
+  const kidIds = tree.children.map((c: any) => String(c.job.id));
+  ids.push(parentId, ...kidIds);
+  await note('flow: parent', await q.getJob(parentId));
+  for (const [i, id] of kidIds.entries()) await note(`flow: child ${i}`, await q.getJob(id));
+  await note('getJobs waiting-children', await q.getJobs(['waiting-children'], 0, 10, true));
+  await flow.close();
   await q.obliterate();
   await q.close();
   emit({ ids, steps });

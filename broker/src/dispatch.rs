@@ -150,11 +150,13 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
         }),
         Command::Ping => Ok(Response::Pong { time: now }),
         Command::Auth { .. } => Ok(Response::Done), // handled before dispatch
-        Command::Push { queue, job } => {
+        Command::Push { queue, mut job } => {
+            crate::envelope::push(&mut job, raw)?;
             let ids = push(shared, &queue, vec![job], false).await?;
             Ok(Response::Pushed(ids.into_iter().next().unwrap_or_default()))
         }
-        Command::PushB { queue, jobs } => {
+        Command::PushB { queue, mut jobs } => {
+            crate::envelope::push_batch(&mut jobs, raw)?;
             let ids = push(shared, &queue, jobs, true).await?;
             Ok(Response::PushedBatch(ids))
         }
@@ -192,16 +194,19 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             ..
         } => {
             let remove = raw.get("removeOnFail").and_then(Value::as_bool);
-            let applied = shared
-                .lock()
+            let mut state = shared.lock();
+            let applied = state
                 .fail(&id, token.as_deref(), error, unrecoverable, remove, now)
                 .map_err(|e| e.to_string())?;
+            if applied {
+                state.set_stacktrace(&id, raw.get("stack"));
+            }
             Ok(Response::Finalized { applied })
         }
         Command::GetJob { id } => shared
             .lock()
             .get_job(&id, now)
-            .map(|job| Response::Job(Box::new(job)))
+            .map(|job| other(vec![("job", job)]))
             .ok_or_else(|| "Job not found".to_owned()),
         Command::GetState { id } => {
             let state = shared.lock().get_state(&id, now);
@@ -419,24 +424,27 @@ async fn pull(
     let (jobs, tokens): (Vec<_>, Vec<_>) = pulled.into_iter().map(|p| (p.job, p.token)).unzip();
     Ok(match (count, locked) {
         (None, true) => match (jobs.into_iter().next(), tokens.into_iter().next().flatten()) {
-            (Some(job), token) => Response::Pulled {
-                job: Some(Box::new(job)),
-                token,
-            },
+            (Some(job), token) => {
+                let mut f = vec![("job", job)];
+                f.extend(token.map(|t| ("token", Value::from(t))));
+                other(f)
+            }
             (None, _) => other(vec![("job", Value::Nil), ("token", Value::Nil)]),
         },
-        (None, false) => Response::Pulled {
-            job: jobs.into_iter().next().map(Box::new),
-            token: None,
-        },
-        (Some(_), true) => Response::PulledBatch {
-            jobs,
-            tokens: tokens.into_iter().map(Option::unwrap_or_default).collect(),
-        },
-        (Some(_), false) => other(vec![(
-            "jobs",
-            Value::Array(jobs.iter().map(|j| j.to_value()).collect()),
-        )]),
+        (None, false) => other(vec![("job", jobs.into_iter().next().unwrap_or(Value::Nil))]),
+        (Some(_), true) => other(vec![
+            ("jobs", Value::Array(jobs)),
+            (
+                "tokens",
+                Value::Array(
+                    tokens
+                        .into_iter()
+                        .map(|t| Value::from(t.unwrap_or_default()))
+                        .collect(),
+                ),
+            ),
+        ]),
+        (Some(_), false) => other(vec![("jobs", Value::Array(jobs))]),
     })
 }
 

@@ -36,6 +36,10 @@
 //!   error texts and next-run rule) in UTC, a `timezone` other than UTC refused for a pattern;
 //!   fired on their own timer with bunqueue's limit, overlap, `skipIfNoWorker` and
 //!   `preventOverlap` rules. Kept in memory only: a restart forgets them.
+//! * Jobs read back as bunqueue 2.9.5's whole record (GetJob, GetJobs, PULL, PULLB, PUSHF,
+//!   Dlq): every add option as sent ([`store::AddOptions`], kept by SQLite too), the timeline,
+//!   FAIL's stack capped at `stackTraceLimit`, a DLQ entry's attempts; jobs sent in the legacy
+//!   `data.name` envelope are unpacked on every add path.
 //! * TLS on the port when [`BrokerConfig::tls`] is set ([`BrokerTls`]: rustls with *ring*,
 //!   through tokio-rustls), as bunqueue serves it with `TLS_CERT_FILE` / `TLS_KEY_FILE`.
 //!
@@ -68,6 +72,7 @@ mod conn_id;
 mod context;
 mod dispatch;
 mod embedded;
+mod envelope;
 mod error;
 mod events;
 mod framing;

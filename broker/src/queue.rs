@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use autobatch_core::ops::{ChildFailure, StallConfig, StallConfigUpdate, WorkerInfo};
-use autobatch_core::wire::{Backoff, Job, JobCounts, JobSpec, Value};
+#[cfg(test)]
+use autobatch_core::wire::Job;
+use autobatch_core::wire::{Backoff, JobCounts, JobSpec, Value};
 use tokio::sync::Notify;
 
 use crate::conn_id::ConnId;
@@ -26,6 +28,10 @@ pub(crate) mod dlq;
 pub(crate) mod flow;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
 pub(crate) mod limits;
+/// A job's history: timeline steps, failed attempts, stack trace.
+pub(crate) mod timeline;
+/// A job's whole record as bunqueue shows it (GetJob and the other replies carrying jobs).
+pub(crate) mod view;
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
@@ -79,6 +85,21 @@ struct RunInfo {
     dlq: Option<(&'static str, Option<String>)>,
     /// Its `groupId`, for a group's `maxSize` (see [`State::group_queued`]).
     group: Option<String>,
+    /// bunqueue's `timeline` of the job.
+    timeline: Vec<timeline::Step>,
+    /// The last FAIL's stack, as kept (see [`timeline::stacktrace`]).
+    stacktrace: Option<Vec<String>>,
+    /// Its record's `startedAt`: when its last run started, kept once it finished (cleared
+    /// when it waits for a retry).
+    shown_started: Option<f64>,
+    /// Its failed attempts (a DLQ entry's history).
+    attempt_log: Vec<timeline::Attempt>,
+    /// Its record's `completedAt` (none for a job completed by a late ACK while it waited
+    /// for a retry, as bunqueue's record shows it).
+    shown_completed: Option<f64>,
+    /// Its record's `dependsOn`: the ids it was added with and children linked since, less
+    /// children whose failure dropped or ignored them (completed ones stay).
+    shown_depends: Vec<String>,
 }
 
 #[derive(Default)]
@@ -126,7 +147,11 @@ impl std::fmt::Display for FinishError {
 
 /// One pulled job and its lock token (when pulled with an owner).
 pub(crate) struct Pulled {
-    pub job: Job,
+    /// The job's id (the record holds it too; the tests read it here).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub id: String,
+    /// Its whole record (see `view`).
+    pub job: Value,
     pub token: Option<String>,
 }
 
@@ -265,6 +290,13 @@ impl State {
                 .insert((rec.queue.clone(), k.clone()), rec.id.clone());
         }
         let mut run = RunInfo::default();
+        // A recovered job's own settings, from its stored options.
+        if let Some(o) = &rec.options {
+            run.timeout = o.timeout.filter(|t| *t > 0.0);
+            run.ttl = o.ttl;
+            run.stall_timeout = o.stall_timeout;
+            run.group = o.group_id.clone();
+        }
         if rec.state == JobState::Failed {
             // Failed before a restart: in the DLQ in recovery order, reason unknown.
             run.finished = Some((rec.created_at, dlq_seq));
@@ -341,7 +373,10 @@ impl State {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
-        let run = RunInfo {
+        let options = crate::store::AddOptions::from_options(&o);
+        let options = (!options.is_default()).then(|| Box::new(options));
+        let mut run = RunInfo {
+            shown_depends: o.depends_on.clone(),
             stall_timeout: o.stall_timeout.map(ms),
             // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
             timeout: o.timeout.map(ms).filter(|t| *t > 0.0),
@@ -400,10 +435,26 @@ impl State {
             },
             result: None,
             failed_reason: None,
+            options,
         };
         if self.store.persistent() {
             self.record(StoreOp::Put(Box::new(rec.clone())));
         }
+        let first = match rec.state {
+            JobState::WaitingChildren => "waiting-children",
+            JobState::Delayed => "delayed",
+            _ if rec.priority > 0 => "prioritized",
+            _ => "waiting",
+        };
+        timeline::note(
+            &mut run.timeline,
+            timeline::Step {
+                state: first,
+                at: now,
+                error: None,
+                attempt: None,
+            },
+        );
         let ready = rec.state == JobState::Waiting;
         let queue = rec.queue.clone();
         self.admit(rec);
@@ -561,19 +612,28 @@ impl State {
                 renewals: 0,
             });
             e.run.started_at = Some(now);
+            e.run.shown_started = Some(now);
             e.run.last_heartbeat = now;
+            timeline::note(
+                &mut e.run.timeline,
+                timeline::Step {
+                    state: "active",
+                    at: now,
+                    error: None,
+                    attempt: None,
+                },
+            );
             e.conn = spec.tie_to;
             self.running.insert(id.clone());
-            let mut job = wire_job(&e.rec);
-            wire_links(&mut job, e);
             let op = update_op(&e.rec);
             if let Some(c) = spec.tie_to {
-                self.held.entry(c).or_default().insert(id);
+                self.held.entry(c).or_default().insert(id.clone());
             }
             self.record(op);
+            let job = self.job_record(&id).unwrap_or(Value::Nil);
             self.events
-                .emit(spec.queue, "pulled", job_event(spec.queue, &job.id));
-            out.push(Pulled { job, token });
+                .emit(spec.queue, "pulled", job_event(spec.queue, &id));
+            out.push(Pulled { id, job, token });
         }
         out
     }
@@ -605,6 +665,9 @@ impl State {
         };
         e.lock = None;
         e.run.started_at = None;
+        // bunqueue clears a record's `startedAt` whenever a run ends but by ACK or FAIL (which
+        // put it back).
+        e.run.shown_started = None;
         self.running.remove(id);
         if let Some(c) = e.conn.take() {
             if let Some(set) = self.held.get_mut(&c) {
@@ -632,7 +695,8 @@ impl State {
         now: f64,
     ) -> Result<(), FinishError> {
         self.check_lock(id, token)?;
-        if self.retried_in_queue(id) {
+        let late = self.retried_in_queue(id);
+        if late {
             // bunqueue completes a job that failed and waits for its retry when an ACK for it
             // arrives late (its "stall-retried" path), whatever the token.
             self.unfile(id, None)
@@ -641,10 +705,23 @@ impl State {
             // included (a second release for the job: another job's slot, down to 0).
             self.release_slot_of(id);
         } else {
-            self.finish(id)?;
+            let started = self.jobs.get(id).and_then(|e| e.run.started_at);
+            self.finish(id)?.run.shown_started = started;
         }
         self.mark_finished(id, now);
         let e = self.jobs.get_mut(id).expect("unfiled or finished above");
+        if !late {
+            e.run.shown_completed = Some(now);
+            timeline::note(
+                &mut e.run.timeline,
+                timeline::Step {
+                    state: "completed",
+                    at: now,
+                    error: None,
+                    attempt: None,
+                },
+            );
+        }
         e.rec.state = JobState::Completed;
         e.rec.result = result;
         let remove = remove || e.rec.remove_on_complete;
@@ -706,10 +783,46 @@ impl State {
             return Ok(false);
         }
         let jitter = self.random();
+        let started = self.jobs.get(id).and_then(|e| e.run.started_at);
         let e = self.finish(id)?;
+        e.run.shown_started = started;
         e.rec.attempts += 1;
+        timeline::note(
+            &mut e.run.timeline,
+            timeline::Step {
+                state: "failed",
+                at: now,
+                error: Some(error.clone()),
+                attempt: Some(e.rec.attempts),
+            },
+        );
         e.rec.failed_reason = error;
         let retry = !unrecoverable && e.rec.attempts < e.rec.max_attempts;
+        if retry {
+            // The attempt kept for a later DLQ entry's history (`recordJobFailureAttempt`).
+            e.run.attempt_log.push(timeline::Attempt {
+                attempt: e.rec.attempts,
+                started_at: started.unwrap_or(e.rec.created_at),
+                failed_at: now,
+                reason: if timed_out {
+                    "timeout"
+                } else {
+                    "explicit_fail"
+                },
+                error: e.rec.failed_reason.clone(),
+                duration: started.map_or(0.0, |s| now - s),
+            });
+            let attempt = e.rec.attempts + 1;
+            timeline::note(
+                &mut e.run.timeline,
+                timeline::Step {
+                    state: "waiting",
+                    at: now,
+                    error: None,
+                    attempt: Some(attempt),
+                },
+            );
+        }
         let queue = e.rec.queue.clone();
         // What the `failed` event carries, copied only when someone listens.
         let event = if self.events.wants(&queue) {
@@ -724,6 +837,7 @@ impl State {
         };
         let mut policy = None;
         if retry {
+            e.run.shown_started = None;
             let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
             e.rec.run_at = now + delay;
             e.rec.state = JobState::Delayed;
@@ -907,6 +1021,16 @@ impl State {
                     ]
                 });
             } else {
+                if let Some(e) = self.jobs.get_mut(&id) {
+                    e.run.attempt_log.push(timeline::Attempt {
+                        attempt: e.rec.attempts,
+                        started_at: e.rec.created_at,
+                        failed_at: now,
+                        reason: "stalled",
+                        error: Some("Lock expired".into()),
+                        duration: 0.0,
+                    });
+                }
                 self.refile_ready(&id);
                 self.emit_stalled(&queue, &id, None, true);
             }
@@ -998,6 +1122,29 @@ impl State {
             } else {
                 // Its timeline's last failure, which GetJob shows as `failedReason`.
                 e.rec.failed_reason = Some("stalled".into());
+                e.run.attempt_log.push(timeline::Attempt {
+                    attempt: e.rec.attempts,
+                    started_at: e.rec.created_at,
+                    failed_at: now,
+                    reason: "stalled",
+                    error: Some("stalled".into()),
+                    duration: 0.0,
+                });
+                let attempt = e.rec.attempts;
+                for (state, error, attempt) in [
+                    ("failed", Some(Some("stalled".to_owned())), attempt),
+                    ("waiting", None, attempt + 1),
+                ] {
+                    timeline::note(
+                        &mut e.run.timeline,
+                        timeline::Step {
+                            state,
+                            at: now,
+                            error,
+                            attempt: Some(attempt),
+                        },
+                    );
+                }
                 e.rec.run_at = now + retry_delay(e.rec.backoff, e.rec.attempts, jitter);
                 let run_at = e.rec.run_at;
                 self.refile(&id, run_at, now);
@@ -1090,8 +1237,9 @@ impl State {
         self.workers.retain(|_, w| w.conn != conn);
     }
 
-    /// A job as GetJob returns it: with its state, result and failure reason.
-    pub fn get_job(&mut self, id: &str, now: f64) -> Option<Job> {
+    /// A job in the client's record form ([`Job`]), for the tests.
+    #[cfg(test)]
+    pub fn get_job_wire(&mut self, id: &str, now: f64) -> Option<Job> {
         let queue = self.jobs.get(id)?.rec.queue.clone();
         self.promote(&queue, now);
         let e = self.jobs.get(id)?;
@@ -1104,6 +1252,42 @@ impl State {
         let progress = self.extras.get(id).map_or(0.0, |x| x.progress);
         job.progress = Some(crate::events::js_number(progress));
         Some(job)
+    }
+
+    /// Shows `custom` as the record's `customId` (a flow's jobs have their planned id without
+    /// one unless the input named it).
+    pub fn show_custom_id(&mut self, id: &str, custom: Option<String>) {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return;
+        };
+        let mut o = e.rec.options.take().map_or_else(Default::default, |o| *o);
+        if o.custom_id == custom {
+            e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
+            return;
+        }
+        o.custom_id = custom;
+        e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
+        if self.store.persistent() {
+            let rec = e.rec.clone();
+            self.record(StoreOp::Put(Box::new(rec)));
+        }
+    }
+
+    /// Keeps the stack a FAIL sent for a job (trimmed and capped at its `stackTraceLimit`),
+    /// as bunqueue's record shows it; a FAIL without one leaves the last one.
+    pub fn set_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return;
+        };
+        // A FAIL with at least one string line replaces the trace (with none if every line is
+        // blank), as bunqueue's `failJob` does.
+        let sent = stack
+            .and_then(Value::as_array)
+            .is_some_and(|l| l.iter().any(|x| x.as_str().is_some()));
+        if sent {
+            let limit = e.rec.options.as_ref().and_then(|o| o.stack_trace_limit);
+            e.run.stacktrace = timeline::stacktrace(stack, limit);
+        }
     }
 
     /// Update: replaces the data of a waiting, delayed or active job; false for a finished or
@@ -1320,6 +1504,7 @@ fn state_name(rec: &JobRecord) -> &'static str {
     }
 }
 
+#[cfg(test)]
 fn wire_job(rec: &JobRecord) -> Job {
     let mut job = Job::new(
         rec.id.clone(),
@@ -1353,6 +1538,7 @@ fn retry_delay(backoff: Option<Backoff>, attempts: i64, jitter: f64) -> f64 {
 }
 
 /// Copies a job's links onto its wire form (`parentId`, `childrenIds`).
+#[cfg(test)]
 fn wire_links(job: &mut Job, e: &Entry) {
     if let Some(l) = &e.flow {
         job.parent_id = l.parent.clone();
@@ -1409,10 +1595,7 @@ mod tests {
             JobSpec::new("d", Value::Nil).with_options(JobOptions::new().lifo(true)),
             0.0,
         );
-        let got: Vec<String> = pull(&mut s, 10, 0.0)
-            .into_iter()
-            .map(|p| p.job.id)
-            .collect();
+        let got: Vec<String> = pull(&mut s, 10, 0.0).into_iter().map(|p| p.id).collect();
         assert_eq!(got, [b, d, a, c]);
     }
 
@@ -1461,10 +1644,7 @@ mod tests {
         let a = s.push("q", JobSpec::new("a", Value::Nil), 1.0);
         assert!(s.promote_job(&d, 5.0));
         let b = s.push("q", JobSpec::new("b", Value::Nil), 9.0);
-        let got: Vec<String> = pull(&mut s, 3, 10.0)
-            .into_iter()
-            .map(|p| p.job.id)
-            .collect();
+        let got: Vec<String> = pull(&mut s, 3, 10.0).into_iter().map(|p| p.id).collect();
         assert_eq!(got, [a, d, b]);
     }
 
@@ -1544,7 +1724,7 @@ mod tests {
         assert!(s.heartbeat(&id, None, None, 160.0));
         s.expire_locks(190.0);
         assert_eq!(s.get_state(&id, 190.0), "waiting");
-        let job = s.get_job(&id, 190.0).unwrap();
+        let job = s.get_job_wire(&id, 190.0).unwrap();
         assert_eq!(job.attempts, 1);
         // The old token no longer renews anything.
         assert!(!s.heartbeat(&id, t.as_deref(), None, 191.0));
@@ -1630,7 +1810,7 @@ mod tests {
             "delayed",
             "retried after its backoff"
         );
-        let job = s.get_job(&id, 2000.0).unwrap();
+        let job = s.get_job_wire(&id, 2000.0).unwrap();
         assert_eq!(
             (job.attempts, job.failed_reason.as_deref()),
             (1, Some("stalled"))
@@ -1670,7 +1850,7 @@ mod tests {
         assert_eq!(s.get_state(&id, 109.0), "active");
         s.sweep(110.0);
         assert_eq!(s.get_state(&id, 110.0), "delayed");
-        let job = s.get_job(&id, 110.0).unwrap();
+        let job = s.get_job_wire(&id, 110.0).unwrap();
         assert_eq!(job.attempts, 1);
         assert_eq!(job.failed_reason.as_deref(), Some("Job timeout exceeded"));
         assert_eq!(s.promote_jobs("q", None, 110.0), 1);
@@ -1694,7 +1874,7 @@ mod tests {
         let id = s.push("q", JobSpec::new("a", Value::Nil).with_options(opts), 0.0);
         pull_ttl(&mut s, true, 200, 0.0);
         s.sweep(1000.0);
-        let job = s.get_job(&id, 1000.0).unwrap();
+        let job = s.get_job_wire(&id, 1000.0).unwrap();
         assert_eq!(job.failed_reason.as_deref(), Some("Job timeout exceeded"));
         assert_eq!(s.get_state(&id, 1000.0), "delayed");
     }
@@ -1726,10 +1906,7 @@ mod tests {
             "waiting",
             "until a pull reaches it"
         );
-        let got: Vec<String> = pull(&mut s, 2, 60.0)
-            .into_iter()
-            .map(|p| p.job.id)
-            .collect();
+        let got: Vec<String> = pull(&mut s, 2, 60.0).into_iter().map(|p| p.id).collect();
         assert_eq!(got, [fresh]);
         assert_eq!(s.get_state(&old, 60.0), "unknown");
         assert_eq!(

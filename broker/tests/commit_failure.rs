@@ -64,6 +64,7 @@ fn record(id: &str, seq: u64) -> JobRecord {
         state: JobState::Waiting,
         result: None,
         failed_reason: None,
+        options: None,
     }
 }
 

@@ -305,3 +305,106 @@ fn scheduled_jobs_survive_a_restart_and_the_scheduler_does_not() {
     let r = c.call("CronList", vec![]);
     assert_eq!(r.get("crons"), Some(&Value::Array(vec![])));
 }
+
+/// A job's add options are kept with it in SQLite mode: after a restart GetJob shows the same
+/// `timeout`, `ttl`, `tags`, `customId`, `groupId`, `stallTimeout`, `stackTraceLimit`,
+/// `keepLogs`, `sizeLimit`, failure flags and deduplication settings as before, and a
+/// database written before the `options` column existed is opened (the column is added).
+#[test]
+fn add_options_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let cfg = || BrokerConfig::default().data_path(&path);
+    let keys = [
+        "timeout",
+        "ttl",
+        "tags",
+        "customId",
+        "groupId",
+        "stallTimeout",
+        "stackTraceLimit",
+        "keepLogs",
+        "sizeLimit",
+        "failParentOnFailure",
+        "ignoreDependencyOnFailure",
+        "uniqueKey",
+        "backoff",
+        "backoffConfig",
+        "lifo",
+    ];
+    let pick = |job: &Value| -> Vec<(String, Value)> {
+        keys.iter()
+            .map(|k| {
+                (
+                    k.to_string(),
+                    job.get(k).cloned().unwrap_or(Value::Undefined),
+                )
+            })
+            .collect()
+    };
+    let before;
+    {
+        let b = EmbeddedBroker::start(cfg()).unwrap();
+        let mut c = Raw::connect(b.addr());
+        let r = c.call(
+            "PUSH",
+            vec![
+                ("queue", s("q")),
+                ("name", s("n")),
+                ("data", int(1)),
+                ("jobId", s("kept")),
+                ("timeout", int(9000)),
+                ("ttl", int(3_600_000)),
+                ("tags", Value::Array(vec![s("a"), s("b")])),
+                ("groupId", s("g")),
+                ("stallTimeout", int(60_000)),
+                ("stackTraceLimit", int(3)),
+                ("keepLogs", int(5)),
+                ("sizeLimit", int(1000)),
+                ("failParentOnFailure", Value::Bool(true)),
+                ("ignoreDependencyOnFailure", Value::Bool(true)),
+                ("uniqueKey", s("u")),
+                (
+                    "backoff",
+                    Value::map([("type", s("exponential")), ("delay", int(500))]),
+                ),
+                ("lifo", Value::Bool(true)),
+            ],
+        );
+        assert!(ok(&r), "{r:?}");
+        let job = c.call("GetJob", vec![("id", s("kept"))]);
+        before = pick(job.get("job").unwrap());
+        assert_eq!(before[0].1, int(9000), "{before:?}");
+        assert_eq!(before[3].1, s("kept"));
+        b.stop().unwrap();
+    }
+    let b = EmbeddedBroker::start(cfg()).unwrap();
+    let mut c = Raw::connect(b.addr());
+    let job = c.call("GetJob", vec![("id", s("kept"))]);
+    assert_eq!(pick(job.get("job").unwrap()), before);
+    b.stop().unwrap();
+
+    // A database from before the `options` column: opened, its jobs read with no options.
+    let old = dir.path().join("old.db");
+    {
+        let conn = rusqlite::Connection::open(&old).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE jobs (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, queue TEXT NOT NULL,
+             name TEXT NOT NULL, data BLOB NOT NULL, state TEXT NOT NULL,
+             priority INTEGER NOT NULL, attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL,
+             backoff TEXT, created_at REAL NOT NULL, run_at REAL NOT NULL, lifo INTEGER NOT NULL,
+             remove_on_complete INTEGER NOT NULL, remove_on_fail INTEGER NOT NULL,
+             durable INTEGER NOT NULL, unique_key TEXT, result BLOB, failed_reason TEXT);
+             INSERT INTO jobs VALUES ('old', 0, 'q', 'n', x'01', 'waiting', 0, 0, 3, NULL, 1.0,
+             1.0, 0, 0, 0, 0, NULL, NULL, NULL);",
+        )
+        .unwrap();
+    }
+    let b = EmbeddedBroker::start(BrokerConfig::default().data_path(&old)).unwrap();
+    let mut c = Raw::connect(b.addr());
+    let job = c.call("GetJob", vec![("id", s("old"))]);
+    let job = job.get("job").unwrap();
+    assert_eq!(job.get("timeout"), Some(&Value::Nil));
+    assert_eq!(job.get("tags"), Some(&Value::Array(vec![])));
+    b.stop().unwrap();
+}

@@ -8,6 +8,9 @@
 //! go through [`RawClient::command`] (hand-written maps, none of the client's encoding), so what
 //! is compared is the servers' behaviour alone.
 //!
+//! Each program runs on three servers at once: bunqueue, the broker in memory and the broker on
+//! SQLite (its SQLite leg); both broker legs must answer as bunqueue does.
+//!
 //! * `DIFF_PROGRAMS` (default 200) programs of `DIFF_STEPS` (default 40) steps each; CI runs the
 //!   defaults, a longer campaign sets them higher.
 //! * `DIFF_SEED=<n>` runs one program: the reproduction a failure prints; with `DIFF_TRACE=1`
@@ -37,6 +40,12 @@
 //! and good patterns, upserts, schedulers firing until their `maxLimit`, CronGet, CronList,
 //! CronDelete) on both servers at once, `nextRun` left out and the jobs they added compared
 //! as a set, since which scheduler fires first follows the clock.
+//!
+//! Job records are compared whole, every key bunqueue sends (its 47-key record, the state,
+//! value and error GetJob adds, a listing's `_state`), in every reply that carries one (GetJob,
+//! GetJobs, PULL, PULLB, PUSHF, Dlq with each entry's attempts history): times as classes (a
+//! time or none), ids by creation order. The one key left out is a stale `_state` (see
+//! [`normalise`]). The legacy `data.name` envelope is [`legacy_envelope_like_bunqueue`].
 //!
 //! Not compared yet: events, group limits; and what the broker refuses as not
 //! supported (README lists them). What is left out of the comparison on purpose is listed in
@@ -243,6 +252,8 @@ struct JobPlan {
     /// 0, or an hour: long enough that no program sees it run out.
     delay: i64,
     attempts: i64,
+    /// Which of the other add options it carries (see [`Side::job_fields`]), one bit each.
+    options: u64,
 }
 
 /// The program of `seed`: `steps` steps over one queue.
@@ -261,6 +272,7 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
             },
             delay: if rng.chance(15) { 3_600_000 } else { 0 },
             attempts: 1 + rng.below(3) as i64,
+            options: if rng.chance(40) { rng.below(256) } else { 0 },
         }
     };
     let mut out = Vec::with_capacity(steps);
@@ -428,6 +440,45 @@ impl Side {
         if p.delay != 0 {
             f.push(("delay", Value::from(p.delay)));
         }
+        // The other options bunqueue keeps on the record, read back whole. Their times are an
+        // hour or more, so none runs out while a program runs.
+        let hour = || Value::from(3_600_000i64);
+        let bit = |n: u32| p.options & (1 << n) != 0;
+        if bit(0) {
+            let tags = vec![Value::from("t"), Value::from(format!("s{}", p.slot))];
+            f.push(("tags", Value::Array(tags)));
+        }
+        if bit(1) {
+            f.push(("timeout", hour()));
+        }
+        if bit(2) {
+            f.push(("stackTraceLimit", Value::from(2i64)));
+        }
+        if bit(3) {
+            f.extend([
+                ("keepLogs", Value::from(5i64)),
+                ("sizeLimit", Value::from(1000i64)),
+            ]);
+        }
+        if bit(4) {
+            f.retain(|(k, _)| *k != "backoff");
+            f.push((
+                "backoff",
+                Value::map([("type", Value::from("fixed")), ("delay", hour())]),
+            ));
+        }
+        if bit(5) {
+            f.push(("stallTimeout", hour()));
+        }
+        if bit(6) {
+            f.extend([
+                ("failParentOnFailure", Value::from(true)),
+                ("continueParentOnFailure", Value::from(false)),
+            ]);
+        }
+        if bit(7) {
+            f.push(("lifo", Value::from(true)));
+        }
         f
     }
 
@@ -512,9 +563,16 @@ impl Side {
                 unrecoverable,
             } => {
                 let id = self.id(*slot);
+                // A worker's stack: trimmed, blank lines dropped, capped at stackTraceLimit.
+                let stack = ["Error: boom", "  at f (x.ts:1)  ", " ", "at g (x.ts:2)"]
+                    .into_iter()
+                    .chain(["at h (x.ts:3)"; 12])
+                    .map(Value::from)
+                    .collect();
                 let mut f = vec![
                     ("id", Value::from(id.as_str())),
                     ("error", Value::from("boom")),
+                    ("stack", Value::Array(stack)),
                 ];
                 if *unrecoverable {
                     f.push(("unrecoverable", Value::from(true)));
@@ -849,25 +907,47 @@ const VOLATILE: &[&str] = &[
     "newestEntry",
 ];
 
-/// The keys of a job record that are compared. bunqueue sends its whole internal record (about
-/// 48 keys: every option, `timeline`, `stallCount`, …); autobatch-broker sends the keys the
-/// official clients read. Compared: identity, payload, the retry and priority state, and the
-/// GetJob extras. The broker's missing keys are a known difference, not compared yet.
-const JOB_KEYS: &[&str] = &[
-    "id",
-    "queue",
-    "name",
-    "data",
-    "priority",
-    "attempts",
-    "maxAttempts",
-    "state",
-    "returnvalue",
-    "failedReason",
+/// Keys of a job record, of its timeline steps and of a DLQ entry's attempts that hold a
+/// wall-clock time or a duration: compared as classes (`"#time"` for a number, else as sent),
+/// since the two servers' clocks differ.
+const TIME_KEYS: &[&str] = &[
+    "createdAt",
+    "runAt",
+    "startedAt",
+    "completedAt",
+    "lastHeartbeat",
+    "timestamp",
+    "failedAt",
+    "duration",
+    "enteredAt",
+    "expiresAt",
+    // The TS client's `Job`.
+    "processedOn",
+    "finishedOn",
 ];
 
+/// `v` with the numbers under [`TIME_KEYS`] replaced by their class, at any depth.
+fn time_classes(v: Json) -> Json {
+    match v {
+        Json::Object(m) => Json::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    if TIME_KEYS.contains(&k.as_str()) && v.is_number() {
+                        (k, json!("#time"))
+                    } else {
+                        (k, time_classes(v))
+                    }
+                })
+                .collect(),
+        ),
+        Json::Array(a) => Json::Array(a.into_iter().map(time_classes).collect()),
+        other => other,
+    }
+}
+
 /// A reply as the comparison sees it: ids replaced by `#<slot>`, lock tokens by `#token`,
-/// [`VOLATILE`] keys dropped, job records cut to [`JOB_KEYS`].
+/// [`VOLATILE`] keys dropped outside job records. Job records (and DLQ entries, with their
+/// attempts history) are compared whole, every key, their times as classes ([`TIME_KEYS`]).
 fn normalise(v: Json, ids: &[String], tokens: &HashMap<String, String>) -> Json {
     match v {
         Json::String(mut s) => {
@@ -885,13 +965,23 @@ fn normalise(v: Json, ids: &[String], tokens: &HashMap<String, String>) -> Json 
         Json::Array(a) => Json::Array(a.into_iter().map(|v| normalise(v, ids, tokens)).collect()),
         Json::Object(m) => {
             let is_job = ["id", "queue", "name"].iter().all(|k| m.contains_key(*k));
+            let is_dlq_entry = m.get("attempts").is_some_and(Json::is_array);
+            let m = if is_job || is_dlq_entry {
+                match time_classes(Json::Object(m)) {
+                    Json::Object(m) => m,
+                    _ => unreachable!("an object stays one"),
+                }
+            } else {
+                m
+            };
             Json::Object(
                 m.into_iter()
-                    .filter(|(k, _)| !VOLATILE.contains(&k.as_str()))
-                    // A DLQ entry's history of failed attempts (an array; a job's `attempts`
-                    // is a number): the broker keeps none, an intended difference (memory).
-                    .filter(|(k, v)| !(k == "attempts" && v.is_array()))
-                    .filter(|(k, _)| !is_job || JOB_KEYS.contains(&k.as_str()))
+                    // A time class stays (a job's time or none); other volatile keys go.
+                    .filter(|(k, v)| !VOLATILE.contains(&k.as_str()) || *v == json!("#time"))
+                    // Intended difference: a GetJobs listing writes `_state` into bunqueue's
+                    // stored job, so every later read of that job (GetJob, PULL, Dlq) carries a
+                    // stale `_state`; the broker sends `_state` in listings only.
+                    .filter(|(k, _)| !(is_job && k == "_state"))
                     .map(|(k, v)| (k, normalise(v, ids, tokens)))
                     .collect::<Map<_, _>>(),
             )
@@ -903,13 +993,17 @@ fn normalise(v: Json, ids: &[String], tokens: &HashMap<String, String>) -> Json 
 /// Runs program `seed` on both servers; `Err` describes the first difference.
 fn run_program(seed: u64, steps: usize) -> Result<(), String> {
     let queue = format!("diff-{seed}-{}", std::process::id());
-    let connect = |target: Target| Side {
+    let connect = |addr: std::net::SocketAddr| Side {
         seed,
-        raw: RawClient::connect(target.shared(), None).expect("connect"),
+        raw: RawClient::connect(addr, None).expect("connect"),
         ids: Vec::new(),
         tokens: HashMap::new(),
     };
-    let (mut bq, mut broker) = (connect(Target::Bunqueue), connect(Target::Broker));
+    let (mut bq, mut broker, mut lite) = (
+        connect(Target::Bunqueue.shared()),
+        connect(Target::Broker.shared()),
+        connect(sqlite_broker()),
+    );
     let program = program(seed, steps);
     if std::env::var_os("DIFF_SEED").is_some() {
         eprintln!("program {seed}: {program:?}");
@@ -933,31 +1027,59 @@ fn run_program(seed: u64, steps: usize) -> Result<(), String> {
             }
         };
         own_millisecond();
-        let (a, b) = (bq.run(&queue, step), broker.run(&queue, step));
+        let (a, b, c) = (
+            bq.run(&queue, step),
+            broker.run(&queue, step),
+            lite.run(&queue, step),
+        );
         own_millisecond();
         if trace {
             eprintln!("step {i}: {step:?}\n  -> {a}");
         }
-        if a != b {
-            return Err(format!(
-                "seed {seed}, step {i}: {step:?}\n  bunqueue: {a}\n  broker:   {b}\n  \
-                 steps before: {:?}\n  reproduce: DIFF_SEED={seed} DIFF_STEPS={steps} \
-                 cargo test -p autobatch-tests --test differential",
-                &program[..i]
-            ));
+        for (leg, b) in [("broker", &b), ("broker on SQLite", &c)] {
+            if a != *b {
+                return Err(format!(
+                    "seed {seed}, step {i}: {step:?}\n  bunqueue: {a}\n  {leg}: {b}\n  \
+                     steps before: {:?}\n  reproduce: DIFF_SEED={seed} DIFF_STEPS={steps} \
+                     cargo test -p autobatch-tests --test differential",
+                    &program[..i]
+                ));
+            }
         }
     }
     // The end state, job by job, through the same connections.
-    let (a, b) = (
+    let (a, b, c) = (
         bq.run(&queue, &Step::Counts),
         broker.run(&queue, &Step::Counts),
+        lite.run(&queue, &Step::Counts),
     );
-    if a != b {
-        return Err(format!(
-            "seed {seed}, end counts:\n  bunqueue: {a}\n  broker:   {b}"
-        ));
+    for (leg, b) in [("broker", &b), ("broker on SQLite", &c)] {
+        if a != *b {
+            return Err(format!(
+                "seed {seed}, end counts:\n  bunqueue: {a}\n  {leg}: {b}"
+            ));
+        }
     }
     Ok(())
+}
+
+/// The broker on SQLite that the random programs also run against (their SQLite leg): one per
+/// test process, its database in cargo's scratch directory for integration tests (a static is
+/// never dropped, so a temporary directory would outlive the process anyway).
+fn sqlite_broker() -> std::net::SocketAddr {
+    static BROKER: std::sync::OnceLock<autobatch_broker::EmbeddedBroker> =
+        std::sync::OnceLock::new();
+    BROKER
+        .get_or_init(|| {
+            let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("differential-{}.db", std::process::id()));
+            for stale in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{stale}", path.display()));
+            }
+            let config = autobatch_broker::BrokerConfig::default().data_path(path);
+            autobatch_broker::EmbeddedBroker::start(config).expect("broker on SQLite")
+        })
+        .addr()
 }
 
 fn env_u64(key: &str) -> Option<u64> {
@@ -1347,6 +1469,116 @@ fn group_max_size_like_bunqueue() {
     assert_steps_agree("group maxSize program", &numbered(a), &numbered(b));
 }
 
+/// The pre-2.8.56 job envelope the published SDKs still send (`data: {name, ...}` and no
+/// `name`), compared on both servers for PUSH, PUSHB and PUSHF: the job is named by `data.name`
+/// and that key leaves its data; a non-string `data.name` is data; an empty one is refused
+/// (PUSHB naming the item). Each job is read back whole-keyed through GetJob.
+#[test]
+fn legacy_envelope_like_bunqueue() {
+    let run = |target: Target| -> Vec<Json> {
+        let queue = format!("diff-legacy-{}", std::process::id());
+        let mut side = Side {
+            seed: 0,
+            raw: RawClient::connect(target.shared(), None).expect("connect"),
+            ids: Vec::new(),
+            tokens: HashMap::new(),
+        };
+        let q = ("queue", Value::from(queue.as_str()));
+        let data = |name: Value, k: i64| Value::map([("name", name), ("k", Value::from(k))]);
+        let mut out = Vec::new();
+        let mut note = |side: &mut Side, r: Result<Value, String>| {
+            if let Ok(v) = &r {
+                let ids = v.get("ids").and_then(Value::as_array).unwrap_or_default();
+                let one = v.get("id").into_iter();
+                for id in ids.iter().chain(one).filter_map(Value::as_str) {
+                    if !side.ids.iter().any(|x| x == id) {
+                        side.ids.push(id.to_owned());
+                    }
+                }
+            }
+            let json = match r {
+                Ok(v) => v.expanded().unwrap().deserialize::<Json>().unwrap(),
+                Err(e) => json!({ "transport": e }),
+            };
+            out.push(normalise(json, &side.ids, &side.tokens));
+        };
+        for d in [
+            data(Value::from("a"), 1),
+            data(Value::Int(7), 2),
+            data(Value::from(""), 3),
+        ] {
+            let r = side.raw.command("PUSH", &[q.clone(), ("data", d)]);
+            note(&mut side, r);
+        }
+        let r = side.raw.command(
+            "PUSH",
+            &[
+                q.clone(),
+                ("name", Value::from("own")),
+                ("data", data(Value::from("b"), 4)),
+            ],
+        );
+        note(&mut side, r);
+        let item = |d: Value| Value::map([("data", d)]);
+        let r = side.raw.command(
+            "PUSHB",
+            &[
+                q.clone(),
+                (
+                    "jobs",
+                    Value::Array(vec![
+                        item(data(Value::from("c"), 5)),
+                        item(Value::map([("k", Value::from(6i64))])),
+                    ]),
+                ),
+            ],
+        );
+        note(&mut side, r);
+        let r = side.raw.command(
+            "PUSHB",
+            &[
+                q.clone(),
+                (
+                    "jobs",
+                    Value::Array(vec![
+                        item(data(Value::from("d"), 7)),
+                        item(data(Value::from(""), 8)),
+                    ]),
+                ),
+            ],
+        );
+        note(&mut side, r);
+        let flow_id = format!("legacy-flow-{}", std::process::id());
+        let r = side.raw.command(
+            "PUSHF",
+            &[(
+                "jobs",
+                Value::Array(vec![Value::map([
+                    ("id", Value::from(flow_id.as_str())),
+                    ("queue", Value::from(queue.as_str())),
+                    (
+                        "input",
+                        Value::map([
+                            ("data", data(Value::from("e"), 9)),
+                            ("customId", Value::from(flow_id.as_str())),
+                        ]),
+                    ),
+                ])]),
+            )],
+        );
+        side.ids.push(flow_id.clone());
+        note(&mut side, r);
+        let ids = side.ids.clone();
+        for id in ids {
+            let r = side.raw.command("GetJob", &[("id", Value::from(id))]);
+            note(&mut side, r);
+        }
+        out
+    };
+    let (a, b) = on_both_servers(run);
+    assert_steps_agree("legacy envelope program", &numbered(a), &numbered(b));
+}
+
 /// Rate limits as time passes, compared on both servers: the TS `rateLimit(ms)` form (here
 /// with an hour's window, so only the ttl lifts it) holds pulls back until its ttl runs out
 /// and then reads as no limit; a token bucket of one per second, emptied, gives one job once
@@ -1710,7 +1942,7 @@ fn flows_like_bunqueue() {
             }
             for name in ["p", "q"] {
                 let r = raw.command("GetJob", &[("id", Value::from(id(name)))]);
-                // Links are outside JOB_KEYS: compared on their own.
+                // The links, beside the whole record.
                 let links = r.map(|v| {
                     let j = v.get("job").cloned().unwrap_or(Value::Nil);
                     Value::map([
@@ -2269,5 +2501,81 @@ fn strip_next_run(v: &mut Json) {
         }
         Json::Array(a) => a.iter_mut().for_each(strip_next_run),
         _ => {}
+    }
+}
+
+/// Job objects as bunqueue's own TS client builds them (`Queue.add`, `getJob`, `getJobs`,
+/// a `Worker`'s active jobs, a failed job's capped stack trace, a completed job's value), from
+/// `tests/peers/job_objects.ts` run with bun against bunqueue 2.9.5, the broker in memory and
+/// the broker on SQLite: every key of every `Job` compared, its `opts` included; times as
+/// classes, ids by creation order, lock tokens as a class.
+#[test]
+fn ts_client_sees_jobs_like_bunqueue() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sqlite = autobatch_broker::EmbeddedBroker::start(
+        autobatch_broker::BrokerConfig::default().data_path(dir.path().join("jobs.db")),
+    )
+    .expect("broker on SQLite");
+    let run = |what: &str, addr: std::net::SocketAddr| -> Json {
+        let queue = format!("diff-ts-{what}-{}", std::process::id());
+        let out = autobatch_tests::TsPeer::new("job_objects.ts")
+            .target(addr)
+            .options(&json!({ "queue": queue }))
+            .run_json()
+            .unwrap_or_else(|e| panic!("job_objects.ts against {what}: {e}"));
+        let ids: Vec<String> = out["ids"]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .map(|v| v.as_str().expect("an id").to_owned())
+            .collect();
+        let steps = time_classes(out["steps"].clone());
+        let steps = token_class(steps);
+        // The queue's name is the server's own here: one name for the comparison.
+        let steps = serde_json::to_string(&steps)
+            .unwrap()
+            .replace(&queue, "#queue");
+        normalise(serde_json::from_str(&steps).unwrap(), &ids, &HashMap::new())
+    };
+    let bunqueue = run("bunqueue", Target::Bunqueue.shared());
+    for (what, addr) in [
+        ("broker", Target::Broker.shared()),
+        ("broker-sqlite", sqlite.addr()),
+    ] {
+        let broker = run(what, addr);
+        let (a, b) = (
+            bunqueue.as_array().expect("steps"),
+            broker.as_array().expect("steps"),
+        );
+        let name = |s: &Json| s[0].as_str().unwrap_or("?").to_owned();
+        assert_steps_agree(
+            &format!("TS client job objects ({what})"),
+            &a.iter()
+                .map(|s| (name(s), s[1].clone()))
+                .collect::<Vec<_>>(),
+            &b.iter()
+                .map(|s| (name(s), s[1].clone()))
+                .collect::<Vec<_>>(),
+        );
+    }
+    sqlite.stop().expect("stop");
+}
+
+/// `v` with every string `token` (a lock token: each server makes its own) as `"#token"`.
+fn token_class(v: Json) -> Json {
+    match v {
+        Json::Object(m) => Json::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    if k == "token" && v.is_string() && v != json!("#undefined") {
+                        (k, json!("#token"))
+                    } else {
+                        (k, token_class(v))
+                    }
+                })
+                .collect(),
+        ),
+        Json::Array(a) => Json::Array(a.into_iter().map(token_class).collect()),
+        other => other,
     }
 }

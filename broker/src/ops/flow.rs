@@ -95,7 +95,11 @@ pub(crate) async fn push_flow(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
         let before = state.recorded();
         let ids: Vec<String> = planned
             .into_iter()
-            .map(|p| state.push(&p.queue, p.spec, now))
+            .map(|p| {
+                let id = state.push(&p.queue, p.spec, now);
+                state.show_custom_id(&id, p.custom_id);
+                id
+            })
             .collect();
         let snapshots: Vec<Value> = ids.iter().filter_map(|id| state.snapshot(id)).collect();
         let covering = state.recorded() - before;

@@ -18,6 +18,8 @@ pub(crate) struct Planned {
     pub queue: String,
     pub spec: JobSpec,
     pub group_max_size: Option<i64>,
+    /// The input's own `customId`, which the job's record shows.
+    pub custom_id: Option<String>,
 }
 
 /// A map of a request, whether decoded or still encoded.
@@ -254,6 +256,8 @@ pub(crate) fn plan(body: &Value) -> Result<Vec<Planned>, String> {
             );
         }
         let data = field(&input, "data").cloned().unwrap_or(Value::Undefined);
+        // The pre-2.8.56 envelope (`data.name`), as bunqueue unpacks it before planning.
+        let (name, data) = crate::envelope::legacy(&input, &data)?.unwrap_or((name, data));
         let Some(data_tree) = tree(&data) else {
             return Err("flow job data must be an object".into());
         };
@@ -262,12 +266,16 @@ pub(crate) fn plan(body: &Value) -> Result<Vec<Planned>, String> {
         opts.parent_id = parent;
         opts.depends_on = depends_on;
         opts.children_ids = children;
+        let custom_id = field(&input, "customId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         inputs.push((input, data_tree));
         planned.push(Planned {
             id,
             queue: queue.to_owned(),
             spec: JobSpec::new(name, data).with_options(opts),
             group_max_size,
+            custom_id,
         });
     }
     topology(&planned, &inputs)?;

@@ -6,35 +6,44 @@ use autobatch_core::ops::{
     GetCountsPerPriority, GetDeduplicationJobId, GetJobByCustomId, GetJobs, ListQueues,
     PriorityCounts,
 };
-use autobatch_core::wire::Job;
+use autobatch_core::wire::{Response, Value};
 
 use crate::context::{Ctx, Served};
 
 /// bunqueue's page size when a GetJobs has no `limit`.
 const DEFAULT_LIMIT: u64 = 100;
 
-pub(crate) fn get_jobs(cx: &Ctx<'_>, op: GetJobs) -> Served<Vec<Job>> {
+/// GetJobs: bunqueue's listing, each job's whole record with its state.
+pub(crate) fn get_jobs(cx: &Ctx<'_>, op: GetJobs) -> Served<Response> {
     let offset = usize::try_from(op.offset.unwrap_or(0)).unwrap_or(usize::MAX);
     let limit = usize::try_from(op.limit.unwrap_or(DEFAULT_LIMIT)).unwrap_or(usize::MAX);
-    Ok(cx.state().list_jobs(
+    let jobs = cx.state().list_jobs(
         &op.queue,
         &op.states,
         offset,
         limit,
         op.asc.unwrap_or(true),
         cx.now,
-    ))
+    );
+    Ok(Response::Other(Value::map([("jobs", Value::Array(jobs))])))
 }
 
 /// A custom id is the job's id in this broker (as in bunqueue, where `jobId` becomes the id).
-pub(crate) fn get_job_by_custom_id(cx: &Ctx<'_>, op: GetJobByCustomId) -> Served<Job> {
-    let mut job = cx
+pub(crate) fn get_job_by_custom_id(cx: &Ctx<'_>, op: GetJobByCustomId) -> Served<Response> {
+    let job = cx
         .state()
         .get_job(&op.custom_id, cx.now)
         .ok_or_else(|| "Job not found".to_owned())?;
-    // bunqueue's reply carries no state here (only `_state`).
-    job.state = None;
-    Ok(job)
+    // bunqueue's reply carries no state here.
+    let job = match job {
+        Value::Map(m) => Value::Map(
+            m.into_iter()
+                .filter(|(k, _)| k.as_str() != Some("state"))
+                .collect(),
+        ),
+        other => other,
+    };
+    Ok(Response::Other(Value::map([("job", job)])))
 }
 
 pub(crate) fn get_counts_per_priority(

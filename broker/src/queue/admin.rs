@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use autobatch_core::wire::{Job, JobState as WireState, Value};
+use autobatch_core::wire::{JobState as WireState, Value};
 
 use crate::events::{js_number, Fields};
 
-use super::{ready_key, state_name, update_op, wire_job, FinishError, JobState, State, StoreOp};
+use super::{ready_key, state_name, update_op, FinishError, JobState, State, StoreOp};
 
 /// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
 fn queue_event(queue: &str) -> impl FnOnce(f64) -> Fields + '_ {
@@ -243,13 +243,13 @@ impl State {
         limit: usize,
         asc: bool,
         now: f64,
-    ) -> Vec<Job> {
+    ) -> Vec<Value> {
         self.promote(queue, now);
         // bunqueue's paused view: asked for by state, the ready jobs of a paused queue are
         // `paused` (listed only when `paused` is asked for); asked for every state, they keep
         // their own.
         let paused_view = self.is_paused(queue) && !states.is_empty();
-        let mut jobs: Vec<(f64, u64, Job)> = self
+        let mut jobs: Vec<(f64, u64, Value)> = self
             .jobs
             .values()
             .filter(|e| e.rec.queue == queue)
@@ -261,12 +261,24 @@ impl State {
                 if !states.is_empty() && !states.iter().any(|s| s.as_str() == name) {
                     return None;
                 }
-                let mut job = wire_job(&e.rec);
-                super::wire_links(&mut job, e);
-                job.state = Some(WireState::from(name));
-                job.returnvalue = e.rec.result.clone();
-                job.failed_reason = e.rec.failed_reason.clone();
-                Some((e.rec.created_at, e.rec.seq, job))
+                // bunqueue's listing: the whole record, with its state twice.
+                let mut job = super::view::record(e, self.extras.get(&e.rec.id));
+                job.extend([
+                    ("_state", Value::from(name)),
+                    ("state", Value::from(name)),
+                    (
+                        "returnvalue",
+                        e.rec.result.clone().unwrap_or(Value::Undefined),
+                    ),
+                    (
+                        "failedReason",
+                        e.rec
+                            .failed_reason
+                            .as_deref()
+                            .map_or(Value::Undefined, Value::from),
+                    ),
+                ]);
+                Some((e.rec.created_at, e.rec.seq, Value::map(job)))
             })
             .collect();
         jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -452,10 +464,13 @@ impl State {
 
     /// Discard: a waiting, delayed or active job fails for good.
     pub fn discard(&mut self, id: &str, token: Option<&str>, now: f64) -> Result<(), MoveError> {
+        // bunqueue's record keeps a discarded job's `startedAt`.
+        let started = self.jobs.get(id).and_then(|e| e.run.shown_started);
         self.unfile(id, token)?;
         let Some(e) = self.jobs.get_mut(id) else {
             return Err(MoveError::NotFound);
         };
+        e.run.shown_started = started;
         e.rec.state = JobState::Failed;
         let op = update_op(&e.rec);
         // bunqueue's `addToDlq` with its default reason and no error.
@@ -493,13 +508,9 @@ impl State {
             }
             JobState::Failed => {
                 self.leave_dlq(id);
-                if let Some(e) = self.jobs.get_mut(id) {
-                    // bunqueue keeps the job's timeline, so GetJob still shows the last
-                    // failure as `failedReason` (seen by the differential test).
-                    e.rec.attempts = 0;
-                    e.run.stall_count = 0;
-                    e.run.dlq = None;
-                }
+                // bunqueue keeps the job's timeline, so GetJob still shows the last failure
+                // as `failedReason` (seen by the differential test).
+                self.prepare_retry(id, now);
                 self.refile(id, now, now);
                 Ok(())
             }
@@ -687,10 +698,7 @@ mod tests {
             lock_ttl: 30_000,
             tie_to: Some(1),
         };
-        s.pull(&spec, 2000.0)
-            .into_iter()
-            .map(|p| p.job.id)
-            .collect()
+        s.pull(&spec, 2000.0).into_iter().map(|p| p.id).collect()
     }
 
     fn push(s: &mut State, opts: JobOptions) -> String {
@@ -748,12 +756,17 @@ mod tests {
         let p = push(&mut s, JobOptions::new().priority(3));
         let listed = s.list_jobs("q", &[JobState::Waiting], 0, 10, true, 2000.0);
         assert_eq!(
-            listed.iter().map(|j| j.id.clone()).collect::<Vec<_>>(),
+            listed
+                .iter()
+                .map(|j| j.get("id").and_then(Value::as_str).unwrap().to_owned())
+                .collect::<Vec<_>>(),
             vec![a.clone()]
         );
         let all = s.list_jobs("q", &[], 0, 10, false, 2000.0);
         assert_eq!(
-            all.iter().map(|j| j.id.clone()).collect::<Vec<_>>(),
+            all.iter()
+                .map(|j| j.get("id").and_then(Value::as_str).unwrap().to_owned())
+                .collect::<Vec<_>>(),
             vec![p, a]
         );
         assert_eq!(s.queue_names(), vec!["q".to_owned()]);
@@ -789,7 +802,7 @@ mod clean_tests {
                 lock_ttl: 0,
                 tie_to: None,
             };
-            s.pull(&spec, at).remove(0).job.id
+            s.pull(&spec, at).remove(0).id
         };
         let (a, b) = (add(&mut s, 10.0), add(&mut s, 20.0));
         assert_eq!(pull(&mut s, 30.0), a);

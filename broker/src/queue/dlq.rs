@@ -10,7 +10,7 @@
 
 use autobatch_core::wire::Value;
 
-use super::{wire_job, State};
+use super::State;
 use crate::store::{JobState, StoreOp};
 
 /// bunqueue's default DLQ `maxEntries`, per queue.
@@ -49,6 +49,8 @@ pub(crate) struct Entry {
     pub entered_at: f64,
     pub reason: &'static str,
     pub error: Option<String>,
+    /// Its failed attempts, oldest first.
+    pub attempts: Vec<Value>,
 }
 
 impl Entry {
@@ -59,7 +61,7 @@ impl Entry {
             ("enteredAt", Value::F64(self.entered_at)),
             ("reason", Value::from(self.reason)),
             ("error", self.error.clone().map_or(Value::Nil, Value::from)),
-            ("attempts", Value::Array(Vec::new())),
+            ("attempts", Value::Array(self.attempts.clone())),
             ("retryCount", Value::Int(0)),
             ("lastRetryAt", Value::Nil),
             ("nextRetryAt", Value::Nil),
@@ -85,6 +87,16 @@ impl State {
             return;
         };
         e.run.finished = Some((now, seq));
+        // The entry's last attempt (bunqueue's `createDlqEntry`).
+        let started = e.run.shown_started;
+        e.run.attempt_log.push(super::timeline::Attempt {
+            attempt: e.rec.attempts,
+            started_at: started.unwrap_or(e.rec.created_at),
+            failed_at: now,
+            reason,
+            error: error.clone(),
+            duration: started.map_or(0.0, |s| now - s),
+        });
         e.run.dlq = Some((reason, error));
         let queue = e.rec.queue.clone();
         let q = self.index(&queue);
@@ -96,6 +108,28 @@ impl State {
                 self.forget(&oldest);
                 self.record(StoreOp::Remove(oldest));
             }
+        }
+    }
+
+    /// A failed job about to run again from its first attempt, as bunqueue's `prepareRetry`
+    /// resets it: attempts, stalls and history cleared, a `waiting` step in its timeline.
+    pub(super) fn prepare_retry(&mut self, id: &str, now: f64) {
+        if let Some(e) = self.jobs.get_mut(id) {
+            e.rec.attempts = 0;
+            e.run.stall_count = 0;
+            e.run.dlq = None;
+            e.run.shown_started = None;
+            e.run.last_heartbeat = now;
+            e.run.attempt_log.clear();
+            super::timeline::note(
+                &mut e.run.timeline,
+                super::timeline::Step {
+                    state: "waiting",
+                    at: now,
+                    error: None,
+                    attempt: None,
+                },
+            );
         }
     }
 
@@ -160,7 +194,8 @@ impl State {
             .map(|e| {
                 let (reason, error) = e.run.dlq.clone().unwrap_or(("unknown", None));
                 Entry {
-                    job: wire_job(&e.rec).to_value(),
+                    job: Value::map(super::view::record(e, self.extras.get(&e.rec.id))),
+                    attempts: e.run.attempt_log.iter().map(|a| a.to_value()).collect(),
                     entered_at: e.run.finished.map_or(e.rec.created_at, |(at, _)| at),
                     reason,
                     error,
@@ -235,11 +270,7 @@ impl State {
                 }
             }
             self.leave_dlq(&id);
-            if let Some(e) = self.jobs.get_mut(&id) {
-                e.rec.attempts = 0;
-                e.run.stall_count = 0;
-                e.run.dlq = None;
-            }
+            self.prepare_retry(&id, now);
             self.refile(&id, now, now);
             done += 1;
         }
@@ -291,7 +322,7 @@ mod tests {
             lock_ttl: 0,
             tie_to: None,
         };
-        let got = s.pull(&spec, now).remove(0).job.id;
+        let got = s.pull(&spec, now).remove(0).id;
         assert_eq!(got, id);
         s.fail(&id, None, Some(format!("boom {now}")), false, None, now)
             .expect("active");
@@ -336,7 +367,7 @@ mod tests {
 
         assert_eq!(s.retry_dlq("q", None, Some(1), None, 6.0), 1);
         assert_eq!(s.get_state(&a, 6.0), "waiting");
-        assert_eq!(s.get_job(&a, 6.0).unwrap().attempts, 0);
+        assert_eq!(s.get_job_wire(&a, 6.0).unwrap().attempts, 0);
         assert!(s.remove_dlq_job("q", &b));
         assert!(!s.remove_dlq_job("q", &b));
         assert_eq!(s.purge_dlq("q", 7.0), 1);

@@ -3,6 +3,7 @@
 //! change, in the order the changes happened.
 
 mod memory;
+mod options;
 mod sqlite;
 
 use std::io;
@@ -10,6 +11,7 @@ use std::io;
 use autobatch_core::wire::{Backoff, Value};
 
 pub use memory::MemoryStore;
+pub use options::AddOptions;
 pub use sqlite::{count_rows, SqliteOptions, SqliteStore};
 
 /// The life-cycle state of a job.
@@ -105,6 +107,8 @@ pub struct JobRecord {
     pub result: Option<Value>,
     /// Error of a failed job.
     pub failed_reason: Option<String>,
+    /// Its other add options, as its record shows them (`None`: all unset).
+    pub options: Option<Box<AddOptions>>,
 }
 
 /// One state change, in the order the broker made it.

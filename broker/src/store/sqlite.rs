@@ -27,7 +27,7 @@ use autobatch_core::batch::{BatchConfig, Batcher, ItemId, OverflowPolicy};
 use autobatch_core::wire::{Backoff, Value};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
+use super::{AddOptions, JobRecord, JobState, Store, StoreOp, SyncWaiter};
 
 /// Most ops in one transaction (bunqueue's write buffer flushes at 100 jobs).
 pub const GROUP_MAX: usize = 100;
@@ -147,8 +147,20 @@ CREATE TABLE IF NOT EXISTS jobs (
     durable INTEGER NOT NULL,
     unique_key TEXT,
     result BLOB,
-    failed_reason TEXT
+    failed_reason TEXT,
+    options BLOB
 );";
+
+/// Adds the columns a database made by an earlier version lacks.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_options = conn
+        .prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'options'")?
+        .exists([])?;
+    if !has_options {
+        conn.execute_batch("ALTER TABLE jobs ADD COLUMN options BLOB;")?;
+    }
+    Ok(())
+}
 
 impl SqliteStore {
     /// Opens (or creates) the database file at `path`, reads back the jobs of an earlier run and
@@ -174,6 +186,7 @@ impl SqliteStore {
         conn.execute_batch("PRAGMA synchronous=NORMAL;")
             .map_err(sql_err)?;
         conn.execute_batch(SCHEMA).map_err(sql_err)?;
+        migrate(&conn).map_err(sql_err)?;
         let recovered = load(&conn).map_err(sql_err)?;
         let (tx, rx) = mpsc::channel();
         let backlog = Arc::new(AtomicUsize::new(0));
@@ -402,9 +415,9 @@ fn commit(conn: &mut Connection, batch: &[(ItemId, Msg)]) -> rusqlite::Result<()
         let mut put = tx.prepare_cached(
             "INSERT OR REPLACE INTO jobs (id, seq, queue, name, data, state, priority, attempts,
              max_attempts, backoff, created_at, run_at, lifo, remove_on_complete, remove_on_fail,
-             durable, unique_key, result, failed_reason)
+             durable, unique_key, result, failed_reason, options)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-             ?18, ?19)",
+             ?18, ?19, ?20)",
         )?;
         let mut update = tx.prepare_cached(
             "UPDATE jobs SET state = ?2, attempts = ?3, run_at = ?4, result = ?5,
@@ -435,6 +448,7 @@ fn commit(conn: &mut Connection, batch: &[(ItemId, Msg)]) -> rusqlite::Result<()
                         r.unique_key,
                         r.result.as_ref().map(Value::to_bytes),
                         r.failed_reason,
+                        r.options.as_ref().map(|o| o.to_value().to_bytes()),
                     ])?;
                 }
                 StoreOp::Update {
@@ -489,13 +503,14 @@ fn load(conn: &Connection) -> rusqlite::Result<Vec<JobRecord>> {
     let mut stmt = conn.prepare(
         "SELECT id, seq, queue, name, data, state, priority, attempts, max_attempts, backoff,
          created_at, run_at, lifo, remove_on_complete, remove_on_fail, durable, unique_key,
-         result, failed_reason FROM jobs ORDER BY seq",
+         result, failed_reason, options FROM jobs ORDER BY seq",
     )?;
     let rows = stmt.query_map([], |r| {
         let data: Vec<u8> = r.get(4)?;
         let state: String = r.get(5)?;
         let backoff: Option<String> = r.get(9)?;
         let result: Option<Vec<u8>> = r.get(17)?;
+        let options: Option<Vec<u8>> = r.get(19)?;
         Ok(JobRecord {
             id: r.get(0)?,
             seq: r.get::<_, i64>(1)? as u64,
@@ -516,6 +531,9 @@ fn load(conn: &Connection) -> rusqlite::Result<Vec<JobRecord>> {
             unique_key: r.get(16)?,
             result: result.and_then(|b| Value::decode(&b).ok()),
             failed_reason: r.get(18)?,
+            options: options
+                .and_then(|b| Value::decode(&b).ok())
+                .map(|v| Box::new(AddOptions::from_value(&v))),
         })
     })?;
     rows.collect()

@@ -3,7 +3,7 @@
 //! `Links` without an import cycle.
 
 use super::*;
-use crate::queue::{wire_job, wire_links, State};
+use crate::queue::State;
 
 impl State {
     /// Whether `id` counts as completed for a dependency (bunqueue's `completedJobs`).
@@ -26,10 +26,7 @@ impl State {
 
     /// A new job as PUSHF's reply shows it (no state: bunqueue's record has none).
     pub fn snapshot(&self, id: &str) -> Option<Value> {
-        let e = self.jobs.get(id)?;
-        let mut job = wire_job(&e.rec);
-        wire_links(&mut job, e);
-        Some(job.to_value())
+        self.job_record(id)
     }
 
     /// Whether a new job with these dependencies must wait for them.
@@ -95,6 +92,27 @@ impl State {
         };
         let run_at = if run_now { now } else { run_at };
         self.refile(id, run_at, now);
+        // bunqueue's `checkpointDependencyPromotion`: the state it is released into.
+        if let Some(e) = self.jobs.get_mut(id) {
+            let state = if run_at > now {
+                "delayed"
+            } else if e.rec.priority > 0 {
+                "prioritized"
+            } else {
+                "waiting"
+            };
+            if e.run.timeline.last().map(|s| s.state) != Some(state) {
+                crate::queue::timeline::note(
+                    &mut e.run.timeline,
+                    crate::queue::timeline::Step {
+                        state,
+                        at: now,
+                        error: None,
+                        attempt: None,
+                    },
+                );
+            }
+        }
     }
 
     /// A job completed: the jobs waiting only for it (and for completed ones) are released, as
@@ -217,6 +235,10 @@ impl State {
                     l.depends_on.remove(i);
                     self.unindex_dependency(&parent, child);
                 }
+                // bunqueue's record lists it no more either (a completed one stays listed).
+                if let Some(e) = self.jobs.get_mut(&parent) {
+                    e.run.shown_depends.retain(|d| d != child);
+                }
                 let ready = self
                     .jobs
                     .get(&parent)
@@ -314,6 +336,7 @@ impl State {
         self.unindex_dependency(&parent, child);
         let mut released = false;
         if let Some(p) = self.jobs.get_mut(&parent) {
+            p.run.shown_depends.retain(|d| d != child);
             if let Some(l) = p.flow.as_mut() {
                 l.depends_on.retain(|d| d != child);
                 l.children.retain(|c| c != child);
@@ -426,11 +449,23 @@ impl State {
         if new_dep {
             l.depends_on.push(child.to_owned());
         }
+        if !e.run.shown_depends.iter().any(|d| d == child) {
+            e.run.shown_depends.push(child.to_owned());
+        }
         let ids = l.children.iter().map(|c| Value::from(c.as_str())).collect();
         e.rec.data = with_keys(&e.rec.data, &[("__childrenIds", Some(Value::Array(ids)))]);
         if state != JobState::WaitingChildren {
             e.rec.state = JobState::WaitingChildren;
             let deps = l.depends_on.clone();
+            crate::queue::timeline::note(
+                &mut e.run.timeline,
+                crate::queue::timeline::Step {
+                    state: "waiting-children",
+                    at: crate::clock::now_ms(),
+                    error: None,
+                    attempt: None,
+                },
+            );
             self.park(parent, &queue, &deps);
         } else if state == JobState::WaitingChildren && new_dep {
             self.dependents
@@ -546,7 +581,7 @@ mod tests {
             tie_to: Some(1),
         };
         let p = s.pull(&spec, now).into_iter().next()?;
-        Some((p.job.id, p.token.unwrap_or_default()))
+        Some((p.id, p.token.unwrap_or_default()))
     }
 
     /// A parent `p` (in `top`) with children `c1`, `c2` (in `kids`), each child with `opts`.
@@ -616,10 +651,10 @@ mod tests {
                 ("kids:c2".to_owned(), expect("c2"))
             ]
         );
-        let job = s.get_job("p", 1.0).unwrap();
+        let job = s.get_job_wire("p", 1.0).unwrap();
         assert_eq!(job.children_ids, ["c1", "c2"]);
         assert_eq!(
-            s.get_job("c1", 1.0).unwrap().parent_id.as_deref(),
+            s.get_job_wire("c1", 1.0).unwrap().parent_id.as_deref(),
             Some("p")
         );
         assert!(s.dependents.is_empty(), "nothing left in the index");
@@ -654,7 +689,7 @@ mod tests {
                 Some(format!("Child job {bad} failed: {bad} broke"))
             )
         );
-        assert_eq!(s.get_job("p", 1.0).unwrap().failed_reason, None);
+        assert_eq!(s.get_job_wire("p", 1.0).unwrap().failed_reason, None);
         assert_eq!(s.counts("top", 1.0).failed, 1);
         assert_eq!(s.counts("top", 1.0).waiting_children, 0);
         run(&mut s, true, Value::Nil);
@@ -761,7 +796,7 @@ mod tests {
         flow(&mut s, |o| o);
         assert_eq!(s.remove_child_dependency("c1", 0.0), Ok(true));
         assert_eq!(s.get_state("p", 0.0), "waiting-children");
-        assert_eq!(s.get_job("p", 0.0).unwrap().children_ids, ["c2"]);
+        assert_eq!(s.get_job_wire("p", 0.0).unwrap().children_ids, ["c2"]);
         assert_eq!(
             s.remove_child_dependency("c1", 0.0),
             Err("Job c1 has no parent".into())
@@ -811,7 +846,7 @@ mod tests {
         s.link_parent(&host, &kid);
         assert_eq!(s.get_state(&host, 0.0), "waiting-children");
         assert_eq!(
-            s.get_job(&host, 0.0).unwrap().children_ids,
+            s.get_job_wire(&host, 0.0).unwrap().children_ids,
             vec![kid.clone()]
         );
         let (id, token) = pull(&mut s, "q", 1.0).unwrap();

@@ -179,7 +179,7 @@ mod tests {
         assert_eq!(got.len(), 2, "a PULLB stops at the limit");
         assert!(pull(&mut s, 1, 1.0).is_empty());
         assert!(limits(&mut s, None, 1.0).3, "maxed");
-        s.ack(&got[0].job.id, None, None, false, 2.0).expect("ack");
+        s.ack(&got[0].id, None, None, false, 2.0).expect("ack");
         assert!(!limits(&mut s, None, 2.0).3);
         assert_eq!(pull(&mut s, 3, 2.0).len(), 1, "one slot freed");
         // Raising the limit keeps the count: one more slot.
@@ -199,7 +199,7 @@ mod tests {
         assert!(pull(&mut s, 1, 1.0).is_empty());
         // Finishing both early jobs frees the one slot (the count stays at 0 after).
         for p in &early {
-            s.ack(&p.job.id, None, None, false, 2.0).expect("ack");
+            s.ack(&p.id, None, None, false, 2.0).expect("ack");
         }
         assert_eq!(pull(&mut s, 2, 2.0).len(), 1);
         assert!(pull(&mut s, 1, 2.0).is_empty());
@@ -276,9 +276,9 @@ mod tests {
         assert_eq!(got.len(), 2);
         // #0 fails and waits for its retry (slot freed), then a late ACK completes it: bunqueue
         // frees a slot once more, so two jobs may start while #1 still runs.
-        s.fail(&got[0].job.id, None, None, false, None, 2.0)
+        s.fail(&got[0].id, None, None, false, None, 2.0)
             .expect("fail");
-        s.ack(&got[0].job.id, None, None, false, 3.0).expect("ack");
+        s.ack(&got[0].id, None, None, false, 3.0).expect("ack");
         assert_eq!(pull(&mut s, 4, 3.0).len(), 2);
         assert!(limits(&mut s, None, 3.0).3);
     }
@@ -300,10 +300,10 @@ mod tests {
         assert_eq!((s.group_queued("q", "g"), s.groups_queued("q")), (0, 1));
         // #0 fails and waits for its retry (released), then a late ACK releases it again,
         // as bunqueue's count does: it reads 0 while #1 still runs.
-        s.fail(&got[0].job.id, None, None, false, None, 2.0)
+        s.fail(&got[0].id, None, None, false, None, 2.0)
             .expect("fail");
         assert_eq!(s.group_active_count("q", "g"), 1);
-        s.ack(&got[0].job.id, None, None, false, 3.0).expect("ack");
+        s.ack(&got[0].id, None, None, false, 3.0).expect("ack");
         assert_eq!(s.group_active_count("q", "g"), 0);
         assert!(s.limits.group_active.is_empty(), "freed at 0");
         pull(&mut s, 1, 3.0);
@@ -324,7 +324,7 @@ mod tests {
             "the refused job gave its slot back"
         );
         s.clear_rate_limit("q");
-        let got: Vec<String> = pull(&mut s, 2, 0.0).into_iter().map(|p| p.job.id).collect();
+        let got: Vec<String> = pull(&mut s, 2, 0.0).into_iter().map(|p| p.id).collect();
         assert_eq!(got, ids, "still in order");
     }
 

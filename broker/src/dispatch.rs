@@ -369,6 +369,7 @@ async fn pull(
 ) -> Result<Response, String> {
     let timeout = args.timeout.unwrap_or(0);
     range("timeout", timeout, 0, MAX_PULL_TIMEOUT)?;
+    let group = crate::queue::limits::groups::pull_group(raw)?;
     let locked = args.owner.as_deref().is_some_and(|o| !o.is_empty());
     let detach = raw.get("detach").and_then(Value::as_bool) == Some(true);
     let spec = PullSpec {
@@ -391,8 +392,8 @@ async fn pull(
         let (pulled, next_due) = {
             let mut state = shared.lock();
             let now = now_ms();
-            let pulled = state.pull(&spec, now);
-            let next_due = state.next_due(spec.queue).map(|t| (t - now).max(0.0));
+            let pulled = state.pull_in_groups(&spec, group.as_ref(), now);
+            let next_due = state.next_look(spec.queue, now).map(|t| (t - now).max(0.0));
             (pulled, next_due)
         };
         let left = deadline.saturating_duration_since(Instant::now());

@@ -511,22 +511,41 @@ impl State {
     }
 
     /// Takes up to `spec.count` ready jobs, highest priority first, FIFO within a priority.
+    #[cfg(test)]
     pub fn pull(&mut self, spec: &PullSpec<'_>, now: f64) -> Vec<Pulled> {
+        self.pull_in_groups(spec, None, now)
+    }
+
+    /// [`pull`](Self::pull) with the pull's group defaults: the jobs of a group that is not
+    /// eligible (see `limits::groups`) keep their place and are passed over.
+    pub fn pull_in_groups(
+        &mut self,
+        spec: &PullSpec<'_>,
+        group: Option<&limits::groups::PullGroup>,
+        now: f64,
+    ) -> Vec<Pulled> {
         if self.is_paused(spec.queue) {
             return Vec::new();
         }
         self.promote(spec.queue, now);
         let mut out = Vec::new();
+        let mut passed = Vec::new();
         while out.len() < spec.count {
             let Some(q) = self.queues.get_mut(spec.queue) else {
                 break;
             };
-            let Some((_, id)) = q.ready.pop_first() else {
+            let Some((key, id)) = q.ready.pop_first() else {
                 break;
             };
             let Some(e) = self.jobs.get_mut(&id) else {
                 continue;
             };
+            if let Some(g) = &e.run.group {
+                if !self.limits.group_eligible(spec.queue, g, group, now) {
+                    passed.push((key, id));
+                    continue;
+                }
+            }
             // bunqueue's pull drops a job older than its ttl, silently (no event).
             let expired = e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl);
             // A limit is asked only for a job that would be handed out; when it refuses, the
@@ -543,8 +562,9 @@ impl State {
                 self.record(StoreOp::Remove(id));
                 continue;
             }
-            if let Some(group) = &e.run.group {
-                self.limits.group_started(spec.queue, group);
+            if let Some(g) = &e.run.group {
+                self.limits.group_started(spec.queue, g);
+                self.limits.group_acquired(spec.queue, g, group, now);
             }
             q.active += 1;
             e.rec.state = JobState::Active;
@@ -574,6 +594,9 @@ impl State {
             self.events
                 .emit(spec.queue, "pulled", job_event(spec.queue, &job.id));
             out.push(Pulled { job, token });
+        }
+        if !passed.is_empty() {
+            self.index(spec.queue).ready.extend(passed);
         }
         out
     }

@@ -37,7 +37,7 @@ use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::{Response, Value};
 
 use crate::context::{Ctx, Served};
-use crate::ops::{control, cron, dlq, flow, job, limits, lookup, subscribe, worker};
+use crate::ops::{control, cron, dlq, flow, groups, job, limits, lookup, subscribe, worker};
 
 /// The role of an op that the broker serves (reading a request, writing a reply): named here
 /// once, so that every generic below asks for it the same way.
@@ -140,6 +140,17 @@ macro_rules! routes {
 /// The wire names of the served commands that have no typed op in `autobatch_core::ops`
 /// (autobatch's client does not send them one by one); their handlers read the raw body.
 mod untyped {
+    pub const GET_GROUP_CONCURRENCY: &str = "GetGroupConcurrency";
+    pub const GET_GROUP_RATE_LIMIT: &str = "GetGroupRateLimit";
+    pub const GET_GROUP_RATE_LIMIT_TTL: &str = "GetGroupRateLimitTtl";
+    pub const IS_GROUP_PAUSED: &str = "IsGroupPaused";
+    pub const PAUSE_GROUP: &str = "PauseGroup";
+    pub const RATE_LIMIT_GROUP: &str = "RateLimitGroup";
+    pub const REMOVE_GROUP_CONCURRENCY: &str = "RemoveGroupConcurrency";
+    pub const REMOVE_GROUP_RATE_LIMIT: &str = "RemoveGroupRateLimit";
+    pub const RESUME_GROUP: &str = "ResumeGroup";
+    pub const SET_GROUP_CONCURRENCY: &str = "SetGroupConcurrency";
+    pub const SET_GROUP_RATE_LIMIT: &str = "SetGroupRateLimit";
     pub const JOB_HEARTBEAT: &str = "JobHeartbeat";
     pub const JOB_HEARTBEAT_B: &str = "JobHeartbeatB";
     pub const REMOVE_CHILD_DEPENDENCY: &str = "RemoveChildDependency";
@@ -172,7 +183,10 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed GetDlqStats => dlq::stats,
     typed GetFailedChildrenValues => flow::failed_children_values,
     typed GetGroupActiveCount => limits::group_active_count,
+    named GET_GROUP_CONCURRENCY => groups::get_concurrency,
     typed GetGroupJobsCount => limits::group_jobs_count,
+    named GET_GROUP_RATE_LIMIT => groups::get_rate_limit,
+    named GET_GROUP_RATE_LIMIT_TTL => groups::rate_limit_ttl,
     typed GetGroupsJobsCount => limits::groups_jobs_count,
     typed GetIgnoredChildrenFailures => flow::ignored_children_failures,
     typed GetJobByCustomId => lookup::get_job_by_custom_id,
@@ -182,6 +196,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     raw GetQueueLimits => limits::get_queue_limits,
     typed GetStallConfig => limits::get_stall_config,
     typed WorkerHeartbeat => worker::heartbeat, // Heartbeat
+    named IS_GROUP_PAUSED => groups::is_paused,
     typed IsPaused => |cx, op| Ok(cx.state().is_paused(&op.queue)),
     named JOB_HEARTBEAT => job::heartbeat,
     named JOB_HEARTBEAT_B => job::heartbeat_batch,
@@ -192,22 +207,29 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed Obliterate => control::obliterate,
     waits_raw PushFlow => flow::push_flow, // PUSHF
     typed Pause => control::pause,
+    named PAUSE_GROUP => groups::pause,
     typed UpdateProgress => job::update_progress, // Progress
     typed Promote => control::promote,
     typed PromoteJobs => control::promote_jobs,
     typed PurgeDlq => dlq::purge,
     raw RateLimit => limits::rate_limit,
     raw RateLimitClear => limits::rate_limit_clear,
+    named RATE_LIMIT_GROUP => groups::rate_limit,
     typed RegisterWorker => worker::register,
     named REMOVE_CHILD_DEPENDENCY => flow::remove_child_dependency,
     typed RemoveDeduplicationKey => control::remove_deduplication_key,
     typed RemoveDlqJob => dlq::remove_job,
+    named REMOVE_GROUP_CONCURRENCY => groups::remove_concurrency,
+    named REMOVE_GROUP_RATE_LIMIT => groups::remove_rate_limit,
     typed RemoveJobDeduplicationKey => control::remove_job_deduplication_key,
     named REMOVE_UNPROCESSED_CHILDREN => flow::remove_unprocessed_children,
     typed Resume => control::resume,
+    named RESUME_GROUP => groups::resume,
     typed RetryCompleted => control::retry_completed,
     typed RetryDlq => dlq::retry,
     raw SetConcurrency => limits::set_concurrency,
+    named SET_GROUP_CONCURRENCY => groups::set_concurrency,
+    named SET_GROUP_RATE_LIMIT => groups::set_rate_limit,
     typed SetStallConfig => limits::set_stall_config,
     typed SubscribeEvents => subscribe::subscribe,
     typed UnregisterWorker => worker::unregister,
@@ -272,23 +294,12 @@ pub(crate) const REFUSED: &[&str] = &[
     "DashboardOverview",
     "DashboardQueue",
     "DashboardQueues",
-    "GetGroupConcurrency",
-    "GetGroupRateLimit",
-    "GetGroupRateLimitTtl",
-    "IsGroupPaused",
     "ListWebhooks",
     "Metrics",
     "MoveToWaitingChildren",
-    "PauseGroup",
     "Prometheus",
-    "RateLimitGroup",
-    "RemoveGroupConcurrency",
-    "RemoveGroupRateLimit",
     "RemoveWebhook",
-    "ResumeGroup",
     "SetDlqConfig",
-    "SetGroupConcurrency",
-    "SetGroupRateLimit",
     "SetWebhookEnabled",
     "Stats",
     "StorageStatus",

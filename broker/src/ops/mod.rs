@@ -11,6 +11,7 @@ pub(crate) mod cron;
 pub(crate) mod dlq;
 pub(crate) mod flow;
 mod flow_plan;
+pub(crate) mod groups;
 pub(crate) mod job;
 pub(crate) mod limits;
 pub(crate) mod lookup;

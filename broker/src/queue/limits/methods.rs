@@ -120,6 +120,31 @@ impl State {
     }
 }
 
+/// The group controls (see `groups`), as bunqueue's queue manager serves them.
+impl State {
+    /// The group controls, to read and set.
+    pub fn groups(&mut self) -> &mut groups::Groups {
+        &mut self.limits.groups
+    }
+
+    /// Wakes the long-polls of `queue`: a group control was lifted.
+    pub fn wake(&mut self, queue: &str) {
+        if let Some(q) = self.queues.get(queue) {
+            q.notify.notify_waiters();
+        }
+    }
+
+    /// When a long-poll on `queue` should look again: its next delayed job or the end of a
+    /// group's rate limit, whichever comes first.
+    pub fn next_look(&self, queue: &str, now: f64) -> Option<f64> {
+        let retry = self.limits.groups.next_retry(queue, now);
+        match (self.next_due(queue), retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,5 +364,56 @@ mod tests {
             (Value::Nil, -2.0, Value::Nil, false)
         );
         assert!(s.limits.queues.is_empty());
+    }
+
+    fn add_grouped(s: &mut State, group: &str) -> String {
+        let mut spec = JobSpec::new("j", Value::Nil);
+        spec.opts.group_id = Some(group.to_owned());
+        s.push("q", spec, 0.0)
+    }
+
+    #[test]
+    fn pulls_pass_over_paused_groups_and_keep_their_order() {
+        let mut s = state();
+        let a1 = add_grouped(&mut s, "a");
+        let b1 = add_grouped(&mut s, "b");
+        let a2 = add_grouped(&mut s, "a");
+        assert!(s.groups().pause("q", "a"));
+        let got = pull(&mut s, 3, 1.0);
+        assert_eq!(got.iter().map(|p| &p.job.id).collect::<Vec<_>>(), [&b1]);
+        assert!(pull(&mut s, 1, 1.0).is_empty());
+        assert!(s.groups().resume("q", "a"));
+        let got = pull(&mut s, 3, 1.0);
+        assert_eq!(
+            got.iter().map(|p| &p.job.id).collect::<Vec<_>>(),
+            [&a1, &a2]
+        );
+    }
+
+    #[test]
+    fn group_concurrency_bounds_a_pull_that_sends_a_default() {
+        use crate::queue::limits::groups::PullGroup;
+        let mut s = state();
+        for _ in 0..3 {
+            add_grouped(&mut s, "a");
+        }
+        let b = add_grouped(&mut s, "b");
+        s.groups().set_concurrency("q", "a", 1);
+        let spec = PullSpec {
+            queue: "q",
+            count: 4,
+            locked: false,
+            lock_ttl: 0,
+            tie_to: None,
+        };
+        let d = PullGroup {
+            concurrency: Some(2),
+            limit: None,
+        };
+        let got = s.pull_in_groups(&spec, Some(&d), 1.0);
+        assert_eq!(got.len(), 2, "one of a (its override), then b");
+        assert_eq!(got[1].job.id, b);
+        s.groups().rate_limit("q", "a", 100, 1.0);
+        assert!(s.next_look("q", 1.0).is_some_and(|t| t == 101.0));
     }
 }

@@ -1,0 +1,301 @@
+//! Commands the broker serves beyond its random differential programs (group controls, server
+//! figures, DLQ settings, flow moves), each run as one fixed script against the real bunqueue
+//! 2.9.5 and the embedded broker, and every reply compared.
+//!
+//! A script is a list of raw commands ([`RawClient::command`]: hand-written maps) on a queue
+//! of its own; `"$q"` in a field stands for that queue. Replies are compared whole, less
+//! `reqId`, except where a step says how it is read ([`Read`]): the jobs a pull hands out as
+//! the set of their `data.n` (bunqueue's group scheduler and the broker order jobs of different
+//! groups differently), time-dependent figures as a class.
+
+use autobatch_driver::Value;
+use autobatch_tests::{RawClient, Target};
+use serde_json::{json, Value as Json};
+
+/// How a step's reply is compared.
+#[derive(Clone, Copy)]
+enum Read {
+    /// The whole reply, less `reqId`, a job id at its top level read as `#id`.
+    Whole,
+    /// The `data.n` of the jobs pulled (PULL's `job`, PULLB's `jobs`), sorted.
+    PulledSet,
+    /// `ok`, and the number under `data.<key>` as a class: `-2`, `0`, `positive` (a time
+    /// left, which follows the clock).
+    Ttl(&'static str),
+}
+
+/// One step: a command, its fields, how its reply is read.
+struct Step(&'static str, Json, Read);
+
+fn whole(cmd: &'static str, fields: Json) -> Step {
+    Step(cmd, fields, Read::Whole)
+}
+
+/// `fields` with `"$q"` replaced by `queue`, as the command's fields.
+fn fields(queue: &str, fields: &Json) -> Vec<(String, Value)> {
+    fn sub(queue: &str, v: &Json) -> Json {
+        match v {
+            Json::String(s) if s == "$q" => Json::String(queue.to_owned()),
+            Json::Array(a) => Json::Array(a.iter().map(|v| sub(queue, v)).collect()),
+            Json::Object(m) => {
+                Json::Object(m.iter().map(|(k, v)| (k.clone(), sub(queue, v))).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    let Json::Object(m) = sub(queue, fields) else {
+        panic!("fields are a map");
+    };
+    m.into_iter()
+        .map(|(k, v)| (k, Value::from_serialize(&v).expect("a wire value")))
+        .collect()
+}
+
+fn read(reply: Result<Value, String>, how: Read) -> Json {
+    let reply = match reply {
+        Ok(v) => v
+            .expanded()
+            .expect("expanded")
+            .deserialize::<Json>()
+            .expect("json"),
+        Err(e) => return json!({ "transport": e }),
+    };
+    let mut reply = reply;
+    if let Json::Object(m) = &mut reply {
+        m.remove("reqId");
+        // Each server's own job id.
+        if let Some(id) = m.get_mut("id").filter(|id| id.is_string()) {
+            *id = json!("#id");
+        }
+    }
+    match how {
+        Read::Whole => reply,
+        Read::PulledSet => {
+            let jobs: Vec<Json> = match (reply.get("jobs"), reply.get("job")) {
+                (Some(Json::Array(a)), _) => a.clone(),
+                (_, Some(j)) if !j.is_null() => vec![j.clone()],
+                _ => Vec::new(),
+            };
+            let mut ns: Vec<i64> = jobs
+                .iter()
+                .map(|j| j["data"]["n"].as_i64().expect("data.n"))
+                .collect();
+            ns.sort_unstable();
+            json!({ "ok": reply.get("ok"), "error": reply.get("error"), "n": ns })
+        }
+        Read::Ttl(key) => {
+            let class = match reply
+                .get("data")
+                .and_then(|d| d.get(key))
+                .and_then(Json::as_f64)
+            {
+                Some(t) if t > 0.0 => json!("positive"),
+                Some(t) => json!(t),
+                None => Json::Null,
+            };
+            json!({ "ok": reply.get("ok"), "error": reply.get("error"), key: class })
+        }
+    }
+}
+
+/// Runs `script` on `target`, on a queue of its own; the replies, read.
+fn run(target: Target, name: &str, script: &[Step]) -> Vec<Json> {
+    let queue = format!("parity-{name}-{}", std::process::id());
+    let mut raw = RawClient::connect(target.shared(), None).expect("connect");
+    script
+        .iter()
+        .map(|Step(cmd, f, how)| {
+            let f = fields(&queue, f);
+            let f: Vec<(&str, Value)> = f.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            read(raw.command(cmd, &f), *how)
+        })
+        .collect()
+}
+
+/// Runs `script` on both servers and fails on the first reply that differs.
+fn same_on_both(name: &str, script: &[Step]) {
+    let bunqueue = run(Target::Bunqueue, name, script);
+    let broker = run(Target::Broker, name, script);
+    if std::env::var_os("PARITY_TRACE").is_some() {
+        for (step, reply) in script.iter().zip(&bunqueue) {
+            eprintln!("{name}: {} {} -> {reply}", step.0, step.1);
+        }
+    }
+    for (i, (b, a)) in bunqueue.iter().zip(&broker).enumerate() {
+        assert_eq!(
+            a, b,
+            "{name}: step {i} ({} {}) differs: broker (left) vs bunqueue (right)",
+            script[i].0, script[i].1
+        );
+    }
+}
+
+/// A PUSH of a job with `data.n = n` in `group`.
+fn push(n: i64, group: &str) -> Step {
+    whole(
+        "PUSH",
+        json!({ "queue": "$q", "name": "j", "data": { "n": n }, "groupId": group }),
+    )
+}
+
+fn pull_all(group: Json) -> Step {
+    let mut f = json!({ "queue": "$q", "count": 20 });
+    if !group.is_null() {
+        f["group"] = group;
+    }
+    Step("PULLB", f, Read::PulledSet)
+}
+
+fn group_cmd(cmd: &'static str, group: &str, extra: Json) -> Step {
+    let mut f = json!({ "queue": "$q", "groupId": group });
+    if let (Json::Object(m), Json::Object(x)) = (&mut f, extra) {
+        m.extend(x);
+    }
+    whole(cmd, f)
+}
+
+/// PauseGroup, ResumeGroup, IsGroupPaused: a paused group's jobs are passed over by pulls and
+/// handed out once it resumes.
+#[test]
+fn paused_groups_like_bunqueue() {
+    let none = json!({});
+    same_on_both(
+        "pause",
+        &[
+            push(1, "a"),
+            push(2, "b"),
+            push(3, "a"),
+            group_cmd("PauseGroup", "a", none.clone()),
+            group_cmd("PauseGroup", "a", none.clone()),
+            group_cmd("IsGroupPaused", "a", none.clone()),
+            group_cmd("IsGroupPaused", "b", none.clone()),
+            pull_all(Json::Null),
+            group_cmd("ResumeGroup", "a", none.clone()),
+            group_cmd("ResumeGroup", "a", none.clone()),
+            group_cmd("IsGroupPaused", "a", none.clone()),
+            pull_all(Json::Null),
+            // Refusals, in bunqueue's order: queue, group id.
+            whole("PauseGroup", json!({ "queue": "bad name", "groupId": "a" })),
+            whole("PauseGroup", json!({ "queue": "$q" })),
+            whole("PauseGroup", json!({ "queue": "$q", "groupId": "" })),
+            whole("PauseGroup", json!({ "queue": "$q", "groupId": 5 })),
+            whole("IsGroupPaused", json!({ "groupId": "a" })),
+        ],
+    );
+}
+
+/// SetGroupConcurrency and its reads; a pull that sends `group.concurrency` is bounded by the
+/// group's override.
+#[test]
+fn group_concurrency_like_bunqueue() {
+    let none = json!({});
+    same_on_both(
+        "concurrency",
+        &[
+            group_cmd("GetGroupConcurrency", "c", none.clone()),
+            group_cmd("SetGroupConcurrency", "c", json!({ "concurrency": 0 })),
+            group_cmd("SetGroupConcurrency", "c", json!({ "concurrency": 1.5 })),
+            group_cmd("SetGroupConcurrency", "c", json!({ "concurrency": "2" })),
+            group_cmd("SetGroupConcurrency", "c", json!({})),
+            group_cmd("SetGroupConcurrency", "c", json!({ "concurrency": 1 })),
+            group_cmd("GetGroupConcurrency", "c", none.clone()),
+            push(1, "c"),
+            push(2, "c"),
+            push(3, "c"),
+            push(4, "d"),
+            push(5, "d"),
+            push(6, "d"),
+            pull_all(json!({ "concurrency": 2 })),
+            group_cmd("GetGroupActiveCount", "c", none.clone()),
+            group_cmd("GetGroupActiveCount", "d", none.clone()),
+            pull_all(json!({ "concurrency": 2 })),
+            group_cmd("RemoveGroupConcurrency", "c", none.clone()),
+            group_cmd("RemoveGroupConcurrency", "c", none.clone()),
+            group_cmd("GetGroupConcurrency", "c", none.clone()),
+            // Without a default in the pull, a group's concurrency does not bound it.
+            group_cmd("SetGroupConcurrency", "c", json!({ "concurrency": 1 })),
+            pull_all(Json::Null),
+            pull_all(json!({ "concurrency": "x" })),
+            pull_all(json!({ "limit": { "max": 1 } })),
+            pull_all(json!(3)),
+        ],
+    );
+}
+
+/// SetGroupRateLimit, GetGroupRateLimit, GetGroupRateLimitTtl, RemoveGroupRateLimit, and a
+/// pull that sends `group.limit` meeting the group's override.
+#[test]
+fn group_rate_limits_like_bunqueue() {
+    let none = json!({});
+    let hour = 3_600_000;
+    let limit = json!({ "limit": { "max": 5, "duration": hour } });
+    same_on_both(
+        "rate",
+        &[
+            group_cmd("GetGroupRateLimit", "r", none.clone()),
+            Step(
+                "GetGroupRateLimitTtl",
+                json!({ "queue": "$q", "groupId": "r" }),
+                Read::Ttl("ttl"),
+            ),
+            group_cmd("SetGroupRateLimit", "r", json!({ "max": 2 })),
+            group_cmd(
+                "SetGroupRateLimit",
+                "r",
+                json!({ "max": 0, "duration": 10 }),
+            ),
+            group_cmd(
+                "SetGroupRateLimit",
+                "r",
+                json!({ "max": 2, "duration": hour }),
+            ),
+            group_cmd("GetGroupRateLimit", "r", none.clone()),
+            push(1, "r"),
+            push(2, "r"),
+            push(3, "r"),
+            push(4, "s"),
+            pull_all(limit.clone()),
+            Step(
+                "GetGroupRateLimitTtl",
+                json!({ "queue": "$q", "groupId": "r" }),
+                Read::Ttl("ttl"),
+            ),
+            Step(
+                "GetGroupRateLimitTtl",
+                json!({ "queue": "$q", "groupId": "r", "maxJobs": 3 }),
+                Read::Ttl("ttl"),
+            ),
+            pull_all(limit.clone()),
+            group_cmd("RemoveGroupRateLimit", "r", none.clone()),
+            group_cmd("RemoveGroupRateLimit", "r", none.clone()),
+            group_cmd("GetGroupRateLimit", "r", none.clone()),
+            Step(
+                "GetGroupRateLimitTtl",
+                json!({ "queue": "$q", "groupId": "r" }),
+                Read::Ttl("ttl"),
+            ),
+            pull_all(limit),
+        ],
+    );
+}
+
+/// RateLimitGroup holds a group back for its duration, whatever the pull sends.
+#[test]
+fn rate_limit_group_like_bunqueue() {
+    same_on_both(
+        "manual",
+        &[
+            group_cmd("RateLimitGroup", "m", json!({ "duration": 0 })),
+            group_cmd("RateLimitGroup", "m", json!({ "duration": 3_600_000 })),
+            push(1, "m"),
+            push(2, "o"),
+            pull_all(Json::Null),
+            Step(
+                "GetGroupRateLimitTtl",
+                json!({ "queue": "$q", "groupId": "m" }),
+                Read::Ttl("ttl"),
+            ),
+            pull_all(Json::Null),
+        ],
+    );
+}

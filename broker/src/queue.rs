@@ -26,6 +26,8 @@ pub(crate) mod dlq;
 pub(crate) mod flow;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
 pub(crate) mod limits;
+/// Server-wide totals and per-queue finish counts: what Stats and Metrics read.
+pub(crate) mod totals;
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
@@ -187,6 +189,8 @@ pub(crate) struct State {
     job_waiters: HashMap<String, Arc<Notify>>,
     /// Job schedulers (see `cron`).
     crons: cron::Crons,
+    /// Jobs pushed, pulled and finished so far (see `totals`).
+    totals: totals::Totals,
 }
 
 impl State {
@@ -215,6 +219,7 @@ impl State {
             dependents: HashMap::new(),
             job_waiters: HashMap::new(),
             crons: cron::Crons::default(),
+            totals: totals::Totals::new(now),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
@@ -421,6 +426,7 @@ impl State {
         }
         // bunqueue: `pushed` for every added job, delayed ones included (not `delayed`).
         self.events.emit(&queue, "pushed", job_event(&queue, &id));
+        self.totals.pushed();
         id
     }
 
@@ -593,6 +599,7 @@ impl State {
             self.record(op);
             self.events
                 .emit(spec.queue, "pulled", job_event(spec.queue, &job.id));
+            self.totals.pulled();
             out.push(Pulled { job, token });
         }
         if !passed.is_empty() {
@@ -681,8 +688,11 @@ impl State {
                 f.push(("data", data.unwrap_or(Value::Undefined)));
                 f
             });
+        } else {
+            self.events.note(&queue);
         }
         self.index(&queue).completed += 1;
+        self.totals.finished(&queue, false, now);
         // Before `retire`: a removed job still releases the jobs waiting for it.
         self.on_completed(id, remove, now);
         self.retire(id, remove, op);
@@ -770,6 +780,12 @@ impl State {
             self.retire(id, remove, op);
         }
         // bunqueue: `failed` (terminal or not), then `retried` when it runs again.
+        if event.is_none() {
+            self.events.note(&queue);
+            if retry {
+                self.events.note(&queue);
+            }
+        }
         if let Some((error, data)) = event {
             self.events.emit(&queue, "failed", |ts| {
                 let mut f = job_event(&queue, id)(ts);
@@ -1814,10 +1830,6 @@ impl State {
         if message.is_some() {
             x.message = message;
         }
-        // No subscriber anywhere: not even the job's queue is looked up.
-        if !self.events.listening() {
-            return Ok(());
-        }
         let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
             return Ok(());
         };
@@ -1835,6 +1847,8 @@ impl State {
                     ("data", Value::map([("progress", p), ("message", message)])),
                 ]
             });
+        } else {
+            self.events.note(queue);
         }
         Ok(())
     }

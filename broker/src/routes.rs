@@ -26,18 +26,20 @@ use autobatch_core::ops::{
     GetCountsPerPriority, GetDeduplicationJobId, GetDlqConfig, GetDlqStats,
     GetFailedChildrenValues, GetGroupActiveCount, GetGroupJobsCount, GetGroupsJobsCount,
     GetIgnoredChildrenFailures, GetJobByCustomId, GetJobs, GetLogs, GetProgress, GetQueueLimits,
-    GetStallConfig, IsPaused, ListQueues, ListWorkers, MoveToDelayed, MoveToWait, Obliterate,
-    Operation, Pause, Promote, PromoteJobs, PurgeDlq, PushFlow, RateLimit, RateLimitClear,
-    RegisterWorker, RemoveDeduplicationKey, RemoveDlqJob, RemoveJobDeduplicationKey, Resume,
-    RetryCompleted, RetryDlq, SetConcurrency, SetStallConfig, UnregisterWorker, UpdateData,
-    UpdateProgress, WaitJob, WorkerHeartbeat,
+    GetStallConfig, IsPaused, ListQueues, ListWorkers, Metrics, MoveToDelayed, MoveToWait,
+    Obliterate, Operation, Pause, Promote, PromoteJobs, PurgeDlq, PushFlow, RateLimit,
+    RateLimitClear, RegisterWorker, RemoveDeduplicationKey, RemoveDlqJob,
+    RemoveJobDeduplicationKey, Resume, RetryCompleted, RetryDlq, SetConcurrency, SetStallConfig,
+    UnregisterWorker, UpdateData, UpdateProgress, WaitJob, WorkerHeartbeat,
 };
 use autobatch_core::ops::{SubscribeEvents, UnsubscribeEvents};
 use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::{Response, Value};
 
 use crate::context::{Ctx, Served};
-use crate::ops::{control, cron, dlq, flow, groups, job, limits, lookup, subscribe, worker};
+use crate::ops::{
+    control, cron, dlq, flow, groups, job, limits, lookup, observe, subscribe, worker,
+};
 
 /// The role of an op that the broker serves (reading a request, writing a reply): named here
 /// once, so that every generic below asks for it the same way.
@@ -151,6 +153,14 @@ mod untyped {
     pub const RESUME_GROUP: &str = "ResumeGroup";
     pub const SET_GROUP_CONCURRENCY: &str = "SetGroupConcurrency";
     pub const SET_GROUP_RATE_LIMIT: &str = "SetGroupRateLimit";
+    pub const STATS: &str = "Stats";
+    pub const PROMETHEUS: &str = "Prometheus";
+    pub const STORAGE_STATUS: &str = "StorageStatus";
+    pub const COMPACT_MEMORY: &str = "CompactMemory";
+    pub const TRIM_EVENTS: &str = "TrimEvents";
+    pub const LIST_WEBHOOKS: &str = "ListWebhooks";
+    pub const REMOVE_WEBHOOK: &str = "RemoveWebhook";
+    pub const SET_WEBHOOK_ENABLED: &str = "SetWebhookEnabled";
     pub const JOB_HEARTBEAT: &str = "JobHeartbeat";
     pub const JOB_HEARTBEAT_B: &str = "JobHeartbeatB";
     pub const REMOVE_CHILD_DEPENDENCY: &str = "RemoveChildDependency";
@@ -167,6 +177,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed Clean => control::clean,
     raw ClearConcurrency => limits::clear_concurrency,
     typed ClearLogs => job::clear_logs,
+    named COMPACT_MEMORY => observe::compact_memory,
     body CronUpsert => cron::upsert, // Cron
     own CronDelete => cron::delete,
     own CronGet => cron::get,
@@ -201,7 +212,9 @@ pub(crate) const ROUTES: &[Route] = routes! {
     named JOB_HEARTBEAT => job::heartbeat,
     named JOB_HEARTBEAT_B => job::heartbeat_batch,
     typed ListQueues => lookup::list_queues,
+    named LIST_WEBHOOKS => observe::list_webhooks,
     typed ListWorkers => worker::list,
+    own Metrics => observe::metrics,
     typed MoveToDelayed => control::move_to_delayed,
     typed MoveToWait => control::move_to_wait,
     typed Obliterate => control::obliterate,
@@ -209,6 +222,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed Pause => control::pause,
     named PAUSE_GROUP => groups::pause,
     typed UpdateProgress => job::update_progress, // Progress
+    named PROMETHEUS => observe::prometheus,
     typed Promote => control::promote,
     typed PromoteJobs => control::promote_jobs,
     typed PurgeDlq => dlq::purge,
@@ -223,6 +237,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     named REMOVE_GROUP_RATE_LIMIT => groups::remove_rate_limit,
     typed RemoveJobDeduplicationKey => control::remove_job_deduplication_key,
     named REMOVE_UNPROCESSED_CHILDREN => flow::remove_unprocessed_children,
+    named REMOVE_WEBHOOK => observe::remove_webhook,
     typed Resume => control::resume,
     named RESUME_GROUP => groups::resume,
     typed RetryCompleted => control::retry_completed,
@@ -231,7 +246,11 @@ pub(crate) const ROUTES: &[Route] = routes! {
     named SET_GROUP_CONCURRENCY => groups::set_concurrency,
     named SET_GROUP_RATE_LIMIT => groups::set_rate_limit,
     typed SetStallConfig => limits::set_stall_config,
+    named SET_WEBHOOK_ENABLED => observe::set_webhook_enabled,
+    named STATS => observe::stats,
+    named STORAGE_STATUS => observe::storage_status,
     typed SubscribeEvents => subscribe::subscribe,
+    named TRIM_EVENTS => observe::trim_events,
     typed UnregisterWorker => worker::unregister,
     typed UnsubscribeEvents => subscribe::unsubscribe,
     typed UpdateData => job::update_data, // Update
@@ -286,24 +305,15 @@ pub(crate) async fn serve(cx: &Ctx<'_>, cmd: &str, body: &Value) -> Served<Respo
 }
 
 /// The commands bunqueue 2.9.5's TCP handler knows (its `handler-routes`) that this broker
-/// does not serve: group controls it would not enforce, settings it would not apply, figures
-/// it does not keep, webhooks, dashboards.
+/// does not serve: adding a webhook (it would call out over HTTP), dashboards, and what is not
+/// built yet.
 pub(crate) const REFUSED: &[&str] = &[
     "AddWebhook",
-    "CompactMemory",
     "DashboardOverview",
     "DashboardQueue",
     "DashboardQueues",
-    "ListWebhooks",
-    "Metrics",
     "MoveToWaitingChildren",
-    "Prometheus",
-    "RemoveWebhook",
     "SetDlqConfig",
-    "SetWebhookEnabled",
-    "Stats",
-    "StorageStatus",
-    "TrimEvents",
     "UpdateParent",
 ];
 
@@ -489,8 +499,8 @@ mod tests {
     #[test]
     fn refusals_name_the_command() {
         assert_eq!(
-            not_supported("Stats"),
-            "Stats is not supported by autobatch-broker (see its README section)"
+            not_supported("AddWebhook"),
+            "AddWebhook is not supported by autobatch-broker (see its README section)"
         );
         assert_eq!(not_supported("Nonsense"), "Unknown command: Nonsense");
     }

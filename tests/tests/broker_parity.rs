@@ -22,6 +22,11 @@ enum Read {
     /// `ok`, and the number under `data.<key>` as a class: `-2`, `0`, `positive` (a time
     /// left, which follows the clock).
     Ttl(&'static str),
+    /// The reply's shape: every number read as `"number"`, every string as `"string"` (server
+    /// totals, which the other tests sharing the server move too).
+    Shape,
+    /// The whole reply with the values of these keys, anywhere, read as `"#"` (timestamps).
+    Scrub(&'static [&'static str]),
 }
 
 /// One step: a command, its fields, how its reply is read.
@@ -31,24 +36,66 @@ fn whole(cmd: &'static str, fields: Json) -> Step {
     Step(cmd, fields, Read::Whole)
 }
 
-/// `fields` with `"$q"` replaced by `queue`, as the command's fields.
-fn fields(queue: &str, fields: &Json) -> Vec<(String, Value)> {
-    fn sub(queue: &str, v: &Json) -> Json {
+/// `fields` with `"$q"` replaced by `queue` and `"$last"` by `last` (the id of the job last
+/// pushed or pulled on this side), as the command's fields.
+fn fields(queue: &str, last: &str, fields: &Json) -> Vec<(String, Value)> {
+    fn sub(queue: &str, last: &str, v: &Json) -> Json {
         match v {
             Json::String(s) if s == "$q" => Json::String(queue.to_owned()),
-            Json::Array(a) => Json::Array(a.iter().map(|v| sub(queue, v)).collect()),
-            Json::Object(m) => {
-                Json::Object(m.iter().map(|(k, v)| (k.clone(), sub(queue, v))).collect())
-            }
+            Json::String(s) if s == "$last" => Json::String(last.to_owned()),
+            Json::Array(a) => Json::Array(a.iter().map(|v| sub(queue, last, v)).collect()),
+            Json::Object(m) => Json::Object(
+                m.iter()
+                    .map(|(k, v)| (k.clone(), sub(queue, last, v)))
+                    .collect(),
+            ),
             other => other.clone(),
         }
     }
-    let Json::Object(m) = sub(queue, fields) else {
+    let Json::Object(m) = sub(queue, last, fields) else {
         panic!("fields are a map");
     };
     m.into_iter()
         .map(|(k, v)| (k, Value::from_serialize(&v).expect("a wire value")))
         .collect()
+}
+
+/// The id of the job a reply names: a PUSH's `id`, a PULL's `job.id`.
+fn job_id(reply: &Result<Value, String>) -> Option<String> {
+    let v = reply.as_ref().ok()?;
+    let id = v
+        .get("id")
+        .or_else(|| v.get("job").and_then(|j| j.get("id")))?;
+    id.as_str().map(str::to_owned)
+}
+
+fn shape(v: Json) -> Json {
+    match v {
+        Json::Number(_) => json!("number"),
+        Json::String(_) => json!("string"),
+        Json::Array(a) => Json::Array(a.into_iter().map(shape).collect()),
+        Json::Object(m) => Json::Object(m.into_iter().map(|(k, v)| (k, shape(v))).collect()),
+        other => other,
+    }
+}
+
+fn scrub(v: Json, keys: &[&str]) -> Json {
+    match v {
+        Json::Array(a) => Json::Array(a.into_iter().map(|v| scrub(v, keys)).collect()),
+        Json::Object(m) => Json::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let v = if keys.contains(&k.as_str()) {
+                        json!("#")
+                    } else {
+                        scrub(v, keys)
+                    };
+                    (k, v)
+                })
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 fn read(reply: Result<Value, String>, how: Read) -> Json {
@@ -70,6 +117,8 @@ fn read(reply: Result<Value, String>, how: Read) -> Json {
     }
     match how {
         Read::Whole => reply,
+        Read::Shape => shape(reply),
+        Read::Scrub(keys) => scrub(reply, keys),
         Read::PulledSet => {
             let jobs: Vec<Json> = match (reply.get("jobs"), reply.get("job")) {
                 (Some(Json::Array(a)), _) => a.clone(),
@@ -102,12 +151,17 @@ fn read(reply: Result<Value, String>, how: Read) -> Json {
 fn run(target: Target, name: &str, script: &[Step]) -> Vec<Json> {
     let queue = format!("parity-{name}-{}", std::process::id());
     let mut raw = RawClient::connect(target.shared(), None).expect("connect");
+    let mut last = String::new();
     script
         .iter()
         .map(|Step(cmd, f, how)| {
-            let f = fields(&queue, f);
+            let f = fields(&queue, &last, f);
             let f: Vec<(&str, Value)> = f.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-            read(raw.command(cmd, &f), *how)
+            let reply = raw.command(cmd, &f);
+            if let Some(id) = job_id(&reply) {
+                last = id;
+            }
+            read(reply, *how)
         })
         .collect()
 }
@@ -298,4 +352,93 @@ fn rate_limit_group_like_bunqueue() {
             pull_all(Json::Null),
         ],
     );
+}
+
+/// Stats, Metrics (both forms), Prometheus, StorageStatus, CompactMemory, TrimEvents and the
+/// webhook reads: the server-wide figures by shape (other tests move them), a queue's own
+/// figures whole.
+#[test]
+fn server_figures_like_bunqueue() {
+    let job = |n: i64| json!({ "queue": "$q", "name": "j", "data": { "n": n }, "maxAttempts": 1 });
+    let pull = || whole("PULL", json!({ "queue": "$q" }));
+    let ts: &'static [&'static str] = &[
+        "prevTS",
+        "timestamp",
+        "createdAt",
+        "runAt",
+        "startedAt",
+        "id",
+    ];
+    same_on_both(
+        "figures",
+        &[
+            Step("Stats", json!({}), Read::Shape),
+            Step("Metrics", json!({}), Read::Shape),
+            whole("Metrics", json!({ "queue": "$q", "type": "completed" })),
+            whole("Metrics", json!({ "queue": "$q" })),
+            whole("Metrics", json!({ "type": "failed" })),
+            whole("Metrics", json!({ "queue": "bad name", "type": "failed" })),
+            whole("PUSH", job(1)),
+            Step("PULL", json!({ "queue": "$q" }), Read::PulledSet),
+            whole("ACK", json!({ "id": "$last" })),
+            whole("PUSH", job(2)),
+            Step("PULL", json!({ "queue": "$q" }), Read::PulledSet),
+            whole("FAIL", json!({ "id": "$last", "error": "boom" })),
+            Step(
+                "Metrics",
+                json!({ "queue": "$q", "type": "completed" }),
+                Read::Scrub(ts),
+            ),
+            Step(
+                "Metrics",
+                json!({ "queue": "$q", "type": "failed" }),
+                Read::Scrub(ts),
+            ),
+            Step(
+                "Metrics",
+                json!({ "queue": "$q", "type": "failed", "start": 1 }),
+                Read::Scrub(ts),
+            ),
+            Step("Stats", json!({}), Read::Shape),
+            Step("Metrics", json!({}), Read::Shape),
+            whole("StorageStatus", json!({})),
+            whole("CompactMemory", json!({})),
+            whole("ListWebhooks", json!({})),
+            whole("RemoveWebhook", json!({ "webhookId": "nope" })),
+            whole(
+                "SetWebhookEnabled",
+                json!({ "id": "nope", "enabled": true }),
+            ),
+            whole("TrimEvents", json!({ "queue": "$q", "maxLength": 100 })),
+            whole("TrimEvents", json!({ "queue": "$q" })),
+            whole("TrimEvents", json!({ "maxLength": 1 })),
+            whole("TrimEvents", json!({ "queue": "$q", "maxLength": 0 })),
+            whole("TrimEvents", json!({ "queue": "$q", "maxLength": 0 })),
+            pull(),
+        ],
+    );
+}
+
+/// Prometheus answers bunqueue's text exposition: its server-wide metric names are there.
+#[test]
+fn prometheus_names_like_bunqueue() {
+    for target in [Target::Bunqueue, Target::Broker] {
+        let mut raw = RawClient::connect(target.shared(), None).expect("connect");
+        let reply = raw.command("Prometheus", &[]).expect("Prometheus");
+        let text = reply
+            .get("data")
+            .and_then(|d| d.get("metrics"))
+            .and_then(Value::as_str)
+            .expect("data.metrics")
+            .to_owned();
+        for name in [
+            "bunqueue_jobs_waiting ",
+            "bunqueue_jobs_active ",
+            "bunqueue_jobs_pushed_total ",
+            "bunqueue_jobs_failed_total ",
+            "# TYPE bunqueue_uptime_seconds gauge",
+        ] {
+            assert!(text.contains(name), "{target:?}: no {name:?} in {text}");
+        }
+    }
 }

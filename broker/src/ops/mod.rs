@@ -15,5 +15,6 @@ pub(crate) mod groups;
 pub(crate) mod job;
 pub(crate) mod limits;
 pub(crate) mod lookup;
+pub(crate) mod observe;
 pub(crate) mod subscribe;
 pub(crate) mod worker;

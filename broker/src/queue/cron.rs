@@ -125,6 +125,11 @@ pub(crate) struct Crons {
 }
 
 impl Crons {
+    /// How many schedulers there are.
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
     fn find(&self, name: &str) -> Option<usize> {
         self.list.iter().position(|c| c.name == name)
     }

@@ -87,6 +87,7 @@ impl State {
         e.run.finished = Some((now, seq));
         e.run.dlq = Some((reason, error));
         let queue = e.rec.queue.clone();
+        self.totals.finished(&queue, true, now);
         let q = self.index(&queue);
         q.failed += 1;
         q.dlq.insert(seq, id.to_owned());

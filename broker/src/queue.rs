@@ -22,6 +22,8 @@ pub(crate) mod admin;
 pub(crate) mod cron;
 /// The dead-letter queue: the state methods behind `crate::ops::dlq`.
 pub(crate) mod dlq;
+/// A queue's DLQ settings (SetDlqConfig).
+pub(crate) mod dlq_config;
 /// Flows and dependencies: `waiting-children`, parents released or failed by their children.
 pub(crate) mod flow;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
@@ -191,6 +193,8 @@ pub(crate) struct State {
     crons: cron::Crons,
     /// Jobs pushed, pulled and finished so far (see `totals`).
     totals: totals::Totals,
+    /// DLQ settings per queue (see `dlq_config`).
+    dlq_config: dlq_config::DlqConfigs,
 }
 
 impl State {
@@ -220,6 +224,7 @@ impl State {
             job_waiters: HashMap::new(),
             crons: cron::Crons::default(),
             totals: totals::Totals::new(now),
+            dlq_config: dlq_config::DlqConfigs::default(),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);

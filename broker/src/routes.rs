@@ -161,6 +161,7 @@ mod untyped {
     pub const LIST_WEBHOOKS: &str = "ListWebhooks";
     pub const REMOVE_WEBHOOK: &str = "RemoveWebhook";
     pub const SET_WEBHOOK_ENABLED: &str = "SetWebhookEnabled";
+    pub const SET_DLQ_CONFIG: &str = "SetDlqConfig";
     pub const JOB_HEARTBEAT: &str = "JobHeartbeat";
     pub const JOB_HEARTBEAT_B: &str = "JobHeartbeatB";
     pub const REMOVE_CHILD_DEPENDENCY: &str = "RemoveChildDependency";
@@ -243,6 +244,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed RetryCompleted => control::retry_completed,
     typed RetryDlq => dlq::retry,
     raw SetConcurrency => limits::set_concurrency,
+    named SET_DLQ_CONFIG => dlq::set_config,
     named SET_GROUP_CONCURRENCY => groups::set_concurrency,
     named SET_GROUP_RATE_LIMIT => groups::set_rate_limit,
     typed SetStallConfig => limits::set_stall_config,
@@ -313,7 +315,6 @@ pub(crate) const REFUSED: &[&str] = &[
     "DashboardQueue",
     "DashboardQueues",
     "MoveToWaitingChildren",
-    "SetDlqConfig",
     "UpdateParent",
 ];
 

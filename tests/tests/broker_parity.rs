@@ -442,3 +442,77 @@ fn prometheus_names_like_bunqueue() {
         }
     }
 }
+
+/// SetDlqConfig merges into GetDlqConfig's settings as bunqueue does; a lower `maxEntries`
+/// evicts the oldest entries and `maxAge: null` leaves entries without an expiry.
+/// `autoRetry: true` is refused by the broker (an intended difference: it does not retry DLQ
+/// entries on its own), so it is not in the script.
+#[test]
+fn dlq_config_like_bunqueue() {
+    let job = |n: i64| json!({ "queue": "$q", "name": "j", "data": { "n": n }, "maxAttempts": 1 });
+    let fail = || whole("FAIL", json!({ "id": "$last", "error": "boom" }));
+    let pull = || Step("PULL", json!({ "queue": "$q" }), Read::PulledSet);
+    let entry_times: &'static [&'static str] = &[
+        "enteredAt",
+        "expiresAt",
+        "timestamp",
+        "createdAt",
+        "runAt",
+        "startedAt",
+        "id",
+        "oldestEntry",
+        "newestEntry",
+    ];
+    same_on_both(
+        "dlq-config",
+        &[
+            whole("GetDlqConfig", json!({ "queue": "$q" })),
+            whole(
+                "SetDlqConfig",
+                json!({ "queue": "$q", "config": { "maxEntries": 2, "maxAutoRetries": "5" } }),
+            ),
+            whole("GetDlqConfig", json!({ "queue": "$q" })),
+            whole(
+                "SetDlqConfig",
+                json!({ "queue": "$q", "config": { "maxAge": 1000.7, "autoRetryInterval": -5, "autoRetry": false } }),
+            ),
+            whole("GetDlqConfig", json!({ "queue": "$q" })),
+            whole(
+                "SetDlqConfig",
+                json!({ "queue": "$q", "config": { "maxEntries": 0, "maxAge": "x" } }),
+            ),
+            whole("GetDlqConfig", json!({ "queue": "$q" })),
+            whole("SetDlqConfig", json!({ "queue": "$q" })),
+            whole("SetDlqConfig", json!({ "queue": "$q", "config": 5 })),
+            whole(
+                "SetDlqConfig",
+                json!({ "queue": "$q", "config": { "maxEntries": 3, "maxAge": null } }),
+            ),
+            whole("GetDlqConfig", json!({ "queue": "$q" })),
+            whole("PUSH", job(1)),
+            pull(),
+            fail(),
+            whole("PUSH", job(2)),
+            pull(),
+            fail(),
+            whole("PUSH", job(3)),
+            pull(),
+            fail(),
+            Step(
+                "GetDlqStats",
+                json!({ "queue": "$q" }),
+                Read::Scrub(entry_times),
+            ),
+            whole(
+                "SetDlqConfig",
+                json!({ "queue": "$q", "config": { "maxEntries": 2 } }),
+            ),
+            Step(
+                "GetDlqStats",
+                json!({ "queue": "$q" }),
+                Read::Scrub(&["oldestEntry", "newestEntry"]),
+            ),
+            whole("GetJobCounts", json!({ "queue": "$q" })),
+        ],
+    );
+}

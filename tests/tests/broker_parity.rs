@@ -516,3 +516,55 @@ fn dlq_config_like_bunqueue() {
         ],
     );
 }
+
+/// Cron patterns with an IANA time zone: the next run on the zone's wall clock, an unknown
+/// zone refused with Bun's text, an empty one read as none, names in any case.
+#[test]
+fn cron_time_zones_like_bunqueue() {
+    let cron = |name: &str, tz: Json| {
+        let mut f = json!({
+            "queue": "$q",
+            "name": format!("parity-tz-{name}-{}", std::process::id()),
+            "schedule": "30 9 * * *",
+        });
+        if !tz.is_null() {
+            f["timezone"] = tz;
+        }
+        whole("Cron", f)
+    };
+    let delete = |name: &str| {
+        whole(
+            "CronDelete",
+            json!({ "name": format!("parity-tz-{name}-{}", std::process::id()) }),
+        )
+    };
+    same_on_both(
+        "cron-tz",
+        &[
+            cron("rome", json!("Europe/Rome")),
+            cron("ny", json!("America/New_York")),
+            cron("kolkata", json!("Asia/Kolkata")),
+            cron("lower", json!("utc")),
+            cron("empty", json!("")),
+            cron("none", Json::Null),
+            cron("bad", json!("Nowhere/Bad")),
+            cron("offset", json!("+02:00")),
+            whole(
+                "Cron",
+                json!({
+                    "queue": "$q",
+                    "name": format!("parity-tz-secs-{}", std::process::id()),
+                    "schedule": "15 30 9 * * *",
+                    "timezone": "Australia/Sydney",
+                }),
+            ),
+            delete("rome"),
+            delete("ny"),
+            delete("kolkata"),
+            delete("lower"),
+            delete("empty"),
+            delete("none"),
+            delete("secs"),
+        ],
+    );
+}

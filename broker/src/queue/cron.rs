@@ -12,19 +12,22 @@
 //!   `preventOverlap`, the default, so a job still live stops the next one), `dedup` and
 //!   the `jobOptions` bunqueue passes on.
 //!
-//! Cron patterns (`schedule`) are read as bunqueue reads them (see `pattern`) and run in UTC:
-//! a `timezone` other than `UTC` is refused with a pattern (with `repeatEvery` alone bunqueue
-//! only stores it, and so does this broker). Schedulers are kept in memory only (a SQLite
-//! restart forgets them).
+//! Cron patterns (`schedule`) are read as bunqueue reads them (see `pattern`) and run in UTC,
+//! or on the wall clock of their IANA `timezone` (see `zone`; an unknown name is refused with
+//! Bun's text; with `repeatEvery` alone bunqueue only stores it, and so does this broker).
+//! Schedulers are kept in memory only (a SQLite restart forgets them).
 
 use autobatch_core::ops::CronUpsert;
 use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
 use crate::events::js_number;
 use pattern::{expand_shortcut, Pattern};
+use zone::Zone;
 
 /// bunqueue's pattern syntax and next-run rule.
 pub(crate) mod pattern;
+/// IANA time zones for patterns.
+pub(crate) mod zone;
 
 mod methods;
 
@@ -36,10 +39,6 @@ const WORKER_TIMEOUT_MS: f64 = 30_000.0;
 
 /// bunqueue's fallback interval for the overlap check of a scheduler without `repeatEvery`.
 const OVERLAP_FALLBACK_MS: f64 = 60_000.0;
-
-/// The refusal of a time zone other than UTC for a cron pattern.
-pub(crate) const TIMEZONE_REFUSED: &str = "Cron timezone is not supported by autobatch-broker: \
-patterns run in UTC only (timezone \"UTC\" or none; see its README section)";
 
 /// One scheduler.
 #[derive(Debug, Clone)]
@@ -143,15 +142,18 @@ impl Crons {
         // `assertValidCronInput`: an empty pattern counts as none (JS falsy).
         let schedule = match op.schedule.filter(|s| !s.is_empty()) {
             Some(s) => {
-                let p = Pattern::parse(expand_shortcut(&s))
-                    .map_err(|e| format!("Invalid cron expression: {e}"))?;
+                let invalid = |e: String| format!("Invalid cron expression: {e}");
+                let p = Pattern::parse(expand_shortcut(&s)).map_err(invalid)?;
+                // bunqueue passes the zone only when it is truthy (`timezone ? {tz} : …`).
+                let zone = match op.timezone.as_deref().filter(|tz| !tz.is_empty()) {
+                    Some(tz) => Some(Zone::get(tz).map_err(invalid)?),
+                    None => None,
+                };
+                let p = p.in_zone(zone);
                 if p.next_after(now) == 0.0 {
                     return Err(
                         "Invalid cron expression: Cron expression has no future occurrences".into(),
                     );
-                }
-                if op.timezone.as_deref().is_some_and(|tz| tz != "UTC") {
-                    return Err(TIMEZONE_REFUSED.into());
                 }
                 Some((s, p))
             }

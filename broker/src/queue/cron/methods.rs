@@ -227,10 +227,26 @@ mod tests {
             "Invalid cron expression: Cron expression has no future occurrences"
         );
         let e = s.crons().upsert(
-            CronUpsert::pattern("q", "b", "@daily").timezone("Europe/Rome"),
+            CronUpsert::pattern("q", "b", "@daily").timezone("Nowhere/Bad"),
             t0,
         );
-        assert_eq!(e.unwrap_err(), TIMEZONE_REFUSED);
+        assert_eq!(
+            e.unwrap_err(),
+            "Invalid cron expression: Bun.cron: unknown time zone 'Nowhere/Bad'"
+        );
+        // 00:00 in Rome is 23:00 UTC in winter (t0 is in January).
+        let rome = s
+            .crons()
+            .upsert(
+                CronUpsert::pattern("q", "b", "@daily").timezone("Europe/Rome"),
+                t0,
+            )
+            .expect("a zone");
+        let next = rome
+            .get("nextRun")
+            .and_then(Value::as_f64)
+            .expect("nextRun");
+        assert_eq!(next.rem_euclid(86_400_000.0), 23.0 * 3_600_000.0);
         assert!(s
             .crons()
             .upsert(CronUpsert::pattern("q", "b", "@daily").timezone("UTC"), t0)

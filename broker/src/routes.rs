@@ -38,7 +38,7 @@ use autobatch_core::wire::{Response, Value};
 
 use crate::context::{Ctx, Served};
 use crate::ops::{
-    control, cron, dlq, flow, groups, job, limits, lookup, observe, subscribe, worker,
+    control, cron, dlq, flow, groups, job, limits, lookup, observe, relink, subscribe, worker,
 };
 
 /// The role of an op that the broker serves (reading a request, writing a reply): named here
@@ -162,6 +162,8 @@ mod untyped {
     pub const REMOVE_WEBHOOK: &str = "RemoveWebhook";
     pub const SET_WEBHOOK_ENABLED: &str = "SetWebhookEnabled";
     pub const SET_DLQ_CONFIG: &str = "SetDlqConfig";
+    pub const UPDATE_PARENT: &str = "UpdateParent";
+    pub const MOVE_TO_WAITING_CHILDREN: &str = "MoveToWaitingChildren";
     pub const JOB_HEARTBEAT: &str = "JobHeartbeat";
     pub const JOB_HEARTBEAT_B: &str = "JobHeartbeatB";
     pub const REMOVE_CHILD_DEPENDENCY: &str = "RemoveChildDependency";
@@ -218,6 +220,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     own Metrics => observe::metrics,
     typed MoveToDelayed => control::move_to_delayed,
     typed MoveToWait => control::move_to_wait,
+    named MOVE_TO_WAITING_CHILDREN => relink::move_to_waiting_children,
     typed Obliterate => control::obliterate,
     waits_raw PushFlow => flow::push_flow, // PUSHF
     typed Pause => control::pause,
@@ -256,6 +259,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed UnregisterWorker => worker::unregister,
     typed UnsubscribeEvents => subscribe::unsubscribe,
     typed UpdateData => job::update_data, // Update
+    named UPDATE_PARENT => relink::update_parent,
     waits WaitJob => flow::wait_job,
 };
 
@@ -307,15 +311,12 @@ pub(crate) async fn serve(cx: &Ctx<'_>, cmd: &str, body: &Value) -> Served<Respo
 }
 
 /// The commands bunqueue 2.9.5's TCP handler knows (its `handler-routes`) that this broker
-/// does not serve: adding a webhook (it would call out over HTTP), dashboards, and what is not
-/// built yet.
+/// does not serve: adding a webhook (it would call out over HTTP) and the dashboards.
 pub(crate) const REFUSED: &[&str] = &[
     "AddWebhook",
     "DashboardOverview",
     "DashboardQueue",
     "DashboardQueues",
-    "MoveToWaitingChildren",
-    "UpdateParent",
 ];
 
 /// The refusal for a command: "not supported" for one bunqueue knows, bunqueue's own

@@ -38,21 +38,26 @@ fn whole(cmd: &'static str, fields: Json) -> Step {
 
 /// `fields` with `"$q"` replaced by `queue` and `"$last"` by `last` (the id of the job last
 /// pushed or pulled on this side), as the command's fields.
-fn fields(queue: &str, last: &str, fields: &Json) -> Vec<(String, Value)> {
-    fn sub(queue: &str, last: &str, v: &Json) -> Json {
+fn fields(queue: &str, last: &str, ids: &[String], fields: &Json) -> Vec<(String, Value)> {
+    let sub_ids = |s: &str| -> Option<String> {
+        let n: usize = s.strip_prefix('$')?.parse().ok()?;
+        ids.get(n).cloned()
+    };
+    fn sub(queue: &str, last: &str, ids: &dyn Fn(&str) -> Option<String>, v: &Json) -> Json {
         match v {
             Json::String(s) if s == "$q" => Json::String(queue.to_owned()),
             Json::String(s) if s == "$last" => Json::String(last.to_owned()),
-            Json::Array(a) => Json::Array(a.iter().map(|v| sub(queue, last, v)).collect()),
+            Json::String(s) if ids(s).is_some() => Json::String(ids(s).unwrap_or_default()),
+            Json::Array(a) => Json::Array(a.iter().map(|v| sub(queue, last, ids, v)).collect()),
             Json::Object(m) => Json::Object(
                 m.iter()
-                    .map(|(k, v)| (k.clone(), sub(queue, last, v)))
+                    .map(|(k, v)| (k.clone(), sub(queue, last, ids, v)))
                     .collect(),
             ),
             other => other.clone(),
         }
     }
-    let Json::Object(m) = sub(queue, last, fields) else {
+    let Json::Object(m) = sub(queue, last, &sub_ids, fields) else {
         panic!("fields are a map");
     };
     m.into_iter()
@@ -147,21 +152,42 @@ fn read(reply: Result<Value, String>, how: Read) -> Json {
     }
 }
 
-/// Runs `script` on `target`, on a queue of its own; the replies, read.
+/// `v` with each pushed job's id, inside any string (error texts name them), read as `$<n>`,
+/// its place in the script's pushes.
+fn unname(v: Json, ids: &[String]) -> Json {
+    match v {
+        Json::String(mut s) => {
+            for (n, id) in ids.iter().enumerate() {
+                s = s.replace(id.as_str(), &format!("${n}"));
+            }
+            Json::String(s)
+        }
+        Json::Array(a) => Json::Array(a.into_iter().map(|v| unname(v, ids)).collect()),
+        Json::Object(m) => Json::Object(m.into_iter().map(|(k, v)| (k, unname(v, ids))).collect()),
+        other => other,
+    }
+}
+
+/// Runs `script` on `target`, on a queue of its own; the replies, read. `"$<n>"` in a field
+/// stands for the id of the script's n-th PUSH on that side.
 fn run(target: Target, name: &str, script: &[Step]) -> Vec<Json> {
     let queue = format!("parity-{name}-{}", std::process::id());
     let mut raw = RawClient::connect(target.shared(), None).expect("connect");
     let mut last = String::new();
+    let mut ids: Vec<String> = Vec::new();
     script
         .iter()
         .map(|Step(cmd, f, how)| {
-            let f = fields(&queue, &last, f);
+            let f = fields(&queue, &last, &ids, f);
             let f: Vec<(&str, Value)> = f.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
             let reply = raw.command(cmd, &f);
             if let Some(id) = job_id(&reply) {
+                if *cmd == "PUSH" {
+                    ids.push(id.clone());
+                }
                 last = id;
             }
-            read(reply, *how)
+            unname(read(reply, *how), &ids)
         })
         .collect()
 }
@@ -565,6 +591,67 @@ fn cron_time_zones_like_bunqueue() {
             delete("empty"),
             delete("none"),
             delete("secs"),
+        ],
+    );
+}
+
+/// UpdateParent links a job to a waiting parent, which then waits for it; its refusals, in
+/// bunqueue's order and words.
+#[test]
+fn update_parent_like_bunqueue() {
+    let job = |n: i64| json!({ "queue": "$q", "name": "j", "data": { "n": n } });
+    let state = |id: &str| whole("GetState", json!({ "id": id }));
+    let link = |child: &str, parent: &str| {
+        whole(
+            "UpdateParent",
+            json!({ "childId": child, "parentId": parent }),
+        )
+    };
+    same_on_both(
+        "update-parent",
+        &[
+            whole("PUSH", job(1)),
+            whole("PUSH", job(2)),
+            link("$1", "$1"),
+            link("nope", "$0"),
+            link("$1", "nope"),
+            link("$1", "$0"),
+            state("$0"),
+            whole("GetJobCounts", json!({ "queue": "$q" })),
+            link("$1", "$0"),
+            Step("PULL", json!({ "queue": "$q" }), Read::PulledSet),
+            whole("ACK", json!({ "id": "$last" })),
+            state("$0"),
+            whole("PUSH", job(3)),
+            link("$2", "$1"),
+            whole("PUSH", job(4)),
+            link("$3", "$0"),
+            link("$3", "$2"),
+            state("$0"),
+            whole("GetJobCounts", json!({ "queue": "$q" })),
+        ],
+    );
+}
+
+/// MoveToWaitingChildren takes an active job to `waiting-children`; a job that is not active
+/// is refused.
+#[test]
+fn move_to_waiting_children_like_bunqueue() {
+    same_on_both(
+        "waiting-children",
+        &[
+            whole(
+                "PUSH",
+                json!({ "queue": "$q", "name": "j", "data": { "n": 1 } }),
+            ),
+            whole("MoveToWaitingChildren", json!({ "id": "$0" })),
+            Step("PULL", json!({ "queue": "$q" }), Read::PulledSet),
+            whole("MoveToWaitingChildren", json!({ "id": "$0" })),
+            whole("GetState", json!({ "id": "$0" })),
+            whole("GetJobCounts", json!({ "queue": "$q" })),
+            whole("MoveToWaitingChildren", json!({ "id": "$0" })),
+            whole("MoveToWaitingChildren", json!({ "id": "nope" })),
+            Step("PULL", json!({ "queue": "$q" }), Read::PulledSet),
         ],
     );
 }

@@ -16,5 +16,6 @@ pub(crate) mod job;
 pub(crate) mod limits;
 pub(crate) mod lookup;
 pub(crate) mod observe;
+pub(crate) mod relink;
 pub(crate) mod subscribe;
 pub(crate) mod worker;

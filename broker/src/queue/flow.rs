@@ -19,6 +19,8 @@ use crate::events::job_event;
 use crate::store::JobState;
 
 mod methods;
+/// UpdateParent and MoveToWaitingChildren.
+mod relink;
 
 /// A job's place in a flow: what bunqueue keeps as `parentId`, `childrenIds`, `dependsOn`
 /// and the failure flags, plus the children failures its parent collects.

@@ -9,13 +9,11 @@
 //! Not kept: the history of earlier failed attempts of a job (an entry's `attempts` is empty)
 //! and automatic retries (`autoRetry: true` is refused).
 
+use autobatch_core::ops::DlqConfig;
 use autobatch_core::wire::Value;
 
 use super::{wire_job, State};
 use crate::store::{JobState, StoreOp};
-
-/// bunqueue's default DLQ `maxEntries`, per queue.
-pub(crate) const DLQ_MAX_ENTRIES: usize = 10_000;
 
 /// Every failure reason bunqueue's GetDlqStats counts, in its order.
 pub(crate) const REASONS: [&str; 7] = [
@@ -66,6 +64,21 @@ impl Entry {
             ("nextRetryAt", Value::Nil),
             ("expiresAt", self.expires_at.map_or(Value::Nil, Value::F64)),
         ])
+    }
+}
+
+impl State {
+    /// GetDlqConfig.
+    pub fn dlq_config(&self, queue: &str) -> DlqConfig {
+        self.dlq_config.get(queue)
+    }
+
+    /// SetDlqConfig: merges `patch` into `queue`'s settings; a lower `maxEntries` evicts the
+    /// oldest entries at once, as bunqueue's does.
+    pub fn set_dlq_config(&mut self, queue: &str, patch: &Value) -> Result<(), String> {
+        let next = self.dlq_config.set(queue, patch)?;
+        self.evict_dlq(queue, next.max_entries as usize);
+        Ok(())
     }
 }
 
@@ -290,7 +303,8 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::super::{PullSpec, State};
-    use super::{Filter, DLQ_MAX_ENTRIES};
+    use super::Filter;
+    use crate::queue::dlq_config::DEFAULT_MAX_ENTRIES as DLQ_MAX_ENTRIES;
     use crate::store::MemoryStore;
     use autobatch_core::wire::{JobOptions, JobSpec, Value};
 

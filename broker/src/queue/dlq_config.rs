@@ -96,25 +96,10 @@ impl DlqConfigs {
     }
 }
 
-impl super::State {
-    /// GetDlqConfig.
-    pub fn dlq_config(&self, queue: &str) -> DlqConfig {
-        self.dlq_config.get(queue)
-    }
-
-    /// SetDlqConfig: merges `patch` into `queue`'s settings; a lower `maxEntries` evicts the
-    /// oldest entries at once, as bunqueue's does.
-    pub fn set_dlq_config(&mut self, queue: &str, patch: &Value) -> Result<(), String> {
-        let next = self.dlq_config.set(queue, patch)?;
-        self.evict_dlq(queue, next.max_entries as usize);
-        Ok(())
-    }
-}
-
 /// bunqueue's default `maxAge`, ms (7 days).
 const DEFAULT_MAX_AGE: f64 = 7.0 * 24.0 * 3_600_000.0;
-/// bunqueue's default `maxEntries`.
-const DEFAULT_MAX_ENTRIES: usize = super::dlq::DLQ_MAX_ENTRIES;
+/// bunqueue's default `maxEntries`, per queue.
+pub(crate) const DEFAULT_MAX_ENTRIES: usize = 10_000;
 
 /// bunqueue's `toFiniteNumber` as `sanitizeConfigNumbers` applies it: a number, or a string
 /// `Number()` reads as one; anything else is dropped.

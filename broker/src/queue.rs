@@ -26,6 +26,8 @@ pub(crate) mod dlq;
 pub(crate) mod dlq_config;
 /// Flows and dependencies: `waiting-children`, parents released or failed by their children.
 pub(crate) mod flow;
+/// Settings kept across a restart in SQLite mode.
+pub(crate) mod kept;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
 pub(crate) mod limits;
 /// Server-wide totals and per-queue finish counts: what Stats and Metrics read.
@@ -195,6 +197,8 @@ pub(crate) struct State {
     totals: totals::Totals,
     /// DLQ settings per queue (see `dlq_config`).
     dlq_config: dlq_config::DlqConfigs,
+    /// Where settings are kept across a restart (SQLite mode; see `kept`).
+    settings: Option<crate::store::settings::SettingsStore>,
 }
 
 impl State {
@@ -225,6 +229,7 @@ impl State {
             crons: cron::Crons::default(),
             totals: totals::Totals::new(now),
             dlq_config: dlq_config::DlqConfigs::default(),
+            settings: None,
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
@@ -868,6 +873,7 @@ impl State {
     pub fn set_stall_config(&mut self, queue: &str, update: &StallConfigUpdate) {
         let merged = update.apply(self.stall_config(queue));
         self.stall_config.insert(queue.to_owned(), merged);
+        self.keep_stall(queue);
     }
 
     /// The periodic housekeeping of running jobs: timeouts every call; stall detection, then

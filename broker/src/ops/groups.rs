@@ -33,7 +33,9 @@ fn opt_int(v: Option<u64>) -> Value {
 
 pub(crate) fn pause(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
     let (queue, group) = target(body)?;
-    let changed = cx.state().groups().pause(&queue, &group);
+    let mut state = cx.state();
+    let changed = state.groups().pause(&queue, &group);
+    state.keep_group(&queue, &group);
     Ok(data("changed", Value::from(changed)))
 }
 
@@ -41,6 +43,7 @@ pub(crate) fn resume(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
     let (queue, group) = target(body)?;
     let mut state = cx.state();
     let changed = state.groups().resume(&queue, &group);
+    state.keep_group(&queue, &group);
     if changed {
         state.wake(&queue);
     }
@@ -67,6 +70,7 @@ pub(crate) fn set_concurrency(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
     let concurrency = positive_safe_integer(body.get("concurrency"), "concurrency")?;
     let mut state = cx.state();
     state.groups().set_concurrency(&queue, &group, concurrency);
+    state.keep_group(&queue, &group);
     state.wake(&queue);
     Ok(Response::Done)
 }
@@ -81,6 +85,7 @@ pub(crate) fn remove_concurrency(cx: &Ctx<'_>, body: &Value) -> Served<Response>
     let (queue, group) = target(body)?;
     let mut state = cx.state();
     let removed = state.groups().remove_concurrency(&queue, &group);
+    state.keep_group(&queue, &group);
     state.wake(&queue);
     Ok(data("removed", Value::Int(removed as i64)))
 }
@@ -93,6 +98,7 @@ pub(crate) fn set_rate_limit(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
     state
         .groups()
         .set_rate(&queue, &group, GroupRate { max, duration });
+    state.keep_group(&queue, &group);
     state.wake(&queue);
     Ok(Response::Done)
 }
@@ -107,6 +113,7 @@ pub(crate) fn remove_rate_limit(cx: &Ctx<'_>, body: &Value) -> Served<Response> 
     let (queue, group) = target(body)?;
     let mut state = cx.state();
     let removed = state.groups().remove_rate(&queue, &group);
+    state.keep_group(&queue, &group);
     state.wake(&queue);
     Ok(data("removed", Value::Int(removed as i64)))
 }

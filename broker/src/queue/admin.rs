@@ -159,7 +159,12 @@ impl State {
             *q = Default::default();
             q.notify = notify;
         }
+        let groups = self.limits.group_names(queue);
         self.limits.forget(queue);
+        self.keep_limits(queue);
+        for g in groups {
+            self.keep_group(queue, &g);
+        }
         self.totals.forget(queue);
         self.events.forget_journal(queue);
         self.forget_queue_if_idle(queue);

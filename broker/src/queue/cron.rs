@@ -17,7 +17,7 @@
 //! Bun's text; with `repeatEvery` alone bunqueue only stores it, and so does this broker).
 //! Schedulers are kept in memory only (a SQLite restart forgets them).
 
-use autobatch_core::ops::CronUpsert;
+use autobatch_core::ops::{CronUpsert, Operation};
 use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
 use crate::events::js_number;
@@ -62,6 +62,8 @@ pub(crate) struct Cron {
     job_options: Option<autobatch_core::ops::CronJobOptions>,
     /// Epoch ms of its last firing (bunqueue's `lastFiredAt`).
     last_fired: Option<f64>,
+    /// The upsert that made it, as a request (kept across a restart in SQLite mode).
+    request: Value,
 }
 
 impl Cron {
@@ -136,6 +138,7 @@ impl Crons {
     /// Cron: adds or replaces scheduler `op.name`, as bunqueue's `CronRuntime.add`. The
     /// timing was checked with bunqueue's texts when the request was read.
     pub(crate) fn upsert(&mut self, op: CronUpsert, now: f64) -> Result<Value, String> {
+        let request = op.to_body();
         // Checked by the caller, with bunqueue's payload rules (`ops::cron`).
         let job_name = op.job_name.unwrap_or_else(|| "default".into());
         let every = op.repeat_every.map(|d| d.as_millis() as f64);
@@ -191,6 +194,7 @@ impl Crons {
             prevent_overlap: op.prevent_overlap.unwrap_or(true),
             job_options: op.job_options,
             last_fired: None,
+            request,
         };
         let value;
         match existing {
@@ -213,6 +217,35 @@ impl Crons {
     /// CronGet's scheduler.
     pub(crate) fn get(&self, name: &str) -> Option<&Cron> {
         self.find(name).map(|i| &self.list[i])
+    }
+
+    /// What a restart keeps of scheduler `name`: the upsert that made it, its executions and
+    /// its next run (`None` once it is gone).
+    pub(crate) fn setting(&self, name: &str) -> Option<Value> {
+        let c = self.get(name)?;
+        Some(Value::map([
+            ("request", c.request.clone()),
+            ("executions", Value::from(c.executions)),
+            ("nextRun", Value::F64(c.next_run)),
+        ]))
+    }
+
+    /// Puts back a scheduler [`setting`](Self::setting) kept: made again by its upsert, with
+    /// its executions and next run (a run missed while the broker was down is due at once).
+    pub(crate) fn restore(&mut self, op: CronUpsert, kept: &Value, now: f64) {
+        let name = op.name.clone();
+        if self.upsert(op, now).is_err() {
+            return;
+        }
+        if let Some(i) = self.find(&name) {
+            let c = &mut self.list[i];
+            if let Some(n) = kept.get("executions").and_then(Value::as_i64) {
+                c.executions = u64::try_from(n).unwrap_or(0);
+            }
+            if let Some(at) = kept.get("nextRun").and_then(Value::as_f64) {
+                c.next_run = at;
+            }
+        }
     }
 
     /// CronList's schedulers.

@@ -77,6 +77,7 @@ impl State {
     /// oldest entries at once, as bunqueue's does.
     pub fn set_dlq_config(&mut self, queue: &str, patch: &Value) -> Result<(), String> {
         let next = self.dlq_config.set(queue, patch)?;
+        self.keep_dlq(queue);
         self.evict_dlq(queue, next.max_entries as usize);
         Ok(())
     }

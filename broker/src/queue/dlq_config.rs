@@ -80,6 +80,11 @@ impl DlqConfigs {
         Ok(next)
     }
 
+    /// Puts back settings kept across a restart.
+    pub fn restore(&mut self, queue: &str, config: DlqConfig) {
+        self.queues.insert(queue.to_owned(), config);
+    }
+
     /// `queue`'s `maxAge`, ms (`None`: kept until removed).
     pub fn max_age(&self, queue: &str) -> Option<f64> {
         match self.queues.get(queue) {

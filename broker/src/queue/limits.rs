@@ -217,6 +217,21 @@ impl Limits {
         self.groups.acquired(queue, group, defaults, now);
     }
 
+    /// The groups of `queue` that have a control.
+    pub(super) fn group_names(&self, queue: &str) -> Vec<String> {
+        self.groups.names(queue)
+    }
+
+    /// What a restart keeps of `group`'s controls (see `groups`).
+    pub(super) fn group_setting(&self, queue: &str, group: &str) -> Option<Value> {
+        self.groups.setting(queue, group)
+    }
+
+    /// Puts back what [`group_setting`](Self::group_setting) kept.
+    pub(super) fn restore_group(&mut self, queue: &str, group: &str, v: &Value) {
+        self.groups.restore(queue, group, v);
+    }
+
     /// Jobs of group `group` of `queue` handed out and not released.
     pub(super) fn group_active(&self, queue: &str, group: &str) -> u64 {
         self.group_active

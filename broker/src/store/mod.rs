@@ -3,6 +3,8 @@
 //! change, in the order the changes happened.
 
 mod memory;
+/// Settings kept across restarts in SQLite mode.
+pub(crate) mod settings;
 mod sqlite;
 
 use std::io;

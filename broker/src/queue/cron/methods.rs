@@ -44,6 +44,7 @@ impl State {
                 };
                 if self.crons.list[i].at_limit() {
                     self.crons.list.remove(i);
+                    self.keep_cron(&name);
                     continue;
                 }
                 let c = &self.crons.list[i];
@@ -59,6 +60,7 @@ impl State {
                 });
                 if no_worker || overlap {
                     self.crons.list[i].next_run = next;
+                    self.keep_cron(&name);
                     continue;
                 }
                 let c = &mut self.crons.list[i];
@@ -67,6 +69,7 @@ impl State {
                 c.last_fired = Some(now);
                 let (queue, spec) = (c.queue.clone(), c.spec());
                 self.push(&queue, spec, now);
+                self.keep_cron(&name);
                 added += 1;
             }
         }

@@ -298,6 +298,48 @@ impl Groups {
     pub fn forget(&mut self, queue: &str) {
         self.queues.remove(queue);
     }
+
+    /// The groups of `queue` that have a control.
+    pub fn names(&self, queue: &str) -> Vec<String> {
+        self.queues
+            .get(queue)
+            .map(|g| g.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// What a restart keeps of `group`'s controls (bunqueue keeps the pause, the concurrency
+    /// and the rate limit): `None` when there is none of them.
+    pub fn setting(&self, queue: &str, group: &str) -> Option<Value> {
+        let g = self.get(queue, group)?;
+        if !g.paused && g.concurrency.is_none() && g.rate.is_none() {
+            return None;
+        }
+        Some(Value::map([
+            ("paused", Value::from(g.paused)),
+            (
+                "concurrency",
+                g.concurrency.map_or(Value::Nil, |c| Value::Int(c as i64)),
+            ),
+            ("rate", g.rate.map_or(Value::Nil, GroupRate::to_value)),
+        ]))
+    }
+
+    /// Puts back what [`setting`](Self::setting) kept.
+    pub fn restore(&mut self, queue: &str, group: &str, v: &Value) {
+        let g = self.entry(queue, group);
+        g.paused = v.get("paused").and_then(Value::as_bool) == Some(true);
+        g.concurrency = v
+            .get("concurrency")
+            .and_then(Value::as_i64)
+            .and_then(|c| u64::try_from(c).ok());
+        g.rate = v.get("rate").and_then(|r| {
+            Some(GroupRate {
+                max: u64::try_from(r.get("max")?.as_i64()?).ok()?,
+                duration: u64::try_from(r.get("duration")?.as_i64()?).ok()?,
+            })
+        });
+        self.tidy(queue, group);
+    }
 }
 
 /// bunqueue's `validatePositiveSafeInteger`.

@@ -51,6 +51,7 @@ impl State {
             expires_at: ttl.map(|t| now + t),
             bucket: Bucket::new(limit, limit / window_seconds, now),
         });
+        self.keep_limits(queue);
     }
 
     /// RateLimitClear.
@@ -59,6 +60,7 @@ impl State {
             q.rate = None;
         }
         self.limits.free_if_empty(queue);
+        self.keep_limits(queue);
     }
 
     /// SetConcurrency: a new limit keeps the count of jobs already holding a slot.
@@ -68,6 +70,7 @@ impl State {
             Some(c) => c.limit = limit,
             None => q.concurrency = Some(Concurrency { limit, active: 0 }),
         }
+        self.keep_limits(queue);
     }
 
     /// ClearConcurrency: the limit and its count are forgotten.
@@ -76,6 +79,61 @@ impl State {
             q.concurrency = None;
         }
         self.limits.free_if_empty(queue);
+        self.keep_limits(queue);
+    }
+
+    /// Writes `queue`'s rate and concurrency limits as a restart keeps them (see `kept`): the
+    /// numbers as set, a `ttl`-form rate limit's end.
+    pub(in crate::queue) fn keep_limits(&self, queue: &str) {
+        if self.settings.is_none() {
+            return;
+        }
+        let v = self.limits.queues.get(queue).map(|q| {
+            Value::map([
+                (
+                    "rate",
+                    q.rate.as_ref().map_or(Value::Nil, |r| {
+                        Value::map([
+                            ("limit", Value::F64(r.limit)),
+                            ("duration", r.duration.map_or(Value::Nil, Value::F64)),
+                            ("expiresAt", r.expires_at.map_or(Value::Nil, Value::F64)),
+                        ])
+                    }),
+                ),
+                (
+                    "concurrency",
+                    q.concurrency
+                        .as_ref()
+                        .map_or(Value::Nil, |c| Value::F64(c.limit)),
+                ),
+            ])
+        });
+        self.keep(crate::queue::kept::kind::LIMITS, queue, v);
+    }
+
+    /// Puts back what [`keep_limits`](Self::keep_limits) kept; a `ttl`-form rate limit that
+    /// ran out meanwhile is dropped. A full bucket and no slot in use, as after a restart in
+    /// bunqueue.
+    pub(in crate::queue) fn restore_limits(&mut self, queue: &str, v: &Value, now: f64) {
+        if let Some(r) = v.get("rate").filter(|r| !r.is_nullish()) {
+            let limit = r.get("limit").and_then(Value::as_f64);
+            let duration = r.get("duration").and_then(Value::as_f64);
+            let ends = r.get("expiresAt").and_then(Value::as_f64);
+            if let (Some(limit), true) = (limit, ends.is_none_or(|at| at > now)) {
+                let window_seconds = duration.unwrap_or(DEFAULT_WINDOW) / 1000.0;
+                let q = self.limits.queues.entry(queue.to_owned()).or_default();
+                q.rate = Some(RateLimit {
+                    limit,
+                    duration,
+                    expires_at: ends,
+                    bucket: Bucket::new(limit, limit / window_seconds, now),
+                });
+            }
+        }
+        if let Some(limit) = v.get("concurrency").and_then(Value::as_f64) {
+            let q = self.limits.queues.entry(queue.to_owned()).or_default();
+            q.concurrency = Some(Concurrency { limit, active: 0 });
+        }
     }
 
     /// GetQueueLimits' `limits`, as bunqueue's `getQueueLimitStatus`: the rate limit

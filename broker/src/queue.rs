@@ -199,6 +199,8 @@ pub(crate) struct State {
     dlq_config: dlq_config::DlqConfigs,
     /// Where settings are kept across a restart (SQLite mode; see `kept`).
     settings: Option<crate::store::settings::SettingsStore>,
+    /// Ids of the jobs whose extras are stored (see `kept`).
+    kept_jobs: HashSet<String>,
 }
 
 impl State {
@@ -230,11 +232,13 @@ impl State {
             totals: totals::Totals::new(now),
             dlq_config: dlq_config::DlqConfigs::default(),
             settings: None,
+            kept_jobs: HashSet::new(),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
-            // A job that waited for its children lost its links with the restart (they are
-            // kept in memory only): it waits no more, or nothing would ever release it.
+            // A job that waited for its children waits no more until its links are put back
+            // (`kept`, SQLite mode), which parks it again; without them nothing would ever
+            // release it.
             if matches!(rec.state, JobState::Active | JobState::WaitingChildren) {
                 rec.state = JobState::Waiting;
                 s.record(update_op(&rec));
@@ -431,6 +435,9 @@ impl State {
                 e.flow = Some(Box::new(links));
             }
         }
+        if self.settings.is_some() {
+            self.keep_job(&id);
+        }
         if ready {
             self.index(&queue).notify.notify_waiters();
         }
@@ -465,6 +472,9 @@ impl State {
         // nothing is parked and `id` need not be looked up.
         if !self.dependents.is_empty() {
             self.unpark(id);
+        }
+        if !self.kept_jobs.is_empty() {
+            self.forget_kept_job(id);
         }
         let Some(e) = self.jobs.remove(id) else {
             return;

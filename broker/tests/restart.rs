@@ -215,3 +215,96 @@ fn job_schedulers_survive_a_restart_with_their_executions() {
         },
     );
 }
+
+#[test]
+fn job_groups_ttls_and_timeouts_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    across_restart(
+        &dir.path().join("jobs.db"),
+        |c| {
+            let grouped = push(
+                c,
+                "q",
+                int(1),
+                vec![("groupId", s("g")), ("timeout", int(50))],
+            );
+            let expiring = push(c, "q", int(2), vec![("ttl", int(1))]);
+            (grouped, expiring)
+        },
+        |c, (grouped, expiring)| {
+            let r = c.call(
+                "GetGroupJobsCount",
+                vec![("queue", s("q")), ("groupId", s("g"))],
+            );
+            assert_eq!(data(&r, "count").as_f64(), Some(1.0), "the group is kept");
+            // The ttl (1 ms) ran out during the restart: the pull drops that job unrun.
+            let (id, _) = pull_owned(c, "q").expect("a job");
+            assert_eq!(id, grouped);
+            assert!(pull_owned(c, "q").is_none(), "the expired job was dropped");
+            assert_eq!(state(c, &expiring), "unknown");
+            // The timeout (50 ms) fails the running job (bounded wait, not a time threshold).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while state(c, &grouped) == "active" && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert_ne!(state(c, &grouped), "active", "the kept timeout did not act");
+        },
+    );
+}
+
+#[test]
+fn dlq_entries_keep_their_reasons_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let by_reason = |c: &mut Raw| {
+        let r = c.call("GetDlqStats", vec![("queue", s("q"))]);
+        data(&r, "stats")
+            .get("byReason")
+            .cloned()
+            .expect("byReason")
+    };
+    across_restart(
+        &dir.path().join("jobs.db"),
+        |c| {
+            let id = push(c, "q", int(1), vec![("maxAttempts", int(1))]);
+            let (pulled, token) = pull_owned(c, "q").expect("a job");
+            assert_eq!(pulled, id);
+            let r = c.call(
+                "FAIL",
+                vec![("id", s(&id)), ("token", s(&token)), ("error", s("boom"))],
+            );
+            assert!(ok(&r), "{r:?}");
+            by_reason(c)
+        },
+        |c, before| {
+            let after = by_reason(c);
+            assert_eq!(
+                after.get("max_attempts_exceeded").and_then(Value::as_f64),
+                Some(1.0)
+            );
+            assert_eq!(after, before);
+        },
+    );
+}
+
+#[test]
+fn flow_links_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    across_restart(
+        &dir.path().join("jobs.db"),
+        |c| {
+            let dep = push(c, "q", int(1), vec![("jobId", s("dep"))]);
+            let waiter = push(c, "q", int(2), vec![("dependsOn", arr(vec![s(&dep)]))]);
+            assert_eq!(state(c, &waiter), "waiting-children");
+            waiter
+        },
+        |c, waiter| {
+            // Still waiting for its dependency, which then releases it.
+            assert_eq!(state(c, &waiter), "waiting-children");
+            let (id, token) = pull_owned(c, "q").expect("the dependency");
+            assert_eq!(id, "dep");
+            let r = c.call("ACK", vec![("id", s(&id)), ("token", s(&token))]);
+            assert!(ok(&r), "{r:?}");
+            assert_eq!(state(c, &waiter), "waiting");
+        },
+    );
+}

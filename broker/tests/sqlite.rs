@@ -191,11 +191,10 @@ fn updated_data_survives_a_restart() {
     }
 }
 
-/// A flow in SQLite mode: PUSHF replies after its rows commit, so a restart finds every job;
-/// the links are kept in memory only, so a parent that waited for its children is recovered
-/// as waiting (nothing would release it otherwise), and its child as it was.
+/// A flow in SQLite mode: PUSHF replies after its rows commit, so a restart finds every job,
+/// and its links: the parent still waits for its child, which releases it when it completes.
 #[test]
-fn a_flow_survives_a_restart_without_its_links() {
+fn a_flow_survives_a_restart_with_its_links() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("flows.db");
     let cfg = || BrokerConfig::default().data_path(&path);
@@ -240,15 +239,21 @@ fn a_flow_survives_a_restart_without_its_links() {
     }
     let b = EmbeddedBroker::start(cfg()).unwrap();
     let mut c = Raw::connect(b.addr());
-    for (id, want) in [("top", "waiting"), ("kid", "waiting")] {
+    for (id, want) in [("top", "waiting-children"), ("kid", "waiting")] {
         let r = c.call("GetState", vec![("id", s(id))]);
         assert_eq!(r.get("state"), Some(&s(want)), "{id}");
     }
     let r = c.call("GetJobCounts", vec![("queue", s("ft"))]);
     assert_eq!(
         r.get("counts").and_then(|c| c.get("waiting-children")),
-        Some(&int(0))
+        Some(&int(1))
     );
+    let (id, token) = pull_owned(&mut c, "fk").expect("the child");
+    assert_eq!(id, "kid");
+    let r = c.call("ACK", vec![("id", s(&id)), ("token", s(&token))]);
+    assert!(ok(&r), "{r:?}");
+    let r = c.call("GetState", vec![("id", s("top"))]);
+    assert_eq!(r.get("state"), Some(&s("waiting")));
     b.stop().unwrap();
 }
 

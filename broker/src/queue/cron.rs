@@ -15,7 +15,7 @@
 //! Cron patterns (`schedule`) are read as bunqueue reads them (see `pattern`) and run in UTC,
 //! or on the wall clock of their IANA `timezone` (see `zone`; an unknown name is refused with
 //! Bun's text; with `repeatEvery` alone bunqueue only stores it, and so does this broker).
-//! Schedulers are kept in memory only (a SQLite restart forgets them).
+//! In SQLite mode schedulers are kept across a restart (see `crate::queue::kept`).
 
 use autobatch_core::ops::{CronUpsert, Operation};
 use autobatch_core::wire::{JobOptions, JobSpec, Value};

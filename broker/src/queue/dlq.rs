@@ -102,6 +102,9 @@ impl State {
         e.run.finished = Some((now, seq));
         e.run.dlq = Some((reason, error));
         let queue = e.rec.queue.clone();
+        if self.settings.is_some() {
+            self.keep_job(id);
+        }
         self.totals.finished(&queue, true, now);
         let q = self.index(&queue);
         q.failed += 1;

@@ -3,6 +3,11 @@
 //! One row per setting in table `broker_settings` (`kind`, `key`, the value as MessagePack),
 //! written at once when a setting changes (settings change rarely, so they do not go through
 //! the jobs' group commit) and read back when the broker starts.
+//!
+//! Table `broker_job_extras` keeps, per job that has any, what a job row does not: its
+//! `timeout`, `ttl`, stall timeout and group, its flow links, and its DLQ reason. A row is
+//! written when the job is added with any of them (or gets one) and deleted when the job
+//! leaves; a row whose job is not recovered is ignored.
 
 use std::io;
 use std::path::Path;
@@ -16,6 +21,10 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS broker_settings (
     key TEXT NOT NULL,
     value BLOB NOT NULL,
     PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS broker_job_extras (
+    id TEXT PRIMARY KEY NOT NULL,
+    value BLOB NOT NULL
 ) WITHOUT ROWID;";
 
 fn sql_err(e: rusqlite::Error) -> io::Error {
@@ -75,6 +84,52 @@ impl SettingsStore {
         );
         if let Err(e) = r {
             tracing::error!(kind, key, error = %e, "a setting was not stored");
+        }
+    }
+
+    /// Every job's extras stored: (job id, value).
+    pub fn load_jobs(&self) -> io::Result<Vec<(String, Value)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, value FROM broker_job_extras")
+            .map_err(sql_err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .map_err(sql_err)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, bytes) = row.map_err(sql_err)?;
+            let value = Value::decode(&bytes).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("stored extras of job {id}: {e}"),
+                )
+            })?;
+            out.push((id, value));
+        }
+        Ok(out)
+    }
+
+    /// Stores job `id`'s extras (replacing them); a failed write is logged.
+    pub fn put_job(&self, id: &str, value: &Value) {
+        let r = self.conn.execute(
+            "INSERT OR REPLACE INTO broker_job_extras (id, value) VALUES (?1, ?2)",
+            params![id, value.to_bytes()],
+        );
+        if let Err(e) = r {
+            tracing::error!(id, error = %e, "a job's extras were not stored");
+        }
+    }
+
+    /// Forgets job `id`'s extras.
+    pub fn delete_job(&self, id: &str) {
+        let r = self
+            .conn
+            .execute("DELETE FROM broker_job_extras WHERE id = ?1", params![id]);
+        if let Err(e) = r {
+            tracing::error!(id, error = %e, "a job's extras were not forgotten");
         }
     }
 

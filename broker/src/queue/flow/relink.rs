@@ -75,6 +75,9 @@ impl State {
             let rec = e.rec.clone();
             self.record(StoreOp::Put(Box::new(rec)));
         }
+        if self.settings.is_some() {
+            self.keep_job(child);
+        }
         if declared {
             return Ok(());
         }

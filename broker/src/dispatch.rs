@@ -284,8 +284,10 @@ async fn push(
         // A group's `maxSize` (bunqueue's `Group <id> has reached its maximum size of <n>`),
         // counting this batch's earlier jobs of the group. As in bunqueue's PUSHB, the jobs
         // before the refused one are added all the same, and the reply is the error.
+        // Counted (a walk of the queue per group) only when a job of the batch sets a maxSize.
+        let bounded = jobs.iter().any(|j| j.opts.group_max_size.is_some());
         let mut pending: std::collections::HashMap<&str, u64> = Default::default();
-        for (i, job) in jobs.iter().enumerate() {
+        for (i, job) in jobs.iter().enumerate().filter(|_| bounded) {
             let Some(group) = job.opts.group_id.as_deref() else {
                 continue;
             };

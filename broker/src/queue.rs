@@ -1324,6 +1324,9 @@ impl State {
     /// Commits what is pending and closes the store.
     pub fn close_store(&mut self) {
         self.store.close();
+        if let Some(s) = &mut self.settings {
+            s.close();
+        }
     }
 
     /// A uniform random number in [0, 1) (xorshift64*; only for retry jitter).

@@ -35,7 +35,7 @@ pub(crate) mod kind {
 
 impl State {
     /// Restores the settings `store` holds, then writes every later change to it.
-    pub fn attach_settings(&mut self, store: SettingsStore, now: f64) -> io::Result<()> {
+    pub fn attach_settings(&mut self, mut store: SettingsStore, now: f64) -> io::Result<()> {
         for (kind, key, value) in store.load()? {
             self.restore_setting(&kind, &key, &value, now);
         }
@@ -200,7 +200,7 @@ impl State {
     }
 
     /// Writes setting `kind`/`key` (`None`: forgets it), in SQLite mode.
-    pub(in crate::queue) fn keep(&self, kind: &str, key: &str, value: Option<Value>) {
+    pub(in crate::queue) fn keep(&self, kind: &'static str, key: &str, value: Option<Value>) {
         if let Some(s) = &self.settings {
             match value {
                 Some(v) => s.put(kind, key, &v),

@@ -289,8 +289,10 @@ async fn push(
         // A group's `maxSize` (bunqueue's `Group <id> has reached its maximum size of <n>`),
         // counting this batch's earlier jobs of the group. As in bunqueue's PUSHB, the jobs
         // before the refused one are added all the same, and the reply is the error.
+        // Counted (a walk of the queue per group) only when a job of the batch sets a maxSize.
+        let bounded = jobs.iter().any(|j| j.opts.group_max_size.is_some());
         let mut pending: std::collections::HashMap<&str, u64> = Default::default();
-        for (i, job) in jobs.iter().enumerate() {
+        for (i, job) in jobs.iter().enumerate().filter(|_| bounded) {
             let Some(group) = job.opts.group_id.as_deref() else {
                 continue;
             };
@@ -374,6 +376,7 @@ async fn pull(
 ) -> Result<Response, String> {
     let timeout = args.timeout.unwrap_or(0);
     range("timeout", timeout, 0, MAX_PULL_TIMEOUT)?;
+    let group = crate::queue::limits::groups::pull_group(raw)?;
     let locked = args.owner.as_deref().is_some_and(|o| !o.is_empty());
     let detach = raw.get("detach").and_then(Value::as_bool) == Some(true);
     let spec = PullSpec {
@@ -396,8 +399,8 @@ async fn pull(
         let (pulled, next_due) = {
             let mut state = shared.lock();
             let now = now_ms();
-            let pulled = state.pull(&spec, now);
-            let next_due = state.next_due(spec.queue).map(|t| (t - now).max(0.0));
+            let pulled = state.pull_in_groups(&spec, group.as_ref(), now);
+            let next_due = state.next_look(spec.queue, now).map(|t| (t - now).max(0.0));
             (pulled, next_due)
         };
         let left = deadline.saturating_duration_since(Instant::now());

@@ -42,7 +42,14 @@ pub(crate) struct Events {
     queues: HashMap<String, Vec<Subscriber>>,
     /// The queue each subscribed connection listens to.
     conns: HashMap<ConnId, String>,
+    /// Events emitted per queue, subscribed to or not, up to [`MAX_QUEUE_EVENTS`]: bunqueue's
+    /// event journal in memory mode keeps only their number, which TrimEvents trims. Counted
+    /// under `&self`, as `emit` is.
+    journal: std::cell::RefCell<HashMap<String, u64>>,
 }
+
+/// bunqueue's `maxQueueEvents`: the journal of a queue counts up to this many events.
+pub(crate) const MAX_QUEUE_EVENTS: u64 = 10_000;
 
 /// One event's keys after `eventType` (in bunqueue's order), given the timestamp.
 pub(crate) type Fields = Vec<(&'static str, Value)>;
@@ -90,10 +97,43 @@ impl Events {
         self.listening() && self.queues.contains_key(queue)
     }
 
+    /// Counts one event of `queue` in its journal (see [`Events::journal`]); `emit` does it,
+    /// callers that emit only when [`wants`](Self::wants) call it when they do not.
+    pub fn note(&self, queue: &str) {
+        let mut journal = self.journal.borrow_mut();
+        match journal.get_mut(queue) {
+            Some(n) => *n = (*n + 1).min(MAX_QUEUE_EVENTS),
+            None => {
+                journal.insert(queue.to_owned(), 1);
+            }
+        }
+    }
+
+    /// TrimEvents: keeps at most `max_len` of `queue`'s journaled events; how many went.
+    pub fn trim(&self, queue: &str, max_len: u64) -> u64 {
+        let mut journal = self.journal.borrow_mut();
+        let kept = journal.get(queue).copied().unwrap_or(0);
+        if kept <= max_len {
+            return 0;
+        }
+        if max_len == 0 {
+            journal.remove(queue);
+        } else {
+            journal.insert(queue.to_owned(), max_len);
+        }
+        kept - max_len
+    }
+
+    /// Obliterate: the queue's journal goes with it.
+    pub fn forget_journal(&self, queue: &str) {
+        self.journal.borrow_mut().remove(queue);
+    }
+
     /// Sends one event of `queue` to its subscribers. `fields` builds the keys after
     /// `eventType` from the timestamp; it runs only when someone listens to `queue`.
     #[inline]
     pub fn emit(&self, queue: &str, event_type: &str, fields: impl FnOnce(f64) -> Fields) {
+        self.note(queue);
         // The hot path without subscribers: one check, nothing built.
         if !self.listening() {
             return;

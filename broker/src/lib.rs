@@ -24,18 +24,18 @@
 //!   limit (SetConcurrency, ClearConcurrency) hold pulls back as bunqueue's do: a token bucket
 //!   and a slot count, asked only for a job about to be handed out; a pull that meets one
 //!   returns what it has, a long-poll waits on. GetQueueLimits reads them (`isMaxed`,
-//!   `getRateLimitTtl`), and a group's counts are served; group controls are not.
+//!   `getRateLimitTtl`), and a group's counts and controls are served (pulls pass over the
+//!   jobs of a paused or held-back group).
 //! * Flows as bunqueue's (PUSHF checked whole, then added at once): a job with `dependsOn`
 //!   waits in `waiting-children` until they complete; a child failing for good applies its
 //!   policy to its parent (fail it, release it, drop or ignore the dependency); the parent
-//!   reads its children's values and failures; WaitJob is held like a long-poll. A job's links
-//!   live with the job, in memory only: after a restart of a SQLite-backed broker a job that
-//!   waited for its children waits no more.
+//!   reads its children's values and failures; WaitJob is held like a long-poll. In SQLite
+//!   mode a job's links survive a restart: a job that waited for its children waits again.
 //! * Job schedulers as bunqueue's (Cron, CronGet, CronList, CronDelete): every N ms or on a
 //!   cron pattern read with bunqueue's rules (its seconds field, Bun 1.4's calendar syntax,
-//!   error texts and next-run rule) in UTC, a `timezone` other than UTC refused for a pattern;
-//!   fired on their own timer with bunqueue's limit, overlap, `skipIfNoWorker` and
-//!   `preventOverlap` rules. Kept in memory only: a restart forgets them.
+//!   error texts and next-run rule) in UTC or an IANA `timezone`; fired on their own timer
+//!   with bunqueue's limit, overlap, `skipIfNoWorker` and `preventOverlap` rules. Kept across
+//!   a restart in SQLite mode.
 //! * Jobs read back as bunqueue 2.9.5's whole record (GetJob, GetJobs, PULL, PULLB, PUSHF,
 //!   Dlq): every add option as sent ([`store::AddOptions`], kept by SQLite too), the timeline,
 //!   FAIL's stack capped at `stackTraceLimit`, a DLQ entry's attempts; jobs sent in the legacy

@@ -24,12 +24,18 @@ pub(crate) mod admin;
 pub(crate) mod cron;
 /// The dead-letter queue: the state methods behind `crate::ops::dlq`.
 pub(crate) mod dlq;
+/// A queue's DLQ settings (SetDlqConfig).
+pub(crate) mod dlq_config;
 /// Flows and dependencies: `waiting-children`, parents released or failed by their children.
 pub(crate) mod flow;
+/// Settings kept across a restart in SQLite mode.
+pub(crate) mod kept;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
 pub(crate) mod limits;
 /// A job's history: timeline steps, failed attempts, stack trace.
 pub(crate) mod timeline;
+/// Server-wide totals and per-queue finish counts: what Stats and Metrics read.
+pub(crate) mod totals;
 /// A job's whole record as bunqueue shows it (GetJob and the other replies carrying jobs).
 pub(crate) mod view;
 
@@ -212,6 +218,14 @@ pub(crate) struct State {
     job_waiters: HashMap<String, Arc<Notify>>,
     /// Job schedulers (see `cron`).
     crons: cron::Crons,
+    /// Jobs pushed, pulled and finished so far (see `totals`).
+    totals: totals::Totals,
+    /// DLQ settings per queue (see `dlq_config`).
+    dlq_config: dlq_config::DlqConfigs,
+    /// Where settings are kept across a restart (SQLite mode; see `kept`).
+    settings: Option<crate::store::settings::SettingsStore>,
+    /// Ids of the jobs whose extras are stored (see `kept`).
+    kept_jobs: HashSet<String>,
 }
 
 impl State {
@@ -240,11 +254,16 @@ impl State {
             dependents: HashMap::new(),
             job_waiters: HashMap::new(),
             crons: cron::Crons::default(),
+            totals: totals::Totals::new(now),
+            dlq_config: dlq_config::DlqConfigs::default(),
+            settings: None,
+            kept_jobs: HashSet::new(),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
-            // A job that waited for its children lost its links with the restart (they are
-            // kept in memory only): it waits no more, or nothing would ever release it.
+            // A job that waited for its children waits no more until its links are put back
+            // (`kept`, SQLite mode), which parks it again; without them nothing would ever
+            // release it.
             if matches!(rec.state, JobState::Active | JobState::WaitingChildren) {
                 rec.state = JobState::Waiting;
                 s.record(update_op(&rec));
@@ -467,11 +486,15 @@ impl State {
                 e.flow = Some(Box::new(links));
             }
         }
+        if self.settings.is_some() {
+            self.keep_job(&id);
+        }
         if ready {
             self.index(&queue).notify.notify_waiters();
         }
         // bunqueue: `pushed` for every added job, delayed ones included (not `delayed`).
         self.events.emit(&queue, "pushed", job_event(&queue, &id));
+        self.totals.pushed();
         id
     }
 
@@ -500,6 +523,9 @@ impl State {
         // nothing is parked and `id` need not be looked up.
         if !self.dependents.is_empty() {
             self.unpark(id);
+        }
+        if !self.kept_jobs.is_empty() {
+            self.forget_kept_job(id);
         }
         let Some(e) = self.jobs.remove(id) else {
             return;
@@ -562,22 +588,41 @@ impl State {
     }
 
     /// Takes up to `spec.count` ready jobs, highest priority first, FIFO within a priority.
+    #[cfg(test)]
     pub fn pull(&mut self, spec: &PullSpec<'_>, now: f64) -> Vec<Pulled> {
+        self.pull_in_groups(spec, None, now)
+    }
+
+    /// [`pull`](Self::pull) with the pull's group defaults: the jobs of a group that is not
+    /// eligible (see `limits::groups`) keep their place and are passed over.
+    pub fn pull_in_groups(
+        &mut self,
+        spec: &PullSpec<'_>,
+        group: Option<&limits::groups::PullGroup>,
+        now: f64,
+    ) -> Vec<Pulled> {
         if self.is_paused(spec.queue) {
             return Vec::new();
         }
         self.promote(spec.queue, now);
         let mut out = Vec::new();
+        let mut passed = Vec::new();
         while out.len() < spec.count {
             let Some(q) = self.queues.get_mut(spec.queue) else {
                 break;
             };
-            let Some((_, id)) = q.ready.pop_first() else {
+            let Some((key, id)) = q.ready.pop_first() else {
                 break;
             };
             let Some(e) = self.jobs.get_mut(&id) else {
                 continue;
             };
+            if let Some(g) = &e.run.group {
+                if !self.limits.group_eligible(spec.queue, g, group, now) {
+                    passed.push((key, id));
+                    continue;
+                }
+            }
             // bunqueue's pull drops a job older than its ttl, silently (no event).
             let expired = e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl);
             // A limit is asked only for a job that would be handed out; when it refuses, the
@@ -594,8 +639,9 @@ impl State {
                 self.record(StoreOp::Remove(id));
                 continue;
             }
-            if let Some(group) = &e.run.group {
-                self.limits.group_started(spec.queue, group);
+            if let Some(g) = &e.run.group {
+                self.limits.group_started(spec.queue, g);
+                self.limits.group_acquired(spec.queue, g, group, now);
             }
             q.active += 1;
             e.rec.state = JobState::Active;
@@ -633,7 +679,11 @@ impl State {
             let job = self.job_record(&id).unwrap_or(Value::Nil);
             self.events
                 .emit(spec.queue, "pulled", job_event(spec.queue, &id));
+            self.totals.pulled();
             out.push(Pulled { id, job, token });
+        }
+        if !passed.is_empty() {
+            self.index(spec.queue).ready.extend(passed);
         }
         out
     }
@@ -735,8 +785,11 @@ impl State {
                 f.push(("data", data.unwrap_or(Value::Undefined)));
                 f
             });
+        } else {
+            self.events.note(&queue);
         }
         self.index(&queue).completed += 1;
+        self.totals.finished(&queue, false, now);
         // Before `retire`: a removed job still releases the jobs waiting for it.
         self.on_completed(id, remove, now);
         self.retire(id, remove, op);
@@ -861,6 +914,12 @@ impl State {
             self.retire(id, remove, op);
         }
         // bunqueue: `failed` (terminal or not), then `retried` when it runs again.
+        if event.is_none() {
+            self.events.note(&queue);
+            if retry {
+                self.events.note(&queue);
+            }
+        }
         if let Some((error, data)) = event {
             self.events.emit(&queue, "failed", |ts| {
                 let mut f = job_event(&queue, id)(ts);
@@ -938,6 +997,7 @@ impl State {
     pub fn set_stall_config(&mut self, queue: &str, update: &StallConfigUpdate) {
         let merged = update.apply(self.stall_config(queue));
         self.stall_config.insert(queue.to_owned(), merged);
+        self.keep_stall(queue);
     }
 
     /// The periodic housekeeping of running jobs: timeouts every call; stall detection, then
@@ -1448,6 +1508,9 @@ impl State {
     /// Commits what is pending and closes the store.
     pub fn close_store(&mut self) {
         self.store.close();
+        if let Some(s) = &mut self.settings {
+            s.close();
+        }
     }
 
     /// A uniform random number in [0, 1) (xorshift64*; only for retry jitter).
@@ -1968,10 +2031,6 @@ impl State {
         if message.is_some() {
             x.message = message;
         }
-        // No subscriber anywhere: not even the job's queue is looked up.
-        if !self.events.listening() {
-            return Ok(());
-        }
         let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
             return Ok(());
         };
@@ -1989,6 +2048,8 @@ impl State {
                     ("data", Value::map([("progress", p), ("message", message)])),
                 ]
             });
+        } else {
+            self.events.note(queue);
         }
         Ok(())
     }

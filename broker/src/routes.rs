@@ -26,18 +26,20 @@ use autobatch_core::ops::{
     GetCountsPerPriority, GetDeduplicationJobId, GetDlqConfig, GetDlqStats,
     GetFailedChildrenValues, GetGroupActiveCount, GetGroupJobsCount, GetGroupsJobsCount,
     GetIgnoredChildrenFailures, GetJobByCustomId, GetJobs, GetLogs, GetProgress, GetQueueLimits,
-    GetStallConfig, IsPaused, ListQueues, ListWorkers, MoveToDelayed, MoveToWait, Obliterate,
-    Operation, Pause, Promote, PromoteJobs, PurgeDlq, PushFlow, RateLimit, RateLimitClear,
-    RegisterWorker, RemoveDeduplicationKey, RemoveDlqJob, RemoveJobDeduplicationKey, Resume,
-    RetryCompleted, RetryDlq, SetConcurrency, SetStallConfig, UnregisterWorker, UpdateData,
-    UpdateProgress, WaitJob, WorkerHeartbeat,
+    GetStallConfig, IsPaused, ListQueues, ListWorkers, Metrics, MoveToDelayed, MoveToWait,
+    Obliterate, Operation, Pause, Promote, PromoteJobs, PurgeDlq, PushFlow, RateLimit,
+    RateLimitClear, RegisterWorker, RemoveDeduplicationKey, RemoveDlqJob,
+    RemoveJobDeduplicationKey, Resume, RetryCompleted, RetryDlq, SetConcurrency, SetStallConfig,
+    UnregisterWorker, UpdateData, UpdateProgress, WaitJob, WorkerHeartbeat,
 };
 use autobatch_core::ops::{SubscribeEvents, UnsubscribeEvents};
 use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::{Response, Value};
 
 use crate::context::{Ctx, Served};
-use crate::ops::{control, cron, dlq, flow, job, limits, lookup, subscribe, worker};
+use crate::ops::{
+    control, cron, dlq, flow, groups, job, limits, lookup, observe, relink, subscribe, worker,
+};
 
 /// The role of an op that the broker serves (reading a request, writing a reply): named here
 /// once, so that every generic below asks for it the same way.
@@ -140,6 +142,28 @@ macro_rules! routes {
 /// The wire names of the served commands that have no typed op in `autobatch_core::ops`
 /// (autobatch's client does not send them one by one); their handlers read the raw body.
 mod untyped {
+    pub const GET_GROUP_CONCURRENCY: &str = "GetGroupConcurrency";
+    pub const GET_GROUP_RATE_LIMIT: &str = "GetGroupRateLimit";
+    pub const GET_GROUP_RATE_LIMIT_TTL: &str = "GetGroupRateLimitTtl";
+    pub const IS_GROUP_PAUSED: &str = "IsGroupPaused";
+    pub const PAUSE_GROUP: &str = "PauseGroup";
+    pub const RATE_LIMIT_GROUP: &str = "RateLimitGroup";
+    pub const REMOVE_GROUP_CONCURRENCY: &str = "RemoveGroupConcurrency";
+    pub const REMOVE_GROUP_RATE_LIMIT: &str = "RemoveGroupRateLimit";
+    pub const RESUME_GROUP: &str = "ResumeGroup";
+    pub const SET_GROUP_CONCURRENCY: &str = "SetGroupConcurrency";
+    pub const SET_GROUP_RATE_LIMIT: &str = "SetGroupRateLimit";
+    pub const STATS: &str = "Stats";
+    pub const PROMETHEUS: &str = "Prometheus";
+    pub const STORAGE_STATUS: &str = "StorageStatus";
+    pub const COMPACT_MEMORY: &str = "CompactMemory";
+    pub const TRIM_EVENTS: &str = "TrimEvents";
+    pub const LIST_WEBHOOKS: &str = "ListWebhooks";
+    pub const REMOVE_WEBHOOK: &str = "RemoveWebhook";
+    pub const SET_WEBHOOK_ENABLED: &str = "SetWebhookEnabled";
+    pub const SET_DLQ_CONFIG: &str = "SetDlqConfig";
+    pub const UPDATE_PARENT: &str = "UpdateParent";
+    pub const MOVE_TO_WAITING_CHILDREN: &str = "MoveToWaitingChildren";
     pub const JOB_HEARTBEAT: &str = "JobHeartbeat";
     pub const JOB_HEARTBEAT_B: &str = "JobHeartbeatB";
     pub const REMOVE_CHILD_DEPENDENCY: &str = "RemoveChildDependency";
@@ -156,6 +180,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed Clean => control::clean,
     raw ClearConcurrency => limits::clear_concurrency,
     typed ClearLogs => job::clear_logs,
+    named COMPACT_MEMORY => observe::compact_memory,
     body CronUpsert => cron::upsert, // Cron
     own CronDelete => cron::delete,
     own CronGet => cron::get,
@@ -172,7 +197,10 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed GetDlqStats => dlq::stats,
     typed GetFailedChildrenValues => flow::failed_children_values,
     typed GetGroupActiveCount => limits::group_active_count,
+    named GET_GROUP_CONCURRENCY => groups::get_concurrency,
     typed GetGroupJobsCount => limits::group_jobs_count,
+    named GET_GROUP_RATE_LIMIT => groups::get_rate_limit,
+    named GET_GROUP_RATE_LIMIT_TTL => groups::rate_limit_ttl,
     typed GetGroupsJobsCount => limits::groups_jobs_count,
     typed GetIgnoredChildrenFailures => flow::ignored_children_failures,
     own GetJobByCustomId => lookup::get_job_by_custom_id,
@@ -182,37 +210,56 @@ pub(crate) const ROUTES: &[Route] = routes! {
     raw GetQueueLimits => limits::get_queue_limits,
     typed GetStallConfig => limits::get_stall_config,
     typed WorkerHeartbeat => worker::heartbeat, // Heartbeat
+    named IS_GROUP_PAUSED => groups::is_paused,
     typed IsPaused => |cx, op| Ok(cx.state().is_paused(&op.queue)),
     named JOB_HEARTBEAT => job::heartbeat,
     named JOB_HEARTBEAT_B => job::heartbeat_batch,
     typed ListQueues => lookup::list_queues,
+    named LIST_WEBHOOKS => observe::list_webhooks,
     typed ListWorkers => worker::list,
+    own Metrics => observe::metrics,
     typed MoveToDelayed => control::move_to_delayed,
     typed MoveToWait => control::move_to_wait,
+    named MOVE_TO_WAITING_CHILDREN => relink::move_to_waiting_children,
     typed Obliterate => control::obliterate,
     waits_raw PushFlow => flow::push_flow, // PUSHF
     typed Pause => control::pause,
+    named PAUSE_GROUP => groups::pause,
     typed UpdateProgress => job::update_progress, // Progress
+    named PROMETHEUS => observe::prometheus,
     typed Promote => control::promote,
     typed PromoteJobs => control::promote_jobs,
     typed PurgeDlq => dlq::purge,
     raw RateLimit => limits::rate_limit,
     raw RateLimitClear => limits::rate_limit_clear,
+    named RATE_LIMIT_GROUP => groups::rate_limit,
     typed RegisterWorker => worker::register,
     named REMOVE_CHILD_DEPENDENCY => flow::remove_child_dependency,
     typed RemoveDeduplicationKey => control::remove_deduplication_key,
     typed RemoveDlqJob => dlq::remove_job,
+    named REMOVE_GROUP_CONCURRENCY => groups::remove_concurrency,
+    named REMOVE_GROUP_RATE_LIMIT => groups::remove_rate_limit,
     typed RemoveJobDeduplicationKey => control::remove_job_deduplication_key,
     named REMOVE_UNPROCESSED_CHILDREN => flow::remove_unprocessed_children,
+    named REMOVE_WEBHOOK => observe::remove_webhook,
     typed Resume => control::resume,
+    named RESUME_GROUP => groups::resume,
     typed RetryCompleted => control::retry_completed,
     typed RetryDlq => dlq::retry,
     raw SetConcurrency => limits::set_concurrency,
+    named SET_DLQ_CONFIG => dlq::set_config,
+    named SET_GROUP_CONCURRENCY => groups::set_concurrency,
+    named SET_GROUP_RATE_LIMIT => groups::set_rate_limit,
     typed SetStallConfig => limits::set_stall_config,
+    named SET_WEBHOOK_ENABLED => observe::set_webhook_enabled,
+    named STATS => observe::stats,
+    named STORAGE_STATUS => observe::storage_status,
     typed SubscribeEvents => subscribe::subscribe,
+    named TRIM_EVENTS => observe::trim_events,
     typed UnregisterWorker => worker::unregister,
     typed UnsubscribeEvents => subscribe::unsubscribe,
     typed UpdateData => job::update_data, // Update
+    named UPDATE_PARENT => relink::update_parent,
     waits WaitJob => flow::wait_job,
 };
 
@@ -264,36 +311,12 @@ pub(crate) async fn serve(cx: &Ctx<'_>, cmd: &str, body: &Value) -> Served<Respo
 }
 
 /// The commands bunqueue 2.9.5's TCP handler knows (its `handler-routes`) that this broker
-/// does not serve: group controls it would not enforce, settings it would not apply, figures
-/// it does not keep, webhooks, dashboards.
+/// does not serve: adding a webhook (it would call out over HTTP) and the dashboards.
 pub(crate) const REFUSED: &[&str] = &[
     "AddWebhook",
-    "CompactMemory",
     "DashboardOverview",
     "DashboardQueue",
     "DashboardQueues",
-    "GetGroupConcurrency",
-    "GetGroupRateLimit",
-    "GetGroupRateLimitTtl",
-    "IsGroupPaused",
-    "ListWebhooks",
-    "Metrics",
-    "MoveToWaitingChildren",
-    "PauseGroup",
-    "Prometheus",
-    "RateLimitGroup",
-    "RemoveGroupConcurrency",
-    "RemoveGroupRateLimit",
-    "RemoveWebhook",
-    "ResumeGroup",
-    "SetDlqConfig",
-    "SetGroupConcurrency",
-    "SetGroupRateLimit",
-    "SetWebhookEnabled",
-    "Stats",
-    "StorageStatus",
-    "TrimEvents",
-    "UpdateParent",
 ];
 
 /// The refusal for a command: "not supported" for one bunqueue knows, bunqueue's own
@@ -478,8 +501,8 @@ mod tests {
     #[test]
     fn refusals_name_the_command() {
         assert_eq!(
-            not_supported("Stats"),
-            "Stats is not supported by autobatch-broker (see its README section)"
+            not_supported("AddWebhook"),
+            "AddWebhook is not supported by autobatch-broker (see its README section)"
         );
         assert_eq!(not_supported("Nonsense"), "Unknown command: Nonsense");
     }

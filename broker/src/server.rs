@@ -22,6 +22,7 @@ use crate::error::context;
 use crate::events::EventSink;
 use crate::framing::{Assembler, Budget, Refusal};
 use crate::queue::State;
+use crate::store::settings::SettingsStore;
 use crate::store::{MemoryStore, SqliteStore, Store};
 
 /// Longest wait of the scheduler timer, ms: how soon a newly upserted scheduler is seen.
@@ -108,13 +109,23 @@ impl Broker {
             )?),
             None => Box::new(MemoryStore::new()),
         };
-        let state = State::new(store, now_ms()).map_err(|e| match &config.data_path {
+        let mut state = State::new(store, now_ms()).map_err(|e| match &config.data_path {
             Some(path) => context(
                 e,
                 format_args!("cannot recover the jobs stored at {}", path.display()),
             ),
             None => e,
         })?;
+        if let Some(path) = &config.data_path {
+            let settings = SettingsStore::open(path, config.sqlite.busy_timeout)
+                .and_then(|s| state.attach_settings(s, now_ms()));
+            settings.map_err(|e| {
+                context(
+                    e,
+                    format_args!("cannot recover the settings stored at {}", path.display()),
+                )
+            })?;
+        }
         let listener = TcpListener::bind((config.host.as_str(), config.port))
             .await
             .map_err(|e| {

@@ -675,40 +675,32 @@ async fn group_counts<T: Rt>(target: Target) {
     client.close().await;
 }
 
-/// What the broker does not serve is refused with a typed server error naming the command.
-async fn broker_refuses_typed<T: Rt>(target: Target) {
+/// DLQ automatic retries are refused with a typed server error naming the setting (the
+/// broker does not retry DLQ entries on its own); the other settings are applied.
+async fn broker_refuses_auto_retry<T: Rt>(target: Target) {
     let server = target.shared();
     let client = connect::<T>(options(server)).await;
     let q = client.queue(queue_name::<T>("refused"));
     match q
-        .set_dlq_config(DlqConfigUpdate::new().max_entries(5))
+        .set_dlq_config(DlqConfigUpdate::new().auto_retry(true))
         .await
     {
         Err(Error::Server(e)) => {
             assert_eq!(e.kind(), ServerErrorKind::Other);
-            assert!(
-                e.message()
-                    .starts_with("SetDlqConfig is not supported by autobatch-broker"),
-                "{e}"
-            );
+            assert!(e.message().starts_with("autoRetry is not supported"), "{e}");
         }
         other => panic!("expected the broker's refusal, got {other:?}"),
     }
-    // Group limits: bunqueue enforces them in its group scheduler, which the broker lacks.
-    match q.set_group_concurrency("t1", 2).await {
-        Err(Error::Server(e)) => assert!(
-            e.message()
-                .starts_with("SetGroupConcurrency is not supported by autobatch-broker"),
-            "{e}"
-        ),
-        other => panic!("expected the broker's refusal, got {other:?}"),
-    }
+    q.set_dlq_config(DlqConfigUpdate::new().max_entries(5))
+        .await
+        .expect("set_dlq_config");
+    let config = q.get_dlq_config().await.expect("get_dlq_config");
+    assert_eq!((config.max_entries, config.auto_retry), (5, false));
     client.close().await;
 }
 
-/// The broker answers the DLQ settings with bunqueue's defaults (it keeps no others) and a
-/// queue's stall settings with them until SetStallConfig changes them, seen through a raw
-/// connection as well.
+/// The broker answers a queue's DLQ and stall settings with bunqueue's defaults until they
+/// are set, seen through a raw connection as well.
 async fn defaults_served<T: Rt>(target: Target) {
     let server = target.shared();
     let client = connect::<T>(options(server)).await;
@@ -742,7 +734,8 @@ scenarios! {
         group_counts,
     ];
     broker => [
-        job_options_accepted, broker_refuses_typed, defaults_served, dlq_round_trip,
-        concurrency_and_stall, rate_limit_set_and_clear, group_counts, scheduler_produces_jobs,
+        job_options_accepted, broker_refuses_auto_retry, defaults_served, dlq_round_trip,
+        concurrency_and_stall, rate_limit_set_and_clear, group_controls, group_counts,
+        scheduler_produces_jobs,
     ];
 }

@@ -389,34 +389,58 @@ async fn deduplication_keys<T: Rt>(target: Target) {
 }
 
 /// What the broker does not serve is refused with its own typed error, never answered
-/// wrongly: one command per family it leaves out.
+/// wrongly: adding a webhook (it would call out over HTTP), and DLQ automatic retries (it
+/// does not retry DLQ entries on its own); the other DLQ settings it applies.
 async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
     let server = target.shared();
     let client = connect::<T>(options(server)).await;
     let name = queue_name::<T>("refused");
     let q = client.queue(&name);
     let id = q.add("a", &1, JobOptions::new()).await.expect("add");
-    // DLQ settings: the broker keeps bunqueue's defaults and would not apply others.
     let set = autobatch_driver::ops::SetDlqConfig::new(
         &name,
-        autobatch_driver::ops::DlqConfigUpdate::new().max_entries(100),
+        autobatch_driver::ops::DlqConfigUpdate::new()
+            .max_entries(100)
+            .auto_retry(true),
     );
     let (kind, msg) = server_error(client.run(set).await.expect_err("refused"));
     assert_eq!(kind, ServerErrorKind::Other);
     assert_eq!(
         msg,
-        "SetDlqConfig is not supported by autobatch-broker (see its README section)"
+        "autoRetry is not supported by autobatch-broker: it does not retry DLQ entries on its own"
     );
-    // Group controls: bunqueue enforces them in its group scheduler, whose order the
-    // broker's pull does not follow.
-    let limit = autobatch_driver::ops::SetGroupConcurrency::new(&name, "g", 2);
-    let (_, msg) = server_error(client.run(limit).await.expect_err("refused"));
+    // Nothing of the refused patch was applied; without autoRetry it is.
+    let mut check = raw(server);
+    let max_entries = |check: &mut RawClient| {
+        check
+            .command("GetDlqConfig", &[("queue", Value::from(name.as_str()))])
+            .expect("GetDlqConfig")
+            .get("config")
+            .and_then(|c| c.get("maxEntries"))
+            .and_then(Value::as_f64)
+    };
+    assert_eq!(max_entries(&mut check), Some(10_000.0));
+    let set = autobatch_driver::ops::SetDlqConfig::new(
+        &name,
+        autobatch_driver::ops::DlqConfigUpdate::new().max_entries(100),
+    );
+    client.run(set).await.expect("SetDlqConfig");
+    assert_eq!(max_entries(&mut check), Some(100.0));
+    let webhook = check
+        .command(
+            "AddWebhook",
+            &[
+                ("url", Value::from("https://example.com/hook")),
+                ("events", Value::Array(vec![Value::from("job.completed")])),
+            ],
+        )
+        .expect("raw");
     assert_eq!(
-        msg,
-        "SetGroupConcurrency is not supported by autobatch-broker (see its README section)"
+        webhook.get("error").and_then(Value::as_str),
+        Some("AddWebhook is not supported by autobatch-broker (see its README section)")
     );
     // Nothing happened to the job.
-    assert_eq!(raw(server).state(&id), "waiting");
+    assert_eq!(check.state(&id), "waiting");
     client.close().await;
 }
 

@@ -283,24 +283,16 @@ async fn list_queues<T: Rt>(target: Target) {
     client.close().await;
 }
 
-/// What the broker does not serve is refused with its own typed error.
+/// What the broker does not serve is refused with its own error naming the command: the
+/// dashboards.
 async fn broker_refuses_what_it_does_not_serve<T: Rt>(target: Target) {
     let server = target.shared();
-    let client = connect::<T>(options(server)).await;
-    let q = client.queue(queue_name::<T>("refused"));
-    let e = client.server_stats().await.expect_err("refused");
+    let mut check = raw(server);
+    let reply = check.command("DashboardOverview", &[]).expect("raw");
     assert_eq!(
-        server_error(e),
-        (
-            autobatch_driver::ServerErrorKind::Other,
-            "Stats is not supported by autobatch-broker (see its README section)".to_owned()
-        )
+        reply.get("error").and_then(Value::as_str),
+        Some("DashboardOverview is not supported by autobatch-broker (see its README section)")
     );
-    let (_, msg) = server_error(client.server_metrics().await.expect_err("refused"));
-    assert!(msg.starts_with("Metrics is not supported by autobatch-broker"));
-    let (_, msg) = server_error(q.pause_group("g").await.expect_err("refused"));
-    assert!(msg.starts_with("PauseGroup is not supported by autobatch-broker"));
-    client.close().await;
 }
 
 /// The server's queues include a new one; a worker registered through a raw connection is
@@ -382,6 +374,6 @@ scenarios! {
     // What the embedded broker serves.
     broker => [
         get_jobs_by_state, get_job_by_custom_id, get_result, counts_per_priority, queue_limits,
-        deduplication_job_id, list_queues, broker_refuses_what_it_does_not_serve,
+        deduplication_job_id, list_queues, stats_and_metrics, broker_refuses_what_it_does_not_serve,
     ];
 }

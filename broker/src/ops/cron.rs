@@ -59,7 +59,10 @@ pub(crate) fn upsert(cx: &Ctx<'_>, body: &Value, request: Served<CronUpsert>) ->
     let mut op = request?;
     op.job_name = Some(job_name);
     op.data = data;
-    let cron = cx.state().crons().upsert(op, cx.now)?;
+    let name = op.name.clone();
+    let mut state = cx.state();
+    let cron = state.crons().upsert(op, cx.now)?;
+    state.keep_cron(&name);
     Ok(reply("cron", cron))
 }
 
@@ -82,7 +85,9 @@ pub(crate) fn list(cx: &Ctx<'_>, _: CronList) -> Served<Response> {
 }
 
 pub(crate) fn delete(cx: &Ctx<'_>, op: CronDelete) -> Served<Response> {
-    if cx.state().crons().remove(&op.name) {
+    let mut state = cx.state();
+    if state.crons().remove(&op.name) {
+        state.keep_cron(&op.name);
         Ok(Response::Done)
     } else {
         Err("Cron job not found".into())

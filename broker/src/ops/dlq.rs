@@ -1,9 +1,9 @@
 //! The dead-letter queue, served (see `crate::queue::dlq` for what it is in this broker).
 //!
 //! Listing (`Dlq`, with bunqueue's filter), `GetDlqStats`, `RetryDlq`, `PurgeDlq` and
-//! `RemoveDlqJob` are served. The broker keeps bunqueue's default DLQ settings and never
-//! retries entries automatically: `GetDlqConfig` answers those defaults and `SetDlqConfig` is
-//! refused (accepting a setting the broker does not apply would lie).
+//! `RemoveDlqJob` are served, and a queue's settings: `SetDlqConfig` and `GetDlqConfig` (see
+//! `crate::queue::dlq_config`: `autoRetry: true` is refused, the broker never retries entries
+//! on its own).
 
 use autobatch_core::ops::{
     Dlq, DlqConfig, DlqFilter, DlqStats, GetDlqConfig, GetDlqStats, PurgeDlq, RemoveDlqJob,
@@ -26,8 +26,17 @@ fn filter(f: &DlqFilter) -> Filter {
     }
 }
 
-pub(crate) fn get_config(_: &Ctx<'_>, _: GetDlqConfig) -> Served<DlqConfig> {
-    Ok(DlqConfig::default())
+pub(crate) fn get_config(cx: &Ctx<'_>, op: GetDlqConfig) -> Served<DlqConfig> {
+    Ok(cx.state().dlq_config(&op.queue))
+}
+
+/// SetDlqConfig, from its raw body: bunqueue reads `config` leniently (numbers in strings,
+/// fields it does not know ignored) and does not check the queue name.
+pub(crate) fn set_config(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
+    let queue = body.get("queue").and_then(Value::as_str).unwrap_or("");
+    let patch = body.get("config").unwrap_or(&Value::Undefined);
+    cx.state().set_dlq_config(queue, patch)?;
+    Ok(Response::Done)
 }
 
 /// The listing, with the reply written from the broker's own records of the entries.

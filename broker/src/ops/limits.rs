@@ -10,9 +10,8 @@
 //!   `"3"` coerced by `Number()`), which the typed requests round to integers.
 //! * A group's counts are served (GetGroupJobsCount, GetGroupsJobsCount, GetGroupActiveCount):
 //!   they only read what the broker keeps.
-//! * Group controls (a group's concurrency, rate limit, pause, RateLimitGroup) are refused:
-//!   bunqueue enforces them in its group scheduler, whose pull order the broker does not
-//!   follow, and accepting them silently would lie.
+//! * Group controls (a group's concurrency, rate limit, pause, RateLimitGroup) are served in
+//!   `crate::ops::groups`.
 
 use autobatch_core::ops::{
     GetGroupActiveCount, GetGroupJobsCount, GetGroupsJobsCount, GetStallConfig, SetStallConfig,

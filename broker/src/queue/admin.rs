@@ -106,11 +106,7 @@ impl State {
     /// Cancel: removes a waiting or delayed job. False for an unknown, active or finished
     /// one (bunqueue's `Job not found or cannot be cancelled`).
     pub fn cancel(&mut self, id: &str) -> bool {
-        let queue = self
-            .jobs
-            .get(id)
-            .filter(|_| self.events.listening())
-            .map(|e| e.rec.queue.clone());
+        let queue = self.jobs.get(id).map(|e| e.rec.queue.clone());
         let removed = self.take_out(id);
         if let (true, Some(queue)) = (removed, queue) {
             // bunqueue's `removed` says `prev: "waiting"` for a delayed job too.
@@ -163,7 +159,14 @@ impl State {
             *q = Default::default();
             q.notify = notify;
         }
+        let groups = self.limits.group_names(queue);
         self.limits.forget(queue);
+        self.keep_limits(queue);
+        for g in groups {
+            self.keep_group(queue, &g);
+        }
+        self.totals.forget(queue);
+        self.events.forget_journal(queue);
         self.forget_queue_if_idle(queue);
     }
 

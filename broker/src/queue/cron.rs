@@ -12,19 +12,22 @@
 //!   `preventOverlap`, the default, so a job still live stops the next one), `dedup` and
 //!   the `jobOptions` bunqueue passes on.
 //!
-//! Cron patterns (`schedule`) are read as bunqueue reads them (see `pattern`) and run in UTC:
-//! a `timezone` other than `UTC` is refused with a pattern (with `repeatEvery` alone bunqueue
-//! only stores it, and so does this broker). Schedulers are kept in memory only (a SQLite
-//! restart forgets them).
+//! Cron patterns (`schedule`) are read as bunqueue reads them (see `pattern`) and run in UTC,
+//! or on the wall clock of their IANA `timezone` (see `zone`; an unknown name is refused with
+//! Bun's text; with `repeatEvery` alone bunqueue only stores it, and so does this broker).
+//! In SQLite mode schedulers are kept across a restart (see `crate::queue::kept`).
 
-use autobatch_core::ops::CronUpsert;
+use autobatch_core::ops::{CronUpsert, Operation};
 use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
 use crate::events::js_number;
 use pattern::{expand_shortcut, Pattern};
+use zone::Zone;
 
 /// bunqueue's pattern syntax and next-run rule.
 pub(crate) mod pattern;
+/// IANA time zones for patterns.
+pub(crate) mod zone;
 
 mod methods;
 
@@ -36,10 +39,6 @@ const WORKER_TIMEOUT_MS: f64 = 30_000.0;
 
 /// bunqueue's fallback interval for the overlap check of a scheduler without `repeatEvery`.
 const OVERLAP_FALLBACK_MS: f64 = 60_000.0;
-
-/// The refusal of a time zone other than UTC for a cron pattern.
-pub(crate) const TIMEZONE_REFUSED: &str = "Cron timezone is not supported by autobatch-broker: \
-patterns run in UTC only (timezone \"UTC\" or none; see its README section)";
 
 /// One scheduler.
 #[derive(Debug, Clone)]
@@ -63,6 +62,8 @@ pub(crate) struct Cron {
     job_options: Option<autobatch_core::ops::CronJobOptions>,
     /// Epoch ms of its last firing (bunqueue's `lastFiredAt`).
     last_fired: Option<f64>,
+    /// The upsert that made it, as a request (kept across a restart in SQLite mode).
+    request: Value,
 }
 
 impl Cron {
@@ -125,6 +126,11 @@ pub(crate) struct Crons {
 }
 
 impl Crons {
+    /// How many schedulers there are.
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
     fn find(&self, name: &str) -> Option<usize> {
         self.list.iter().position(|c| c.name == name)
     }
@@ -132,21 +138,25 @@ impl Crons {
     /// Cron: adds or replaces scheduler `op.name`, as bunqueue's `CronRuntime.add`. The
     /// timing was checked with bunqueue's texts when the request was read.
     pub(crate) fn upsert(&mut self, op: CronUpsert, now: f64) -> Result<Value, String> {
+        let request = op.to_body();
         // Checked by the caller, with bunqueue's payload rules (`ops::cron`).
         let job_name = op.job_name.unwrap_or_else(|| "default".into());
         let every = op.repeat_every.map(|d| d.as_millis() as f64);
         // `assertValidCronInput`: an empty pattern counts as none (JS falsy).
         let schedule = match op.schedule.filter(|s| !s.is_empty()) {
             Some(s) => {
-                let p = Pattern::parse(expand_shortcut(&s))
-                    .map_err(|e| format!("Invalid cron expression: {e}"))?;
+                let invalid = |e: String| format!("Invalid cron expression: {e}");
+                let p = Pattern::parse(expand_shortcut(&s)).map_err(invalid)?;
+                // bunqueue passes the zone only when it is truthy (`timezone ? {tz} : …`).
+                let zone = match op.timezone.as_deref().filter(|tz| !tz.is_empty()) {
+                    Some(tz) => Some(Zone::get(tz).map_err(invalid)?),
+                    None => None,
+                };
+                let p = p.in_zone(zone);
                 if p.next_after(now) == 0.0 {
                     return Err(
                         "Invalid cron expression: Cron expression has no future occurrences".into(),
                     );
-                }
-                if op.timezone.as_deref().is_some_and(|tz| tz != "UTC") {
-                    return Err(TIMEZONE_REFUSED.into());
                 }
                 Some((s, p))
             }
@@ -184,6 +194,7 @@ impl Crons {
             prevent_overlap: op.prevent_overlap.unwrap_or(true),
             job_options: op.job_options,
             last_fired: None,
+            request,
         };
         let value;
         match existing {
@@ -206,6 +217,35 @@ impl Crons {
     /// CronGet's scheduler.
     pub(crate) fn get(&self, name: &str) -> Option<&Cron> {
         self.find(name).map(|i| &self.list[i])
+    }
+
+    /// What a restart keeps of scheduler `name`: the upsert that made it, its executions and
+    /// its next run (`None` once it is gone).
+    pub(crate) fn setting(&self, name: &str) -> Option<Value> {
+        let c = self.get(name)?;
+        Some(Value::map([
+            ("request", c.request.clone()),
+            ("executions", Value::from(c.executions)),
+            ("nextRun", Value::F64(c.next_run)),
+        ]))
+    }
+
+    /// Puts back a scheduler [`setting`](Self::setting) kept: made again by its upsert, with
+    /// its executions and next run (a run missed while the broker was down is due at once).
+    pub(crate) fn restore(&mut self, op: CronUpsert, kept: &Value, now: f64) {
+        let name = op.name.clone();
+        if self.upsert(op, now).is_err() {
+            return;
+        }
+        if let Some(i) = self.find(&name) {
+            let c = &mut self.list[i];
+            if let Some(n) = kept.get("executions").and_then(Value::as_i64) {
+                c.executions = u64::try_from(n).unwrap_or(0);
+            }
+            if let Some(at) = kept.get("nextRun").and_then(Value::as_f64) {
+                c.next_run = at;
+            }
+        }
     }
 
     /// CronList's schedulers.

@@ -2,21 +2,18 @@
 //! attempts left, Discard, a timeout or a stall at the last attempt) moves to its queue's DLQ,
 //! and that is what `failed` counts and GetState calls `failed`. The broker's failed jobs are
 //! that DLQ: each queue keeps their ids in failure order ([`super::QueueIndex::dlq`]), capped
-//! at bunqueue's default `maxEntries` (the oldest entry leaves for good past it), so the
-//! DLQ's memory is bounded per queue as bunqueue's is.
+//! at the queue's `maxEntries` (bunqueue's default 10 000, or SetDlqConfig's: see
+//! `dlq_config`; the oldest entry leaves for good past it), so the DLQ's memory is bounded per
+//! queue as bunqueue's is.
 //!
-//! Not kept: the history of earlier failed attempts of a job (an entry's `attempts` is empty)
-//! and automatic retries (bunqueue's default, `autoRetry: false`, is the only setting).
+//! An entry carries the job's failed attempts (see `timeline`, in memory only). Not done:
+//! automatic retries (`autoRetry: true` is refused).
 
+use autobatch_core::ops::DlqConfig;
 use autobatch_core::wire::Value;
 
 use super::State;
 use crate::store::{JobState, StoreOp};
-
-/// bunqueue's default DLQ `maxEntries`, per queue.
-pub(crate) const DLQ_MAX_ENTRIES: usize = 10_000;
-/// bunqueue's default DLQ `maxAge` (7 days): an entry's `expiresAt`.
-const DLQ_MAX_AGE: f64 = 7.0 * 24.0 * 3_600_000.0;
 
 /// Every failure reason bunqueue's GetDlqStats counts, in its order.
 pub(crate) const REASONS: [&str; 7] = [
@@ -51,6 +48,8 @@ pub(crate) struct Entry {
     pub error: Option<String>,
     /// Its failed attempts, oldest first.
     pub attempts: Vec<Value>,
+    /// `enteredAt` plus the queue's `maxAge` (none without one).
+    pub expires_at: Option<f64>,
 }
 
 impl Entry {
@@ -65,15 +64,31 @@ impl Entry {
             ("retryCount", Value::Int(0)),
             ("lastRetryAt", Value::Nil),
             ("nextRetryAt", Value::Nil),
-            ("expiresAt", Value::F64(self.entered_at + DLQ_MAX_AGE)),
+            ("expiresAt", self.expires_at.map_or(Value::Nil, Value::F64)),
         ])
+    }
+}
+
+impl State {
+    /// GetDlqConfig.
+    pub fn dlq_config(&self, queue: &str) -> DlqConfig {
+        self.dlq_config.get(queue)
+    }
+
+    /// SetDlqConfig: merges `patch` into `queue`'s settings; a lower `maxEntries` evicts the
+    /// oldest entries at once, as bunqueue's does.
+    pub fn set_dlq_config(&mut self, queue: &str, patch: &Value) -> Result<(), String> {
+        let next = self.dlq_config.set(queue, patch)?;
+        self.keep_dlq(queue);
+        self.evict_dlq(queue, next.max_entries as usize);
+        Ok(())
     }
 }
 
 impl State {
     /// Files a job that just failed for good in its queue's DLQ (it is `Failed` already or
     /// about to be: the caller records the state), evicting the oldest entry past
-    /// [`DLQ_MAX_ENTRIES`].
+    /// the queue's `maxEntries`.
     pub(super) fn enter_dlq(
         &mut self,
         id: &str,
@@ -99,15 +114,29 @@ impl State {
         });
         e.run.dlq = Some((reason, error));
         let queue = e.rec.queue.clone();
+        if self.settings.is_some() {
+            self.keep_job(id);
+        }
+        self.totals.finished(&queue, true, now);
         let q = self.index(&queue);
         q.failed += 1;
         q.dlq.insert(seq, id.to_owned());
-        if q.dlq.len() > DLQ_MAX_ENTRIES {
-            if let Some((_, oldest)) = q.dlq.pop_first() {
-                // `forget` counts it out of `failed` (its DLQ slot is gone already).
-                self.forget(&oldest);
-                self.record(StoreOp::Remove(oldest));
+        let max = self.dlq_config.max_entries(&queue);
+        self.evict_dlq(&queue, max);
+    }
+
+    /// Drops the oldest DLQ entries of `queue` for good until at most `max` are left.
+    pub(super) fn evict_dlq(&mut self, queue: &str, max: usize) {
+        while let Some(q) = self.queues.get_mut(queue) {
+            if q.dlq.len() <= max {
+                break;
             }
+            let Some((_, oldest)) = q.dlq.pop_first() else {
+                break;
+            };
+            // `forget` counts it out of `failed` (its DLQ slot is gone already).
+            self.forget(&oldest);
+            self.record(StoreOp::Remove(oldest));
         }
     }
 
@@ -157,6 +186,7 @@ impl State {
         let Some(f) = filter else {
             return all.cloned().collect();
         };
+        let max_age = self.dlq_config.max_age(queue);
         let picked = all.filter(|id| {
             let Some(e) = self.jobs.get(*id) else {
                 return false;
@@ -168,7 +198,7 @@ impl State {
                 || f.older_than.is_some_and(|t| t != 0.0 && entered > t)
                 || f.newer_than.is_some_and(|t| t != 0.0 && entered < t)
                 || f.retriable
-                || (f.expired && entered + DLQ_MAX_AGE > now))
+                || (f.expired && max_age.is_none_or(|age| entered + age > now)))
         });
         let skip = f.offset.unwrap_or(0) as usize;
         let take = f
@@ -188,17 +218,20 @@ impl State {
     ) -> Vec<Entry> {
         let ids = self.dlq_ids(queue, filter, now);
         let n = count.map_or(usize::MAX, |c| c as usize);
+        let max_age = self.dlq_config.max_age(queue);
         ids.iter()
             .take(n)
             .filter_map(|id| self.jobs.get(id))
             .map(|e| {
                 let (reason, error) = e.run.dlq.clone().unwrap_or(("unknown", None));
+                let entered_at = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
                 Entry {
                     job: Value::map(super::view::record(e, self.extras.get(&e.rec.id))),
                     attempts: e.run.attempt_log.iter().map(|a| a.to_value()).collect(),
-                    entered_at: e.run.finished.map_or(e.rec.created_at, |(at, _)| at),
+                    entered_at,
                     reason,
                     error,
+                    expires_at: max_age.map(|age| entered_at + age),
                 }
             })
             .collect()
@@ -213,13 +246,14 @@ impl State {
         let mut by = [0u64; 7];
         let (mut expired, mut oldest, mut newest) = (0, None::<f64>, None::<f64>);
         let ids = self.dlq_ids(queue, None, now);
+        let max_age = self.dlq_config.max_age(queue);
         for e in ids.iter().filter_map(|id| self.jobs.get(id)) {
             let reason = e.run.dlq.as_ref().map_or("unknown", |d| d.0);
             if let Some(i) = REASONS.iter().position(|r| *r == reason) {
                 by[i] += 1;
             }
             let at = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
-            if at + DLQ_MAX_AGE <= now {
+            if max_age.is_some_and(|age| at + age <= now) {
                 expired += 1;
             }
             oldest = Some(oldest.map_or(at, |o| o.min(at)));
@@ -304,7 +338,8 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::super::{PullSpec, State};
-    use super::{Filter, DLQ_MAX_ENTRIES};
+    use super::Filter;
+    use crate::queue::dlq_config::DEFAULT_MAX_ENTRIES as DLQ_MAX_ENTRIES;
     use crate::store::MemoryStore;
     use autobatch_core::wire::{JobOptions, JobSpec, Value};
 

@@ -5,9 +5,10 @@
 //! `ignoreDependencyOnFailure`, `removeDependencyOnFailure`; none leaves the parent waiting).
 //!
 //! A job's links live on its entry ([`Links`]), so they go when the job goes; the reverse
-//! index (`State::dependents`) holds only jobs in `waiting-children`. Links are kept in memory
-//! only: a SQLite-backed broker that restarts recovers a `waiting-children` job as waiting
-//! (its links are gone, so nothing would ever release it).
+//! index (`State::dependents`) holds only jobs in `waiting-children`. In SQLite mode the links
+//! are also kept in the settings store (`crate::queue::kept`): a restart recovers a
+//! `waiting-children` job as waiting, then puts its links back and parks it again for the
+//! dependencies not completed yet.
 
 use std::sync::Arc;
 
@@ -19,6 +20,8 @@ use crate::events::job_event;
 use crate::store::JobState;
 
 mod methods;
+/// UpdateParent and MoveToWaitingChildren.
+mod relink;
 
 /// A job's place in a flow: what bunqueue keeps as `parentId`, `childrenIds`, `dependsOn`
 /// and the failure flags, plus the children failures its parent collects.

@@ -27,6 +27,8 @@ use autobatch_core::wire::Value;
 
 use crate::events::js_number;
 
+/// Group controls: pause, manual rate limits, concurrency and rate-limit overrides.
+pub(crate) mod groups;
 mod methods;
 
 /// bunqueue's default rate-limit window, ms.
@@ -117,6 +119,8 @@ pub(crate) struct Limits {
     /// a concurrency slot, the late ACK of a retried job included, so it may read below the
     /// jobs actually active, as there. Entries at 0 are freed.
     group_active: HashMap<String, HashMap<String, u64>>,
+    /// Group controls (see `groups`).
+    groups: groups::Groups,
 }
 
 impl Limits {
@@ -187,6 +191,47 @@ impl Limits {
         }
     }
 
+    /// Whether a job of `group` may be handed out now, under the pull's group defaults.
+    pub(super) fn group_eligible(
+        &mut self,
+        queue: &str,
+        group: &str,
+        defaults: Option<&groups::PullGroup>,
+        now: f64,
+    ) -> bool {
+        if defaults.is_none() && self.groups.none_in(queue) {
+            return true;
+        }
+        let active = self.group_active(queue, group);
+        self.groups.eligible(queue, group, defaults, active, now)
+    }
+
+    /// A job of `group` was handed out under the pull's group defaults: its rate window counts it.
+    pub(super) fn group_acquired(
+        &mut self,
+        queue: &str,
+        group: &str,
+        defaults: Option<&groups::PullGroup>,
+        now: f64,
+    ) {
+        self.groups.acquired(queue, group, defaults, now);
+    }
+
+    /// The groups of `queue` that have a control.
+    pub(super) fn group_names(&self, queue: &str) -> Vec<String> {
+        self.groups.names(queue)
+    }
+
+    /// What a restart keeps of `group`'s controls (see `groups`).
+    pub(super) fn group_setting(&self, queue: &str, group: &str) -> Option<Value> {
+        self.groups.setting(queue, group)
+    }
+
+    /// Puts back what [`group_setting`](Self::group_setting) kept.
+    pub(super) fn restore_group(&mut self, queue: &str, group: &str, v: &Value) {
+        self.groups.restore(queue, group, v);
+    }
+
     /// Jobs of group `group` of `queue` handed out and not released.
     pub(super) fn group_active(&self, queue: &str, group: &str) -> u64 {
         self.group_active
@@ -228,5 +273,6 @@ impl Limits {
     pub(super) fn forget(&mut self, queue: &str) {
         self.queues.remove(queue);
         self.group_active.remove(queue);
+        self.groups.forget(queue);
     }
 }

@@ -4,6 +4,8 @@
 
 mod memory;
 mod options;
+/// Settings kept across restarts in SQLite mode.
+pub(crate) mod settings;
 mod sqlite;
 
 use std::io;

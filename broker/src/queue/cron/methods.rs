@@ -44,6 +44,7 @@ impl State {
                 };
                 if self.crons.list[i].at_limit() {
                     self.crons.list.remove(i);
+                    self.keep_cron(&name);
                     continue;
                 }
                 let c = &self.crons.list[i];
@@ -59,6 +60,7 @@ impl State {
                 });
                 if no_worker || overlap {
                     self.crons.list[i].next_run = next;
+                    self.keep_cron(&name);
                     continue;
                 }
                 let c = &mut self.crons.list[i];
@@ -67,6 +69,7 @@ impl State {
                 c.last_fired = Some(now);
                 let (queue, spec) = (c.queue.clone(), c.spec());
                 self.push(&queue, spec, now);
+                self.keep_cron(&name);
                 added += 1;
             }
         }
@@ -227,10 +230,26 @@ mod tests {
             "Invalid cron expression: Cron expression has no future occurrences"
         );
         let e = s.crons().upsert(
-            CronUpsert::pattern("q", "b", "@daily").timezone("Europe/Rome"),
+            CronUpsert::pattern("q", "b", "@daily").timezone("Nowhere/Bad"),
             t0,
         );
-        assert_eq!(e.unwrap_err(), TIMEZONE_REFUSED);
+        assert_eq!(
+            e.unwrap_err(),
+            "Invalid cron expression: Bun.cron: unknown time zone 'Nowhere/Bad'"
+        );
+        // 00:00 in Rome is 23:00 UTC in winter (t0 is in January).
+        let rome = s
+            .crons()
+            .upsert(
+                CronUpsert::pattern("q", "b", "@daily").timezone("Europe/Rome"),
+                t0,
+            )
+            .expect("a zone");
+        let next = rome
+            .get("nextRun")
+            .and_then(Value::as_f64)
+            .expect("nextRun");
+        assert_eq!(next.rem_euclid(86_400_000.0), 23.0 * 3_600_000.0);
         assert!(s
             .crons()
             .upsert(CronUpsert::pattern("q", "b", "@daily").timezone("UTC"), t0)

@@ -1,10 +1,13 @@
 //! Cron patterns as bunqueue 2.9.5 reads them: its own leading seconds field
 //! (`cronParser.js`), and the five calendar fields as Bun 1.4's native `Bun.cron.parse` does
 //! (fields, lists, ranges, steps, names, `7` for Sunday, nicknames, its error texts, POSIX
-//! day matching, no match within 8 years meaning none). UTC only.
+//! day matching, no match within 8 years meaning none). In UTC, or on a time zone's wall
+//! clock (see `zone`).
 //!
 //! Rules taken from bunqueue's source and Bun's, and checked against Bun 1.4.5 (the cases in
 //! the tests below were run through `Bun.cron.parse`).
+
+use super::zone::Zone;
 
 const MINUTE_MS: f64 = 60_000.0;
 const DAY_MS: i64 = 86_400_000;
@@ -38,6 +41,8 @@ struct Calendar {
 pub(crate) struct Pattern {
     calendar: Calendar,
     seconds: Option<Vec<u32>>,
+    /// The time zone whose wall clock the calendar matches (UTC without one).
+    zone: Option<Zone>,
 }
 
 const BUN_TOO_FEW: &str =
@@ -295,6 +300,7 @@ impl Pattern {
             return Ok(Pattern {
                 calendar: calendar(t)?,
                 seconds: None,
+                zone: None,
             });
         }
         let f: Vec<&str> = t.split_whitespace().collect();
@@ -302,6 +308,7 @@ impl Pattern {
             5 => Ok(Pattern {
                 calendar: calendar(&f.join(" "))?,
                 seconds: None,
+                zone: None,
             }),
             6 => {
                 // bunqueue reads the seconds first, but only after Bun has taken the rest:
@@ -311,9 +318,33 @@ impl Pattern {
                 Ok(Pattern {
                     calendar: calendar(&f[1..].join(" "))?,
                     seconds: Some(s),
+                    zone: None,
                 })
             }
             _ => Err("Cron expression must have 5 fields, or 6 fields with leading seconds".into()),
+        }
+    }
+
+    /// The pattern matched on `zone`'s wall clock.
+    pub(crate) fn in_zone(mut self, zone: Option<Zone>) -> Pattern {
+        self.zone = zone;
+        self
+    }
+
+    /// Bun's next matching minute strictly after `from`, on the zone's wall clock if any: the
+    /// next matching wall minute after `from`'s wall time, a wall time that resolves to an
+    /// instant not after `from` (the second pass of a repeated hour) skipped.
+    fn next_minute(&self, from: f64) -> Option<f64> {
+        let Some(zone) = &self.zone else {
+            return self.calendar.next(from);
+        };
+        let mut wall = from + zone.offset_ms(from);
+        loop {
+            wall = self.calendar.next(wall)?;
+            let at = zone.instant(wall)?;
+            if at > from {
+                return Some(at);
+            }
         }
     }
 
@@ -321,10 +352,10 @@ impl Pattern {
     /// when there is none.
     pub(crate) fn next_after(&self, from: f64) -> f64 {
         let Some(secs) = &self.seconds else {
-            return self.calendar.next(from).unwrap_or(0.0);
+            return self.next_minute(from).unwrap_or(0.0);
         };
         let current = (from / MINUTE_MS).floor() * MINUTE_MS;
-        let mut minute = self.calendar.next(current - 1.0);
+        let mut minute = self.next_minute(current - 1.0);
         while let Some(start) = minute {
             for s in secs {
                 let at = start + f64::from(*s) * 1000.0;
@@ -332,7 +363,7 @@ impl Pattern {
                     return at;
                 }
             }
-            match self.calendar.next(start) {
+            match self.next_minute(start) {
                 Some(n) if n > start => minute = Some(n),
                 _ => return 0.0,
             }
@@ -596,5 +627,21 @@ mod bun_cases {
         }
         assert_eq!(cases.lines().count(), 800);
         assert!(differ.is_empty(), "{}", differ.join("\n"));
+    }
+
+    /// America/New_York across 2026's DST changes, as Bun 1.4.5's
+    /// `Bun.cron.parse(expr, from, {tz})` answered: the skipped 02:30 runs at 03:30 EDT, the
+    /// doubled 01:30 runs once, at its first pass.
+    #[test]
+    fn zoned_runs_across_dst_match_bun() {
+        let ny = || Some(Zone::get("America/New_York").expect("zone"));
+        for (expr, from, want) in [
+            ("30 2 * * *", 1_772_884_800_000.0, 1_772_955_000_000.0),
+            ("30 1 * * *", 1_793_448_000_000.0, 1_793_511_000_000.0),
+            ("30 1 * * *", 1_793_511_900_000.0, 1_793_601_000_000.0),
+        ] {
+            let p = Pattern::parse(expr).expect("pattern").in_zone(ny());
+            assert_eq!(p.next_after(from), want, "{expr} from {from}");
+        }
     }
 }

@@ -160,6 +160,9 @@ impl State {
                 l.depends_on.retain(|d| d != id);
                 l.depends_on.is_empty()
             });
+            if self.settings.is_some() {
+                self.keep_job(&w);
+            }
             if ready {
                 self.release(&w, false, now);
             }
@@ -475,6 +478,10 @@ impl State {
         }
         if let Some(rec) = self.jobs.get(parent).map(|e| e.rec.clone()) {
             self.record(crate::store::StoreOp::Put(Box::new(rec)));
+        }
+        if self.settings.is_some() {
+            self.keep_job(parent);
+            self.keep_job(child);
         }
     }
 

@@ -51,6 +51,7 @@ impl State {
             expires_at: ttl.map(|t| now + t),
             bucket: Bucket::new(limit, limit / window_seconds, now),
         });
+        self.keep_limits(queue);
     }
 
     /// RateLimitClear.
@@ -59,6 +60,7 @@ impl State {
             q.rate = None;
         }
         self.limits.free_if_empty(queue);
+        self.keep_limits(queue);
     }
 
     /// SetConcurrency: a new limit keeps the count of jobs already holding a slot.
@@ -68,6 +70,7 @@ impl State {
             Some(c) => c.limit = limit,
             None => q.concurrency = Some(Concurrency { limit, active: 0 }),
         }
+        self.keep_limits(queue);
     }
 
     /// ClearConcurrency: the limit and its count are forgotten.
@@ -76,6 +79,61 @@ impl State {
             q.concurrency = None;
         }
         self.limits.free_if_empty(queue);
+        self.keep_limits(queue);
+    }
+
+    /// Writes `queue`'s rate and concurrency limits as a restart keeps them (see `kept`): the
+    /// numbers as set, a `ttl`-form rate limit's end.
+    pub(in crate::queue) fn keep_limits(&self, queue: &str) {
+        if self.settings.is_none() {
+            return;
+        }
+        let v = self.limits.queues.get(queue).map(|q| {
+            Value::map([
+                (
+                    "rate",
+                    q.rate.as_ref().map_or(Value::Nil, |r| {
+                        Value::map([
+                            ("limit", Value::F64(r.limit)),
+                            ("duration", r.duration.map_or(Value::Nil, Value::F64)),
+                            ("expiresAt", r.expires_at.map_or(Value::Nil, Value::F64)),
+                        ])
+                    }),
+                ),
+                (
+                    "concurrency",
+                    q.concurrency
+                        .as_ref()
+                        .map_or(Value::Nil, |c| Value::F64(c.limit)),
+                ),
+            ])
+        });
+        self.keep(crate::queue::kept::kind::LIMITS, queue, v);
+    }
+
+    /// Puts back what [`keep_limits`](Self::keep_limits) kept; a `ttl`-form rate limit that
+    /// ran out meanwhile is dropped. A full bucket and no slot in use, as after a restart in
+    /// bunqueue.
+    pub(in crate::queue) fn restore_limits(&mut self, queue: &str, v: &Value, now: f64) {
+        if let Some(r) = v.get("rate").filter(|r| !r.is_nullish()) {
+            let limit = r.get("limit").and_then(Value::as_f64);
+            let duration = r.get("duration").and_then(Value::as_f64);
+            let ends = r.get("expiresAt").and_then(Value::as_f64);
+            if let (Some(limit), true) = (limit, ends.is_none_or(|at| at > now)) {
+                let window_seconds = duration.unwrap_or(DEFAULT_WINDOW) / 1000.0;
+                let q = self.limits.queues.entry(queue.to_owned()).or_default();
+                q.rate = Some(RateLimit {
+                    limit,
+                    duration,
+                    expires_at: ends,
+                    bucket: Bucket::new(limit, limit / window_seconds, now),
+                });
+            }
+        }
+        if let Some(limit) = v.get("concurrency").and_then(Value::as_f64) {
+            let q = self.limits.queues.entry(queue.to_owned()).or_default();
+            q.concurrency = Some(Concurrency { limit, active: 0 });
+        }
     }
 
     /// GetQueueLimits' `limits`, as bunqueue's `getQueueLimitStatus`: the rate limit
@@ -117,6 +175,31 @@ impl State {
                 Value::from(concurrency.is_some_and(|c| c.active as f64 >= c.limit)),
             ),
         ])
+    }
+}
+
+/// The group controls (see `groups`), as bunqueue's queue manager serves them.
+impl State {
+    /// The group controls, to read and set.
+    pub fn groups(&mut self) -> &mut groups::Groups {
+        &mut self.limits.groups
+    }
+
+    /// Wakes the long-polls of `queue`: a group control was lifted.
+    pub fn wake(&mut self, queue: &str) {
+        if let Some(q) = self.queues.get(queue) {
+            q.notify.notify_waiters();
+        }
+    }
+
+    /// When a long-poll on `queue` should look again: its next delayed job or the end of a
+    /// group's rate limit, whichever comes first.
+    pub fn next_look(&self, queue: &str, now: f64) -> Option<f64> {
+        let retry = self.limits.groups.next_retry(queue, now);
+        match (self.next_due(queue), retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -339,5 +422,53 @@ mod tests {
             (Value::Nil, -2.0, Value::Nil, false)
         );
         assert!(s.limits.queues.is_empty());
+    }
+
+    fn add_grouped(s: &mut State, group: &str) -> String {
+        let mut spec = JobSpec::new("j", Value::Nil);
+        spec.opts.group_id = Some(group.to_owned());
+        s.push("q", spec, 0.0)
+    }
+
+    #[test]
+    fn pulls_pass_over_paused_groups_and_keep_their_order() {
+        let mut s = state();
+        let a1 = add_grouped(&mut s, "a");
+        let b1 = add_grouped(&mut s, "b");
+        let a2 = add_grouped(&mut s, "a");
+        assert!(s.groups().pause("q", "a"));
+        let got = pull(&mut s, 3, 1.0);
+        assert_eq!(got.iter().map(|p| &p.id).collect::<Vec<_>>(), [&b1]);
+        assert!(pull(&mut s, 1, 1.0).is_empty());
+        assert!(s.groups().resume("q", "a"));
+        let got = pull(&mut s, 3, 1.0);
+        assert_eq!(got.iter().map(|p| &p.id).collect::<Vec<_>>(), [&a1, &a2]);
+    }
+
+    #[test]
+    fn group_concurrency_bounds_a_pull_that_sends_a_default() {
+        use crate::queue::limits::groups::PullGroup;
+        let mut s = state();
+        for _ in 0..3 {
+            add_grouped(&mut s, "a");
+        }
+        let b = add_grouped(&mut s, "b");
+        s.groups().set_concurrency("q", "a", 1);
+        let spec = PullSpec {
+            queue: "q",
+            count: 4,
+            locked: false,
+            lock_ttl: 0,
+            tie_to: None,
+        };
+        let d = PullGroup {
+            concurrency: Some(2),
+            limit: None,
+        };
+        let got = s.pull_in_groups(&spec, Some(&d), 1.0);
+        assert_eq!(got.len(), 2, "one of a (its override), then b");
+        assert_eq!(got[1].id, b);
+        s.groups().rate_limit("q", "a", 100, 1.0);
+        assert!(s.next_look("q", 1.0).is_some_and(|t| t == 101.0));
     }
 }

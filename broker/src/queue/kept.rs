@@ -1,0 +1,281 @@
+//! What SQLite mode keeps across a restart beside the jobs, as bunqueue's SQLite mode keeps
+//! it: each queue's stall settings, DLQ settings, rate and concurrency limits, its groups'
+//! pause, concurrency and rate limit, and the job schedulers (their executions and next run
+//! included). Each change is written to the settings table (`crate::store::settings`) as it
+//! is made, and read back by [`State::attach_settings`] when the broker starts.
+//!
+//! Per job, what its row does not hold: its `timeout`, `ttl`, stall timeout and group, its flow
+//! links (a job that waited for its children waits again after the restart, for those not
+//! completed yet) and its DLQ reason.
+//!
+//! Not kept, as in bunqueue: a group's manual rate limit (`RateLimitGroup`) and open rate
+//! windows, a queue's concurrency slots in use (a restart requeues active jobs). Not kept
+//! either: the children failures a parent collected, and progress and logs.
+
+use std::io;
+
+use autobatch_core::ops::{ChildFailure, CronUpsert, GetDlqConfig, GetStallConfig, Operation};
+use autobatch_core::wire::server::ServeOperation;
+use autobatch_core::wire::Value;
+
+use super::dlq::REASONS;
+use super::flow::Links;
+use super::{update_op, State};
+use crate::store::settings::SettingsStore;
+use crate::store::JobState;
+
+/// The kinds of setting rows.
+pub(crate) mod kind {
+    pub const STALL: &str = "stall";
+    pub const DLQ: &str = "dlq";
+    pub const LIMITS: &str = "limits";
+    pub const GROUP: &str = "group";
+    pub const CRON: &str = "cron";
+}
+
+impl State {
+    /// Restores the settings `store` holds, then writes every later change to it.
+    pub fn attach_settings(&mut self, mut store: SettingsStore, now: f64) -> io::Result<()> {
+        for (kind, key, value) in store.load()? {
+            self.restore_setting(&kind, &key, &value, now);
+        }
+        let jobs = store.load_jobs()?;
+        self.settings = Some(store);
+        for (id, value) in jobs {
+            self.restore_job(&id, &value);
+        }
+        Ok(())
+    }
+
+    /// Job `id`'s extras as a restart keeps them (see the module docs), `None` without any.
+    fn job_extras(&self, id: &str) -> Option<Value> {
+        let e = self.jobs.get(id)?;
+        let r = &e.run;
+        let links = e.flow.as_deref();
+        let has_links = links.is_some_and(|l| !l.is_empty() || l.policy.is_some());
+        if r.timeout.is_none()
+            && r.ttl.is_none()
+            && r.stall_timeout.is_none()
+            && r.group.is_none()
+            && r.dlq.is_none()
+            && !has_links
+        {
+            return None;
+        }
+        let num = |v: Option<f64>| v.map_or(Value::Nil, Value::F64);
+        let ids = |v: &[String]| Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect());
+        Some(Value::map([
+            ("timeout", num(r.timeout)),
+            ("ttl", num(r.ttl)),
+            ("stallTimeout", num(r.stall_timeout)),
+            ("group", r.group.as_deref().map_or(Value::Nil, Value::from)),
+            (
+                "dlq",
+                r.dlq.as_ref().map_or(Value::Nil, |(reason, error)| {
+                    Value::map([
+                        ("reason", Value::from(*reason)),
+                        ("error", error.as_deref().map_or(Value::Nil, Value::from)),
+                    ])
+                }),
+            ),
+            (
+                "links",
+                links.filter(|_| has_links).map_or(Value::Nil, |l| {
+                    Value::map([
+                        (
+                            "parent",
+                            l.parent.as_deref().map_or(Value::Nil, Value::from),
+                        ),
+                        ("children", ids(&l.children)),
+                        ("dependsOn", ids(&l.depends_on)),
+                        (
+                            "policy",
+                            l.policy.map_or(Value::Nil, |p| Value::from(policy_name(p))),
+                        ),
+                    ])
+                }),
+            ),
+        ]))
+    }
+
+    /// Writes job `id`'s extras (forgets them once it has none), in SQLite mode.
+    pub(in crate::queue) fn keep_job(&mut self, id: &str) {
+        let Some(s) = &self.settings else {
+            return;
+        };
+        match self.job_extras(id) {
+            Some(v) => {
+                s.put_job(id, &v);
+                self.kept_jobs.insert(id.to_owned());
+            }
+            None => {
+                if self.kept_jobs.remove(id) {
+                    s.delete_job(id);
+                }
+            }
+        }
+    }
+
+    /// Job `id` left for good: its extras go too.
+    pub(in crate::queue) fn forget_kept_job(&mut self, id: &str) {
+        if self.kept_jobs.remove(id) {
+            if let Some(s) = &self.settings {
+                s.delete_job(id);
+            }
+        }
+    }
+
+    /// Puts back job `id`'s extras; a job that waited for children not completed yet waits
+    /// again.
+    fn restore_job(&mut self, id: &str, v: &Value) {
+        let Some(e) = self.jobs.get_mut(id) else {
+            if let Some(s) = &self.settings {
+                s.delete_job(id);
+            }
+            return;
+        };
+        let num = |k: &str| v.get(k).and_then(Value::as_f64);
+        e.run.timeout = num("timeout");
+        e.run.ttl = num("ttl");
+        e.run.stall_timeout = num("stallTimeout");
+        e.run.group = v.get("group").and_then(Value::as_str).map(str::to_owned);
+        if let (Some(d), JobState::Failed) = (v.get("dlq"), e.rec.state) {
+            let stored = d.get("reason").and_then(Value::as_str).unwrap_or("unknown");
+            let reason = REASONS
+                .iter()
+                .find(|r| **r == stored)
+                .copied()
+                .unwrap_or("unknown");
+            let error = d.get("error").and_then(Value::as_str).map(str::to_owned);
+            if let Some(dlq) = &mut e.run.dlq {
+                *dlq = (reason, error.or(dlq.1.take()));
+            } else {
+                e.run.dlq = Some((reason, error));
+            }
+        }
+        self.kept_jobs.insert(id.to_owned());
+        let Some(l) = v.get("links").filter(|l| !l.is_nullish()) else {
+            return;
+        };
+        let list = |k: &str| -> Vec<String> {
+            l.get(k)
+                .and_then(Value::as_array)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        };
+        let policy = match l.get("policy").and_then(Value::as_str) {
+            Some("failParentOnFailure") => Some(ChildFailure::FailParent),
+            Some("ignoreDependencyOnFailure") => Some(ChildFailure::Ignore),
+            Some("continueParentOnFailure") => Some(ChildFailure::ContinueParent),
+            Some("removeDependencyOnFailure") => Some(ChildFailure::RemoveDependency),
+            _ => None,
+        };
+        let depends_on = self.unresolved(&list("dependsOn"));
+        let links = Links {
+            parent: l.get("parent").and_then(Value::as_str).map(str::to_owned),
+            children: list("children"),
+            depends_on: depends_on.clone(),
+            policy,
+            ..Links::default()
+        };
+        let Some(e) = self.jobs.get_mut(id) else {
+            return;
+        };
+        let (queue, state) = (e.rec.queue.clone(), e.rec.state);
+        e.flow = Some(Box::new(links));
+        // Recovered as waiting (see `State::new`): it waits for its children again.
+        if state == JobState::Waiting && !depends_on.is_empty() {
+            self.unready(id);
+            let Some(e) = self.jobs.get_mut(id) else {
+                return;
+            };
+            e.rec.state = JobState::WaitingChildren;
+            let op = update_op(&e.rec);
+            self.park(id, &queue, &depends_on);
+            self.record(op);
+        }
+    }
+
+    /// Writes setting `kind`/`key` (`None`: forgets it), in SQLite mode.
+    pub(in crate::queue) fn keep(&self, kind: &'static str, key: &str, value: Option<Value>) {
+        if let Some(s) = &self.settings {
+            match value {
+                Some(v) => s.put(kind, key, &v),
+                None => s.delete(kind, key),
+            }
+        }
+    }
+
+    /// Writes `queue`'s stall settings.
+    pub(in crate::queue) fn keep_stall(&self, queue: &str) {
+        if self.settings.is_some() {
+            let v = GetStallConfig::reply_body(&self.stall_config(queue));
+            self.keep(kind::STALL, queue, Some(v));
+        }
+    }
+
+    /// Writes `queue`'s DLQ settings.
+    pub(in crate::queue) fn keep_dlq(&self, queue: &str) {
+        if self.settings.is_some() {
+            let v = GetDlqConfig::reply_body(&self.dlq_config.get(queue));
+            self.keep(kind::DLQ, queue, Some(v));
+        }
+    }
+
+    /// Writes the controls of `group` of `queue`.
+    pub fn keep_group(&self, queue: &str, group: &str) {
+        if self.settings.is_some() {
+            let key = format!("{queue}\0{group}");
+            self.keep(kind::GROUP, &key, self.limits.group_setting(queue, group));
+        }
+    }
+
+    /// Writes scheduler `name` as it is now (forgets it when it is gone).
+    pub fn keep_cron(&self, name: &str) {
+        if self.settings.is_some() {
+            self.keep(kind::CRON, name, self.crons.setting(name));
+        }
+    }
+
+    fn restore_setting(&mut self, kind: &str, key: &str, value: &Value, now: f64) {
+        match kind {
+            kind::STALL => {
+                if let Ok(c) = GetStallConfig::read_reply(value) {
+                    self.stall_config.insert(key.to_owned(), c);
+                }
+            }
+            kind::DLQ => {
+                if let Ok(c) = GetDlqConfig::read_reply(value) {
+                    self.dlq_config.restore(key, c);
+                }
+            }
+            kind::LIMITS => self.restore_limits(key, value, now),
+            kind::GROUP => {
+                if let Some((queue, group)) = key.split_once('\0') {
+                    self.limits.restore_group(queue, group, value);
+                }
+            }
+            kind::CRON => {
+                let op = value.get("request").map(CronUpsert::read_request);
+                if let Some(Ok(op)) = op {
+                    self.crons.restore(op, value, now);
+                }
+            }
+            _ => tracing::warn!(kind, key, "an unknown stored setting was skipped"),
+        }
+    }
+}
+
+/// The option that sets `p`, as a job's extras name it.
+fn policy_name(p: ChildFailure) -> &'static str {
+    match p {
+        ChildFailure::FailParent => "failParentOnFailure",
+        ChildFailure::Ignore => "ignoreDependencyOnFailure",
+        ChildFailure::ContinueParent => "continueParentOnFailure",
+        ChildFailure::RemoveDependency => "removeDependencyOnFailure",
+        _ => "unknown",
+    }
+}

@@ -1,0 +1,173 @@
+//! The queue's [`State`] methods that read the totals and the queues' counts for Stats,
+//! Metrics and Prometheus. A child of `totals`, so that `totals` names nothing of `State`.
+
+use autobatch_core::wire::Value;
+
+use super::Totals;
+use crate::events::js_number;
+use crate::queue::State;
+
+/// Job counts over every queue, as bunqueue's `getStats` adds them up.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gauges {
+    /// Ready, priority 0.
+    pub waiting: u64,
+    /// Ready, priority above 0.
+    pub prioritized: u64,
+    /// Not due yet.
+    pub delayed: u64,
+    pub active: u64,
+    /// In the dead-letter queue.
+    pub dlq: u64,
+    /// Completed and kept.
+    pub completed: u64,
+    pub waiting_children: u64,
+}
+
+impl State {
+    /// The counts of every queue now (due delayed jobs are promoted first, so a job whose run
+    /// time has come counts as waiting, as in bunqueue).
+    pub fn gauges(&mut self, now: f64) -> Gauges {
+        let names: Vec<String> = self.queues.keys().cloned().collect();
+        let mut g = Gauges::default();
+        for name in names {
+            self.promote(&name, now);
+            let Some(q) = self.queues.get(&name) else {
+                continue;
+            };
+            let ready = q.ready.len() as u64;
+            g.prioritized += q.prioritized.min(ready);
+            g.waiting += ready - q.prioritized.min(ready);
+            g.delayed += q.delayed.len() as u64;
+            g.active += q.active;
+            g.dlq += q.dlq.len() as u64;
+            g.completed += q.completed;
+            g.waiting_children += q.waiting_children;
+        }
+        g
+    }
+
+    /// The running totals.
+    pub fn totals(&mut self) -> &mut Totals {
+        &mut self.totals
+    }
+
+    /// Stats' `stats`, as bunqueue's `handleStats` answers it.
+    pub fn stats(&mut self, now: f64) -> Value {
+        let g = self.gauges(now);
+        let (push, pull) = self.totals.rates(now);
+        let t = &self.totals;
+        Value::map([
+            ("waiting", Value::from(g.waiting)),
+            ("active", Value::from(g.active)),
+            ("delayed", Value::from(g.delayed)),
+            ("dlq", Value::from(g.dlq)),
+            ("completed", Value::from(g.completed)),
+            ("failed", Value::from(t.failed)),
+            ("uptime", js_number(now - t.started_at)),
+            ("pushPerSec", js_number(push)),
+            ("pullPerSec", js_number(pull)),
+        ])
+    }
+
+    /// Prometheus' text exposition: bunqueue's server-wide gauges and counters under its own
+    /// metric names.
+    pub fn prometheus(&mut self, now: f64) -> String {
+        let g = self.gauges(now);
+        let workers = self.workers.len() as u64;
+        let t = &self.totals;
+        let lines: [(&str, &str, &str, String); 14] = [
+            (
+                "jobs_waiting",
+                "gauge",
+                "Number of jobs waiting in queue",
+                g.waiting.to_string(),
+            ),
+            (
+                "jobs_prioritized",
+                "gauge",
+                "Number of prioritized jobs (priority > 0)",
+                g.prioritized.to_string(),
+            ),
+            (
+                "jobs_delayed",
+                "gauge",
+                "Number of delayed jobs",
+                g.delayed.to_string(),
+            ),
+            (
+                "jobs_active",
+                "gauge",
+                "Number of jobs being processed",
+                g.active.to_string(),
+            ),
+            (
+                "jobs_dlq",
+                "gauge",
+                "Number of jobs in dead letter queue",
+                g.dlq.to_string(),
+            ),
+            (
+                "jobs_completed",
+                "gauge",
+                "Number of completed jobs",
+                g.completed.to_string(),
+            ),
+            (
+                "jobs_pushed_total",
+                "counter",
+                "Total jobs pushed",
+                t.pushed.to_string(),
+            ),
+            (
+                "jobs_pulled_total",
+                "counter",
+                "Total jobs pulled",
+                t.pulled.to_string(),
+            ),
+            (
+                "jobs_completed_total",
+                "counter",
+                "Total jobs completed",
+                t.completed.to_string(),
+            ),
+            (
+                "jobs_failed_total",
+                "counter",
+                "Total jobs failed",
+                t.failed.to_string(),
+            ),
+            (
+                "uptime_seconds",
+                "gauge",
+                "Server uptime in seconds",
+                (((now - t.started_at) / 1000.0).floor() as i64).to_string(),
+            ),
+            (
+                "cron_jobs_registered",
+                "gauge",
+                "Number of registered cron jobs",
+                self.crons.len().to_string(),
+            ),
+            (
+                "workers_registered",
+                "gauge",
+                "Number of registered workers",
+                workers.to_string(),
+            ),
+            (
+                "webhooks_registered",
+                "gauge",
+                "Number of registered webhooks",
+                "0".into(),
+            ),
+        ];
+        let mut out = String::new();
+        for (name, kind, help, value) in lines {
+            out.push_str(&format!(
+                "# HELP bunqueue_{name} {help}\n# TYPE bunqueue_{name} {kind}\nbunqueue_{name} {value}\n\n"
+            ));
+        }
+        out
+    }
+}

@@ -1,0 +1,457 @@
+//! bunqueue's official SDKs as peers: one short scenario through each SDK against the real
+//! bunqueue 2.9.5 server, the broker in memory and the broker on SQLite, and what the SDK
+//! hands back compared whole. The broker must look like bunqueue to the clients people
+//! already run.
+//!
+//! * The Rust SDK, `bunqueue-client` 0.1.1 from crates.io (a dev-dependency):
+//!   [`rust_sdk_sees_the_broker_as_bunqueue`].
+//!
+//! The SDKs send the pre-2.8.56 job envelope (the job's name inside `data`, no `name` key),
+//! so every add here goes through the legacy form. Job records are compared the way
+//! `tests/differential.rs` compares them: every key, times as classes (a time or none), ids by
+//! creation order, the queue's name (each server has its own) as `#queue`.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use autobatch_tests::Target;
+use bunqueue_client::{
+    Backoff, BulkEntry, ConnectionOptions, JobOptions, ProcessError, Queue, Value, Worker,
+    WorkerOptions,
+};
+use serde_json::{json, Value as Json};
+
+/// Keys of a job record (and of a DLQ entry's attempts) that hold a wall-clock time or a
+/// duration: compared as classes (`"#time"` for a number, else as sent), since the servers'
+/// clocks differ.
+const TIME_KEYS: &[&str] = &[
+    "createdAt",
+    "runAt",
+    "startedAt",
+    "completedAt",
+    "lastHeartbeat",
+    "timestamp",
+    "failedAt",
+    "duration",
+    "enteredAt",
+    "expiresAt",
+    "processedOn",
+    "finishedOn",
+    "lockExpiresAt",
+];
+
+/// The three servers every scenario runs against, by name.
+fn servers(sqlite: &autobatch_broker::EmbeddedBroker) -> [(&'static str, SocketAddr); 3] {
+    [
+        ("bunqueue", Target::Bunqueue.shared()),
+        ("broker", Target::Broker.shared()),
+        ("broker-sqlite", sqlite.addr()),
+    ]
+}
+
+/// A broker on SQLite in a temporary directory, for one test.
+fn sqlite_broker(dir: &tempfile::TempDir) -> autobatch_broker::EmbeddedBroker {
+    autobatch_broker::EmbeddedBroker::start(
+        autobatch_broker::BrokerConfig::default().data_path(dir.path().join("jobs.db")),
+    )
+    .expect("broker on SQLite")
+}
+
+/// What one SDK saw on one server: named steps, each a JSON document, and the ids the
+/// scenario met, in creation order.
+#[derive(Default)]
+struct Seen {
+    steps: Vec<(String, Json)>,
+    ids: Vec<String>,
+}
+
+impl Seen {
+    fn note_id(&mut self, id: &str) {
+        if !id.is_empty() && !self.ids.iter().any(|x| x == id) {
+            self.ids.push(id.to_owned());
+        }
+    }
+
+    fn step(&mut self, what: impl Into<String>, v: Json) {
+        self.steps.push((what.into(), v));
+    }
+
+    /// The steps as the comparison sees them: the queue's name as `#queue`, ids as `#<slot>`,
+    /// times as classes, a stack trace's frames as a class.
+    fn normalised(&self, queue: &str) -> Vec<(String, Json)> {
+        self.steps
+            .iter()
+            .map(|(what, v)| {
+                let v = serde_json::to_string(v)
+                    .expect("json")
+                    .replace(queue, "#queue");
+                let v = serde_json::from_str(&v).expect("json");
+                (what.clone(), normalise(v, &self.ids))
+            })
+            .collect()
+    }
+}
+
+/// `v` with ids as `#<slot>` (inside strings too: error texts name ids), numbers under
+/// [`TIME_KEYS`] as `"#time"`, and the frames of a stack trace after its first line as
+/// `"#frame"` (the SDKs send their own process's backtrace, whose frames name this test's
+/// threads; the first line carries the error).
+fn normalise(v: Json, ids: &[String]) -> Json {
+    match v {
+        Json::String(mut s) => {
+            // Longest first, so an id that contains another is replaced whole.
+            let mut by_len: Vec<(usize, &String)> = ids.iter().enumerate().collect();
+            by_len.sort_by_key(|(_, id)| std::cmp::Reverse(id.len()));
+            for (slot, id) in by_len {
+                if s.contains(id.as_str()) {
+                    s = s.replace(id.as_str(), &format!("#{slot}"));
+                }
+            }
+            Json::String(s)
+        }
+        Json::Array(a) => Json::Array(a.into_iter().map(|v| normalise(v, ids)).collect()),
+        Json::Object(m) => Json::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let v = if TIME_KEYS.contains(&k.as_str()) && v.is_number() {
+                        json!("#time")
+                    } else if k == "stacktrace" || k == "stack" {
+                        match v {
+                            Json::Array(lines) => Json::Array(
+                                lines
+                                    .into_iter()
+                                    .enumerate()
+                                    .map(|(i, l)| if i == 0 { l } else { json!("#frame") })
+                                    .collect(),
+                            ),
+                            other => other,
+                        }
+                    } else {
+                        v
+                    };
+                    (k, normalise(v, ids))
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// Every server saw what bunqueue saw; each step that diverged is named.
+fn assert_alike(sdk: &str, runs: &[(&str, Vec<(String, Json)>)]) {
+    let (_, bunqueue) = &runs[0];
+    if std::env::var_os("DIFF_TRACE").is_some() {
+        for (what, x) in bunqueue {
+            eprintln!("{what}\n  -> {x}");
+        }
+    }
+    let mut diverged = Vec::new();
+    for (server, seen) in &runs[1..] {
+        for ((what, a), (_, b)) in bunqueue.iter().zip(seen) {
+            if a != b {
+                diverged.push(format!(
+                    "{sdk} on {server}, {what}\n  bunqueue: {a}\n  {server}: {b}"
+                ));
+            }
+        }
+        if bunqueue.len() != seen.len() {
+            diverged.push(format!(
+                "{sdk} on {server}: {} steps, bunqueue {}",
+                seen.len(),
+                bunqueue.len()
+            ));
+        }
+    }
+    assert!(
+        diverged.is_empty(),
+        "{} diverged from bunqueue:\n{}",
+        sdk,
+        diverged.join("\n")
+    );
+}
+
+// ------------------------------------------------------------------------------ Rust SDK
+
+/// A MessagePack value as JSON (the SDK's own `value_to_json` writes strings in their debug
+/// form, quotes included, which reads badly in a failure).
+fn rust_json(v: &Value) -> Json {
+    match v {
+        Value::Nil => Json::Null,
+        Value::Boolean(b) => json!(b),
+        Value::Integer(i) => i
+            .as_i64()
+            .map(Json::from)
+            .or_else(|| i.as_u64().map(Json::from))
+            .unwrap_or(Json::Null),
+        Value::F32(f) => json!(f),
+        Value::F64(f) => json!(f),
+        Value::String(s) => match s.as_str() {
+            Some(s) => json!(s),
+            None => json!({"#bytes": s.as_bytes()}),
+        },
+        Value::Binary(b) => json!({"#bytes": b}),
+        Value::Array(a) => Json::Array(a.iter().map(rust_json).collect()),
+        Value::Map(m) => rust_map(m),
+        Value::Ext(t, b) => json!({"#ext": t, "#bytes": b}),
+    }
+}
+
+fn rust_map(m: &[(Value, Value)]) -> Json {
+    Json::Object(
+        m.iter()
+            .map(|(k, v)| {
+                let k = match k.as_str() {
+                    Some(k) => k.to_owned(),
+                    None => k.to_string(),
+                };
+                (k, rust_json(v))
+            })
+            .collect(),
+    )
+}
+
+fn kv(pairs: &[(&str, Value)]) -> Value {
+    Value::Map(
+        pairs
+            .iter()
+            .map(|(k, v)| (Value::from(*k), v.clone()))
+            .collect(),
+    )
+}
+
+/// The scenario through the Rust SDK against one server.
+fn rust_scenario(addr: SocketAddr, queue: &str) -> Seen {
+    let connection = ConnectionOptions {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+        ..ConnectionOptions::default()
+    };
+    let q = Queue::new(queue, connection.clone());
+    let mut seen = Seen::default();
+
+    // Adds: plain; with options; with a custom id, twice (the second is deduplicated); data
+    // that is not a map (the SDK wraps it as `payload`) and no data at all.
+    let custom = format!("{queue}-custom");
+    let adds: Vec<(&str, Value, JobOptions)> = vec![
+        ("plain", kv(&[("k", Value::from(1))]), JobOptions::default()),
+        (
+            "options",
+            kv(&[("k", Value::from(2))]),
+            JobOptions {
+                priority: Some(5),
+                // An hour: the job stays delayed for the whole scenario on every server.
+                delay: Some(3_600_000),
+                attempts: Some(4),
+                backoff: Some(Backoff::Strategy {
+                    kind: "exponential".into(),
+                    delay: 2_000,
+                    max_delay: Some(60_000),
+                }),
+                ..JobOptions::default()
+            },
+        ),
+        (
+            "custom",
+            kv(&[("k", Value::from(3))]),
+            JobOptions {
+                job_id: Some(custom.clone()),
+                ..JobOptions::default()
+            },
+        ),
+        (
+            "custom",
+            kv(&[("k", Value::from(33))]),
+            JobOptions {
+                job_id: Some(custom.clone()),
+                ..JobOptions::default()
+            },
+        ),
+        ("scalar", Value::from(7), JobOptions::default()),
+        ("bare", Value::Nil, JobOptions::default()),
+    ];
+    for (name, data, opts) in adds {
+        match q.add(name, data, opts) {
+            Ok(job) => {
+                seen.note_id(&job.id());
+                seen.step(
+                    format!("add {name}"),
+                    json!({"id": job.id(), "name": job.name(), "data": rust_json(&job.data()),
+                           "raw": rust_map(job.raw())}),
+                );
+            }
+            Err(e) => seen.step(format!("add {name}"), json!({"error": e.to_string()})),
+        }
+    }
+    // A bulk add: one job that fails once and waits an hour to retry, one that fails for
+    // good (to the DLQ), one with a priority, one with a custom id.
+    let bulk = vec![
+        BulkEntry {
+            name: "retry".into(),
+            data: kv(&[("k", Value::from(4))]),
+            options: JobOptions {
+                attempts: Some(2),
+                backoff: Some(Backoff::Milliseconds(3_600_000)),
+                ..JobOptions::default()
+            },
+        },
+        BulkEntry {
+            name: "doomed".into(),
+            data: kv(&[("k", Value::from(5))]),
+            options: JobOptions::default(),
+        },
+        BulkEntry {
+            name: "urgent".into(),
+            data: kv(&[("k", Value::from(6))]),
+            options: JobOptions {
+                priority: Some(9),
+                ..JobOptions::default()
+            },
+        },
+        BulkEntry {
+            name: "bulk-custom".into(),
+            data: Value::Nil,
+            options: JobOptions {
+                job_id: Some(format!("{queue}-bulk-custom")),
+                ..JobOptions::default()
+            },
+        },
+    ];
+    match q.add_bulk(bulk) {
+        Ok(ids) => {
+            ids.iter().for_each(|id| seen.note_id(id));
+            seen.step("add_bulk", json!(ids));
+        }
+        Err(e) => seen.step("add_bulk", json!({"error": e.to_string()})),
+    }
+    let reads = |q: &Queue, seen: &mut Seen, when: &str| {
+        for (slot, id) in seen.ids.clone().into_iter().enumerate() {
+            let job = match q.get_job(&id) {
+                Ok(Some(job)) => json!({"name": job.name(), "data": rust_json(&job.data()),
+                                        "state": job.state(), "attemptsMade": job.attempts_made(),
+                                        "raw": rust_map(job.raw())}),
+                Ok(None) => json!(null),
+                Err(e) => json!({"error": e.to_string()}),
+            };
+            seen.step(format!("get_job #{slot} {when}"), job);
+            let state = q.get_state(&id).map_err(|e| e.to_string());
+            seen.step(format!("get_state #{slot} {when}"), json!(state));
+        }
+        let counts = q.get_job_counts().map_err(|e| e.to_string());
+        seen.step(format!("get_job_counts {when}"), json!(counts));
+        let count = q.count().map_err(|e| e.to_string());
+        seen.step(format!("count {when}"), json!(count));
+    };
+    reads(&q, &mut seen, "after adds");
+    let by_custom = q
+        .get_job_by_custom_id(&custom)
+        .map(|j| j.map(|j| rust_map(j.raw())))
+        .map_err(|e| e.to_string());
+    seen.step("get_job_by_custom_id", json!(by_custom));
+    let missing = q
+        .get_job("no-such-job")
+        .map(|j| j.map(|j| rust_map(j.raw())))
+        .map_err(|e| e.to_string());
+    seen.step("get_job of an unknown id", json!(missing));
+
+    // The worker: one job at a time, no polling wait, no heartbeats. Each job is recorded as
+    // the processor sees it; "retry" fails (and waits an hour for its retry), "doomed" fails
+    // for good, the others complete with a value.
+    let processed: Arc<Mutex<Vec<(String, Json)>>> = Arc::default();
+    let record = Arc::clone(&processed);
+    let worker = Worker::new(
+        queue,
+        move |job| {
+            // The server has moved the name out of `data` into the record's own `name`,
+            // where the SDK's `name()` (which reads `data.name`) does not look.
+            let name = job
+                .raw()
+                .iter()
+                .find(|(k, _)| k.as_str() == Some("name"))
+                .and_then(|(_, v)| v.as_str())
+                .unwrap_or_default()
+                .to_owned();
+            record.lock().expect("record").push((
+                name.clone(),
+                json!({"id": job.id(), "data": rust_json(&job.data()),
+                       "attemptsMade": job.attempts_made(), "raw": rust_map(job.raw())}),
+            ));
+            match name.as_str() {
+                "retry" => Err(ProcessError::retryable("retry later")),
+                "doomed" => Err(ProcessError::unrecoverable("doomed")),
+                _ => Ok(kv(&[("done", Value::from(name.as_str()))])),
+            }
+        },
+        WorkerOptions {
+            connection: connection.clone(),
+            concurrency: 1,
+            batch_size: 1,
+            poll_timeout_ms: 0,
+            heartbeat_interval: None,
+            ..WorkerOptions::default()
+        },
+    );
+    // Every ready job, until a pull finds none (the bound only stops a server that keeps
+    // handing out jobs).
+    let mut rounds = Vec::new();
+    for _ in 0..20 {
+        match worker.run_once() {
+            Ok(0) => break,
+            Ok(n) => rounds.push(json!(n)),
+            Err(e) => {
+                rounds.push(json!({"error": e.to_string()}));
+                break;
+            }
+        }
+    }
+    worker.close();
+    seen.step("worker pulls", json!(rounds));
+    // The order of ready jobs of one priority follows each server's clock and ids; what each
+    // job looked like to the processor is compared by name.
+    let mut processed = processed.lock().expect("record").clone();
+    processed.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, job) in processed {
+        seen.step(format!("processed {name}"), job);
+    }
+
+    reads(&q, &mut seen, "after the worker");
+    for (slot, id) in seen.ids.clone().into_iter().enumerate() {
+        let result = q.get_result(&id).map(|v| rust_json(&v));
+        seen.step(
+            format!("get_result #{slot}"),
+            json!(result.map_err(|e| e.to_string())),
+        );
+    }
+    let dlq = q
+        .get_dlq(None)
+        .map(|entries| entries.iter().map(|e| rust_map(e)).collect::<Vec<_>>())
+        .map_err(|e| e.to_string());
+    seen.step("get_dlq", json!(dlq));
+    let waiting = q
+        .get_jobs(Value::from("waiting"), 0, 100)
+        .map(|jobs| jobs.iter().map(|j| rust_map(j.raw())).collect::<Vec<_>>())
+        .map_err(|e| e.to_string());
+    seen.step("get_jobs waiting", json!(waiting));
+    q.close();
+    seen
+}
+
+/// The scenario through the official Rust SDK (`bunqueue-client` 0.1.1) on bunqueue, the
+/// broker in memory and the broker on SQLite: adds (plain, with priority, delay, attempts and
+/// backoff, with a custom id and again with the same id, scalar and empty data), a bulk add,
+/// GetJob, GetState, GetJobCounts, Count, GetJobByCustomId, a `Worker` that completes, fails
+/// with a retry and fails for good, GetResult, the DLQ and a waiting listing. Every job
+/// record the SDK returns is compared whole.
+#[test]
+fn rust_sdk_sees_the_broker_as_bunqueue() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sqlite = sqlite_broker(&dir);
+    let runs: Vec<(&str, Vec<(String, Json)>)> = servers(&sqlite)
+        .into_iter()
+        .map(|(server, addr)| {
+            let queue = format!("sdk-rust-{server}-{}", std::process::id());
+            (server, rust_scenario(addr, &queue).normalised(&queue))
+        })
+        .collect();
+    assert_alike("Rust SDK", &runs);
+    sqlite.stop().expect("stop");
+}

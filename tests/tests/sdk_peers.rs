@@ -5,6 +5,10 @@
 //!
 //! * The Rust SDK, `bunqueue-client` 0.1.1 from crates.io (a dev-dependency):
 //!   [`rust_sdk_sees_the_broker_as_bunqueue`].
+//! * The Python SDK, `bunqueue-client` 0.1.5 from PyPI, in the venv that
+//!   `scripts/sdk-peers.sh install` makes (`.peers/venv`): the same scenario in
+//!   `tests/peers/sdk_python/scenario.py`, [`python_sdk_sees_the_broker_as_bunqueue`]. A missing
+//!   venv fails the test with the command that installs it.
 //!
 //! The SDKs send the pre-2.8.56 job envelope (the job's name inside `data`, no `name` key),
 //! so every add here goes through the legacy form. Job records are compared the way
@@ -12,9 +16,11 @@
 //! creation order, the queue's name (each server has its own) as `#queue`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use autobatch_tests::Target;
+use autobatch_tests::{workspace_root, Target};
 use bunqueue_client::{
     Backoff, BulkEntry, ConnectionOptions, JobOptions, ProcessError, Queue, Value, Worker,
     WorkerOptions,
@@ -453,5 +459,104 @@ fn rust_sdk_sees_the_broker_as_bunqueue() {
         })
         .collect();
     assert_alike("Rust SDK", &runs);
+    sqlite.stop().expect("stop");
+}
+
+// ---------------------------------------------------------------------------- Python SDK
+
+/// The Python SDK's version, pinned by `scripts/sdk-peers.sh`.
+const PY_SDK_VERSION: &str = "0.1.5";
+
+/// The venv's python with `bunqueue-client` installed, or the error that says how to install
+/// it: the peer is part of the suite, so its absence fails the test.
+fn python_sdk() -> PathBuf {
+    let python = workspace_root().join(".peers/venv/bin/python");
+    let version = Command::new(&python)
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('bunqueue-client'))",
+        ])
+        .output();
+    match version {
+        Ok(out)
+            if out.status.success()
+                && String::from_utf8_lossy(&out.stdout).trim() == PY_SDK_VERSION =>
+        {
+            python
+        }
+        found => panic!(
+            "the Python SDK peer (bunqueue-client {PY_SDK_VERSION} in {}) is missing or wrong \
+             ({}).\nInstall it with:\n    {}/scripts/sdk-peers.sh install",
+            python.display(),
+            match found {
+                Ok(out) => format!(
+                    "found {:?}; {}",
+                    String::from_utf8_lossy(&out.stdout).trim(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                Err(e) => e.to_string(),
+            },
+            workspace_root().display()
+        ),
+    }
+}
+
+/// The scenario of `tests/peers/sdk_python/scenario.py` against one server.
+fn python_scenario(python: &PathBuf, addr: SocketAddr, queue: &str) -> Seen {
+    let script = workspace_root().join("tests/peers/sdk_python/scenario.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(addr.ip().to_string())
+        .arg(addr.port().to_string())
+        .arg(queue)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("{} {}: {e}", python.display(), script.display()));
+    assert!(
+        out.status.success(),
+        "scenario.py against {addr} exited with {}:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "scenario.py printed no JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    let mut seen = Seen::default();
+    for id in doc["ids"].as_array().expect("ids") {
+        seen.note_id(id.as_str().expect("an id"));
+    }
+    for s in doc["steps"].as_array().expect("steps") {
+        seen.step(s[0].as_str().expect("a step's name"), s[1].clone());
+    }
+    seen
+}
+
+/// The scenario through the official Python SDK (`bunqueue-client` 0.1.5) on bunqueue, the
+/// broker in memory and the broker on SQLite: adds (plain, with priority, delay, attempts and
+/// backoff, with a custom id and again with the same id, scalar and empty data), a bulk add
+/// (whose custom id the SDK sends as `customId`), GetJob, GetState, GetJobCounts, Count,
+/// GetJobByCustomId, a `Worker` that completes, fails with a retry and fails for good,
+/// GetResult, the DLQ and a waiting listing. Every job record the SDK returns is compared
+/// whole, and so are the types of its numbers (an int and a float are different Python
+/// values).
+#[test]
+fn python_sdk_sees_the_broker_as_bunqueue() {
+    let python = python_sdk();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sqlite = sqlite_broker(&dir);
+    let runs: Vec<(&str, Vec<(String, Json)>)> = servers(&sqlite)
+        .into_iter()
+        .map(|(server, addr)| {
+            let queue = format!("sdk-py-{server}-{}", std::process::id());
+            (
+                server,
+                python_scenario(&python, addr, &queue).normalised(&queue),
+            )
+        })
+        .collect();
+    assert_alike("Python SDK", &runs);
     sqlite.stop().expect("stop");
 }

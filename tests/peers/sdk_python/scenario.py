@@ -1,0 +1,159 @@
+"""One short scenario through bunqueue's official Python SDK (bunqueue-client 0.1.5).
+
+Usage: python scenario.py HOST PORT QUEUE
+
+Prints one JSON document: {"ids": [...], "steps": [[what, value], ...]}, every job object
+as the SDK hands it back (its raw record, name and data), errors as {"error": text}.
+tests/tests/sdk_peers.rs runs it against bunqueue and the broker and compares the steps;
+ids are listed in creation order so that the comparison can name them by slot.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List
+
+from bunqueue import Queue, UnrecoverableError, Worker
+
+
+def main() -> int:
+    host, port, queue_name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    q = Queue(queue_name, host=host, port=port)
+    ids: List[str] = []
+    steps: List[Any] = []
+
+    def note_id(job_id: Any) -> None:
+        if job_id and str(job_id) not in ids:
+            ids.append(str(job_id))
+
+    def step(what: str, thunk: Callable[[], Any]) -> Any:
+        try:
+            value = thunk()
+        except Exception as e:  # noqa: BLE001 - an SDK error is an outcome to compare
+            steps.append([what, {"error": f"{type(e).__name__}: {e}"}])
+            return None
+        steps.append([what, value])
+        return value
+
+    def job_view(job: Any) -> Any:
+        if job is None:
+            return None
+        return {"id": job.id, "name": job.name, "data": job.data, "raw": job.raw}
+
+    # Adds: plain; with options; with a custom id, twice (the second is deduplicated); data
+    # that is not a dict (the SDK wraps it as `payload`) and no data at all.
+    custom = f"{queue_name}-custom"
+    adds: List[Any] = [
+        ("plain", {"k": 1}, {}),
+        (
+            "options",
+            {"k": 2},
+            {
+                "priority": 5,
+                # An hour: the job stays delayed for the whole scenario on every server.
+                "delay": 3_600_000,
+                "attempts": 4,
+                "backoff": {"type": "exponential", "delay": 2000, "maxDelay": 60000},
+            },
+        ),
+        ("custom", {"k": 3}, {"job_id": custom}),
+        ("custom", {"k": 33}, {"job_id": custom}),
+        ("scalar", 7, {}),
+        ("bare", None, {}),
+    ]
+    for name, data, opts in adds:
+        job = step(f"add {name}", lambda: job_view(q.add(name, data, **opts)))
+        if job is not None:
+            note_id(job["id"])
+            # The SDK's stub carries the options as it sent them; compared as they are.
+    # A bulk add: one job that fails once and waits an hour to retry, one that fails for
+    # good (to the DLQ), one with a priority, one with a custom id.
+    bulk_ids = step(
+        "add_bulk",
+        lambda: q.add_bulk(
+            [
+                {"name": "retry", "data": {"k": 4}, "attempts": 2, "backoff": 3_600_000},
+                {"name": "doomed", "data": {"k": 5}},
+                {"name": "urgent", "data": {"k": 6}, "priority": 9},
+                {"name": "bulk-custom", "job_id": f"{queue_name}-bulk-custom"},
+            ]
+        ),
+    )
+    for job_id in bulk_ids or []:
+        note_id(job_id)
+
+    def reads(when: str) -> None:
+        for slot, job_id in enumerate(list(ids)):
+            step(f"get_job #{slot} {when}", lambda: job_view(q.get_job(job_id)))
+            step(f"get_state #{slot} {when}", lambda: q.get_state(job_id))
+        step(f"get_job_counts {when}", q.get_job_counts)
+        step(f"count {when}", q.count)
+
+    reads("after adds")
+    step("get_job_by_custom_id", lambda: job_view(q.get_job_by_custom_id(custom)))
+    step("get_job of an unknown id", lambda: job_view(q.get_job("no-such-job")))
+
+    # The worker: one job at a time, no heartbeats. Each job is recorded as the processor
+    # sees it; "retry" fails (and waits an hour for its retry), "doomed" fails for good, the
+    # others complete with a value.
+    processed: Dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def process(job: Any) -> Any:
+        name = job.raw.get("name")
+        with lock:
+            processed[str(name)] = {
+                "id": job.id,
+                "data": job.data,
+                "attempts": job.attempts,
+                "raw": job.raw,
+                "hasToken": bool(job.token),
+            }
+        if name == "retry":
+            raise RuntimeError("retry later")
+        if name == "doomed":
+            raise UnrecoverableError("doomed")
+        return {"done": name}
+
+    ready = len(ids) - 1  # every job but the delayed one
+    worker = Worker(
+        queue_name,
+        process,
+        host=host,
+        port=port,
+        concurrency=1,
+        batch_size=1,
+        poll_timeout_ms=100,
+        heartbeat_interval_s=0,
+        autorun=False,
+    )
+    worker.start()
+    # Until every ready job has been processed and settled (none active); the bound only
+    # stops a server that never hands them out, and what was seen by then is compared.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with lock:
+            seen = len(processed)
+        if seen >= ready and q.get_job_counts().get("active", 0) == 0:
+            break
+        time.sleep(0.05)
+    worker.close(timeout=10)
+    for name in sorted(processed):
+        steps.append([f"processed {name}", processed[name]])
+
+    reads("after the worker")
+    for slot, job_id in enumerate(list(ids)):
+        step(f"get_result #{slot}", lambda: q.get_result(job_id))
+    step("get_dlq", q.get_dlq)
+    step("get_jobs waiting", lambda: [job_view(j) for j in q.get_waiting()])
+    q.close()
+
+    print(json.dumps({"ids": ids, "steps": steps}, default=repr))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

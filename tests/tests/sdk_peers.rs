@@ -225,6 +225,33 @@ fn kv(pairs: &[(&str, Value)]) -> Value {
     )
 }
 
+/// A job with most of the options the Rust SDK sends (not a group: grouped jobs are pulled
+/// in bunqueue's group-scheduler order, which the broker does not follow), deduplicated by
+/// a key of its queue.
+fn everything(queue: &str) -> JobOptions {
+    JobOptions {
+        ttl: Some(3_600_000),
+        timeout: Some(600_000),
+        deduplication: Some(bunqueue_client::Deduplication {
+            id: format!("{queue}-dedup"),
+            ttl: Some(3_600_000),
+            extend: None,
+            replace: None,
+        }),
+        tags: vec!["a".into(), "b".into()],
+        lifo: Some(true),
+        remove_on_complete: Some(false),
+        remove_on_fail: Some(false),
+        stall_timeout: Some(600_000),
+        durable: Some(true),
+        stack_trace_limit: Some(3),
+        keep_logs: Some(5),
+        size_limit: Some(1_000_000),
+        fail_parent_on_failure: Some(true),
+        ..JobOptions::default()
+    }
+}
+
 /// The scenario through the Rust SDK against one server.
 fn rust_scenario(addr: SocketAddr, queue: &str) -> Seen {
     let connection = ConnectionOptions {
@@ -274,6 +301,18 @@ fn rust_scenario(addr: SocketAddr, queue: &str) -> Seen {
         ),
         ("scalar", Value::from(7), JobOptions::default()),
         ("bare", Value::Nil, JobOptions::default()),
+        // Most other options the SDK sends, then a second job under the same
+        // deduplication key (its add returns the first job's id).
+        (
+            "everything",
+            kv(&[("k", Value::from(8))]),
+            everything(queue),
+        ),
+        (
+            "everything",
+            kv(&[("k", Value::from(88))]),
+            everything(queue),
+        ),
     ];
     for (name, data, opts) in adds {
         match q.add(name, data, opts) {
@@ -409,7 +448,6 @@ fn rust_scenario(addr: SocketAddr, queue: &str) -> Seen {
             }
         }
     }
-    worker.close();
     seen.step("worker pulls", json!(rounds));
     // The order of ready jobs of one priority follows each server's clock and ids; what each
     // job looked like to the processor is compared by name.
@@ -427,11 +465,33 @@ fn rust_scenario(addr: SocketAddr, queue: &str) -> Seen {
             json!(result.map_err(|e| e.to_string())),
         );
     }
-    let dlq = q
-        .get_dlq(None)
-        .map(|entries| entries.iter().map(|e| rust_map(e)).collect::<Vec<_>>())
-        .map_err(|e| e.to_string());
-    seen.step("get_dlq", json!(dlq));
+    let dlq = |q: &Queue, count: Option<i64>| {
+        json!(q
+            .get_dlq(count)
+            .map(|entries| entries.iter().map(|e| rust_map(e)).collect::<Vec<_>>())
+            .map_err(|e| e.to_string()))
+    };
+    seen.step("get_dlq", dlq(&q, None));
+    seen.step("get_dlq of 1", dlq(&q, Some(1)));
+    // The DLQ's job back to waiting, read, failed for good again, then purged.
+    seen.step(
+        "retry_dlq",
+        json!(q.retry_dlq(None, None).map_err(|e| e.to_string())),
+    );
+    seen.step("get_dlq after retry_dlq", dlq(&q, None));
+    seen.step(
+        "get_job_counts after retry_dlq",
+        json!(q.get_job_counts().map_err(|e| e.to_string())),
+    );
+    for _ in 0..20 {
+        match worker.run_once() {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    worker.close();
+    seen.step("purge_dlq", json!(q.purge_dlq().map_err(|e| e.to_string())));
+    seen.step("get_dlq after purge_dlq", dlq(&q, None));
     let waiting = q
         .get_jobs(Value::from("waiting"), 0, 100)
         .map(|jobs| jobs.iter().map(|j| rust_map(j.raw())).collect::<Vec<_>>())

@@ -19,6 +19,24 @@ from typing import Any, Callable, Dict, List
 from bunqueue import Queue, UnrecoverableError, Worker
 
 
+def everything(queue_name: str) -> Dict[str, Any]:
+    return {
+        "ttl": 3_600_000,
+        "timeout": 600_000,
+        "deduplication": {"id": f"{queue_name}-dedup", "ttl": 3_600_000},
+        "tags": ["a", "b"],
+        "lifo": True,
+        "remove_on_complete": False,
+        "remove_on_fail": False,
+        "stall_timeout": 600_000,
+        "durable": True,
+        "stack_trace_limit": 3,
+        "keep_logs": 5,
+        "size_limit": 1_000_000,
+        "fail_parent_on_failure": True,
+    }
+
+
 def main() -> int:
     host, port, queue_name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     q = Queue(queue_name, host=host, port=port)
@@ -63,6 +81,11 @@ def main() -> int:
         ("custom", {"k": 33}, {"job_id": custom}),
         ("scalar", 7, {}),
         ("bare", None, {}),
+        # Most other options the SDK sends (not a group: grouped jobs are pulled in bunqueue's
+        # group-scheduler order, which the broker does not follow), then a second job under
+        # the same deduplication key (its add returns the first job's id).
+        ("everything", {"k": 8}, everything(queue_name)),
+        ("everything", {"k": 88}, everything(queue_name)),
     ]
     for name, data, opts in adds:
         job = step(f"add {name}", lambda: job_view(q.add(name, data, **opts)))
@@ -118,7 +141,7 @@ def main() -> int:
             raise UnrecoverableError("doomed")
         return {"done": name}
 
-    ready = len(ids) - 1  # every job but the delayed one
+    ready = len(ids) - 1  # every job but the delayed one (the deduplicated add made none)
     worker = Worker(
         queue_name,
         process,
@@ -131,15 +154,19 @@ def main() -> int:
         autorun=False,
     )
     worker.start()
-    # Until every ready job has been processed and settled (none active); the bound only
-    # stops a server that never hands them out, and what was seen by then is compared.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with lock:
-            seen = len(processed)
-        if seen >= ready and q.get_job_counts().get("active", 0) == 0:
-            break
-        time.sleep(0.05)
+
+    def settle(count: int) -> None:
+        """Until `count` jobs have been processed and settled (none active); the bound only
+        stops a server that never hands them out, and what was seen by then is compared."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with lock:
+                seen = len(processed)
+            if seen >= count and q.get_job_counts().get("active", 0) == 0:
+                return
+            time.sleep(0.05)
+
+    settle(ready)
     worker.close(timeout=10)
     for name in sorted(processed):
         steps.append([f"processed {name}", processed[name]])
@@ -148,6 +175,33 @@ def main() -> int:
     for slot, job_id in enumerate(list(ids)):
         step(f"get_result #{slot}", lambda: q.get_result(job_id))
     step("get_dlq", q.get_dlq)
+    step("get_dlq of 1", lambda: q.get_dlq(1))
+    # The DLQ's job back to waiting, read, failed for good again, then purged.
+    step("retry_dlq", q.retry_dlq)
+    step("get_dlq after retry_dlq", q.get_dlq)
+    step("get_job_counts after retry_dlq", q.get_job_counts)
+    worker = Worker(
+        queue_name,
+        process,
+        host=host,
+        port=port,
+        concurrency=1,
+        batch_size=1,
+        poll_timeout_ms=100,
+        heartbeat_interval_s=0,
+        autorun=False,
+        # The second worker acknowledges in batches (ACKB), as the SDK offers.
+        ack_batch={"max_size": 50, "max_delay_ms": 5},
+    )
+    processed.clear()
+    worker.start()
+    settle(1)
+    worker.close(timeout=10)
+    for name in sorted(processed):
+        steps.append([f"processed again {name}", processed[name]])
+    step("purge_dlq", q.purge_dlq)
+    step("get_dlq after purge_dlq", q.get_dlq)
+    step("get_job_counts after purge_dlq", q.get_job_counts)
     step("get_jobs waiting", lambda: [job_view(j) for j in q.get_waiting()])
     q.close()
 

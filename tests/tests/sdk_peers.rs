@@ -44,6 +44,8 @@ const TIME_KEYS: &[&str] = &[
     "processedOn",
     "finishedOn",
     "lockExpiresAt",
+    // A job scheduler's next run.
+    "nextRun",
 ];
 
 /// The three servers every scenario runs against, by name.
@@ -403,6 +405,29 @@ fn rust_scenario(addr: SocketAddr, queue: &str) -> Seen {
     // for good, the others complete with a value.
     let processed: Arc<Mutex<Vec<(String, Json)>>> = Arc::default();
     let record = Arc::clone(&processed);
+    let processed_again = {
+        let processed = Arc::clone(&processed);
+        move |worker: &Worker, seen: &mut Seen| {
+            processed.lock().expect("record").clear();
+            let mut rounds = Vec::new();
+            for _ in 0..20 {
+                match worker.run_once() {
+                    Ok(0) => break,
+                    Ok(n) => rounds.push(json!(n)),
+                    Err(e) => {
+                        rounds.push(json!({"error": e.to_string()}));
+                        break;
+                    }
+                }
+            }
+            seen.step("worker pulls again", json!(rounds));
+            let mut jobs = processed.lock().expect("record").clone();
+            jobs.sort_by(|a, b| a.0.cmp(&b.0));
+            for (name, job) in jobs {
+                seen.step(format!("processed again {name}"), job);
+            }
+        }
+    };
     let worker = Worker::new(
         queue,
         move |job| {
@@ -483,13 +508,22 @@ fn rust_scenario(addr: SocketAddr, queue: &str) -> Seen {
         "get_job_counts after retry_dlq",
         json!(q.get_job_counts().map_err(|e| e.to_string())),
     );
-    for _ in 0..20 {
-        match worker.run_once() {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+    match q.add("late", kv(&[("k", Value::from(9))]), JobOptions::default()) {
+        Ok(job) => {
+            seen.note_id(&job.id());
+            seen.step("add late", json!({"id": job.id()}));
         }
+        Err(e) => seen.step("add late", json!({"error": e.to_string()})),
     }
+    processed_again(&worker, &mut seen);
     worker.close();
+    if let Some(late) = seen.ids.last().cloned() {
+        let result = q.get_result(&late).map(|v| rust_json(&v));
+        seen.step(
+            "get_result of the late job",
+            json!(result.map_err(|e| e.to_string())),
+        );
+    }
     seen.step("purge_dlq", json!(q.purge_dlq().map_err(|e| e.to_string())));
     seen.step("get_dlq after purge_dlq", dlq(&q, None));
     let waiting = q
@@ -498,7 +532,132 @@ fn rust_scenario(addr: SocketAddr, queue: &str) -> Seen {
         .map_err(|e| e.to_string());
     seen.step("get_jobs waiting", json!(waiting));
     q.close();
+    rust_controls(&connection, &format!("{queue}-ctl"), &mut seen);
     seen
+}
+
+/// Queue and job controls through the Rust SDK, on a queue of their own: priority, delay,
+/// promotion, data, progress and logs of waiting jobs, pause and resume, a listing of two
+/// states, a rate limit, a job scheduler (every hour, so it never fires here), clean, drain,
+/// remove and obliterate.
+fn rust_controls(connection: &ConnectionOptions, queue: &str, seen: &mut Seen) {
+    let q = Queue::new(queue, connection.clone());
+    let r = |seen: &mut Seen, what: &str, v: Result<Json, bunqueue_client::Error>| {
+        seen.step(
+            format!("controls: {what}"),
+            json!(v.map_err(|e| e.to_string())),
+        );
+    };
+    let mut ids = Vec::new();
+    for (name, delay) in [("c1", Some(3_600_000)), ("c2", None), ("c3", None)] {
+        let opts = JobOptions {
+            delay,
+            ..JobOptions::default()
+        };
+        match q.add(name, kv(&[("k", Value::from(1))]), opts) {
+            Ok(job) => {
+                seen.note_id(&job.id());
+                ids.push(job.id());
+            }
+            Err(e) => seen.step(format!("controls: add {name}"), json!(e.to_string())),
+        }
+    }
+    let [c1, c2, c3] = &ids[..] else {
+        return;
+    };
+    let job = |q: &Queue, id: &str| {
+        q.get_job(id)
+            .map(|j| j.map(|j| rust_map(j.raw())).unwrap_or(Json::Null))
+    };
+    let v = q.change_priority(c2, 7).map(|()| Json::Null);
+    r(seen, "change_priority", v);
+    let v = job(&q, c2);
+    r(seen, "get_job after change_priority", v);
+    let v = q.change_delay(c1, 7_200_000).map(|()| Json::Null);
+    r(seen, "change_delay", v);
+    let v = q.get_state(c1).map(Json::from);
+    r(seen, "get_state after change_delay", v);
+    let v = q.promote(c1).map(|()| Json::Null);
+    r(seen, "promote", v);
+    let v = q.get_state(c1).map(Json::from);
+    r(seen, "get_state after promote", v);
+    let v = q
+        .update_job_data(c3, kv(&[("k", Value::from(30))]))
+        .map(|()| Json::Null);
+    r(seen, "update_job_data", v);
+    match q.get_job(c3) {
+        Ok(Some(j)) => {
+            let v = j.update_progress(40.0, Some("half")).map(|()| Json::Null);
+            r(seen, "update_progress", v);
+            let v = j.log("hello", Some("info")).map(|()| Json::Null);
+            r(seen, "log", v);
+        }
+        other => seen.step("controls: get_job c3", json!(other.is_ok())),
+    }
+    let v = q.get_job_logs(c3).map(|l| json!(l));
+    r(seen, "get_job_logs", v);
+    let v = job(&q, c3);
+    r(seen, "get_job after data, progress and log", v);
+    let v = q.pause().and_then(|()| q.is_paused()).map(Json::from);
+    r(seen, "pause, is_paused", v);
+    let v = q.resume().and_then(|()| q.is_paused()).map(Json::from);
+    r(seen, "resume, is_paused", v);
+    let v = q
+        .get_jobs(
+            Value::Array(vec![Value::from("waiting"), Value::from("prioritized")]),
+            0,
+            10,
+        )
+        .map(|jobs| json!(jobs.iter().map(|j| rust_map(j.raw())).collect::<Vec<_>>()));
+    r(seen, "get_jobs waiting and prioritized", v);
+    let v = q
+        .set_rate_limit(5, Some(1_000), None)
+        .and_then(|()| q.clear_rate_limit())
+        .map(|()| Json::Null);
+    r(seen, "set_rate_limit, clear_rate_limit", v);
+    let sched = format!("{queue}-sched");
+    let v = q
+        .upsert_job_scheduler(
+            &sched,
+            bunqueue_client::SchedulerRepeat {
+                every_ms: Some(3_600_000),
+                limit: Some(3),
+                ..Default::default()
+            },
+            bunqueue_client::SchedulerTemplate {
+                name: Some("tick".into()),
+                data: kv(&[("k", Value::from(1))]),
+                options: JobOptions {
+                    attempts: Some(2),
+                    ..JobOptions::default()
+                },
+            },
+        )
+        .map(|()| Json::Null);
+    r(seen, "upsert_job_scheduler", v);
+    let v = q
+        .get_job_scheduler(&sched)
+        .map(|m| m.map(|m| rust_map(&m)).unwrap_or(Json::Null));
+    r(seen, "get_job_scheduler", v);
+    let v = q.remove_job_scheduler(&sched).map(|()| Json::Null);
+    r(seen, "remove_job_scheduler", v);
+    let v = q
+        .get_job_scheduler(&sched)
+        .map(|m| m.map(|m| rust_map(&m)).unwrap_or(Json::Null));
+    r(seen, "get_job_scheduler after remove", v);
+    let v = q.clean(0, 100, "completed").map(|ids| json!(ids));
+    r(seen, "clean completed", v);
+    let v = q.remove(c2).map(|()| Json::Null);
+    r(seen, "remove", v);
+    let v = job(&q, c2);
+    r(seen, "get_job after remove", v);
+    let v = q.drain().map(Json::from);
+    r(seen, "drain", v);
+    let v = q.get_job_counts().map(|c| json!(c));
+    r(seen, "get_job_counts after drain", v);
+    let v = q.obliterate().and_then(|()| q.count()).map(Json::from);
+    r(seen, "obliterate, count", v);
+    q.close();
 }
 
 /// The scenario through the official Rust SDK (`bunqueue-client` 0.1.1) on bunqueue, the

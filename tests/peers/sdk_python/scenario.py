@@ -37,6 +37,69 @@ def everything(queue_name: str) -> Dict[str, Any]:
     }
 
 
+def controls(host: str, port: int, queue_name: str, note_id: Any, step: Any) -> None:
+    """Queue and job controls on a queue of their own: priority, delay, promotion, data,
+    progress and logs of waiting jobs, pause and resume, listings, counts per priority, a job
+    scheduler (every hour, so it never fires here), the stall and DLQ settings, clean, drain,
+    remove and obliterate."""
+    q = Queue(queue_name, host=host, port=port)
+    ids = []
+    for name, opts in [("c1", {"delay": 3_600_000}), ("c2", {}), ("c3", {})]:
+        job = step(f"controls: add {name}", lambda: q.add(name, {"k": 1}, **opts).id)
+        note_id(job)
+        ids.append(job)
+    c1, c2, c3 = ids
+
+    def raw(job_id: str) -> Any:
+        job = q.get_job(job_id)
+        return None if job is None else job.raw
+
+    step("controls: change_job_priority", lambda: q.change_job_priority(c2, 7))
+    step("controls: get_job after change_job_priority", lambda: raw(c2))
+    step("controls: change_job_delay", lambda: q.change_job_delay(c1, 7_200_000))
+    step("controls: get_state after change_job_delay", lambda: q.get_state(c1))
+    step("controls: promote_job", lambda: q.promote_job(c1))
+    step("controls: get_state after promote_job", lambda: q.get_state(c1))
+    step("controls: update_job_data", lambda: q.update_job_data(c3, {"k": 30}))
+    step("controls: update_job_progress", lambda: q.update_job_progress(c3, 40, "half"))
+    step("controls: get_progress", lambda: q.get_progress(c3))
+    step("controls: add_job_log", lambda: q.add_job_log(c3, "hello", "info"))
+    step("controls: get_job_logs", lambda: q.get_job_logs(c3))
+    step("controls: get_job after data, progress and log", lambda: raw(c3))
+    step("controls: pause, is_paused", lambda: (q.pause(), q.is_paused())[1])
+    step("controls: resume, is_paused", lambda: (q.resume(), q.is_paused())[1])
+    step(
+        "controls: get_jobs waiting and prioritized",
+        lambda: [j.raw for j in q.get_jobs(["waiting", "prioritized"])],
+    )
+    step("controls: get_prioritized", lambda: [j.raw for j in q.get_prioritized()])
+    step("controls: get_delayed", lambda: [j.raw for j in q.get_delayed()])
+    step("controls: get_counts_per_priority", q.get_counts_per_priority)
+    step("controls: get_waiting_count", q.get_waiting_count)
+    step("controls: get_stall_config", q.get_stall_config)
+    step("controls: get_dlq_config", q.get_dlq_config)
+    sched = f"{queue_name}-sched"
+    step(
+        "controls: upsert_job_scheduler",
+        lambda: q.upsert_job_scheduler(
+            sched,
+            {"every": 3_600_000, "limit": 3},
+            {"name": "tick", "data": {"k": 1}, "opts": {"attempts": 2, "priority": 4}},
+        ),
+    )
+    step("controls: get_job_scheduler", lambda: q.get_job_scheduler(sched))
+    step("controls: get_job_schedulers_count", q.get_job_schedulers_count)
+    step("controls: remove_job_scheduler", lambda: q.remove_job_scheduler(sched))
+    step("controls: get_job_scheduler after remove", lambda: q.get_job_scheduler(sched))
+    step("controls: clean completed", lambda: q.clean(0, 100, "completed"))
+    step("controls: remove", lambda: q.remove(c2))
+    step("controls: get_job after remove", lambda: raw(c2))
+    step("controls: drain", q.drain)
+    step("controls: get_job_counts after drain", q.get_job_counts)
+    step("controls: obliterate, count", lambda: (q.obliterate(), q.count())[1])
+    q.close()
+
+
 def main() -> int:
     host, port, queue_name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     q = Queue(queue_name, host=host, port=port)
@@ -194,16 +257,21 @@ def main() -> int:
         ack_batch={"max_size": 50, "max_delay_ms": 5},
     )
     processed.clear()
+    late = step("add late", lambda: job_view(q.add("late", {"k": 9})))
+    if late is not None:
+        note_id(late["id"])
     worker.start()
-    settle(1)
+    settle(2)
     worker.close(timeout=10)
     for name in sorted(processed):
         steps.append([f"processed again {name}", processed[name]])
     step("purge_dlq", q.purge_dlq)
     step("get_dlq after purge_dlq", q.get_dlq)
     step("get_job_counts after purge_dlq", q.get_job_counts)
+    step("get_result of the late job", lambda: q.get_result(ids[-1]))
     step("get_jobs waiting", lambda: [job_view(j) for j in q.get_waiting()])
     q.close()
+    controls(host, port, f"{queue_name}-ctl", note_id, step)
 
     print(json.dumps({"ids": ids, "steps": steps}, default=repr))
     return 0

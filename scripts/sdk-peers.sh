@@ -3,9 +3,7 @@
 #
 #   scripts/sdk-peers.sh install
 #       Idempotent. Makes a Python venv in <repo>/.peers/venv (git-ignored) and installs
-#       bunqueue-client==0.1.5 from PyPI into it; also unpacks the package's source
-#       distribution into .peers/bunqueue_client-0.1.5, whose tests/ the peer test runs
-#       against bunqueue and the broker. Reused when present with the right version.
+#       bunqueue-client==0.1.5 from PyPI into it. Reused when present with the right version.
 #   scripts/sdk-peers.sh check
 #       Exit 0 if the install is present and the SDK imports.
 #
@@ -19,7 +17,6 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="$REPO_ROOT/.peers"
 VENV="$DIR/venv"
 PY="$VENV/bin/python"
-SDIST_DIR="$DIR/bunqueue_client-$PY_SDK_VERSION"
 
 die() {
     echo "" >&2
@@ -35,8 +32,7 @@ sdk_version() {
 
 is_installed() {
     [[ "$(sdk_version)" == "$PY_SDK_VERSION" ]] &&
-        "$PY" -c 'import bunqueue' 2>/dev/null &&
-        [[ -f "$SDIST_DIR/tests/harness.py" ]]
+        "$PY" -c 'import bunqueue' 2>/dev/null
 }
 
 cmd_install() {
@@ -53,15 +49,6 @@ cmd_install() {
     fi
     "$PY" -m pip install --quiet --disable-pip-version-check "bunqueue-client==$PY_SDK_VERSION" ||
         die "'$PY -m pip install bunqueue-client==$PY_SDK_VERSION' failed (see pip output above). Is PyPI reachable?"
-    # The wheel has no tests; the source distribution ships them.
-    local tmp
-    tmp="$(mktemp -d)"
-    "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-        --dest "$tmp" "bunqueue-client==$PY_SDK_VERSION" ||
-        die "'pip download --no-binary :all: bunqueue-client==$PY_SDK_VERSION' failed (see pip output above)"
-    rm -rf "$SDIST_DIR"
-    tar -xzf "$tmp/bunqueue_client-$PY_SDK_VERSION.tar.gz" -C "$DIR"
-    rm -rf "$tmp"
     is_installed || die "bunqueue-client $PY_SDK_VERSION did not install into $VENV (found '$(sdk_version)')"
     echo "sdk-peers.sh: OK: bunqueue-client $PY_SDK_VERSION in $VENV"
 }

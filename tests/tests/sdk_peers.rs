@@ -12,8 +12,8 @@
 //!
 //! The Python package's source distribution also ships its own end-to-end tests; they are not
 //! run here. They start bunqueue from its source tree (the harness would have to stand in for
-//! that), and against a running bunqueue 2.9.5 they take about a hundred seconds a server, a
-//! dozen of them failing on bunqueue itself after waiting out 15-second bounds: far past the
+//! that), and against a running bunqueue 2.9.5 they take about a hundred seconds a server,
+//! eleven of them failing on bunqueue itself after waiting out 15-second bounds: far past the
 //! few seconds a peer gets in this suite.
 //!
 //! The SDKs send the pre-2.8.56 job envelope (the job's name inside `data`, no `name` key),

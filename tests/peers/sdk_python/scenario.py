@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List
 
-from bunqueue import Queue, UnrecoverableError, Worker
+from bunqueue import FlowProducer, Queue, UnrecoverableError, Worker
 
 
 def everything(queue_name: str) -> Dict[str, Any]:
@@ -98,6 +98,71 @@ def controls(host: str, port: int, queue_name: str, note_id: Any, step: Any) -> 
     step("controls: get_job_counts after drain", q.get_job_counts)
     step("controls: obliterate, count", lambda: (q.obliterate(), q.count())[1])
     q.close()
+
+
+def flows(host: str, port: int, queue_name: str, note_id: Any, step: Any) -> None:
+    """The SDK's flows, on a queue of their own: a tree (whose children the SDK adds under the
+    parent id "pending", before the parent exists, which bunqueue refuses; the SDK then
+    removes what it added) and a chain of three steps, each depending on the one before, run
+    to completion by a worker."""
+    producer = FlowProducer(host=host, port=port)
+    q = Queue(queue_name, host=host, port=port)
+
+    def leaf(name: str) -> Dict[str, Any]:
+        return {"name": name, "queueName": queue_name, "data": {"k": 1}}
+
+    step(
+        "flows: add a tree",
+        lambda: producer.add({**leaf("parent"), "children": [leaf("child-a"), leaf("child-b")]}).job.id,
+    )
+    chain = step(
+        "flows: add_chain",
+        lambda: producer.add_chain(
+            [{"name": n, "queueName": queue_name, "data": {"k": 2}} for n in ("first", "second", "third")]
+        ),
+    )
+    for job_id in chain or []:
+        note_id(job_id)
+    if chain:
+
+        def jobs() -> Any:
+            return [None if (j := q.get_job(i)) is None else j.raw for i in chain]
+
+        step("flows: the chain's jobs", jobs)
+        done = []
+        lock = threading.Lock()
+
+        def process(job: Any) -> Any:
+            with lock:
+                done.append(job.id)
+            return {"saw": job.data}
+
+        worker = Worker(
+            queue_name,
+            process,
+            host=host,
+            port=port,
+            concurrency=1,
+            batch_size=1,
+            poll_timeout_ms=100,
+            heartbeat_interval_s=0,
+            autorun=False,
+        )
+        worker.start()
+        # One step becomes ready as the one before completes; the bound only stops a server
+        # that never hands them out, and what was done by then is compared.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if q.get_job_counts().get("completed", 0) >= len(chain):
+                break
+            time.sleep(0.05)
+        worker.close(timeout=10)
+        step("flows: processed", lambda: list(done))
+        step("flows: the chain's jobs after the worker", jobs)
+        step("flows: the chain's results", lambda: [q.get_result(i) for i in chain])
+    step("flows: get_job_counts", q.get_job_counts)
+    q.close()
+    producer.close()
 
 
 def main() -> int:
@@ -272,6 +337,7 @@ def main() -> int:
     step("get_jobs waiting", lambda: [job_view(j) for j in q.get_waiting()])
     q.close()
     controls(host, port, f"{queue_name}-ctl", note_id, step)
+    flows(host, port, f"{queue_name}-flow", note_id, step)
 
     print(json.dumps({"ids": ids, "steps": steps}, default=repr))
     return 0

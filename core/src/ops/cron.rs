@@ -25,7 +25,8 @@ use crate::wire::{Backoff, Dedup, ProtocolError, ValidationError, Value, MAX_SAF
 
 use super::decl::op;
 use super::decl::setters;
-use super::dlq::{ms, opt_f64, opt_u64, span};
+use super::decl::{ms, span};
+use super::dlq::{opt_f64, opt_u64};
 use super::read::{reply_array, reply_field, reply_opt, reply_opt_str, req_opt_str};
 use super::{Fields, Operation};
 

@@ -33,8 +33,8 @@
 use std::time::Duration;
 
 use super::read::{
-    array, reply_bool, reply_field, reply_i64, reply_str, reply_strings, reply_u64, req_opt_i64,
-    req_opt_str, req_strings,
+    array, number, reply_bool, reply_field, reply_i64, reply_opt, reply_opt_str, reply_str,
+    reply_strings, reply_u64, req_opt_i64, req_opt_str, req_strings, text,
 };
 use super::Fields;
 use crate::wire::{millis, JobState, ProtocolError, ValidationError, Value};
@@ -175,6 +175,16 @@ reply_fields! {
     Vec<String>: reply_strings, |v| array(v.iter().map(String::as_str));
 }
 
+/// An optional value: absent or `null` reads as `None`, which is written as `null`.
+impl<C: Wire<T = C>> ReplyField for Option<C> {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        Ok(C::get(reply, key))
+    }
+    fn to_value(&self) -> Value {
+        <Option<C> as Wire>::put(self)
+    }
+}
+
 /// A required `data` object in a reply (`resp.data(...)` replies wrap their payload in it),
 /// decoded in full: the decoder keeps `data` values encoded, as they are user payloads
 /// elsewhere.
@@ -191,6 +201,297 @@ pub(crate) fn reply_data(reply: &Value) -> Result<Value, ProtocolError> {
 pub(crate) fn put_data(fields: &mut Fields, key: &str, value: impl Into<Value>) {
     fields.put("data", Value::map([(key, value.into())]));
 }
+
+/// A time span of milliseconds as the wire carries it.
+pub(crate) fn ms(d: Duration) -> Value {
+    Value::Int(millis(d))
+}
+
+/// A wire span (ms) as a [`Duration`] (negatives read as zero).
+pub(crate) fn span(f: f64) -> Duration {
+    Duration::from_millis(if f > 0.0 { f as u64 } else { 0 })
+}
+
+/// A JS number as msgpackr writes it: an integral value in the int32/uint32 range as an
+/// integer, anything else as a float64.
+pub(crate) fn js_number(f: f64) -> Value {
+    if f.fract() == 0.0 && (-2_147_483_648.0..=4_294_967_295.0).contains(&f) {
+        Value::Int(f as i64)
+    } else {
+        Value::F64(f)
+    }
+}
+
+/// How a value travels inside a reply object or a settings map (a [`record!`] or
+/// [`options!`] field): read leniently (`None`: absent or unreadable, so the field's default),
+/// written as the server writes it. A type is its own codec; a unit struct codes one another way.
+pub(crate) trait Wire {
+    /// The field's type.
+    type T;
+    /// Reads `key` of `v`.
+    fn get(v: &Value, key: &'static str) -> Option<Self::T>;
+    /// The value as the server writes it.
+    fn put(x: &Self::T) -> Value;
+}
+
+/// `Wire` impls, one line each: `Codec => Type: |object, key| read, |value| written;`.
+macro_rules! wires {
+    ($($codec:ty => $t:ty: |$v:ident, $k:ident| $get:expr, |$x:ident| $put:expr;)*) => {$(
+        impl $crate::ops::decl::Wire for $codec {
+            type T = $t;
+            fn get($v: &$crate::wire::Value, $k: &'static str) -> Option<$t> {
+                $get
+            }
+            fn put($x: &$t) -> $crate::wire::Value {
+                $put
+            }
+        }
+    )*};
+}
+
+pub(crate) use wires;
+
+/// A float written as a float64 whatever its value (epoch ms the server keeps as `Date.now()`).
+pub(crate) struct F64;
+
+/// A count the server may send negative, read as 0.
+pub(crate) struct Count;
+
+/// An optional value written as `undefined` (left out) when absent, not `null`.
+pub(crate) struct Undef<C>(std::marker::PhantomData<C>);
+
+wires! {
+    u64 => u64: |v, k| reply_opt(v, k).and_then(number).and_then(|f| (f >= 0.0).then_some(f as u64)),
+        |x| Value::from(*x);
+    Count => u64: |v, k| reply_opt(v, k).and_then(number).map(|f| f.max(0.0) as u64),
+        |x| Value::from(*x);
+    i64 => i64: |v, k| reply_opt(v, k).and_then(number).map(|f| f as i64), |x| Value::from(*x);
+    f64 => f64: |v, k| reply_opt(v, k).and_then(number), |x| js_number(*x);
+    F64 => f64: |v, k| reply_opt(v, k).and_then(number), |x| Value::F64(*x);
+    bool => bool: |v, k| reply_opt(v, k).and_then(Value::as_bool), |x| Value::from(*x);
+    String => String: |v, k| reply_opt_str(v, k), |x| Value::from(x.as_str());
+    Duration => Duration: |v, k| reply_opt(v, k).and_then(number).map(span), |x| ms(*x);
+    Vec<String> => Vec<String>: |v, k| {
+        let texts = v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(text));
+        texts.map(Iterator::collect)
+    }, |x| array(x.iter().map(String::as_str));
+}
+
+impl<C: Wire> Wire for Option<C> {
+    type T = Option<C::T>;
+    fn get(v: &Value, key: &'static str) -> Option<Self::T> {
+        Some(C::get(v, key))
+    }
+    fn put(x: &Self::T) -> Value {
+        x.as_ref().map_or(Value::Nil, C::put)
+    }
+}
+
+impl<C: Wire> Wire for Undef<C> {
+    type T = Option<C::T>;
+    fn get(v: &Value, key: &'static str) -> Option<Self::T> {
+        Some(C::get(v, key))
+    }
+    fn put(x: &Self::T) -> Value {
+        x.as_ref().map_or(Value::Undefined, C::put)
+    }
+}
+
+/// A reply object: the struct, its wire keys, and both roles' codec (`decode`, `encode`), in one
+/// declaration. A field is `name: Type = "key"`, then optionally `[required]` (no object
+/// without it: `decode` gives `None`), `=> Codec` (a [`Wire`] other than its type) and
+/// `| default` (when absent; `Default::default()` otherwise). `Name (Default) { … }` also
+/// implements `Default` with those defaults.
+macro_rules! record {
+    (
+        $(#[$doc:meta])*
+        $name:ident $(($default_impl:ident))? {
+            $(
+                $(#[$field_doc:meta])*
+                $field:ident: $ty:ty = $key:literal $([$req:ident])? $(=> $codec:ty)?
+                $(| $default:expr)?,
+            )*
+        }
+    ) => {
+        $(#[$doc])*
+        #[non_exhaustive]
+        pub struct $name {
+            $($(#[$field_doc])* pub $field: $ty,)*
+        }
+
+        #[allow(dead_code)]
+        impl $name {
+            fn decode(v: &$crate::wire::Value) -> Option<Self> {
+                Some($name {$(
+                    $field: $crate::ops::decl::record!(@or
+                        <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+                            as $crate::ops::decl::Wire>::get(v, $key),
+                        [$($req)?] [$($default)?]
+                    ),
+                )*})
+            }
+
+            fn encode(&self) -> $crate::wire::Value {
+                $crate::wire::Value::map([$((
+                    $key,
+                    <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+                        as $crate::ops::decl::Wire>::put(&self.$field),
+                ),)*])
+            }
+        }
+
+        impl $crate::ops::decl::ReplyField for $name {
+            fn read(
+                reply: &$crate::wire::Value,
+                key: &'static str,
+            ) -> Result<Self, $crate::wire::ProtocolError> {
+                let incomplete = $crate::wire::ProtocolError::BadField {
+                    field: key,
+                    problem: "incomplete",
+                };
+                $name::decode($crate::ops::read::reply_field(reply, key)?).ok_or(incomplete)
+            }
+            fn to_value(&self) -> $crate::wire::Value {
+                self.encode()
+            }
+        }
+
+        impl $crate::ops::decl::Wire for $name {
+            type T = $name;
+            fn get(v: &$crate::wire::Value, key: &'static str) -> Option<$name> {
+                $crate::ops::read::reply_opt(v, key).and_then($name::decode)
+            }
+            fn put(x: &$name) -> $crate::wire::Value {
+                x.encode()
+            }
+        }
+
+        $crate::ops::decl::record!(@default_impl [$($default_impl)?] $name {
+            $($field: [$($default)?]),*
+        });
+    };
+
+    (@default_impl [] $name:ident { $($rest:tt)* }) => {};
+    (@default_impl [Default] $name:ident { $($field:ident: [$($default:expr)?]),* }) => {
+        impl Default for $name {
+            fn default() -> Self {
+                $name {
+                    $($field: $crate::ops::decl::record!(@default $($default)?),)*
+                }
+            }
+        }
+    };
+
+    (@codec $ty:ty) => { $ty };
+    (@codec $ty:ty, $codec:ty) => { $codec };
+
+    (@or $get:expr, [required] []) => { $get? };
+    (@or $get:expr, [] []) => { $get.unwrap_or_default() };
+    (@or $get:expr, [] [$default:expr]) => { $get.unwrap_or_else(|| $default) };
+
+    (@default) => { Default::default() };
+    (@default $default:expr) => { $default };
+}
+
+pub(crate) use record;
+
+/// A record that `decode` refused, with the error of the strict reader of its required field.
+pub(crate) fn strict<T, U>(
+    decoded: Option<T>,
+    field: &'static str,
+    read: impl FnOnce() -> Result<U, ProtocolError>,
+) -> Result<T, ProtocolError> {
+    let missing = ProtocolError::BadField {
+        field,
+        problem: "missing",
+    };
+    decoded.ok_or_else(|| read().err().unwrap_or(missing))
+}
+
+/// A map of optional settings or options: the struct (every field an `Option`), its
+/// constructor (nothing set), setters, and its codec (`to_value`: the set ones, in order;
+/// `from_value`). Fields are written as in [`record!`] (`name: Type = "key" => Codec`, the
+/// field being `Option<Type>`). `for Config` makes it an update of the record `Config`:
+/// `apply`, and a [`Field`] travelling as one object (absent: changes nothing).
+macro_rules! options {
+    (
+        $(#[$doc:meta])*
+        $name:ident $(for $config:ident)? {
+            $(#[$new_doc:meta])* new();
+            $(
+                $(#[$field_doc:meta])*
+                $field:ident: $ty:ty = $key:literal $(=> $codec:ty)?,
+            )*
+        }
+    ) => {
+        $(#[$doc])*
+        #[non_exhaustive]
+        pub struct $name {
+            $($(#[$field_doc])* pub $field: Option<$ty>,)*
+        }
+
+        impl $name {
+            $(#[$new_doc])*
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+            $(
+                #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+                pub fn $field(mut self, value: $ty) -> Self {
+                    self.$field = Some(value);
+                    self
+                }
+            )*
+
+            #[allow(dead_code)]
+            fn to_value(&self) -> $crate::wire::Value {
+                let mut f = $crate::ops::Fields::default();
+                $(f.put_opt($key, self.$field.as_ref().map(
+                    <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+                        as $crate::ops::decl::Wire>::put,
+                ));)*
+                f.into_value()
+            }
+
+            #[allow(dead_code)]
+            fn from_value(v: &$crate::wire::Value) -> Self {
+                $name {$(
+                    $field: <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+                        as $crate::ops::decl::Wire>::get(v, $key),
+                )*}
+            }
+        }
+
+        $crate::ops::decl::options!(@update [$($config)?] $name { $($field),* });
+    };
+
+    (@update [] $name:ident { $($field:ident),* }) => {};
+    (@update [$config:ident] $name:ident { $($field:ident),* }) => {
+        impl $name {
+            /// `config` with this update applied.
+            pub fn apply(&self, mut config: $config) -> $config {
+                $(config.$field = self.$field.unwrap_or(config.$field);)*
+                config
+            }
+        }
+
+        /// An update travels as one object (absent: changes nothing).
+        impl $crate::ops::decl::Field for $name {
+            fn put(&self, key: &'static str, fields: &mut $crate::ops::Fields) {
+                fields.put(key, self.to_value());
+            }
+            fn take(
+                request: &$crate::wire::Value,
+                key: &'static str,
+            ) -> Result<Self, $crate::wire::ValidationError> {
+                Ok(request.get(key).map(Self::from_value).unwrap_or_default())
+            }
+        }
+    };
+}
+
+pub(crate) use options;
 
 /// Declares one operation; see the [module docs](self) for the grammar.
 macro_rules! op {

@@ -17,38 +17,39 @@
 use crate::wire::{ProtocolError, ValidationError, Value};
 
 use super::decl::kind::Required;
-use super::decl::{op, put_data, Kind};
-use super::read::{array, number, reply_field, reply_opt_str, reply_str, req_opt_i64, text};
+use super::decl::{op, put_data, record, strict, Kind, Undef, F64};
+use super::read::{reply_field, reply_str, req_opt_i64};
 use super::Fields;
 
-/// What the server knows of a registered worker, as [`RegisterWorker`] answers.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct WorkerInfo {
-    /// The worker's id.
-    pub worker_id: String,
-    /// Its name.
-    pub name: String,
-    /// The queues it works.
-    pub queues: Vec<String>,
-    /// Its concurrency.
-    pub concurrency: i64,
-    /// Host name it gave.
-    pub hostname: Option<String>,
-    /// Process id it gave.
-    pub pid: Option<i64>,
-    /// `active`, or `stale` when not seen for a while.
-    pub status: String,
-    /// When it registered, epoch ms.
-    pub registered_at: f64,
-    /// When it was last seen, epoch ms.
-    pub last_seen: f64,
-    /// Jobs it holds, per its last heartbeat.
-    pub active_jobs: i64,
-    /// Jobs it completed, per its last heartbeat.
-    pub processed_jobs: i64,
-    /// Jobs it failed, per its last heartbeat.
-    pub failed_jobs: i64,
+record! {
+    /// What the server knows of a registered worker, as [`RegisterWorker`] answers.
+    #[derive(Debug, Clone, PartialEq)]
+    WorkerInfo {
+        /// The worker's id.
+        worker_id: String = "workerId" [required],
+        /// Its name.
+        name: String = "name",
+        /// The queues it works.
+        queues: Vec<String> = "queues",
+        /// Its concurrency.
+        concurrency: i64 = "concurrency",
+        /// Host name it gave.
+        hostname: Option<String> = "hostname" => Undef<String>,
+        /// Process id it gave.
+        pid: Option<i64> = "pid" => Undef<i64>,
+        /// `active`, or `stale` when not seen for a while.
+        status: String = "status" | "active".into(),
+        /// When it registered, epoch ms.
+        registered_at: f64 = "registeredAt" => F64,
+        /// When it was last seen, epoch ms.
+        last_seen: f64 = "lastSeen" => F64,
+        /// Jobs it holds, per its last heartbeat.
+        active_jobs: i64 = "activeJobs",
+        /// Jobs it completed, per its last heartbeat.
+        processed_jobs: i64 = "processedJobs",
+        /// Jobs it failed, per its last heartbeat.
+        failed_jobs: i64 = "failedJobs",
+    }
 }
 
 impl WorkerInfo {
@@ -79,10 +80,6 @@ fn js_number(n: i64) -> Value {
     } else {
         Value::F64(n as f64)
     }
-}
-
-fn int(v: &Value, field: &str) -> i64 {
-    v.get(field).and_then(number).unwrap_or(0.0) as i64
 }
 
 /// A concurrency the server takes as sent, 1 when absent.
@@ -142,46 +139,17 @@ op! {
 
 fn read_worker(reply: &Value) -> Result<WorkerInfo, ProtocolError> {
     let d = reply_field(reply, "data")?;
-    Ok(WorkerInfo {
-        worker_id: reply_str(d, "workerId")?,
-        name: reply_opt_str(d, "name").unwrap_or_default(),
-        queues: d
-            .get("queues")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(text).collect())
-            .unwrap_or_default(),
-        concurrency: int(d, "concurrency"),
-        hostname: reply_opt_str(d, "hostname"),
-        pid: d.get("pid").and_then(number).map(|p| p as i64),
-        status: reply_opt_str(d, "status").unwrap_or_else(|| "active".into()),
-        registered_at: d.get("registeredAt").and_then(number).unwrap_or(0.0),
-        last_seen: d.get("lastSeen").and_then(number).unwrap_or(0.0),
-        active_jobs: int(d, "activeJobs"),
-        processed_jobs: int(d, "processedJobs"),
-        failed_jobs: int(d, "failedJobs"),
+    strict(WorkerInfo::decode(d), "workerId", || {
+        reply_str(d, "workerId")
     })
 }
 
 fn write_worker(w: &WorkerInfo, fields: &mut Fields) {
-    let opt = |s: &Option<String>| s.as_deref().map_or(Value::Undefined, Value::from);
-    fields.put(
-        "data",
-        Value::map([
-            ("workerId", Value::from(w.worker_id.as_str())),
-            ("name", Value::from(w.name.as_str())),
-            ("queues", array(w.queues.iter().map(String::as_str))),
-            ("concurrency", Value::from(w.concurrency)),
-            ("hostname", opt(&w.hostname)),
-            ("pid", w.pid.map_or(Value::Undefined, Value::from)),
-            ("status", Value::from(w.status.as_str())),
-            ("registeredAt", Value::from(w.registered_at)),
-            ("lastSeen", Value::from(w.last_seen)),
-            ("activeJobs", Value::from(w.active_jobs)),
-            ("processedJobs", Value::from(w.processed_jobs)),
-            ("failedJobs", Value::from(w.failed_jobs)),
-            ("currentJob", Value::Nil),
-        ]),
-    );
+    let mut data = w.encode();
+    if let Value::Map(m) = &mut data {
+        m.push((Value::from("currentJob"), Value::Nil));
+    }
+    fields.put("data", data);
 }
 
 op! {

@@ -83,6 +83,10 @@ fields! {
         |r, k| Ok(<Option<u64> as Field>::take(r, k)?.map(Duration::from_millis));
     Vec<String>: |s, k, f| f.put(k, array(s.iter().map(String::as_str))),
         |r, k| Ok(req_strings(r, k));
+    Vec<i64>: |s, k, f| f.put(k, array(s.iter().copied())), |r, k| {
+        let numbers = r.get(k).and_then(Value::as_array).map(|a| a.iter().map(number));
+        Ok(numbers.map(|n| n.map(|d| d.unwrap_or(0.0) as i64).collect()).unwrap_or_default())
+    };
     Option<JobState>: |s, k, f| f.put_opt(k, s.as_ref().map(JobState::as_str)),
         |r, k| Ok(req_opt_str(r, k).map(JobState::from));
 }
@@ -569,11 +573,35 @@ macro_rules! op {
             $($rest)*
         }
     };
+    // The constructor is optional (an op whose constructor differs writes its own).
     (
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        $(#[$new_doc:meta])* $ctor:ident($($args:tt)*);
+        fields $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            @main $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            ctor $(#[$new_doc])* $ctor($($args)*);
+            fields $($rest)*
+        }
+    };
+    (
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        fields $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            @main $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            fields $($rest)*
+        }
+    };
+    (
+        @main
         $(#[$doc:meta])*
         $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])*
-        $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);
+        $(
+            ctor $(#[$new_doc:meta])*
+            $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);
+        )?
         fields {
             $(
                 $(#[$field_doc:meta])*
@@ -584,6 +612,7 @@ macro_rules! op {
         $(reply: $out:ty = $shape:ident $(($($shape_arg:tt)*))?;)?
         $(validate: $validate:expr;)?
         $(request: $request:expr;)?
+        $(write: $write:expr;)?
     ) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq $(, $derive)*)]
@@ -592,18 +621,11 @@ macro_rules! op {
             $($(#[$field_doc])* pub $field: $field_ty,)*
         }
 
-        impl $name {
-            $(#[$new_doc])*
-            #[allow(clippy::needless_update)]
-            pub fn $ctor($($arg: $arg_ty),*) -> Self {
-                $name {
-                    $($arg: $crate::ops::decl::op!(@arg $arg $($conv)?),)*
-                    ..$name {
-                        $($field: Default::default(),)*
-                    }
-                }
-            }
+        $crate::ops::decl::op!(@ctor $name [$(
+            $(#[$new_doc])* $ctor($($arg: $arg_ty $(=> $conv)?),*)
+        )?] { $($field),* });
 
+        impl $name {
             $($(
                 #[doc = concat!("Sets [`", stringify!($set), "`](Self::", stringify!($set), ").")]
                 pub fn $set(mut self, value: $set_ty) -> Self {
@@ -619,7 +641,9 @@ macro_rules! op {
             type Output = $crate::ops::decl::op!(@out $($out)?);
 
             fn write_fields(&self, _fields: &mut $crate::ops::Fields) {
-                $($crate::ops::decl::op!(@put self.$field, $key, _fields $(, $kind)?);)*
+                $crate::ops::decl::op!(@write_fields self, _fields, [$($write)?] {
+                    $($field = $key [$($kind)?]),*
+                })
             }
 
             fn read_reply(
@@ -651,6 +675,33 @@ macro_rules! op {
                 $crate::ops::decl::op!(@write _output, _fields, $($shape $(($($shape_arg)*))?)?)
             }
         }
+    };
+
+    (@ctor $name:ident [] { $($field:ident),* }) => {};
+    (@ctor $name:ident [
+        $(#[$new_doc:meta])* $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),*)
+    ] { $($field:ident),* }) => {
+        impl $name {
+            $(#[$new_doc])*
+            #[allow(clippy::needless_update)]
+            pub fn $ctor($($arg: $arg_ty),*) -> Self {
+                $name {
+                    $($arg: $crate::ops::decl::op!(@arg $arg $($conv)?),)*
+                    ..$name {
+                        $($field: Default::default(),)*
+                    }
+                }
+            }
+        }
+    };
+
+    (@write_fields $self:ident, $fields:ident, [] {
+        $($field:ident = $key:literal [$($kind:ident)?]),*
+    }) => {{
+        $($crate::ops::decl::op!(@put $self.$field, $key, $fields $(, $kind)?);)*
+    }};
+    (@write_fields $self:ident, $fields:ident, [$write:expr] { $($rest:tt)* }) => {
+        ($write)($self, $fields)
     };
 
     (@put $self:ident.$field:ident, $key:literal, $fields:ident) => {

@@ -20,11 +20,9 @@ use std::time::Duration;
 
 use super::decl::kind::Required;
 use super::decl::Kind;
-use super::decl::{op, put_data, reply_data, Field};
-use super::read::{array, number, reply_array, reply_opt_str, reply_u64, req_strings, text};
-use super::{Fields, Operation};
-use crate::session::Replay;
-use crate::wire::server::{CommandError, ServeOperation};
+use super::decl::{op, put_data, record, reply_data, Field, F64};
+use super::read::{array, number, reply_array, reply_opt_str, reply_u64};
+use super::Fields;
 use crate::wire::{millis, ProtocolError, ValidationError, Value};
 
 /// A progress as msgpackr writes a JS number: an integer when it is one.
@@ -174,16 +172,17 @@ op! {
     reply: () = with(|_| Ok(()), |_: &(), f: &mut Fields| put_data(f, "added", true));
 }
 
-/// One line of a job's log.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct JobLog {
-    /// When it was added, epoch ms.
-    pub timestamp: f64,
-    /// Level (`info` unless given).
-    pub level: String,
-    /// The line.
-    pub message: String,
+record! {
+    /// One line of a job's log.
+    #[derive(Debug, Clone, PartialEq)]
+    JobLog {
+        /// When it was added, epoch ms.
+        timestamp: f64 = "timestamp" => F64,
+        /// Level (`info` unless given).
+        level: String = "level" | "info".into(),
+        /// The line.
+        message: String = "message",
+    }
 }
 
 impl JobLog {
@@ -217,24 +216,13 @@ impl JobLogs {
         let data = reply_data(reply)?;
         let logs = reply_array(&data, "logs")?
             .iter()
-            .map(|l| JobLog {
-                timestamp: l.get("timestamp").and_then(number).unwrap_or(0.0),
-                level: reply_opt_str(l, "level").unwrap_or_else(|| "info".into()),
-                message: l.get("message").and_then(text).unwrap_or_default(),
-            })
-            .collect();
-        Ok(JobLogs::new(logs, reply_u64(&data, "count")?))
+            .filter_map(JobLog::decode);
+        Ok(JobLogs::new(logs.collect(), reply_u64(&data, "count")?))
     }
 
     fn write(&self, fields: &mut Fields) {
-        let logs = self.logs.iter().map(|l| {
-            Value::map([
-                ("timestamp", Value::from(l.timestamp)),
-                ("level", Value::from(l.level.as_str())),
-                ("message", Value::from(l.message.as_str())),
-            ])
-        });
-        let data = [("logs", array(logs)), ("count", Value::from(self.count))];
+        let logs = array(self.logs.iter().map(JobLog::encode));
+        let data = [("logs", logs), ("count", Value::from(self.count))];
         fields.put("data", Value::map(data));
     }
 }
@@ -314,17 +302,27 @@ op! {
     set { token: impl Into<String> }
 }
 
-/// `ExtendLocks`: [`ExtendLock`] for several jobs at once; yields how many locks were
-/// extended (a wrong token or a lost lock is just not counted).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ExtendLocks {
-    /// Job ids.
-    pub ids: Vec<String>,
-    /// Their lock tokens (empty when none), in the same order.
-    pub tokens: Vec<String>,
-    /// Their new lock times to live, ms, in the same order.
-    pub durations: Vec<i64>,
+op! {
+    /// `ExtendLocks`: [`ExtendLock`] for several jobs at once; yields how many locks were
+    /// extended (a wrong token or a lost lock is just not counted).
+    ExtendLocks, Safe, Eq;
+    fields {
+        /// Job ids.
+        ids: Vec<String> = "ids",
+        /// Their lock tokens (empty when none), in the same order.
+        tokens: Vec<String> = "tokens",
+        /// Their new lock times to live, ms, in the same order.
+        durations: Vec<i64> = "durations",
+    }
+    reply: u64 = field("count");
+    validate: |op: &ExtendLocks| {
+        if op.tokens.len() != op.ids.len() || op.durations.len() != op.ids.len() {
+            let message = "ids, tokens and durations must have the same length";
+            return Err(ValidationError::new("ids", message));
+        }
+        op.ids.iter().try_for_each(|id| Required::check(id, "id"))?;
+        op.durations.iter().try_for_each(|d| Millis::check(d, "durations"))
+    };
 }
 
 impl ExtendLocks {
@@ -341,55 +339,5 @@ impl ExtendLocks {
             op.durations.push(millis(d));
         }
         op
-    }
-}
-
-impl Operation for ExtendLocks {
-    const NAME: &'static str = "ExtendLocks";
-    const REPLAY: Replay = Replay::Safe;
-    type Output = u64;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        self.ids.put("ids", fields);
-        self.tokens.put("tokens", fields);
-        fields.put("durations", array(self.durations.iter().copied()));
-    }
-
-    fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
-        reply_u64(reply, "count")
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.tokens.len() != self.ids.len() || self.durations.len() != self.ids.len() {
-            return Err(ValidationError::new(
-                "ids",
-                "ids, tokens and durations must have the same length",
-            ));
-        }
-        self.ids
-            .iter()
-            .try_for_each(|id| Required::check(id, "id"))?;
-        self.durations
-            .iter()
-            .try_for_each(|d| Millis::check(d, "durations"))
-    }
-}
-
-impl ServeOperation for ExtendLocks {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        let durations = request
-            .get("durations")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().map(|d| number(d).unwrap_or(0.0) as i64).collect())
-            .unwrap_or_default();
-        Ok(ExtendLocks {
-            ids: req_strings(request, "ids"),
-            tokens: req_strings(request, "tokens"),
-            durations,
-        })
-    }
-
-    fn write_reply(count: &u64, fields: &mut Fields) {
-        fields.put("count", *count);
     }
 }

@@ -19,12 +19,9 @@
 use std::time::Duration;
 
 use super::decl::kind::Queue;
-use super::decl::setters;
-use super::decl::Kind;
-use super::decl::{ms, span};
-use super::decl::{op, put_data, reply_data, Field};
-use super::dlq::{opt_f64, opt_u64};
-use super::read::{reply_field, reply_opt};
+use super::decl::{ms, op, options, put_data, record, reply_data, span, wires, Field, Kind};
+use super::dlq::opt_u64;
+use super::read::reply_field;
 use super::Fields;
 use crate::wire::{ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER};
 
@@ -105,53 +102,20 @@ op! {
     }
 }
 
-/// A queue's stall detection settings, as [`GetStallConfig`] reports them; bunqueue's
-/// defaults in [`StallConfig::default`] (enabled, checked every 30 s, 3 stalls before the job
-/// fails, 5 s grace after a job starts).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StallConfig {
-    /// Detect stalled jobs.
-    pub enabled: bool,
-    /// How often to check.
-    pub stall_interval: Duration,
-    /// Stalls before the job fails for good.
-    pub max_stalls: u64,
-    /// Time after a job starts during which it cannot stall.
-    pub grace_period: Duration,
-}
-
-impl Default for StallConfig {
-    fn default() -> Self {
-        StallConfig {
-            enabled: true,
-            stall_interval: Duration::from_secs(30),
-            max_stalls: 3,
-            grace_period: Duration::from_secs(5),
-        }
-    }
-}
-
-impl StallConfig {
-    fn from_value(v: &Value) -> StallConfig {
-        let d = StallConfig::default();
-        StallConfig {
-            enabled: reply_opt(v, "enabled")
-                .and_then(Value::as_bool)
-                .unwrap_or(d.enabled),
-            stall_interval: opt_f64(v, "stallInterval").map_or(d.stall_interval, span),
-            max_stalls: opt_u64(v, "maxStalls").unwrap_or(d.max_stalls),
-            grace_period: opt_f64(v, "gracePeriod").map_or(d.grace_period, span),
-        }
-    }
-
-    fn to_value(&self) -> Value {
-        Value::map([
-            ("enabled", Value::from(self.enabled)),
-            ("stallInterval", ms(self.stall_interval)),
-            ("maxStalls", Value::from(self.max_stalls)),
-            ("gracePeriod", ms(self.grace_period)),
-        ])
+record! {
+    /// A queue's stall detection settings, as [`GetStallConfig`] reports them; bunqueue's
+    /// defaults in [`StallConfig::default`] (enabled, checked every 30 s, 3 stalls before the job
+    /// fails, 5 s grace after a job starts).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    StallConfig (Default) {
+        /// Detect stalled jobs.
+        enabled: bool = "enabled" | true,
+        /// How often to check.
+        stall_interval: Duration = "stallInterval" | Duration::from_secs(30),
+        /// Stalls before the job fails for good.
+        max_stalls: u64 = "maxStalls" | 3,
+        /// Time after a job starts during which it cannot stall.
+        grace_period: Duration = "gracePeriod" | Duration::from_secs(5),
     }
 }
 
@@ -159,70 +123,31 @@ op! {
     /// `GetStallConfig`: a queue's stall detection settings. A read: replayed.
     GetStallConfig, Safe, Eq;
     queue (unchecked);
-    reply: StallConfig = with(
-        |r| Ok(StallConfig::from_value(reply_field(r, "config")?)),
-        |c: &StallConfig, f: &mut Fields| { f.put("config", c.to_value()); }
-    );
+    reply: StallConfig = field("config");
 }
 
-/// The stall settings to change with [`SetStallConfig`]; the others keep their value.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct StallConfigUpdate {
-    /// Sets [`StallConfig::enabled`].
-    pub enabled: Option<bool>,
-    /// Sets [`StallConfig::stall_interval`].
-    pub stall_interval: Option<Duration>,
-    /// Sets [`StallConfig::max_stalls`].
-    pub max_stalls: Option<u64>,
-    /// Sets [`StallConfig::grace_period`].
-    pub grace_period: Option<Duration>,
+/// A count the server coerces with `Number()`, negatives as 0.
+struct FiniteCount;
+
+wires! {
+    FiniteSpan => Duration: |v, k| finite(v, k).map(span), |x| ms(*x);
+    FiniteCount => u64: |v, k| finite(v, k).map(|f| f.max(0.0) as u64), |x| Value::from(*x);
 }
 
-impl StallConfigUpdate {
-    /// Changes nothing.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// `config` with this update applied.
-    pub fn apply(&self, mut config: StallConfig) -> StallConfig {
-        config.enabled = self.enabled.unwrap_or(config.enabled);
-        config.stall_interval = self.stall_interval.unwrap_or(config.stall_interval);
-        config.max_stalls = self.max_stalls.unwrap_or(config.max_stalls);
-        config.grace_period = self.grace_period.unwrap_or(config.grace_period);
-        config
-    }
-
-    fn to_value(&self) -> Value {
-        let mut f = Fields::default();
-        f.put_opt("enabled", self.enabled)
-            .put_opt("stallInterval", self.stall_interval.map(ms))
-            .put_opt("maxStalls", self.max_stalls)
-            .put_opt("gracePeriod", self.grace_period.map(ms));
-        f.into_value()
-    }
-
-    fn from_value(v: &Value) -> StallConfigUpdate {
-        StallConfigUpdate {
-            enabled: v.get("enabled").and_then(Value::as_bool),
-            stall_interval: finite(v, "stallInterval").map(span),
-            max_stalls: finite(v, "maxStalls").map(|f| f.max(0.0) as u64),
-            grace_period: finite(v, "gracePeriod").map(span),
-        }
-    }
-}
-
-setters! { StallConfigUpdate {
-    enabled: bool, stall_interval: Duration, max_stalls: u64, grace_period: Duration,
-} }
-
-impl Field for StallConfigUpdate {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, self.to_value());
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(request.get(key).map(Self::from_value).unwrap_or_default())
+options! {
+    /// The stall settings to change with [`SetStallConfig`]; the others keep their value.
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    StallConfigUpdate for StallConfig {
+        /// Changes nothing.
+        new();
+        /// Sets [`StallConfig::enabled`].
+        enabled: bool = "enabled",
+        /// Sets [`StallConfig::stall_interval`].
+        stall_interval: Duration = "stallInterval" => FiniteSpan,
+        /// Sets [`StallConfig::max_stalls`].
+        max_stalls: u64 = "maxStalls" => FiniteCount,
+        /// Sets [`StallConfig::grace_period`].
+        grace_period: Duration = "gracePeriod" => FiniteSpan,
     }
 }
 
@@ -303,14 +228,15 @@ fn not_positive(key: &'static str) -> ValidationError {
     ValidationError::new(key, format!("{key} must be a positive safe integer"))
 }
 
-/// A group's rate limit: `max` jobs per `duration`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GroupRateLimit {
-    /// Jobs per window.
-    pub max: u64,
-    /// The window.
-    pub duration: Duration,
+record! {
+    /// A group's rate limit: `max` jobs per `duration`.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    GroupRateLimit {
+        /// Jobs per window.
+        max: u64 = "max",
+        /// The window.
+        duration: Duration = "duration",
+    }
 }
 
 impl GroupRateLimit {
@@ -366,18 +292,7 @@ group_op! {
 
 group_op! {
     /// `GetGroupRateLimit`: the group's own rate limit, if it has one. A read: replayed.
-    GetGroupRateLimit, Safe, Option<GroupRateLimit> = with(
-        |r| {
-            let data = reply_data(r)?;
-            Ok(reply_opt(&data, "limit").map(|l| GroupRateLimit {
-                max: opt_u64(l, "max").unwrap_or(0),
-                duration: opt_f64(l, "duration").map_or(Duration::ZERO, span),
-            }))
-        },
-        |l: &Option<GroupRateLimit>, f: &mut Fields| put_data(f, "limit", l.map_or(Value::Nil, |l| {
-            Value::map([("max", Value::from(l.max)), ("duration", ms(l.duration))])
-        }))
-    )
+    GetGroupRateLimit, Safe, Option<GroupRateLimit> = data("limit")
 }
 
 group_op! {
@@ -389,10 +304,7 @@ group_op! {
 group_op! {
     /// `GetGroupConcurrency`: the group's own concurrency limit, if it has one. A read:
     /// replayed.
-    GetGroupConcurrency, Safe, Option<u64> = with(
-        |r| Ok(opt_u64(&reply_data(r)?, "concurrency")),
-        |c: &Option<u64>, f: &mut Fields| put_data(f, "concurrency", c.map_or(Value::Nil, Value::from))
-    )
+    GetGroupConcurrency, Safe, Option<u64> = data("concurrency")
 }
 
 group_op! {

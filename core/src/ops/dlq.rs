@@ -21,22 +21,13 @@ use std::time::Duration;
 use crate::wire::{Job, ProtocolError, ValidationError, Value};
 
 use super::decl::{
-    ms, op, options, put_data, record, reply_data, setters, span, strict, wires, Field, Kind, F64,
+    ms, op, options, put_data, record, reply_data, setters, span, strict, wires, Field, Kind, Wire,
+    F64,
 };
 use super::read::{
     array, number, reply_array, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str, text,
 };
 use super::Fields;
-
-/// An optional number of milliseconds in a reply or config map.
-pub(super) fn opt_f64(v: &Value, field: &str) -> Option<f64> {
-    reply_opt(v, field).and_then(number)
-}
-
-/// An optional count in a reply or config map (negatives read as absent).
-pub(super) fn opt_u64(v: &Value, field: &str) -> Option<u64> {
-    opt_f64(v, field).and_then(|f| (f >= 0.0).then_some(f as u64))
-}
 
 /// Why a job failed for good, as bunqueue records it in the DLQ.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -138,15 +129,13 @@ impl DlqFilter {
 
     fn from_value(v: &Value) -> DlqFilter {
         DlqFilter {
-            reason: reply_opt(v, "reason")
-                .and_then(Value::as_str)
-                .map(FailureReason::from),
-            older_than: opt_f64(v, "olderThan"),
-            newer_than: opt_f64(v, "newerThan"),
-            retriable: reply_opt(v, "retriable").and_then(Value::as_bool),
-            expired: reply_opt(v, "expired").and_then(Value::as_bool),
-            offset: opt_u64(v, "offset"),
-            limit: opt_u64(v, "limit"),
+            reason: FailureReason::get(v, "reason"),
+            older_than: f64::get(v, "olderThan"),
+            newer_than: f64::get(v, "newerThan"),
+            retriable: bool::get(v, "retriable"),
+            expired: bool::get(v, "expired"),
+            offset: u64::get(v, "offset"),
+            limit: u64::get(v, "limit"),
         }
     }
 

@@ -19,8 +19,7 @@
 use std::time::Duration;
 
 use super::decl::kind::Queue;
-use super::decl::{ms, op, options, put_data, record, reply_data, span, wires, Field, Kind};
-use super::dlq::opt_u64;
+use super::decl::{ms, op, options, put_data, record, reply_data, span, wires, Field, Kind, Wire};
 use super::read::reply_field;
 use super::Fields;
 use crate::wire::{ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER};
@@ -434,7 +433,7 @@ struct Lax;
 impl Kind for Lax {
     type T = Option<u64>;
     fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
-        Ok(opt_u64(request, key))
+        Ok(u64::get(request, key))
     }
 }
 

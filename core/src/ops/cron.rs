@@ -23,7 +23,7 @@ use crate::wire::{
     millis, Backoff, Dedup, ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER,
 };
 
-use super::decl::{ms, op, options, record, span, wires, Field, Kind, Wire, F64};
+use super::decl::{kinds, ms, op, options, record, span, wires, Field, Wire, F64};
 use super::read::{array, number, reply_array, reply_field, req_opt_str};
 use super::Fields;
 
@@ -177,29 +177,18 @@ fn not_every() -> ValidationError {
     ValidationError::new("repeatEvery", message)
 }
 
-/// The interval, checked with the schedule as bunqueue checks them.
-struct Every;
-
-impl Kind for Every {
-    type T = Option<Duration>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
-        let every = match request.get(key) {
+kinds! {
+    /// The interval, checked with the schedule as bunqueue checks them.
+    Every: Option<Duration> = |r, k| {
+        let every = match r.get(k) {
             None | Some(Value::Undefined) | Some(Value::Nil) => None,
             Some(x) => Some(x.as_f64().ok_or_else(not_every)?),
         };
-        check_timing(req_opt_str(request, "schedule").as_deref(), every)?;
+        check_timing(req_opt_str(r, "schedule").as_deref(), every)?;
         Ok(every.map(span))
-    }
-}
-
-/// A number the server takes as sent, ignored when not one.
-struct Lenient;
-
-impl Kind for Lenient {
-    type T = Option<i64>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<i64>, ValidationError> {
-        Ok(i64::get(request, key))
-    }
+    };
+    /// A number the server takes as sent, ignored when not one.
+    Lenient: Option<i64> = |r, k| Ok(i64::get(r, k));
 }
 
 op! {

@@ -108,42 +108,52 @@ pub(crate) trait Kind {
     }
 }
 
+/// `Kind`s, one entry each: `Name: Type = |request, key| take`, then optionally
+/// `, check |value, key| check` and `, put |value, key, fields| put`.
+macro_rules! kinds {
+    ($(
+        $(#[$doc:meta])* $vis:vis $name:ident: $t:ty = |$r:ident, $k:tt| $take:expr
+        $(, check |$cv:tt, $ck:tt| $check:expr)?
+        $(, put |$pv:ident, $pk:ident, $pf:ident| $put:expr)?;
+    )*) => {$(
+        $(#[$doc])*
+        $vis struct $name;
+
+        impl $crate::ops::decl::Kind for $name {
+            type T = $t;
+            fn take(
+                $r: &$crate::wire::Value,
+                $k: &'static str,
+            ) -> Result<$t, $crate::wire::ValidationError> {
+                $take
+            }
+            $(fn check($cv: &$t, $ck: &'static str) -> Result<(), $crate::wire::ValidationError> {
+                $check
+            })?
+            $(fn put($pv: &$t, $pk: &'static str, $pf: &mut $crate::ops::Fields) {
+                $put
+            })?
+        }
+    )*};
+}
+
+pub(crate) use kinds;
+
 /// Fields that bunqueue checks, each a kind with how the server reads it and what the client
 /// refuses before sending it.
 pub(crate) mod kind {
-    use super::Kind;
-    use crate::wire::{validate_queue_name, ValidationError, Value};
-
     use super::super::read::{req_queue, req_str};
+    use crate::wire::{validate_queue_name, ValidationError};
 
-    /// A queue name, validated as bunqueue validates queue names.
-    pub(crate) struct Queue;
-
-    impl Kind for Queue {
-        type T = String;
-        fn take(request: &Value, _: &'static str) -> Result<String, ValidationError> {
-            req_queue(request)
-        }
-        fn check(queue: &String, _: &'static str) -> Result<(), ValidationError> {
-            validate_queue_name(queue)
-        }
-    }
-
-    /// Text the server requires non-empty (a job id, a name): `<key> is required` otherwise.
-    pub(crate) struct Required;
-
-    impl Kind for Required {
-        type T = String;
-        fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
-            req_str(request, key)
-        }
-        fn check(text: &String, key: &'static str) -> Result<(), ValidationError> {
-            if text.is_empty() {
-                Err(ValidationError::new(key, format!("{key} is required")))
-            } else {
-                Ok(())
-            }
-        }
+    kinds! {
+        /// A queue name, validated as bunqueue validates queue names.
+        pub(crate) Queue: String = |r, _| req_queue(r), check |queue, _| validate_queue_name(queue);
+        /// Text the server requires non-empty (a job id, a name): `<key> is required` otherwise.
+        pub(crate) Required: String = |r, k| req_str(r, k), check |text, k| if text.is_empty() {
+            Err(ValidationError::new(k, format!("{k} is required")))
+        } else {
+            Ok(())
+        };
     }
 }
 

@@ -21,8 +21,8 @@ use std::time::Duration;
 use crate::wire::{Job, ProtocolError, ValidationError, Value};
 
 use super::decl::{
-    ms, op, options, put_data, record, reply_data, setters, span, strict, wires, Field, Kind, Wire,
-    F64,
+    kinds, ms, op, options, put_data, record, reply_data, setters, span, strict, wires, Field,
+    Wire, F64,
 };
 use super::read::{
     array, number, reply_array, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str, text,
@@ -237,24 +237,16 @@ impl Field for Option<DlqFilter> {
     }
 }
 
-/// A count the server takes as sent, negatives as 0.
-struct Clamped;
-
-impl Kind for Clamped {
-    type T = Option<u64>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
-        Ok(req_opt_i64(request, key)?.map(|n| n.max(0) as u64))
-    }
-}
-
-/// An optional id the server ignores when empty.
-struct NonEmpty;
-
-impl Kind for NonEmpty {
-    type T = Option<String>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<String>, ValidationError> {
-        Ok(req_opt_str(request, key).filter(|s| !s.is_empty()))
-    }
+kinds! {
+    /// A count the server takes as sent, negatives as 0.
+    Clamped: Option<u64> = |r, k| Ok(req_opt_i64(r, k)?.map(|n| n.max(0) as u64));
+    /// An optional id the server ignores when empty.
+    NonEmpty: Option<String> = |r, k| Ok(req_opt_str(r, k).filter(|s| !s.is_empty()));
+    /// An id the server takes as sent (absent: empty), left out when empty.
+    OmitEmpty: String = |r, k| Ok(req_opt_str(r, k).unwrap_or_default()),
+        put |id, key, fields| if !id.is_empty() {
+            fields.put(key, id.as_str());
+        };
 }
 
 op! {
@@ -421,21 +413,6 @@ op! {
     PurgeDlq, NotSafe, Eq;
     queue (unchecked);
     reply: u64 = field("count");
-}
-
-/// An id the server takes as sent (absent: empty), left out when empty.
-struct OmitEmpty;
-
-impl Kind for OmitEmpty {
-    type T = String;
-    fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
-        Ok(req_opt_str(request, key).unwrap_or_default())
-    }
-    fn put(id: &String, key: &'static str, fields: &mut Fields) {
-        if !id.is_empty() {
-            fields.put(key, id.as_str());
-        }
-    }
 }
 
 op! {

@@ -29,7 +29,7 @@ use crate::wire::{
 };
 
 use super::decl::kind::Required;
-use super::decl::{op, put_data, setters, Kind};
+use super::decl::{kinds, op, put_data, setters};
 use super::read::{number, reply_bool, reply_field, reply_opt, req_str, text};
 use super::{Fields, Operation};
 
@@ -518,16 +518,13 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
-/// A wait of at most [`MAX_WAIT_JOB`], validated with bunqueue's messages.
-struct WaitTimeout;
-
-impl Kind for WaitTimeout {
-    type T = Option<Duration>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
-        let Some(ms) = req_opt_f64(request, key)? else {
+kinds! {
+    /// A wait of at most [`MAX_WAIT_JOB`], validated with bunqueue's messages.
+    WaitTimeout: Option<Duration> = |r, k| {
+        let Some(ms) = req_opt_f64(r, k)? else {
             return Ok(None);
         };
-        let refuse = |message| Err(ValidationError::new(key, message));
+        let refuse = |message| Err(ValidationError::new(k, message));
         if ms < 0.0 {
             return refuse("timeout must be at least 0");
         }
@@ -535,15 +532,10 @@ impl Kind for WaitTimeout {
             return refuse("timeout must be at most 600000");
         }
         Ok(Some(Duration::from_millis(ms as u64)))
-    }
-    fn check(timeout: &Option<Duration>, key: &'static str) -> Result<(), ValidationError> {
-        match timeout {
-            Some(t) if *t > MAX_WAIT_JOB => {
-                Err(ValidationError::new(key, "timeout must be at most 600000"))
-            }
-            _ => Ok(()),
-        }
-    }
+    }, check |timeout, k| match timeout {
+        Some(t) if *t > MAX_WAIT_JOB => Err(ValidationError::new(k, "timeout must be at most 600000")),
+        _ => Ok(()),
+    };
 }
 
 /// A request's optional number (`<key> must be a number` when present and not one).

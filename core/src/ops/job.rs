@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use super::decl::kind::Required;
 use super::decl::Kind;
-use super::decl::{op, put_data, record, reply_data, Field, F64};
+use super::decl::{kinds, op, put_data, record, reply_data, Field, F64};
 use super::read::{array, number, reply_array, reply_opt_str, reply_u64};
 use super::Fields;
 use crate::wire::{millis, ProtocolError, ValidationError, Value};
@@ -34,46 +34,22 @@ fn progress_value(p: f64) -> Value {
     }
 }
 
-/// A number the request must carry (`<key> is required`), finite for the client.
-struct Finite;
-
-impl Kind for Finite {
-    type T = f64;
-    fn take(request: &Value, key: &'static str) -> Result<f64, ValidationError> {
-        request
-            .get(key)
-            .and_then(number)
-            .ok_or_else(|| ValidationError::new(key, format!("{key} is required")))
-    }
-    fn check(v: &f64, key: &'static str) -> Result<(), ValidationError> {
-        if v.is_finite() {
-            Ok(())
-        } else {
-            Err(ValidationError::new(
-                key,
-                format!("{key} must be a finite number"),
-            ))
-        }
-    }
-}
-
-/// A required lock time in ms: read as [`Finite`], never negative for the client.
-struct Millis;
-
-impl Kind for Millis {
-    type T = i64;
-    fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
-        Finite::take(request, key).map(|f| f as i64)
-    }
-    fn check(ms: &i64, key: &'static str) -> Result<(), ValidationError> {
-        if *ms < 0 {
-            return Err(ValidationError::new(
-                key,
-                format!("{key} must be a non-negative number of milliseconds"),
-            ));
-        }
+kinds! {
+    /// A number the request must carry (`<key> is required`), finite for the client.
+    Finite: f64 = |r, k| {
+        let required = || ValidationError::new(k, format!("{k} is required"));
+        r.get(k).and_then(number).ok_or_else(required)
+    }, check |v, k| if v.is_finite() {
         Ok(())
-    }
+    } else {
+        Err(ValidationError::new(k, format!("{k} must be a finite number")))
+    };
+    /// A required lock time in ms: read as [`Finite`], never negative for the client.
+    Millis: i64 = |r, k| Finite::take(r, k).map(|f| f as i64), check |ms, k| if *ms < 0 {
+        Err(ValidationError::new(k, format!("{k} must be a non-negative number of milliseconds")))
+    } else {
+        Ok(())
+    };
 }
 
 /// A progress travels as a JS number.

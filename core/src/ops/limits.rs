@@ -19,7 +19,9 @@
 use std::time::Duration;
 
 use super::decl::kind::Queue;
-use super::decl::{ms, op, options, put_data, record, reply_data, span, wires, Field, Kind, Wire};
+use super::decl::{
+    kinds, ms, op, options, put_data, record, reply_data, span, wires, Field, Kind, Wire,
+};
 use super::read::reply_field;
 use super::Fields;
 use crate::wire::{ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER};
@@ -33,26 +35,51 @@ fn finite(v: &Value, field: &str) -> Option<f64> {
     }
 }
 
-/// A limit bunqueue requires finite (`<key> must be a finite number`).
-struct Finite;
-
-impl Kind for Finite {
-    type T = i64;
-    fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
-        finite(request, key)
-            .map(|f| f as i64)
-            .ok_or_else(|| ValidationError::new(key, format!("{key} must be a finite number")))
-    }
-}
-
-/// A time span the server coerces with `Number()`, ignored when not finite.
-struct FiniteSpan;
-
-impl Kind for FiniteSpan {
-    type T = Option<Duration>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
-        Ok(finite(request, key).map(span))
-    }
+kinds! {
+    /// A limit bunqueue requires finite (`<key> must be a finite number`).
+    Finite: i64 = |r, k| {
+        let refuse = || ValidationError::new(k, format!("{k} must be a finite number"));
+        finite(r, k).map(|f| f as i64).ok_or_else(refuse)
+    };
+    /// A time span the server coerces with `Number()`, ignored when not finite.
+    FiniteSpan: Option<Duration> = |r, k| Ok(finite(r, k).map(span));
+    /// A group's id, checked as bunqueue's groups handler checks it: after the queue name, which
+    /// it reads first (as a string), then the id (required, a string).
+    Group: String = |r, k| {
+        Queue::take(r, "queue")?;
+        let group = match r.get(k) {
+            None | Some(Value::Undefined) => return Err(ValidationError::new(k, "groupId is required")),
+            Some(Value::Str(g)) => g.clone(),
+            Some(_) => return Err(ValidationError::new(k, "groupId must be a string")),
+        };
+        crate::wire::check_group_id(&group)?;
+        Ok(group)
+    }, check |group_id, _| crate::wire::check_group_id(group_id);
+    /// bunqueue's `validatePositiveSafeInteger`.
+    Positive: u64 = |r, k| match r.get(k) {
+        Some(x @ (Value::Int(_) | Value::F64(_))) => match x.as_f64() {
+            Some(f) if f.fract() == 0.0 && f >= 1.0 && f <= MAX_SAFE_INTEGER as f64 => Ok(f as u64),
+            _ => Err(not_positive(k)),
+        },
+        _ => Err(not_positive(k)),
+    }, check |v, k| if *v == 0 || *v > MAX_SAFE_INTEGER as u64 {
+        Err(not_positive(k))
+    } else {
+        Ok(())
+    };
+    /// A time span of [`Positive`] ms.
+    PositiveSpan: Duration = |r, k| Positive::take(r, k).map(Duration::from_millis),
+        check |v, k| Positive::check(&(crate::wire::millis(*v) as u64), k);
+    /// A group's rate window: `max` then `duration`, both [`Positive`].
+    Window: GroupRateLimit = |r, _| {
+        let max = Positive::take(r, "max")?;
+        Ok(GroupRateLimit::new(max, PositiveSpan::take(r, "duration")?))
+    }, check |limit, _| {
+        Positive::check(&limit.max, "max")?;
+        PositiveSpan::check(&limit.duration, "duration")
+    };
+    /// A count the server reads without checking: kept when a non-negative number.
+    Lax: Option<u64> = |r, k| Ok(u64::get(r, k));
 }
 
 op! {
@@ -163,66 +190,6 @@ op! {
     }
 }
 
-/// A group's id, checked as bunqueue's groups handler checks it: after the queue name, which
-/// it reads first (as a string), then the id (required, a string).
-struct Group;
-
-impl Kind for Group {
-    type T = String;
-    fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
-        Queue::take(request, "queue")?;
-        let group = match request.get(key) {
-            None | Some(Value::Undefined) => {
-                return Err(ValidationError::new(key, "groupId is required"))
-            }
-            Some(Value::Str(g)) => g.clone(),
-            Some(_) => return Err(ValidationError::new(key, "groupId must be a string")),
-        };
-        crate::wire::check_group_id(&group)?;
-        Ok(group)
-    }
-    fn check(group_id: &String, _: &'static str) -> Result<(), ValidationError> {
-        crate::wire::check_group_id(group_id)
-    }
-}
-
-/// bunqueue's `validatePositiveSafeInteger`.
-struct Positive;
-
-impl Kind for Positive {
-    type T = u64;
-    fn take(request: &Value, key: &'static str) -> Result<u64, ValidationError> {
-        match request.get(key) {
-            Some(x @ (Value::Int(_) | Value::F64(_))) => match x.as_f64() {
-                Some(f) if f.fract() == 0.0 && f >= 1.0 && f <= MAX_SAFE_INTEGER as f64 => {
-                    Ok(f as u64)
-                }
-                _ => Err(not_positive(key)),
-            },
-            _ => Err(not_positive(key)),
-        }
-    }
-    fn check(v: &u64, key: &'static str) -> Result<(), ValidationError> {
-        if *v == 0 || *v > MAX_SAFE_INTEGER as u64 {
-            return Err(not_positive(key));
-        }
-        Ok(())
-    }
-}
-
-/// A time span of [`Positive`] ms.
-struct PositiveSpan;
-
-impl Kind for PositiveSpan {
-    type T = Duration;
-    fn take(request: &Value, key: &'static str) -> Result<Duration, ValidationError> {
-        Positive::take(request, key).map(Duration::from_millis)
-    }
-    fn check(v: &Duration, key: &'static str) -> Result<(), ValidationError> {
-        Positive::check(&(crate::wire::millis(*v) as u64), key)
-    }
-}
-
 fn not_positive(key: &'static str) -> ValidationError {
     ValidationError::new(key, format!("{key} must be a positive safe integer"))
 }
@@ -329,24 +296,6 @@ group_op! {
     IsGroupPaused, Safe, bool = data("paused")
 }
 
-/// A group's rate window: `max` then `duration`, both [`Positive`].
-struct Window;
-
-impl Kind for Window {
-    type T = GroupRateLimit;
-    fn take(request: &Value, _: &'static str) -> Result<GroupRateLimit, ValidationError> {
-        let max = Positive::take(request, "max")?;
-        Ok(GroupRateLimit::new(
-            max,
-            PositiveSpan::take(request, "duration")?,
-        ))
-    }
-    fn check(limit: &GroupRateLimit, _: &'static str) -> Result<(), ValidationError> {
-        Positive::check(&limit.max, "max")?;
-        PositiveSpan::check(&limit.duration, "duration")
-    }
-}
-
 /// On the wire, a window is two fields: `max` and `duration`.
 impl Field for GroupRateLimit {
     fn put(&self, _: &'static str, fields: &mut Fields) {
@@ -424,16 +373,6 @@ op! {
         group_id: String = "groupId" => Group,
         /// How long.
         duration: Duration = "duration" => PositiveSpan,
-    }
-}
-
-/// A count the server reads without checking: kept when a non-negative number.
-struct Lax;
-
-impl Kind for Lax {
-    type T = Option<u64>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
-        Ok(u64::get(request, key))
     }
 }
 

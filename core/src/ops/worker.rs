@@ -17,7 +17,7 @@
 use crate::wire::{ProtocolError, ValidationError, Value};
 
 use super::decl::kind::Required;
-use super::decl::{op, put_data, record, strict, Kind, Undef, F64};
+use super::decl::{kinds, op, put_data, record, strict, Undef, F64};
 use super::read::{reply_field, reply_str, req_opt_i64};
 use super::Fields;
 
@@ -82,27 +82,12 @@ fn js_number(n: i64) -> Value {
     }
 }
 
-/// A concurrency the server takes as sent, 1 when absent.
-struct OrOne;
-
-impl Kind for OrOne {
-    type T = i64;
-    fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
-        Ok(req_opt_i64(request, key)?.unwrap_or(1))
-    }
-}
-
-/// An epoch-ms time, written as msgpackr writes a JS number.
-struct JsTime;
-
-impl Kind for JsTime {
-    type T = Option<i64>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<i64>, ValidationError> {
-        req_opt_i64(request, key)
-    }
-    fn put(time: &Option<i64>, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, time.map(js_number));
-    }
+kinds! {
+    /// A concurrency the server takes as sent, 1 when absent.
+    OrOne: i64 = |r, k| Ok(req_opt_i64(r, k)?.unwrap_or(1));
+    /// An epoch-ms time, written as msgpackr writes a JS number.
+    JsTime: Option<i64> = |r, k| req_opt_i64(r, k),
+        put |time, key, fields| { fields.put_opt(key, time.map(js_number)); };
 }
 
 op! {

@@ -24,7 +24,7 @@ use crate::wire::{
 };
 
 use super::decl::{kinds, ms, op, options, record, span, wires, Field, Wire, F64};
-use super::read::{array, number, reply_array, reply_field, req_opt_str};
+use super::read::{array, bad, number, reply_array, reply_field, req_opt_str};
 use super::Fields;
 
 /// When a job scheduler runs: every N ms, or on a cron pattern (BullMQ's `RepeatOptions`
@@ -347,10 +347,7 @@ fn read_cron(reply: &Value) -> Result<CronInfo, ProtocolError> {
 }
 
 fn decode(cron: &Value) -> Result<CronInfo, ProtocolError> {
-    let missing = ProtocolError::BadField {
-        field: "cron.name",
-        problem: "missing",
-    };
+    let missing = bad("cron.name", "missing");
     CronInfo::decode(cron).ok_or(missing)
 }
 

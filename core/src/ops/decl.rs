@@ -33,11 +33,11 @@
 use std::time::Duration;
 
 use super::read::{
-    array, number, reply_bool, reply_field, reply_i64, reply_opt, reply_opt_str, reply_str,
-    reply_strings, reply_u64, req_opt_i64, req_opt_str, req_strings, text,
+    array, bad, number, reply_array, reply_bool, reply_field, reply_i64, reply_opt, reply_opt_str,
+    reply_str, reply_strings, reply_u64, req_opt_i64, req_opt_str, req_strings, text,
 };
 use super::Fields;
-use crate::wire::{millis, JobState, ProtocolError, ValidationError, Value};
+use crate::wire::{millis, Job, JobState, ProtocolError, ValidationError, Value};
 
 /// How one request field travels: written under its key, read back in the server role as
 /// bunqueue reads an unchecked field (absent: the type's empty value).
@@ -181,7 +181,22 @@ macro_rules! reply_fields {
     )*};
 }
 
+/// A job record, as bunqueue's replies carry it.
+fn reply_job(reply: &Value, key: &'static str) -> Result<Job, ProtocolError> {
+    let not_job = bad(key, "not a job");
+    Job::from_value(reply_field(reply, key)?).ok_or(not_job)
+}
+
+/// An array of job records.
+fn reply_jobs(reply: &Value, key: &'static str) -> Result<Vec<Job>, ProtocolError> {
+    let not_job = bad(key, "an entry is not a job");
+    let jobs = reply_array(reply, key)?.iter().map(Job::from_value);
+    jobs.map(|j| j.ok_or(not_job.clone())).collect()
+}
+
 reply_fields! {
+    Job: reply_job, |v| v.to_value();
+    Vec<Job>: reply_jobs, |v| array(v.iter().map(Job::to_value));
     bool: reply_bool, |v| Value::from(*v);
     u64: reply_u64, |v| Value::from(*v);
     i64: reply_i64, |v| Value::from(*v);
@@ -205,10 +220,7 @@ impl<C: Wire<T = C>> ReplyField for Option<C> {
 pub(crate) fn reply_data(reply: &Value) -> Result<Value, ProtocolError> {
     reply_field(reply, "data")?
         .expanded()
-        .map_err(|_| ProtocolError::BadField {
-            field: "data",
-            problem: "not valid MessagePack",
-        })
+        .map_err(|_| bad("data", "not valid MessagePack"))
 }
 
 /// Appends `data: {key: value}`, the shape of `resp.data` replies.
@@ -284,6 +296,7 @@ wires! {
     F64 => f64: |v, k| reply_opt(v, k).and_then(number), |x| Value::F64(*x);
     bool => bool: |v, k| reply_opt(v, k).and_then(Value::as_bool), |x| Value::from(*x);
     String => String: |v, k| reply_opt_str(v, k), |x| Value::from(x.as_str());
+    Job => Job: |v, k| v.get(k).and_then(Job::from_value), |x| x.to_value();
     Duration => Duration: |v, k| reply_opt(v, k).and_then(number).map(span), |x| ms(*x);
     Vec<String> => Vec<String>: |v, k| {
         let texts = v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(text));
@@ -359,10 +372,7 @@ macro_rules! record {
                 reply: &$crate::wire::Value,
                 key: &'static str,
             ) -> Result<Self, $crate::wire::ProtocolError> {
-                let incomplete = $crate::wire::ProtocolError::BadField {
-                    field: key,
-                    problem: "incomplete",
-                };
+                let incomplete = $crate::ops::read::bad(key, "incomplete");
                 $name::decode($crate::ops::read::reply_field(reply, key)?).ok_or(incomplete)
             }
             fn to_value(&self) -> $crate::wire::Value {
@@ -415,10 +425,7 @@ pub(crate) fn strict<T, U>(
     field: &'static str,
     read: impl FnOnce() -> Result<U, ProtocolError>,
 ) -> Result<T, ProtocolError> {
-    let missing = ProtocolError::BadField {
-        field,
-        problem: "missing",
-    };
+    let missing = bad(field, "missing");
     decoded.ok_or_else(|| read().err().unwrap_or(missing))
 }
 

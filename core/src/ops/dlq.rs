@@ -25,7 +25,8 @@ use super::decl::{
     Wire, F64,
 };
 use super::read::{
-    array, number, reply_array, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str, text,
+    array, bad, number, reply_array, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str,
+    text,
 };
 use super::Fields;
 
@@ -169,7 +170,6 @@ wires! {
     FailureReason => FailureReason: |v, k| {
         reply_opt(v, k).and_then(Value::as_str).map(FailureReason::from)
     }, |x| Value::from(x.as_str());
-    Job => Job: |v, k| v.get(k).and_then(Job::from_value), |x| x.to_value();
     Attempts => Vec<DlqAttempt>: |v, k| {
         let attempts = reply_opt(v, k).and_then(Value::as_array);
         attempts.map(|a| a.iter().filter_map(DlqAttempt::decode).collect())
@@ -268,10 +268,7 @@ op! {
 }
 
 fn read_entries(reply: &Value) -> Result<Vec<DlqEntry>, ProtocolError> {
-    let bad = || ProtocolError::BadField {
-        field: "entries",
-        problem: "an entry has no job with an id",
-    };
+    let bad = || bad("entries", "an entry has no job with an id");
     let entries = reply_array(reply, "entries")?.iter();
     entries
         .map(|e| DlqEntry::decode(e).ok_or_else(bad))

@@ -28,7 +28,7 @@ use crate::wire::{
 
 use super::decl::kind::Required;
 use super::decl::{kinds, ms, op, put_data, setters, Field, Wire};
-use super::read::{array, number, reply_bool, reply_field, reply_opt, req_str, text};
+use super::read::{array, bad, number, reply_bool, reply_field, reply_opt, req_str, text};
 use super::Fields;
 
 /// Most jobs in one flow (bunqueue's `MAX_FLOW_JOBS`).
@@ -343,10 +343,7 @@ op! {
 }
 
 fn read_flow(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
-    let bad = |problem| ProtocolError::BadField {
-        field: "data.jobs",
-        problem,
-    };
+    let bad = |problem| bad("data.jobs", problem);
     let jobs = reply_field(reply, "data")?
         .get("jobs")
         .and_then(Value::as_array);

@@ -22,7 +22,7 @@ use super::decl::kind::Queue;
 use super::decl::{
     kinds, ms, op, options, put_data, record, reply_data, span, wires, Field, Kind, Wire,
 };
-use super::read::reply_field;
+use super::read::{bad, reply_field};
 use super::Fields;
 use crate::wire::{ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER};
 
@@ -216,10 +216,10 @@ impl GroupRateLimit {
 fn removed(r: &Value) -> Result<bool, ProtocolError> {
     match reply_field(&reply_data(r)?, "removed")? {
         Value::Bool(b) => Ok(*b),
-        x => x.as_f64().map(|f| f > 0.0).ok_or(ProtocolError::BadField {
-            field: "removed",
-            problem: "not a number",
-        }),
+        x => x
+            .as_f64()
+            .map(|f| f > 0.0)
+            .ok_or(bad("removed", "not a number")),
     }
 }
 

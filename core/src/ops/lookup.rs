@@ -23,7 +23,8 @@ use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationE
 use super::decl::kind::{Queue, Required};
 use super::decl::{js_number, op, record, reply_data, strict, Count, Field};
 use super::read::{
-    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_queue, text,
+    array, bad, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_queue,
+    text,
 };
 use super::Fields;
 
@@ -56,10 +57,6 @@ pub(super) fn validate_state(field: &'static str, state: &JobState) -> Result<()
             ),
         ))
     }
-}
-
-fn bad(field: &'static str, problem: &'static str) -> ProtocolError {
-    ProtocolError::BadField { field, problem }
 }
 
 /// A value decoded in full, when the decoder kept it encoded.
@@ -119,7 +116,7 @@ op! {
         asc: Option<bool> = "asc",
     }
     set { offset: u64, limit: u64, asc: bool }
-    reply: Vec<Job> = with(read_jobs, write_jobs);
+    reply: Vec<Job> = field("jobs");
     validate: |op: &GetJobs| op.states.iter().try_for_each(|s| validate_state("state", s));
 }
 
@@ -137,18 +134,6 @@ impl GetJobs {
     }
 }
 
-/// A `jobs` array of full job records.
-pub(super) fn read_jobs(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
-    reply_array(reply, "jobs")?
-        .iter()
-        .map(|j| Job::from_value(j).ok_or(bad("jobs", "an entry is not a job")))
-        .collect()
-}
-
-pub(super) fn write_jobs(jobs: &[Job], fields: &mut Fields) {
-    fields.put("jobs", array(jobs.iter().map(Job::to_value)));
-}
-
 op! {
     /// `GetJobByCustomId`: the job added with this custom id (the `jobId` option), in any queue.
     /// Refused with `Job not found` when there is none.
@@ -159,15 +144,7 @@ op! {
         /// The custom id.
         custom_id: String = "customId" => Required,
     }
-    reply: Job = with(read_job, write_job);
-}
-
-fn read_job(reply: &Value) -> Result<Job, ProtocolError> {
-    Job::from_value(reply_field(reply, "job")?).ok_or(bad("job", "not a job"))
-}
-
-fn write_job(job: &Job, fields: &mut Fields) {
-    fields.put("job", job.to_value());
+    reply: Job = field("job");
 }
 
 op! {

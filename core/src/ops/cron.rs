@@ -1,8 +1,5 @@
-//! Job schedulers (`Cron*`): upsert, get, list and remove repeatable jobs.
-//!
-//! A scheduler is a named server-side timer that adds a job to its queue on a cron pattern
-//! or every N milliseconds (BullMQ's "job schedulers"). Names are global to the server, not
-//! per queue. bunqueue stores, per scheduler, what [`CronInfo`] reports.
+//! Job schedulers (`Cron*`): upsert, get, list and remove repeatable jobs. A scheduler's name
+//! is global to the server; what bunqueue keeps of one is a [`CronInfo`].
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/cron.md`.
 //!

@@ -516,8 +516,8 @@ pub(crate) use options;
 
 /// Declares one operation; see the [module docs](self) for the grammar.
 macro_rules! op {
-    // `queue;` / `queue (unchecked);` / `id;`: the constructor and the one field of a command
-    // that carries only a queue name or a job id.
+    // `queue;` / `queue (unchecked);` / `id;`: a command that carries only a queue name or a
+    // job id, and its constructor.
     (
         $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
         queue; $($rest:tt)*
@@ -526,7 +526,7 @@ macro_rules! op {
             $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
             #[doc = "The command for `queue`."]
             new(queue: impl Into<String>);
-            fields { queue }
+            fields { #[doc = "Queue name."] queue: String = "queue" => Queue }
             $($rest)*
         }
     };
@@ -553,40 +553,7 @@ macro_rules! op {
             $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
             #[doc = "The command for job `id`."]
             new(id: impl Into<String>);
-            fields { id }
-            $($rest)*
-        }
-    };
-    // `fields { queue }` / `fields { id }`: the two most common field lists.
-    (
-        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])* $ctor:ident($($args:tt)*);
-        fields { queue }
-        $($rest:tt)*
-    ) => {
-        $crate::ops::decl::op! {
-            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            $(#[$new_doc])* $ctor($($args)*);
-            fields {
-                #[doc = "Queue name."]
-                queue: String = "queue" => Queue,
-            }
-            $($rest)*
-        }
-    };
-    (
-        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])* $ctor:ident($($args:tt)*);
-        fields { id }
-        $($rest:tt)*
-    ) => {
-        $crate::ops::decl::op! {
-            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            $(#[$new_doc])* $ctor($($args)*);
-            fields {
-                #[doc = "Job id."]
-                id: String = "id" => Required,
-            }
+            fields { #[doc = "Job id."] id: String = "id" => Required }
             $($rest)*
         }
     };

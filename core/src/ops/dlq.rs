@@ -1,8 +1,5 @@
-//! The dead-letter queue: list, stats, retry, purge, remove, and its configuration.
-//!
-//! A job lands in its queue's DLQ when it fails for good (attempts exhausted, unrecoverable,
-//! stalled too often, TTL expired…). None of these commands validates the queue name on the
-//! server (an unknown queue has an empty DLQ), so none does here either.
+//! The dead-letter queue: list, stats, retry, purge, remove, and its configuration. The server
+//! validates no queue name here (an unknown queue has an empty DLQ), so neither does the client.
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/dlq.md`.
 //!

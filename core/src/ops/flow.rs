@@ -1,9 +1,6 @@
 //! Flows: parents and children added together (`PUSHF`), children's values and failures,
 //! waiting for a job to finish (`WaitJob`).
 //!
-//! A flow is added whole or not at all, as bunqueue 2.9.5 means "atomic" (what that covers:
-//! `docs/protocol/flow.md`).
-//!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/flow.md`.
 //!
 //! ```
@@ -83,9 +80,8 @@ pub struct FlowJob {
     pub name: String,
     /// Job data: a map (bunqueue refuses anything else in a flow).
     pub data: Value,
-    /// Options (priority, delay, attempts, backoff, timeout, lifo, remove-on-*, durable,
-    /// stall timeout, timestamp, tags, group). `job_id` is sent as `customId`; `ttl`,
-    /// `unique_key`, `dedup` and `depends_on` are not allowed in a flow.
+    /// Options; `job_id` is sent as `customId`; `ttl`, `unique_key`, `dedup` and `depends_on`
+    /// are not allowed in a flow.
     pub opts: JobOptions,
     /// The parent this job reports to, if any.
     pub parent_id: Option<String>,
@@ -142,9 +138,8 @@ impl FlowJob {
         self
     }
 
-    /// The `input` map, with every key bunqueue's TS client writes, in its order (absent
-    /// ones as msgpackr's `undefined`, as that client sends them), so a flow reads the same
-    /// on the wire whichever client added it.
+    /// The `input` map, with every key bunqueue's TS client writes, in its order (absent ones
+    /// as `undefined`), so a flow reads the same on the wire whichever client added it.
     fn input(&self) -> Value {
         let o = &self.opts;
         let opt = |v: Option<Value>| v.unwrap_or(Value::Undefined);
@@ -391,9 +386,7 @@ fn read_values(values: Option<&Value>) -> Result<Vec<(String, Value)>, ProtocolE
 
 op! {
     /// `GetChildrenValues`: the return values of a parent's completed children, keyed
-    /// `"<queue>:<childId>"` (just the id when the child is gone), in the parent's
-    /// `childrenIds` order. Children not completed yet are absent; an unknown parent gives an
-    /// empty list. A read: replayed.
+    /// `"<queue>:<childId>"`, in the parent's `childrenIds` order. A read: replayed.
     GetChildrenValues, Safe, Eq;
     id;
     reply: Vec<(String, Value)> = with(
@@ -404,8 +397,7 @@ op! {
 
 op! {
     /// `GetFailedChildrenValues`: the error texts of a parent's children that failed for good
-    /// with [`ChildFailure::ContinueParent`] or [`ChildFailure::FailParent`] set, keyed by
-    /// child. An unknown parent gives an empty list. A read: replayed.
+    /// with [`ChildFailure::ContinueParent`] or [`ChildFailure::FailParent`]. A read: replayed.
     GetFailedChildrenValues, Safe, Eq;
     id;
     reply: Vec<(String, Value)> = with(
@@ -416,8 +408,7 @@ op! {
 
 op! {
     /// `GetIgnoredChildrenFailures`: the failures of a parent's children that had
-    /// [`ChildFailure::Ignore`] set, keyed by child. An unknown parent gives an empty list.
-    /// A read: replayed.
+    /// [`ChildFailure::Ignore`] set, keyed by child. A read: replayed.
     GetIgnoredChildrenFailures, Safe, Eq;
     id;
     reply: Vec<(String, Value)> = with(
@@ -470,8 +461,7 @@ fn req_opt_f64(request: &Value, key: &'static str) -> Result<Option<f64>, Valida
 
 op! {
     /// `WaitJob`: holds the reply until the job completes or `timeout` passes (server default
-    /// 30 s, at most [`MAX_WAIT_JOB`]). Answers at once for a job already completed; an unknown
-    /// id is `Job not found`. A read: replayed.
+    /// 30 s, at most [`MAX_WAIT_JOB`]). A read: replayed.
     WaitJob, Safe, Eq;
     /// Waits for job `id` with the server's default timeout.
     new(id: impl Into<String>);

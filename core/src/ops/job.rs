@@ -1,8 +1,5 @@
-//! One job's own records: progress, logs, data, and its lock.
-//!
-//! bunqueue validates none of these fields itself (a missing `progress` is stored as `NaN`), so
-//! [`Operation::validate`](super::Operation::validate) here only refuses what could never mean
-//! anything: an empty job id, a progress that is not a finite number, a negative duration.
+//! One job's own records: progress, logs, data, and its lock. bunqueue validates none of these
+//! fields; the client refuses only an empty job id, a non-finite progress, a negative duration.
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/job.md`.
 //!
@@ -130,8 +127,7 @@ op! {
 }
 
 op! {
-    /// `AddLog`: appends a line to a job's log (any state; bunqueue keeps the last
-    /// `maxLogsPerJob`). `Job not found` for an unknown job. Not replayed: a second write would
+    /// `AddLog`: appends a line to a job's log (any state). Not replayed: a second write would
     /// add the line twice.
     AddLog, NotSafe, Eq;
     /// Appends `message` to job `id`'s log.
@@ -245,8 +241,7 @@ op! {
 }
 
 op! {
-    /// `Update`: replaces a job's data (any state but finished). The server refuses an unknown or
-    /// finished job with `Job not found or cannot be updated`. Writing the same data twice is
+    /// `Update`: replaces a job's data (any state but finished). Writing the same data twice is
     /// writing it once, so it may be replayed.
     UpdateData as "Update", Safe;
     /// Replaces job `id`'s data with `data`.
@@ -260,10 +255,8 @@ op! {
 }
 
 op! {
-    /// `ExtendLock`: extends the lock of a job a worker holds by `duration` from now. The token
-    /// is the one the pull handed out; the server refuses a wrong token or a job not locked with
-    /// `Lock not found or invalid token`. Extending twice by the same duration ends at about the
-    /// same time, so it may be replayed.
+    /// `ExtendLock`: extends the lock of a job a worker holds (with the pull's token) by
+    /// `duration` from now. Replayed: extending twice ends at about the same time.
     ExtendLock, Safe, Eq;
     /// Extends job `id`'s lock by `duration`.
     new(id: impl Into<String>, duration: Duration => millis);

@@ -1,8 +1,5 @@
-//! Limits: rate limit, global concurrency, stall detection, and per-group controls.
-//!
-//! The queue-wide commands (`RateLimit`, `SetConcurrency`, the stall settings) do not validate
-//! the queue name on the server, so they do not here either; the group commands validate the
-//! queue name and the group id, with bunqueue's messages.
+//! Limits: rate limit, global concurrency, stall detection, and per-group controls (only these
+//! validate the queue name and the group id, with bunqueue's messages).
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/limits.md`.
 //!
@@ -84,8 +81,7 @@ kinds! {
 
 op! {
     /// `RateLimit`: at most `limit` jobs of the queue start per `duration` (1 s when absent);
-    /// with a `ttl`, the limit lifts itself after that long (the TS client's `rateLimit(ms)`
-    /// sends `limit: 1` with a `ttl`).
+    /// with a `ttl`, the limit lifts itself after that long.
     RateLimit, Safe, Eq;
     /// `limit` jobs per second on `queue`.
     new(queue: impl Into<String>, limit: i64);
@@ -129,18 +125,17 @@ op! {
 }
 
 record! {
-    /// A queue's stall detection settings, as [`GetStallConfig`] reports them; bunqueue's
-    /// defaults in [`StallConfig::default`] (enabled, checked every 30 s, 3 stalls before the job
-    /// fails, 5 s grace after a job starts).
+    /// A queue's stall detection settings, as [`GetStallConfig`] reports them (bunqueue's
+    /// defaults: [`StallConfig::default`]).
     #[derive(Debug, Clone, PartialEq, Eq)]
     StallConfig (Default) {
-        /// Detect stalled jobs.
+        /// Detect stalled jobs (default: yes).
         enabled: bool = "enabled" | true,
-        /// How often to check.
+        /// How often to check (default 30 s).
         stall_interval: Duration = "stallInterval" | Duration::from_secs(30),
-        /// Stalls before the job fails for good.
+        /// Stalls before the job fails for good (default 3).
         max_stalls: u64 = "maxStalls" | 3,
-        /// Time after a job starts during which it cannot stall.
+        /// Time after a job starts during which it cannot stall (default 5 s).
         grace_period: Duration = "gracePeriod" | Duration::from_secs(5),
     }
 }
@@ -341,9 +336,8 @@ op! {
 }
 
 op! {
-    /// `GetGroupRateLimitTtl`: how long until the group may start another job, ms (`-2` when it
-    /// has no window open, as bunqueue answers), optionally as if the limit were `max_jobs`. A
-    /// read: replayed.
+    /// `GetGroupRateLimitTtl`: ms until the group may start another job (`-2`: no window
+    /// open), optionally as if the limit were `max_jobs`. A read: replayed.
     GetGroupRateLimitTtl, Safe, Eq;
     /// Asks about group `group_id` of `queue`.
     new(queue: impl Into<String>, group_id: impl Into<String>);
@@ -360,9 +354,8 @@ op! {
 }
 
 op! {
-    /// `RateLimitGroup`: holds the group back for `duration` (what a worker does when a job of
-    /// the group hits an external rate limit); a positive safe integer of ms. Not replayed: a
-    /// second run would restart the window.
+    /// `RateLimitGroup`: holds the group back for `duration` (a positive safe integer of ms).
+    /// Not replayed: a second run would restart the window.
     RateLimitGroup, NotSafe, Eq;
     /// Holds group `group_id` of `queue` back for `duration`.
     new(queue: impl Into<String>, group_id: impl Into<String>, duration: Duration);

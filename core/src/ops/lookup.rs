@@ -1,7 +1,5 @@
-//! Read-only lookups: jobs by state or custom id, counts per priority, queue limits,
-//! deduplication keys, queues, workers, stats and metrics.
-//!
-//! Every lookup is a read, so every one may be replayed after a lost connection.
+//! Read-only lookups (each replayed after a lost connection): jobs by state or custom id,
+//! counts per priority, queue limits, deduplication keys, queues, workers, stats and metrics.
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/lookup.md`.
 //!
@@ -41,9 +39,8 @@ const LISTABLE: &[&str] = &[
     "paused",
 ];
 
-/// Refuses a state name bunqueue does not know. The server itself accepts any name and
-/// answers with nothing (GetJobs: no jobs, Clean: nothing cleaned), which hides a typo; a
-/// state the client cannot name correctly is refused here instead.
+/// Refuses a state name bunqueue does not know (the server answers nothing for one, which
+/// hides a typo).
 pub(super) fn validate_state(field: &'static str, state: &JobState) -> Result<(), ValidationError> {
     if LISTABLE.contains(&state.as_str()) {
         Ok(())
@@ -205,9 +202,8 @@ impl PriorityCounts {
 }
 
 op! {
-    /// `GetQueueLimits`: a queue's rate limit, its remaining rate-limit wait, its global
-    /// concurrency limit, and whether that limit is reached (the TS client's
-    /// `getRateLimitTtl(maxJobs)` and `isMaxed()`).
+    /// `GetQueueLimits`: a queue's rate limit and remaining wait, its global concurrency limit
+    /// and whether it is reached (the TS client's `getRateLimitTtl(maxJobs)`, `isMaxed()`).
     GetQueueLimits, Safe, Eq;
     /// Asks about `queue`.
     new(queue: impl Into<String>);
@@ -457,9 +453,8 @@ impl Field for Option<(String, MetricsType)> {
 }
 
 op! {
-    /// `Metrics`, in its two forms, which share the command name: server-wide totals
-    /// ([`Metrics::server`]: no `queue`), or one queue's per-minute counts of completed or failed
-    /// jobs ([`Metrics::queue`], the TS client's `getMetrics(type, start, end)`).
+    /// `Metrics`: server-wide totals ([`Metrics::server`]), or one queue's per-minute counts of
+    /// completed or failed jobs ([`Metrics::queue`], the TS client's `getMetrics`).
     Metrics, Safe, Eq;
     /// Server-wide totals.
     server();

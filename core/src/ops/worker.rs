@@ -1,9 +1,5 @@
 //! Worker registration, so the server lists the worker (`ListWorkers`, dashboards): register,
-//! heartbeat, unregister.
-//!
-//! bunqueue's own Worker registers on start, sends a `Heartbeat` with its counters every
-//! `heartbeatInterval`, and unregisters on close; a worker not seen for 30 s is listed as
-//! `stale`. None of these fields is validated by the server.
+//! heartbeat, unregister. The server validates none of these fields.
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/worker.md`.
 //!
@@ -92,8 +88,7 @@ kinds! {
 
 op! {
     /// `RegisterWorker`: tells the server a worker runs, so `ListWorkers` lists it. Registering
-    /// the same `worker_id` again refreshes the record, so it may be replayed (the driver
-    /// registers again after a reconnect anyway).
+    /// the same `worker_id` again refreshes the record, so it may be replayed.
     RegisterWorker, Safe, Eq;
     /// Registers a worker `name` on `queues` with `concurrency`.
     new(name: impl Into<String>, queues: Vec<String>, concurrency: i64);
@@ -139,8 +134,7 @@ fn write_worker(w: &WorkerInfo, fields: &mut Fields) {
 
 op! {
     /// `Heartbeat`: a registered worker is alive, with its counters (what `ListWorkers` shows).
-    /// `Worker not found` when the id is not registered. It may be replayed: the counters are
-    /// absolute.
+    /// Replayed: the counters are absolute.
     WorkerHeartbeat as "Heartbeat", Safe, Eq;
     /// A heartbeat of worker `id`, without counters.
     new(id: impl Into<String>);
@@ -168,9 +162,8 @@ impl WorkerHeartbeat {
 }
 
 op! {
-    /// `UnregisterWorker`: the worker stops; `ListWorkers` no longer lists it. `Worker not found`
-    /// when the id is not registered (so a replay after a lost reply may be refused: it is marked
-    /// safe all the same, the outcome being the same).
+    /// `UnregisterWorker`: the worker stops; `ListWorkers` no longer lists it. Replayed: a
+    /// refused replay (`Worker not found`) has the same outcome.
     UnregisterWorker, Safe, Eq;
     /// Unregisters worker `worker_id`.
     new(worker_id: impl Into<String>);

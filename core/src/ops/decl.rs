@@ -19,16 +19,20 @@
 //!     reply: u64 = field("count");       // reply shape (none: `ok`)
 //!     validate: |op: &Drain| ...;        // checks beyond the fields' kinds
 //!     request: |request: &Value| ...;    // a server-role reading of one's own
+//!     write: |op: &Drain, fields| ...;   // a write order of one's own
 //! }
 //! ```
 //!
-//! Fields are written in declaration order (the order bunqueue's own client writes them in),
-//! each through its type's [`Field`] codec, or through a [`Kind`] that also checks it before it
-//! is sent and reads it as bunqueue validates it. Replies take one of four shapes: `ok`
-//! (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one [`ReplyField`] at the top
-//! level), `data(key)` (one inside `data`), or `with(read, write)` for a reply that really
-//! differs. Everything expands to the same code one would write by hand, so a declaration
-//! costs nothing at run time.
+//! The constructor may be left out (an op whose constructor differs writes its own). Fields
+//! are written in declaration order (the order bunqueue's own client writes them in), each
+//! through its type's [`Field`] codec, or through a [`Kind`] (one [`kinds!`] entry) that also
+//! checks it before it is sent and reads it as bunqueue validates it. Replies take one of four
+//! shapes: `ok` (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one
+//! [`ReplyField`] at the top level), `data(key)` (one inside `data`), or `with(read, write)`
+//! for a reply that really differs. Reply objects are [`record!`]s and maps of optional
+//! settings [`options!`], their fields read and written through [`Wire`] codecs. Everything
+//! expands to the same code one would write by hand, so a declaration costs nothing at run
+//! time.
 
 use std::time::Duration;
 

@@ -260,14 +260,9 @@ op! {
 impl CronUpsert {
     /// Scheduler `name` adding to `queue` on `schedule`.
     pub fn new(queue: impl Into<String>, name: impl Into<String>, schedule: Schedule) -> Self {
-        let (schedule, repeat_every) = match schedule {
-            Schedule::Every(every) => (None, Some(every)),
-            Schedule::Pattern(p) => (Some(p), None),
-        };
-        CronUpsert {
-            schedule,
-            repeat_every,
-            ..CronUpsert::blank(queue, name)
+        match schedule {
+            Schedule::Every(every) => CronUpsert::every(queue, name, every),
+            Schedule::Pattern(pattern) => CronUpsert::pattern(queue, name, pattern),
         }
     }
 

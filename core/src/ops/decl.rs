@@ -461,13 +461,6 @@ macro_rules! options {
                 Self::default()
             }
 
-            $(
-                #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
-                pub fn $field(mut self, value: $ty) -> Self {
-                    self.$field = Some(value);
-                    self
-                }
-            )*
 
             #[allow(dead_code)]
             fn to_value(&self) -> $crate::wire::Value {
@@ -488,6 +481,7 @@ macro_rules! options {
             }
         }
 
+        $crate::ops::decl::setters! { $name { $($field: $ty),* } }
         $crate::ops::decl::options!(@update [$($config)?] $name { $($field),* });
     };
 
@@ -613,15 +607,7 @@ macro_rules! op {
             $(#[$new_doc])* $ctor($($arg: $arg_ty $(=> $conv)?),*)
         )?] { $($field),* });
 
-        impl $name {
-            $($(
-                #[doc = concat!("Sets [`", stringify!($set), "`](Self::", stringify!($set), ").")]
-                pub fn $set(mut self, value: $set_ty) -> Self {
-                    self.$set = Some(value.into());
-                    self
-                }
-            )*)?
-        }
+        $($crate::ops::decl::setters! { $name { $($set: $set_ty),* } })?
 
         impl $crate::ops::Operation for $name {
             const NAME: &'static str = $crate::ops::decl::op!(@name $name $($wire)?);

@@ -24,7 +24,7 @@ use crate::wire::{
 };
 
 use super::decl::kind::Required;
-use super::decl::{kinds, ms, op, put_data, setters, Field, Wire};
+use super::decl::{kinds, ms, op, put_data, setters, Field, ReplyField, Wire};
 use super::read::{array, bad, number, reply_bool, reply_field, reply_opt, req_str, text};
 use super::Fields;
 
@@ -359,29 +359,24 @@ fn write_flow(jobs: &[Job], fields: &mut Fields) {
     put_data(fields, "jobs", array(jobs.iter().map(snapshot)));
 }
 
-/// A map of a reply read in order as `(key, value)` pairs.
-fn pairs(v: Option<&Value>) -> Vec<(String, Value)> {
-    match v {
-        Some(Value::Map(m)) => m
-            .iter()
-            .filter_map(|(k, v)| text(k).map(|k| (k, v.clone())))
-            .collect(),
-        _ => Vec::new(),
+/// The values of a parent's children: a map read in order as `(key, value)` pairs (absent:
+/// none).
+impl ReplyField for Vec<(String, Value)> {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        let Some(Value::Map(m)) = reply_opt(reply, key) else {
+            return Ok(Vec::new());
+        };
+        Ok(m.iter()
+            .filter_map(|(k, v)| Some((text(k)?, v.clone())))
+            .collect())
     }
-}
-
-fn pairs_value(pairs: &[(String, Value)]) -> Value {
-    Value::Map(
-        pairs
-            .iter()
-            .map(|(k, v)| (Value::from(k.as_str()), v.clone()))
-            .collect(),
-    )
-}
-
-/// The values of a parent's children: `"<queue>:<childId>"` → value, in order.
-fn read_values(values: Option<&Value>) -> Result<Vec<(String, Value)>, ProtocolError> {
-    Ok(pairs(values))
+    fn to_value(&self) -> Value {
+        Value::Map(
+            self.iter()
+                .map(|(k, v)| (Value::from(k.as_str()), v.clone()))
+                .collect(),
+        )
+    }
 }
 
 op! {
@@ -390,8 +385,8 @@ op! {
     GetChildrenValues, Safe, Eq;
     id;
     reply: Vec<(String, Value)> = with(
-        |r: &Value| read_values(reply_opt(r, "data").and_then(|d| d.get("values"))),
-        |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", pairs_value(v))
+        |r: &Value| ReplyField::read(reply_opt(r, "data").unwrap_or(&Value::Nil), "values"),
+        |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", v.to_value())
     );
 }
 
@@ -400,10 +395,7 @@ op! {
     /// with [`ChildFailure::ContinueParent`] or [`ChildFailure::FailParent`]. A read: replayed.
     GetFailedChildrenValues, Safe, Eq;
     id;
-    reply: Vec<(String, Value)> = with(
-        |r: &Value| read_values(reply_opt(r, "values")),
-        |v: &Vec<(String, Value)>, f: &mut Fields| { f.put("values", pairs_value(v)); }
-    );
+    reply: Vec<(String, Value)> = field("values");
 }
 
 op! {
@@ -411,10 +403,7 @@ op! {
     /// [`ChildFailure::Ignore`] set, keyed by child. A read: replayed.
     GetIgnoredChildrenFailures, Safe, Eq;
     id;
-    reply: Vec<(String, Value)> = with(
-        |r: &Value| read_values(reply_opt(r, "values")),
-        |v: &Vec<(String, Value)>, f: &mut Fields| { f.put("values", pairs_value(v)); }
-    );
+    reply: Vec<(String, Value)> = field("values");
 }
 
 /// How a [`WaitJob`] ended.

@@ -571,22 +571,19 @@ fn write_metrics(reply: &MetricsReply, fields: &mut Fields) {
             fields.put("metrics", m.encode());
         }
         MetricsReply::Queue(q) => {
-            let meta = Value::map([
-                ("count", Value::from(q.count)),
+            let (count, prev) = (Value::from(q.count), Value::from(q.prev_count));
+            let meta = [
+                ("count", count),
                 ("prevTS", js_number(q.prev_ts)),
-                ("prevCount", Value::from(q.prev_count)),
-            ]);
-            fields.put(
-                "data",
-                Value::map([
-                    ("meta", meta),
-                    (
-                        "data",
-                        Value::Array(q.data.iter().copied().map(js_number).collect()),
-                    ),
-                    ("count", Value::from(q.points)),
-                ]),
-            );
+                ("prevCount", prev),
+            ];
+            let data = array(q.data.iter().copied().map(js_number));
+            let d = [
+                ("meta", Value::map(meta)),
+                ("data", data),
+                ("count", Value::from(q.points)),
+            ];
+            fields.put("data", Value::map(d));
         }
     }
 }

@@ -97,9 +97,8 @@ op! {
 }
 
 op! {
-    /// `Cancel`: removes a job that is not active (the TS client's `remove(id)` and
-    /// `job.remove()`). Refused with `Job not found or cannot be cancelled` for an unknown or
-    /// active job.
+    /// `Cancel`: removes a job that is not active (the TS client's `remove(id)`); refused for an
+    /// unknown or active job.
     Cancel, NotSafe, Eq;
     id;
 }
@@ -126,11 +125,8 @@ op! {
 }
 
 op! {
-    /// `MoveToWait`: puts a job back to waiting — the TS client's `retryJob(id)` and
-    /// `moveJobToWait(id, token)`: an active job is released (with its token if locked), a
-    /// delayed one promoted, a failed one retried from the dead-letter queue, a waiting one
-    /// left alone. Refused for other states (`Cannot move job from state '<state>' to
-    /// waiting`; an unknown id is state `unknown`).
+    /// `MoveToWait`: puts an active, delayed or failed job back to waiting (the TS client's
+    /// `retryJob(id)` and `moveJobToWait(id, token)`); refused for other states.
     MoveToWait, NotSafe, Eq;
     /// For job `id`, without a token.
     new(id: impl Into<String>);
@@ -189,8 +185,7 @@ impl RetryCompleted {
 
 op! {
     /// `ChangePriority`: gives a waiting, prioritized or delayed job a new priority (and, with
-    /// `lifo`, puts it first among its equals). Refused with `Job not found or not in queue`
-    /// (unknown, active or finished job).
+    /// `lifo`, puts it first among its equals).
     ChangePriority, Safe, Eq;
     /// Sets job `id`'s priority to `priority`.
     new(id: impl Into<String>, priority: i64);
@@ -216,9 +211,7 @@ op! {
         id: String = "id" => Required,
         /// Ms from now.
         delay: u64 = "delay",
-        /// The lock token of an active job (bunqueue then moves it to delayed; without the
-        /// token it answers `Lock token required for job <id>`). The TS worker's
-        /// `job.changeDelay` sends it.
+        /// The lock token of an active job (bunqueue then moves it to delayed).
         token: Option<String> = "token",
     }
     set { token: impl Into<String> }
@@ -226,8 +219,7 @@ op! {
 
 op! {
     /// `MoveToDelayed`: moves an active job back to delayed, to run `delay` from now (the TS
-    /// client's `moveJobToDelayed(id, timestamp, token)`, which sends the delay). Refused with
-    /// `Job not found`, or `Job is not active (current state: <state>)`.
+    /// client's `moveJobToDelayed(id, timestamp, token)`).
     MoveToDelayed, NotSafe, Eq;
     /// Job `id` runs again `delay` from now.
     new(id: impl Into<String>, delay: Duration => ms_u64);

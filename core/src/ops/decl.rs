@@ -19,25 +19,29 @@
 //!     reply: u64 = field("count");       // reply shape (none: `ok`)
 //!     validate: |op: &Drain| ...;        // checks beyond the fields' kinds
 //!     request: |request: &Value| ...;    // a server-role reading of one's own
+//!     write: |op: &Drain, fields| ...;   // a write order of one's own
 //! }
 //! ```
 //!
-//! Fields are written in declaration order (the order bunqueue's own client writes them in),
-//! each through its type's [`Field`] codec, or through a [`Kind`] that also checks it before it
-//! is sent and reads it as bunqueue validates it. Replies take one of four shapes: `ok`
-//! (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one [`ReplyField`] at the top
-//! level), `data(key)` (one inside `data`), or `with(read, write)` for a reply that really
-//! differs. Everything expands to the same code one would write by hand, so a declaration
-//! costs nothing at run time.
+//! The constructor may be left out (an op whose constructor differs writes its own). Fields
+//! are written in declaration order (the order bunqueue's own client writes them in), each
+//! through its type's [`Field`] codec, or through a [`Kind`] (one [`kinds!`] entry) that also
+//! checks it before it is sent and reads it as bunqueue validates it. Replies take one of four
+//! shapes: `ok` (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one
+//! [`ReplyField`] at the top level), `data(key)` (one inside `data`), or `with(read, write)`
+//! for a reply that really differs. Reply objects are [`record!`]s and maps of optional
+//! settings [`options!`], their fields read and written through [`Wire`] codecs. Everything
+//! expands to the same code one would write by hand, so a declaration costs nothing at run
+//! time.
 
 use std::time::Duration;
 
 use super::read::{
-    array, reply_bool, reply_field, reply_i64, reply_str, reply_strings, reply_u64, req_opt_i64,
-    req_opt_str, req_strings,
+    array, bad, number, reply_array, reply_bool, reply_field, reply_i64, reply_opt, reply_opt_str,
+    reply_str, reply_strings, reply_u64, req_opt_i64, req_opt_str, req_strings, text,
 };
 use super::Fields;
-use crate::wire::{millis, JobState, ProtocolError, ValidationError, Value};
+use crate::wire::{millis, Job, JobState, ProtocolError, ValidationError, Value};
 
 /// How one request field travels: written under its key, read back in the server role as
 /// bunqueue reads an unchecked field (absent: the type's empty value).
@@ -83,6 +87,10 @@ fields! {
         |r, k| Ok(<Option<u64> as Field>::take(r, k)?.map(Duration::from_millis));
     Vec<String>: |s, k, f| f.put(k, array(s.iter().map(String::as_str))),
         |r, k| Ok(req_strings(r, k));
+    Vec<i64>: |s, k, f| f.put(k, array(s.iter().copied())), |r, k| {
+        let numbers = r.get(k).and_then(Value::as_array).map(|a| a.iter().map(number));
+        Ok(numbers.map(|n| n.map(|d| d.unwrap_or(0.0) as i64).collect()).unwrap_or_default())
+    };
     Option<JobState>: |s, k, f| f.put_opt(k, s.as_ref().map(JobState::as_str)),
         |r, k| Ok(req_opt_str(r, k).map(JobState::from));
 }
@@ -104,42 +112,52 @@ pub(crate) trait Kind {
     }
 }
 
+/// `Kind`s, one entry each: `Name: Type = |request, key| take`, then optionally
+/// `, check |value, key| check` and `, put |value, key, fields| put`.
+macro_rules! kinds {
+    ($(
+        $(#[$doc:meta])* $vis:vis $name:ident: $t:ty = |$r:ident, $k:tt| $take:expr
+        $(, check |$cv:tt, $ck:tt| $check:expr)?
+        $(, put |$pv:ident, $pk:ident, $pf:ident| $put:expr)?;
+    )*) => {$(
+        $(#[$doc])*
+        $vis struct $name;
+
+        impl $crate::ops::decl::Kind for $name {
+            type T = $t;
+            fn take(
+                $r: &$crate::wire::Value,
+                $k: &'static str,
+            ) -> Result<$t, $crate::wire::ValidationError> {
+                $take
+            }
+            $(fn check($cv: &$t, $ck: &'static str) -> Result<(), $crate::wire::ValidationError> {
+                $check
+            })?
+            $(fn put($pv: &$t, $pk: &'static str, $pf: &mut $crate::ops::Fields) {
+                $put
+            })?
+        }
+    )*};
+}
+
+pub(crate) use kinds;
+
 /// Fields that bunqueue checks, each a kind with how the server reads it and what the client
 /// refuses before sending it.
 pub(crate) mod kind {
-    use super::Kind;
-    use crate::wire::{validate_queue_name, ValidationError, Value};
-
     use super::super::read::{req_queue, req_str};
+    use crate::wire::{validate_queue_name, ValidationError};
 
-    /// A queue name, validated as bunqueue validates queue names.
-    pub(crate) struct Queue;
-
-    impl Kind for Queue {
-        type T = String;
-        fn take(request: &Value, _: &'static str) -> Result<String, ValidationError> {
-            req_queue(request)
-        }
-        fn check(queue: &String, _: &'static str) -> Result<(), ValidationError> {
-            validate_queue_name(queue)
-        }
-    }
-
-    /// Text the server requires non-empty (a job id, a name): `<key> is required` otherwise.
-    pub(crate) struct Required;
-
-    impl Kind for Required {
-        type T = String;
-        fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
-            req_str(request, key)
-        }
-        fn check(text: &String, key: &'static str) -> Result<(), ValidationError> {
-            if text.is_empty() {
-                Err(ValidationError::new(key, format!("{key} is required")))
-            } else {
-                Ok(())
-            }
-        }
+    kinds! {
+        /// A queue name, validated as bunqueue validates queue names.
+        pub(crate) Queue: String = |r, _| req_queue(r), check |queue, _| validate_queue_name(queue);
+        /// Text the server requires non-empty (a job id, a name): `<key> is required` otherwise.
+        pub(crate) Required: String = |r, k| req_str(r, k), check |text, k| if text.is_empty() {
+            Err(ValidationError::new(k, format!("{k} is required")))
+        } else {
+            Ok(())
+        };
     }
 }
 
@@ -167,12 +185,37 @@ macro_rules! reply_fields {
     )*};
 }
 
+/// A job record, as bunqueue's replies carry it.
+fn reply_job(reply: &Value, key: &'static str) -> Result<Job, ProtocolError> {
+    let not_job = bad(key, "not a job");
+    Job::from_value(reply_field(reply, key)?).ok_or(not_job)
+}
+
+/// An array of job records.
+fn reply_jobs(reply: &Value, key: &'static str) -> Result<Vec<Job>, ProtocolError> {
+    let not_job = bad(key, "an entry is not a job");
+    let jobs = reply_array(reply, key)?.iter().map(Job::from_value);
+    jobs.map(|j| j.ok_or(not_job.clone())).collect()
+}
+
 reply_fields! {
+    Job: reply_job, |v| v.to_value();
+    Vec<Job>: reply_jobs, |v| array(v.iter().map(Job::to_value));
     bool: reply_bool, |v| Value::from(*v);
     u64: reply_u64, |v| Value::from(*v);
     i64: reply_i64, |v| Value::from(*v);
     String: reply_str, |v| Value::from(v.as_str());
     Vec<String>: reply_strings, |v| array(v.iter().map(String::as_str));
+}
+
+/// An optional value: absent or `null` reads as `None`, which is written as `null`.
+impl<C: Wire<T = C>> ReplyField for Option<C> {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        Ok(C::get(reply, key))
+    }
+    fn to_value(&self) -> Value {
+        <Option<C> as Wire>::put(self)
+    }
 }
 
 /// A required `data` object in a reply (`resp.data(...)` replies wrap their payload in it),
@@ -181,10 +224,7 @@ reply_fields! {
 pub(crate) fn reply_data(reply: &Value) -> Result<Value, ProtocolError> {
     reply_field(reply, "data")?
         .expanded()
-        .map_err(|_| ProtocolError::BadField {
-            field: "data",
-            problem: "not valid MessagePack",
-        })
+        .map_err(|_| bad("data", "not valid MessagePack"))
 }
 
 /// Appends `data: {key: value}`, the shape of `resp.data` replies.
@@ -192,10 +232,290 @@ pub(crate) fn put_data(fields: &mut Fields, key: &str, value: impl Into<Value>) 
     fields.put("data", Value::map([(key, value.into())]));
 }
 
+/// A time span of milliseconds as the wire carries it.
+pub(crate) fn ms(d: Duration) -> Value {
+    Value::Int(millis(d))
+}
+
+/// A wire span (ms) as a [`Duration`] (negatives read as zero).
+pub(crate) fn span(f: f64) -> Duration {
+    Duration::from_millis(if f > 0.0 { f as u64 } else { 0 })
+}
+
+/// A JS number as msgpackr writes it: an integral value in the int32/uint32 range as an
+/// integer, anything else as a float64.
+pub(crate) fn js_number(f: f64) -> Value {
+    if f.fract() == 0.0 && (-2_147_483_648.0..=4_294_967_295.0).contains(&f) {
+        Value::Int(f as i64)
+    } else {
+        Value::F64(f)
+    }
+}
+
+/// How a value travels inside a reply object or a settings map (a [`record!`] or
+/// [`options!`] field): read leniently (`None`: absent or unreadable, so the field's default),
+/// written as the server writes it. A type is its own codec; a unit struct codes one another way.
+pub(crate) trait Wire {
+    /// The field's type.
+    type T;
+    /// Reads `key` of `v`.
+    fn get(v: &Value, key: &'static str) -> Option<Self::T>;
+    /// The value as the server writes it.
+    fn put(x: &Self::T) -> Value;
+}
+
+/// `Wire` impls, one line each: `Codec => Type: |object, key| read, |value| written;`.
+macro_rules! wires {
+    ($($codec:ty => $t:ty: |$v:ident, $k:ident| $get:expr, |$x:ident| $put:expr;)*) => {$(
+        impl $crate::ops::decl::Wire for $codec {
+            type T = $t;
+            fn get($v: &$crate::wire::Value, $k: &'static str) -> Option<$t> {
+                $get
+            }
+            fn put($x: &$t) -> $crate::wire::Value {
+                $put
+            }
+        }
+    )*};
+}
+
+pub(crate) use wires;
+
+/// A float written as a float64 whatever its value (epoch ms the server keeps as `Date.now()`).
+pub(crate) struct F64;
+
+/// A count the server may send negative, read as 0.
+pub(crate) struct Count;
+
+/// An optional value written as `undefined` (left out) when absent, not `null`.
+pub(crate) struct Undef<C>(std::marker::PhantomData<C>);
+
+wires! {
+    u64 => u64: |v, k| reply_opt(v, k).and_then(number).and_then(|f| (f >= 0.0).then_some(f as u64)),
+        |x| Value::from(*x);
+    Count => u64: |v, k| reply_opt(v, k).and_then(number).map(|f| f.max(0.0) as u64),
+        |x| Value::from(*x);
+    i64 => i64: |v, k| reply_opt(v, k).and_then(number).map(|f| f as i64), |x| Value::from(*x);
+    f64 => f64: |v, k| reply_opt(v, k).and_then(number), |x| js_number(*x);
+    F64 => f64: |v, k| reply_opt(v, k).and_then(number), |x| Value::F64(*x);
+    bool => bool: |v, k| reply_opt(v, k).and_then(Value::as_bool), |x| Value::from(*x);
+    String => String: |v, k| reply_opt_str(v, k), |x| Value::from(x.as_str());
+    Job => Job: |v, k| v.get(k).and_then(Job::from_value), |x| x.to_value();
+    Duration => Duration: |v, k| reply_opt(v, k).and_then(number).map(span), |x| ms(*x);
+    Vec<String> => Vec<String>: |v, k| {
+        let texts = v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(text));
+        texts.map(Iterator::collect)
+    }, |x| array(x.iter().map(String::as_str));
+}
+
+impl<C: Wire> Wire for Option<C> {
+    type T = Option<C::T>;
+    fn get(v: &Value, key: &'static str) -> Option<Self::T> {
+        Some(C::get(v, key))
+    }
+    fn put(x: &Self::T) -> Value {
+        x.as_ref().map_or(Value::Nil, C::put)
+    }
+}
+
+impl<C: Wire> Wire for Undef<C> {
+    type T = Option<C::T>;
+    fn get(v: &Value, key: &'static str) -> Option<Self::T> {
+        Some(C::get(v, key))
+    }
+    fn put(x: &Self::T) -> Value {
+        x.as_ref().map_or(Value::Undefined, C::put)
+    }
+}
+
+/// A reply object: the struct, its wire keys, and both roles' codec (`decode`, `encode`), in one
+/// declaration. A field is `name: Type = "key"`, then optionally `[required]` (no object
+/// without it: `decode` gives `None`), `=> Codec` (a [`Wire`] other than its type) and
+/// `| default` (when absent; `Default::default()` otherwise). `Name (Default) { … }` also
+/// implements `Default` with those defaults.
+macro_rules! record {
+    (
+        $(#[$doc:meta])*
+        $name:ident $(($default_impl:ident))? {
+            $(
+                $(#[$field_doc:meta])*
+                $field:ident: $ty:ty = $key:literal $([$req:ident])? $(=> $codec:ty)?
+                $(| $default:expr)?,
+            )*
+        }
+    ) => {
+        $(#[$doc])*
+        #[non_exhaustive]
+        pub struct $name {
+            $($(#[$field_doc])* pub $field: $ty,)*
+        }
+
+        #[allow(dead_code)]
+        impl $name {
+            fn decode(v: &$crate::wire::Value) -> Option<Self> {
+                Some($name {$(
+                    $field: $crate::ops::decl::record!(@or
+                        <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+                            as $crate::ops::decl::Wire>::get(v, $key),
+                        [$($req)?] [$($default)?]
+                    ),
+                )*})
+            }
+
+            fn encode(&self) -> $crate::wire::Value {
+                $crate::wire::Value::map([$((
+                    $key,
+                    <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+                        as $crate::ops::decl::Wire>::put(&self.$field),
+                ),)*])
+            }
+        }
+
+        impl $crate::ops::decl::ReplyField for $name {
+            fn read(
+                reply: &$crate::wire::Value,
+                key: &'static str,
+            ) -> Result<Self, $crate::wire::ProtocolError> {
+                let incomplete = $crate::ops::read::bad(key, "incomplete");
+                $name::decode($crate::ops::read::reply_field(reply, key)?).ok_or(incomplete)
+            }
+            fn to_value(&self) -> $crate::wire::Value {
+                self.encode()
+            }
+        }
+
+        impl $crate::ops::decl::Wire for $name {
+            type T = $name;
+            fn get(v: &$crate::wire::Value, key: &'static str) -> Option<$name> {
+                $crate::ops::read::reply_opt(v, key).and_then($name::decode)
+            }
+            fn put(x: &$name) -> $crate::wire::Value {
+                x.encode()
+            }
+        }
+
+        $crate::ops::decl::record!(@default_impl [$($default_impl)?] $name {
+            $($field: [$($default)?]),*
+        });
+    };
+
+    (@default_impl [] $name:ident { $($rest:tt)* }) => {};
+    (@default_impl [Default] $name:ident { $($field:ident: [$($default:expr)?]),* }) => {
+        impl Default for $name {
+            fn default() -> Self {
+                $name {
+                    $($field: $crate::ops::decl::record!(@default $($default)?),)*
+                }
+            }
+        }
+    };
+
+    (@codec $ty:ty) => { $ty };
+    (@codec $ty:ty, $codec:ty) => { $codec };
+
+    (@or $get:expr, [required] []) => { $get? };
+    (@or $get:expr, [] []) => { $get.unwrap_or_default() };
+    (@or $get:expr, [] [$default:expr]) => { $get.unwrap_or_else(|| $default) };
+
+    (@default) => { Default::default() };
+    (@default $default:expr) => { $default };
+}
+
+pub(crate) use record;
+
+/// A record that `decode` refused, with the error of the strict reader of its required field.
+pub(crate) fn strict<T, U>(
+    decoded: Option<T>,
+    field: &'static str,
+    read: impl FnOnce() -> Result<U, ProtocolError>,
+) -> Result<T, ProtocolError> {
+    let missing = bad(field, "missing");
+    decoded.ok_or_else(|| read().err().unwrap_or(missing))
+}
+
+/// A map of optional settings or options: the struct (every field an `Option`), its
+/// constructor (nothing set), setters, and its codec (`to_value`: the set ones, in order;
+/// `from_value`). Fields are written as in [`record!`] (`name: Type = "key" => Codec`, the
+/// field being `Option<Type>`). `for Config` makes it an update of the record `Config`:
+/// `apply`, and a [`Field`] travelling as one object (absent: changes nothing).
+macro_rules! options {
+    (
+        $(#[$doc:meta])*
+        $name:ident $(for $config:ident)? {
+            $(#[$new_doc:meta])* new();
+            $(
+                $(#[$field_doc:meta])*
+                $field:ident: $ty:ty = $key:literal $(=> $codec:ty)?,
+            )*
+        }
+    ) => {
+        $(#[$doc])*
+        #[non_exhaustive]
+        pub struct $name {
+            $($(#[$field_doc])* pub $field: Option<$ty>,)*
+        }
+
+        impl $name {
+            $(#[$new_doc])*
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+
+            #[allow(dead_code)]
+            fn to_value(&self) -> $crate::wire::Value {
+                let mut f = $crate::ops::Fields::default();
+                $(f.put_opt($key, self.$field.as_ref().map(
+                    <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+                        as $crate::ops::decl::Wire>::put,
+                ));)*
+                f.into_value()
+            }
+
+            #[allow(dead_code)]
+            fn from_value(v: &$crate::wire::Value) -> Self {
+                $name {$(
+                    $field: <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+                        as $crate::ops::decl::Wire>::get(v, $key),
+                )*}
+            }
+        }
+
+        $crate::ops::decl::setters! { $name { $($field: $ty),* } }
+        $crate::ops::decl::options!(@update [$($config)?] $name { $($field),* });
+    };
+
+    (@update [] $name:ident { $($field:ident),* }) => {};
+    (@update [$config:ident] $name:ident { $($field:ident),* }) => {
+        impl $name {
+            /// `config` with this update applied.
+            pub fn apply(&self, mut config: $config) -> $config {
+                $(config.$field = self.$field.unwrap_or(config.$field);)*
+                config
+            }
+        }
+
+        /// An update travels as one object (absent: changes nothing).
+        impl $crate::ops::decl::Field for $name {
+            fn put(&self, key: &'static str, fields: &mut $crate::ops::Fields) {
+                fields.put(key, self.to_value());
+            }
+            fn take(
+                request: &$crate::wire::Value,
+                key: &'static str,
+            ) -> Result<Self, $crate::wire::ValidationError> {
+                Ok(request.get(key).map(Self::from_value).unwrap_or_default())
+            }
+        }
+    };
+}
+
+pub(crate) use options;
+
 /// Declares one operation; see the [module docs](self) for the grammar.
 macro_rules! op {
-    // `queue;` / `queue (unchecked);` / `id;`: the constructor and the one field of a command
-    // that carries only a queue name or a job id.
+    // `queue;` / `queue (unchecked);` / `id;`: a command that carries only a queue name or a
+    // job id, and its constructor.
     (
         $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
         queue; $($rest:tt)*
@@ -204,7 +524,7 @@ macro_rules! op {
             $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
             #[doc = "The command for `queue`."]
             new(queue: impl Into<String>);
-            fields { queue }
+            fields { #[doc = "Queue name."] queue: String = "queue" => Queue }
             $($rest)*
         }
     };
@@ -231,48 +551,39 @@ macro_rules! op {
             $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
             #[doc = "The command for job `id`."]
             new(id: impl Into<String>);
-            fields { id }
+            fields { #[doc = "Job id."] id: String = "id" => Required }
             $($rest)*
         }
     };
-    // `fields { queue }` / `fields { id }`: the two most common field lists.
+    // The constructor is optional (an op whose constructor differs writes its own).
     (
         $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
         $(#[$new_doc:meta])* $ctor:ident($($args:tt)*);
-        fields { queue }
-        $($rest:tt)*
+        fields $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
-            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            $(#[$new_doc])* $ctor($($args)*);
-            fields {
-                #[doc = "Queue name."]
-                queue: String = "queue" => Queue,
-            }
-            $($rest)*
+            @main $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            ctor $(#[$new_doc])* $ctor($($args)*);
+            fields $($rest)*
         }
     };
     (
         $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])* $ctor:ident($($args:tt)*);
-        fields { id }
-        $($rest:tt)*
+        fields $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
-            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            $(#[$new_doc])* $ctor($($args)*);
-            fields {
-                #[doc = "Job id."]
-                id: String = "id" => Required,
-            }
-            $($rest)*
+            @main $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
+            fields $($rest)*
         }
     };
     (
+        @main
         $(#[$doc:meta])*
         $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        $(#[$new_doc:meta])*
-        $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);
+        $(
+            ctor $(#[$new_doc:meta])*
+            $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);
+        )?
         fields {
             $(
                 $(#[$field_doc:meta])*
@@ -283,6 +594,7 @@ macro_rules! op {
         $(reply: $out:ty = $shape:ident $(($($shape_arg:tt)*))?;)?
         $(validate: $validate:expr;)?
         $(request: $request:expr;)?
+        $(write: $write:expr;)?
     ) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq $(, $derive)*)]
@@ -291,26 +603,11 @@ macro_rules! op {
             $($(#[$field_doc])* pub $field: $field_ty,)*
         }
 
-        impl $name {
-            $(#[$new_doc])*
-            #[allow(clippy::needless_update)]
-            pub fn $ctor($($arg: $arg_ty),*) -> Self {
-                $name {
-                    $($arg: $crate::ops::decl::op!(@arg $arg $($conv)?),)*
-                    ..$name {
-                        $($field: Default::default(),)*
-                    }
-                }
-            }
+        $crate::ops::decl::op!(@ctor $name [$(
+            $(#[$new_doc])* $ctor($($arg: $arg_ty $(=> $conv)?),*)
+        )?] { $($field),* });
 
-            $($(
-                #[doc = concat!("Sets [`", stringify!($set), "`](Self::", stringify!($set), ").")]
-                pub fn $set(mut self, value: $set_ty) -> Self {
-                    self.$set = Some(value.into());
-                    self
-                }
-            )*)?
-        }
+        $($crate::ops::decl::setters! { $name { $($set: $set_ty),* } })?
 
         impl $crate::ops::Operation for $name {
             const NAME: &'static str = $crate::ops::decl::op!(@name $name $($wire)?);
@@ -318,7 +615,9 @@ macro_rules! op {
             type Output = $crate::ops::decl::op!(@out $($out)?);
 
             fn write_fields(&self, _fields: &mut $crate::ops::Fields) {
-                $($crate::ops::decl::op!(@put self.$field, $key, _fields $(, $kind)?);)*
+                $crate::ops::decl::op!(@write_fields self, _fields, [$($write)?] {
+                    $($field = $key [$($kind)?]),*
+                })
             }
 
             fn read_reply(
@@ -350,6 +649,33 @@ macro_rules! op {
                 $crate::ops::decl::op!(@write _output, _fields, $($shape $(($($shape_arg)*))?)?)
             }
         }
+    };
+
+    (@ctor $name:ident [] { $($field:ident),* }) => {};
+    (@ctor $name:ident [
+        $(#[$new_doc:meta])* $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),*)
+    ] { $($field:ident),* }) => {
+        impl $name {
+            $(#[$new_doc])*
+            #[allow(clippy::needless_update)]
+            pub fn $ctor($($arg: $arg_ty),*) -> Self {
+                $name {
+                    $($arg: $crate::ops::decl::op!(@arg $arg $($conv)?),)*
+                    ..$name {
+                        $($field: Default::default(),)*
+                    }
+                }
+            }
+        }
+    };
+
+    (@write_fields $self:ident, $fields:ident, [] {
+        $($field:ident = $key:literal [$($kind:ident)?]),*
+    }) => {{
+        $($crate::ops::decl::op!(@put $self.$field, $key, $fields $(, $kind)?);)*
+    }};
+    (@write_fields $self:ident, $fields:ident, [$write:expr] { $($rest:tt)* }) => {
+        ($write)($self, $fields)
     };
 
     (@put $self:ident.$field:ident, $key:literal, $fields:ident) => {

@@ -1,9 +1,6 @@
 //! Flows: parents and children added together (`PUSHF`), children's values and failures,
 //! waiting for a job to finish (`WaitJob`).
 //!
-//! A flow is added whole or not at all, as bunqueue 2.9.5 means "atomic" (what that covers:
-//! `docs/protocol/flow.md`).
-//!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/flow.md`.
 //!
 //! ```
@@ -22,16 +19,14 @@
 
 use std::time::Duration;
 
-use crate::session::Replay;
-use crate::wire::server::CommandError;
 use crate::wire::{
     validate_queue_name, Backoff, Job, JobOptions, ProtocolError, ValidationError, Value,
 };
 
 use super::decl::kind::Required;
-use super::decl::{op, put_data, setters, Kind};
-use super::read::{number, reply_bool, reply_field, reply_opt, req_str, text};
-use super::{Fields, Operation};
+use super::decl::{kinds, ms, op, put_data, setters, Field, ReplyField, Wire};
+use super::read::{array, bad, number, reply_bool, reply_field, reply_opt, req_str, text};
+use super::Fields;
 
 /// Most jobs in one flow (bunqueue's `MAX_FLOW_JOBS`).
 pub const MAX_FLOW_JOBS: usize = 10_000;
@@ -85,9 +80,8 @@ pub struct FlowJob {
     pub name: String,
     /// Job data: a map (bunqueue refuses anything else in a flow).
     pub data: Value,
-    /// Options (priority, delay, attempts, backoff, timeout, lifo, remove-on-*, durable,
-    /// stall timeout, timestamp, tags, group). `job_id` is sent as `customId`; `ttl`,
-    /// `unique_key`, `dedup` and `depends_on` are not allowed in a flow.
+    /// Options; `job_id` is sent as `customId`; `ttl`, `unique_key`, `dedup` and `depends_on`
+    /// are not allowed in a flow.
     pub opts: JobOptions,
     /// The parent this job reports to, if any.
     pub parent_id: Option<String>,
@@ -144,41 +138,21 @@ impl FlowJob {
         self
     }
 
-    /// The `input` map, with every key bunqueue's TS client writes, in its order (absent
-    /// ones as msgpackr's `undefined`, as that client sends them), so a flow reads the same
-    /// on the wire whichever client added it.
+    /// The `input` map, with every key bunqueue's TS client writes, in its order (absent ones
+    /// as `undefined`), so a flow reads the same on the wire whichever client added it.
     fn input(&self) -> Value {
         let o = &self.opts;
-        let ms = |d: Duration| Value::from(d.as_millis().min(i64::MAX as u128) as i64);
         let opt = |v: Option<Value>| v.unwrap_or(Value::Undefined);
-        let ids = |v: &[String]| {
-            if v.is_empty() {
-                Value::Undefined
-            } else {
-                Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect())
-            }
-        };
-        let policy = |p: ChildFailure| {
-            if self.on_failure == Some(p) {
-                Value::from(true)
-            } else {
-                Value::Undefined
-            }
-        };
-        let backoff = o.backoff.map(|b| match b {
-            Backoff::Delay(d) => ms(d),
-            Backoff::Fixed(d) => Value::map([("type", Value::from("fixed")), ("delay", ms(d))]),
-            Backoff::Exponential(d) => {
-                Value::map([("type", Value::from("exponential")), ("delay", ms(d))])
-            }
-        });
+        let ids = |v: &[String]| opt((!v.is_empty()).then(|| array(v.iter().map(String::as_str))));
+        let policy =
+            |p: ChildFailure| opt((self.on_failure == Some(p)).then_some(Value::from(true)));
         let mut f = Fields::default();
         f.put("name", self.name.as_str())
             .put("data", self.data.clone())
             .put("priority", opt(o.priority.map(Value::from)))
             .put("delay", opt(o.delay.map(ms)))
             .put("maxAttempts", opt(o.attempts.map(Value::from)))
-            .put("backoff", opt(backoff))
+            .put("backoff", opt(o.backoff.as_ref().map(Backoff::put)))
             .put("timeout", opt(o.timeout.map(ms)))
             .put("customId", opt(o.job_id.as_deref().map(Value::from)))
             .put("dependsOn", ids(&self.depends_on))
@@ -191,18 +165,12 @@ impl FlowJob {
             .put("stallTimeout", opt(o.stall_timeout.map(ms)))
             .put("stackTraceLimit", Value::Undefined)
             .put("keepLogs", Value::Undefined)
-            .put("sizeLimit", Value::Undefined)
-            .put("failParentOnFailure", policy(ChildFailure::FailParent))
-            .put(
-                "removeDependencyOnFailure",
-                policy(ChildFailure::RemoveDependency),
-            )
-            .put(
-                "continueParentOnFailure",
-                policy(ChildFailure::ContinueParent),
-            )
-            .put("ignoreDependencyOnFailure", policy(ChildFailure::Ignore))
-            .put("timestamp", opt(o.timestamp.map(Value::F64)))
+            .put("sizeLimit", Value::Undefined);
+        use ChildFailure::*;
+        for p in [FailParent, RemoveDependency, ContinueParent, Ignore] {
+            f.put(p.key(), policy(p));
+        }
+        f.put("timestamp", opt(o.timestamp.map(Value::F64)))
             .put("groupId", opt(o.group_id.as_deref().map(Value::from)))
             .put("groupMaxSize", Value::Undefined);
         if !o.tags.is_empty() {
@@ -215,46 +183,28 @@ impl FlowJob {
         let input = v
             .get("input")
             .ok_or_else(|| ValidationError::new("jobs", "flow job input is required"))?;
-        let strings = |k: &str| -> Vec<String> {
-            input
-                .get(k)
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(text).collect())
-                .unwrap_or_default()
-        };
-        let ms = |k: &str| {
-            input
-                .get(k)
-                .and_then(number)
-                .map(|x| Duration::from_millis(x.max(0.0) as u64))
-        };
+        let strings = |k| Vec::<String>::get(input, k).unwrap_or_default();
         let mut opts = JobOptions::new();
-        opts.priority = input.get("priority").and_then(number).map(|x| x as i64);
-        opts.delay = ms("delay");
-        opts.attempts = input.get("maxAttempts").and_then(number).map(|x| x as i64);
-        opts.timeout = ms("timeout");
-        opts.job_id = input.get("customId").and_then(text);
-        opts.lifo = input.get("lifo").and_then(Value::as_bool);
-        opts.remove_on_complete = input.get("removeOnComplete").and_then(Value::as_bool);
-        opts.remove_on_fail = input.get("removeOnFail").and_then(Value::as_bool);
-        opts.durable = input.get("durable").and_then(Value::as_bool);
-        opts.stall_timeout = ms("stallTimeout");
-        opts.timestamp = input.get("timestamp").and_then(number);
-        opts.group_id = input.get("groupId").and_then(text);
+        opts.priority = i64::get(input, "priority");
+        opts.delay = Duration::get(input, "delay");
+        opts.attempts = i64::get(input, "maxAttempts");
+        opts.backoff = Backoff::get(input, "backoff");
+        opts.timeout = Duration::get(input, "timeout");
+        opts.job_id = String::get(input, "customId");
+        opts.lifo = bool::get(input, "lifo");
+        opts.remove_on_complete = bool::get(input, "removeOnComplete");
+        opts.remove_on_fail = bool::get(input, "removeOnFail");
+        opts.durable = bool::get(input, "durable");
+        opts.stall_timeout = Duration::get(input, "stallTimeout");
+        opts.timestamp = f64::get(input, "timestamp");
+        opts.group_id = String::get(input, "groupId");
         opts.tags = strings("tags");
-        opts.backoff = match input.get("backoff") {
-            Some(b @ Value::Map(_)) => {
-                let d = Duration::from_millis(
-                    b.get("delay").and_then(number).unwrap_or(0.0).max(0.0) as u64,
-                );
-                Some(if b.get("type").and_then(Value::as_str) == Some("fixed") {
-                    Backoff::Fixed(d)
-                } else {
-                    Backoff::Exponential(d)
-                })
-            }
-            Some(b) => number(b).map(|x| Backoff::Delay(Duration::from_millis(x.max(0.0) as u64))),
-            None => None,
+        let text_of = |k: &str| {
+            input
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
         };
         Ok(FlowJob {
             id: req_str(v, "id")?,
@@ -263,19 +213,15 @@ impl FlowJob {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),
-            name: input
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            name: text_of("name"),
             data: input.get("data").cloned().unwrap_or(Value::Undefined),
             opts,
-            parent_id: input.get("parentId").and_then(text),
+            parent_id: String::get(input, "parentId"),
             depends_on: strings("dependsOn"),
             children_ids: strings("childrenIds"),
             on_failure: ChildFailure::ALL
                 .into_iter()
-                .find(|p| input.get(p.key()).and_then(Value::as_bool) == Some(true)),
+                .find(|p| bool::get(input, p.key()) == Some(true)),
         })
     }
 
@@ -343,167 +289,121 @@ fn is_map(v: &Value) -> bool {
     }
 }
 
-/// `PUSHF`: adds a whole flow graph in one command, all of it or nothing. The reply holds a
-/// snapshot of every job committed, in request order.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct PushFlow {
-    /// Every job of the graph, children before their parents (as bunqueue's client orders
-    /// them; the server accepts any order).
-    pub jobs: Vec<FlowJob>,
-}
-
-impl PushFlow {
-    /// A flow of `jobs`.
-    pub fn new(jobs: Vec<FlowJob>) -> Self {
-        PushFlow { jobs }
-    }
-}
-
-impl Operation for PushFlow {
-    const NAME: &'static str = "PUSHF";
-    type Output = Vec<Job>;
-
-    const REPLAY: Replay = Replay::NotSafe;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        let jobs = self
-            .jobs
-            .iter()
-            .map(|j| {
-                Value::map([
-                    ("id", Value::from(j.id.as_str())),
-                    ("queue", Value::from(j.queue.as_str())),
-                    ("input", j.input()),
-                ])
-            })
-            .collect();
-        fields.put("jobs", Value::Array(jobs));
-    }
-
-    fn read_reply(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
-        let bad = |problem| ProtocolError::BadField {
-            field: "data.jobs",
-            problem,
+/// A flow's jobs travel as an array of `{id, queue, input}`, which bunqueue requires.
+impl Field for Vec<FlowJob> {
+    fn put(&self, key: &'static str, fields: &mut Fields) {
+        let job = |j: &FlowJob| {
+            let (id, queue) = (Value::from(j.id.as_str()), Value::from(j.queue.as_str()));
+            Value::map([("id", id), ("queue", queue), ("input", j.input())])
         };
-        reply_field(reply, "data")?
-            .get("jobs")
-            .and_then(Value::as_array)
-            .ok_or(bad("missing"))?
-            .iter()
-            .map(|j| Job::from_value(j).ok_or(bad("a job without an id")))
-            .collect()
+        fields.put(key, array(self.iter().map(job)));
     }
+    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
+        let not_array = || ValidationError::new(key, "flow jobs must be an array");
+        let jobs = request
+            .get(key)
+            .and_then(Value::as_array)
+            .ok_or_else(not_array)?;
+        jobs.iter().map(FlowJob::from_request).collect()
+    }
+}
 
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.jobs.len() > MAX_FLOW_JOBS {
-            return Err(ValidationError::new(
-                "jobs",
-                format!("flow exceeds the {MAX_FLOW_JOBS} job limit"),
-            ));
+op! {
+    /// `PUSHF`: adds a whole flow graph in one command, all of it or nothing. The reply holds a
+    /// snapshot of every job committed, in request order.
+    PushFlow as "PUSHF", NotSafe;
+    /// A flow of `jobs`.
+    new(jobs: Vec<FlowJob>);
+    fields {
+        /// Every job of the graph, children before their parents (as bunqueue's client orders
+        /// them; the server accepts any order).
+        jobs: Vec<FlowJob> = "jobs",
+    }
+    reply: Vec<Job> = with(read_flow, write_flow);
+    validate: |op: &PushFlow| {
+        if op.jobs.len() > MAX_FLOW_JOBS {
+            let message = format!("flow exceeds the {MAX_FLOW_JOBS} job limit");
+            return Err(ValidationError::new("jobs", message));
         }
         let mut seen = std::collections::HashSet::new();
-        for job in &self.jobs {
+        op.jobs.iter().try_for_each(|job| {
             job.validate()?;
-            if !seen.insert(job.id.as_str()) {
-                return Err(ValidationError::new(
-                    "id",
-                    format!("duplicate flow job id: {}", job.id),
-                ));
+            if seen.insert(job.id.as_str()) {
+                Ok(())
+            } else {
+                Err(ValidationError::new("id", format!("duplicate flow job id: {}", job.id)))
             }
-        }
-        Ok(())
-    }
-}
-impl crate::wire::server::ServeOperation for PushFlow {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        let jobs = request
-            .get("jobs")
-            .and_then(Value::as_array)
-            .ok_or_else(|| ValidationError::new("jobs", "flow jobs must be an array"))?;
-        let jobs = jobs
-            .iter()
-            .map(FlowJob::from_request)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(PushFlow::new(jobs))
-    }
-
-    fn write_reply(jobs: &Vec<Job>, fields: &mut Fields) {
-        let snapshots = jobs
-            .iter()
-            .map(|j| {
-                Value::map([
-                    ("id", Value::from(j.id.as_str())),
-                    ("queue", Value::from(j.queue.as_str())),
-                    ("name", Value::from(j.name.as_str())),
-                    ("data", j.data.clone()),
-                ])
-            })
-            .collect();
-        fields.put("data", Value::map([("jobs", Value::Array(snapshots))]));
-    }
+        })
+    };
 }
 
-/// A map of a reply read in order as `(key, value)` pairs.
-fn pairs(v: Option<&Value>) -> Vec<(String, Value)> {
-    match v {
-        Some(Value::Map(m)) => m
-            .iter()
-            .filter_map(|(k, v)| text(k).map(|k| (k, v.clone())))
-            .collect(),
-        _ => Vec::new(),
+fn read_flow(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
+    let bad = |problem| bad("data.jobs", problem);
+    let jobs = reply_field(reply, "data")?
+        .get("jobs")
+        .and_then(Value::as_array);
+    let jobs = jobs.ok_or(bad("missing"))?.iter();
+    jobs.map(|j| Job::from_value(j).ok_or(bad("a job without an id")))
+        .collect()
+}
+
+fn write_flow(jobs: &[Job], fields: &mut Fields) {
+    let snapshot = |j: &Job| {
+        Value::map([
+            ("id", Value::from(j.id.as_str())),
+            ("queue", Value::from(j.queue.as_str())),
+            ("name", Value::from(j.name.as_str())),
+            ("data", j.data.clone()),
+        ])
+    };
+    put_data(fields, "jobs", array(jobs.iter().map(snapshot)));
+}
+
+/// The values of a parent's children: a map read in order as `(key, value)` pairs (absent:
+/// none).
+impl ReplyField for Vec<(String, Value)> {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        let Some(Value::Map(m)) = reply_opt(reply, key) else {
+            return Ok(Vec::new());
+        };
+        Ok(m.iter()
+            .filter_map(|(k, v)| Some((text(k)?, v.clone())))
+            .collect())
     }
-}
-
-fn pairs_value(pairs: &[(String, Value)]) -> Value {
-    Value::Map(
-        pairs
-            .iter()
-            .map(|(k, v)| (Value::from(k.as_str()), v.clone()))
-            .collect(),
-    )
-}
-
-/// The values of a parent's children: `"<queue>:<childId>"` → value, in order.
-fn read_values(values: Option<&Value>) -> Result<Vec<(String, Value)>, ProtocolError> {
-    Ok(pairs(values))
+    fn to_value(&self) -> Value {
+        Value::Map(
+            self.iter()
+                .map(|(k, v)| (Value::from(k.as_str()), v.clone()))
+                .collect(),
+        )
+    }
 }
 
 op! {
     /// `GetChildrenValues`: the return values of a parent's completed children, keyed
-    /// `"<queue>:<childId>"` (just the id when the child is gone), in the parent's
-    /// `childrenIds` order. Children not completed yet are absent; an unknown parent gives an
-    /// empty list. A read: replayed.
+    /// `"<queue>:<childId>"`, in the parent's `childrenIds` order. A read: replayed.
     GetChildrenValues, Safe, Eq;
     id;
     reply: Vec<(String, Value)> = with(
-        |r: &Value| read_values(reply_opt(r, "data").and_then(|d| d.get("values"))),
-        |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", pairs_value(v))
+        |r: &Value| ReplyField::read(reply_opt(r, "data").unwrap_or(&Value::Nil), "values"),
+        |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", v.to_value())
     );
 }
 
 op! {
     /// `GetFailedChildrenValues`: the error texts of a parent's children that failed for good
-    /// with [`ChildFailure::ContinueParent`] or [`ChildFailure::FailParent`] set, keyed by
-    /// child. An unknown parent gives an empty list. A read: replayed.
+    /// with [`ChildFailure::ContinueParent`] or [`ChildFailure::FailParent`]. A read: replayed.
     GetFailedChildrenValues, Safe, Eq;
     id;
-    reply: Vec<(String, Value)> = with(
-        |r: &Value| read_values(reply_opt(r, "values")),
-        |v: &Vec<(String, Value)>, f: &mut Fields| { f.put("values", pairs_value(v)); }
-    );
+    reply: Vec<(String, Value)> = field("values");
 }
 
 op! {
     /// `GetIgnoredChildrenFailures`: the failures of a parent's children that had
-    /// [`ChildFailure::Ignore`] set, keyed by child. An unknown parent gives an empty list.
-    /// A read: replayed.
+    /// [`ChildFailure::Ignore`] set, keyed by child. A read: replayed.
     GetIgnoredChildrenFailures, Safe, Eq;
     id;
-    reply: Vec<(String, Value)> = with(
-        |r: &Value| read_values(reply_opt(r, "values")),
-        |v: &Vec<(String, Value)>, f: &mut Fields| { f.put("values", pairs_value(v)); }
-    );
+    reply: Vec<(String, Value)> = field("values");
 }
 
 /// How a [`WaitJob`] ended.
@@ -518,16 +418,13 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
-/// A wait of at most [`MAX_WAIT_JOB`], validated with bunqueue's messages.
-struct WaitTimeout;
-
-impl Kind for WaitTimeout {
-    type T = Option<Duration>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
-        let Some(ms) = req_opt_f64(request, key)? else {
+kinds! {
+    /// A wait of at most [`MAX_WAIT_JOB`], validated with bunqueue's messages.
+    WaitTimeout: Option<Duration> = |r, k| {
+        let Some(ms) = req_opt_f64(r, k)? else {
             return Ok(None);
         };
-        let refuse = |message| Err(ValidationError::new(key, message));
+        let refuse = |message| Err(ValidationError::new(k, message));
         if ms < 0.0 {
             return refuse("timeout must be at least 0");
         }
@@ -535,15 +432,10 @@ impl Kind for WaitTimeout {
             return refuse("timeout must be at most 600000");
         }
         Ok(Some(Duration::from_millis(ms as u64)))
-    }
-    fn check(timeout: &Option<Duration>, key: &'static str) -> Result<(), ValidationError> {
-        match timeout {
-            Some(t) if *t > MAX_WAIT_JOB => {
-                Err(ValidationError::new(key, "timeout must be at most 600000"))
-            }
-            _ => Ok(()),
-        }
-    }
+    }, check |timeout, k| match timeout {
+        Some(t) if *t > MAX_WAIT_JOB => Err(ValidationError::new(k, "timeout must be at most 600000")),
+        _ => Ok(()),
+    };
 }
 
 /// A request's optional number (`<key> must be a number` when present and not one).
@@ -558,8 +450,7 @@ fn req_opt_f64(request: &Value, key: &'static str) -> Result<Option<f64>, Valida
 
 op! {
     /// `WaitJob`: holds the reply until the job completes or `timeout` passes (server default
-    /// 30 s, at most [`MAX_WAIT_JOB`]). Answers at once for a job already completed; an unknown
-    /// id is `Job not found`. A read: replayed.
+    /// 30 s, at most [`MAX_WAIT_JOB`]). A read: replayed.
     WaitJob, Safe, Eq;
     /// Waits for job `id` with the server's default timeout.
     new(id: impl Into<String>);

@@ -1,8 +1,5 @@
-//! One job's own records: progress, logs, data, and its lock.
-//!
-//! bunqueue validates none of these fields itself (a missing `progress` is stored as `NaN`), so
-//! [`Operation::validate`](super::Operation::validate) here only refuses what could never mean
-//! anything: an empty job id, a progress that is not a finite number, a negative duration.
+//! One job's own records: progress, logs, data, and its lock. bunqueue validates none of these
+//! fields; the client refuses only an empty job id, a non-finite progress, a negative duration.
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/job.md`.
 //!
@@ -20,11 +17,9 @@ use std::time::Duration;
 
 use super::decl::kind::Required;
 use super::decl::Kind;
-use super::decl::{op, put_data, reply_data, Field};
-use super::read::{array, number, reply_array, reply_opt_str, reply_u64, req_strings, text};
-use super::{Fields, Operation};
-use crate::session::Replay;
-use crate::wire::server::{CommandError, ServeOperation};
+use super::decl::{kinds, op, put_data, record, reply_data, Field, F64};
+use super::read::{array, number, reply_array, reply_opt_str, reply_u64};
+use super::Fields;
 use crate::wire::{millis, ProtocolError, ValidationError, Value};
 
 /// A progress as msgpackr writes a JS number: an integer when it is one.
@@ -36,46 +31,22 @@ fn progress_value(p: f64) -> Value {
     }
 }
 
-/// A number the request must carry (`<key> is required`), finite for the client.
-struct Finite;
-
-impl Kind for Finite {
-    type T = f64;
-    fn take(request: &Value, key: &'static str) -> Result<f64, ValidationError> {
-        request
-            .get(key)
-            .and_then(number)
-            .ok_or_else(|| ValidationError::new(key, format!("{key} is required")))
-    }
-    fn check(v: &f64, key: &'static str) -> Result<(), ValidationError> {
-        if v.is_finite() {
-            Ok(())
-        } else {
-            Err(ValidationError::new(
-                key,
-                format!("{key} must be a finite number"),
-            ))
-        }
-    }
-}
-
-/// A required lock time in ms: read as [`Finite`], never negative for the client.
-struct Millis;
-
-impl Kind for Millis {
-    type T = i64;
-    fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
-        Finite::take(request, key).map(|f| f as i64)
-    }
-    fn check(ms: &i64, key: &'static str) -> Result<(), ValidationError> {
-        if *ms < 0 {
-            return Err(ValidationError::new(
-                key,
-                format!("{key} must be a non-negative number of milliseconds"),
-            ));
-        }
+kinds! {
+    /// A number the request must carry (`<key> is required`), finite for the client.
+    Finite: f64 = |r, k| {
+        let required = || ValidationError::new(k, format!("{k} is required"));
+        r.get(k).and_then(number).ok_or_else(required)
+    }, check |v, k| if v.is_finite() {
         Ok(())
-    }
+    } else {
+        Err(ValidationError::new(k, format!("{k} must be a finite number")))
+    };
+    /// A required lock time in ms: read as [`Finite`], never negative for the client.
+    Millis: i64 = |r, k| Finite::take(r, k).map(|f| f as i64), check |ms, k| if *ms < 0 {
+        Err(ValidationError::new(k, format!("{k} must be a non-negative number of milliseconds")))
+    } else {
+        Ok(())
+    };
 }
 
 /// A progress travels as a JS number.
@@ -156,8 +127,7 @@ op! {
 }
 
 op! {
-    /// `AddLog`: appends a line to a job's log (any state; bunqueue keeps the last
-    /// `maxLogsPerJob`). `Job not found` for an unknown job. Not replayed: a second write would
+    /// `AddLog`: appends a line to a job's log (any state). Not replayed: a second write would
     /// add the line twice.
     AddLog, NotSafe, Eq;
     /// Appends `message` to job `id`'s log.
@@ -174,16 +144,17 @@ op! {
     reply: () = with(|_| Ok(()), |_: &(), f: &mut Fields| put_data(f, "added", true));
 }
 
-/// One line of a job's log.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct JobLog {
-    /// When it was added, epoch ms.
-    pub timestamp: f64,
-    /// Level (`info` unless given).
-    pub level: String,
-    /// The line.
-    pub message: String,
+record! {
+    /// One line of a job's log.
+    #[derive(Debug, Clone, PartialEq)]
+    JobLog {
+        /// When it was added, epoch ms.
+        timestamp: f64 = "timestamp" => F64,
+        /// Level (`info` unless given).
+        level: String = "level" | "info".into(),
+        /// The line.
+        message: String = "message",
+    }
 }
 
 impl JobLog {
@@ -217,24 +188,13 @@ impl JobLogs {
         let data = reply_data(reply)?;
         let logs = reply_array(&data, "logs")?
             .iter()
-            .map(|l| JobLog {
-                timestamp: l.get("timestamp").and_then(number).unwrap_or(0.0),
-                level: reply_opt_str(l, "level").unwrap_or_else(|| "info".into()),
-                message: l.get("message").and_then(text).unwrap_or_default(),
-            })
-            .collect();
-        Ok(JobLogs::new(logs, reply_u64(&data, "count")?))
+            .filter_map(JobLog::decode);
+        Ok(JobLogs::new(logs.collect(), reply_u64(&data, "count")?))
     }
 
     fn write(&self, fields: &mut Fields) {
-        let logs = self.logs.iter().map(|l| {
-            Value::map([
-                ("timestamp", Value::from(l.timestamp)),
-                ("level", Value::from(l.level.as_str())),
-                ("message", Value::from(l.message.as_str())),
-            ])
-        });
-        let data = [("logs", array(logs)), ("count", Value::from(self.count))];
+        let logs = array(self.logs.iter().map(JobLog::encode));
+        let data = [("logs", logs), ("count", Value::from(self.count))];
         fields.put("data", Value::map(data));
     }
 }
@@ -281,8 +241,7 @@ op! {
 }
 
 op! {
-    /// `Update`: replaces a job's data (any state but finished). The server refuses an unknown or
-    /// finished job with `Job not found or cannot be updated`. Writing the same data twice is
+    /// `Update`: replaces a job's data (any state but finished). Writing the same data twice is
     /// writing it once, so it may be replayed.
     UpdateData as "Update", Safe;
     /// Replaces job `id`'s data with `data`.
@@ -296,10 +255,8 @@ op! {
 }
 
 op! {
-    /// `ExtendLock`: extends the lock of a job a worker holds by `duration` from now. The token
-    /// is the one the pull handed out; the server refuses a wrong token or a job not locked with
-    /// `Lock not found or invalid token`. Extending twice by the same duration ends at about the
-    /// same time, so it may be replayed.
+    /// `ExtendLock`: extends the lock of a job a worker holds (with the pull's token) by
+    /// `duration` from now. Replayed: extending twice ends at about the same time.
     ExtendLock, Safe, Eq;
     /// Extends job `id`'s lock by `duration`.
     new(id: impl Into<String>, duration: Duration => millis);
@@ -314,17 +271,27 @@ op! {
     set { token: impl Into<String> }
 }
 
-/// `ExtendLocks`: [`ExtendLock`] for several jobs at once; yields how many locks were
-/// extended (a wrong token or a lost lock is just not counted).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ExtendLocks {
-    /// Job ids.
-    pub ids: Vec<String>,
-    /// Their lock tokens (empty when none), in the same order.
-    pub tokens: Vec<String>,
-    /// Their new lock times to live, ms, in the same order.
-    pub durations: Vec<i64>,
+op! {
+    /// `ExtendLocks`: [`ExtendLock`] for several jobs at once; yields how many locks were
+    /// extended (a wrong token or a lost lock is just not counted).
+    ExtendLocks, Safe, Eq;
+    fields {
+        /// Job ids.
+        ids: Vec<String> = "ids",
+        /// Their lock tokens (empty when none), in the same order.
+        tokens: Vec<String> = "tokens",
+        /// Their new lock times to live, ms, in the same order.
+        durations: Vec<i64> = "durations",
+    }
+    reply: u64 = field("count");
+    validate: |op: &ExtendLocks| {
+        if op.tokens.len() != op.ids.len() || op.durations.len() != op.ids.len() {
+            let message = "ids, tokens and durations must have the same length";
+            return Err(ValidationError::new("ids", message));
+        }
+        op.ids.iter().try_for_each(|id| Required::check(id, "id"))?;
+        op.durations.iter().try_for_each(|d| Millis::check(d, "durations"))
+    };
 }
 
 impl ExtendLocks {
@@ -341,55 +308,5 @@ impl ExtendLocks {
             op.durations.push(millis(d));
         }
         op
-    }
-}
-
-impl Operation for ExtendLocks {
-    const NAME: &'static str = "ExtendLocks";
-    const REPLAY: Replay = Replay::Safe;
-    type Output = u64;
-
-    fn write_fields(&self, fields: &mut Fields) {
-        self.ids.put("ids", fields);
-        self.tokens.put("tokens", fields);
-        fields.put("durations", array(self.durations.iter().copied()));
-    }
-
-    fn read_reply(reply: &Value) -> Result<u64, ProtocolError> {
-        reply_u64(reply, "count")
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.tokens.len() != self.ids.len() || self.durations.len() != self.ids.len() {
-            return Err(ValidationError::new(
-                "ids",
-                "ids, tokens and durations must have the same length",
-            ));
-        }
-        self.ids
-            .iter()
-            .try_for_each(|id| Required::check(id, "id"))?;
-        self.durations
-            .iter()
-            .try_for_each(|d| Millis::check(d, "durations"))
-    }
-}
-
-impl ServeOperation for ExtendLocks {
-    fn read_request(request: &Value) -> Result<Self, CommandError> {
-        let durations = request
-            .get("durations")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().map(|d| number(d).unwrap_or(0.0) as i64).collect())
-            .unwrap_or_default();
-        Ok(ExtendLocks {
-            ids: req_strings(request, "ids"),
-            tokens: req_strings(request, "tokens"),
-            durations,
-        })
-    }
-
-    fn write_reply(count: &u64, fields: &mut Fields) {
-        fields.put("count", *count);
     }
 }

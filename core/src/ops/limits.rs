@@ -1,8 +1,5 @@
-//! Limits: rate limit, global concurrency, stall detection, and per-group controls.
-//!
-//! The queue-wide commands (`RateLimit`, `SetConcurrency`, the stall settings) do not validate
-//! the queue name on the server, so they do not here either; the group commands validate the
-//! queue name and the group id, with bunqueue's messages.
+//! Limits: rate limit, global concurrency, stall detection, and per-group controls (only these
+//! validate the queue name and the group id, with bunqueue's messages).
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/limits.md`.
 //!
@@ -19,11 +16,10 @@
 use std::time::Duration;
 
 use super::decl::kind::Queue;
-use super::decl::setters;
-use super::decl::Kind;
-use super::decl::{op, put_data, reply_data, Field};
-use super::dlq::{ms, opt_f64, opt_u64, span};
-use super::read::{reply_field, reply_opt};
+use super::decl::{
+    kinds, ms, op, options, put_data, record, reply_data, span, wires, Field, Kind, Wire,
+};
+use super::read::{bad, reply_field};
 use super::Fields;
 use crate::wire::{ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER};
 
@@ -36,32 +32,56 @@ fn finite(v: &Value, field: &str) -> Option<f64> {
     }
 }
 
-/// A limit bunqueue requires finite (`<key> must be a finite number`).
-struct Finite;
-
-impl Kind for Finite {
-    type T = i64;
-    fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
-        finite(request, key)
-            .map(|f| f as i64)
-            .ok_or_else(|| ValidationError::new(key, format!("{key} must be a finite number")))
-    }
-}
-
-/// A time span the server coerces with `Number()`, ignored when not finite.
-struct FiniteSpan;
-
-impl Kind for FiniteSpan {
-    type T = Option<Duration>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<Duration>, ValidationError> {
-        Ok(finite(request, key).map(span))
-    }
+kinds! {
+    /// A limit bunqueue requires finite (`<key> must be a finite number`).
+    Finite: i64 = |r, k| {
+        let refuse = || ValidationError::new(k, format!("{k} must be a finite number"));
+        finite(r, k).map(|f| f as i64).ok_or_else(refuse)
+    };
+    /// A time span the server coerces with `Number()`, ignored when not finite.
+    FiniteSpan: Option<Duration> = |r, k| Ok(finite(r, k).map(span));
+    /// A group's id, checked as bunqueue's groups handler checks it: after the queue name, which
+    /// it reads first (as a string), then the id (required, a string).
+    Group: String = |r, k| {
+        Queue::take(r, "queue")?;
+        let group = match r.get(k) {
+            None | Some(Value::Undefined) => return Err(ValidationError::new(k, "groupId is required")),
+            Some(Value::Str(g)) => g.clone(),
+            Some(_) => return Err(ValidationError::new(k, "groupId must be a string")),
+        };
+        crate::wire::check_group_id(&group)?;
+        Ok(group)
+    }, check |group_id, _| crate::wire::check_group_id(group_id);
+    /// bunqueue's `validatePositiveSafeInteger`.
+    Positive: u64 = |r, k| match r.get(k) {
+        Some(x @ (Value::Int(_) | Value::F64(_))) => match x.as_f64() {
+            Some(f) if f.fract() == 0.0 && f >= 1.0 && f <= MAX_SAFE_INTEGER as f64 => Ok(f as u64),
+            _ => Err(not_positive(k)),
+        },
+        _ => Err(not_positive(k)),
+    }, check |v, k| if *v == 0 || *v > MAX_SAFE_INTEGER as u64 {
+        Err(not_positive(k))
+    } else {
+        Ok(())
+    };
+    /// A time span of [`Positive`] ms.
+    PositiveSpan: Duration = |r, k| Positive::take(r, k).map(Duration::from_millis),
+        check |v, k| Positive::check(&(crate::wire::millis(*v) as u64), k);
+    /// A group's rate window: `max` then `duration`, both [`Positive`].
+    Window: GroupRateLimit = |r, _| {
+        let max = Positive::take(r, "max")?;
+        Ok(GroupRateLimit::new(max, PositiveSpan::take(r, "duration")?))
+    }, check |limit, _| {
+        Positive::check(&limit.max, "max")?;
+        PositiveSpan::check(&limit.duration, "duration")
+    };
+    /// A count the server reads without checking: kept when a non-negative number.
+    Lax: Option<u64> = |r, k| Ok(u64::get(r, k));
 }
 
 op! {
     /// `RateLimit`: at most `limit` jobs of the queue start per `duration` (1 s when absent);
-    /// with a `ttl`, the limit lifts itself after that long (the TS client's `rateLimit(ms)`
-    /// sends `limit: 1` with a `ttl`).
+    /// with a `ttl`, the limit lifts itself after that long.
     RateLimit, Safe, Eq;
     /// `limit` jobs per second on `queue`.
     new(queue: impl Into<String>, limit: i64);
@@ -104,53 +124,19 @@ op! {
     }
 }
 
-/// A queue's stall detection settings, as [`GetStallConfig`] reports them; bunqueue's
-/// defaults in [`StallConfig::default`] (enabled, checked every 30 s, 3 stalls before the job
-/// fails, 5 s grace after a job starts).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StallConfig {
-    /// Detect stalled jobs.
-    pub enabled: bool,
-    /// How often to check.
-    pub stall_interval: Duration,
-    /// Stalls before the job fails for good.
-    pub max_stalls: u64,
-    /// Time after a job starts during which it cannot stall.
-    pub grace_period: Duration,
-}
-
-impl Default for StallConfig {
-    fn default() -> Self {
-        StallConfig {
-            enabled: true,
-            stall_interval: Duration::from_secs(30),
-            max_stalls: 3,
-            grace_period: Duration::from_secs(5),
-        }
-    }
-}
-
-impl StallConfig {
-    fn from_value(v: &Value) -> StallConfig {
-        let d = StallConfig::default();
-        StallConfig {
-            enabled: reply_opt(v, "enabled")
-                .and_then(Value::as_bool)
-                .unwrap_or(d.enabled),
-            stall_interval: opt_f64(v, "stallInterval").map_or(d.stall_interval, span),
-            max_stalls: opt_u64(v, "maxStalls").unwrap_or(d.max_stalls),
-            grace_period: opt_f64(v, "gracePeriod").map_or(d.grace_period, span),
-        }
-    }
-
-    fn to_value(&self) -> Value {
-        Value::map([
-            ("enabled", Value::from(self.enabled)),
-            ("stallInterval", ms(self.stall_interval)),
-            ("maxStalls", Value::from(self.max_stalls)),
-            ("gracePeriod", ms(self.grace_period)),
-        ])
+record! {
+    /// A queue's stall detection settings, as [`GetStallConfig`] reports them (bunqueue's
+    /// defaults: [`StallConfig::default`]).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    StallConfig (Default) {
+        /// Detect stalled jobs (default: yes).
+        enabled: bool = "enabled" | true,
+        /// How often to check (default 30 s).
+        stall_interval: Duration = "stallInterval" | Duration::from_secs(30),
+        /// Stalls before the job fails for good (default 3).
+        max_stalls: u64 = "maxStalls" | 3,
+        /// Time after a job starts during which it cannot stall (default 5 s).
+        grace_period: Duration = "gracePeriod" | Duration::from_secs(5),
     }
 }
 
@@ -158,70 +144,31 @@ op! {
     /// `GetStallConfig`: a queue's stall detection settings. A read: replayed.
     GetStallConfig, Safe, Eq;
     queue (unchecked);
-    reply: StallConfig = with(
-        |r| Ok(StallConfig::from_value(reply_field(r, "config")?)),
-        |c: &StallConfig, f: &mut Fields| { f.put("config", c.to_value()); }
-    );
+    reply: StallConfig = field("config");
 }
 
-/// The stall settings to change with [`SetStallConfig`]; the others keep their value.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct StallConfigUpdate {
-    /// Sets [`StallConfig::enabled`].
-    pub enabled: Option<bool>,
-    /// Sets [`StallConfig::stall_interval`].
-    pub stall_interval: Option<Duration>,
-    /// Sets [`StallConfig::max_stalls`].
-    pub max_stalls: Option<u64>,
-    /// Sets [`StallConfig::grace_period`].
-    pub grace_period: Option<Duration>,
+/// A count the server coerces with `Number()`, negatives as 0.
+struct FiniteCount;
+
+wires! {
+    FiniteSpan => Duration: |v, k| finite(v, k).map(span), |x| ms(*x);
+    FiniteCount => u64: |v, k| finite(v, k).map(|f| f.max(0.0) as u64), |x| Value::from(*x);
 }
 
-impl StallConfigUpdate {
-    /// Changes nothing.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// `config` with this update applied.
-    pub fn apply(&self, mut config: StallConfig) -> StallConfig {
-        config.enabled = self.enabled.unwrap_or(config.enabled);
-        config.stall_interval = self.stall_interval.unwrap_or(config.stall_interval);
-        config.max_stalls = self.max_stalls.unwrap_or(config.max_stalls);
-        config.grace_period = self.grace_period.unwrap_or(config.grace_period);
-        config
-    }
-
-    fn to_value(&self) -> Value {
-        let mut f = Fields::default();
-        f.put_opt("enabled", self.enabled)
-            .put_opt("stallInterval", self.stall_interval.map(ms))
-            .put_opt("maxStalls", self.max_stalls)
-            .put_opt("gracePeriod", self.grace_period.map(ms));
-        f.into_value()
-    }
-
-    fn from_value(v: &Value) -> StallConfigUpdate {
-        StallConfigUpdate {
-            enabled: v.get("enabled").and_then(Value::as_bool),
-            stall_interval: finite(v, "stallInterval").map(span),
-            max_stalls: finite(v, "maxStalls").map(|f| f.max(0.0) as u64),
-            grace_period: finite(v, "gracePeriod").map(span),
-        }
-    }
-}
-
-setters! { StallConfigUpdate {
-    enabled: bool, stall_interval: Duration, max_stalls: u64, grace_period: Duration,
-} }
-
-impl Field for StallConfigUpdate {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, self.to_value());
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(request.get(key).map(Self::from_value).unwrap_or_default())
+options! {
+    /// The stall settings to change with [`SetStallConfig`]; the others keep their value.
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    StallConfigUpdate for StallConfig {
+        /// Changes nothing.
+        new();
+        /// Sets [`StallConfig::enabled`].
+        enabled: bool = "enabled",
+        /// Sets [`StallConfig::stall_interval`].
+        stall_interval: Duration = "stallInterval" => FiniteSpan,
+        /// Sets [`StallConfig::max_stalls`].
+        max_stalls: u64 = "maxStalls" => FiniteCount,
+        /// Sets [`StallConfig::grace_period`].
+        grace_period: Duration = "gracePeriod" => FiniteSpan,
     }
 }
 
@@ -238,78 +185,19 @@ op! {
     }
 }
 
-/// A group's id, checked as bunqueue's groups handler checks it: after the queue name, which
-/// it reads first (as a string), then the id (required, a string).
-struct Group;
-
-impl Kind for Group {
-    type T = String;
-    fn take(request: &Value, key: &'static str) -> Result<String, ValidationError> {
-        Queue::take(request, "queue")?;
-        let group = match request.get(key) {
-            None | Some(Value::Undefined) => {
-                return Err(ValidationError::new(key, "groupId is required"))
-            }
-            Some(Value::Str(g)) => g.clone(),
-            Some(_) => return Err(ValidationError::new(key, "groupId must be a string")),
-        };
-        crate::wire::check_group_id(&group)?;
-        Ok(group)
-    }
-    fn check(group_id: &String, _: &'static str) -> Result<(), ValidationError> {
-        crate::wire::check_group_id(group_id)
-    }
-}
-
-/// bunqueue's `validatePositiveSafeInteger`.
-struct Positive;
-
-impl Kind for Positive {
-    type T = u64;
-    fn take(request: &Value, key: &'static str) -> Result<u64, ValidationError> {
-        match request.get(key) {
-            Some(x @ (Value::Int(_) | Value::F64(_))) => match x.as_f64() {
-                Some(f) if f.fract() == 0.0 && f >= 1.0 && f <= MAX_SAFE_INTEGER as f64 => {
-                    Ok(f as u64)
-                }
-                _ => Err(not_positive(key)),
-            },
-            _ => Err(not_positive(key)),
-        }
-    }
-    fn check(v: &u64, key: &'static str) -> Result<(), ValidationError> {
-        if *v == 0 || *v > MAX_SAFE_INTEGER as u64 {
-            return Err(not_positive(key));
-        }
-        Ok(())
-    }
-}
-
-/// A time span of [`Positive`] ms.
-struct PositiveSpan;
-
-impl Kind for PositiveSpan {
-    type T = Duration;
-    fn take(request: &Value, key: &'static str) -> Result<Duration, ValidationError> {
-        Positive::take(request, key).map(Duration::from_millis)
-    }
-    fn check(v: &Duration, key: &'static str) -> Result<(), ValidationError> {
-        Positive::check(&(crate::wire::millis(*v) as u64), key)
-    }
-}
-
 fn not_positive(key: &'static str) -> ValidationError {
     ValidationError::new(key, format!("{key} must be a positive safe integer"))
 }
 
-/// A group's rate limit: `max` jobs per `duration`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct GroupRateLimit {
-    /// Jobs per window.
-    pub max: u64,
-    /// The window.
-    pub duration: Duration,
+record! {
+    /// A group's rate limit: `max` jobs per `duration`.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    GroupRateLimit {
+        /// Jobs per window.
+        max: u64 = "max",
+        /// The window.
+        duration: Duration = "duration",
+    }
 }
 
 impl GroupRateLimit {
@@ -323,10 +211,10 @@ impl GroupRateLimit {
 fn removed(r: &Value) -> Result<bool, ProtocolError> {
     match reply_field(&reply_data(r)?, "removed")? {
         Value::Bool(b) => Ok(*b),
-        x => x.as_f64().map(|f| f > 0.0).ok_or(ProtocolError::BadField {
-            field: "removed",
-            problem: "not a number",
-        }),
+        x => x
+            .as_f64()
+            .map(|f| f > 0.0)
+            .ok_or(bad("removed", "not a number")),
     }
 }
 
@@ -365,18 +253,7 @@ group_op! {
 
 group_op! {
     /// `GetGroupRateLimit`: the group's own rate limit, if it has one. A read: replayed.
-    GetGroupRateLimit, Safe, Option<GroupRateLimit> = with(
-        |r| {
-            let data = reply_data(r)?;
-            Ok(reply_opt(&data, "limit").map(|l| GroupRateLimit {
-                max: opt_u64(l, "max").unwrap_or(0),
-                duration: opt_f64(l, "duration").map_or(Duration::ZERO, span),
-            }))
-        },
-        |l: &Option<GroupRateLimit>, f: &mut Fields| put_data(f, "limit", l.map_or(Value::Nil, |l| {
-            Value::map([("max", Value::from(l.max)), ("duration", ms(l.duration))])
-        }))
-    )
+    GetGroupRateLimit, Safe, Option<GroupRateLimit> = data("limit")
 }
 
 group_op! {
@@ -388,10 +265,7 @@ group_op! {
 group_op! {
     /// `GetGroupConcurrency`: the group's own concurrency limit, if it has one. A read:
     /// replayed.
-    GetGroupConcurrency, Safe, Option<u64> = with(
-        |r| Ok(opt_u64(&reply_data(r)?, "concurrency")),
-        |c: &Option<u64>, f: &mut Fields| put_data(f, "concurrency", c.map_or(Value::Nil, Value::from))
-    )
+    GetGroupConcurrency, Safe, Option<u64> = data("concurrency")
 }
 
 group_op! {
@@ -415,24 +289,6 @@ group_op! {
 group_op! {
     /// `IsGroupPaused`: whether the group is paused. A read: replayed.
     IsGroupPaused, Safe, bool = data("paused")
-}
-
-/// A group's rate window: `max` then `duration`, both [`Positive`].
-struct Window;
-
-impl Kind for Window {
-    type T = GroupRateLimit;
-    fn take(request: &Value, _: &'static str) -> Result<GroupRateLimit, ValidationError> {
-        let max = Positive::take(request, "max")?;
-        Ok(GroupRateLimit::new(
-            max,
-            PositiveSpan::take(request, "duration")?,
-        ))
-    }
-    fn check(limit: &GroupRateLimit, _: &'static str) -> Result<(), ValidationError> {
-        Positive::check(&limit.max, "max")?;
-        PositiveSpan::check(&limit.duration, "duration")
-    }
 }
 
 /// On the wire, a window is two fields: `max` and `duration`.
@@ -480,9 +336,8 @@ op! {
 }
 
 op! {
-    /// `GetGroupRateLimitTtl`: how long until the group may start another job, ms (`-2` when it
-    /// has no window open, as bunqueue answers), optionally as if the limit were `max_jobs`. A
-    /// read: replayed.
+    /// `GetGroupRateLimitTtl`: ms until the group may start another job (`-2`: no window
+    /// open), optionally as if the limit were `max_jobs`. A read: replayed.
     GetGroupRateLimitTtl, Safe, Eq;
     /// Asks about group `group_id` of `queue`.
     new(queue: impl Into<String>, group_id: impl Into<String>);
@@ -499,9 +354,8 @@ op! {
 }
 
 op! {
-    /// `RateLimitGroup`: holds the group back for `duration` (what a worker does when a job of
-    /// the group hits an external rate limit); a positive safe integer of ms. Not replayed: a
-    /// second run would restart the window.
+    /// `RateLimitGroup`: holds the group back for `duration` (a positive safe integer of ms).
+    /// Not replayed: a second run would restart the window.
     RateLimitGroup, NotSafe, Eq;
     /// Holds group `group_id` of `queue` back for `duration`.
     new(queue: impl Into<String>, group_id: impl Into<String>, duration: Duration);
@@ -512,16 +366,6 @@ op! {
         group_id: String = "groupId" => Group,
         /// How long.
         duration: Duration = "duration" => PositiveSpan,
-    }
-}
-
-/// A count the server reads without checking: kept when a non-negative number.
-struct Lax;
-
-impl Kind for Lax {
-    type T = Option<u64>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<u64>, ValidationError> {
-        Ok(opt_u64(request, key))
     }
 }
 

@@ -1,7 +1,5 @@
-//! Read-only lookups: jobs by state or custom id, counts per priority, queue limits,
-//! deduplication keys, queues, workers, stats and metrics.
-//!
-//! Every lookup is a read, so every one may be replayed after a lost connection.
+//! Read-only lookups (each replayed after a lost connection): jobs by state or custom id,
+//! counts per priority, queue limits, deduplication keys, queues, workers, stats and metrics.
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/lookup.md`.
 //!
@@ -21,10 +19,10 @@ use crate::wire::server::CommandError;
 use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationError, Value};
 
 use super::decl::kind::{Queue, Required};
-use super::decl::op;
-use super::decl::Field;
+use super::decl::{js_number, op, record, reply_data, strict, Count, Field};
 use super::read::{
-    array, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_queue, text,
+    array, bad, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_queue,
+    text,
 };
 use super::Fields;
 
@@ -41,9 +39,8 @@ const LISTABLE: &[&str] = &[
     "paused",
 ];
 
-/// Refuses a state name bunqueue does not know. The server itself accepts any name and
-/// answers with nothing (GetJobs: no jobs, Clean: nothing cleaned), which hides a typo; a
-/// state the client cannot name correctly is refused here instead.
+/// Refuses a state name bunqueue does not know (the server answers nothing for one, which
+/// hides a typo).
 pub(super) fn validate_state(field: &'static str, state: &JobState) -> Result<(), ValidationError> {
     if LISTABLE.contains(&state.as_str()) {
         Ok(())
@@ -57,27 +54,6 @@ pub(super) fn validate_state(field: &'static str, state: &JobState) -> Result<()
             ),
         ))
     }
-}
-
-/// A JS number as msgpackr writes it: an integral value in the int32/uint32 range as an
-/// integer, anything else as a float64.
-pub(super) fn js_number(f: f64) -> Value {
-    if f.fract() == 0.0 && (-2_147_483_648.0..=4_294_967_295.0).contains(&f) {
-        Value::Int(f as i64)
-    } else {
-        Value::F64(f)
-    }
-}
-
-fn bad(field: &'static str, problem: &'static str) -> ProtocolError {
-    ProtocolError::BadField { field, problem }
-}
-
-/// A required `data` object in a reply (`resp.data(...)` replies wrap their payload in it).
-/// The decoder keeps `data` values encoded (they are user payloads elsewhere), so this
-/// decodes it.
-pub(super) fn reply_data(reply: &Value) -> Result<Value, ProtocolError> {
-    expand(reply_field(reply, "data")?, "data")
 }
 
 /// A value decoded in full, when the decoder kept it encoded.
@@ -94,64 +70,6 @@ fn num_or_zero(v: &Value, field: &str) -> f64 {
 /// A count field of a nested reply object, 0 when absent.
 fn count_or_zero(v: &Value, field: &str) -> u64 {
     num_or_zero(v, field).max(0.0) as u64
-}
-
-/// A value inside a reply object: read leniently (absent: empty, as bunqueue's counters and
-/// optional fields may be), written as the server writes it.
-trait Wire: Sized {
-    fn get(v: &Value, key: &str) -> Self;
-    fn to_wire(&self) -> Value;
-}
-
-/// `Wire` impls: `Type: |object, key| read, |value| written;`.
-macro_rules! wires {
-    ($($ty:ty: |$v:ident, $k:ident| $get:expr, |$x:ident| $put:expr;)*) => {$(
-        impl Wire for $ty {
-            fn get($v: &Value, $k: &str) -> Self {
-                $get
-            }
-            fn to_wire(&self) -> Value {
-                let $x = self;
-                $put
-            }
-        }
-    )*};
-}
-
-wires! {
-    u64: |v, k| count_or_zero(v, k), |x| Value::from(*x);
-    f64: |v, k| num_or_zero(v, k), |x| js_number(*x);
-    String: |v, k| reply_opt_str(v, k).unwrap_or_default(), |x| Value::from(x.as_str());
-    Option<String>: |v, k| reply_opt_str(v, k), |x| x.as_deref().map_or(Value::Nil, Value::from);
-    Option<i64>: |v, k| reply_opt(v, k).and_then(number).map(|n| n as i64),
-        |x| x.map_or(Value::Nil, Value::from);
-    Vec<String>: |v, k| {
-        let texts = v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(text));
-        texts.map(Iterator::collect).unwrap_or_default()
-    }, |x| array(x.iter().map(String::as_str));
-}
-
-/// A reply object: the struct, its wire keys, and both roles' codec, in one declaration.
-macro_rules! record {
-    (
-        $(#[$doc:meta])*
-        $name:ident { $($(#[$field_doc:meta])* $field:ident: $ty:ty = $key:literal,)* }
-    ) => {
-        $(#[$doc])*
-        #[non_exhaustive]
-        pub struct $name {
-            $($(#[$field_doc])* pub $field: $ty,)*
-        }
-
-        impl $name {
-            fn decode(v: &Value) -> Self {
-                $name { $($field: Wire::get(v, $key),)* }
-            }
-            fn encode(&self) -> Value {
-                Value::map([$(($key, self.$field.to_wire()),)*])
-            }
-        }
-    };
 }
 
 /// States travel as one name, several as an array, none as no key (every state).
@@ -195,7 +113,7 @@ op! {
         asc: Option<bool> = "asc",
     }
     set { offset: u64, limit: u64, asc: bool }
-    reply: Vec<Job> = with(read_jobs, write_jobs);
+    reply: Vec<Job> = field("jobs");
     validate: |op: &GetJobs| op.states.iter().try_for_each(|s| validate_state("state", s));
 }
 
@@ -213,18 +131,6 @@ impl GetJobs {
     }
 }
 
-/// A `jobs` array of full job records.
-pub(super) fn read_jobs(reply: &Value) -> Result<Vec<Job>, ProtocolError> {
-    reply_array(reply, "jobs")?
-        .iter()
-        .map(|j| Job::from_value(j).ok_or(bad("jobs", "an entry is not a job")))
-        .collect()
-}
-
-pub(super) fn write_jobs(jobs: &[Job], fields: &mut Fields) {
-    fields.put("jobs", array(jobs.iter().map(Job::to_value)));
-}
-
 op! {
     /// `GetJobByCustomId`: the job added with this custom id (the `jobId` option), in any queue.
     /// Refused with `Job not found` when there is none.
@@ -235,15 +141,7 @@ op! {
         /// The custom id.
         custom_id: String = "customId" => Required,
     }
-    reply: Job = with(read_job, write_job);
-}
-
-fn read_job(reply: &Value) -> Result<Job, ProtocolError> {
-    Job::from_value(reply_field(reply, "job")?).ok_or(bad("job", "not a job"))
-}
-
-fn write_job(job: &Job, fields: &mut Fields) {
-    fields.put("job", job.to_value());
+    reply: Job = field("job");
 }
 
 op! {
@@ -304,9 +202,8 @@ impl PriorityCounts {
 }
 
 op! {
-    /// `GetQueueLimits`: a queue's rate limit, its remaining rate-limit wait, its global
-    /// concurrency limit, and whether that limit is reached (the TS client's
-    /// `getRateLimitTtl(maxJobs)` and `isMaxed()`).
+    /// `GetQueueLimits`: a queue's rate limit and remaining wait, its global concurrency limit
+    /// and whether it is reached (the TS client's `getRateLimitTtl(maxJobs)`, `isMaxed()`).
     GetQueueLimits, Safe, Eq;
     /// Asks about `queue`.
     new(queue: impl Into<String>);
@@ -317,51 +214,18 @@ op! {
         max_jobs: Option<u64> = "maxJobs",
     }
     set { max_jobs: u64 }
-    reply: QueueLimits = with(read_limits, write_limits);
+    reply: QueueLimits = data("limits");
 }
 
-fn read_limits(reply: &Value) -> Result<QueueLimits, ProtocolError> {
-    let d = reply_data(reply)?;
-    let l = reply_field(&d, "limits")?;
-    let rate_limit = reply_opt(l, "rateLimit")
-        .map(|r| QueueRateLimit::new(count_or_zero(r, "max"), count_or_zero(r, "duration")));
-    Ok(QueueLimits {
-        rate_limit,
-        rate_limit_ttl: l.get("rateLimitTtl").and_then(number).unwrap_or(-2.0) as i64,
-        concurrency_limit: reply_opt(l, "concurrencyLimit")
-            .and_then(number)
-            .map(|n| n.max(0.0) as u64),
-        maxed: l.get("maxed").and_then(Value::as_bool).unwrap_or(false),
-    })
-}
-
-fn write_limits(l: &QueueLimits, fields: &mut Fields) {
-    let rate = l.rate_limit.map_or(Value::Nil, |r| {
-        Value::map([
-            ("max", Value::from(r.max)),
-            ("duration", Value::from(r.duration)),
-        ])
-    });
-    let limits = Value::map([
-        ("rateLimit", rate),
-        ("rateLimitTtl", Value::from(l.rate_limit_ttl)),
-        (
-            "concurrencyLimit",
-            l.concurrency_limit.map_or(Value::Nil, Value::from),
-        ),
-        ("maxed", Value::from(l.maxed)),
-    ]);
-    fields.put("data", Value::map([("limits", limits)]));
-}
-
-/// A queue's rate limit: at most `max` jobs per `duration` ms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct QueueRateLimit {
-    /// Jobs per window.
-    pub max: u64,
-    /// Window, ms.
-    pub duration: u64,
+record! {
+    /// A queue's rate limit: at most `max` jobs per `duration` ms.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    QueueRateLimit {
+        /// Jobs per window.
+        max: u64 = "max",
+        /// Window, ms.
+        duration: u64 = "duration",
+    }
 }
 
 impl QueueRateLimit {
@@ -371,29 +235,19 @@ impl QueueRateLimit {
     }
 }
 
-/// The reply to [`GetQueueLimits`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct QueueLimits {
-    /// The rate limit, if one is set.
-    pub rate_limit: Option<QueueRateLimit>,
-    /// Ms until jobs may be taken again under the rate limit: `-2` when there is no rate
-    /// limit (Redis's convention for "no key", which BullMQ keeps), `0` when not limited now.
-    pub rate_limit_ttl: i64,
-    /// The global concurrency limit, if one is set.
-    pub concurrency_limit: Option<u64>,
-    /// Whether every global concurrency slot is taken.
-    pub maxed: bool,
-}
-
-impl Default for QueueLimits {
-    fn default() -> Self {
-        QueueLimits {
-            rate_limit: None,
-            rate_limit_ttl: -2,
-            concurrency_limit: None,
-            maxed: false,
-        }
+record! {
+    /// The reply to [`GetQueueLimits`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    QueueLimits (Default) {
+        /// The rate limit, if one is set.
+        rate_limit: Option<QueueRateLimit> = "rateLimit",
+        /// Ms until jobs may be taken again under the rate limit: `-2` when there is no rate
+        /// limit (Redis's convention for "no key", which BullMQ keeps), `0` when not limited now.
+        rate_limit_ttl: i64 = "rateLimitTtl" | -2,
+        /// The global concurrency limit, if one is set.
+        concurrency_limit: Option<u64> = "concurrencyLimit" => Option<Count>,
+        /// Whether every global concurrency slot is taken.
+        maxed: bool = "maxed",
     }
 }
 
@@ -409,16 +263,7 @@ op! {
         /// The deduplication key (the `deduplication.id` job option).
         deduplication_id: String = "deduplicationId",
     }
-    reply: Option<String> = with(read_dedup_holder, write_dedup_holder);
-}
-
-fn read_dedup_holder(reply: &Value) -> Result<Option<String>, ProtocolError> {
-    Ok(reply_opt_str(&reply_data(reply)?, "jobId"))
-}
-
-fn write_dedup_holder(id: &Option<String>, fields: &mut Fields) {
-    let id = id.as_deref().map_or(Value::Nil, Value::from);
-    fields.put("data", Value::map([("jobId", id)]));
+    reply: Option<String> = data("jobId");
 }
 
 op! {
@@ -443,13 +288,12 @@ op! {
 fn read_workers(reply: &Value) -> Result<WorkerList, ProtocolError> {
     let d = reply_data(reply)?;
     // A worker without an id is not one.
-    let worker = |w: &Value| w.get("id").and_then(text).map(|_| ListedWorker::decode(w));
-    let workers = reply_array(&d, "workers")?.iter().map(worker);
+    let workers = reply_array(&d, "workers")?.iter().map(ListedWorker::decode);
     Ok(WorkerList {
         workers: workers
             .map(|w| w.ok_or(bad("workers", "an entry has no id")))
             .collect::<Result<_, _>>()?,
-        stats: WorkerTotals::decode(d.get("stats").unwrap_or(&Value::Nil)),
+        stats: WorkerTotals::decode(d.get("stats").unwrap_or(&Value::Nil)).unwrap_or_default(),
     })
 }
 
@@ -464,7 +308,7 @@ record! {
     #[derive(Debug, Clone, Default, PartialEq)]
     ListedWorker {
         /// Worker id.
-        id: String = "id",
+        id: String = "id" [required],
         /// Worker name.
         name: String = "name",
         /// Queues it takes jobs from.
@@ -529,15 +373,7 @@ op! {
     /// Asks for the server's stats.
     new();
     fields {}
-    reply: ServerStats = with(read_stats, write_stats);
-}
-
-fn read_stats(reply: &Value) -> Result<ServerStats, ProtocolError> {
-    Ok(ServerStats::decode(reply_field(reply, "stats")?))
-}
-
-fn write_stats(s: &ServerStats, fields: &mut Fields) {
-    fields.put("stats", s.encode());
+    reply: ServerStats = field("stats");
 }
 
 record! {
@@ -617,9 +453,8 @@ impl Field for Option<(String, MetricsType)> {
 }
 
 op! {
-    /// `Metrics`, in its two forms, which share the command name: server-wide totals
-    /// ([`Metrics::server`]: no `queue`), or one queue's per-minute counts of completed or failed
-    /// jobs ([`Metrics::queue`], the TS client's `getMetrics(type, start, end)`).
+    /// `Metrics`: server-wide totals ([`Metrics::server`]), or one queue's per-minute counts of
+    /// completed or failed jobs ([`Metrics::queue`], the TS client's `getMetrics`).
     Metrics, Safe, Eq;
     /// Server-wide totals.
     server();
@@ -710,7 +545,9 @@ pub enum MetricsReply {
 
 fn read_metrics(reply: &Value) -> Result<MetricsReply, ProtocolError> {
     if let Some(m) = reply_opt(reply, "metrics") {
-        return Ok(MetricsReply::Server(ServerMetrics::decode(m)));
+        return Ok(MetricsReply::Server(
+            ServerMetrics::decode(m).unwrap_or_default(),
+        ));
     }
     let d = reply_data(reply)?;
     let meta = d.get("meta").unwrap_or(&Value::Nil);
@@ -734,22 +571,19 @@ fn write_metrics(reply: &MetricsReply, fields: &mut Fields) {
             fields.put("metrics", m.encode());
         }
         MetricsReply::Queue(q) => {
-            let meta = Value::map([
-                ("count", Value::from(q.count)),
+            let (count, prev) = (Value::from(q.count), Value::from(q.prev_count));
+            let meta = [
+                ("count", count),
                 ("prevTS", js_number(q.prev_ts)),
-                ("prevCount", Value::from(q.prev_count)),
-            ]);
-            fields.put(
-                "data",
-                Value::map([
-                    ("meta", meta),
-                    (
-                        "data",
-                        Value::Array(q.data.iter().copied().map(js_number).collect()),
-                    ),
-                    ("count", Value::from(q.points)),
-                ]),
-            );
+                ("prevCount", prev),
+            ];
+            let data = array(q.data.iter().copied().map(js_number));
+            let d = [
+                ("meta", Value::map(meta)),
+                ("data", data),
+                ("count", Value::from(q.points)),
+            ];
+            fields.put("data", Value::map(d));
         }
     }
 }
@@ -766,32 +600,24 @@ op! {
 
 fn read_storage(reply: &Value) -> Result<StorageHealth, ProtocolError> {
     let d = reply_data(reply)?;
-    Ok(StorageHealth {
-        disk_full: reply_bool(&d, "diskFull")?,
-        error: reply_opt_str(&d, "error"),
-        since: reply_opt(&d, "since").and_then(number),
+    strict(StorageHealth::decode(&d), "diskFull", || {
+        reply_bool(&d, "diskFull")
     })
 }
 
 fn write_storage(h: &StorageHealth, fields: &mut Fields) {
-    fields.put(
-        "data",
-        Value::map([
-            ("diskFull", Value::from(h.disk_full)),
-            ("error", h.error.as_deref().map_or(Value::Nil, Value::from)),
-            ("since", h.since.map_or(Value::Nil, js_number)),
-        ]),
-    );
+    fields.put("data", h.encode());
 }
 
-/// The reply to [`StorageStatus`].
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct StorageHealth {
-    /// The disk is full: durable writes fail.
-    pub disk_full: bool,
-    /// The last storage error, if any.
-    pub error: Option<String>,
-    /// Since when the storage is unhealthy, epoch ms.
-    pub since: Option<f64>,
+record! {
+    /// The reply to [`StorageStatus`].
+    #[derive(Debug, Clone, Default, PartialEq)]
+    StorageHealth {
+        /// The disk is full: durable writes fail.
+        disk_full: bool = "diskFull" [required],
+        /// The last storage error, if any.
+        error: Option<String> = "error",
+        /// Since when the storage is unhealthy, epoch ms.
+        since: Option<f64> = "since",
+    }
 }

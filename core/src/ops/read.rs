@@ -9,14 +9,16 @@
 
 use crate::wire::{ProtocolError, ValidationError, Value};
 
+/// A reply that lacks what its command promises: `field` and what is wrong with it.
+pub fn bad(field: &'static str, problem: &'static str) -> ProtocolError {
+    ProtocolError::BadField { field, problem }
+}
+
 /// A reply field that must be present.
 /// Errors: `BadField { field, problem: "missing" }`.
 pub fn reply_field<'a>(v: &'a Value, field: &'static str) -> Result<&'a Value, ProtocolError> {
     match v.get(field) {
-        None | Some(Value::Undefined) => Err(ProtocolError::BadField {
-            field,
-            problem: "missing",
-        }),
+        None | Some(Value::Undefined) => Err(bad(field, "missing")),
         Some(x) => Ok(x),
     }
 }
@@ -31,10 +33,7 @@ pub fn reply_opt<'a>(v: &'a Value, field: &str) -> Option<&'a Value> {
 pub fn reply_bool(v: &Value, field: &'static str) -> Result<bool, ProtocolError> {
     reply_field(v, field)?
         .as_bool()
-        .ok_or(ProtocolError::BadField {
-            field,
-            problem: "not a boolean",
-        })
+        .ok_or(bad(field, "not a boolean"))
 }
 
 /// A required numeric reply field, as an integer (floats are truncated, as JS code indexing
@@ -42,29 +41,22 @@ pub fn reply_bool(v: &Value, field: &'static str) -> Result<bool, ProtocolError>
 /// Errors: Missing or not a number.
 pub fn reply_i64(v: &Value, field: &'static str) -> Result<i64, ProtocolError> {
     let x = reply_field(v, field)?;
-    number(x).map(|f| f as i64).ok_or(ProtocolError::BadField {
-        field,
-        problem: "not a number",
-    })
+    number(x)
+        .map(|f| f as i64)
+        .ok_or(bad(field, "not a number"))
 }
 
 /// A required non-negative count.
 /// Errors: Missing, not a number, or negative.
 pub fn reply_u64(v: &Value, field: &'static str) -> Result<u64, ProtocolError> {
     let n = reply_i64(v, field)?;
-    u64::try_from(n).map_err(|_| ProtocolError::BadField {
-        field,
-        problem: "negative",
-    })
+    u64::try_from(n).map_err(|_| bad(field, "negative"))
 }
 
 /// A required string reply field (ids given as numbers are accepted, in decimal).
 /// Errors: Missing or not a string.
 pub fn reply_str(v: &Value, field: &'static str) -> Result<String, ProtocolError> {
-    text(reply_field(v, field)?).ok_or(ProtocolError::BadField {
-        field,
-        problem: "not a string",
-    })
+    text(reply_field(v, field)?).ok_or(bad(field, "not a string"))
 }
 
 /// An optional string reply field.
@@ -77,10 +69,7 @@ pub fn reply_opt_str(v: &Value, field: &str) -> Option<String> {
 pub fn reply_array<'a>(v: &'a Value, field: &'static str) -> Result<&'a [Value], ProtocolError> {
     reply_field(v, field)?
         .as_array()
-        .ok_or(ProtocolError::BadField {
-            field,
-            problem: "not an array",
-        })
+        .ok_or(bad(field, "not an array"))
 }
 
 /// A required array of strings.
@@ -88,12 +77,7 @@ pub fn reply_array<'a>(v: &'a Value, field: &'static str) -> Result<&'a [Value],
 pub fn reply_strings(v: &Value, field: &'static str) -> Result<Vec<String>, ProtocolError> {
     reply_array(v, field)?
         .iter()
-        .map(|x| {
-            text(x).ok_or(ProtocolError::BadField {
-                field,
-                problem: "an entry is not a string",
-            })
-        })
+        .map(|x| text(x).ok_or(bad(field, "an entry is not a string")))
         .collect()
 }
 

@@ -1,9 +1,5 @@
 //! Worker registration, so the server lists the worker (`ListWorkers`, dashboards): register,
-//! heartbeat, unregister.
-//!
-//! bunqueue's own Worker registers on start, sends a `Heartbeat` with its counters every
-//! `heartbeatInterval`, and unregisters on close; a worker not seen for 30 s is listed as
-//! `stale`. None of these fields is validated by the server.
+//! heartbeat, unregister. The server validates none of these fields.
 //!
 //! Each command's wire shape and bunqueue 2.9.5's behaviour: `docs/protocol/worker.md`.
 //!
@@ -17,38 +13,39 @@
 use crate::wire::{ProtocolError, ValidationError, Value};
 
 use super::decl::kind::Required;
-use super::decl::{op, put_data, Kind};
-use super::read::{array, number, reply_field, reply_opt_str, reply_str, req_opt_i64, text};
+use super::decl::{kinds, op, put_data, record, strict, Undef, F64};
+use super::read::{reply_field, reply_str, req_opt_i64};
 use super::Fields;
 
-/// What the server knows of a registered worker, as [`RegisterWorker`] answers.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct WorkerInfo {
-    /// The worker's id.
-    pub worker_id: String,
-    /// Its name.
-    pub name: String,
-    /// The queues it works.
-    pub queues: Vec<String>,
-    /// Its concurrency.
-    pub concurrency: i64,
-    /// Host name it gave.
-    pub hostname: Option<String>,
-    /// Process id it gave.
-    pub pid: Option<i64>,
-    /// `active`, or `stale` when not seen for a while.
-    pub status: String,
-    /// When it registered, epoch ms.
-    pub registered_at: f64,
-    /// When it was last seen, epoch ms.
-    pub last_seen: f64,
-    /// Jobs it holds, per its last heartbeat.
-    pub active_jobs: i64,
-    /// Jobs it completed, per its last heartbeat.
-    pub processed_jobs: i64,
-    /// Jobs it failed, per its last heartbeat.
-    pub failed_jobs: i64,
+record! {
+    /// What the server knows of a registered worker, as [`RegisterWorker`] answers.
+    #[derive(Debug, Clone, PartialEq)]
+    WorkerInfo {
+        /// The worker's id.
+        worker_id: String = "workerId" [required],
+        /// Its name.
+        name: String = "name",
+        /// The queues it works.
+        queues: Vec<String> = "queues",
+        /// Its concurrency.
+        concurrency: i64 = "concurrency",
+        /// Host name it gave.
+        hostname: Option<String> = "hostname" => Undef<String>,
+        /// Process id it gave.
+        pid: Option<i64> = "pid" => Undef<i64>,
+        /// `active`, or `stale` when not seen for a while.
+        status: String = "status" | "active".into(),
+        /// When it registered, epoch ms.
+        registered_at: f64 = "registeredAt" => F64,
+        /// When it was last seen, epoch ms.
+        last_seen: f64 = "lastSeen" => F64,
+        /// Jobs it holds, per its last heartbeat.
+        active_jobs: i64 = "activeJobs",
+        /// Jobs it completed, per its last heartbeat.
+        processed_jobs: i64 = "processedJobs",
+        /// Jobs it failed, per its last heartbeat.
+        failed_jobs: i64 = "failedJobs",
+    }
 }
 
 impl WorkerInfo {
@@ -81,37 +78,17 @@ fn js_number(n: i64) -> Value {
     }
 }
 
-fn int(v: &Value, field: &str) -> i64 {
-    v.get(field).and_then(number).unwrap_or(0.0) as i64
-}
-
-/// A concurrency the server takes as sent, 1 when absent.
-struct OrOne;
-
-impl Kind for OrOne {
-    type T = i64;
-    fn take(request: &Value, key: &'static str) -> Result<i64, ValidationError> {
-        Ok(req_opt_i64(request, key)?.unwrap_or(1))
-    }
-}
-
-/// An epoch-ms time, written as msgpackr writes a JS number.
-struct JsTime;
-
-impl Kind for JsTime {
-    type T = Option<i64>;
-    fn take(request: &Value, key: &'static str) -> Result<Option<i64>, ValidationError> {
-        req_opt_i64(request, key)
-    }
-    fn put(time: &Option<i64>, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, time.map(js_number));
-    }
+kinds! {
+    /// A concurrency the server takes as sent, 1 when absent.
+    OrOne: i64 = |r, k| Ok(req_opt_i64(r, k)?.unwrap_or(1));
+    /// An epoch-ms time, written as msgpackr writes a JS number.
+    JsTime: Option<i64> = |r, k| req_opt_i64(r, k),
+        put |time, key, fields| { fields.put_opt(key, time.map(js_number)); };
 }
 
 op! {
     /// `RegisterWorker`: tells the server a worker runs, so `ListWorkers` lists it. Registering
-    /// the same `worker_id` again refreshes the record, so it may be replayed (the driver
-    /// registers again after a reconnect anyway).
+    /// the same `worker_id` again refreshes the record, so it may be replayed.
     RegisterWorker, Safe, Eq;
     /// Registers a worker `name` on `queues` with `concurrency`.
     new(name: impl Into<String>, queues: Vec<String>, concurrency: i64);
@@ -142,52 +119,22 @@ op! {
 
 fn read_worker(reply: &Value) -> Result<WorkerInfo, ProtocolError> {
     let d = reply_field(reply, "data")?;
-    Ok(WorkerInfo {
-        worker_id: reply_str(d, "workerId")?,
-        name: reply_opt_str(d, "name").unwrap_or_default(),
-        queues: d
-            .get("queues")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(text).collect())
-            .unwrap_or_default(),
-        concurrency: int(d, "concurrency"),
-        hostname: reply_opt_str(d, "hostname"),
-        pid: d.get("pid").and_then(number).map(|p| p as i64),
-        status: reply_opt_str(d, "status").unwrap_or_else(|| "active".into()),
-        registered_at: d.get("registeredAt").and_then(number).unwrap_or(0.0),
-        last_seen: d.get("lastSeen").and_then(number).unwrap_or(0.0),
-        active_jobs: int(d, "activeJobs"),
-        processed_jobs: int(d, "processedJobs"),
-        failed_jobs: int(d, "failedJobs"),
+    strict(WorkerInfo::decode(d), "workerId", || {
+        reply_str(d, "workerId")
     })
 }
 
 fn write_worker(w: &WorkerInfo, fields: &mut Fields) {
-    let opt = |s: &Option<String>| s.as_deref().map_or(Value::Undefined, Value::from);
-    fields.put(
-        "data",
-        Value::map([
-            ("workerId", Value::from(w.worker_id.as_str())),
-            ("name", Value::from(w.name.as_str())),
-            ("queues", array(w.queues.iter().map(String::as_str))),
-            ("concurrency", Value::from(w.concurrency)),
-            ("hostname", opt(&w.hostname)),
-            ("pid", w.pid.map_or(Value::Undefined, Value::from)),
-            ("status", Value::from(w.status.as_str())),
-            ("registeredAt", Value::from(w.registered_at)),
-            ("lastSeen", Value::from(w.last_seen)),
-            ("activeJobs", Value::from(w.active_jobs)),
-            ("processedJobs", Value::from(w.processed_jobs)),
-            ("failedJobs", Value::from(w.failed_jobs)),
-            ("currentJob", Value::Nil),
-        ]),
-    );
+    let mut data = w.encode();
+    if let Value::Map(m) = &mut data {
+        m.push((Value::from("currentJob"), Value::Nil));
+    }
+    fields.put("data", data);
 }
 
 op! {
     /// `Heartbeat`: a registered worker is alive, with its counters (what `ListWorkers` shows).
-    /// `Worker not found` when the id is not registered. It may be replayed: the counters are
-    /// absolute.
+    /// Replayed: the counters are absolute.
     WorkerHeartbeat as "Heartbeat", Safe, Eq;
     /// A heartbeat of worker `id`, without counters.
     new(id: impl Into<String>);
@@ -215,9 +162,8 @@ impl WorkerHeartbeat {
 }
 
 op! {
-    /// `UnregisterWorker`: the worker stops; `ListWorkers` no longer lists it. `Worker not found`
-    /// when the id is not registered (so a replay after a lost reply may be refused: it is marked
-    /// safe all the same, the outcome being the same).
+    /// `UnregisterWorker`: the worker stops; `ListWorkers` no longer lists it. Replayed: a
+    /// refused replay (`Worker not found`) has the same outcome.
     UnregisterWorker, Safe, Eq;
     /// Unregisters worker `worker_id`.
     new(worker_id: impl Into<String>);

@@ -83,9 +83,10 @@ struct RunInfo {
     timeout: Option<f64>,
     /// The job's `ttl`, ms: dropped unrun once older (from `createdAt`) than this.
     ttl: Option<f64>,
-    /// When it completed or failed for good (epoch ms) and in which order, for Clean. None
-    /// for a job that finished before a restart: Clean then goes by its creation time, as
-    /// bunqueue does for a record without `completedAt`.
+    /// When it completed or failed for good (epoch ms) and in which order, for Clean and the
+    /// DLQ's `enteredAt`. A job that finished before a restart has its creation time here, as
+    /// bunqueue goes by for a record without `completedAt`, unless SQLite mode kept its
+    /// failure (see `kept`).
     finished: Option<(f64, u64)>,
     /// Why it failed for good and the DLQ entry's error (see `dlq`).
     dlq: Option<(&'static str, Option<String>)>,
@@ -1334,8 +1335,16 @@ impl State {
     }
 
     /// Keeps the stack a FAIL sent for a job (trimmed and capped at its `stackTraceLimit`),
-    /// as bunqueue's record shows it; a FAIL without one leaves the last one.
+    /// as bunqueue's record shows it; a FAIL without one leaves the last one. Called after
+    /// every applied FAIL, so SQLite mode keeps the job's failure history from here.
     pub fn set_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
+        self.note_stacktrace(id, stack);
+        if self.settings.is_some() {
+            self.keep_job(id);
+        }
+    }
+
+    fn note_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
         let Some(e) = self.jobs.get_mut(id) else {
             return;
         };

@@ -308,3 +308,74 @@ fn flow_links_survive_a_restart() {
         },
     );
 }
+
+/// A job's failure history as GetJob and Dlq show it: its stack trace, timeline and DLQ
+/// entries (the whole job and its failed attempts, time fields included).
+fn failure_history(c: &mut Raw, id: &str) -> (Value, Value, Value) {
+    let r = c.call("GetJob", vec![("id", s(id))]);
+    let job = r
+        .get("job")
+        .cloned()
+        .unwrap_or_else(|| panic!("no job in {r:?}"));
+    let field = |k: &str| job.get(k).cloned().unwrap_or(Value::Nil);
+    let dlq = c.call("Dlq", vec![("queue", s("q"))]);
+    let entries = dlq
+        .get("entries")
+        .cloned()
+        .unwrap_or_else(|| panic!("no DLQ entries in {dlq:?}"));
+    let attempts = entries
+        .as_array()
+        .and_then(|e| e.first())
+        .and_then(|e| e.get("attempts"))
+        .and_then(Value::as_array)
+        .map_or(0, <[Value]>::len);
+    assert_eq!(attempts, 2, "both failed attempts in {entries:?}");
+    (field("stacktrace"), field("timeline"), entries)
+}
+
+#[test]
+fn failure_history_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    across_restart(
+        &dir.path().join("jobs.db"),
+        |c| {
+            let id = push(
+                c,
+                "q",
+                int(1),
+                vec![("maxAttempts", int(2)), ("backoff", int(0))],
+            );
+            for (n, error) in ["first", "second"].into_iter().enumerate() {
+                let (pulled, token) = pull_owned(c, "q").expect("a job");
+                assert_eq!(pulled, id);
+                let stack = arr(vec![
+                    s(&format!("Error: {error}")),
+                    s("    at work (w.js:1:1)"),
+                ]);
+                let r = c.call(
+                    "FAIL",
+                    vec![
+                        ("id", s(&id)),
+                        ("token", s(&token)),
+                        ("error", s(error)),
+                        ("stack", stack),
+                    ],
+                );
+                assert!(ok(&r), "attempt {n}: {r:?}");
+            }
+            assert_eq!(state(c, &id), "failed");
+            let history = failure_history(c, &id);
+            assert_eq!(
+                history.0,
+                arr(vec![s("Error: second"), s("at work (w.js:1:1)")])
+            );
+            (id, history)
+        },
+        |c, (id, before)| {
+            let after = failure_history(c, &id);
+            assert_eq!(after.0, before.0, "stacktrace");
+            assert_eq!(after.1, before.1, "timeline");
+            assert_eq!(after.2, before.2, "DLQ entries with their attempts");
+        },
+    );
+}

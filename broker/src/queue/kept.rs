@@ -6,11 +6,14 @@
 //!
 //! Per job, what its row does not hold: its `timeout`, `ttl`, stall timeout and group, its flow
 //! links (a job that waited for its children waits again after the restart, for those not
-//! completed yet) and its DLQ reason.
+//! completed yet), its DLQ reason, the stack trace of its last failure and its failed attempts
+//! (a DLQ entry's `attempts`), and a failed job's timeline (final once it failed for good).
 //!
 //! Not kept, as in bunqueue: a group's manual rate limit (`RateLimitGroup`) and open rate
 //! windows, a queue's concurrency slots in use (a restart requeues active jobs). Not kept
-//! either: the children failures a parent collected, and progress and logs.
+//! either: the children failures a parent collected, progress and logs, and the timeline of a
+//! job that has not failed for good (written at every step, it would double the store's
+//! writes; after a restart such a job's timeline starts again from its recovered state).
 
 use std::io;
 
@@ -20,6 +23,7 @@ use autobatch_core::wire::Value;
 
 use super::dlq::REASONS;
 use super::flow::Links;
+use super::timeline::{Attempt, Step};
 use super::{update_op, State};
 use crate::store::settings::SettingsStore;
 use crate::store::JobState;
@@ -58,12 +62,26 @@ impl State {
             && r.stall_timeout.is_none()
             && r.group.is_none()
             && r.dlq.is_none()
+            && r.stacktrace.is_none()
+            && r.attempt_log.is_empty()
             && !has_links
         {
             return None;
         }
         let num = |v: Option<f64>| v.map_or(Value::Nil, Value::F64);
         let ids = |v: &[String]| Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect());
+        let strings =
+            |v: &[String]| Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect());
+        // A failed job's timeline is final, so it is kept; another job's would be stale by
+        // its next step, and writing it at every step would double the store's writes.
+        let timeline = (e.rec.state == JobState::Failed).then(|| {
+            Value::Array(
+                r.timeline
+                    .iter()
+                    .map(super::timeline::Step::to_kept)
+                    .collect(),
+            )
+        });
         Some(Value::map([
             ("timeout", num(r.timeout)),
             ("ttl", num(r.ttl)),
@@ -78,6 +96,18 @@ impl State {
                     ])
                 }),
             ),
+            (
+                "stacktrace",
+                r.stacktrace.as_deref().map_or(Value::Nil, strings),
+            ),
+            (
+                "attempts",
+                Value::Array(r.attempt_log.iter().map(|a| a.to_value()).collect()),
+            ),
+            ("timeline", timeline.unwrap_or(Value::Nil)),
+            ("startedAt", num(r.shown_started)),
+            ("finishedAt", num(r.finished.map(|(at, _)| at))),
+            ("lastHeartbeat", Value::F64(r.last_heartbeat)),
             (
                 "links",
                 links.filter(|_| has_links).map_or(Value::Nil, |l| {
@@ -151,6 +181,31 @@ impl State {
                 *dlq = (reason, error.or(dlq.1.take()));
             } else {
                 e.run.dlq = Some((reason, error));
+            }
+        }
+        e.run.stacktrace = v.get("stacktrace").and_then(Value::as_array).map(|lines| {
+            lines
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        });
+        let items = |k: &str| v.get(k).and_then(Value::as_array).unwrap_or_default();
+        e.run.attempt_log = items("attempts")
+            .iter()
+            .filter_map(|a| Attempt::from_kept(a, &REASONS))
+            .collect();
+        if e.rec.state == JobState::Failed && !items("timeline").is_empty() {
+            e.run.timeline = items("timeline")
+                .iter()
+                .filter_map(Step::from_kept)
+                .collect();
+            e.run.shown_started = num("startedAt");
+            if let (Some(at), Some((_, seq))) = (num("finishedAt"), e.run.finished) {
+                e.run.finished = Some((at, seq));
+            }
+            if let Some(at) = num("lastHeartbeat") {
+                e.run.last_heartbeat = at;
             }
         }
         self.kept_jobs.insert(id.to_owned());

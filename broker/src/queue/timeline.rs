@@ -49,6 +49,70 @@ impl Attempt {
     }
 }
 
+/// Every state a timeline step names.
+const STATES: [&str; 7] = [
+    "waiting",
+    "prioritized",
+    "delayed",
+    "waiting-children",
+    "active",
+    "completed",
+    "failed",
+];
+
+impl Step {
+    /// The step as SQLite mode keeps it (see `kept`): `hasError` tells an absent error from
+    /// a null one.
+    pub fn to_kept(&self) -> Value {
+        Value::map([
+            ("state", Value::from(self.state)),
+            ("at", Value::F64(self.at)),
+            ("hasError", Value::Bool(self.error.is_some())),
+            (
+                "error",
+                self.error
+                    .as_ref()
+                    .and_then(Option::as_deref)
+                    .map_or(Value::Nil, Value::from),
+            ),
+            ("attempt", self.attempt.map_or(Value::Nil, Value::from)),
+        ])
+    }
+
+    /// Reads back [`to_kept`](Self::to_kept)'s form; `None` for a step it did not write.
+    pub fn from_kept(v: &Value) -> Option<Step> {
+        let stored = v.get("state")?.as_str()?;
+        let state = STATES.iter().find(|s| **s == stored).copied()?;
+        let error = v
+            .get("hasError")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            .then(|| v.get("error").and_then(Value::as_str).map(str::to_owned));
+        Some(Step {
+            state,
+            at: v.get("at")?.as_f64()?,
+            error,
+            attempt: v.get("attempt").and_then(Value::as_i64),
+        })
+    }
+}
+
+impl Attempt {
+    /// Reads back [`to_value`](Self::to_value)'s form as SQLite mode keeps it, its reason one
+    /// of `reasons` (`None` for an entry it did not write).
+    pub fn from_kept(v: &Value, reasons: &[&'static str]) -> Option<Attempt> {
+        let stored = v.get("reason")?.as_str()?;
+        Some(Attempt {
+            attempt: v.get("attempt")?.as_i64()?,
+            started_at: v.get("startedAt")?.as_f64()?,
+            failed_at: v.get("failedAt")?.as_f64()?,
+            reason: reasons.iter().find(|r| **r == stored).copied()?,
+            error: v.get("error").and_then(Value::as_str).map(str::to_owned),
+            duration: v.get("duration")?.as_f64()?,
+        })
+    }
+}
+
 /// Appends a step to a timeline, up to [`MAX_TIMELINE`] steps.
 pub(crate) fn note(timeline: &mut Vec<Step>, step: Step) {
     if timeline.len() < MAX_TIMELINE {

@@ -14,6 +14,7 @@
 //! * [`TestPki`]: a CA and a server certificate made at test time (rcgen), for TLS tests.
 //! * [`Postgres`] and [`Fleet`]: a throwaway PostgreSQL server and several bunqueue brokers on
 //!   it (bunqueue's multi-broker mode), each broker killable, freezable and restartable.
+//! * [`compare`]: what the tests comparing two servers' answers share (times as classes).
 //! * [`layers`]: import cycles between the files of a crate, found by reading its source.
 //! * [`msgpack`]: a tiny hand-written MessagePack writer/scanner, independent of
 //!   `autobatch-core` (which is what the tests check).
@@ -38,6 +39,7 @@
 
 #![warn(missing_docs)]
 
+pub mod compare;
 mod exit_cleanup;
 pub mod fleet;
 pub mod install;

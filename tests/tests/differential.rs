@@ -54,6 +54,7 @@
 use std::collections::HashMap;
 
 use autobatch_driver::Value;
+use autobatch_tests::compare::time_classes;
 use autobatch_tests::{RawClient, Target};
 use serde_json::{json, Map, Value as Json};
 
@@ -926,25 +927,6 @@ const TIME_KEYS: &[&str] = &[
     "finishedOn",
 ];
 
-/// `v` with the numbers under [`TIME_KEYS`] replaced by their class, at any depth.
-fn time_classes(v: Json) -> Json {
-    match v {
-        Json::Object(m) => Json::Object(
-            m.into_iter()
-                .map(|(k, v)| {
-                    if TIME_KEYS.contains(&k.as_str()) && v.is_number() {
-                        (k, json!("#time"))
-                    } else {
-                        (k, time_classes(v))
-                    }
-                })
-                .collect(),
-        ),
-        Json::Array(a) => Json::Array(a.into_iter().map(time_classes).collect()),
-        other => other,
-    }
-}
-
 /// A reply as the comparison sees it: ids replaced by `#<slot>`, lock tokens by `#token`,
 /// [`VOLATILE`] keys dropped outside job records. Job records (and DLQ entries, with their
 /// attempts history) are compared whole, every key, their times as classes ([`TIME_KEYS`]).
@@ -967,7 +949,7 @@ fn normalise(v: Json, ids: &[String], tokens: &HashMap<String, String>) -> Json 
             let is_job = ["id", "queue", "name"].iter().all(|k| m.contains_key(*k));
             let is_dlq_entry = m.get("attempts").is_some_and(Json::is_array);
             let m = if is_job || is_dlq_entry {
-                match time_classes(Json::Object(m)) {
+                match time_classes(Json::Object(m), TIME_KEYS) {
                     Json::Object(m) => m,
                     _ => unreachable!("an object stays one"),
                 }
@@ -2529,7 +2511,7 @@ fn ts_client_sees_jobs_like_bunqueue() {
             .iter()
             .map(|v| v.as_str().expect("an id").to_owned())
             .collect();
-        let steps = time_classes(out["steps"].clone());
+        let steps = time_classes(out["steps"].clone(), TIME_KEYS);
         let steps = token_class(steps);
         // The queue's name is the server's own here: one name for the comparison.
         let steps = serde_json::to_string(&steps)

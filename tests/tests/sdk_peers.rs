@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
+use autobatch_tests::compare::time_classes;
 use autobatch_tests::{workspace_root, Target};
 use bunqueue_client::{
     Backoff, BulkEntry, ConnectionOptions, JobOptions, ProcessError, Queue, Value, Worker,
@@ -100,14 +101,17 @@ impl Seen {
                     .expect("json")
                     .replace(queue, "#queue");
                 let v = serde_json::from_str(&v).expect("json");
-                (what.clone(), normalise(v, &self.ids))
+                (
+                    what.clone(),
+                    normalise(time_classes(v, TIME_KEYS), &self.ids),
+                )
             })
             .collect()
     }
 }
 
-/// `v` with ids as `#<slot>` (inside strings too: error texts name ids), numbers under
-/// [`TIME_KEYS`] as `"#time"`, and the frames of a stack trace after its first line as
+/// `v` (its times already classes, see [`time_classes`]) with ids as `#<slot>` (inside
+/// strings too: error texts name ids), and the frames of a stack trace after its first line as
 /// `"#frame"` (the SDKs send their own process's backtrace, whose frames name this test's
 /// threads; the first line carries the error).
 fn normalise(v: Json, ids: &[String]) -> Json {
@@ -127,9 +131,7 @@ fn normalise(v: Json, ids: &[String]) -> Json {
         Json::Object(m) => Json::Object(
             m.into_iter()
                 .map(|(k, v)| {
-                    let v = if TIME_KEYS.contains(&k.as_str()) && v.is_number() {
-                        json!("#time")
-                    } else if k == "stacktrace" || k == "stack" {
+                    let v = if k == "stacktrace" || k == "stack" {
                         match v {
                             Json::Array(lines) => Json::Array(
                                 lines

@@ -13,22 +13,22 @@
 //!     new(queue: impl Into<String>);     // constructor (any name): required fields (`=> f`)
 //!     fields {
 //!         /// Queue name.
-//!         queue: String = "queue" => Queue,  // field, wire key, optional Kind
+//!         queue: String = "queue" => Queue,  // field, wire key, optional Kind, `| default`
 //!     }
 //!     set { count: u64 }                 // setters of optional fields
 //!     reply: u64 = field("count");       // reply shape (none: `ok`)
 //!     validate: |op: &Drain| ...;        // checks beyond the fields' kinds
 //!     request: |request: &Value| ...;    // a server-role reading of one's own
-//!     write: |op: &Drain, fields| ...;   // a write order of one's own
 //! }
 //! ```
 //!
 //! The constructor may be left out (an op whose constructor differs writes its own). Fields
 //! are written in declaration order (the order bunqueue's own client writes them in), each
 //! through its type's [`Field`] codec, or through a [`Kind`] (one [`kinds!`] entry) that also
-//! checks it before it is sent and reads it as bunqueue validates it. Replies take one of four
+//! checks it before it is sent and reads it as bunqueue validates it. Replies take one of six
 //! shapes: `ok` (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one
-//! [`ReplyField`] at the top level), `data(key)` (one inside `data`), or `with(read, write)`
+//! [`ReplyField`] at the top level), `data(key)` (one inside `data`), `data` (a [`Record`]
+//! that is `data`), `flat` (a [`Record`] whose fields are the reply's), or `with(read, write)`
 //! for a reply that really differs. Reply objects are [`record!`]s and maps of optional
 //! settings [`options!`], their fields read and written through [`Wire`] codecs. Everything
 //! expands to the same code one would write by hand, so a declaration costs nothing at run
@@ -52,20 +52,28 @@ pub(crate) trait Field: Sized {
     fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError>;
 }
 
-/// `Field` impls, one line each: `Type: |self, key, fields| put, |request, key| take;`.
+/// `Field` impls, one entry each: `Type: |self, key, fields| put, |request, key| take;`.
 macro_rules! fields {
-    ($($ty:ty: |$s:ident, $k:ident, $f:ident| $put:expr, |$r:ident, $rk:ident| $take:expr;)*) => {$(
-        impl Field for $ty {
-            fn put(&self, $k: &'static str, $f: &mut Fields) {
+    ($(
+        $(#[$doc:meta])* $ty:ty: |$s:ident, $k:tt, $f:ident| $put:expr, |$r:ident, $rk:tt| $take:expr;
+    )*) => {$(
+        $(#[$doc])*
+        impl $crate::ops::decl::Field for $ty {
+            fn put(&self, $k: &'static str, $f: &mut $crate::ops::Fields) {
                 let $s = self;
                 $put;
             }
-            fn take($r: &Value, $rk: &'static str) -> Result<Self, ValidationError> {
+            fn take(
+                $r: &$crate::wire::Value,
+                $rk: &'static str,
+            ) -> Result<Self, $crate::wire::ValidationError> {
                 $take
             }
         }
     )*};
 }
+
+pub(crate) use fields;
 
 fields! {
     String: |s, k, f| f.put(k, s.as_str()), |r, k| Ok(req_opt_str(r, k).unwrap_or_default());
@@ -170,14 +178,18 @@ pub(crate) trait ReplyField: Sized {
     fn to_value(&self) -> Value;
 }
 
-/// `ReplyField` impls: `Type: reader, |value| written;`.
+/// `ReplyField` impls: `Type: |reply, key| read, |value| written;`.
 macro_rules! reply_fields {
-    ($($ty:ty: $read:path, |$v:ident| $write:expr;)*) => {$(
-        impl ReplyField for $ty {
-            fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-                $read(reply, key)
+    ($($(#[$doc:meta])* $ty:ty: |$r:ident, $k:ident| $read:expr, |$v:ident| $write:expr;)*) => {$(
+        $(#[$doc])*
+        impl $crate::ops::decl::ReplyField for $ty {
+            fn read(
+                $r: &$crate::wire::Value,
+                $k: &'static str,
+            ) -> Result<Self, $crate::wire::ProtocolError> {
+                $read
             }
-            fn to_value(&self) -> Value {
+            fn to_value(&self) -> $crate::wire::Value {
                 let $v = self;
                 $write
             }
@@ -185,27 +197,21 @@ macro_rules! reply_fields {
     )*};
 }
 
-/// A job record, as bunqueue's replies carry it.
-fn reply_job(reply: &Value, key: &'static str) -> Result<Job, ProtocolError> {
-    let not_job = bad(key, "not a job");
-    Job::from_value(reply_field(reply, key)?).ok_or(not_job)
-}
-
-/// An array of job records.
-fn reply_jobs(reply: &Value, key: &'static str) -> Result<Vec<Job>, ProtocolError> {
-    let not_job = bad(key, "an entry is not a job");
-    let jobs = reply_array(reply, key)?.iter().map(Job::from_value);
-    jobs.map(|j| j.ok_or(not_job.clone())).collect()
-}
+pub(crate) use reply_fields;
 
 reply_fields! {
-    Job: reply_job, |v| v.to_value();
-    Vec<Job>: reply_jobs, |v| array(v.iter().map(Job::to_value));
-    bool: reply_bool, |v| Value::from(*v);
-    u64: reply_u64, |v| Value::from(*v);
-    i64: reply_i64, |v| Value::from(*v);
-    String: reply_str, |v| Value::from(v.as_str());
-    Vec<String>: reply_strings, |v| array(v.iter().map(String::as_str));
+    /// A job record, as bunqueue's replies carry it.
+    Job: |r, k| Job::from_value(reply_field(r, k)?).ok_or(bad(k, "not a job")), |v| v.to_value();
+    /// An array of job records.
+    Vec<Job>: |r, k| {
+        let jobs = reply_array(r, k)?.iter().map(Job::from_value);
+        jobs.map(|j| j.ok_or(bad(k, "an entry is not a job"))).collect()
+    }, |v| array(v.iter().map(Job::to_value));
+    bool: |r, k| reply_bool(r, k), |v| Value::from(*v);
+    u64: |r, k| reply_u64(r, k), |v| Value::from(*v);
+    i64: |r, k| reply_i64(r, k), |v| Value::from(*v);
+    String: |r, k| reply_str(r, k), |v| Value::from(v.as_str());
+    Vec<String>: |r, k| reply_strings(r, k), |v| array(v.iter().map(String::as_str));
 }
 
 /// An optional value: absent or `null` reads as `None`, which is written as `null`.
@@ -215,6 +221,30 @@ impl<C: Wire<T = C>> ReplyField for Option<C> {
     }
     fn to_value(&self) -> Value {
         <Option<C> as Wire>::put(self)
+    }
+}
+
+/// A required record: its own required fields' errors when incomplete.
+impl<R: Record> ReplyField for R {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        R::read(reply_field(reply, key)?)
+    }
+    fn to_value(&self) -> Value {
+        self.encode()
+    }
+}
+
+/// A required array of records, every entry complete.
+impl<R: Record> ReplyField for Vec<R> {
+    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
+        let incomplete = |_| bad(key, "an entry is incomplete");
+        reply_array(reply, key)?
+            .iter()
+            .map(|e| R::read(e).map_err(incomplete))
+            .collect()
+    }
+    fn to_value(&self) -> Value {
+        array(self.iter().map(R::encode))
     }
 }
 
@@ -328,11 +358,52 @@ impl<C: Wire> Wire for Undef<C> {
     }
 }
 
-/// A reply object: the struct, its wire keys, and both roles' codec (`decode`, `encode`), in one
+/// A record inside another: absent, `null` or incomplete reads as `None`.
+impl<R: Record> Wire for R {
+    type T = R;
+    fn get(v: &Value, key: &'static str) -> Option<R> {
+        reply_opt(v, key).and_then(R::decode)
+    }
+    fn put(x: &R) -> Value {
+        x.encode()
+    }
+}
+
+/// An array of records inside another; entries that are not one are left out.
+impl<R: Record> Wire for Vec<R> {
+    type T = Vec<R>;
+    fn get(v: &Value, key: &'static str) -> Option<Vec<R>> {
+        let entries = reply_opt(v, key).and_then(Value::as_array);
+        entries.map(|a| a.iter().filter_map(R::decode).collect())
+    }
+    fn put(x: &Vec<R>) -> Value {
+        array(x.iter().map(R::encode))
+    }
+}
+
+/// A reply object declared with [`record!`], in both roles.
+pub(crate) trait Record: Sized {
+    /// Reads it from the object `v`: the error of its required field when that is missing.
+    fn read(v: &Value) -> Result<Self, ProtocolError>;
+    /// Appends its fields, as the server writes them.
+    fn write(&self, fields: &mut Fields);
+    /// Reads it, `None` when its required field is missing.
+    fn decode(v: &Value) -> Option<Self> {
+        Self::read(v).ok()
+    }
+    /// The object.
+    fn encode(&self) -> Value {
+        let mut fields = Fields::default();
+        self.write(&mut fields);
+        fields.into_value()
+    }
+}
+
+/// A reply object: the struct, its wire keys, and both roles' codec ([`Record`]), in one
 /// declaration. A field is `name: Type = "key"`, then optionally `[required]` (no object
-/// without it: `decode` gives `None`), `=> Codec` (a [`Wire`] other than its type) and
-/// `| default` (when absent; `Default::default()` otherwise). `Name (Default) { … }` also
-/// implements `Default` with those defaults.
+/// without it: read as the [`ReplyField`] of its type), `=> Codec` (a [`Wire`] other than its
+/// type) and `| default` (when absent; `Default::default()` otherwise). `Name (Default) { … }`
+/// also implements `Default` with those defaults.
 macro_rules! record {
     (
         $(#[$doc:meta])*
@@ -350,47 +421,17 @@ macro_rules! record {
             $($(#[$field_doc])* pub $field: $ty,)*
         }
 
-        #[allow(dead_code)]
-        impl $name {
-            fn decode(v: &$crate::wire::Value) -> Option<Self> {
-                Some($name {$(
-                    $field: $crate::ops::decl::record!(@or
-                        <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
-                            as $crate::ops::decl::Wire>::get(v, $key),
-                        [$($req)?] [$($default)?]
-                    ),
+        impl $crate::ops::decl::Record for $name {
+            fn read(v: &$crate::wire::Value) -> Result<Self, $crate::wire::ProtocolError> {
+                Ok($name {$(
+                    $field: $crate::ops::decl::record!(@get v, $key, $ty $(, $codec)?;
+                        [$($req)?] [$($default)?]),
                 )*})
             }
 
-            fn encode(&self) -> $crate::wire::Value {
-                $crate::wire::Value::map([$((
-                    $key,
-                    <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
-                        as $crate::ops::decl::Wire>::put(&self.$field),
-                ),)*])
-            }
-        }
-
-        impl $crate::ops::decl::ReplyField for $name {
-            fn read(
-                reply: &$crate::wire::Value,
-                key: &'static str,
-            ) -> Result<Self, $crate::wire::ProtocolError> {
-                let incomplete = $crate::ops::read::bad(key, "incomplete");
-                $name::decode($crate::ops::read::reply_field(reply, key)?).ok_or(incomplete)
-            }
-            fn to_value(&self) -> $crate::wire::Value {
-                self.encode()
-            }
-        }
-
-        impl $crate::ops::decl::Wire for $name {
-            type T = $name;
-            fn get(v: &$crate::wire::Value, key: &'static str) -> Option<$name> {
-                $crate::ops::read::reply_opt(v, key).and_then($name::decode)
-            }
-            fn put(x: &$name) -> $crate::wire::Value {
-                x.encode()
+            fn write(&self, fields: &mut $crate::ops::Fields) {
+                $(fields.put($key, <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+                    as $crate::ops::decl::Wire>::put(&self.$field));)*
             }
         }
 
@@ -413,25 +454,22 @@ macro_rules! record {
     (@codec $ty:ty) => { $ty };
     (@codec $ty:ty, $codec:ty) => { $codec };
 
-    (@or $get:expr, [required] []) => { $get? };
-    (@or $get:expr, [] []) => { $get.unwrap_or_default() };
-    (@or $get:expr, [] [$default:expr]) => { $get.unwrap_or_else(|| $default) };
+    (@get $v:ident, $key:literal, $ty:ty; [required] []) => {
+        <$ty as $crate::ops::decl::ReplyField>::read($v, $key)?
+    };
+    (@get $v:ident, $key:literal, $ty:ty $(, $codec:ty)?; [] [$($default:expr)?]) => {
+        $crate::ops::decl::record!(@or <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+            as $crate::ops::decl::Wire>::get($v, $key), $($default)?)
+    };
+
+    (@or $get:expr,) => { $get.unwrap_or_default() };
+    (@or $get:expr, $default:expr) => { $get.unwrap_or_else(|| $default) };
 
     (@default) => { Default::default() };
     (@default $default:expr) => { $default };
 }
 
 pub(crate) use record;
-
-/// A record that `decode` refused, with the error of the strict reader of its required field.
-pub(crate) fn strict<T, U>(
-    decoded: Option<T>,
-    field: &'static str,
-    read: impl FnOnce() -> Result<U, ProtocolError>,
-) -> Result<T, ProtocolError> {
-    let missing = bad(field, "missing");
-    decoded.ok_or_else(|| read().err().unwrap_or(missing))
-}
 
 /// A map of optional settings or options: the struct (every field an `Option`), its
 /// constructor (nothing set), setters, and its codec (`to_value`: the set ones, in order;
@@ -460,7 +498,6 @@ macro_rules! options {
             pub fn new() -> Self {
                 Self::default()
             }
-
 
             #[allow(dead_code)]
             fn to_value(&self) -> $crate::wire::Value {
@@ -495,17 +532,10 @@ macro_rules! options {
             }
         }
 
-        /// An update travels as one object (absent: changes nothing).
-        impl $crate::ops::decl::Field for $name {
-            fn put(&self, key: &'static str, fields: &mut $crate::ops::Fields) {
-                fields.put(key, self.to_value());
-            }
-            fn take(
-                request: &$crate::wire::Value,
-                key: &'static str,
-            ) -> Result<Self, $crate::wire::ValidationError> {
-                Ok(request.get(key).map(Self::from_value).unwrap_or_default())
-            }
+        $crate::ops::decl::fields! {
+            /// An update travels as one object (absent: changes nothing).
+            $name: |u, k, f| f.put(k, u.to_value()),
+                |r, k| Ok(r.get(k).map(Self::from_value).unwrap_or_default());
         }
     };
 }
@@ -518,24 +548,22 @@ macro_rules! op {
     // job id, and its constructor.
     (
         $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        queue; $($rest:tt)*
+        $one:ident $(($unchecked:ident))?; $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
-            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            #[doc = "The command for `queue`."]
-            new(queue: impl Into<String>);
-            fields { #[doc = "Queue name."] queue: String = "queue" => Queue }
+            @one [$one $($unchecked)?] [$(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;]
             $($rest)*
         }
     };
-    (
-        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        queue (unchecked); $($rest:tt)*
-    ) => {
+    (@one [queue] [$($head:tt)*] $($rest:tt)*) => {
         $crate::ops::decl::op! {
-            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            #[doc = "The command for `queue`."]
-            new(queue: impl Into<String>);
+            $($head)* #[doc = "The command for `queue`."] new(queue: impl Into<String>);
+            fields { #[doc = "Queue name."] queue: String = "queue" => Queue } $($rest)*
+        }
+    };
+    (@one [queue unchecked] [$($head:tt)*] $($rest:tt)*) => {
+        $crate::ops::decl::op! {
+            $($head)* #[doc = "The command for `queue`."] new(queue: impl Into<String>);
             fields {
                 #[doc = "Queue name (not validated: the server takes it as sent)."]
                 queue: String = "queue",
@@ -543,16 +571,10 @@ macro_rules! op {
             $($rest)*
         }
     };
-    (
-        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        id; $($rest:tt)*
-    ) => {
+    (@one [id] [$($head:tt)*] $($rest:tt)*) => {
         $crate::ops::decl::op! {
-            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            #[doc = "The command for job `id`."]
-            new(id: impl Into<String>);
-            fields { #[doc = "Job id."] id: String = "id" => Required }
-            $($rest)*
+            $($head)* #[doc = "The command for job `id`."] new(id: impl Into<String>);
+            fields { #[doc = "Job id."] id: String = "id" => Required } $($rest)*
         }
     };
     // The constructor is optional (an op whose constructor differs writes its own).
@@ -587,14 +609,13 @@ macro_rules! op {
         fields {
             $(
                 $(#[$field_doc:meta])*
-                $field:ident: $field_ty:ty = $key:literal $(=> $kind:ident)?
+                $field:ident: $field_ty:ty = $key:literal $(=> $kind:ident)? $(| $default:expr)?
             ),* $(,)?
         }
         $(set { $($set:ident: $set_ty:ty),* $(,)? })?
         $(reply: $out:ty = $shape:ident $(($($shape_arg:tt)*))?;)?
         $(validate: $validate:expr;)?
         $(request: $request:expr;)?
-        $(write: $write:expr;)?
     ) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq $(, $derive)*)]
@@ -605,7 +626,7 @@ macro_rules! op {
 
         $crate::ops::decl::op!(@ctor $name [$(
             $(#[$new_doc])* $ctor($($arg: $arg_ty $(=> $conv)?),*)
-        )?] { $($field),* });
+        )?] { $($field [$($default)?]),* });
 
         $($crate::ops::decl::setters! { $name { $($set: $set_ty),* } })?
 
@@ -615,9 +636,7 @@ macro_rules! op {
             type Output = $crate::ops::decl::op!(@out $($out)?);
 
             fn write_fields(&self, _fields: &mut $crate::ops::Fields) {
-                $crate::ops::decl::op!(@write_fields self, _fields, [$($write)?] {
-                    $($field = $key [$($kind)?]),*
-                })
+                $($crate::ops::decl::op!(@put self.$field, $key, _fields $(, $kind)?);)*
             }
 
             fn read_reply(
@@ -651,10 +670,10 @@ macro_rules! op {
         }
     };
 
-    (@ctor $name:ident [] { $($field:ident),* }) => {};
+    (@ctor $name:ident [] { $($rest:tt)* }) => {};
     (@ctor $name:ident [
         $(#[$new_doc:meta])* $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),*)
-    ] { $($field:ident),* }) => {
+    ] { $($field:ident [$($default:expr)?]),* }) => {
         impl $name {
             $(#[$new_doc])*
             #[allow(clippy::needless_update)]
@@ -662,20 +681,11 @@ macro_rules! op {
                 $name {
                     $($arg: $crate::ops::decl::op!(@arg $arg $($conv)?),)*
                     ..$name {
-                        $($field: Default::default(),)*
+                        $($field: $crate::ops::decl::record!(@default $($default)?),)*
                     }
                 }
             }
         }
-    };
-
-    (@write_fields $self:ident, $fields:ident, [] {
-        $($field:ident = $key:literal [$($kind:ident)?]),*
-    }) => {{
-        $($crate::ops::decl::op!(@put $self.$field, $key, $fields $(, $kind)?);)*
-    }};
-    (@write_fields $self:ident, $fields:ident, [$write:expr] { $($rest:tt)* }) => {
-        ($write)($self, $fields)
     };
 
     (@put $self:ident.$field:ident, $key:literal, $fields:ident) => {
@@ -719,6 +729,10 @@ macro_rules! op {
     (@read $reply:ident, data($key:literal)) => {
         $crate::ops::decl::ReplyField::read(&$crate::ops::decl::reply_data($reply)?, $key)
     };
+    (@read $reply:ident, data) => {
+        $crate::ops::decl::Record::read(&$crate::ops::decl::reply_data($reply)?)
+    };
+    (@read $reply:ident, flat) => { $crate::ops::decl::Record::read($reply) };
     (@read $reply:ident, with($read:expr, $write:expr)) => { ($read)($reply) };
 
     (@write $out:ident, $fields:ident, $(ok)?) => {{
@@ -728,13 +742,14 @@ macro_rules! op {
     (@write $out:ident, $fields:ident, field($key:literal)) => {{
         $fields.put($key, $crate::ops::decl::ReplyField::to_value($out));
     }};
-    (@write $out:ident, $fields:ident, data($key:literal)) => {
-        $crate::ops::decl::put_data(
-            $fields,
-            $key,
-            $crate::ops::decl::ReplyField::to_value($out),
-        )
-    };
+    (@write $out:ident, $fields:ident, data($key:literal)) => {{
+        let value = $crate::ops::decl::ReplyField::to_value($out);
+        $crate::ops::decl::put_data($fields, $key, value)
+    }};
+    (@write $out:ident, $fields:ident, data) => {{
+        $fields.put("data", $crate::ops::decl::Record::encode($out));
+    }};
+    (@write $out:ident, $fields:ident, flat) => { $crate::ops::decl::Record::write($out, $fields) };
     (@write $out:ident, $fields:ident, with($read:expr, $write:expr)) => {
         ($write)($out, $fields)
     };

@@ -143,6 +143,11 @@ pub fn req_strings(v: &Value, field: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A request's optional object (anything but a map: none).
+pub fn req_map<'a>(v: &'a Value, field: &str) -> Option<&'a Value> {
+    v.get(field).filter(|m| matches!(m, Value::Map(_)))
+}
+
 /// A list of values as a [`Value::Array`].
 pub fn array<T: Into<Value>>(items: impl IntoIterator<Item = T>) -> Value {
     Value::Array(items.into_iter().map(Into::into).collect())

@@ -24,8 +24,8 @@ use crate::wire::{
 };
 
 use super::decl::kind::Required;
-use super::decl::{kinds, ms, op, put_data, setters, Field, ReplyField, Wire};
-use super::read::{array, bad, number, reply_bool, reply_field, reply_opt, req_str, text};
+use super::decl::{fields, kinds, ms, op, put_data, reply_fields, setters, ReplyField, Wire};
+use super::read::{array, bad, reply_bool, reply_field, reply_opt, req_opt_f64, req_str, text};
 use super::Fields;
 
 /// Most jobs in one flow (bunqueue's `MAX_FLOW_JOBS`).
@@ -228,27 +228,18 @@ impl FlowJob {
     /// bunqueue's own checks (`flowValidation.js`, `flowPlan.js`), with its messages.
     fn validate(&self) -> Result<(), ValidationError> {
         let ensure = |ok: bool, field: &'static str, message: &str| {
-            if ok {
-                Ok(())
-            } else {
-                Err(ValidationError::new(field, message))
-            }
+            ok.then_some(())
+                .ok_or_else(|| ValidationError::new(field, message))
         };
         let id_ok = !self.id.is_empty() && !self.id.contains(':');
-        ensure(
-            id_ok,
-            "id",
-            "flow jobId must be non-empty and cannot contain a colon",
-        )?;
+        let id_rule = "flow jobId must be non-empty and cannot contain a colon";
+        ensure(id_ok, "id", id_rule)?;
         validate_queue_name(&self.queue)?;
         let name_ok = !self.name.is_empty() && self.name.chars().count() <= 256;
         let name_rule = "flow job name must be a non-empty string of at most 256 characters";
         ensure(name_ok, "name", name_rule)?;
-        ensure(
-            is_map(&self.data),
-            "data",
-            "flow job data must be an object",
-        )?;
+        let data_rule = "flow job data must be an object";
+        ensure(is_map(&self.data), "data", data_rule)?;
         let o = &self.opts;
         // The PUSHF input has no ttl; refusing beats dropping it silently.
         let atomic = "is not supported inside an atomic flow";
@@ -269,11 +260,8 @@ impl FlowJob {
             "attempts must be between 1 and 1000",
         )?;
         let policy_ok = self.on_failure.is_none() || self.parent_id.is_some();
-        ensure(
-            policy_ok,
-            "on_failure",
-            "a flow failure policy requires a parent",
-        )
+        let policy_rule = "a flow failure policy requires a parent";
+        ensure(policy_ok, "on_failure", policy_rule)
     }
 }
 
@@ -289,23 +277,19 @@ fn is_map(v: &Value) -> bool {
     }
 }
 
-/// A flow's jobs travel as an array of `{id, queue, input}`, which bunqueue requires.
-impl Field for Vec<FlowJob> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
+fields! {
+    /// A flow's jobs travel as an array of `{id, queue, input}`, which bunqueue requires.
+    Vec<FlowJob>: |jobs, k, f| {
         let job = |j: &FlowJob| {
             let (id, queue) = (Value::from(j.id.as_str()), Value::from(j.queue.as_str()));
             Value::map([("id", id), ("queue", queue), ("input", j.input())])
         };
-        fields.put(key, array(self.iter().map(job)));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        let not_array = || ValidationError::new(key, "flow jobs must be an array");
-        let jobs = request
-            .get(key)
-            .and_then(Value::as_array)
-            .ok_or_else(not_array)?;
+        f.put(k, array(jobs.iter().map(job)))
+    }, |r, k| {
+        let not_array = || ValidationError::new(k, "flow jobs must be an array");
+        let jobs = r.get(k).and_then(Value::as_array).ok_or_else(not_array)?;
         jobs.iter().map(FlowJob::from_request).collect()
-    }
+    };
 }
 
 op! {
@@ -359,24 +343,13 @@ fn write_flow(jobs: &[Job], fields: &mut Fields) {
     put_data(fields, "jobs", array(jobs.iter().map(snapshot)));
 }
 
-/// The values of a parent's children: a map read in order as `(key, value)` pairs (absent:
-/// none).
-impl ReplyField for Vec<(String, Value)> {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        let Some(Value::Map(m)) = reply_opt(reply, key) else {
-            return Ok(Vec::new());
-        };
-        Ok(m.iter()
-            .filter_map(|(k, v)| Some((text(k)?, v.clone())))
-            .collect())
-    }
-    fn to_value(&self) -> Value {
-        Value::Map(
-            self.iter()
-                .map(|(k, v)| (Value::from(k.as_str()), v.clone()))
-                .collect(),
-        )
-    }
+reply_fields! {
+    /// The values of a parent's children: a map read in order as `(key, value)` pairs (absent:
+    /// none).
+    Vec<(String, Value)>: |r, k| Ok(match reply_opt(r, k) {
+        Some(Value::Map(m)) => m.iter().filter_map(|(n, v)| Some((text(n)?, v.clone()))).collect(),
+        _ => Vec::new(),
+    }), |values| Value::map(values.iter().map(|(k, v)| (k.as_str(), v.clone())));
 }
 
 op! {
@@ -436,16 +409,6 @@ kinds! {
         Some(t) if *t > MAX_WAIT_JOB => Err(ValidationError::new(k, "timeout must be at most 600000")),
         _ => Ok(()),
     };
-}
-
-/// A request's optional number (`<key> must be a number` when present and not one).
-fn req_opt_f64(request: &Value, key: &'static str) -> Result<Option<f64>, ValidationError> {
-    match request.get(key) {
-        None | Some(Value::Nil) | Some(Value::Undefined) => Ok(None),
-        Some(t) => number(t)
-            .map(Some)
-            .ok_or_else(|| ValidationError::new(key, format!("{key} must be a number"))),
-    }
 }
 
 op! {

@@ -124,15 +124,20 @@ pub fn req_queue(v: &Value) -> Result<String, ValidationError> {
     Ok(queue)
 }
 
-/// A request's optional number, as an integer.
+/// A request's optional number.
 /// Errors: `<field> must be a number` when present and not a number.
-pub fn req_opt_i64(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
+pub fn req_opt_f64(v: &Value, field: &'static str) -> Result<Option<f64>, ValidationError> {
     match v.get(field) {
         None | Some(Value::Nil) | Some(Value::Undefined) => Ok(None),
         Some(x) => number(x)
-            .map(|f| Some(f as i64))
+            .map(Some)
             .ok_or_else(|| ValidationError::new(field, format!("{field} must be a number"))),
     }
+}
+
+/// A request's optional number, as an integer (as [`req_opt_f64`]).
+pub fn req_opt_i64(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
+    Ok(req_opt_f64(v, field)?.map(|f| f as i64))
 }
 
 /// A request's optional array of strings.

@@ -403,7 +403,7 @@ pub(crate) trait Record: Sized {
 /// declaration. A field is `name: Type = "key"`, then optionally `[required]` (no object
 /// without it: read as the [`ReplyField`] of its type), `=> Codec` (a [`Wire`] other than its
 /// type) and `| default` (when absent; `Default::default()` otherwise). `Name (Default) { … }`
-/// also implements `Default` with those defaults.
+/// also implements `Default` with those defaults; a constructor may follow, as in [`op!`].
 macro_rules! record {
     (
         $(#[$doc:meta])*
@@ -414,6 +414,7 @@ macro_rules! record {
                 $(| $default:expr)?,
             )*
         }
+        $($(#[$new_doc:meta])* $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);)?
     ) => {
         $(#[$doc])*
         #[non_exhaustive]
@@ -438,6 +439,9 @@ macro_rules! record {
         $crate::ops::decl::record!(@default_impl [$($default_impl)?] $name {
             $($field: [$($default)?]),*
         });
+        $crate::ops::decl::op!(@ctor $name [$(
+            $(#[$new_doc])* $ctor($($arg: $arg_ty $(=> $conv)?),*)
+        )?] { $($field [$($default)?]),* });
     };
 
     (@default_impl [] $name:ident { $($rest:tt)* }) => {};

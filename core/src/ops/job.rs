@@ -89,13 +89,8 @@ record! {
         /// The last progress message, if any was set.
         message: Option<String> = "message" => Undef<String>,
     }
-}
-
-impl JobProgress {
     /// A progress record.
-    pub fn new(progress: f64, message: Option<String>) -> Self {
-        JobProgress { progress, message }
-    }
+    new(progress: f64, message: Option<String>);
 }
 
 op! {
@@ -135,17 +130,8 @@ record! {
         /// The line.
         message: String = "message",
     }
-}
-
-impl JobLog {
     /// A log line.
-    pub fn new(timestamp: f64, level: impl Into<String>, message: impl Into<String>) -> Self {
-        JobLog {
-            timestamp,
-            level: level.into(),
-            message: message.into(),
-        }
-    }
+    new(timestamp: f64, level: impl Into<String>, message: impl Into<String>);
 }
 
 record! {
@@ -157,14 +143,11 @@ record! {
         /// How many lines the job has, whatever the slice.
         count: u64 = "count" [required],
     }
+    /// A log listing.
+    new(logs: Vec<JobLog>, count: u64);
 }
 
 impl JobLogs {
-    /// A log listing.
-    pub fn new(logs: Vec<JobLog>, count: u64) -> Self {
-        JobLogs { logs, count }
-    }
-
     /// Reads the `data` of a reply: the lines (one that is not a line is left out) and the
     /// count, both required.
     fn read_data(reply: &Value) -> Result<JobLogs, ProtocolError> {

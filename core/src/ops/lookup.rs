@@ -144,16 +144,8 @@ record! {
         /// Priority → number of jobs; priorities with no job are absent.
         counts: BTreeMap<i64, u64> = "counts" [required],
     }
-}
-
-impl PriorityCounts {
     /// Counts for `queue`.
-    pub fn new(queue: impl Into<String>, counts: BTreeMap<i64, u64>) -> Self {
-        PriorityCounts {
-            queue: queue.into(),
-            counts,
-        }
-    }
+    new(queue: impl Into<String>, counts: BTreeMap<i64, u64>);
 }
 
 op! {
@@ -181,13 +173,8 @@ record! {
         /// Window, ms.
         duration: u64 = "duration",
     }
-}
-
-impl QueueRateLimit {
     /// `max` jobs per `duration` ms.
-    pub fn new(max: u64, duration: u64) -> Self {
-        QueueRateLimit { max, duration }
-    }
+    new(max: u64, duration: u64);
 }
 
 record! {

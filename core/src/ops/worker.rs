@@ -46,26 +46,8 @@ record! {
         /// Jobs it failed, per its last heartbeat.
         failed_jobs: i64 = "failedJobs",
     }
-}
-
-impl WorkerInfo {
     /// A record for worker `worker_id` named `name`, everything else empty.
-    pub fn new(worker_id: impl Into<String>, name: impl Into<String>) -> Self {
-        WorkerInfo {
-            worker_id: worker_id.into(),
-            name: name.into(),
-            queues: Vec::new(),
-            concurrency: 0,
-            hostname: None,
-            pid: None,
-            status: "active".into(),
-            registered_at: 0.0,
-            last_seen: 0.0,
-            active_jobs: 0,
-            processed_jobs: 0,
-            failed_jobs: 0,
-        }
-    }
+    new(worker_id: impl Into<String>, name: impl Into<String>);
 }
 
 kinds! {

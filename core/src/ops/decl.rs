@@ -8,7 +8,7 @@
 //! op! {
 //!     /// `Drain`: removes every waiting job of a queue, and says how many.
 //!     Drain, NotSafe, Eq;                // name (wire name unless `as "..."`), replay, derives
-//!     queue;                             // or `queue (unchecked);`, `id;`: the one field, or:
+//!     queue;                             // or `queue (unchecked);`, `id;`: the first field, or:
 //!     /// Drains `queue`.
 //!     new(queue: impl Into<String>);     // constructor (any name): required fields (`=> f`)
 //!     fields {
@@ -548,37 +548,49 @@ pub(crate) use options;
 
 /// Declares one operation; see the [module docs](self) for the grammar.
 macro_rules! op {
-    // `queue;` / `queue (unchecked);` / `id;`: a command that carries only a queue name or a
-    // job id, and its constructor.
+    // `queue;` / `queue (unchecked);` / `id;`: a command whose first field is a queue name or a
+    // job id and whose constructor takes only that; `fields { … }` may add optional ones.
+    (
+        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
+        $one:ident $(($unchecked:ident))?; fields { $($more:tt)* } $($rest:tt)*
+    ) => {
+        $crate::ops::decl::op! {
+            @one [$one $($unchecked)?] [$(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;]
+            [$($more)*] $($rest)*
+        }
+    };
     (
         $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
         $one:ident $(($unchecked:ident))?; $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
             @one [$one $($unchecked)?] [$(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;]
+            [] $($rest)*
+        }
+    };
+    (@one [queue] [$($head:tt)*] [$($more:tt)*] $($rest:tt)*) => {
+        $crate::ops::decl::op! {
+            $($head)* #[doc = "The command for `queue`."] new(queue: impl Into<String>);
+            fields { #[doc = "Queue name."] queue: String = "queue" => Queue, $($more)* }
             $($rest)*
         }
     };
-    (@one [queue] [$($head:tt)*] $($rest:tt)*) => {
-        $crate::ops::decl::op! {
-            $($head)* #[doc = "The command for `queue`."] new(queue: impl Into<String>);
-            fields { #[doc = "Queue name."] queue: String = "queue" => Queue } $($rest)*
-        }
-    };
-    (@one [queue unchecked] [$($head:tt)*] $($rest:tt)*) => {
+    (@one [queue unchecked] [$($head:tt)*] [$($more:tt)*] $($rest:tt)*) => {
         $crate::ops::decl::op! {
             $($head)* #[doc = "The command for `queue`."] new(queue: impl Into<String>);
             fields {
                 #[doc = "Queue name (not validated: the server takes it as sent)."]
                 queue: String = "queue",
+                $($more)*
             }
             $($rest)*
         }
     };
-    (@one [id] [$($head:tt)*] $($rest:tt)*) => {
+    (@one [id] [$($head:tt)*] [$($more:tt)*] $($rest:tt)*) => {
         $crate::ops::decl::op! {
             $($head)* #[doc = "The command for job `id`."] new(id: impl Into<String>);
-            fields { #[doc = "Job id."] id: String = "id" => Required } $($rest)*
+            fields { #[doc = "Job id."] id: String = "id" => Required, $($more)* }
+            $($rest)*
         }
     };
     // The constructor is optional (an op whose constructor differs writes its own).

@@ -190,11 +190,8 @@ op! {
     /// `Dlq`: the entries of a queue's dead-letter queue, oldest first, optionally filtered
     /// ([`DlqFilter`]) or capped (`count`).
     Dlq, Safe;
-    /// Every entry of `queue`'s DLQ.
-    new(queue: impl Into<String>);
+    queue (unchecked);
     fields {
-        /// Queue name.
-        queue: String = "queue",
         /// Which entries.
         filter: Option<DlqFilter> = "filter",
         /// At most this many entries.

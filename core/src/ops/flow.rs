@@ -415,11 +415,8 @@ op! {
     /// `WaitJob`: holds the reply until the job completes or `timeout` passes (server default
     /// 30 s, at most [`MAX_WAIT_JOB`]). A read: replayed.
     WaitJob, Safe, Eq;
-    /// Waits for job `id` with the server's default timeout.
-    new(id: impl Into<String>);
+    id;
     fields {
-        /// Job id.
-        id: String = "id" => Required,
         /// How long the server waits (its default when absent: 30 s).
         timeout: Option<Duration> = "timeout" => WaitTimeout,
     }

@@ -161,11 +161,8 @@ op! {
     /// `GetLogs`: a job's log, all of it or lines `start..=end` (as JS `slice(start, end + 1)`).
     /// An unknown job has an empty log (the server does not refuse it).
     GetLogs, Safe, Eq;
-    /// Job `id`'s whole log.
-    new(id: impl Into<String>);
+    id;
     fields {
-        /// Job id.
-        id: String = "id" => Required,
         /// First line.
         start: Option<i64> = "start",
         /// Last line.
@@ -189,11 +186,8 @@ op! {
     /// `ClearLogs`: empties a job's log, or keeps only its last `keep_logs` lines. Idempotent, so
     /// it may be replayed; an unknown job is not an error.
     ClearLogs, Safe, Eq;
-    /// Empties job `id`'s log.
-    new(id: impl Into<String>);
+    id;
     fields {
-        /// Job id.
-        id: String = "id" => Required,
         /// Lines to keep, the newest.
         keep_logs: Option<i64> = "keepLogs",
     }

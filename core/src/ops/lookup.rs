@@ -61,11 +61,8 @@ op! {
     /// `GetJobs`: a queue's jobs, optionally only those in some states, oldest first (or newest
     /// first with [`asc(false)`](Self::asc)), a page at a time.
     GetJobs, Safe, Eq;
-    /// Every job of `queue`, with the server's defaults.
-    new(queue: impl Into<String>);
+    queue;
     fields {
-        /// Queue name.
-        queue: String = "queue" => Queue,
         /// Only jobs in these states; every state when empty.
         states: Vec<JobState> = "state",
         /// Jobs to skip (server default 0).
@@ -152,11 +149,8 @@ op! {
     /// `GetQueueLimits`: a queue's rate limit and remaining wait, its global concurrency limit
     /// and whether it is reached (the TS client's `getRateLimitTtl(maxJobs)`, `isMaxed()`).
     GetQueueLimits, Safe, Eq;
-    /// Asks about `queue`.
-    new(queue: impl Into<String>);
+    queue;
     fields {
-        /// Queue name.
-        queue: String = "queue" => Queue,
         /// Jobs about to be taken, for the token-bucket wait (`maxJobs`).
         max_jobs: Option<u64> = "maxJobs",
     }

@@ -26,8 +26,8 @@
 //! are written in declaration order (the order bunqueue's own client writes them in), each
 //! through its type's [`Field`] codec, or through a [`Kind`] (one [`kinds!`] entry) that also
 //! checks it before it is sent and reads it as bunqueue validates it. Replies take one of six
-//! shapes: `ok` (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one
-//! [`ReplyField`] at the top level), `data(key)` (one inside `data`), `data` (a [`Record`]
+//! shapes: `ok` (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one value, as
+//! its [`Wire`] reads it strictly, at the top level), `data(key)` (one inside `data`), `data` (a [`Record`]
 //! that is `data`), `flat` (a [`Record`] whose fields are the reply's), or `with(read, write)`
 //! for a reply that really differs. Reply objects are [`record!`]s and maps of optional
 //! settings [`options!`], their fields read and written through [`Wire`] codecs. Everything
@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use super::read::{
     array, bad, number, reply_array, reply_bool, reply_field, reply_i64, reply_opt, reply_opt_str,
-    reply_str, reply_strings, reply_u64, req_opt_i64, req_opt_str, req_strings, text,
+    reply_str, reply_strings, reply_u64, req_opt_i64, req_opt_str, text,
 };
 use super::Fields;
 use crate::wire::{millis, Job, JobState, ProtocolError, ValidationError, Value};
@@ -94,7 +94,7 @@ fields! {
     Option<Duration>: |s, k, f| f.put_opt(k, s.map(millis)),
         |r, k| Ok(<Option<u64> as Field>::take(r, k)?.map(Duration::from_millis));
     Vec<String>: |s, k, f| f.put(k, array(s.iter().map(String::as_str))),
-        |r, k| Ok(req_strings(r, k));
+        |r, k| Ok(<Vec<String> as Wire>::get(r, k).unwrap_or_default());
     Vec<i64>: |s, k, f| f.put(k, array(s.iter().copied())), |r, k| {
         let numbers = r.get(k).and_then(Value::as_array).map(|a| a.iter().map(number));
         Ok(numbers.map(|n| n.map(|d| d.unwrap_or(0.0) as i64).collect()).unwrap_or_default())
@@ -169,85 +169,6 @@ pub(crate) mod kind {
     }
 }
 
-/// A value a reply carries under one key, read as the client reads it and written as the
-/// server writes it.
-pub(crate) trait ReplyField: Sized {
-    /// Reads the required field `key` of `reply`.
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError>;
-    /// The value as the server writes it.
-    fn to_value(&self) -> Value;
-}
-
-/// `ReplyField` impls: `Type: |reply, key| read, |value| written;`.
-macro_rules! reply_fields {
-    ($($(#[$doc:meta])* $ty:ty: |$r:ident, $k:ident| $read:expr, |$v:ident| $write:expr;)*) => {$(
-        $(#[$doc])*
-        impl $crate::ops::decl::ReplyField for $ty {
-            fn read(
-                $r: &$crate::wire::Value,
-                $k: &'static str,
-            ) -> Result<Self, $crate::wire::ProtocolError> {
-                $read
-            }
-            fn to_value(&self) -> $crate::wire::Value {
-                let $v = self;
-                $write
-            }
-        }
-    )*};
-}
-
-pub(crate) use reply_fields;
-
-reply_fields! {
-    /// A job record, as bunqueue's replies carry it.
-    Job: |r, k| Job::from_value(reply_field(r, k)?).ok_or(bad(k, "not a job")), |v| v.to_value();
-    /// An array of job records.
-    Vec<Job>: |r, k| {
-        let jobs = reply_array(r, k)?.iter().map(Job::from_value);
-        jobs.map(|j| j.ok_or(bad(k, "an entry is not a job"))).collect()
-    }, |v| array(v.iter().map(Job::to_value));
-    bool: |r, k| reply_bool(r, k), |v| Value::from(*v);
-    u64: |r, k| reply_u64(r, k), |v| Value::from(*v);
-    i64: |r, k| reply_i64(r, k), |v| Value::from(*v);
-    String: |r, k| reply_str(r, k), |v| Value::from(v.as_str());
-    Vec<String>: |r, k| reply_strings(r, k), |v| array(v.iter().map(String::as_str));
-}
-
-/// An optional value: absent or `null` reads as `None`, which is written as `null`.
-impl<C: Wire<T = C>> ReplyField for Option<C> {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        Ok(C::get(reply, key))
-    }
-    fn to_value(&self) -> Value {
-        <Option<C> as Wire>::put(self)
-    }
-}
-
-/// A required record: its own required fields' errors when incomplete.
-impl<R: Record> ReplyField for R {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        R::read(reply_field(reply, key)?)
-    }
-    fn to_value(&self) -> Value {
-        self.encode()
-    }
-}
-
-/// A required array of records, every entry complete.
-impl<R: Record> ReplyField for Vec<R> {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        let incomplete = |_| bad(key, "an entry is incomplete");
-        reply_array(reply, key)?
-            .iter()
-            .map(|e| R::read(e).map_err(incomplete))
-            .collect()
-    }
-    fn to_value(&self) -> Value {
-        array(self.iter().map(R::encode))
-    }
-}
-
 /// A required `data` object in a reply (`resp.data(...)` replies wrap their payload in it),
 /// decoded in full: the decoder keeps `data` values encoded, as they are user payloads
 /// elsewhere.
@@ -282,9 +203,10 @@ pub(crate) fn js_number(f: f64) -> Value {
     }
 }
 
-/// How a value travels inside a reply object or a settings map (a [`record!`] or
-/// [`options!`] field): read leniently (`None`: absent or unreadable, so the field's default),
-/// written as the server writes it. A type is its own codec; a unit struct codes one another way.
+/// How a value travels in a reply, inside a reply object or in a settings map (a [`record!`]
+/// or [`options!`] field): read leniently (`None`: absent or unreadable, so the field's
+/// default) or, when the reply promises it, strictly; written as the server writes it. A type
+/// is its own codec; a unit struct codes one another way.
 pub(crate) trait Wire {
     /// The field's type.
     type T;
@@ -292,11 +214,30 @@ pub(crate) trait Wire {
     fn get(v: &Value, key: &'static str) -> Option<Self::T>;
     /// The value as the server writes it.
     fn put(x: &Self::T) -> Value;
+    /// Reads the required field `key` of a reply (`missing` when [`get`](Self::get) reads none).
+    fn read(v: &Value, key: &'static str) -> Result<Self::T, ProtocolError> {
+        Self::get(v, key).ok_or(bad(key, "missing"))
+    }
 }
 
-/// `Wire` impls, one line each: `Codec => Type: |object, key| read, |value| written;`.
+/// Reads the required field `key` of `reply`, as its type reads it.
+pub(crate) fn read<T: Wire<T = T>>(reply: &Value, key: &'static str) -> Result<T, ProtocolError> {
+    T::read(reply, key)
+}
+
+/// A value as its type writes it.
+pub(crate) fn put<T: Wire<T = T>>(x: &T) -> Value {
+    T::put(x)
+}
+
+/// `Wire` impls, one entry each: `Codec => Type: |object, key| read, |value| written`, then
+/// optionally `, strict reader` (how a reply's required field is read), and `;`.
 macro_rules! wires {
-    ($($codec:ty => $t:ty: |$v:ident, $k:ident| $get:expr, |$x:ident| $put:expr;)*) => {$(
+    ($(
+        $(#[$doc:meta])* $codec:ty => $t:ty: |$v:ident, $k:ident| $get:expr, |$x:ident| $put:expr
+        $(, strict $read:expr)?;
+    )*) => {$(
+        $(#[$doc])*
         impl $crate::ops::decl::Wire for $codec {
             type T = $t;
             fn get($v: &$crate::wire::Value, $k: &'static str) -> Option<$t> {
@@ -305,6 +246,12 @@ macro_rules! wires {
             fn put($x: &$t) -> $crate::wire::Value {
                 $put
             }
+            $(fn read(
+                v: &$crate::wire::Value,
+                key: &'static str,
+            ) -> Result<$t, $crate::wire::ProtocolError> {
+                ($read)(v, key)
+            })?
         }
     )*};
 }
@@ -322,22 +269,33 @@ pub(crate) struct Undef<C>(std::marker::PhantomData<C>);
 
 wires! {
     u64 => u64: |v, k| reply_opt(v, k).and_then(number).and_then(|f| (f >= 0.0).then_some(f as u64)),
-        |x| Value::from(*x);
+        |x| Value::from(*x), strict reply_u64;
     Count => u64: |v, k| reply_opt(v, k).and_then(number).map(|f| f.max(0.0) as u64),
         |x| Value::from(*x);
-    i64 => i64: |v, k| reply_opt(v, k).and_then(number).map(|f| f as i64), |x| Value::from(*x);
+    i64 => i64: |v, k| reply_opt(v, k).and_then(number).map(|f| f as i64), |x| Value::from(*x),
+        strict reply_i64;
     f64 => f64: |v, k| reply_opt(v, k).and_then(number), |x| js_number(*x);
     F64 => f64: |v, k| reply_opt(v, k).and_then(number), |x| Value::F64(*x);
-    bool => bool: |v, k| reply_opt(v, k).and_then(Value::as_bool), |x| Value::from(*x);
-    String => String: |v, k| reply_opt_str(v, k), |x| Value::from(x.as_str());
-    Job => Job: |v, k| v.get(k).and_then(Job::from_value), |x| x.to_value();
+    bool => bool: |v, k| reply_opt(v, k).and_then(Value::as_bool), |x| Value::from(*x),
+        strict reply_bool;
+    String => String: |v, k| reply_opt_str(v, k), |x| Value::from(x.as_str()), strict reply_str;
+    /// A job record, as bunqueue's replies carry it.
+    Job => Job: |v, k| v.get(k).and_then(Job::from_value), |x| x.to_value(),
+        strict |v, k| Job::from_value(reply_field(v, k)?).ok_or(bad(k, "not a job"));
+    /// An array of job records, each required to be one.
+    Vec<Job> => Vec<Job>: |v, k| Self::read(v, k).ok(), |x| array(x.iter().map(Job::to_value)),
+        strict |v, k| {
+            let jobs = reply_array(v, k)?.iter().map(Job::from_value);
+            jobs.map(|j| j.ok_or(bad(k, "an entry is not a job"))).collect()
+        };
     Duration => Duration: |v, k| reply_opt(v, k).and_then(number).map(span), |x| ms(*x);
     Vec<String> => Vec<String>: |v, k| {
         let texts = v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(text));
         texts.map(Iterator::collect)
-    }, |x| array(x.iter().map(String::as_str));
+    }, |x| array(x.iter().map(String::as_str)), strict reply_strings;
 }
 
+/// An optional value: absent or `null` reads as `None`, which is written as `null`.
 impl<C: Wire> Wire for Option<C> {
     type T = Option<C::T>;
     fn get(v: &Value, key: &'static str) -> Option<Self::T> {
@@ -358,7 +316,8 @@ impl<C: Wire> Wire for Undef<C> {
     }
 }
 
-/// A record inside another: absent, `null` or incomplete reads as `None`.
+/// A record inside another: absent, `null` or incomplete reads as `None`; required, its own
+/// required field's error when incomplete.
 impl<R: Record> Wire for R {
     type T = R;
     fn get(v: &Value, key: &'static str) -> Option<R> {
@@ -367,9 +326,13 @@ impl<R: Record> Wire for R {
     fn put(x: &R) -> Value {
         x.encode()
     }
+    fn read(v: &Value, key: &'static str) -> Result<R, ProtocolError> {
+        R::read(reply_field(v, key)?)
+    }
 }
 
-/// An array of records inside another; entries that are not one are left out.
+/// An array of records inside another, entries that are not one left out; required, every
+/// entry complete.
 impl<R: Record> Wire for Vec<R> {
     type T = Vec<R>;
     fn get(v: &Value, key: &'static str) -> Option<Vec<R>> {
@@ -378,6 +341,11 @@ impl<R: Record> Wire for Vec<R> {
     }
     fn put(x: &Vec<R>) -> Value {
         array(x.iter().map(R::encode))
+    }
+    fn read(v: &Value, key: &'static str) -> Result<Vec<R>, ProtocolError> {
+        let incomplete = |_| bad(key, "an entry is incomplete");
+        let entries = reply_array(v, key)?.iter();
+        entries.map(|e| R::read(e).map_err(incomplete)).collect()
     }
 }
 
@@ -401,7 +369,7 @@ pub(crate) trait Record: Sized {
 
 /// A reply object: the struct, its wire keys, and both roles' codec ([`Record`]), in one
 /// declaration. A field is `name: Type = "key"`, then optionally `[required]` (no object
-/// without it: read as the [`ReplyField`] of its type), `=> Codec` (a [`Wire`] other than its
+/// without it: read strictly, as [`Wire::read`]), `=> Codec` (a [`Wire`] other than its
 /// type) and `| default` (when absent; `Default::default()` otherwise). `Name (Default) { … }`
 /// also implements `Default` with those defaults; a constructor may follow, as in [`op!`].
 macro_rules! record {
@@ -459,7 +427,7 @@ macro_rules! record {
     (@codec $ty:ty, $codec:ty) => { $codec };
 
     (@get $v:ident, $key:literal, $ty:ty; [required] []) => {
-        <$ty as $crate::ops::decl::ReplyField>::read($v, $key)?
+        <$ty as $crate::ops::decl::Wire>::read($v, $key)?
     };
     (@get $v:ident, $key:literal, $ty:ty $(, $codec:ty)?; [] [$($default:expr)?]) => {
         $crate::ops::decl::record!(@or <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
@@ -739,11 +707,9 @@ macro_rules! op {
     };
 
     (@read $reply:ident, $(ok)?) => { Ok(()) };
-    (@read $reply:ident, field($key:literal)) => {
-        $crate::ops::decl::ReplyField::read($reply, $key)
-    };
+    (@read $reply:ident, field($key:literal)) => { $crate::ops::decl::read($reply, $key) };
     (@read $reply:ident, data($key:literal)) => {
-        $crate::ops::decl::ReplyField::read(&$crate::ops::decl::reply_data($reply)?, $key)
+        $crate::ops::decl::read(&$crate::ops::decl::reply_data($reply)?, $key)
     };
     (@read $reply:ident, data) => {
         $crate::ops::decl::Record::read(&$crate::ops::decl::reply_data($reply)?)
@@ -756,12 +722,11 @@ macro_rules! op {
         $fields.put("id", $crate::wire::Value::Undefined);
     }};
     (@write $out:ident, $fields:ident, field($key:literal)) => {{
-        $fields.put($key, $crate::ops::decl::ReplyField::to_value($out));
+        $fields.put($key, $crate::ops::decl::put($out));
     }};
-    (@write $out:ident, $fields:ident, data($key:literal)) => {{
-        let value = $crate::ops::decl::ReplyField::to_value($out);
-        $crate::ops::decl::put_data($fields, $key, value)
-    }};
+    (@write $out:ident, $fields:ident, data($key:literal)) => {
+        $crate::ops::decl::put_data($fields, $key, $crate::ops::decl::put($out))
+    };
     (@write $out:ident, $fields:ident, data) => {{
         $fields.put("data", $crate::ops::decl::Record::encode($out));
     }};

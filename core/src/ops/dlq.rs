@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::wire::{Job, Value};
 
-use super::decl::{fields, kinds, ms, op, options, record, span, wires, Record, ReplyField, F64};
+use super::decl::{fields, kinds, ms, op, options, read, record, span, wires, Record, F64};
 use super::read::{array, number, reply_opt, req_map, req_opt_i64, req_opt_str, text};
 use super::Fields;
 
@@ -198,7 +198,7 @@ op! {
         count: Option<u64> = "count" => Clamped,
     }
     set { count: u64, filter: DlqFilter }
-    reply: Vec<DlqEntry> = with(|r| ReplyField::read(r, "entries"), write_entries);
+    reply: Vec<DlqEntry> = with(|r| read(r, "entries"), write_entries);
 }
 
 fn write_entries(entries: &[DlqEntry], fields: &mut Fields) {

@@ -24,7 +24,7 @@ use crate::wire::{
 };
 
 use super::decl::kind::Required;
-use super::decl::{fields, kinds, ms, op, put_data, reply_fields, setters, ReplyField, Wire};
+use super::decl::{fields, kinds, ms, op, put, put_data, read, setters, wires, Wire};
 use super::read::{array, bad, reply_bool, reply_field, reply_opt, req_opt_f64, req_str, text};
 use super::Fields;
 
@@ -343,13 +343,13 @@ fn write_flow(jobs: &[Job], fields: &mut Fields) {
     put_data(fields, "jobs", array(jobs.iter().map(snapshot)));
 }
 
-reply_fields! {
+wires! {
     /// The values of a parent's children: a map read in order as `(key, value)` pairs (absent:
     /// none).
-    Vec<(String, Value)>: |r, k| Ok(match reply_opt(r, k) {
-        Some(Value::Map(m)) => m.iter().filter_map(|(n, v)| Some((text(n)?, v.clone()))).collect(),
+    Vec<(String, Value)> => Vec<(String, Value)>: |v, k| Some(match reply_opt(v, k) {
+        Some(Value::Map(m)) => m.iter().filter_map(|(n, x)| Some((text(n)?, x.clone()))).collect(),
         _ => Vec::new(),
-    }), |values| Value::map(values.iter().map(|(k, v)| (k.as_str(), v.clone())));
+    }), |x| Value::map(x.iter().map(|(k, v)| (k.as_str(), v.clone())));
 }
 
 op! {
@@ -358,8 +358,8 @@ op! {
     GetChildrenValues, Safe, Eq;
     id;
     reply: Vec<(String, Value)> = with(
-        |r: &Value| ReplyField::read(reply_opt(r, "data").unwrap_or(&Value::Nil), "values"),
-        |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", v.to_value())
+        |r: &Value| read(reply_opt(r, "data").unwrap_or(&Value::Nil), "values"),
+        |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", put(v))
     );
 }
 

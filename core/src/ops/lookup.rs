@@ -19,8 +19,8 @@ use crate::wire::server::CommandError;
 use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationError, Value};
 
 use super::decl::kind::{Queue, Required};
-use super::decl::{fields, js_number, op, record, reply_data, reply_fields, wires};
-use super::decl::{Count, Field, Record, ReplyField, Wire};
+use super::decl::{fields, js_number, op, record, reply_data, wires};
+use super::decl::{Count, Field, Record, Wire};
 use super::read::{array, bad, number, reply_field, reply_opt, req_queue, text};
 use super::Fields;
 
@@ -111,25 +111,22 @@ op! {
     reply: PriorityCounts = flat;
 }
 
-reply_fields! {
+wires! {
     /// Counts per priority: a map whose keys are the priorities as decimal text (JS object
     /// keys), every one required to read.
-    BTreeMap<i64, u64>: |r, k| {
-        let Value::Map(m) = reply_field(r, k)? else {
-            return Err(bad(k, "not a map"));
+    BTreeMap<i64, u64> => BTreeMap<i64, u64>: |v, k| Self::read(v, k).ok(),
+        |x| Value::map(x.iter().map(|(p, n)| (p.to_string(), Value::from(*n)))),
+        strict |r, k| {
+            let Value::Map(m) = reply_field(r, k)? else {
+                return Err(bad(k, "not a map"));
+            };
+            let priority = |p: &Value| text(p).and_then(|s| s.parse::<i64>().ok());
+            let entry = |(p, n): &(Value, Value)| -> Result<(i64, u64), ProtocolError> {
+                let p = priority(p).ok_or(bad(k, "a key is not a priority"))?;
+                Ok((p, number(n).ok_or(bad(k, "a count is not a number"))?.max(0.0) as u64))
+            };
+            m.iter().map(entry).collect()
         };
-        let priority = |p: &Value| text(p).and_then(|s| s.parse::<i64>().ok());
-        let entry = |(p, n): &(Value, Value)| -> Result<(i64, u64), ProtocolError> {
-            let p = priority(p).ok_or(bad(k, "a key is not a priority"))?;
-            Ok((p, number(n).ok_or(bad(k, "a count is not a number"))?.max(0.0) as u64))
-        };
-        m.iter().map(entry).collect()
-    }, |counts| Value::map(counts.iter().map(|(p, n)| (p.to_string(), Value::from(*n))));
-}
-
-wires! {
-    BTreeMap<i64, u64> => BTreeMap<i64, u64>: |v, k| ReplyField::read(v, k).ok(),
-        |x| x.to_value();
 }
 
 record! {

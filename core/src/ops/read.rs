@@ -140,14 +140,6 @@ pub fn req_opt_i64(v: &Value, field: &'static str) -> Result<Option<i64>, Valida
     Ok(req_opt_f64(v, field)?.map(|f| f as i64))
 }
 
-/// A request's optional array of strings.
-pub fn req_strings(v: &Value, field: &str) -> Vec<String> {
-    v.get(field)
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(text).collect())
-        .unwrap_or_default()
-}
-
 /// A request's optional object (anything but a map: none).
 pub fn req_map<'a>(v: &'a Value, field: &str) -> Option<&'a Value> {
     v.get(field).filter(|m| matches!(m, Value::Map(_)))

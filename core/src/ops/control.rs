@@ -159,16 +159,8 @@ op! {
         /// Only jobs completed before this time, epoch ms.
         timestamp: Option<f64> = "timestamp",
     }
-    set { id: impl Into<String>, count: u64 }
+    set { id: impl Into<String>, count: u64, before(timestamp): f64 }
     reply: u64 = field("count");
-}
-
-impl RetryCompleted {
-    /// Only jobs completed before `timestamp` (epoch ms).
-    pub fn before(mut self, timestamp: f64) -> Self {
-        self.timestamp = Some(timestamp);
-        self
-    }
 }
 
 op! {

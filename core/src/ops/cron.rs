@@ -211,7 +211,7 @@ op! {
         job_name: impl Into<String>, schedule: impl Into<String>, repeat_every: Duration,
         priority: i64, timezone: impl Into<String>, max_limit: i64, skip_missed_on_restart: bool,
         immediately: bool, skip_if_no_worker: bool, prevent_overlap: bool,
-        job_options: CronJobOptions,
+        job_options: CronJobOptions, data = Value,
     }
     reply: CronInfo = field("cron");
     validate: |op: &CronUpsert| {
@@ -237,12 +237,6 @@ impl CronUpsert {
         let mut op = CronUpsert::every(queue, name, Duration::ZERO);
         (op.schedule, op.repeat_every) = (Some(pattern.into()), None);
         op
-    }
-
-    /// Sets [`data`](Self::data).
-    pub fn data(mut self, data: Value) -> Self {
-        self.data = data;
-        self
     }
 
     /// Sets [`unique_key`](Self::unique_key) and its window.

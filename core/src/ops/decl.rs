@@ -15,7 +15,7 @@
 //!         /// Queue name.
 //!         queue: String = "queue" => Queue,  // field, wire key, optional Kind, `| default`
 //!     }
-//!     set { count: u64 }                 // setters of optional fields
+//!     set { count: u64 }                 // setters (see [`setters!`])
 //!     reply: u64 = field("count");       // reply shape (none: `ok`)
 //!     validate: |op: &Drain| ...;        // checks beyond the fields' kinds
 //!     request: |request: &Value| ...;    // a server-role reading of one's own
@@ -596,7 +596,7 @@ macro_rules! op {
                 $field:ident: $field_ty:ty = $key:literal $(=> $kind:ident)? $(| $default:expr)?
             ),* $(,)?
         }
-        $(set { $($set:ident: $set_ty:ty),* $(,)? })?
+        $(set { $($set:tt)* })?
         $(reply: $out:ty = $shape:ident $(($($shape_arg:tt)*))?;)?
         $(validate: $validate:expr;)?
         $(request: $request:expr;)?
@@ -612,7 +612,7 @@ macro_rules! op {
             $(#[$new_doc])* $ctor($($arg: $arg_ty $(=> $conv)?),*)
         )?] { $($field [$($default)?]),* });
 
-        $($crate::ops::decl::setters! { $name { $($set: $set_ty),* } })?
+        $($crate::ops::decl::setters! { $name { $($set)* } })?
 
         impl $crate::ops::Operation for $name {
             const NAME: &'static str = $crate::ops::decl::op!(@name $name $($wire)?);
@@ -743,20 +743,34 @@ pub(crate) fn ms_u64(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Builder setters of optional fields: `setters! { Type { name: Arg, … } }` gives each
-/// `pub fn name(self, value: Arg) -> Self`, which sets `self.name = Some(value.into())`.
+/// Builder setters: `setters! { Type { name: Arg, … } }` gives each
+/// `pub fn name(self, value: Arg) -> Self`, which sets `self.name = Some(value.into())`;
+/// `name(field): Arg` sets `field` instead, and `=` instead of `:` sets a field that is not
+/// optional (`self.name = value.into()`).
 macro_rules! setters {
-    ($ty:ident { $($name:ident: $arg:ty),* $(,)? }) => {
+    ($ty:ident { $($set:tt)* }) => {
         impl $ty {
-            $(
-                #[doc = concat!("Sets [`", stringify!($name), "`](Self::", stringify!($name), ").")]
-                pub fn $name(mut self, value: $arg) -> Self {
-                    self.$name = Some(value.into());
-                    self
-                }
-            )*
+            $crate::ops::decl::setters!(@each $($set)*);
         }
     };
+    (@each $(,)?) => {};
+    (@each $name:ident $(($field:ident))?: $arg:ty $(, $($rest:tt)*)?) => {
+        $crate::ops::decl::setters!(@one $name [$($field)? $name] : $arg);
+        $crate::ops::decl::setters!(@each $($($rest)*)?);
+    };
+    (@each $name:ident $(($field:ident))? = $arg:ty $(, $($rest:tt)*)?) => {
+        $crate::ops::decl::setters!(@one $name [$($field)? $name] = $arg);
+        $crate::ops::decl::setters!(@each $($($rest)*)?);
+    };
+    (@one $name:ident [$field:ident $($_name:ident)?] $how:tt $arg:ty) => {
+        #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+        pub fn $name(mut self, value: $arg) -> Self {
+            self.$field = $crate::ops::decl::setters!(@value $how value);
+            self
+        }
+    };
+    (@value : $value:ident) => { Some($value.into()) };
+    (@value = $value:ident) => { $value.into() };
 }
 
 pub(crate) use setters;

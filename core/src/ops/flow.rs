@@ -114,30 +114,6 @@ impl FlowJob {
         }
     }
 
-    /// Sets the options.
-    pub fn options(mut self, opts: JobOptions) -> Self {
-        self.opts = opts;
-        self
-    }
-
-    /// Sets the parent.
-    pub fn parent(mut self, id: impl Into<String>) -> Self {
-        self.parent_id = Some(id.into());
-        self
-    }
-
-    /// Sets the jobs this one waits for.
-    pub fn depends_on(mut self, ids: Vec<String>) -> Self {
-        self.depends_on = ids;
-        self
-    }
-
-    /// Sets the children.
-    pub fn children(mut self, ids: Vec<String>) -> Self {
-        self.children_ids = ids;
-        self
-    }
-
     /// The `input` map, with every key bunqueue's TS client writes, in its order (absent ones
     /// as `undefined`), so a flow reads the same on the wire whichever client added it.
     fn input(&self) -> Value {
@@ -265,7 +241,10 @@ impl FlowJob {
     }
 }
 
-setters! { FlowJob { on_failure: ChildFailure } }
+setters! { FlowJob {
+    options(opts) = JobOptions, parent(parent_id): impl Into<String>, depends_on = Vec<String>,
+    children(children_ids) = Vec<String>, on_failure: ChildFailure,
+} }
 
 /// Whether `v` is a map, decoded or still encoded (payloads arrive as [`Value::Raw`]).
 fn is_map(v: &Value) -> bool {

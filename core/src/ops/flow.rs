@@ -25,7 +25,9 @@ use crate::wire::{
 
 use super::decl::kind::Required;
 use super::decl::{fields, kinds, ms, op, put, put_data, read, setters, wires, Wire};
-use super::read::{array, bad, reply_bool, reply_field, reply_opt, req_opt_f64, req_str, text};
+use super::read::{
+    array, bad, reply_bool, reply_field, reply_opt, req_opt_f64, req_str, req_string, text,
+};
 use super::Fields;
 
 /// Most jobs in one flow (bunqueue's `MAX_FLOW_JOBS`).
@@ -175,21 +177,10 @@ impl FlowJob {
         opts.timestamp = f64::get(input, "timestamp");
         opts.group_id = String::get(input, "groupId");
         opts.tags = strings("tags");
-        let text_of = |k: &str| {
-            input
-                .get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
         Ok(FlowJob {
             id: req_str(v, "id")?,
-            queue: v
-                .get("queue")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            name: text_of("name"),
+            queue: req_string(v, "queue"),
+            name: req_string(input, "name"),
             data: input.get("data").cloned().unwrap_or(Value::Undefined),
             opts,
             parent_id: String::get(input, "parentId"),

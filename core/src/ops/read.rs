@@ -112,14 +112,18 @@ pub fn req_opt_str(v: &Value, field: &str) -> Option<String> {
     v.get(field).filter(|x| !x.is_nullish()).and_then(text)
 }
 
+/// A request's string field as the server takes it (anything but a string: empty).
+pub fn req_string(v: &Value, field: &str) -> String {
+    v.get(field)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// A request's queue name, validated as bunqueue validates queue names.
 /// Errors: bunqueue's message for an empty, long or badly formed name.
 pub fn req_queue(v: &Value) -> Result<String, ValidationError> {
-    let queue = v
-        .get("queue")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let queue = req_string(v, "queue");
     crate::wire::validate_queue_name(&queue)?;
     Ok(queue)
 }

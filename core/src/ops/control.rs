@@ -113,11 +113,8 @@ op! {
     /// `Discard`: fails a job for good, without retries (an active job needs its lock token:
     /// `Lock token required for job <id>` otherwise). Refused with `Job not found`.
     Discard, NotSafe, Eq;
-    /// For job `id`, without a token.
-    new(id: impl Into<String>);
+    id;
     fields {
-        /// Job id.
-        id: String = "id" => Required,
         /// The lock token of an active job (required when the job is active and locked).
         token: Option<String> = "token",
     }
@@ -128,11 +125,8 @@ op! {
     /// `MoveToWait`: puts an active, delayed or failed job back to waiting (the TS client's
     /// `retryJob(id)` and `moveJobToWait(id, token)`); refused for other states.
     MoveToWait, NotSafe, Eq;
-    /// For job `id`, without a token.
-    new(id: impl Into<String>);
+    id;
     fields {
-        /// Job id.
-        id: String = "id" => Required,
         /// The lock token of an active job (required when the job is active and locked).
         token: Option<String> = "token",
     }
@@ -143,11 +137,8 @@ op! {
     /// `PromoteJobs`: makes up to `count` delayed jobs of a queue ready now (all when no count),
     /// and says how many. The batch form of [`Promote`].
     PromoteJobs, NotSafe, Eq;
-    /// Promotes every delayed job of `queue`.
-    new(queue: impl Into<String>);
+    queue;
     fields {
-        /// Queue name.
-        queue: String = "queue" => Queue,
         /// At most this many; all when `None`.
         count: Option<u64> = "count",
     }
@@ -159,11 +150,8 @@ op! {
     /// `RetryCompleted`: runs completed jobs of a queue again — one (`id`), or up to `count`
     /// (completed before `timestamp`, when given) — and says how many.
     RetryCompleted, NotSafe;
-    /// Retries every completed job of `queue`.
-    new(queue: impl Into<String>);
+    queue;
     fields {
-        /// Queue name.
-        queue: String = "queue" => Queue,
         /// Only this job.
         id: Option<String> = "id",
         /// At most this many.
@@ -171,16 +159,8 @@ op! {
         /// Only jobs completed before this time, epoch ms.
         timestamp: Option<f64> = "timestamp",
     }
-    set { id: impl Into<String>, count: u64 }
+    set { id: impl Into<String>, count: u64, before(timestamp): f64 }
     reply: u64 = field("count");
-}
-
-impl RetryCompleted {
-    /// Only jobs completed before `timestamp` (epoch ms).
-    pub fn before(mut self, timestamp: f64) -> Self {
-        self.timestamp = Some(timestamp);
-        self
-    }
 }
 
 op! {

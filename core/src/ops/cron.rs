@@ -16,12 +16,10 @@
 
 use std::time::Duration;
 
-use crate::wire::{
-    millis, Backoff, Dedup, ProtocolError, ValidationError, Value, MAX_SAFE_INTEGER,
-};
+use crate::wire::{millis, Backoff, Dedup, ValidationError, Value, MAX_SAFE_INTEGER};
 
-use super::decl::{kinds, ms, op, options, record, span, wires, Field, Wire, F64};
-use super::read::{array, bad, number, reply_array, reply_field, req_opt_str};
+use super::decl::{fields, kinds, ms, op, options, record, span, wires, Wire, F64};
+use super::read::{number, req_map, req_opt_str};
 use super::Fields;
 
 /// When a job scheduler runs: every N ms, or on a cron pattern (BullMQ's `RepeatOptions`
@@ -113,44 +111,22 @@ options! {
     }
 }
 
-/// Job options travel as one `jobOptions` object, left out when empty.
-impl Field for Option<CronJobOptions> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        let options = self.as_ref().filter(|o| **o != CronJobOptions::default());
-        fields.put_opt(key, options.map(CronJobOptions::to_value));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(match request.get(key) {
-            Some(o @ Value::Map(_)) => Some(CronJobOptions::from_value(o)),
-            _ => None,
-        })
-    }
-}
-
-/// A deduplication window travels as one `dedup` object.
-impl Field for Option<Dedup> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(
-            key,
-            self.as_ref().map(|d| {
-                let mut f = Fields::default();
-                f.put_opt("ttl", d.ttl.map(ms))
-                    .put_opt("extend", d.extend)
-                    .put_opt("replace", d.replace);
-                f.into_value()
-            }),
-        );
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(match request.get(key) {
-            Some(d @ Value::Map(_)) => Some(Dedup {
-                ttl: Duration::get(d, "ttl"),
-                extend: bool::get(d, "extend"),
-                replace: bool::get(d, "replace"),
-            }),
-            _ => None,
-        })
-    }
+fields! {
+    /// Job options travel as one `jobOptions` object, left out when empty.
+    Option<CronJobOptions>: |o, k, f| {
+        let options = o.as_ref().filter(|o| **o != CronJobOptions::default());
+        f.put_opt(k, options.map(CronJobOptions::to_value))
+    }, |r, k| Ok(req_map(r, k).map(CronJobOptions::from_value));
+    /// A deduplication window travels as one `dedup` object.
+    Option<Dedup>: |d, k, f| f.put_opt(k, d.as_ref().map(|d| {
+        let mut f = Fields::default();
+        f.put_opt("ttl", d.ttl.map(ms)).put_opt("extend", d.extend).put_opt("replace", d.replace);
+        f.into_value()
+    })), |r, k| Ok(req_map(r, k).map(|d| Dedup {
+        ttl: Duration::get(d, "ttl"),
+        extend: bool::get(d, "extend"),
+        replace: bool::get(d, "replace"),
+    }));
 }
 
 /// bunqueue's `assertValidCronTiming`, on the wire value of `repeatEvery`.
@@ -186,21 +162,26 @@ kinds! {
     };
     /// A number the server takes as sent, ignored when not one.
     Lenient: Option<i64> = |r, k| Ok(i64::get(r, k));
+    /// The jobs' name, written `default` when absent, as bunqueue's client writes it.
+    JobName: Option<String> = |r, k| Ok(req_opt_str(r, k)),
+        put |name, key, fields| { fields.put(key, name.as_deref().unwrap_or("default")); };
 }
 
 op! {
     /// `Cron`: creates or replaces the scheduler `name`, which adds a job named `job_name` with
     /// `data` to `queue` on the cron `schedule` or every `repeat_every` (at least one of them).
     CronUpsert as "Cron", Safe;
+    /// Scheduler `name` adding to `queue` every `repeat_every`.
+    every(queue: impl Into<String>, name: impl Into<String>, repeat_every: Duration => Some);
     fields {
         /// The scheduler's name (global to the server).
         name: String = "name",
+        /// Name of the jobs (`default` when absent, as the TS client sends it).
+        job_name: Option<String> = "jobName" => JobName,
         /// Queue the jobs go to.
         queue: String = "queue",
-        /// Name of the jobs (`default` when absent, as the TS client sends it).
-        job_name: Option<String> = "jobName",
         /// Data of each job.
-        data: Value = "data",
+        data: Value = "data" | Value::map::<&str>([]),
         /// Cron pattern (5 or 6 fields, or a shortcut such as `@hourly`).
         schedule: Option<String> = "schedule",
         /// Interval.
@@ -230,30 +211,11 @@ op! {
         job_name: impl Into<String>, schedule: impl Into<String>, repeat_every: Duration,
         priority: i64, timezone: impl Into<String>, max_limit: i64, skip_missed_on_restart: bool,
         immediately: bool, skip_if_no_worker: bool, prevent_overlap: bool,
-        job_options: CronJobOptions,
+        job_options: CronJobOptions, data = Value,
     }
-    reply: CronInfo = with(read_cron, write_cron);
+    reply: CronInfo = field("cron");
     validate: |op: &CronUpsert| {
         check_timing(op.schedule.as_deref(), op.repeat_every.map(|d| millis(d) as f64))
-    };
-    // bunqueue's client writes `jobName` (never absent) between `name` and `queue`.
-    write: |op: &CronUpsert, f: &mut Fields| {
-        f.put("name", op.name.as_str())
-            .put("jobName", op.job_name.as_deref().unwrap_or("default"))
-            .put("queue", op.queue.as_str());
-        op.data.put("data", f);
-        op.schedule.put("schedule", f);
-        op.repeat_every.put("repeatEvery", f);
-        op.priority.put("priority", f);
-        op.timezone.put("timezone", f);
-        op.max_limit.put("maxLimit", f);
-        op.skip_missed_on_restart.put("skipMissedOnRestart", f);
-        op.immediately.put("immediately", f);
-        op.skip_if_no_worker.put("skipIfNoWorker", f);
-        op.prevent_overlap.put("preventOverlap", f);
-        op.job_options.put("jobOptions", f);
-        op.unique_key.put("uniqueKey", f);
-        op.dedup.put("dedup", f);
     };
 }
 
@@ -266,51 +228,15 @@ impl CronUpsert {
         }
     }
 
-    fn blank(queue: impl Into<String>, name: impl Into<String>) -> Self {
-        CronUpsert {
-            name: name.into(),
-            queue: queue.into(),
-            job_name: None,
-            data: Value::map::<&str>([]),
-            schedule: None,
-            repeat_every: None,
-            priority: None,
-            timezone: None,
-            max_limit: None,
-            skip_missed_on_restart: None,
-            immediately: None,
-            skip_if_no_worker: None,
-            prevent_overlap: None,
-            job_options: None,
-            unique_key: None,
-            dedup: None,
-        }
-    }
-
     /// Scheduler `name` adding to `queue` on the cron `pattern`.
     pub fn pattern(
         queue: impl Into<String>,
         name: impl Into<String>,
         pattern: impl Into<String>,
     ) -> Self {
-        CronUpsert {
-            schedule: Some(pattern.into()),
-            ..CronUpsert::blank(queue, name)
-        }
-    }
-
-    /// Scheduler `name` adding to `queue` every `every`.
-    pub fn every(queue: impl Into<String>, name: impl Into<String>, every: Duration) -> Self {
-        CronUpsert {
-            repeat_every: Some(every),
-            ..CronUpsert::blank(queue, name)
-        }
-    }
-
-    /// Sets [`data`](Self::data).
-    pub fn data(mut self, data: Value) -> Self {
-        self.data = data;
-        self
+        let mut op = CronUpsert::every(queue, name, Duration::ZERO);
+        (op.schedule, op.repeat_every) = (Some(pattern.into()), None);
+        op
     }
 
     /// Sets [`unique_key`](Self::unique_key) and its window.
@@ -331,20 +257,7 @@ op! {
         /// The scheduler's name.
         name: String = "name",
     }
-    reply: CronInfo = with(read_cron, write_cron);
-}
-
-fn read_cron(reply: &Value) -> Result<CronInfo, ProtocolError> {
-    decode(reply_field(reply, "cron")?)
-}
-
-fn decode(cron: &Value) -> Result<CronInfo, ProtocolError> {
-    let missing = bad("cron.name", "missing");
-    CronInfo::decode(cron).ok_or(missing)
-}
-
-fn write_cron(cron: &CronInfo, fields: &mut Fields) {
-    fields.put("cron", cron.encode());
+    reply: CronInfo = field("cron");
 }
 
 op! {
@@ -353,15 +266,7 @@ op! {
     /// Lists every scheduler.
     new();
     fields {}
-    reply: Vec<CronInfo> = with(read_crons, write_crons);
-}
-
-fn read_crons(reply: &Value) -> Result<Vec<CronInfo>, ProtocolError> {
-    reply_array(reply, "crons")?.iter().map(decode).collect()
-}
-
-fn write_crons(crons: &[CronInfo], fields: &mut Fields) {
-    fields.put("crons", array(crons.iter().map(CronInfo::encode)));
+    reply: Vec<CronInfo> = field("crons");
 }
 
 op! {

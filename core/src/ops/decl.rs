@@ -8,27 +8,27 @@
 //! op! {
 //!     /// `Drain`: removes every waiting job of a queue, and says how many.
 //!     Drain, NotSafe, Eq;                // name (wire name unless `as "..."`), replay, derives
-//!     queue;                             // or `queue (unchecked);`, `id;`: the one field, or:
+//!     queue;                             // or `queue (unchecked);`, `id;`: the first field, or:
 //!     /// Drains `queue`.
 //!     new(queue: impl Into<String>);     // constructor (any name): required fields (`=> f`)
 //!     fields {
 //!         /// Queue name.
-//!         queue: String = "queue" => Queue,  // field, wire key, optional Kind
+//!         queue: String = "queue" => Queue,  // field, wire key, optional Kind, `| default`
 //!     }
-//!     set { count: u64 }                 // setters of optional fields
+//!     set { count: u64 }                 // setters (see [`setters!`])
 //!     reply: u64 = field("count");       // reply shape (none: `ok`)
 //!     validate: |op: &Drain| ...;        // checks beyond the fields' kinds
 //!     request: |request: &Value| ...;    // a server-role reading of one's own
-//!     write: |op: &Drain, fields| ...;   // a write order of one's own
 //! }
 //! ```
 //!
 //! The constructor may be left out (an op whose constructor differs writes its own). Fields
 //! are written in declaration order (the order bunqueue's own client writes them in), each
 //! through its type's [`Field`] codec, or through a [`Kind`] (one [`kinds!`] entry) that also
-//! checks it before it is sent and reads it as bunqueue validates it. Replies take one of four
-//! shapes: `ok` (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one
-//! [`ReplyField`] at the top level), `data(key)` (one inside `data`), or `with(read, write)`
+//! checks it before it is sent and reads it as bunqueue validates it. Replies take one of six
+//! shapes: `ok` (`{ok: true, id: undefined}`, nothing to read), `field(key)` (one value, as
+//! its [`Wire`] reads it strictly, at the top level), `data(key)` (one inside `data`), `data` (a [`Record`]
+//! that is `data`), `flat` (a [`Record`] whose fields are the reply's), or `with(read, write)`
 //! for a reply that really differs. Reply objects are [`record!`]s and maps of optional
 //! settings [`options!`], their fields read and written through [`Wire`] codecs. Everything
 //! expands to the same code one would write by hand, so a declaration costs nothing at run
@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use super::read::{
     array, bad, number, reply_array, reply_bool, reply_field, reply_i64, reply_opt, reply_opt_str,
-    reply_str, reply_strings, reply_u64, req_opt_i64, req_opt_str, req_strings, text,
+    reply_str, reply_strings, reply_u64, req_opt_i64, req_opt_str, text,
 };
 use super::Fields;
 use crate::wire::{millis, Job, JobState, ProtocolError, ValidationError, Value};
@@ -52,20 +52,28 @@ pub(crate) trait Field: Sized {
     fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError>;
 }
 
-/// `Field` impls, one line each: `Type: |self, key, fields| put, |request, key| take;`.
+/// `Field` impls, one entry each: `Type: |self, key, fields| put, |request, key| take;`.
 macro_rules! fields {
-    ($($ty:ty: |$s:ident, $k:ident, $f:ident| $put:expr, |$r:ident, $rk:ident| $take:expr;)*) => {$(
-        impl Field for $ty {
-            fn put(&self, $k: &'static str, $f: &mut Fields) {
+    ($(
+        $(#[$doc:meta])* $ty:ty: |$s:ident, $k:tt, $f:ident| $put:expr, |$r:ident, $rk:tt| $take:expr;
+    )*) => {$(
+        $(#[$doc])*
+        impl $crate::ops::decl::Field for $ty {
+            fn put(&self, $k: &'static str, $f: &mut $crate::ops::Fields) {
                 let $s = self;
                 $put;
             }
-            fn take($r: &Value, $rk: &'static str) -> Result<Self, ValidationError> {
+            fn take(
+                $r: &$crate::wire::Value,
+                $rk: &'static str,
+            ) -> Result<Self, $crate::wire::ValidationError> {
                 $take
             }
         }
     )*};
 }
+
+pub(crate) use fields;
 
 fields! {
     String: |s, k, f| f.put(k, s.as_str()), |r, k| Ok(req_opt_str(r, k).unwrap_or_default());
@@ -86,7 +94,7 @@ fields! {
     Option<Duration>: |s, k, f| f.put_opt(k, s.map(millis)),
         |r, k| Ok(<Option<u64> as Field>::take(r, k)?.map(Duration::from_millis));
     Vec<String>: |s, k, f| f.put(k, array(s.iter().map(String::as_str))),
-        |r, k| Ok(req_strings(r, k));
+        |r, k| Ok(<Vec<String> as Wire>::get(r, k).unwrap_or_default());
     Vec<i64>: |s, k, f| f.put(k, array(s.iter().copied())), |r, k| {
         let numbers = r.get(k).and_then(Value::as_array).map(|a| a.iter().map(number));
         Ok(numbers.map(|n| n.map(|d| d.unwrap_or(0.0) as i64).collect()).unwrap_or_default())
@@ -161,63 +169,6 @@ pub(crate) mod kind {
     }
 }
 
-/// A value a reply carries under one key, read as the client reads it and written as the
-/// server writes it.
-pub(crate) trait ReplyField: Sized {
-    /// Reads the required field `key` of `reply`.
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError>;
-    /// The value as the server writes it.
-    fn to_value(&self) -> Value;
-}
-
-/// `ReplyField` impls: `Type: reader, |value| written;`.
-macro_rules! reply_fields {
-    ($($ty:ty: $read:path, |$v:ident| $write:expr;)*) => {$(
-        impl ReplyField for $ty {
-            fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-                $read(reply, key)
-            }
-            fn to_value(&self) -> Value {
-                let $v = self;
-                $write
-            }
-        }
-    )*};
-}
-
-/// A job record, as bunqueue's replies carry it.
-fn reply_job(reply: &Value, key: &'static str) -> Result<Job, ProtocolError> {
-    let not_job = bad(key, "not a job");
-    Job::from_value(reply_field(reply, key)?).ok_or(not_job)
-}
-
-/// An array of job records.
-fn reply_jobs(reply: &Value, key: &'static str) -> Result<Vec<Job>, ProtocolError> {
-    let not_job = bad(key, "an entry is not a job");
-    let jobs = reply_array(reply, key)?.iter().map(Job::from_value);
-    jobs.map(|j| j.ok_or(not_job.clone())).collect()
-}
-
-reply_fields! {
-    Job: reply_job, |v| v.to_value();
-    Vec<Job>: reply_jobs, |v| array(v.iter().map(Job::to_value));
-    bool: reply_bool, |v| Value::from(*v);
-    u64: reply_u64, |v| Value::from(*v);
-    i64: reply_i64, |v| Value::from(*v);
-    String: reply_str, |v| Value::from(v.as_str());
-    Vec<String>: reply_strings, |v| array(v.iter().map(String::as_str));
-}
-
-/// An optional value: absent or `null` reads as `None`, which is written as `null`.
-impl<C: Wire<T = C>> ReplyField for Option<C> {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        Ok(C::get(reply, key))
-    }
-    fn to_value(&self) -> Value {
-        <Option<C> as Wire>::put(self)
-    }
-}
-
 /// A required `data` object in a reply (`resp.data(...)` replies wrap their payload in it),
 /// decoded in full: the decoder keeps `data` values encoded, as they are user payloads
 /// elsewhere.
@@ -252,9 +203,10 @@ pub(crate) fn js_number(f: f64) -> Value {
     }
 }
 
-/// How a value travels inside a reply object or a settings map (a [`record!`] or
-/// [`options!`] field): read leniently (`None`: absent or unreadable, so the field's default),
-/// written as the server writes it. A type is its own codec; a unit struct codes one another way.
+/// How a value travels in a reply, inside a reply object or in a settings map (a [`record!`]
+/// or [`options!`] field): read leniently (`None`: absent or unreadable, so the field's
+/// default) or, when the reply promises it, strictly; written as the server writes it. A type
+/// is its own codec; a unit struct codes one another way.
 pub(crate) trait Wire {
     /// The field's type.
     type T;
@@ -262,11 +214,30 @@ pub(crate) trait Wire {
     fn get(v: &Value, key: &'static str) -> Option<Self::T>;
     /// The value as the server writes it.
     fn put(x: &Self::T) -> Value;
+    /// Reads the required field `key` of a reply (`missing` when [`get`](Self::get) reads none).
+    fn read(v: &Value, key: &'static str) -> Result<Self::T, ProtocolError> {
+        Self::get(v, key).ok_or(bad(key, "missing"))
+    }
 }
 
-/// `Wire` impls, one line each: `Codec => Type: |object, key| read, |value| written;`.
+/// Reads the required field `key` of `reply`, as its type reads it.
+pub(crate) fn read<T: Wire<T = T>>(reply: &Value, key: &'static str) -> Result<T, ProtocolError> {
+    T::read(reply, key)
+}
+
+/// A value as its type writes it.
+pub(crate) fn put<T: Wire<T = T>>(x: &T) -> Value {
+    T::put(x)
+}
+
+/// `Wire` impls, one entry each: `Codec => Type: |object, key| read, |value| written`, then
+/// optionally `, strict reader` (how a reply's required field is read), and `;`.
 macro_rules! wires {
-    ($($codec:ty => $t:ty: |$v:ident, $k:ident| $get:expr, |$x:ident| $put:expr;)*) => {$(
+    ($(
+        $(#[$doc:meta])* $codec:ty => $t:ty: |$v:ident, $k:ident| $get:expr, |$x:ident| $put:expr
+        $(, strict $read:expr)?;
+    )*) => {$(
+        $(#[$doc])*
         impl $crate::ops::decl::Wire for $codec {
             type T = $t;
             fn get($v: &$crate::wire::Value, $k: &'static str) -> Option<$t> {
@@ -275,6 +246,12 @@ macro_rules! wires {
             fn put($x: &$t) -> $crate::wire::Value {
                 $put
             }
+            $(fn read(
+                v: &$crate::wire::Value,
+                key: &'static str,
+            ) -> Result<$t, $crate::wire::ProtocolError> {
+                ($read)(v, key)
+            })?
         }
     )*};
 }
@@ -292,22 +269,33 @@ pub(crate) struct Undef<C>(std::marker::PhantomData<C>);
 
 wires! {
     u64 => u64: |v, k| reply_opt(v, k).and_then(number).and_then(|f| (f >= 0.0).then_some(f as u64)),
-        |x| Value::from(*x);
+        |x| Value::from(*x), strict reply_u64;
     Count => u64: |v, k| reply_opt(v, k).and_then(number).map(|f| f.max(0.0) as u64),
         |x| Value::from(*x);
-    i64 => i64: |v, k| reply_opt(v, k).and_then(number).map(|f| f as i64), |x| Value::from(*x);
+    i64 => i64: |v, k| reply_opt(v, k).and_then(number).map(|f| f as i64), |x| Value::from(*x),
+        strict reply_i64;
     f64 => f64: |v, k| reply_opt(v, k).and_then(number), |x| js_number(*x);
     F64 => f64: |v, k| reply_opt(v, k).and_then(number), |x| Value::F64(*x);
-    bool => bool: |v, k| reply_opt(v, k).and_then(Value::as_bool), |x| Value::from(*x);
-    String => String: |v, k| reply_opt_str(v, k), |x| Value::from(x.as_str());
-    Job => Job: |v, k| v.get(k).and_then(Job::from_value), |x| x.to_value();
+    bool => bool: |v, k| reply_opt(v, k).and_then(Value::as_bool), |x| Value::from(*x),
+        strict reply_bool;
+    String => String: |v, k| reply_opt_str(v, k), |x| Value::from(x.as_str()), strict reply_str;
+    /// A job record, as bunqueue's replies carry it.
+    Job => Job: |v, k| v.get(k).and_then(Job::from_value), |x| x.to_value(),
+        strict |v, k| Job::from_value(reply_field(v, k)?).ok_or(bad(k, "not a job"));
+    /// An array of job records, each required to be one.
+    Vec<Job> => Vec<Job>: |v, k| Self::read(v, k).ok(), |x| array(x.iter().map(Job::to_value)),
+        strict |v, k| {
+            let jobs = reply_array(v, k)?.iter().map(Job::from_value);
+            jobs.map(|j| j.ok_or(bad(k, "an entry is not a job"))).collect()
+        };
     Duration => Duration: |v, k| reply_opt(v, k).and_then(number).map(span), |x| ms(*x);
     Vec<String> => Vec<String>: |v, k| {
         let texts = v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(text));
         texts.map(Iterator::collect)
-    }, |x| array(x.iter().map(String::as_str));
+    }, |x| array(x.iter().map(String::as_str)), strict reply_strings;
 }
 
+/// An optional value: absent or `null` reads as `None`, which is written as `null`.
 impl<C: Wire> Wire for Option<C> {
     type T = Option<C::T>;
     fn get(v: &Value, key: &'static str) -> Option<Self::T> {
@@ -328,11 +316,62 @@ impl<C: Wire> Wire for Undef<C> {
     }
 }
 
-/// A reply object: the struct, its wire keys, and both roles' codec (`decode`, `encode`), in one
+/// A record inside another: absent, `null` or incomplete reads as `None`; required, its own
+/// required field's error when incomplete.
+impl<R: Record> Wire for R {
+    type T = R;
+    fn get(v: &Value, key: &'static str) -> Option<R> {
+        reply_opt(v, key).and_then(R::decode)
+    }
+    fn put(x: &R) -> Value {
+        x.encode()
+    }
+    fn read(v: &Value, key: &'static str) -> Result<R, ProtocolError> {
+        R::read(reply_field(v, key)?)
+    }
+}
+
+/// An array of records inside another, entries that are not one left out; required, every
+/// entry complete.
+impl<R: Record> Wire for Vec<R> {
+    type T = Vec<R>;
+    fn get(v: &Value, key: &'static str) -> Option<Vec<R>> {
+        let entries = reply_opt(v, key).and_then(Value::as_array);
+        entries.map(|a| a.iter().filter_map(R::decode).collect())
+    }
+    fn put(x: &Vec<R>) -> Value {
+        array(x.iter().map(R::encode))
+    }
+    fn read(v: &Value, key: &'static str) -> Result<Vec<R>, ProtocolError> {
+        let incomplete = |_| bad(key, "an entry is incomplete");
+        let entries = reply_array(v, key)?.iter();
+        entries.map(|e| R::read(e).map_err(incomplete)).collect()
+    }
+}
+
+/// A reply object declared with [`record!`], in both roles.
+pub(crate) trait Record: Sized {
+    /// Reads it from the object `v`: the error of its required field when that is missing.
+    fn read(v: &Value) -> Result<Self, ProtocolError>;
+    /// Appends its fields, as the server writes them.
+    fn write(&self, fields: &mut Fields);
+    /// Reads it, `None` when its required field is missing.
+    fn decode(v: &Value) -> Option<Self> {
+        Self::read(v).ok()
+    }
+    /// The object.
+    fn encode(&self) -> Value {
+        let mut fields = Fields::default();
+        self.write(&mut fields);
+        fields.into_value()
+    }
+}
+
+/// A reply object: the struct, its wire keys, and both roles' codec ([`Record`]), in one
 /// declaration. A field is `name: Type = "key"`, then optionally `[required]` (no object
-/// without it: `decode` gives `None`), `=> Codec` (a [`Wire`] other than its type) and
-/// `| default` (when absent; `Default::default()` otherwise). `Name (Default) { … }` also
-/// implements `Default` with those defaults.
+/// without it: read strictly, as [`Wire::read`]), `=> Codec` (a [`Wire`] other than its
+/// type) and `| default` (when absent; `Default::default()` otherwise). `Name (Default) { … }`
+/// also implements `Default` with those defaults; a constructor may follow, as in [`op!`].
 macro_rules! record {
     (
         $(#[$doc:meta])*
@@ -343,6 +382,7 @@ macro_rules! record {
                 $(| $default:expr)?,
             )*
         }
+        $($(#[$new_doc:meta])* $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),* $(,)?);)?
     ) => {
         $(#[$doc])*
         #[non_exhaustive]
@@ -350,53 +390,26 @@ macro_rules! record {
             $($(#[$field_doc])* pub $field: $ty,)*
         }
 
-        #[allow(dead_code)]
-        impl $name {
-            fn decode(v: &$crate::wire::Value) -> Option<Self> {
-                Some($name {$(
-                    $field: $crate::ops::decl::record!(@or
-                        <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
-                            as $crate::ops::decl::Wire>::get(v, $key),
-                        [$($req)?] [$($default)?]
-                    ),
+        impl $crate::ops::decl::Record for $name {
+            fn read(v: &$crate::wire::Value) -> Result<Self, $crate::wire::ProtocolError> {
+                Ok($name {$(
+                    $field: $crate::ops::decl::record!(@get v, $key, $ty $(, $codec)?;
+                        [$($req)?] [$($default)?]),
                 )*})
             }
 
-            fn encode(&self) -> $crate::wire::Value {
-                $crate::wire::Value::map([$((
-                    $key,
-                    <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
-                        as $crate::ops::decl::Wire>::put(&self.$field),
-                ),)*])
-            }
-        }
-
-        impl $crate::ops::decl::ReplyField for $name {
-            fn read(
-                reply: &$crate::wire::Value,
-                key: &'static str,
-            ) -> Result<Self, $crate::wire::ProtocolError> {
-                let incomplete = $crate::ops::read::bad(key, "incomplete");
-                $name::decode($crate::ops::read::reply_field(reply, key)?).ok_or(incomplete)
-            }
-            fn to_value(&self) -> $crate::wire::Value {
-                self.encode()
-            }
-        }
-
-        impl $crate::ops::decl::Wire for $name {
-            type T = $name;
-            fn get(v: &$crate::wire::Value, key: &'static str) -> Option<$name> {
-                $crate::ops::read::reply_opt(v, key).and_then($name::decode)
-            }
-            fn put(x: &$name) -> $crate::wire::Value {
-                x.encode()
+            fn write(&self, fields: &mut $crate::ops::Fields) {
+                $(fields.put($key, <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+                    as $crate::ops::decl::Wire>::put(&self.$field));)*
             }
         }
 
         $crate::ops::decl::record!(@default_impl [$($default_impl)?] $name {
             $($field: [$($default)?]),*
         });
+        $crate::ops::decl::op!(@ctor $name [$(
+            $(#[$new_doc])* $ctor($($arg: $arg_ty $(=> $conv)?),*)
+        )?] { $($field [$($default)?]),* });
     };
 
     (@default_impl [] $name:ident { $($rest:tt)* }) => {};
@@ -413,25 +426,22 @@ macro_rules! record {
     (@codec $ty:ty) => { $ty };
     (@codec $ty:ty, $codec:ty) => { $codec };
 
-    (@or $get:expr, [required] []) => { $get? };
-    (@or $get:expr, [] []) => { $get.unwrap_or_default() };
-    (@or $get:expr, [] [$default:expr]) => { $get.unwrap_or_else(|| $default) };
+    (@get $v:ident, $key:literal, $ty:ty; [required] []) => {
+        <$ty as $crate::ops::decl::Wire>::read($v, $key)?
+    };
+    (@get $v:ident, $key:literal, $ty:ty $(, $codec:ty)?; [] [$($default:expr)?]) => {
+        $crate::ops::decl::record!(@or <$crate::ops::decl::record!(@codec $ty $(, $codec)?)
+            as $crate::ops::decl::Wire>::get($v, $key), $($default)?)
+    };
+
+    (@or $get:expr,) => { $get.unwrap_or_default() };
+    (@or $get:expr, $default:expr) => { $get.unwrap_or_else(|| $default) };
 
     (@default) => { Default::default() };
     (@default $default:expr) => { $default };
 }
 
 pub(crate) use record;
-
-/// A record that `decode` refused, with the error of the strict reader of its required field.
-pub(crate) fn strict<T, U>(
-    decoded: Option<T>,
-    field: &'static str,
-    read: impl FnOnce() -> Result<U, ProtocolError>,
-) -> Result<T, ProtocolError> {
-    let missing = bad(field, "missing");
-    decoded.ok_or_else(|| read().err().unwrap_or(missing))
-}
 
 /// A map of optional settings or options: the struct (every field an `Option`), its
 /// constructor (nothing set), setters, and its codec (`to_value`: the set ones, in order;
@@ -460,7 +470,6 @@ macro_rules! options {
             pub fn new() -> Self {
                 Self::default()
             }
-
 
             #[allow(dead_code)]
             fn to_value(&self) -> $crate::wire::Value {
@@ -495,17 +504,10 @@ macro_rules! options {
             }
         }
 
-        /// An update travels as one object (absent: changes nothing).
-        impl $crate::ops::decl::Field for $name {
-            fn put(&self, key: &'static str, fields: &mut $crate::ops::Fields) {
-                fields.put(key, self.to_value());
-            }
-            fn take(
-                request: &$crate::wire::Value,
-                key: &'static str,
-            ) -> Result<Self, $crate::wire::ValidationError> {
-                Ok(request.get(key).map(Self::from_value).unwrap_or_default())
-            }
+        $crate::ops::decl::fields! {
+            /// An update travels as one object (absent: changes nothing).
+            $name: |u, k, f| f.put(k, u.to_value()),
+                |r, k| Ok(r.get(k).map(Self::from_value).unwrap_or_default());
         }
     };
 }
@@ -514,44 +516,48 @@ pub(crate) use options;
 
 /// Declares one operation; see the [module docs](self) for the grammar.
 macro_rules! op {
-    // `queue;` / `queue (unchecked);` / `id;`: a command that carries only a queue name or a
-    // job id, and its constructor.
+    // `queue;` / `queue (unchecked);` / `id;`: a command whose first field is a queue name or a
+    // job id and whose constructor takes only that; `fields { … }` may add optional ones.
     (
         $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        queue; $($rest:tt)*
+        $one:ident $(($unchecked:ident))?; fields { $($more:tt)* } $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
-            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            #[doc = "The command for `queue`."]
-            new(queue: impl Into<String>);
-            fields { #[doc = "Queue name."] queue: String = "queue" => Queue }
-            $($rest)*
+            @one [$one $($unchecked)?] [$(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;]
+            [$($more)*] $($rest)*
         }
     };
     (
         $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        queue (unchecked); $($rest:tt)*
+        $one:ident $(($unchecked:ident))?; $($rest:tt)*
     ) => {
         $crate::ops::decl::op! {
-            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            #[doc = "The command for `queue`."]
-            new(queue: impl Into<String>);
+            @one [$one $($unchecked)?] [$(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;]
+            [] $($rest)*
+        }
+    };
+    (@one [queue] [$($head:tt)*] [$($more:tt)*] $($rest:tt)*) => {
+        $crate::ops::decl::op! {
+            $($head)* #[doc = "The command for `queue`."] new(queue: impl Into<String>);
+            fields { #[doc = "Queue name."] queue: String = "queue" => Queue, $($more)* }
+            $($rest)*
+        }
+    };
+    (@one [queue unchecked] [$($head:tt)*] [$($more:tt)*] $($rest:tt)*) => {
+        $crate::ops::decl::op! {
+            $($head)* #[doc = "The command for `queue`."] new(queue: impl Into<String>);
             fields {
                 #[doc = "Queue name (not validated: the server takes it as sent)."]
                 queue: String = "queue",
+                $($more)*
             }
             $($rest)*
         }
     };
-    (
-        $(#[$doc:meta])* $name:ident $(as $wire:literal)?, $replay:ident $(, $derive:ident)*;
-        id; $($rest:tt)*
-    ) => {
+    (@one [id] [$($head:tt)*] [$($more:tt)*] $($rest:tt)*) => {
         $crate::ops::decl::op! {
-            $(#[$doc])* $name $(as $wire)?, $replay $(, $derive)*;
-            #[doc = "The command for job `id`."]
-            new(id: impl Into<String>);
-            fields { #[doc = "Job id."] id: String = "id" => Required }
+            $($head)* #[doc = "The command for job `id`."] new(id: impl Into<String>);
+            fields { #[doc = "Job id."] id: String = "id" => Required, $($more)* }
             $($rest)*
         }
     };
@@ -587,14 +593,13 @@ macro_rules! op {
         fields {
             $(
                 $(#[$field_doc:meta])*
-                $field:ident: $field_ty:ty = $key:literal $(=> $kind:ident)?
+                $field:ident: $field_ty:ty = $key:literal $(=> $kind:ident)? $(| $default:expr)?
             ),* $(,)?
         }
-        $(set { $($set:ident: $set_ty:ty),* $(,)? })?
+        $(set { $($set:tt)* })?
         $(reply: $out:ty = $shape:ident $(($($shape_arg:tt)*))?;)?
         $(validate: $validate:expr;)?
         $(request: $request:expr;)?
-        $(write: $write:expr;)?
     ) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq $(, $derive)*)]
@@ -605,9 +610,9 @@ macro_rules! op {
 
         $crate::ops::decl::op!(@ctor $name [$(
             $(#[$new_doc])* $ctor($($arg: $arg_ty $(=> $conv)?),*)
-        )?] { $($field),* });
+        )?] { $($field [$($default)?]),* });
 
-        $($crate::ops::decl::setters! { $name { $($set: $set_ty),* } })?
+        $($crate::ops::decl::setters! { $name { $($set)* } })?
 
         impl $crate::ops::Operation for $name {
             const NAME: &'static str = $crate::ops::decl::op!(@name $name $($wire)?);
@@ -615,9 +620,7 @@ macro_rules! op {
             type Output = $crate::ops::decl::op!(@out $($out)?);
 
             fn write_fields(&self, _fields: &mut $crate::ops::Fields) {
-                $crate::ops::decl::op!(@write_fields self, _fields, [$($write)?] {
-                    $($field = $key [$($kind)?]),*
-                })
+                $($crate::ops::decl::op!(@put self.$field, $key, _fields $(, $kind)?);)*
             }
 
             fn read_reply(
@@ -651,10 +654,10 @@ macro_rules! op {
         }
     };
 
-    (@ctor $name:ident [] { $($field:ident),* }) => {};
+    (@ctor $name:ident [] { $($rest:tt)* }) => {};
     (@ctor $name:ident [
         $(#[$new_doc:meta])* $ctor:ident($($arg:ident: $arg_ty:ty $(=> $conv:path)?),*)
-    ] { $($field:ident),* }) => {
+    ] { $($field:ident [$($default:expr)?]),* }) => {
         impl $name {
             $(#[$new_doc])*
             #[allow(clippy::needless_update)]
@@ -662,20 +665,11 @@ macro_rules! op {
                 $name {
                     $($arg: $crate::ops::decl::op!(@arg $arg $($conv)?),)*
                     ..$name {
-                        $($field: Default::default(),)*
+                        $($field: $crate::ops::decl::record!(@default $($default)?),)*
                     }
                 }
             }
         }
-    };
-
-    (@write_fields $self:ident, $fields:ident, [] {
-        $($field:ident = $key:literal [$($kind:ident)?]),*
-    }) => {{
-        $($crate::ops::decl::op!(@put $self.$field, $key, $fields $(, $kind)?);)*
-    }};
-    (@write_fields $self:ident, $fields:ident, [$write:expr] { $($rest:tt)* }) => {
-        ($write)($self, $fields)
     };
 
     (@put $self:ident.$field:ident, $key:literal, $fields:ident) => {
@@ -713,12 +707,14 @@ macro_rules! op {
     };
 
     (@read $reply:ident, $(ok)?) => { Ok(()) };
-    (@read $reply:ident, field($key:literal)) => {
-        $crate::ops::decl::ReplyField::read($reply, $key)
-    };
+    (@read $reply:ident, field($key:literal)) => { $crate::ops::decl::read($reply, $key) };
     (@read $reply:ident, data($key:literal)) => {
-        $crate::ops::decl::ReplyField::read(&$crate::ops::decl::reply_data($reply)?, $key)
+        $crate::ops::decl::read(&$crate::ops::decl::reply_data($reply)?, $key)
     };
+    (@read $reply:ident, data) => {
+        $crate::ops::decl::Record::read(&$crate::ops::decl::reply_data($reply)?)
+    };
+    (@read $reply:ident, flat) => { $crate::ops::decl::Record::read($reply) };
     (@read $reply:ident, with($read:expr, $write:expr)) => { ($read)($reply) };
 
     (@write $out:ident, $fields:ident, $(ok)?) => {{
@@ -726,15 +722,15 @@ macro_rules! op {
         $fields.put("id", $crate::wire::Value::Undefined);
     }};
     (@write $out:ident, $fields:ident, field($key:literal)) => {{
-        $fields.put($key, $crate::ops::decl::ReplyField::to_value($out));
+        $fields.put($key, $crate::ops::decl::put($out));
     }};
     (@write $out:ident, $fields:ident, data($key:literal)) => {
-        $crate::ops::decl::put_data(
-            $fields,
-            $key,
-            $crate::ops::decl::ReplyField::to_value($out),
-        )
+        $crate::ops::decl::put_data($fields, $key, $crate::ops::decl::put($out))
     };
+    (@write $out:ident, $fields:ident, data) => {{
+        $fields.put("data", $crate::ops::decl::Record::encode($out));
+    }};
+    (@write $out:ident, $fields:ident, flat) => { $crate::ops::decl::Record::write($out, $fields) };
     (@write $out:ident, $fields:ident, with($read:expr, $write:expr)) => {
         ($write)($out, $fields)
     };
@@ -747,20 +743,34 @@ pub(crate) fn ms_u64(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Builder setters of optional fields: `setters! { Type { name: Arg, … } }` gives each
-/// `pub fn name(self, value: Arg) -> Self`, which sets `self.name = Some(value.into())`.
+/// Builder setters: `setters! { Type { name: Arg, … } }` gives each
+/// `pub fn name(self, value: Arg) -> Self`, which sets `self.name = Some(value.into())`;
+/// `name(field): Arg` sets `field` instead, and `=` instead of `:` sets a field that is not
+/// optional (`self.name = value.into()`).
 macro_rules! setters {
-    ($ty:ident { $($name:ident: $arg:ty),* $(,)? }) => {
+    ($ty:ident { $($set:tt)* }) => {
         impl $ty {
-            $(
-                #[doc = concat!("Sets [`", stringify!($name), "`](Self::", stringify!($name), ").")]
-                pub fn $name(mut self, value: $arg) -> Self {
-                    self.$name = Some(value.into());
-                    self
-                }
-            )*
+            $crate::ops::decl::setters!(@each $($set)*);
         }
     };
+    (@each $(,)?) => {};
+    (@each $name:ident $(($field:ident))?: $arg:ty $(, $($rest:tt)*)?) => {
+        $crate::ops::decl::setters!(@one $name [$($field)? $name] : $arg);
+        $crate::ops::decl::setters!(@each $($($rest)*)?);
+    };
+    (@each $name:ident $(($field:ident))? = $arg:ty $(, $($rest:tt)*)?) => {
+        $crate::ops::decl::setters!(@one $name [$($field)? $name] = $arg);
+        $crate::ops::decl::setters!(@each $($($rest)*)?);
+    };
+    (@one $name:ident [$field:ident $($_name:ident)?] $how:tt $arg:ty) => {
+        #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+        pub fn $name(mut self, value: $arg) -> Self {
+            self.$field = $crate::ops::decl::setters!(@value $how value);
+            self
+        }
+    };
+    (@value : $value:ident) => { Some($value.into()) };
+    (@value = $value:ident) => { $value.into() };
 }
 
 pub(crate) use setters;

@@ -15,16 +15,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::wire::{Job, ProtocolError, ValidationError, Value};
+use crate::wire::{Job, Value};
 
-use super::decl::{
-    kinds, ms, op, options, put_data, record, reply_data, setters, span, strict, wires, Field,
-    Wire, F64,
-};
-use super::read::{
-    array, bad, number, reply_array, reply_field, reply_opt, reply_u64, req_opt_i64, req_opt_str,
-    text,
-};
+use super::decl::{fields, kinds, ms, op, options, read, record, span, wires, Record, F64};
+use super::read::{array, number, reply_opt, req_map, req_opt_i64, req_opt_str, text};
 use super::Fields;
 
 /// Why a job failed for good, as bunqueue records it in the DLQ.
@@ -49,34 +43,34 @@ pub enum FailureReason {
     Other(String),
 }
 
+/// Every reason bunqueue knows and its wire name, in bunqueue's order (that of its stats map).
+const REASONS: [(FailureReason, &str); 7] = [
+    (FailureReason::ExplicitFail, "explicit_fail"),
+    (FailureReason::MaxAttemptsExceeded, "max_attempts_exceeded"),
+    (FailureReason::Timeout, "timeout"),
+    (FailureReason::Stalled, "stalled"),
+    (FailureReason::TtlExpired, "ttl_expired"),
+    (FailureReason::WorkerLost, "worker_lost"),
+    (FailureReason::Unknown, "unknown"),
+];
+
 impl FailureReason {
     /// The wire name.
     pub fn as_str(&self) -> &str {
         match self {
-            FailureReason::ExplicitFail => "explicit_fail",
-            FailureReason::MaxAttemptsExceeded => "max_attempts_exceeded",
-            FailureReason::Timeout => "timeout",
-            FailureReason::Stalled => "stalled",
-            FailureReason::TtlExpired => "ttl_expired",
-            FailureReason::WorkerLost => "worker_lost",
-            FailureReason::Unknown => "unknown",
             FailureReason::Other(s) => s,
+            known => REASONS
+                .iter()
+                .find(|(r, _)| r == known)
+                .map_or("unknown", |(_, s)| s),
         }
     }
 }
 
 impl From<&str> for FailureReason {
     fn from(s: &str) -> Self {
-        match s {
-            "explicit_fail" => FailureReason::ExplicitFail,
-            "max_attempts_exceeded" => FailureReason::MaxAttemptsExceeded,
-            "timeout" => FailureReason::Timeout,
-            "stalled" => FailureReason::Stalled,
-            "ttl_expired" => FailureReason::TtlExpired,
-            "worker_lost" => FailureReason::WorkerLost,
-            "unknown" => FailureReason::Unknown,
-            other => FailureReason::Other(other.to_owned()),
-        }
+        let known = REASONS.iter().find(|(_, name)| *name == s);
+        known.map_or_else(|| FailureReason::Other(s.to_owned()), |(r, _)| r.clone())
     }
 }
 
@@ -86,75 +80,29 @@ impl std::fmt::Display for FailureReason {
     }
 }
 
-/// Which DLQ entries a [`Dlq`] listing or a [`RetryDlq`] takes (all when empty).
-#[derive(Debug, Clone, PartialEq, Default)]
-#[non_exhaustive]
-pub struct DlqFilter {
-    /// Only entries that failed for this reason.
-    pub reason: Option<FailureReason>,
-    /// Only entries that entered the DLQ at or before this time, epoch ms.
-    pub older_than: Option<f64>,
-    /// Only entries that entered the DLQ at or after this time, epoch ms.
-    pub newer_than: Option<f64>,
-    /// Only entries due for an automatic retry.
-    pub retriable: Option<bool>,
-    /// Only expired entries.
-    pub expired: Option<bool>,
-    /// Skip this many (after filtering).
-    pub offset: Option<u64>,
-    /// At most this many.
-    pub limit: Option<u64>,
-}
-
-impl DlqFilter {
-    /// No filter: every entry.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    fn to_value(&self) -> Value {
-        let mut f = Fields::default();
-        f.put_opt("reason", self.reason.as_ref().map(|r| r.as_str()))
-            .put_opt("olderThan", self.older_than)
-            .put_opt("newerThan", self.newer_than)
-            .put_opt("retriable", self.retriable)
-            .put_opt("expired", self.expired)
-            // The TS client sends the caller's object as is; this is the order of its docs.
-            .put_opt("limit", self.limit)
-            .put_opt("offset", self.offset);
-        f.into_value()
-    }
-
-    fn from_value(v: &Value) -> DlqFilter {
-        DlqFilter {
-            reason: FailureReason::get(v, "reason"),
-            older_than: f64::get(v, "olderThan"),
-            newer_than: f64::get(v, "newerThan"),
-            retriable: bool::get(v, "retriable"),
-            expired: bool::get(v, "expired"),
-            offset: u64::get(v, "offset"),
-            limit: u64::get(v, "limit"),
-        }
-    }
-
-    fn read(request: &Value) -> Option<DlqFilter> {
-        match request.get("filter") {
-            Some(f @ Value::Map(_)) => Some(DlqFilter::from_value(f)),
-            _ => None,
-        }
+options! {
+    /// Which DLQ entries a [`Dlq`] listing or a [`RetryDlq`] takes (all when empty).
+    #[derive(Debug, Clone, PartialEq, Default)]
+    DlqFilter {
+        /// No filter: every entry.
+        new();
+        /// Only entries that failed for this reason.
+        reason: FailureReason = "reason",
+        /// Only entries that entered the DLQ at or before this time, epoch ms.
+        older_than: f64 = "olderThan" => F64,
+        /// Only entries that entered the DLQ at or after this time, epoch ms.
+        newer_than: f64 = "newerThan" => F64,
+        /// Only entries due for an automatic retry.
+        retriable: bool = "retriable",
+        /// Only expired entries.
+        expired: bool = "expired",
+        // The TS client sends the caller's object as is; this is the order of its docs.
+        /// At most this many.
+        limit: u64 = "limit",
+        /// Skip this many (after filtering).
+        offset: u64 = "offset",
     }
 }
-
-setters! { DlqFilter {
-    reason: FailureReason, older_than: f64, newer_than: f64, retriable: bool, expired: bool,
-    offset: u64, limit: u64,
-} }
-
-/// A count required in full, as [`reply_u64`] reads it.
-struct Strict;
-
-/// DLQ attempts, an array of [`DlqAttempt`] records.
-struct Attempts;
 
 /// Counts per reason, in bunqueue's order of reasons.
 struct Reasons;
@@ -163,15 +111,11 @@ struct Reasons;
 struct Nullable;
 
 wires! {
-    Strict => u64: |v, k| reply_u64(v, k).ok(), |x| Value::from(*x);
     FailureReason => FailureReason: |v, k| {
         reply_opt(v, k).and_then(Value::as_str).map(FailureReason::from)
     }, |x| Value::from(x.as_str());
-    Attempts => Vec<DlqAttempt>: |v, k| {
-        let attempts = reply_opt(v, k).and_then(Value::as_array);
-        attempts.map(|a| a.iter().filter_map(DlqAttempt::decode).collect())
-    }, |x| array(x.iter().map(DlqAttempt::encode));
-    BTreeMap<String, u64> => BTreeMap<String, u64>: |v, k| Some(counts(v.get(k))), |x| count_map(x);
+    BTreeMap<String, u64> => BTreeMap<String, u64>: |v, k| Some(counts(v.get(k))),
+        |x| count_map(x.iter().map(|(k, v)| (k.as_str(), *v)));
     Reasons => BTreeMap<String, u64>: |v, k| Some(counts(v.get(k))), |x| reason_map(x);
     Nullable => Option<Duration>: |v, k| match v.get(k) {
         Some(Value::Nil) => Some(None),
@@ -212,7 +156,7 @@ record! {
         /// The last error message, if any.
         error: Option<String> = "error",
         /// Every failed attempt.
-        attempts: Vec<DlqAttempt> = "attempts" => Attempts,
+        attempts: Vec<DlqAttempt> = "attempts",
         /// Automatic retries so far.
         retry_count: u64 = "retryCount",
         /// Last automatic retry, epoch ms.
@@ -224,14 +168,10 @@ record! {
     }
 }
 
-/// A filter travels as one `filter` object; a request without a map there has none.
-impl Field for Option<DlqFilter> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put_opt(key, self.as_ref().map(DlqFilter::to_value));
-    }
-    fn take(request: &Value, _: &'static str) -> Result<Self, ValidationError> {
-        Ok(DlqFilter::read(request))
-    }
+fields! {
+    /// A filter travels as one `filter` object; a request without a map there has none.
+    Option<DlqFilter>: |d, k, f| f.put_opt(k, d.as_ref().map(DlqFilter::to_value)),
+        |r, k| Ok(req_map(r, k).map(DlqFilter::from_value));
 }
 
 kinds! {
@@ -250,26 +190,15 @@ op! {
     /// `Dlq`: the entries of a queue's dead-letter queue, oldest first, optionally filtered
     /// ([`DlqFilter`]) or capped (`count`).
     Dlq, Safe;
-    /// Every entry of `queue`'s DLQ.
-    new(queue: impl Into<String>);
+    queue (unchecked);
     fields {
-        /// Queue name.
-        queue: String = "queue",
         /// Which entries.
         filter: Option<DlqFilter> = "filter",
         /// At most this many entries.
         count: Option<u64> = "count" => Clamped,
     }
     set { count: u64, filter: DlqFilter }
-    reply: Vec<DlqEntry> = with(read_entries, write_entries);
-}
-
-fn read_entries(reply: &Value) -> Result<Vec<DlqEntry>, ProtocolError> {
-    let bad = || bad("entries", "an entry has no job with an id");
-    let entries = reply_array(reply, "entries")?.iter();
-    entries
-        .map(|e| DlqEntry::decode(e).ok_or_else(bad))
-        .collect()
+    reply: Vec<DlqEntry> = with(|r| read(r, "entries"), write_entries);
 }
 
 fn write_entries(entries: &[DlqEntry], fields: &mut Fields) {
@@ -284,7 +213,7 @@ record! {
     #[derive(Debug, Clone, PartialEq, Default)]
     DlqStats {
         /// Entries in all.
-        total: u64 = "total" [required] => Strict,
+        total: u64 = "total" [required],
         /// Entries per failure reason (every reason bunqueue knows, zeros included).
         by_reason: BTreeMap<String, u64> = "byReason" => Reasons,
         /// Entries per queue.
@@ -310,33 +239,15 @@ fn counts(v: Option<&Value>) -> BTreeMap<String, u64> {
     }
 }
 
-fn count_map(m: &BTreeMap<String, u64>) -> Value {
-    Value::Map(
-        m.iter()
-            .map(|(k, v)| (Value::from(k.as_str()), Value::from(*v)))
-            .collect(),
-    )
+fn count_map<'a>(counts: impl IntoIterator<Item = (&'a str, u64)>) -> Value {
+    Value::map(counts.into_iter().map(|(k, v)| (k, Value::from(v))))
 }
 
-/// The reasons in bunqueue's order (that of its stats map), then any other.
+/// The reasons in bunqueue's order, then any other.
 fn reason_map(m: &BTreeMap<String, u64>) -> Value {
-    const ORDER: [&str; 7] = [
-        "explicit_fail",
-        "max_attempts_exceeded",
-        "timeout",
-        "stalled",
-        "ttl_expired",
-        "worker_lost",
-        "unknown",
-    ];
-    let known = ORDER
-        .iter()
-        .filter_map(|k| m.get(*k).map(|v| (Value::from(*k), Value::from(*v))));
-    let others = m
-        .iter()
-        .filter(|(k, _)| !ORDER.contains(&k.as_str()))
-        .map(|(k, v)| (Value::from(k.as_str()), Value::from(*v)));
-    Value::Map(known.chain(others).collect())
+    let known = REASONS.iter().filter_map(|(_, k)| Some((*k, *m.get(*k)?)));
+    let others = m.iter().map(|(k, v)| (k.as_str(), *v));
+    count_map(known.chain(others.filter(|(k, _)| !REASONS.iter().any(|(_, r)| r == k))))
 }
 
 op! {
@@ -344,17 +255,7 @@ op! {
     /// the oldest and newest arrival. A read: replayed.
     GetDlqStats, Safe, Eq;
     queue (unchecked);
-    reply: DlqStats = with(read_stats, write_stats);
-}
-
-fn read_stats(reply: &Value) -> Result<DlqStats, ProtocolError> {
-    let d = reply_data(reply)?;
-    let s = reply_field(&d, "stats")?;
-    strict(DlqStats::decode(s), "total", || reply_u64(s, "total"))
-}
-
-fn write_stats(s: &DlqStats, fields: &mut Fields) {
-    put_data(fields, "stats", s.encode());
+    reply: DlqStats = data("stats");
 }
 
 op! {

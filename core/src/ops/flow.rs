@@ -24,8 +24,10 @@ use crate::wire::{
 };
 
 use super::decl::kind::Required;
-use super::decl::{kinds, ms, op, put_data, setters, Field, ReplyField, Wire};
-use super::read::{array, bad, number, reply_bool, reply_field, reply_opt, req_str, text};
+use super::decl::{fields, kinds, ms, op, put, put_data, read, setters, wires, Wire};
+use super::read::{
+    array, bad, reply_bool, reply_field, reply_opt, req_opt_f64, req_str, req_string, text,
+};
 use super::Fields;
 
 /// Most jobs in one flow (bunqueue's `MAX_FLOW_JOBS`).
@@ -114,30 +116,6 @@ impl FlowJob {
         }
     }
 
-    /// Sets the options.
-    pub fn options(mut self, opts: JobOptions) -> Self {
-        self.opts = opts;
-        self
-    }
-
-    /// Sets the parent.
-    pub fn parent(mut self, id: impl Into<String>) -> Self {
-        self.parent_id = Some(id.into());
-        self
-    }
-
-    /// Sets the jobs this one waits for.
-    pub fn depends_on(mut self, ids: Vec<String>) -> Self {
-        self.depends_on = ids;
-        self
-    }
-
-    /// Sets the children.
-    pub fn children(mut self, ids: Vec<String>) -> Self {
-        self.children_ids = ids;
-        self
-    }
-
     /// The `input` map, with every key bunqueue's TS client writes, in its order (absent ones
     /// as `undefined`), so a flow reads the same on the wire whichever client added it.
     fn input(&self) -> Value {
@@ -199,21 +177,10 @@ impl FlowJob {
         opts.timestamp = f64::get(input, "timestamp");
         opts.group_id = String::get(input, "groupId");
         opts.tags = strings("tags");
-        let text_of = |k: &str| {
-            input
-                .get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
         Ok(FlowJob {
             id: req_str(v, "id")?,
-            queue: v
-                .get("queue")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            name: text_of("name"),
+            queue: req_string(v, "queue"),
+            name: req_string(input, "name"),
             data: input.get("data").cloned().unwrap_or(Value::Undefined),
             opts,
             parent_id: String::get(input, "parentId"),
@@ -228,27 +195,18 @@ impl FlowJob {
     /// bunqueue's own checks (`flowValidation.js`, `flowPlan.js`), with its messages.
     fn validate(&self) -> Result<(), ValidationError> {
         let ensure = |ok: bool, field: &'static str, message: &str| {
-            if ok {
-                Ok(())
-            } else {
-                Err(ValidationError::new(field, message))
-            }
+            ok.then_some(())
+                .ok_or_else(|| ValidationError::new(field, message))
         };
         let id_ok = !self.id.is_empty() && !self.id.contains(':');
-        ensure(
-            id_ok,
-            "id",
-            "flow jobId must be non-empty and cannot contain a colon",
-        )?;
+        let id_rule = "flow jobId must be non-empty and cannot contain a colon";
+        ensure(id_ok, "id", id_rule)?;
         validate_queue_name(&self.queue)?;
         let name_ok = !self.name.is_empty() && self.name.chars().count() <= 256;
         let name_rule = "flow job name must be a non-empty string of at most 256 characters";
         ensure(name_ok, "name", name_rule)?;
-        ensure(
-            is_map(&self.data),
-            "data",
-            "flow job data must be an object",
-        )?;
+        let data_rule = "flow job data must be an object";
+        ensure(is_map(&self.data), "data", data_rule)?;
         let o = &self.opts;
         // The PUSHF input has no ttl; refusing beats dropping it silently.
         let atomic = "is not supported inside an atomic flow";
@@ -269,15 +227,15 @@ impl FlowJob {
             "attempts must be between 1 and 1000",
         )?;
         let policy_ok = self.on_failure.is_none() || self.parent_id.is_some();
-        ensure(
-            policy_ok,
-            "on_failure",
-            "a flow failure policy requires a parent",
-        )
+        let policy_rule = "a flow failure policy requires a parent";
+        ensure(policy_ok, "on_failure", policy_rule)
     }
 }
 
-setters! { FlowJob { on_failure: ChildFailure } }
+setters! { FlowJob {
+    options(opts) = JobOptions, parent(parent_id): impl Into<String>, depends_on = Vec<String>,
+    children(children_ids) = Vec<String>, on_failure: ChildFailure,
+} }
 
 /// Whether `v` is a map, decoded or still encoded (payloads arrive as [`Value::Raw`]).
 fn is_map(v: &Value) -> bool {
@@ -289,23 +247,19 @@ fn is_map(v: &Value) -> bool {
     }
 }
 
-/// A flow's jobs travel as an array of `{id, queue, input}`, which bunqueue requires.
-impl Field for Vec<FlowJob> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
+fields! {
+    /// A flow's jobs travel as an array of `{id, queue, input}`, which bunqueue requires.
+    Vec<FlowJob>: |jobs, k, f| {
         let job = |j: &FlowJob| {
             let (id, queue) = (Value::from(j.id.as_str()), Value::from(j.queue.as_str()));
             Value::map([("id", id), ("queue", queue), ("input", j.input())])
         };
-        fields.put(key, array(self.iter().map(job)));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        let not_array = || ValidationError::new(key, "flow jobs must be an array");
-        let jobs = request
-            .get(key)
-            .and_then(Value::as_array)
-            .ok_or_else(not_array)?;
+        f.put(k, array(jobs.iter().map(job)))
+    }, |r, k| {
+        let not_array = || ValidationError::new(k, "flow jobs must be an array");
+        let jobs = r.get(k).and_then(Value::as_array).ok_or_else(not_array)?;
         jobs.iter().map(FlowJob::from_request).collect()
-    }
+    };
 }
 
 op! {
@@ -359,24 +313,13 @@ fn write_flow(jobs: &[Job], fields: &mut Fields) {
     put_data(fields, "jobs", array(jobs.iter().map(snapshot)));
 }
 
-/// The values of a parent's children: a map read in order as `(key, value)` pairs (absent:
-/// none).
-impl ReplyField for Vec<(String, Value)> {
-    fn read(reply: &Value, key: &'static str) -> Result<Self, ProtocolError> {
-        let Some(Value::Map(m)) = reply_opt(reply, key) else {
-            return Ok(Vec::new());
-        };
-        Ok(m.iter()
-            .filter_map(|(k, v)| Some((text(k)?, v.clone())))
-            .collect())
-    }
-    fn to_value(&self) -> Value {
-        Value::Map(
-            self.iter()
-                .map(|(k, v)| (Value::from(k.as_str()), v.clone()))
-                .collect(),
-        )
-    }
+wires! {
+    /// The values of a parent's children: a map read in order as `(key, value)` pairs (absent:
+    /// none).
+    Vec<(String, Value)> => Vec<(String, Value)>: |v, k| Some(match reply_opt(v, k) {
+        Some(Value::Map(m)) => m.iter().filter_map(|(n, x)| Some((text(n)?, x.clone()))).collect(),
+        _ => Vec::new(),
+    }), |x| Value::map(x.iter().map(|(k, v)| (k.as_str(), v.clone())));
 }
 
 op! {
@@ -385,8 +328,8 @@ op! {
     GetChildrenValues, Safe, Eq;
     id;
     reply: Vec<(String, Value)> = with(
-        |r: &Value| ReplyField::read(reply_opt(r, "data").unwrap_or(&Value::Nil), "values"),
-        |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", v.to_value())
+        |r: &Value| read(reply_opt(r, "data").unwrap_or(&Value::Nil), "values"),
+        |v: &Vec<(String, Value)>, f: &mut Fields| put_data(f, "values", put(v))
     );
 }
 
@@ -438,25 +381,12 @@ kinds! {
     };
 }
 
-/// A request's optional number (`<key> must be a number` when present and not one).
-fn req_opt_f64(request: &Value, key: &'static str) -> Result<Option<f64>, ValidationError> {
-    match request.get(key) {
-        None | Some(Value::Nil) | Some(Value::Undefined) => Ok(None),
-        Some(t) => number(t)
-            .map(Some)
-            .ok_or_else(|| ValidationError::new(key, format!("{key} must be a number"))),
-    }
-}
-
 op! {
     /// `WaitJob`: holds the reply until the job completes or `timeout` passes (server default
     /// 30 s, at most [`MAX_WAIT_JOB`]). A read: replayed.
     WaitJob, Safe, Eq;
-    /// Waits for job `id` with the server's default timeout.
-    new(id: impl Into<String>);
+    id;
     fields {
-        /// Job id.
-        id: String = "id" => Required,
         /// How long the server waits (its default when absent: 30 s).
         timeout: Option<Duration> = "timeout" => WaitTimeout,
     }

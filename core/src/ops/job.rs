@@ -16,9 +16,9 @@
 use std::time::Duration;
 
 use super::decl::kind::Required;
-use super::decl::Kind;
-use super::decl::{kinds, op, put_data, record, reply_data, Field, F64};
-use super::read::{array, number, reply_array, reply_opt_str, reply_u64};
+use super::decl::{fields, kinds, op, put_data, record, reply_data, wires, Kind, Record};
+use super::decl::{Undef, F64};
+use super::read::{number, reply_array, reply_opt};
 use super::Fields;
 use crate::wire::{millis, ProtocolError, ValidationError, Value};
 
@@ -49,24 +49,18 @@ kinds! {
     };
 }
 
-/// A progress travels as a JS number.
-impl Field for f64 {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, progress_value(*self));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Finite::take(request, key)
-    }
+fields! {
+    /// A progress travels as a JS number.
+    f64: |p, k, f| f.put(k, progress_value(*p)), |r, k| Finite::take(r, k);
+    /// Arbitrary data travels as it is (`undefined` when absent).
+    Value: |v, k, f| f.put(k, v.clone()), |r, k| Ok(r.get(k).cloned().unwrap_or(Value::Undefined));
 }
 
-/// Arbitrary data travels as it is (`undefined` when absent).
-impl Field for Value {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        fields.put(key, self.clone());
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(request.get(key).cloned().unwrap_or(Value::Undefined))
-    }
+/// A progress in a reply: a progress never set is 0 on the server; `null`/absent reads the same.
+struct Progress;
+
+wires! {
+    Progress => f64: |v, k| reply_opt(v, k).and_then(number), |x| progress_value(*x);
 }
 
 op! {
@@ -86,36 +80,17 @@ op! {
     set { message: impl Into<String> }
 }
 
-/// An active job's progress, as [`GetProgress`] reads it.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct JobProgress {
-    /// 0 to 100.
-    pub progress: f64,
-    /// The last progress message, if any was set.
-    pub message: Option<String>,
-}
-
-impl JobProgress {
+record! {
+    /// An active job's progress, as [`GetProgress`] reads it.
+    #[derive(Debug, Clone, PartialEq)]
+    JobProgress {
+        /// 0 to 100.
+        progress: f64 = "progress" => Progress,
+        /// The last progress message, if any was set.
+        message: Option<String> = "message" => Undef<String>,
+    }
     /// A progress record.
-    pub fn new(progress: f64, message: Option<String>) -> Self {
-        JobProgress { progress, message }
-    }
-
-    fn read(reply: &Value) -> Result<JobProgress, ProtocolError> {
-        // A progress never set is 0 on the server; `null`/absent reads the same.
-        let progress = reply.get("progress").and_then(number).unwrap_or(0.0);
-        Ok(JobProgress::new(progress, reply_opt_str(reply, "message")))
-    }
-
-    fn write(&self, fields: &mut Fields) {
-        fields.put("progress", progress_value(self.progress)).put(
-            "message",
-            self.message
-                .as_deref()
-                .map_or(Value::Undefined, Value::from),
-        );
-    }
+    new(progress: f64, message: Option<String>);
 }
 
 op! {
@@ -123,7 +98,7 @@ op! {
     /// the job is active: `Job is not active (current state: <state>)` otherwise).
     GetProgress, Safe, Eq;
     id;
-    reply: JobProgress = with(JobProgress::read, JobProgress::write);
+    reply: JobProgress = flat;
 }
 
 op! {
@@ -155,47 +130,30 @@ record! {
         /// The line.
         message: String = "message",
     }
-}
-
-impl JobLog {
     /// A log line.
-    pub fn new(timestamp: f64, level: impl Into<String>, message: impl Into<String>) -> Self {
-        JobLog {
-            timestamp,
-            level: level.into(),
-            message: message.into(),
-        }
-    }
+    new(timestamp: f64, level: impl Into<String>, message: impl Into<String>);
 }
 
-/// A job's log lines (the requested slice) and how many it has in all.
-#[derive(Debug, Clone, PartialEq, Default)]
-#[non_exhaustive]
-pub struct JobLogs {
-    /// The lines, oldest first.
-    pub logs: Vec<JobLog>,
-    /// How many lines the job has, whatever the slice.
-    pub count: u64,
+record! {
+    /// A job's log lines (the requested slice) and how many it has in all.
+    #[derive(Debug, Clone, PartialEq, Default)]
+    JobLogs {
+        /// The lines, oldest first.
+        logs: Vec<JobLog> = "logs",
+        /// How many lines the job has, whatever the slice.
+        count: u64 = "count" [required],
+    }
+    /// A log listing.
+    new(logs: Vec<JobLog>, count: u64);
 }
 
 impl JobLogs {
-    /// A log listing.
-    pub fn new(logs: Vec<JobLog>, count: u64) -> Self {
-        JobLogs { logs, count }
-    }
-
-    fn read(reply: &Value) -> Result<JobLogs, ProtocolError> {
+    /// Reads the `data` of a reply: the lines (one that is not a line is left out) and the
+    /// count, both required.
+    fn read_data(reply: &Value) -> Result<JobLogs, ProtocolError> {
         let data = reply_data(reply)?;
-        let logs = reply_array(&data, "logs")?
-            .iter()
-            .filter_map(JobLog::decode);
-        Ok(JobLogs::new(logs.collect(), reply_u64(&data, "count")?))
-    }
-
-    fn write(&self, fields: &mut Fields) {
-        let logs = array(self.logs.iter().map(JobLog::encode));
-        let data = [("logs", logs), ("count", Value::from(self.count))];
-        fields.put("data", Value::map(data));
+        reply_array(&data, "logs")?;
+        JobLogs::read(&data)
     }
 }
 
@@ -203,17 +161,16 @@ op! {
     /// `GetLogs`: a job's log, all of it or lines `start..=end` (as JS `slice(start, end + 1)`).
     /// An unknown job has an empty log (the server does not refuse it).
     GetLogs, Safe, Eq;
-    /// Job `id`'s whole log.
-    new(id: impl Into<String>);
+    id;
     fields {
-        /// Job id.
-        id: String = "id" => Required,
         /// First line.
         start: Option<i64> = "start",
         /// Last line.
         end: Option<i64> = "end",
     }
-    reply: JobLogs = with(JobLogs::read, JobLogs::write);
+    reply: JobLogs = with(JobLogs::read_data, |l: &JobLogs, f: &mut Fields| {
+        f.put("data", l.encode());
+    });
 }
 
 impl GetLogs {
@@ -229,11 +186,8 @@ op! {
     /// `ClearLogs`: empties a job's log, or keeps only its last `keep_logs` lines. Idempotent, so
     /// it may be replayed; an unknown job is not an error.
     ClearLogs, Safe, Eq;
-    /// Empties job `id`'s log.
-    new(id: impl Into<String>);
+    id;
     fields {
-        /// Job id.
-        id: String = "id" => Required,
         /// Lines to keep, the newest.
         keep_logs: Option<i64> = "keepLogs",
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::decl::kind::Queue;
 use super::decl::{
-    kinds, ms, op, options, put_data, record, reply_data, span, wires, Field, Kind, Wire,
+    fields, kinds, ms, op, options, put_data, record, reply_data, span, wires, Kind, Wire,
 };
 use super::read::{bad, reply_field};
 use super::Fields;
@@ -198,13 +198,8 @@ record! {
         /// The window.
         duration: Duration = "duration",
     }
-}
-
-impl GroupRateLimit {
     /// `max` jobs per `duration`.
-    pub fn new(max: u64, duration: Duration) -> Self {
-        GroupRateLimit { max, duration }
-    }
+    new(max: u64, duration: Duration);
 }
 
 /// A `removed` answer, a count (0 or 1) on the wire.
@@ -291,16 +286,10 @@ group_op! {
     IsGroupPaused, Safe, bool = data("paused")
 }
 
-/// On the wire, a window is two fields: `max` and `duration`.
-impl Field for GroupRateLimit {
-    fn put(&self, _: &'static str, fields: &mut Fields) {
-        fields
-            .put("max", self.max)
-            .put("duration", ms(self.duration));
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Window::take(request, key)
-    }
+fields! {
+    /// On the wire, a window is two fields: `max` and `duration`.
+    GroupRateLimit: |limit, _, f| f.put("max", limit.max).put("duration", ms(limit.duration)),
+        |r, k| Window::take(r, k);
 }
 
 op! {

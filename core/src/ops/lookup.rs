@@ -19,90 +19,50 @@ use crate::wire::server::CommandError;
 use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationError, Value};
 
 use super::decl::kind::{Queue, Required};
-use super::decl::{js_number, op, record, reply_data, strict, Count, Field};
-use super::read::{
-    array, bad, number, reply_array, reply_bool, reply_field, reply_opt, reply_opt_str, req_queue,
-    text,
-};
+use super::decl::{fields, js_number, op, record, reply_data, wires};
+use super::decl::{Count, Field, Record, Wire};
+use super::read::{array, bad, number, reply_field, reply_opt, req_queue, text};
 use super::Fields;
 
 /// The state names bunqueue's job listings (GetJobs) and Clean understand: the seven of
 /// [`JobState`] and `paused` (the ready jobs of a paused queue).
-const LISTABLE: &[&str] = &[
-    "waiting",
-    "prioritized",
-    "delayed",
-    "active",
-    "completed",
-    "failed",
-    "waiting-children",
-    "paused",
-];
+const LISTABLE: &str = "waiting, prioritized, delayed, active, completed, failed, \
+                        waiting-children, paused";
 
 /// Refuses a state name bunqueue does not know (the server answers nothing for one, which
 /// hides a typo).
 pub(super) fn validate_state(field: &'static str, state: &JobState) -> Result<(), ValidationError> {
-    if LISTABLE.contains(&state.as_str()) {
-        Ok(())
-    } else {
-        Err(ValidationError::new(
-            field,
-            format!(
-                "{field} must be one of {}; got '{}'",
-                LISTABLE.join(", "),
-                state.as_str()
-            ),
-        ))
+    let state = state.as_str();
+    if LISTABLE.split(", ").any(|s| s == state) {
+        return Ok(());
     }
+    let message = format!("{field} must be one of {LISTABLE}; got '{state}'");
+    Err(ValidationError::new(field, message))
 }
 
-/// A value decoded in full, when the decoder kept it encoded.
-fn expand(v: &Value, field: &'static str) -> Result<Value, ProtocolError> {
-    v.expanded()
-        .map_err(|_| bad(field, "not valid MessagePack"))
-}
-
-/// A number field of a nested reply object, 0 when absent (counters the server may omit).
-fn num_or_zero(v: &Value, field: &str) -> f64 {
-    v.get(field).and_then(number).unwrap_or(0.0)
-}
-
-/// A count field of a nested reply object, 0 when absent.
-fn count_or_zero(v: &Value, field: &str) -> u64 {
-    num_or_zero(v, field).max(0.0) as u64
-}
-
-/// States travel as one name, several as an array, none as no key (every state).
-impl Field for Vec<JobState> {
-    fn put(&self, key: &'static str, fields: &mut Fields) {
-        match self.as_slice() {
-            [] => {}
-            [one] => {
-                fields.put(key, one.as_str());
-            }
-            many => {
-                fields.put(key, array(many.iter().map(JobState::as_str)));
-            }
+fields! {
+    /// States travel as one name, several as an array, none as no key (every state).
+    Vec<JobState>: |states, k, f| match states.as_slice() {
+        [] => {}
+        [one] => {
+            f.put(k, one.as_str());
         }
-    }
-    fn take(request: &Value, key: &'static str) -> Result<Self, ValidationError> {
-        Ok(match request.get(key) {
-            Some(Value::Array(a)) => a.iter().filter_map(text).map(JobState::from).collect(),
-            Some(v) => text(v).map(JobState::from).into_iter().collect(),
-            None => Vec::new(),
-        })
-    }
+        many => {
+            f.put(k, array(many.iter().map(JobState::as_str)));
+        }
+    }, |r, k| Ok(match r.get(k) {
+        Some(Value::Array(a)) => a.iter().filter_map(text).map(JobState::from).collect(),
+        Some(v) => text(v).map(JobState::from).into_iter().collect(),
+        None => Vec::new(),
+    });
 }
 
 op! {
     /// `GetJobs`: a queue's jobs, optionally only those in some states, oldest first (or newest
     /// first with [`asc(false)`](Self::asc)), a page at a time.
     GetJobs, Safe, Eq;
-    /// Every job of `queue`, with the server's defaults.
-    new(queue: impl Into<String>);
+    queue;
     fields {
-        /// Queue name.
-        queue: String = "queue" => Queue,
         /// Only jobs in these states; every state when empty.
         states: Vec<JobState> = "state",
         /// Jobs to skip (server default 0).
@@ -148,68 +108,46 @@ op! {
     /// `GetCountsPerPriority`: how many ready jobs a queue holds at each priority.
     GetCountsPerPriority, Safe, Eq;
     queue;
-    reply: PriorityCounts = with(read_priority_counts, write_priority_counts);
+    reply: PriorityCounts = flat;
 }
 
-fn read_priority_counts(reply: &Value) -> Result<PriorityCounts, ProtocolError> {
-    let Value::Map(m) = reply_field(reply, "counts")? else {
-        return Err(bad("counts", "not a map"));
-    };
-    let mut counts = BTreeMap::new();
-    for (k, v) in m {
-        // JS object keys: the priority as decimal text.
-        let p = text(k)
-            .and_then(|s| s.parse::<i64>().ok())
-            .ok_or(bad("counts", "a key is not a priority"))?;
-        let n = number(v).ok_or(bad("counts", "a count is not a number"))?;
-        counts.insert(p, n.max(0.0) as u64);
+wires! {
+    /// Counts per priority: a map whose keys are the priorities as decimal text (JS object
+    /// keys), every one required to read.
+    BTreeMap<i64, u64> => BTreeMap<i64, u64>: |v, k| Self::read(v, k).ok(),
+        |x| Value::map(x.iter().map(|(p, n)| (p.to_string(), Value::from(*n)))),
+        strict |r, k| {
+            let Value::Map(m) = reply_field(r, k)? else {
+                return Err(bad(k, "not a map"));
+            };
+            let priority = |p: &Value| text(p).and_then(|s| s.parse::<i64>().ok());
+            let entry = |(p, n): &(Value, Value)| -> Result<(i64, u64), ProtocolError> {
+                let p = priority(p).ok_or(bad(k, "a key is not a priority"))?;
+                Ok((p, number(n).ok_or(bad(k, "a count is not a number"))?.max(0.0) as u64))
+            };
+            m.iter().map(entry).collect()
+        };
+}
+
+record! {
+    /// The reply to [`GetCountsPerPriority`].
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    PriorityCounts {
+        /// The queue asked about.
+        queue: String = "queue",
+        /// Priority → number of jobs; priorities with no job are absent.
+        counts: BTreeMap<i64, u64> = "counts" [required],
     }
-    Ok(PriorityCounts {
-        queue: reply_opt_str(reply, "queue").unwrap_or_default(),
-        counts,
-    })
-}
-
-fn write_priority_counts(c: &PriorityCounts, fields: &mut Fields) {
-    fields.put("queue", c.queue.as_str()).put(
-        "counts",
-        Value::map(
-            c.counts
-                .iter()
-                .map(|(p, n)| (p.to_string(), Value::from(*n))),
-        ),
-    );
-}
-
-/// The reply to [`GetCountsPerPriority`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PriorityCounts {
-    /// The queue asked about.
-    pub queue: String,
-    /// Priority → number of jobs; priorities with no job are absent.
-    pub counts: BTreeMap<i64, u64>,
-}
-
-impl PriorityCounts {
     /// Counts for `queue`.
-    pub fn new(queue: impl Into<String>, counts: BTreeMap<i64, u64>) -> Self {
-        PriorityCounts {
-            queue: queue.into(),
-            counts,
-        }
-    }
+    new(queue: impl Into<String>, counts: BTreeMap<i64, u64>);
 }
 
 op! {
     /// `GetQueueLimits`: a queue's rate limit and remaining wait, its global concurrency limit
     /// and whether it is reached (the TS client's `getRateLimitTtl(maxJobs)`, `isMaxed()`).
     GetQueueLimits, Safe, Eq;
-    /// Asks about `queue`.
-    new(queue: impl Into<String>);
+    queue;
     fields {
-        /// Queue name.
-        queue: String = "queue" => Queue,
         /// Jobs about to be taken, for the token-bucket wait (`maxJobs`).
         max_jobs: Option<u64> = "maxJobs",
     }
@@ -226,13 +164,8 @@ record! {
         /// Window, ms.
         duration: u64 = "duration",
     }
-}
-
-impl QueueRateLimit {
     /// `max` jobs per `duration` ms.
-    pub fn new(max: u64, duration: u64) -> Self {
-        QueueRateLimit { max, duration }
-    }
+    new(max: u64, duration: u64);
 }
 
 record! {
@@ -282,25 +215,7 @@ op! {
     /// Lists every worker.
     new();
     fields {}
-    reply: WorkerList = with(read_workers, write_workers);
-}
-
-fn read_workers(reply: &Value) -> Result<WorkerList, ProtocolError> {
-    let d = reply_data(reply)?;
-    // A worker without an id is not one.
-    let workers = reply_array(&d, "workers")?.iter().map(ListedWorker::decode);
-    Ok(WorkerList {
-        workers: workers
-            .map(|w| w.ok_or(bad("workers", "an entry has no id")))
-            .collect::<Result<_, _>>()?,
-        stats: WorkerTotals::decode(d.get("stats").unwrap_or(&Value::Nil)).unwrap_or_default(),
-    })
-}
-
-fn write_workers(l: &WorkerList, fields: &mut Fields) {
-    let workers = array(l.workers.iter().map(ListedWorker::encode));
-    let data = [("workers", workers), ("stats", l.stats.encode())];
-    fields.put("data", Value::map(data));
+    reply: WorkerList = data;
 }
 
 record! {
@@ -357,14 +272,15 @@ record! {
     }
 }
 
-/// The reply to [`ListWorkers`].
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct WorkerList {
-    /// Every registered worker.
-    pub workers: Vec<ListedWorker>,
-    /// Totals.
-    pub stats: WorkerTotals,
+record! {
+    /// The reply to [`ListWorkers`].
+    #[derive(Debug, Clone, Default, PartialEq)]
+    WorkerList {
+        /// Every registered worker.
+        workers: Vec<ListedWorker> = "workers" [required],
+        /// Totals.
+        stats: WorkerTotals = "stats",
+    }
 }
 
 op! {
@@ -421,26 +337,21 @@ impl MetricsType {
     }
 }
 
-/// The per-queue form travels as `queue` and `type`; the server-wide one as neither.
-impl Field for Option<(String, MetricsType)> {
-    fn put(&self, _: &'static str, fields: &mut Fields) {
-        if let Some((queue, kind)) = self {
-            fields
-                .put("queue", queue.as_str())
-                .put("type", kind.as_str());
-        }
-    }
-    fn take(request: &Value, _: &'static str) -> Result<Self, ValidationError> {
+fields! {
+    /// The per-queue form travels as `queue` and `type`; the server-wide one as neither.
+    Option<(String, MetricsType)>: |form, _, f| if let Some((queue, kind)) = form {
+        f.put("queue", queue.as_str()).put("type", kind.as_str());
+    }, |r, _| {
         // bunqueue picks the form by `queue !== undefined || type !== undefined`.
-        let absent = |k: &str| matches!(request.get(k), None | Some(Value::Undefined));
+        let absent = |k: &str| matches!(r.get(k), None | Some(Value::Undefined));
         if absent("queue") && absent("type") {
             return Ok(None);
         }
-        if request.get("queue").and_then(Value::as_str).is_none() {
+        if r.get("queue").and_then(Value::as_str).is_none() {
             return Err(ValidationError::new("queue", "Metrics queue is required"));
         }
-        let queue = req_queue(request)?;
-        let kind = match request.get("type").and_then(Value::as_str) {
+        let queue = req_queue(r)?;
+        let kind = match r.get("type").and_then(Value::as_str) {
             Some("completed") => MetricsType::Completed,
             Some("failed") => MetricsType::Failed,
             _ => {
@@ -449,7 +360,7 @@ impl Field for Option<(String, MetricsType)> {
             }
         };
         Ok(Some((queue, kind)))
-    }
+    };
 }
 
 op! {
@@ -551,41 +462,41 @@ fn read_metrics(reply: &Value) -> Result<MetricsReply, ProtocolError> {
     }
     let d = reply_data(reply)?;
     let meta = d.get("meta").unwrap_or(&Value::Nil);
+    let count = |v: &Value, k| Count::get(v, k).unwrap_or_default();
+    let data = reply_data(&d)?;
+    let data = data.as_array().ok_or(bad("data", "not an array"))?.iter();
     Ok(MetricsReply::Queue(QueueMetrics {
-        count: count_or_zero(meta, "count"),
-        prev_ts: num_or_zero(meta, "prevTS"),
-        prev_count: count_or_zero(meta, "prevCount"),
-        data: expand(reply_field(&d, "data")?, "data")?
-            .as_array()
-            .ok_or(bad("data", "not an array"))?
-            .iter()
+        count: count(meta, "count"),
+        prev_ts: f64::get(meta, "prevTS").unwrap_or_default(),
+        prev_count: count(meta, "prevCount"),
+        data: data
             .map(|x| number(x).ok_or(bad("data", "an entry is not a number")))
             .collect::<Result<_, _>>()?,
-        points: count_or_zero(&d, "count"),
+        points: count(&d, "count"),
     }))
 }
 
 fn write_metrics(reply: &MetricsReply, fields: &mut Fields) {
-    match reply {
+    let q = match reply {
         MetricsReply::Server(m) => {
             fields.put("metrics", m.encode());
+            return;
         }
-        MetricsReply::Queue(q) => {
-            let (count, prev) = (Value::from(q.count), Value::from(q.prev_count));
-            let meta = [
-                ("count", count),
-                ("prevTS", js_number(q.prev_ts)),
-                ("prevCount", prev),
-            ];
-            let data = array(q.data.iter().copied().map(js_number));
-            let d = [
-                ("meta", Value::map(meta)),
-                ("data", data),
-                ("count", Value::from(q.points)),
-            ];
-            fields.put("data", Value::map(d));
-        }
-    }
+        MetricsReply::Queue(q) => q,
+    };
+    let (count, prev) = (Value::from(q.count), Value::from(q.prev_count));
+    let meta = [
+        ("count", count),
+        ("prevTS", js_number(q.prev_ts)),
+        ("prevCount", prev),
+    ];
+    let data = array(q.data.iter().copied().map(js_number));
+    let d = [
+        ("meta", Value::map(meta)),
+        ("data", data),
+        ("count", Value::from(q.points)),
+    ];
+    fields.put("data", Value::map(d));
 }
 
 op! {
@@ -595,18 +506,7 @@ op! {
     /// Asks for the storage health.
     new();
     fields {}
-    reply: StorageHealth = with(read_storage, write_storage);
-}
-
-fn read_storage(reply: &Value) -> Result<StorageHealth, ProtocolError> {
-    let d = reply_data(reply)?;
-    strict(StorageHealth::decode(&d), "diskFull", || {
-        reply_bool(&d, "diskFull")
-    })
-}
-
-fn write_storage(h: &StorageHealth, fields: &mut Fields) {
-    fields.put("data", h.encode());
+    reply: StorageHealth = data;
 }
 
 record! {

@@ -112,35 +112,41 @@ pub fn req_opt_str(v: &Value, field: &str) -> Option<String> {
     v.get(field).filter(|x| !x.is_nullish()).and_then(text)
 }
 
+/// A request's string field as the server takes it (anything but a string: empty).
+pub fn req_string(v: &Value, field: &str) -> String {
+    v.get(field)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// A request's queue name, validated as bunqueue validates queue names.
 /// Errors: bunqueue's message for an empty, long or badly formed name.
 pub fn req_queue(v: &Value) -> Result<String, ValidationError> {
-    let queue = v
-        .get("queue")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let queue = req_string(v, "queue");
     crate::wire::validate_queue_name(&queue)?;
     Ok(queue)
 }
 
-/// A request's optional number, as an integer.
+/// A request's optional number.
 /// Errors: `<field> must be a number` when present and not a number.
-pub fn req_opt_i64(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
+pub fn req_opt_f64(v: &Value, field: &'static str) -> Result<Option<f64>, ValidationError> {
     match v.get(field) {
         None | Some(Value::Nil) | Some(Value::Undefined) => Ok(None),
         Some(x) => number(x)
-            .map(|f| Some(f as i64))
+            .map(Some)
             .ok_or_else(|| ValidationError::new(field, format!("{field} must be a number"))),
     }
 }
 
-/// A request's optional array of strings.
-pub fn req_strings(v: &Value, field: &str) -> Vec<String> {
-    v.get(field)
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(text).collect())
-        .unwrap_or_default()
+/// A request's optional number, as an integer (as [`req_opt_f64`]).
+pub fn req_opt_i64(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
+    Ok(req_opt_f64(v, field)?.map(|f| f as i64))
+}
+
+/// A request's optional object (anything but a map: none).
+pub fn req_map<'a>(v: &'a Value, field: &str) -> Option<&'a Value> {
+    v.get(field).filter(|m| matches!(m, Value::Map(_)))
 }
 
 /// A list of values as a [`Value::Array`].

@@ -10,11 +10,11 @@
 //! assert_eq!(WorkerHeartbeat::NAME, "Heartbeat");
 //! ```
 
-use crate::wire::{ProtocolError, ValidationError, Value};
+use crate::wire::{ValidationError, Value};
 
 use super::decl::kind::Required;
-use super::decl::{kinds, op, put_data, record, strict, Undef, F64};
-use super::read::{reply_field, reply_str, req_opt_i64};
+use super::decl::{js_number, kinds, op, put_data, record, Record, Undef, F64};
+use super::read::{reply_field, req_opt_i64};
 use super::Fields;
 
 record! {
@@ -46,44 +46,16 @@ record! {
         /// Jobs it failed, per its last heartbeat.
         failed_jobs: i64 = "failedJobs",
     }
-}
-
-impl WorkerInfo {
     /// A record for worker `worker_id` named `name`, everything else empty.
-    pub fn new(worker_id: impl Into<String>, name: impl Into<String>) -> Self {
-        WorkerInfo {
-            worker_id: worker_id.into(),
-            name: name.into(),
-            queues: Vec::new(),
-            concurrency: 0,
-            hostname: None,
-            pid: None,
-            status: "active".into(),
-            registered_at: 0.0,
-            last_seen: 0.0,
-            active_jobs: 0,
-            processed_jobs: 0,
-            failed_jobs: 0,
-        }
-    }
-}
-
-/// An integer as msgpackr writes a JS number: an integer within the 32-bit range, a float64
-/// beyond it (epoch milliseconds are).
-fn js_number(n: i64) -> Value {
-    if (-(1i64 << 31)..(1i64 << 32)).contains(&n) {
-        Value::from(n)
-    } else {
-        Value::F64(n as f64)
-    }
+    new(worker_id: impl Into<String>, name: impl Into<String>);
 }
 
 kinds! {
     /// A concurrency the server takes as sent, 1 when absent.
     OrOne: i64 = |r, k| Ok(req_opt_i64(r, k)?.unwrap_or(1));
-    /// An epoch-ms time, written as msgpackr writes a JS number.
+    /// An epoch-ms time, written as msgpackr writes a JS number (a float64 beyond 32 bits).
     JsTime: Option<i64> = |r, k| req_opt_i64(r, k),
-        put |time, key, fields| { fields.put_opt(key, time.map(js_number)); };
+        put |time, key, fields| { fields.put_opt(key, time.map(|t| js_number(t as f64))); };
 }
 
 op! {
@@ -109,19 +81,12 @@ op! {
         started_at: Option<i64> = "startedAt" => JsTime,
     }
     set { worker_id: impl Into<String>, hostname: impl Into<String>, pid: i64, started_at: i64 }
-    reply: WorkerInfo = with(read_worker, write_worker);
+    reply: WorkerInfo = with(|r| WorkerInfo::read(reply_field(r, "data")?), write_worker);
     validate: |op: &RegisterWorker| if op.name.is_empty() {
         Err(ValidationError::new("name", "name is required"))
     } else {
         Ok(())
     };
-}
-
-fn read_worker(reply: &Value) -> Result<WorkerInfo, ProtocolError> {
-    let d = reply_field(reply, "data")?;
-    strict(WorkerInfo::decode(d), "workerId", || {
-        reply_str(d, "workerId")
-    })
 }
 
 fn write_worker(w: &WorkerInfo, fields: &mut Fields) {

@@ -57,8 +57,24 @@ pub(crate) fn command(id: String, token: Option<String>, how: Settlement) -> Com
     }
 }
 
-/// Settling a job again may not be harmless (a second FAIL counts an attempt): sent once.
-pub(crate) const REPLAY: Replay = Replay::NotSafe;
+/// Whether settling command `cmd` may go again, to another live broker, when the connection
+/// it was written on is lost before its answer.
+///
+/// A completion carrying every job's lock token may: the store completes a job once (a repeat
+/// is answered as already finalized), and a token from an earlier run is refused, so a repeat
+/// can never complete a later run of the job. Given up instead, the job's lock would expire
+/// and the job run again. Anything else is sent once: a second FAIL counts another attempt,
+/// and a move without a token could move a later run.
+pub(crate) fn replay(cmd: &Command) -> Replay {
+    let has = |t: &String| !t.is_empty();
+    match cmd {
+        Command::Ack { token: Some(t), .. } if has(t) => Replay::Safe,
+        Command::AckB {
+            tokens: Some(ts), ..
+        } if ts.iter().all(has) => Replay::Safe,
+        _ => Replay::NotSafe,
+    }
+}
 
 /// Tells the lost broker's session to forget job `id`: it is settled elsewhere, so the
 /// session neither renews its lock nor counts it as held any more.
@@ -72,5 +88,45 @@ pub(crate) fn extend_lock(id: &str, token: Option<&str>, ttl: Duration) -> ops::
     match token {
         Some(t) => op.token(t),
         None => op,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_completion_with_every_token_goes_again() {
+        let ack = |token: Option<&str>| Command::Ack {
+            id: "1".into(),
+            result: None,
+            token: token.map(str::to_owned),
+        };
+        assert_eq!(replay(&ack(Some("t"))), Replay::Safe);
+        assert_eq!(replay(&ack(Some(""))), Replay::NotSafe);
+        assert_eq!(replay(&ack(None)), Replay::NotSafe);
+        let ackb = |tokens: Option<Vec<&str>>| Command::AckB {
+            ids: vec!["1".into(), "2".into()],
+            results: None,
+            tokens: tokens.map(|ts| ts.into_iter().map(str::to_owned).collect()),
+            remove_on_completes: Vec::new(),
+        };
+        assert_eq!(replay(&ackb(Some(vec!["a", "b"]))), Replay::Safe);
+        assert_eq!(replay(&ackb(Some(vec!["a", ""]))), Replay::NotSafe);
+        assert_eq!(replay(&ackb(None)), Replay::NotSafe);
+        let fail = command(
+            "1".into(),
+            Some("t".into()),
+            Settlement::Fail {
+                error: "boom".into(),
+                stack: Vec::new(),
+                unrecoverable: false,
+            },
+        );
+        assert_eq!(
+            replay(&fail),
+            Replay::NotSafe,
+            "a second FAIL counts an attempt"
+        );
     }
 }

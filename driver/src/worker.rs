@@ -640,7 +640,8 @@ impl<R: Runtime> Worker<R> {
                     Dispatch::HandOff(cmd) => {
                         let inner = inner.clone();
                         rt.spawn(Box::pin(async move {
-                            if let Err(e) = inner.client.command(*cmd, settle::REPLAY).await {
+                            let replay = settle::replay(&cmd);
+                            if let Err(e) = inner.client.command(*cmd, replay).await {
                                 inner.events.emit_with(|| WorkerEvent::Error {
                                     message: format!("results not delivered: {e}"),
                                 });
@@ -965,7 +966,8 @@ impl<R: Runtime> Inner<R> {
             let cmd = settle::command(id.clone(), token, how);
             let inner = self.clone();
             self.runtime.spawn(Box::pin(async move {
-                match inner.client.command(cmd, settle::REPLAY).await {
+                let replay = settle::replay(&cmd);
+                match inner.client.command(cmd, replay).await {
                     Ok(_) => tracing::debug!(job = %id, "settled on another broker"),
                     Err(e) => inner.events.emit_with(|| WorkerEvent::Error {
                         message: format!("job {id}: result not delivered: {e}"),

@@ -203,9 +203,11 @@ impl WorkRequest {
     }
 }
 
-/// JobHeartbeatB for every held job, in a stable order, with its token (`""` for none).
-fn heartbeat_request(active: &HashMap<String, Option<String>>) -> WorkRequest {
-    let mut held: Vec<(&String, &Option<String>)> = active.iter().collect();
+/// JobHeartbeatB for every job in `locked`, in a stable order, with its token (`""` for none).
+fn heartbeat_request<'a>(
+    locked: impl Iterator<Item = (&'a String, &'a Option<String>)>,
+) -> WorkRequest {
+    let mut held: Vec<(&String, &Option<String>)> = locked.collect();
     held.sort();
     let ids = held
         .iter()
@@ -240,6 +242,11 @@ pub(super) struct WorkerState {
     acks: Batcher<AckItem>,
     /// Jobs handed out and not yet completed or failed, with their lock tokens.
     active: HashMap<String, Option<String>>,
+    /// Jobs done here whose ACK or FAIL the server has not answered yet (batched, out, or
+    /// waiting for a retry), with their lock tokens. Their locks are renewed with the held
+    /// jobs' until the server has the outcome: an ACK slowed down (a busy machine, ACK
+    /// backpressure, retries) must not let the lock expire, or the job runs again elsewhere.
+    finishing: HashMap<String, Option<String>>,
     pull_in_flight: bool,
     /// The last pull came back empty and [`Event::Drained`] was reported for it; cleared by a
     /// pull that brings jobs.
@@ -265,6 +272,7 @@ impl WorkerState {
             acks: Batcher::new(config.acks.clone())?,
             config,
             active: HashMap::new(),
+            finishing: HashMap::new(),
             pull_in_flight: false,
             drained: false,
             next_pull_at: None,
@@ -282,7 +290,7 @@ impl WorkerState {
             self.acks.poll_timeout(),
             self.retries.iter().map(|(t, _)| *t).min(),
             self.next_pull_at.filter(|_| !self.stopping && !self.paused),
-            self.next_heartbeat.filter(|_| !self.active.is_empty()),
+            self.next_heartbeat.filter(|_| self.has_locks()),
         ]
         .into_iter()
         .flatten()
@@ -296,6 +304,11 @@ impl WorkerState {
             && self.acks.pending_items() == 0
             && self.acks.parked() == 0
             && self.acks.in_flight() == 0
+    }
+
+    /// Whether any lock is to be renewed: a job held, or one whose outcome is on its way.
+    fn has_locks(&self) -> bool {
+        !self.active.is_empty() || !self.finishing.is_empty()
     }
 
     /// `close` was called: no more pulls.
@@ -386,6 +399,7 @@ impl WorkerState {
         stats: &mut SessionStats,
     ) -> Result<Option<WorkRequest>, Error> {
         let token = self.release(id)?;
+        self.finishing.insert(id.to_owned(), token.clone());
         let item = AckItem {
             id: id.to_owned(),
             token,
@@ -413,6 +427,7 @@ impl WorkerState {
         stats: &mut SessionStats,
     ) -> Result<WorkRequest, Error> {
         let token = self.release(id)?;
+        self.finishing.insert(id.to_owned(), token.clone());
         stack.truncate(MAX_STACK_LINES);
         for line in &mut stack {
             if line.len() > MAX_STACK_LINE_BYTES {
@@ -519,10 +534,10 @@ impl WorkerState {
         // Due heartbeats are rescheduled even when they cannot go out (disconnected): a due
         // time left in the past would make the driver's timer fire in a loop.
         let mut heartbeat = None;
-        if !self.active.is_empty() && self.next_heartbeat.is_some_and(|t| t <= now) {
+        if self.has_locks() && self.next_heartbeat.is_some_and(|t| t <= now) {
             self.next_heartbeat = self.config.heartbeat_interval.map(|h| now + h);
             if connected {
-                heartbeat = Some(heartbeat_request(&self.active));
+                heartbeat = Some(heartbeat_request(self.active.iter().chain(&self.finishing)));
             }
         }
         let mut reqs = Vec::new();
@@ -561,7 +576,7 @@ impl WorkerState {
         } else {
             self.drained = false;
         }
-        if self.active.is_empty() && !jobs.is_empty() {
+        if !self.has_locks() && !jobs.is_empty() {
             self.next_heartbeat = self.config.heartbeat_interval.map(|h| now + h);
         }
         if let Some((_, taken)) = &mut self.window {
@@ -577,6 +592,12 @@ impl WorkerState {
     fn on_pull_failed(&mut self, now: Instant) {
         self.pull_in_flight = false;
         self.next_pull_at = Some(now + ERROR_POLL_DELAY);
+    }
+
+    /// Job `id`'s outcome is known (`result`): its lock is no longer renewed.
+    fn report(&mut self, out: &mut Out<'_>, id: String, result: Result<bool, Error>) {
+        self.finishing.remove(&id);
+        out.settled(id, result);
     }
 
     /// An ACKB, FAIL or ACK check is answered: it no longer holds up `close`.
@@ -598,7 +619,7 @@ impl WorkerState {
     fn requeue_ack(&mut self, now: Instant, mut item: AckItem, out: &mut Out<'_>) {
         item.attempt += 1;
         if item.attempt > self.config.ack_retries {
-            out.settled(item.id, Err(Error::server("ACK retries exhausted")));
+            self.report(out, item.id, Err(Error::server("ACK retries exhausted")));
             return;
         }
         out.stats.ack_retries += 1;
@@ -610,7 +631,7 @@ impl WorkerState {
             .unwrap_or(Duration::MAX);
         match now.checked_add(delay) {
             Some(at) => self.retries.push((at, item)),
-            None => out.settled(item.id, Err(Error::server("ACK retries exhausted"))),
+            None => self.report(out, item.id, Err(Error::server("ACK retries exhausted"))),
         }
     }
 
@@ -635,7 +656,7 @@ impl WorkerState {
                     _ => Vec::new(),
                 };
                 for (i, id) in ids.into_iter().enumerate() {
-                    out.settled(id, Ok(!ignored.contains(&i)));
+                    self.report(out, id, Ok(!ignored.contains(&i)));
                 }
                 self.settled(now, batch);
             }
@@ -647,12 +668,12 @@ impl WorkerState {
                     ))),
                     _ => Err(Error::Protocol("GetState reply without a state".into())),
                 };
-                out.settled(id, result);
+                self.report(out, id, result);
                 self.settled(now, None);
             }
             WorkRequest::Fail { id, .. } => {
                 let applied = response == Response::Finalized { applied: true };
-                out.settled(id, Ok(applied));
+                self.report(out, id, Ok(applied));
                 self.settled(now, None);
             }
         }
@@ -691,7 +712,7 @@ impl WorkerState {
         for (i, id) in ids.into_iter().enumerate() {
             let result = results.next().unwrap_or(Value::Nil);
             if Some(i) == named || named.is_none() {
-                out.settled(id, Err(Error::server(msg.clone())));
+                self.report(out, id, Err(Error::server(msg.clone())));
             } else if lock_problem {
                 let item = AckItem {
                     id,
@@ -722,6 +743,16 @@ impl WorkerState {
             _ => return Err(req),
         };
         let cmd = req.with_command(Command::clone);
+        // Settled on another broker now, which has its lock.
+        match &req {
+            WorkRequest::Acks { ids, .. } => ids.iter().for_each(|id| {
+                self.finishing.remove(id);
+            }),
+            WorkRequest::Fail { id, .. } => {
+                self.finishing.remove(id);
+            }
+            _ => {}
+        }
         self.settled(now, batch);
         Ok(cmd)
     }
@@ -757,12 +788,12 @@ impl WorkerState {
             WorkRequest::Heartbeat { .. } => {}
             WorkRequest::Acks { batch, ids, .. } => {
                 for id in ids {
-                    out.settled(id, Err(err.clone()));
+                    self.report(out, id, Err(err.clone()));
                 }
                 self.settled(now, batch);
             }
             WorkRequest::Fail { id, .. } | WorkRequest::AckCheck { id } => {
-                out.settled(id, Err(err));
+                self.report(out, id, Err(err));
                 self.settled(now, None);
             }
         }
@@ -913,6 +944,83 @@ mod tests {
                 .any(|r| matches!(r, WorkRequest::Pull { count: 2, .. })),
             "{reqs:?}"
         );
+    }
+
+    /// The ids a heartbeat among `reqs` renews (`None`: no heartbeat).
+    fn renewed(reqs: &[WorkRequest]) -> Option<Vec<String>> {
+        reqs.iter().find_map(|r| match r {
+            WorkRequest::Heartbeat { body } => Some(
+                body.get("ids")?
+                    .as_array()?
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect(),
+            ),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_done_jobs_lock_is_renewed_until_the_server_has_its_outcome() {
+        let now = crate::test_origin();
+        let second = Duration::from_secs(1);
+        let mut stats = SessionStats::default();
+        let mut events = std::collections::VecDeque::new();
+        let config = WorkerConfig::new("q")
+            .concurrency(3)
+            .heartbeat_interval(Some(second));
+        let mut w = WorkerState::new(config).unwrap();
+        w.poll_requests(now, true, &mut stats);
+        pulled(&mut w, now, &["a", "b", "c"]);
+        // "a" completes and "b" fails; neither answer has come back.
+        assert!(w
+            .complete_job(now, "a", Value::Nil, &mut stats)
+            .unwrap()
+            .is_none());
+        let fail = w
+            .fail_job("b", "boom", false, Vec::new(), &mut stats)
+            .unwrap();
+        let mut ack = None;
+        let mut t = now;
+        while ack.is_none() {
+            ack = w
+                .poll_requests(t, true, &mut stats)
+                .into_iter()
+                .find(|r| matches!(r, WorkRequest::Acks { .. }));
+            t = w.poll_timeout().expect("the ACK is due");
+            w.handle_timeout(t, &mut stats);
+        }
+        let t1 = now + second;
+        w.handle_timeout(t1, &mut stats);
+        let reqs = w.poll_requests(t1, true, &mut stats);
+        assert_eq!(
+            renewed(&reqs),
+            Some(vec!["a".into(), "b".into(), "c".into()]),
+            "outcomes on their way keep their locks"
+        );
+        let mut out = Out {
+            events: &mut events,
+            stats: &mut stats,
+        };
+        let acked = Response::AckedBatch {
+            ignored_indices: Vec::new(),
+            ignored_ids: Vec::new(),
+        };
+        w.on_reply(t1, ack.unwrap(), acked, &mut out);
+        w.on_reply(t1, fail, Response::Finalized { applied: true }, &mut out);
+        let t2 = t1 + second;
+        w.handle_timeout(t2, &mut stats);
+        let reqs = w.poll_requests(t2, true, &mut stats);
+        assert_eq!(
+            renewed(&reqs),
+            Some(vec!["c".into()]),
+            "answered: not renewed"
+        );
+        // The last job is taken (delayed elsewhere): nothing is left to renew.
+        w.take("c").unwrap();
+        let t3 = t2 + second;
+        w.handle_timeout(t3, &mut stats);
+        assert_eq!(renewed(&w.poll_requests(t3, true, &mut stats)), None);
     }
 
     #[test]

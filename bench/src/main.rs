@@ -155,6 +155,15 @@ struct Args {
     /// Against the embedded broker, or bunqueue 2.9.5 with --compare. See docs/web.md.
     #[arg(long, conflicts_with_all = ["fleet", "tls", "server"])]
     web: bool,
+
+    /// With --web: only these web servers, comma-separated [default: all three].
+    #[arg(long, value_enum, value_delimiter = ',', requires = "web")]
+    web_stacks: Vec<web::Stack>,
+
+    /// With --web: only these connection counts, comma-separated [default: 1,10,100,1000;
+    /// 1,10 with --smoke].
+    #[arg(long, value_delimiter = ',', value_name = "N", requires = "web")]
+    web_connections: Vec<usize>,
 }
 
 /// `--storage`.
@@ -307,7 +316,13 @@ fn real_main(args: Args) -> io::Result<()> {
     };
     let machine = machine::MachineInfo::collect();
     if args.web {
-        let plan = web::WebPlan::new(args.smoke, args.reps);
+        let mut plan = web::WebPlan::new(args.smoke, args.reps);
+        if !args.web_stacks.is_empty() {
+            plan.stacks = args.web_stacks.clone();
+        }
+        if !args.web_connections.is_empty() {
+            plan.connections = args.web_connections.clone();
+        }
         let (json, svg) = (args.json.as_deref(), args.svg.as_deref());
         return web::main(&plan, args.compare, json, svg, &machine);
     }

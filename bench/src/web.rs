@@ -59,11 +59,11 @@ pub fn run(plan: &WebPlan, server: &WebServer) -> io::Result<WebRun> {
     obliterate(&mut auditor)?;
 
     let started = Instant::now();
-    let total = plan.reps * plan.connections.len() * Stack::ALL.len() * Mode::ALL.len();
+    let total = plan.reps * plan.connections.len() * plan.stacks.len() * Mode::ALL.len();
     let mut cells = Vec::with_capacity(total);
     for rep in 0..plan.reps {
         for &connections in &plan.connections {
-            for stack in Stack::ALL {
+            for &stack in &plan.stacks {
                 for mode in Mode::ALL {
                     eprint!(
                         "[{}/{total}] {}, {}, {connections} connection{} … ",

@@ -200,6 +200,21 @@ impl<R: Runtime> Client<R> {
         self.links.status()
     }
 
+    /// Whether some broker is live (connected and answering: what [`brokers`](Self::brokers)
+    /// reports as `live`). For a check on every request, such as a web handler that answers
+    /// at once when no broker can take its add: it builds no list and copies no address.
+    ///
+    /// ```no_run
+    /// # fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) {
+    /// if !client.any_broker_live() {
+    ///     println!("no broker takes work now");
+    /// }
+    /// # }
+    /// ```
+    pub fn any_broker_live(&self) -> bool {
+        self.links.any_live()
+    }
+
     /// Stops taking new operations, flushes every pending add, waits for every batch in
     /// flight to be answered, then disconnects. Every add made before resolves (none is
     /// dropped); operations started afterwards fail with [`Error::Closed`]. Closing through

@@ -274,6 +274,12 @@ impl Links {
         pick(&self.views(), add, start % self.links.len())
     }
 
+    /// Whether a live link exists.
+    pub(crate) fn any_live(&self) -> bool {
+        let now = self.now_ms();
+        self.links.iter().any(|l| self.view(l, now).live())
+    }
+
     /// Whether a live link other than `i` exists.
     pub(crate) fn other_live(&self, i: usize) -> bool {
         let now = self.now_ms();

@@ -9,14 +9,17 @@ use serde::Serialize;
 use super::wrk;
 
 /// Which web server answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Stack {
     /// `web_orders` on tokio `multi_thread`, 2 workers.
+    #[value(name = "multi_thread")]
     AxumMultiThread,
     /// `web_orders` on tokio `current_thread`.
+    #[value(name = "current_thread")]
     AxumCurrentThread,
     /// `orders.ts` on Bun with bunqueue's TS client.
+    #[value(name = "bun")]
     Bun,
 }
 
@@ -63,6 +66,8 @@ impl Mode {
 /// What `--web` runs.
 #[derive(Debug, Clone, Serialize)]
 pub struct WebPlan {
+    /// The web servers measured, in report order.
+    pub stacks: Vec<Stack>,
     /// Concurrent keep-alive connections, one cell each.
     pub connections: Vec<usize>,
     /// The timed wrk run of a cell.
@@ -81,6 +86,7 @@ impl WebPlan {
     pub fn new(smoke: bool, reps: Option<usize>) -> WebPlan {
         if smoke {
             WebPlan {
+                stacks: Stack::ALL.to_vec(),
                 connections: vec![1, 10],
                 duration: Duration::from_secs(1),
                 warmup: Duration::from_secs(1),
@@ -89,6 +95,7 @@ impl WebPlan {
             }
         } else {
             WebPlan {
+                stacks: Stack::ALL.to_vec(),
                 connections: vec![1, 10, 100, 1000],
                 duration: Duration::from_secs(10),
                 warmup: Duration::from_secs(2),

@@ -408,12 +408,15 @@ impl<R: Runtime> Inner<R> {
             .filter(|(_, r)| self.orphaned(r.from))
             .map(|(id, r)| (id.clone(), r.token.clone()))
             .collect();
-        for (id, token) in orphans {
-            let op = settle::extend_lock(&id, token.as_deref(), self.lock_ttl);
+        // All at once: one after the other, fifty orphans on a broker slow to answer would
+        // take fifty round trips, longer than the locks they renew.
+        let renewals = orphans.iter().map(|(id, token)| async move {
+            let op = settle::extend_lock(id, token.as_deref(), self.lock_ttl);
             if let Err(e) = self.client.run(op).await {
                 tracing::debug!(job = %id, error = %e, "renewing a lock on another broker failed");
             }
-        }
+        });
+        futures_util::future::join_all(renewals).await;
     }
 
     fn running(&self) -> usize {

@@ -2,8 +2,8 @@
 # Regenerates the figures in the docs from the bench's own JSON documents (bench/results/NAME.json,
 # written by `autobatch-bench --json`), so that no figure is typed by hand:
 #
-# * docs/performance.md: between `<!-- results:NAME -->` and `<!-- /results:NAME -->`, the run's
-#   tables and goals (`autobatch-bench --render`);
+# * docs/performance.md and docs/web.md: between `<!-- results:NAME -->` and
+#   `<!-- /results:NAME -->`, the run's tables and goals (`autobatch-bench --render`);
 # * README.md: between `<!-- headline:NAME -->` and `<!-- /headline:NAME -->`, the headline table
 #   of a --compare run (`autobatch-bench --render-headline`).
 #
@@ -52,5 +52,6 @@ splice() {
 }
 
 splice docs/performance.md results --render
+splice docs/web.md results --render
 splice README.md headline --render-headline
 exit $status

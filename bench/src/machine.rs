@@ -83,6 +83,23 @@ impl MachineInfo {
             .join(", ")
     }
 
+    /// Read back from [`MachineInfo::to_json`]'s form; `None` when a field is missing.
+    pub fn from_json(v: &serde_json::Value) -> Option<MachineInfo> {
+        let text = |k: &str| v.get(k)?.as_str().map(str::to_owned);
+        Some(MachineInfo {
+            cores: usize::try_from(v.get("cores")?.as_u64()?).ok()?,
+            cpu_model: text("cpu_model")?,
+            kernel: text("kernel")?,
+            date_utc: text("date_utc")?,
+            versions: v
+                .get("versions")?
+                .as_object()?
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("?").to_owned()))
+                .collect(),
+        })
+    }
+
     /// As JSON.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({

@@ -3,7 +3,8 @@
 //! never typed by hand. `scripts/perf-docs.sh` splices them into `docs/performance.md`.
 //!
 //! It reads only what every mode writes (`server`, `machine`, `plan`, `summary`, `ratios`,
-//! `targets`), so it renders default, `--compare`, `--tls` and `--fleet` runs alike.
+//! `targets`), so it renders default, `--compare`, `--tls` and `--fleet` runs alike; a `--web`
+//! run (`"mode": "web"`) is read back whole and rendered by the web report.
 
 use std::fmt::Write as _;
 
@@ -40,6 +41,16 @@ fn list<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], RenderError> {
         .ok_or_else(|| RenderError(format!("`{key}` is not a list")))
 }
 
+/// A `--web` document's run, read back whole; `None` for every other mode.
+fn web_run(
+    doc: &Value,
+) -> Result<Option<(crate::web::WebRun, crate::machine::MachineInfo)>, RenderError> {
+    if doc.get("mode").and_then(Value::as_str) != Some("web") {
+        return Ok(None);
+    }
+    crate::web::from_json(doc).map(Some).map_err(RenderError)
+}
+
 /// `median (min–max)` of a summary object, through `fmt` for each number.
 fn spread(s: &Value, fmt: impl Fn(f64) -> String) -> String {
     let n = |k: &str| s.get(k).and_then(Value::as_f64);
@@ -58,6 +69,9 @@ fn spread(s: &Value, fmt: impl Fn(f64) -> String) -> String {
 ///
 /// [`RenderError`] naming the first key the document lacks.
 pub fn markdown(doc: &Value) -> Result<String, RenderError> {
+    if let Some((run, machine)) = web_run(doc)? {
+        return Ok(crate::web::markdown(&run, &machine));
+    }
     let mut out = String::new();
     let machine = field(doc, "machine")?;
     let plan = field(doc, "plan")?;
@@ -209,6 +223,9 @@ pub fn markdown(doc: &Value) -> Result<String, RenderError> {
 ///
 /// [`RenderError`] naming the first key the document lacks, or a contender it did not run.
 pub fn headline(doc: &Value) -> Result<String, RenderError> {
+    if let Some((run, _)) = web_run(doc)? {
+        return Ok(crate::web::headline(&run));
+    }
     use crate::ids::{AB_OFF, AB_ON, OFFICIAL, TS_OFF, TS_ON};
     let summary = list(doc, "summary")?;
     let ratios = list(doc, "ratios")?;

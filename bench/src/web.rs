@@ -30,8 +30,20 @@ use crate::cpu::{self, Threads};
 pub use model::{Mode, Stack, WebCell, WebPlan, WebRun};
 use process::WebProcess;
 
-pub use report::render;
+pub use report::{headline, markdown, render};
 pub use svg::render as render_svg;
+
+/// A `--web` run read back from the JSON document it wrote (`--json`): the run and the machine
+/// it ran on. `Err` names what the document lacks.
+pub fn from_json(doc: &serde_json::Value) -> Result<(WebRun, crate::machine::MachineInfo), String> {
+    let run = doc.get("run").ok_or("no `run`")?;
+    let run: WebRun = serde_json::from_value(run.clone()).map_err(|e| format!("`run`: {e}"))?;
+    let machine = doc
+        .get("machine")
+        .and_then(crate::machine::MachineInfo::from_json)
+        .ok_or("no `machine`, or one missing a field")?;
+    Ok((run, machine))
+}
 
 /// The queue the endpoint adds to (the example's `QUEUE`, orders.ts's queue).
 const QUEUE: &str = "orders";

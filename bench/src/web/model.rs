@@ -1,15 +1,16 @@
 //! What a web run is made of: the stacks and modes measured, the plan, each cell's figures and
 //! the whole run. A leaf of `web`, so that the report and the chart read the run without
-//! depending on the code that measures it.
+//! depending on the code that measures it. It reads back from the run's JSON document, so that
+//! `--render` gives the same tables again.
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::wrk;
 
 /// Which web server answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Stack {
     /// `web_orders` on tokio `multi_thread`, 2 workers.
@@ -38,7 +39,7 @@ impl Stack {
 }
 
 /// What the handler does after parsing the order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Answers 202 without adding: the web server alone.
@@ -64,7 +65,7 @@ impl Mode {
 }
 
 /// What `--web` runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WebPlan {
     /// The web servers measured, in report order.
     pub stacks: Vec<Stack>,
@@ -107,7 +108,7 @@ impl WebPlan {
 }
 
 /// One cell's measurements.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WebCell {
     /// The web server.
     pub stack: Stack,
@@ -171,7 +172,7 @@ impl WebCell {
 }
 
 /// Everything a run measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WebRun {
     /// The plan.
     pub plan: WebPlan,

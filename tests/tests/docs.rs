@@ -32,6 +32,7 @@ const FOREIGN_TYPES: &[&str] = &[
     "SocketAddr",
     "BTreeMap",
     "HashMap",
+    "StatusCode",
 ];
 
 /// Members named in the docs that come from a trait implemented outside the scanned sources

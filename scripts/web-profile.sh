@@ -2,14 +2,15 @@
 # Where the web endpoint's CPU goes, per request: the web_orders example under wrk against the
 # embedded broker (autobatch-broker, a process of its own), profiled with `perf record`, once
 # without the add (the baseline) and once with it; the web process's samples are grouped by
-# where the code comes from, in µs per request, beside the difference the add makes.
+# where the code comes from, in µs per request, beside the difference the add makes; its futex
+# calls and context switches per request are counted alongside (`perf stat`).
 #
 #   scripts/web-profile.sh [CONNECTIONS] [on|off] [multi_thread|current_thread]
 #       defaults: 100 on multi_thread
 #
 # Needs perf (permission to profile a process of your own: kernel.perf_event_paranoid ≤ 2)
-# and wrk (scripts/web-deps.sh). A sample every millisecond for SECONDS (env, default 4) per
-# run: read the groups as rough shares, and compare runs made on the same machine.
+# and wrk (scripts/web-deps.sh). A sample every millisecond for SECONDS_PER_RUN (env, default 4)
+# per run: read the groups as rough shares, and compare runs made on the same machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,6 +25,8 @@ die() {
 command -v perf >/dev/null 2>&1 || die "perf is not installed"
 command -v wrk >/dev/null 2>&1 || die "wrk is not installed. Run: scripts/web-deps.sh"
 [[ "$batching" == on || "$batching" == off ]] || die "batching is on or off, not $batching"
+[[ "$runtime" == multi_thread || "$runtime" == current_thread ]] ||
+    die "the runtime is multi_thread or current_thread, not $runtime"
 
 cargo build --release --quiet -p autobatch-broker -p autobatch-tokio --example web_orders
 target=${CARGO_TARGET_DIR:-target}/release
@@ -71,9 +74,13 @@ profile() {
     perf record -q -F 1000 -p "$web" -o "$work/$name.perf" -- sleep "$seconds" \
         >/dev/null 2>&1 &
     local recorder=$!
+    # Alongside: the system calls that wait for or wake another thread, and the switches.
+    perf stat -x, -e syscalls:sys_enter_futex,context-switches -p "$web" \
+        -o "$work/$name.stat" -- sleep "$seconds" >/dev/null 2>&1 &
+    local counter=$!
     requests=$(wrk -t1 -c"$connections" -d"${seconds}s" -s bench/web/post.lua "$url" |
         awk '/requests in/ {print $1}')
-    wait "$recorder"
+    wait "$recorder" "$counter"
     kill "$web"
     wait "$web" 2>/dev/null || true
     echo "$requests" >"$work/$name.requests"
@@ -116,5 +123,17 @@ join -t$'\t' -a1 -a2 -e 0 -o 0,1.2,2.2 <(sort "$work/baseline.us") <(sort "$work
     awk -F'\t' '
     { printf "%-22s %12.2f %12.2f %12.2f\n", $1, $2, $3, $3 - $2; b += $2; a += $3 }
     END { printf "%-22s %12.2f %12.2f %12.2f\n", "total", b, a, a - b }'
+# counts NAME: futex calls and context switches per request, from perf stat's CSV.
+counts() {
+    local requests
+    requests=$(cat "$work/$1.requests")
+    awk -F, -v requests="$requests" '
+        $3 ~ /futex/ { printf "futex calls\t%.3f\n", $1 / requests }
+        $3 ~ /context-switches/ { printf "context switches\t%.3f\n", $1 / requests }' \
+        "$work/$1.stat"
+}
+printf '\n%-22s %12s %12s\n' "per request" "no add" "with add"
+join -t$'\t' -a1 -a2 -e 0 -o 0,1.2,2.2 <(counts baseline | sort) <(counts add | sort) |
+    awk -F'\t' '{ printf "%-22s %12.3f %12.3f\n", $1, $2, $3 }'
 echo
 echo "requests recorded: $(cat "$work/baseline.requests") without the add, $(cat "$work/add.requests") with it"

@@ -208,10 +208,10 @@ pub fn headline(run: &WebRun) -> String {
     const CT: Stack = Stack::AxumCurrentThread;
     let mut t = Table::new(&[
         ("Connections", Align::Left),
-        ("autobatch, multi_thread", Align::Right),
+        ("req/s: autobatch, multi_thread", Align::Right),
         ("autobatch, current_thread", Align::Right),
         ("TS client on Bun", Align::Right),
-        ("autobatch on ÷ off", Align::Right),
+        ("on ÷ off, multi_thread", Align::Right),
         ("add frames per request (autobatch · TS)", Align::Right),
     ]);
     let req_s = |s: Stack, c: usize| {

@@ -230,8 +230,7 @@ pub fn headline(run: &WebRun) -> String {
             format!("{} · {}", frames(MT), frames(Stack::Bun)),
         ]);
     }
-    let lost: u64 = run.cells.iter().map(WebCell::lost).sum();
-    let accepted: u64 = run.cells.iter().map(|c| c.accepted).sum();
+    let (accepted, lost) = accepted_and_lost(run);
     format!(
         "{}\n{} of {} 202s were jobs on the server ({lost} lost) across {} cells; server: {}.\n",
         t.render(),
@@ -241,6 +240,13 @@ pub fn headline(run: &WebRun) -> String {
         // The server's description without its address, which changes every run.
         run.server.split(" at ").next().unwrap_or(&run.server)
     )
+}
+
+/// 202s across the run, and how many of them are not jobs on the server.
+fn accepted_and_lost(run: &WebRun) -> (u64, u64) {
+    let accepted = run.cells.iter().map(|c| c.accepted).sum();
+    let lost = run.cells.iter().map(WebCell::lost).sum();
+    (accepted, lost)
 }
 
 /// A goal's verdict: `met` / `MISSED`, or nothing when it was not measured.
@@ -291,8 +297,7 @@ pub fn goals(run: &WebRun) -> String {
         fmt(frames, 3),
         verdict(frames, |x| x <= 0.05)
     ));
-    let lost: u64 = run.cells.iter().map(WebCell::lost).sum();
-    let accepted: u64 = run.cells.iter().map(|c| c.accepted).sum();
+    let (accepted, lost) = accepted_and_lost(run);
     out.push_str(&format!(
         "  every 202 is a job: {lost} lost of {accepted} across {} cells (goal 0): {}\n",
         run.cells.len(),

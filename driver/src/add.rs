@@ -5,8 +5,10 @@
 //! and `join_all` or a spawned task copies each add's future into place; it also reached the
 //! reply slot twice (once to take it, once on the first poll to leave the waker there). Here
 //! an add is its encoded job until first polled, then its reply slot and two guards: a few
-//! words. The first poll takes the slot with the caller's waker already in it and sends the
-//! job, one lock each. With several brokers an add takes the general path, boxed.
+//! words. The first poll takes the slot with the caller's waker already in it and hands the
+//! job to the connection itself (see `direct.rs`), one lock each, then yields once; the
+//! second writes what the session sends and, if no other caller reads, reads for it. With
+//! several brokers an add takes the general path, boxed.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,8 +19,8 @@ use autobatch_core::wire::{EncodedJob, Response};
 use autobatch_core::Error;
 
 use crate::call::{call_spread, unexpected, CancelOnDrop, Work};
-use crate::cmd::Cmd;
-use crate::links::{Links, Load};
+use crate::cmd::{Cmd, Ticket};
+use crate::links::{Link, Links, Load};
 use crate::reply::Outcome;
 
 type Spread<'a> = Pin<Box<dyn Future<Output = Result<Response, Error>> + Send + 'a>>;
@@ -28,9 +30,12 @@ enum State<'a> {
     Encoded(EncodedJob),
     /// The job was refused before sending.
     Invalid(Error),
-    /// Sent to the only broker's pump: its answer comes in `outcome`.
+    /// Sent to the only broker: its answer comes in `outcome`.
     Sent {
         outcome: Outcome,
+        /// Given to the connection on the caller's poll: later polls move the connection on
+        /// until the answer is in. (`None`: sent through the pump's inbox, which answers.)
+        direct: Option<Ticket>,
         /// Withdraws the add if the caller drops this future before its answer.
         withdraw: CancelOnDrop<'a>,
         _load: Load<'a>,
@@ -77,23 +82,40 @@ impl<'a> AddFuture<'a> {
         let link = links.get(0);
         let (reply, outcome) = link.tx.reply_slot_waking(cx.waker());
         let ticket = link.shared.ticket();
-        let cmd = Cmd::Add {
-            ticket,
-            queue,
-            job,
-            reply,
+        let direct = match link.direct.add(ticket, &queue, job, reply) {
+            Ok(()) => {
+                // Yield once before writing: the adds this task and the tasks queued beside
+                // it make in this turn join the session's batch first.
+                cx.waker().wake_by_ref();
+                Some(ticket)
+            }
+            Err((job, reply)) => {
+                let cmd = Cmd::Add {
+                    ticket,
+                    queue,
+                    job,
+                    reply,
+                };
+                if link.tx.unbounded_send(cmd).is_err() {
+                    self.state = State::Done;
+                    return Poll::Ready(Err(Error::Closed));
+                }
+                None
+            }
         };
-        if link.tx.unbounded_send(cmd).is_err() {
-            self.state = State::Done;
-            return Poll::Ready(Err(Error::Closed));
-        }
         self.state = State::Sent {
             outcome,
+            direct,
             withdraw: CancelOnDrop::new(&link.tx, ticket),
             _load: load,
         };
         // The waker is in the slot, so an answer from here on wakes this task.
         Poll::Pending
+    }
+
+    /// The only broker's link.
+    fn link(&self) -> &'a Link {
+        self.links.get(0)
     }
 
     fn poll_spread(
@@ -129,23 +151,33 @@ impl Future for AddFuture<'_> {
             State::Encoded(job) => this.send(cx, job),
             State::Sent {
                 mut outcome,
+                direct,
                 withdraw,
                 _load,
-            } => match Pin::new(&mut outcome).poll(cx) {
-                Poll::Ready(answer) => {
-                    // Answered: nothing to withdraw. The load guard drops here.
-                    withdraw.disarm();
-                    Poll::Ready(pushed(answer.unwrap_or(Err(Error::Closed))))
+            } => {
+                let mut answer = Pin::new(&mut outcome).poll(cx);
+                if let (Poll::Pending, Some(ticket)) = (&answer, direct) {
+                    if this.link().direct.drive(cx, ticket) {
+                        answer = Pin::new(&mut outcome).poll(cx);
+                    }
                 }
-                Poll::Pending => {
-                    this.state = State::Sent {
-                        outcome,
-                        withdraw,
-                        _load,
-                    };
-                    Poll::Pending
+                match answer {
+                    Poll::Ready(answer) => {
+                        // Answered: nothing to withdraw. The load guard drops here.
+                        withdraw.disarm();
+                        Poll::Ready(pushed(answer.unwrap_or(Err(Error::Closed))))
+                    }
+                    Poll::Pending => {
+                        this.state = State::Sent {
+                            outcome,
+                            direct,
+                            withdraw,
+                            _load,
+                        };
+                        Poll::Pending
+                    }
                 }
-            },
+            }
             State::Spread(call) => this.poll_spread(cx, call),
             State::Invalid(e) => Poll::Ready(Err(e)),
             State::Done => Poll::Ready(Err(Error::Closed)),

@@ -19,7 +19,7 @@ use crate::call::{self, unexpected, Work};
 use crate::cmd::Cmd;
 use crate::connect::start_links;
 use crate::inbox::Sender;
-use crate::links::{BrokerStatus, Link, Links, Shared};
+use crate::links::{BrokerStatus, Ends, Link, Links};
 use crate::options::{ClientOptions, ConnectError};
 use crate::runtime::Runtime;
 use crate::stats::ClientStats;
@@ -401,11 +401,8 @@ impl<R: Runtime> Client<R> {
         }
     }
 
-    pub(crate) fn from_parts(tx: Sender, shared: Arc<Shared>) -> Self {
-        Self::from_links(Links::new(
-            vec![(tx, shared)],
-            std::time::Duration::from_secs(1),
-        ))
+    pub(crate) fn from_ends(ends: Ends) -> Self {
+        Self::from_links(Links::new(vec![ends], std::time::Duration::from_secs(1)))
     }
 
     pub(crate) fn from_links(links: Links) -> Self {

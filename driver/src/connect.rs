@@ -8,28 +8,25 @@ use autobatch_core::Error;
 use futures_channel::oneshot;
 
 use crate::cmd::JobTx;
+use crate::conn::Conn;
 use crate::event_buffer::EventHook;
-use crate::inbox::{self, Sender};
-use crate::links::{Links, Shared};
+use crate::inbox;
+use crate::links::{Ends, Links, Shared};
 use crate::options::{ClientOptions, ConnectError, OptionsError};
 use crate::pump::{Pump, PumpParts};
 use crate::runtime::Runtime;
 
 /// A pump spawned for one broker, and the receiver of its first outcome.
-type Spawned = (
-    Sender,
-    Arc<Shared>,
-    oneshot::Receiver<Result<(), ConnectError>>,
-);
+type Spawned = (Ends, oneshot::Receiver<Result<(), ConnectError>>);
 
 /// Spawns the pump of a new connection and waits for its first request to be answered.
 pub(crate) async fn start<R: Runtime>(
     runtime: R,
     options: &ClientOptions,
     worker: Option<(WorkerConfig, JobTx)>,
-) -> Result<(Sender, Arc<Shared>), ConnectError> {
-    let (tx, shared, started) = spawn(runtime, options, worker, None, false, 0)?;
-    first_outcome(started).await.map(|()| (tx, shared))
+) -> Result<Ends, ConnectError> {
+    let (ends, started) = spawn(runtime, options, worker, None, false, 0)?;
+    first_outcome(started).await.map(|()| ends)
 }
 
 async fn first_outcome(
@@ -53,13 +50,13 @@ pub(crate) async fn start_links<R: Runtime>(
     options.validate()?;
     let addrs = options.broker_addrs();
     if addrs.len() == 1 {
-        let (tx, shared) = start(runtime, options, worker).await?;
-        return Ok(Links::new(vec![(tx, shared)], options.stall_timeout));
+        let ends = start(runtime, options, worker).await?;
+        return Ok(Links::new(vec![ends], options.stall_timeout));
     }
     let mut parts = Vec::with_capacity(addrs.len());
     let mut waits = Vec::with_capacity(addrs.len());
     for (i, (host, port)) in addrs.iter().enumerate() {
-        let (tx, shared, started) = spawn(
+        let (ends, started) = spawn(
             runtime.clone(),
             &options.for_broker(host, *port),
             worker.clone(),
@@ -67,7 +64,7 @@ pub(crate) async fn start_links<R: Runtime>(
             true,
             i,
         )?;
-        parts.push((tx, shared));
+        parts.push(ends);
         waits.push(first_outcome(started));
     }
     let outcomes = futures_util::future::join_all(waits).await;
@@ -99,9 +96,9 @@ pub(crate) async fn start_with_events<R: Runtime>(
     runtime: R,
     options: &ClientOptions,
     hook: EventHook,
-) -> Result<(Sender, Arc<Shared>), ConnectError> {
-    let (tx, shared, started) = spawn(runtime, options, None, Some(hook), false, 0)?;
-    first_outcome(started).await.map(|()| (tx, shared))
+) -> Result<Ends, ConnectError> {
+    let (ends, started) = spawn(runtime, options, None, Some(hook), false, 0)?;
+    first_outcome(started).await.map(|()| ends)
 }
 
 fn spawn<R: Runtime>(
@@ -141,6 +138,7 @@ fn spawn<R: Runtime>(
         link,
         shared_storage: options.shared_storage,
     });
-    runtime.spawn(Box::pin(pump));
-    Ok((tx, shared, started))
+    let (direct, task) = Conn::new(pump);
+    runtime.spawn(Box::pin(task));
+    Ok((Ends { tx, shared, direct }, started))
 }

@@ -137,8 +137,8 @@ impl<R: Runtime> QueueEvents<R> {
         let buffer = Arc::new(EventBuffer::new(events));
         let (ready_tx, ready) = oneshot::channel();
         let hook = EventHook::new(queue.clone(), buffer.clone(), ready_tx);
-        let (tx, shared) = start_with_events(runtime, &options, hook).await?;
-        let client = Client::from_parts(tx, shared);
+        let ends = start_with_events(runtime, &options, hook).await?;
+        let client = Client::from_ends(ends);
         match ready.await {
             Ok(Ok(())) => Ok(QueueEvents {
                 queue,

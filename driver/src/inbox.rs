@@ -10,7 +10,6 @@
 //! asleep, inbox empty" to "one command waiting": once per burst, whatever its size, and never
 //! while the pump is running (it looks at the inbox again before it sleeps).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -29,8 +28,6 @@ struct State {
 
 struct Inner {
     state: Mutex<State>,
-    /// A send woke the sleeping pump (see [`Receiver::take_woken`]).
-    woke: AtomicBool,
     /// Where the pump answers the callers' operations (the other direction).
     replies: Arc<Board>,
 }
@@ -62,7 +59,6 @@ pub(crate) fn inbox() -> (Sender, Receiver) {
             senders: 1,
             closed: false,
         }),
-        woke: AtomicBool::new(false),
         replies: Arc::default(),
     });
     (Sender(inner.clone()), Receiver(inner))
@@ -96,7 +92,6 @@ impl Sender {
         };
         // Woken outside the lock: the pump's first act is to take it.
         if let Some(w) = waker {
-            self.0.woke.store(true, Ordering::Release);
             w.wake();
         }
         Ok(())
@@ -167,12 +162,6 @@ impl Receiver {
         true
     }
 
-    /// Whether a send has woken the pump since the last call: the first command of a burst
-    /// is waiting, and its sender may still be sending the rest.
-    pub(crate) fn take_woken(&self) -> bool {
-        self.0.woke.swap(false, Ordering::Acquire)
-    }
-
     /// Ends the inbox: later sends fail, and what is still queued is dropped (its callers see
     /// their reply channel closed).
     pub(crate) fn close(&mut self) {
@@ -197,7 +186,7 @@ impl Drop for Receiver {
 mod tests {
     use super::*;
     use crate::test_wake::Count;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn stats() -> Cmd {
         Cmd::Stats(futures_channel::oneshot::channel().0)
@@ -227,11 +216,12 @@ mod tests {
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
         assert!(rx.drain(&mut got));
         assert_eq!(got.len(), 100, "one drain takes the whole burst");
-        // The wake-up is reported once, for the pump's yield on a burst's first command.
-        assert!(rx.take_woken());
-        assert!(!rx.take_woken());
         tx.unbounded_send(stats()).unwrap();
-        assert!(!rx.take_woken(), "a send to a running pump wakes nothing");
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            1,
+            "a send to a running pump wakes nothing"
+        );
     }
 
     #[test]

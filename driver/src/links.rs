@@ -21,6 +21,7 @@ use futures_channel::oneshot;
 use futures_util::future::{FutureExt, Shared as SharedFuture};
 
 use crate::cmd::Ticket;
+use crate::direct::Direct;
 use crate::inbox::Sender;
 use crate::stats::ClientStats;
 
@@ -169,11 +170,21 @@ pub(crate) fn pick(views: &[View], add: bool, start: usize) -> usize {
     0
 }
 
+/// What a spawned pump gives the handles on its connection.
+pub(crate) struct Ends {
+    /// The pump's inbox.
+    pub(crate) tx: Sender,
+    /// The state the pump shares with its handles.
+    pub(crate) shared: Arc<Shared>,
+    /// The connection, for an add's poll to move it itself.
+    pub(crate) direct: Arc<dyn Direct>,
+}
+
 /// One broker: its pump's channel and shared state, and what the callers have out on it.
-#[derive(Debug)]
 pub(crate) struct Link {
     pub(crate) tx: Sender,
     pub(crate) shared: Arc<Shared>,
+    pub(crate) direct: Arc<dyn Direct>,
     adds: AtomicUsize,
     requests: AtomicUsize,
     /// Milliseconds (since `Links::epoch`) of the last sign of life: an answer, or the moment
@@ -181,6 +192,16 @@ pub(crate) struct Link {
     progress: AtomicU64,
     /// The pump's read count when `progress` was last stamped for an answer.
     stamped_reads: AtomicU64,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("shared", &self.shared)
+            .field("adds", &self.adds)
+            .field("requests", &self.requests)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The links of one client, in the order the brokers were given.
@@ -195,13 +216,14 @@ pub(crate) struct Links {
 }
 
 impl Links {
-    pub(crate) fn new(parts: Vec<(Sender, Arc<Shared>)>, stall_timeout: Duration) -> Self {
+    pub(crate) fn new(parts: Vec<Ends>, stall_timeout: Duration) -> Self {
         Links {
             links: parts
                 .into_iter()
-                .map(|(tx, shared)| Link {
+                .map(|Ends { tx, shared, direct }| Link {
                     tx,
                     shared,
+                    direct,
                     adds: AtomicUsize::new(0),
                     requests: AtomicUsize::new(0),
                     progress: AtomicU64::new(0),

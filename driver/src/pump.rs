@@ -2,15 +2,14 @@
 //! socket, the timer, the callers and the sans-IO [`Session`]. It makes no protocol or
 //! batching decision of its own.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Instant;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use autobatch_core::ops::{self, Operation};
 use autobatch_core::session::{Event, OpId, Replay, Session};
-use autobatch_core::wire::Command;
+use autobatch_core::wire::{Command, EncodedJob};
 use futures_channel::oneshot;
 use futures_io::{AsyncRead, AsyncWrite};
 
@@ -19,6 +18,7 @@ use crate::event_buffer::EventHook;
 use crate::inbox::Receiver;
 use crate::links::Shared;
 use crate::options::ConnectError;
+use crate::relay::ReadRelay;
 use crate::reply::Reply;
 use crate::runtime::{AsyncTimer, BoxFuture, Runtime};
 use crate::seq_map::{seq_map, SeqMap};
@@ -31,6 +31,11 @@ const READ_BUF: usize = 64 * 1024;
 const READS_PER_TURN: usize = 16;
 /// Takes from the inbox per turn while callers keep sending, before the pump writes.
 const DRAINS_PER_TURN: usize = 16;
+/// How long a caller holds the read role before the pump's task reads anyway. A caller's
+/// future that is polled once and then kept without being polled (or dropped) would
+/// otherwise leave everyone's answers unread; this bounds that stall. The task's timer is
+/// moved for it at most once per period, not once per add.
+const READ_WATCH: Duration = Duration::from_millis(10);
 
 /// The runtime's socket, plain or wrapped in TLS.
 type Socket<R> = Stream<<R as Runtime>::Socket>;
@@ -40,6 +45,25 @@ type Connecting<R> = (
     BoxFuture<Result<Socket<R>, ConnectError>>,
     Pin<Box<dyn AsyncTimer>>,
 );
+
+/// Who the socket's "readable" goes to (through the [`ReadRelay`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    /// The pump's task.
+    Task,
+    /// A caller waiting for the answer of this ticket (see `direct.rs`).
+    Caller(Ticket),
+}
+
+/// Who reads the socket in a turn.
+pub(crate) enum ReadBy<'a> {
+    /// The pump's task, with the turn's own context.
+    Task,
+    /// The caller of the ticket, polled with this waker.
+    Caller(Ticket, &'a Waker),
+    /// Nobody: the socket is left to its current reader.
+    Nobody,
+}
 
 struct Waiter {
     ticket: Ticket,
@@ -67,14 +91,32 @@ pub(crate) struct Pump<R: Runtime> {
     connecting: Option<Connecting<R>>,
     timer: Option<Pin<Box<dyn AsyncTimer>>>,
     timer_at: Option<Instant>,
-    /// The deadline the runtime's timer is set to: never later than `timer_at`. A deadline
-    /// that moves later (every add pushes the command timeout and the next ping on) leaves
-    /// the timer alone; it fires early once and is set again then. Re-setting it each time
-    /// cost a timer-queue operation per add, and on async-io (smol, async-std) a wake-up of
-    /// the reactor thread too.
+    /// The deadline the runtime's timer is set to: never later than the next deadline. A
+    /// deadline that moves later (every add pushes the command timeout and the next ping on)
+    /// leaves the timer alone; it fires early once and is set again then, because setting a
+    /// timer is a timer-queue operation, and on async-io (smol, async-std) a wake-up of the
+    /// reactor thread too: once per add would be most of an add's cost there.
     armed_at: Option<Instant>,
-    /// [`Runtime::yield_on_first_command`], read once.
-    yield_on_first_command: bool,
+    /// The task's waker as of its last poll. A caller's poll registers it for everything it
+    /// starts but its own read (writes, the timer, a connect), so that what it leaves
+    /// unfinished wakes the task.
+    task_waker: Option<Waker>,
+    /// Who reads the socket.
+    reader: Reader,
+    /// The socket is read with its waker only, which passes "readable" on to the reader.
+    relay: Arc<ReadRelay>,
+    relay_waker: Waker,
+    /// While a caller reads: when the task reads anyway (see [`READ_WATCH`]).
+    read_watch: Option<Instant>,
+    /// A caller's turn left something only the task does: a connect to start, a timer that
+    /// fired, the end of the session.
+    task_needed: bool,
+    /// The ticket whose caller's poll runs this turn: its answer wakes nobody (that caller
+    /// looks at its slot right after).
+    driving: Option<Ticket>,
+    /// A caller gave the session an add and no turn has run since: the next caller's poll
+    /// runs one, to write it.
+    flush_owed: bool,
     /// Bytes to write, from `out_pos` on.
     out: Vec<u8>,
     out_pos: usize,
@@ -147,10 +189,10 @@ impl<R: Runtime> Pump<R> {
             shared_storage,
         } = parts;
         let (tx, started) = oneshot::channel();
+        let relay = Arc::new(ReadRelay::default());
         // One broker of several sharing one store: a worker's results go to another broker
         // while this one is down (see `settle.rs`).
         session.hand_off_settlements(keep_trying && shared_storage);
-        let yield_on_first_command = runtime.yield_on_first_command();
         let probe = session
             .request(runtime.now(), Command::Ping)
             .expect("a new session takes requests");
@@ -170,7 +212,14 @@ impl<R: Runtime> Pump<R> {
             timer: None,
             timer_at: None,
             armed_at: None,
-            yield_on_first_command,
+            task_waker: None,
+            reader: Reader::Task,
+            relay: relay.clone(),
+            relay_waker: relay.waker(),
+            read_watch: None,
+            task_needed: false,
+            driving: None,
+            flush_owed: false,
             out: Vec::with_capacity(READ_BUF),
             out_pos: 0,
             unflushed: false,
@@ -336,6 +385,10 @@ impl<R: Runtime> Pump<R> {
                 let _ = reply.send(self.session.jobs_held() + on_their_way);
             }
             Cmd::Cancel(ticket) => {
+                if self.reader == Reader::Caller(ticket) {
+                    // That caller stopped waiting: nobody else would read.
+                    self.reader = Reader::Task;
+                }
                 self.withdraw(ticket);
             }
             Cmd::Withdraw(ticket, reply) => {
@@ -385,6 +438,7 @@ impl<R: Runtime> Pump<R> {
     fn on_event(&mut self, event: Event) {
         match event {
             Event::Connect => {
+                self.task_needed = true;
                 if self.connected_once {
                     tracing::info!(addr = %self.shared.addr, "reconnecting");
                 } else {
@@ -440,7 +494,11 @@ impl<R: Runtime> Pump<R> {
                     if let Err(e) = &result {
                         tracing::debug!(op = op.get(), error = %e, "operation failed");
                     }
-                    let _ = w.reply.send(result);
+                    if w.ticket != 0 && self.driving == Some(w.ticket) {
+                        let _ = w.reply.send_quiet(result);
+                    } else {
+                        let _ = w.reply.send(result);
+                    }
                 }
             }
             Event::Job { job } => {
@@ -502,6 +560,10 @@ impl<R: Runtime> Pump<R> {
 
     fn drop_socket(&mut self) {
         self.shared.set_connected(false);
+        // A new socket is read by the task first; nothing is registered on it yet.
+        self.reader = Reader::Task;
+        self.read_watch = None;
+        self.task_needed = true;
         if self.socket.take().is_some() {
             tracing::debug!(addr = %self.shared.addr, "disconnected");
         }
@@ -533,14 +595,62 @@ impl<R: Runtime> Pump<R> {
     }
 
     /// One turn: every input that is ready, then one round of transmit/events/timeout.
+    /// `cx` is the task's context (or one made from its waker, on a caller's poll): writes,
+    /// the connect attempt and the timer wake it. `read` says who reads the socket.
     /// Returns whether anything happened (so another turn may be useful).
-    fn turn(&mut self, cx: &mut Context<'_>) -> bool {
-        let mut busy = false;
+    pub(crate) fn turn(&mut self, cx: &mut Context<'_>, read: ReadBy<'_>) -> bool {
         let now = self.runtime.now();
+        self.flush_owed = false;
+        let mut busy = self.take_commands(now);
+        busy |= self.poll_connecting(cx, now);
+        busy |= match read {
+            ReadBy::Task if !self.task_reads(now) => false,
+            ReadBy::Task => {
+                self.reader = Reader::Task;
+                self.read_watch = None;
+                self.relay.pass_to(cx.waker());
+                self.read_in(now)
+            }
+            ReadBy::Caller(ticket, waker) => {
+                self.relay.pass_to(waker);
+                let got = self.read_in(now);
+                if self.socket.is_some() {
+                    self.reader = Reader::Caller(ticket);
+                    self.read_watch.get_or_insert(now + READ_WATCH);
+                }
+                got
+            }
+            ReadBy::Nobody => false,
+        };
 
-        // Callers: everything queued, so a burst of adds joins one batch. Taken again while
-        // more came in meanwhile: callers on other threads may still be sending the rest of
-        // their burst (bounded, so a flood cannot hold back the socket).
+        // Time.
+        if self.timer_at.is_some_and(|t| t <= now) {
+            self.timer_at = None;
+            self.session.handle_timeout(now);
+        }
+
+        // Outputs, in the contract's order.
+        let before = self.out.len();
+        if self.session.poll_transmit(now, &mut self.out) {
+            tracing::trace!(bytes = self.out.len() - before, "transmit");
+        }
+        while let Some(event) = self.session.poll_event() {
+            busy |= matches!(
+                event,
+                Event::Connect | Event::Disconnect | Event::Job { .. }
+            );
+            self.on_event(event);
+        }
+        busy |= self.write(cx, now);
+        busy |= self.arm_timer(cx, now);
+        busy
+    }
+
+    /// Callers' commands: everything queued, so a burst of adds joins one batch. Taken again
+    /// while more came in meanwhile: callers on other threads may still be sending the rest
+    /// of their burst (bounded, so a flood cannot hold back the socket).
+    fn take_commands(&mut self, now: Instant) -> bool {
+        let mut busy = false;
         let mut takes = 0;
         while self.rx_open && takes < DRAINS_PER_TURN {
             takes += 1;
@@ -562,138 +672,130 @@ impl<R: Runtime> Pump<R> {
                 break;
             }
         }
-
-        // A connect attempt.
-        if let Some((fut, timer)) = &mut self.connecting {
-            let outcome = match fut.as_mut().poll(cx) {
-                Poll::Ready(r) => Some(r),
-                Poll::Pending => match timer.as_mut().poll(cx) {
-                    Poll::Ready(()) => Some(Err(ConnectError::Timeout)),
-                    Poll::Pending => None,
-                },
-            };
-            if let Some(outcome) = outcome {
-                busy = true;
-                self.connecting = None;
-                match outcome {
-                    Ok(socket) => {
-                        tracing::info!(addr = %self.shared.addr, "connected");
-                        self.connected_once = true;
-                        self.socket = Some(socket);
-                        self.shared.set_connected(true);
-                        self.out.clear();
-                        self.out_pos = 0;
-                        self.unflushed = false;
-                        self.session.handle_connected(now);
-                        if self.keep_trying && self.startup.is_none() {
-                            // A reconnect: the broker gets new work once it answers this
-                            // (see `Shared::has_answered`); its answer goes to nobody.
-                            let _ = self.session.request(now, Command::Ping);
-                        }
-                        if let Some(hook) = &mut self.events {
-                            hook.on_connected(&mut self.session, now);
-                        }
-                    }
-                    Err(e) => {
-                        match &e {
-                            // Not transient: say so loudly (reconnects still retry, in case
-                            // the server's certificate is being replaced).
-                            ConnectError::Tls(t) if t.is_certificate_problem() => {
-                                tracing::error!(addr = %self.shared.addr, error = %e, "server certificate refused");
-                            }
-                            _ => {
-                                tracing::warn!(addr = %self.shared.addr, error = %e, "connect failed")
-                            }
-                        }
-                        self.session.handle_connect_failed(now);
-                        if !self.connected_once {
-                            // The first attempt decides `connect`: report and stop (one
-                            // broker of several: report and keep trying).
-                            if let Some((_, tx)) = self.startup.take() {
-                                self.startup_failed = !self.keep_trying;
-                                let _ = tx.send(Err(e));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-
-        // Bytes in, in large chunks.
-        if let Some(socket) = &mut self.socket {
-            let mut reads = 0;
-            loop {
-                match Pin::new(&mut *socket).poll_read(cx, &mut self.read_buf) {
-                    Poll::Ready(Ok(0)) => {
-                        self.lost(now, &"closed by the server");
-                        busy = true;
-                        break;
-                    }
-                    Poll::Ready(Ok(n)) => {
-                        // Before the replies go out, so a caller woken by one sees it.
-                        self.shared.note_read();
-                        self.session.handle_input(now, &self.read_buf[..n]);
-                        busy = true;
-                        reads += 1;
-                        if reads == READS_PER_TURN {
-                            break;
-                        }
-                    }
-                    Poll::Ready(Err(e)) => {
-                        self.lost(now, &e);
-                        busy = true;
-                        break;
-                    }
-                    Poll::Pending => break,
-                }
-            }
-        }
-
-        // Time.
-        if self.timer_at.is_some_and(|t| t <= now) {
-            self.timer_at = None;
-            self.session.handle_timeout(now);
-        }
-
-        // Outputs, in the contract's order.
-        let before = self.out.len();
-        if self.session.poll_transmit(now, &mut self.out) {
-            tracing::trace!(bytes = self.out.len() - before, "transmit");
-        }
-        while let Some(event) = self.session.poll_event() {
-            busy |= matches!(
-                event,
-                Event::Connect | Event::Disconnect | Event::Job { .. }
-            );
-            self.on_event(event);
-        }
-        busy |= self.write(cx, now);
-
-        // The timer, set again only when the deadline moves earlier than it, or it has
-        // passed (see `armed_at`).
-        match self.session.poll_timeout() {
-            Some(at) if at <= now => {
-                self.session.handle_timeout(now);
-                busy = true;
-            }
-            Some(at) => {
-                self.timer_at = Some(at);
-                if self.armed_at.is_none_or(|a| at < a || a <= now) {
-                    self.armed_at = Some(at);
-                    match &mut self.timer {
-                        Some(t) => t.as_mut().reset(at),
-                        None => self.timer = Some(self.runtime.new_timer(at)),
-                    }
-                }
-                if let Some(t) = &mut self.timer {
-                    if t.as_mut().poll(cx).is_ready() {
-                        busy = true;
-                    }
-                }
-            }
-            None => self.timer_at = None,
-        }
         busy
+    }
+
+    /// A connect attempt, if one is under way: its socket, or its failure.
+    fn poll_connecting(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let Some((fut, timer)) = &mut self.connecting else {
+            return false;
+        };
+        let outcome = match fut.as_mut().poll(cx) {
+            Poll::Ready(r) => r,
+            Poll::Pending => match timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Err(ConnectError::Timeout),
+                Poll::Pending => return false,
+            },
+        };
+        self.connecting = None;
+        match outcome {
+            Ok(socket) => self.connected(socket, now),
+            Err(e) => self.connect_failed(e, now),
+        }
+        true
+    }
+
+    fn connected(&mut self, socket: Socket<R>, now: Instant) {
+        tracing::info!(addr = %self.shared.addr, "connected");
+        self.connected_once = true;
+        self.socket = Some(socket);
+        self.shared.set_connected(true);
+        self.out.clear();
+        self.out_pos = 0;
+        self.unflushed = false;
+        self.session.handle_connected(now);
+        if self.keep_trying && self.startup.is_none() {
+            // A reconnect: the broker gets new work once it answers this (see
+            // `Shared::has_answered`); its answer goes to nobody.
+            let _ = self.session.request(now, Command::Ping);
+        }
+        if let Some(hook) = &mut self.events {
+            hook.on_connected(&mut self.session, now);
+        }
+    }
+
+    fn connect_failed(&mut self, e: ConnectError, now: Instant) {
+        match &e {
+            // Not transient: say so loudly (reconnects still retry, in case the server's
+            // certificate is being replaced).
+            ConnectError::Tls(t) if t.is_certificate_problem() => {
+                tracing::error!(addr = %self.shared.addr, error = %e, "server certificate refused");
+            }
+            _ => tracing::warn!(addr = %self.shared.addr, error = %e, "connect failed"),
+        }
+        self.session.handle_connect_failed(now);
+        if !self.connected_once {
+            // The first attempt decides `connect`: report and stop (one broker of several:
+            // report and keep trying).
+            if let Some((_, tx)) = self.startup.take() {
+                self.startup_failed = !self.keep_trying;
+                let _ = tx.send(Err(e));
+            }
+        }
+    }
+
+    /// Bytes in, in large chunks. The socket is polled with the relay's waker, which passes
+    /// "readable" on to the current reader.
+    fn read_in(&mut self, now: Instant) -> bool {
+        let Some(socket) = &mut self.socket else {
+            return false;
+        };
+        self.relay.reading();
+        let mut cx = Context::from_waker(&self.relay_waker);
+        let mut got = false;
+        for _ in 0..READS_PER_TURN {
+            match Pin::new(&mut *socket).poll_read(&mut cx, &mut self.read_buf) {
+                Poll::Ready(Ok(0)) => {
+                    self.lost(now, &"closed by the server");
+                    return true;
+                }
+                Poll::Ready(Ok(n)) => {
+                    // Before the replies go out, so a caller woken by one sees it.
+                    self.shared.note_read();
+                    self.session.handle_input(now, &self.read_buf[..n]);
+                    got = true;
+                }
+                Poll::Ready(Err(e)) => {
+                    self.lost(now, &e);
+                    return true;
+                }
+                Poll::Pending => return got,
+            }
+        }
+        true
+    }
+
+    /// Sets the timer for the next deadline (the session's, or the read watch's while a
+    /// caller reads), only when it moves earlier than the timer or the timer has passed
+    /// (see `armed_at`). Returns whether something is due now.
+    fn arm_timer(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let at = self.session.poll_timeout();
+        if at.is_some_and(|at| at <= now) {
+            self.session.handle_timeout(now);
+            return true;
+        }
+        self.timer_at = at;
+        let watch = match self.reader {
+            Reader::Caller(_) => self.read_watch,
+            Reader::Task => None,
+        };
+        let Some(due) = [at, watch].into_iter().flatten().min() else {
+            return false;
+        };
+        if self.armed_at.is_none_or(|a| due < a || a <= now) {
+            self.armed_at = Some(due);
+            match &mut self.timer {
+                Some(t) => t.as_mut().reset(due),
+                None => self.timer = Some(self.runtime.new_timer(due)),
+            }
+        }
+        let fired = self
+            .timer
+            .as_mut()
+            .is_some_and(|t| t.as_mut().poll(cx).is_ready());
+        // On a caller's poll a fired timer is not registered again: the task must turn.
+        self.task_needed |= fired;
+        fired
     }
 
     /// Writes what is buffered, usually in one call, then flushes it (the futures-io contract:
@@ -803,31 +905,29 @@ impl<R: Runtime> Pump<R> {
     }
 }
 
-impl<R: Runtime> Future for Pump<R> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        if this.yield_on_first_command && !this.shutting_down && this.rx.take_woken() {
-            // Woken by the first command of a burst on a runtime that runs the woken task
-            // next (`Runtime::yield_on_first_command`): yield once, so that the tasks already
-            // queued on this thread send the rest of the burst first.
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
+impl<R: Runtime> Pump<R> {
+    /// The task's poll: turns until nothing more is ready, then sleeps on the inbox, the
+    /// socket (when no caller reads it) and the timer; at the end, closes the socket.
+    pub(crate) fn poll_task(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match &self.task_waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => self.task_waker = Some(cx.waker().clone()),
         }
-        if !this.shutting_down {
+        self.task_needed = false;
+        if !self.shutting_down {
             // A bounded number of turns per wake-up keeps the pump fair to other tasks.
             let mut turns = 0;
             loop {
-                let busy = this.turn(cx);
-                if this.finished() {
-                    this.begin_shutdown();
+                let busy = self.turn(cx, ReadBy::Task);
+                if self.finished() {
+                    self.begin_shutdown();
                     break;
                 }
                 if !busy {
                     // Asleep on the inbox only if nothing came in during the turn (a send
                     // then wakes it); otherwise another turn takes what came.
-                    if !this.rx_open || this.rx.park(cx.waker()) {
+                    if !self.rx_open || self.rx.park(cx.waker()) {
+                        self.task_needed = false;
                         return Poll::Pending;
                     }
                     continue;
@@ -839,13 +939,85 @@ impl<R: Runtime> Future for Pump<R> {
                 }
             }
         }
-        match this.poll_shutdown(cx) {
+        match self.poll_shutdown(cx) {
             Poll::Ready(()) => {
-                this.end();
+                self.end();
                 Poll::Ready(())
             }
             Poll::Pending => Poll::Pending,
         }
+    }
+
+    /// Whether the task reads in its turn: when no caller does, or when the caller that
+    /// does has held the role past its watch (its future may not be polled again).
+    fn task_reads(&self, now: Instant) -> bool {
+        self.reader == Reader::Task || self.read_watch.is_some_and(|w| w <= now)
+    }
+
+    /// Whether callers may move the connection on their own poll: it is running, and its
+    /// task has been polled (its waker is what they register for everything but reads).
+    fn open_to_callers(&self) -> bool {
+        !self.shutting_down && self.rx_open && self.task_waker.is_some() && !self.finished()
+    }
+
+    /// [`Direct::add`](crate::direct::Direct::add) on the connection.
+    pub(crate) fn add_from_caller(
+        &mut self,
+        ticket: Ticket,
+        queue: &str,
+        job: EncodedJob,
+        reply: Reply,
+    ) -> Result<(), (EncodedJob, Reply)> {
+        if !self.open_to_callers() {
+            return Err((job, reply));
+        }
+        let now = self.runtime.now();
+        match self.session.add_encoded(now, queue, job) {
+            Ok(op) => {
+                self.waiting(op, ticket, reply);
+                self.flush_owed = true;
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Direct::drive`](crate::direct::Direct::drive) on the connection.
+    pub(crate) fn drive_from_caller(&mut self, cx: &mut Context<'_>, ticket: Ticket) -> bool {
+        let waiting = self.tickets.contains_key(&ticket);
+        let reads =
+            waiting && matches!(self.reader, Reader::Task) || self.reader == Reader::Caller(ticket);
+        if !self.open_to_callers() || !(reads || self.flush_owed) {
+            return false;
+        }
+        let Some(waker) = self.task_waker.take() else {
+            return false;
+        };
+        let mut task_cx = Context::from_waker(&waker);
+        self.driving = Some(ticket);
+        let read = if reads && waiting {
+            ReadBy::Caller(ticket, cx.waker())
+        } else {
+            ReadBy::Nobody
+        };
+        self.turn(&mut task_cx, read);
+        if self.reader == Reader::Caller(ticket) && !self.tickets.contains_key(&ticket) {
+            // Answered: "readable" goes to the task again. Bytes that came after this
+            // caller's last read are read now, since it will not look again.
+            self.reader = Reader::Task;
+            self.read_watch = None;
+            if self.relay.pass_to(&waker) {
+                self.turn(&mut task_cx, ReadBy::Task);
+            }
+        }
+        self.driving = None;
+        if std::mem::take(&mut self.task_needed) || self.finished() {
+            waker.wake_by_ref();
+        }
+        self.task_waker = Some(waker);
+        true
     }
 }
 
@@ -868,6 +1040,13 @@ impl<R: Runtime> Pump<R> {
             self.timer_at = None;
             self.armed_at = Some(deadline);
         }
+    }
+
+    /// Ends the connection without closing anything gracefully (its state is not to be
+    /// trusted): every caller still waiting resolves as closed.
+    pub(crate) fn abandon(&mut self) {
+        tracing::error!(addr = %self.shared.addr, "connection state lost to a panic: ending the connection");
+        self.end();
     }
 
     fn end(&mut self) {

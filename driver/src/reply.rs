@@ -142,24 +142,37 @@ impl Reply {
     /// Answers the operation; gives the answer back if the caller has stopped waiting.
     pub(crate) fn send(mut self, answer: Answer) -> Result<(), Answer> {
         self.sent = true;
-        match self.settle(Some(answer)) {
+        match self.settle(Some(answer), true) {
+            None => Ok(()),
+            Some(refused) => Err(refused),
+        }
+    }
+
+    /// [`send`](Self::send) without waking the caller: for a caller whose own poll is
+    /// delivering the answer, and which looks at its slot right after (a wake would only
+    /// poll its task once more for nothing).
+    pub(crate) fn send_quiet(mut self, answer: Answer) -> Result<(), Answer> {
+        self.sent = true;
+        match self.settle(Some(answer), false) {
             None => Ok(()),
             Some(refused) => Err(refused),
         }
     }
 
     /// Leaves the answer (or, with `None`, the news that there is none) in the slot and
-    /// wakes the caller, if it still waits; otherwise frees the slot (both ends are done
-    /// now) and gives the answer back.
-    fn settle(&self, answer: Option<Answer>) -> Option<Answer> {
+    /// wakes the caller (if `wake`), if it still waits; otherwise frees the slot (both ends
+    /// are done now) and gives the answer back.
+    fn settle(&self, answer: Option<Answer>, wake: bool) -> Option<Answer> {
         let mut s = self.board.lock();
         let slot = &mut s.slots[self.slot as usize];
         if let Slot::Waiting(waker) = slot {
             let waker = waker.take();
             *slot = answer.map_or(Slot::Unanswered, Slot::Answered);
             drop(s);
-            if let Some(w) = waker {
-                w.wake();
+            match waker {
+                Some(w) if wake => w.wake(),
+                // Dropped outside the lock.
+                w => drop(w),
             }
             None
         } else {
@@ -172,7 +185,7 @@ impl Reply {
 impl Drop for Reply {
     fn drop(&mut self) {
         if !self.sent {
-            self.settle(None);
+            self.settle(None, true);
         }
     }
 }

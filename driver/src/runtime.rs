@@ -106,42 +106,6 @@ pub trait Runtime: Clone + Debug + Send + Sync + Unpin + 'static {
     fn now(&self) -> Instant {
         Instant::now()
     }
-
-    /// Whether a pump woken by the first command of a burst yields once before it takes
-    /// the commands, so that the tasks already queued on its thread run first and send the
-    /// rest of the burst. Default `false`.
-    ///
-    /// `true` is right for a work-stealing runtime that runs a task woken by another task
-    /// *next*, ahead of the tasks already queued (tokio's `multi_thread` "LIFO slot"): there,
-    /// without the yield, the pump would take the first add of a wave of tasks alone and send
-    /// it in a frame of its own. Elsewhere the yield only costs a reschedule per burst (and on
-    /// a multi-thread executor without that slot, possibly a thread woken), so it stays off.
-    ///
-    /// ```
-    /// # #[derive(Debug, Clone)] struct Nothing;
-    /// # impl autobatch_driver::Runtime for Nothing {
-    /// #     type Socket = futures_util::io::Cursor<Vec<u8>>;
-    /// #     fn spawn(&self, _: autobatch_driver::BoxFuture<()>) {}
-    /// #     fn connect(&self, _: &str, _: u16) -> autobatch_driver::BoxFuture<std::io::Result<Self::Socket>> {
-    /// #         Box::pin(async { Err(std::io::Error::other("no network here")) })
-    /// #     }
-    /// #     fn new_timer(&self, _: std::time::Instant) -> std::pin::Pin<Box<dyn autobatch_driver::AsyncTimer>> {
-    /// #         Box::pin(Never)
-    /// #     }
-    /// # }
-    /// # #[derive(Debug)] struct Never;
-    /// # impl autobatch_driver::AsyncTimer for Never {
-    /// #     fn reset(self: std::pin::Pin<&mut Self>, _: std::time::Instant) {}
-    /// #     fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-    /// #         std::task::Poll::Pending
-    /// #     }
-    /// # }
-    /// use autobatch_driver::Runtime;
-    /// assert!(!Nothing.yield_on_first_command()); // the default
-    /// ```
-    fn yield_on_first_command(&self) -> bool {
-        false
-    }
 }
 
 /// A timer that can be re-armed without allocating (one per connection, moved on every

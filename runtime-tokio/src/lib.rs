@@ -170,20 +170,6 @@ impl Runtime for TokioRuntime {
         ))))
     }
 
-    /// `true` on a `multi_thread` runtime: its LIFO slot runs a woken pump before the tasks
-    /// already queued, which would otherwise send the first add of a wave of tasks alone.
-    ///
-    /// ```
-    /// use autobatch_driver::Runtime;
-    /// let mt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
-    /// assert!(autobatch_tokio::TokioRuntime::new(mt.handle().clone()).yield_on_first_command());
-    /// let ct = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    /// assert!(!autobatch_tokio::TokioRuntime::new(ct.handle().clone()).yield_on_first_command());
-    /// ```
-    fn yield_on_first_command(&self) -> bool {
-        self.handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-    }
-
     /// tokio's clock, so that `tokio::time::pause` and `advance` move every deadline of the
     /// driver (read through the handle's runtime, wherever this is called from).
     fn now(&self) -> Instant {

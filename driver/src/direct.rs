@@ -1,0 +1,48 @@
+//! What a caller may do to its connection from its own poll: the contract between an add's
+//! future and the connection it goes out on, below both (the connection's implementation is
+//! `conn.rs`, over the pump's state).
+//!
+//! Why callers move the connection themselves: handing an add to a task that owns the
+//! connection, and its answer back, crosses threads twice on any runtime where that task and
+//! the caller run apart (tokio's `multi_thread`, smol's and async-std's global executors), and
+//! those two wake-ups cost more than the add's own work. Here the caller's poll takes the
+//! connection for a moment (never across an await, and never by waiting for it: when another
+//! poll holds it, the add goes through the pump's inbox as any other command does), gives the
+//! add to the session and writes what the session says to write. Its next polls read the
+//! answers while it waits, as a blocking client would, and the read role passes back to the
+//! connection's task once its own answer is in. The task stays for what no caller's poll
+//! would do: timers, reconnects, a worker's pulls, event streams, the end.
+
+use std::sync::Arc;
+use std::task::Context;
+
+use autobatch_core::wire::EncodedJob;
+
+use crate::cmd::Ticket;
+use crate::reply::Reply;
+
+/// A connection as its callers' polls see it.
+pub(crate) trait Direct: Send + Sync {
+    /// Gives the add of `ticket` to the session now, without writing it: the caller yields
+    /// once before it [`drive`](Self::drive)s, so that the adds its task (and the tasks
+    /// queued beside it) make in the same turn leave together. The answer comes in `reply`.
+    ///
+    /// Gives the job and its reply back when the connection is held by another poll at this
+    /// moment, or is ending: the caller then sends it through the pump's inbox.
+    fn add(
+        &self,
+        ticket: Ticket,
+        queue: &Arc<str>,
+        job: EncodedJob,
+        reply: Reply,
+    ) -> Result<(), (EncodedJob, Reply)>;
+
+    /// Moves the connection on from the poll of the caller waiting for `ticket`: writes what
+    /// the session has to send and, while that caller's answer is out and no other caller
+    /// reads, reads with `cx`, so that the socket becoming readable wakes this caller. Once
+    /// its answer is in, the connection's task reads again. Returns whether the connection
+    /// was moved (the answer may have come).
+    ///
+    /// Does nothing when another poll holds the connection: that one writes and reads.
+    fn drive(&self, cx: &mut Context<'_>, ticket: Ticket) -> bool;
+}

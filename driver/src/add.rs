@@ -82,13 +82,10 @@ impl<'a> AddFuture<'a> {
         let link = links.get(0);
         let (reply, outcome) = link.tx.reply_slot_waking(cx.waker());
         let ticket = link.shared.ticket();
-        let direct = match link.direct.add(ticket, &queue, job, reply) {
-            Ok(()) => {
-                // Yield once before writing: the adds this task and the tasks queued beside
-                // it make in this turn join the session's batch first.
-                cx.waker().wake_by_ref();
-                Some(ticket)
-            }
+        // On success the task is polled again once the tasks ready now have run: the adds
+        // they make join the session's batch before this one's next poll writes it.
+        let direct = match link.direct.add(cx, ticket, &queue, job, reply) {
+            Ok(()) => Some(ticket),
             Err((job, reply)) => {
                 let cmd = Cmd::Add {
                     ticket,

@@ -37,13 +37,14 @@ impl<R: Runtime> Conn<R> {
 impl<R: Runtime> Direct for Conn<R> {
     fn add(
         &self,
+        cx: &mut Context<'_>,
         ticket: Ticket,
         queue: &Arc<str>,
         job: EncodedJob,
         reply: Reply,
     ) -> Result<(), (EncodedJob, Reply)> {
         match self.try_pump() {
-            Some(mut pump) => pump.add_from_caller(ticket, queue, job, reply),
+            Some(mut pump) => pump.add_from_caller(cx, ticket, queue, job, reply),
             None => Err((job, reply)),
         }
     }

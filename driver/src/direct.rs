@@ -23,14 +23,17 @@ use crate::reply::Reply;
 
 /// A connection as its callers' polls see it.
 pub(crate) trait Direct: Send + Sync {
-    /// Gives the add of `ticket` to the session now, without writing it: the caller yields
-    /// once before it [`drive`](Self::drive)s, so that the adds its task (and the tasks
-    /// queued beside it) make in the same turn leave together. The answer comes in `reply`.
+    /// Gives the add of `ticket` to the session now, without writing it, and has the task
+    /// of `cx` polled again once the tasks ready now have run
+    /// ([`Runtime::yield_now`](crate::Runtime::yield_now)): its next poll
+    /// [`drive`](Self::drive)s, so that the adds its task (and the tasks queued beside it)
+    /// make in the same turn leave together. The answer comes in `reply`.
     ///
     /// Gives the job and its reply back when the connection is held by another poll at this
     /// moment, or is ending: the caller then sends it through the pump's inbox.
     fn add(
         &self,
+        cx: &mut Context<'_>,
         ticket: Ticket,
         queue: &Arc<str>,
         job: EncodedJob,

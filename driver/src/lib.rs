@@ -1,9 +1,12 @@
 //! # autobatch-driver
 //!
-//! The runtime-generic half of autobatch's async clients. One task per connection — the
-//! *pump* — moves bytes from the socket into the sans-IO [`Session`](autobatch_core::session::Session),
-//! writes what it transmits, sleeps until its next timeout, and hands outcomes to the callers
-//! waiting on them. Every protocol and batching decision stays in `autobatch-core`.
+//! The runtime-generic half of autobatch's async clients. Each connection's state — the
+//! sans-IO [`Session`](autobatch_core::session::Session), the socket, the timer — is moved on
+//! by whoever polls it: an add's own poll hands the add to the session, writes what it
+//! transmits and, while it waits, reads the answers, so an add's path stays on its caller's
+//! task; one task per connection (the *pump*) does what no caller would (timers, reconnects,
+//! a worker's pulls, event streams, the end). Every protocol and batching decision stays in
+//! `autobatch-core`.
 //!
 //! The async runtime is a type parameter behind the small [`Runtime`] trait (spawn, connect,
 //! timer, clock), in the style of quinn. Use an adapter crate, which fixes it:

@@ -963,6 +963,7 @@ impl<R: Runtime> Pump<R> {
     /// [`Direct::add`](crate::direct::Direct::add) on the connection.
     pub(crate) fn add_from_caller(
         &mut self,
+        cx: &mut Context<'_>,
         ticket: Ticket,
         queue: &str,
         job: EncodedJob,
@@ -976,8 +977,10 @@ impl<R: Runtime> Pump<R> {
             Ok(op) => {
                 self.waiting(op, ticket, reply);
                 self.flush_owed = true;
+                self.runtime.yield_now(cx);
             }
             Err(e) => {
+                // Refused: the answer is in the caller's slot, which wakes it.
                 let _ = reply.send(Err(e));
             }
         }

@@ -55,14 +55,9 @@ pub trait Runtime: Clone + Debug + Send + Sync + Unpin + 'static {
 
     /// Runs `task` in the background until it finishes.
     ///
-    /// The tasks are each connection's pump (and a worker's tasks). Where they run is the
-    /// biggest lever on an add's cost: on the thread the callers run on, an add reaches its
-    /// pump and comes back without a thread being woken, and a wave of concurrent adds is all
-    /// queued before the pump looks (so it leaves in full batches). On another thread every
-    /// add crosses threads twice. An adapter whose runtime has executors of its own lets the
-    /// user choose: `autobatch_smol::SmolRuntime::with_executor`,
-    /// `autobatch_async_std::AsyncStdRuntime::local`, `autobatch_tokio::TokioRuntime::new`
-    /// with a current-thread runtime's handle.
+    /// The tasks are each connection's task (timers, reconnects, commands other than adds,
+    /// the end of the connection) and a worker's tasks. Adds do not wait for them: an add's
+    /// own poll writes it and reads its answer, so any executor serves, on any thread.
     fn spawn(&self, task: BoxFuture<()>);
 
     /// Opens a TCP connection to `host:port` (resolving `host`), with `TCP_NODELAY` set: the
@@ -105,6 +100,54 @@ pub trait Runtime: Clone + Debug + Send + Sync + Unpin + 'static {
     /// ```
     fn now(&self) -> Instant {
         Instant::now()
+    }
+
+    /// Has the task polled with `cx` polled again once the tasks that are ready now have run.
+    ///
+    /// An add's first poll gives the add to the connection's session and yields with this, so
+    /// that the adds made beside it (a `join_all`, handlers queued on the same thread) join
+    /// the same batch before its next poll writes it. The default wakes the task at once,
+    /// which queues it behind the tasks already ready. A runtime whose "wake" of a running
+    /// task also wakes an idle thread to steal it (tokio's `multi_thread`) should defer the
+    /// wake to its next idle moment instead (`tokio::task::yield_now` does).
+    ///
+    /// ```
+    /// # #[derive(Debug, Clone)] struct Nothing;
+    /// # impl autobatch_driver::Runtime for Nothing {
+    /// #     type Socket = futures_util::io::Cursor<Vec<u8>>;
+    /// #     fn spawn(&self, _: autobatch_driver::BoxFuture<()>) {}
+    /// #     fn connect(&self, _: &str, _: u16) -> autobatch_driver::BoxFuture<std::io::Result<Self::Socket>> {
+    /// #         Box::pin(async { Err(std::io::Error::other("no network here")) })
+    /// #     }
+    /// #     fn new_timer(&self, _: std::time::Instant) -> std::pin::Pin<Box<dyn autobatch_driver::AsyncTimer>> {
+    /// #         Box::pin(Never)
+    /// #     }
+    /// # }
+    /// # #[derive(Debug)] struct Never;
+    /// # impl autobatch_driver::AsyncTimer for Never {
+    /// #     fn reset(self: std::pin::Pin<&mut Self>, _: std::time::Instant) {}
+    /// #     fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+    /// #         std::task::Poll::Pending
+    /// #     }
+    /// # }
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use std::task::{Context, Wake, Waker};
+    /// use autobatch_driver::Runtime;
+    ///
+    /// struct Count(AtomicUsize);
+    /// impl Wake for Count {
+    ///     fn wake(self: Arc<Self>) {
+    ///         self.0.fetch_add(1, Ordering::SeqCst);
+    ///     }
+    /// }
+    /// let count = Arc::new(Count(AtomicUsize::new(0)));
+    /// let waker = Waker::from(count.clone());
+    /// Nothing.yield_now(&mut Context::from_waker(&waker));
+    /// assert_eq!(count.0.load(Ordering::SeqCst), 1); // the default: woken at once
+    /// ```
+    fn yield_now(&self, cx: &mut Context<'_>) {
+        cx.waker().wake_by_ref();
     }
 }
 

@@ -170,6 +170,33 @@ impl Runtime for TokioRuntime {
         ))))
     }
 
+    /// On `multi_thread`, tokio's own `yield_now`: the wake is deferred until the worker has
+    /// run the tasks ready beside it, where an immediate wake of a running task would also
+    /// wake an idle worker to steal it (a thread woken per add). On `current_thread` an
+    /// immediate wake is cheaper (the deferred one polls the I/O driver first) and wakes no
+    /// other thread.
+    ///
+    /// ```
+    /// use std::task::Context;
+    /// use autobatch_driver::Runtime;
+    /// let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+    /// let tokio_rt = autobatch_tokio::TokioRuntime::new(rt.handle().clone());
+    /// let waker = futures_util::task::noop_waker();
+    /// rt.block_on(async {
+    ///     // Outside a worker, the deferred wake falls back to an immediate one.
+    ///     tokio_rt.yield_now(&mut Context::from_waker(&waker));
+    /// });
+    /// ```
+    fn yield_now(&self, cx: &mut Context<'_>) {
+        if self.handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            let yielded = std::pin::pin!(tokio::task::yield_now());
+            // The first poll hands the waker to the scheduler and is always pending.
+            let _ = yielded.poll(cx);
+        } else {
+            cx.waker().wake_by_ref();
+        }
+    }
+
     /// tokio's clock, so that `tokio::time::pause` and `advance` move every deadline of the
     /// driver (read through the handle's runtime, wherever this is called from).
     fn now(&self) -> Instant {

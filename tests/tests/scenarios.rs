@@ -66,10 +66,9 @@ async fn sequential_adds<T: Rt>(target: Target) {
 /// Waves of concurrent adds are batched: a wave of 100 takes a handful of PUSHB, not 100.
 ///
 /// The server's replies are held until every add of the wave is in the client's hands. How a
-/// wave splits into frames otherwise depends on how the OS schedules the caller against the
-/// pump: where the pump runs on another thread, a caller descheduled between adds lets each
-/// one be answered before the next arrives, and each then rightly leaves alone, as a
-/// sequential add does. Held replies make "adds that come while a frame is in flight share
+/// wave splits into frames otherwise depends on how the OS schedules the caller: where it
+/// runs beside other threads, a caller descheduled between adds lets each one be answered
+/// before the next arrives, and each then rightly leaves alone, as a sequential add does. Held replies make "adds that come while a frame is in flight share
 /// the next frame" the only thing that decides, on every runtime. A long linger keeps a slow
 /// caller's adds from being flushed a few at a time meanwhile.
 async fn concurrent_waves<T: Rt>(target: Target) {

@@ -20,6 +20,7 @@ use autobatch_core::Error;
 
 use crate::call::{call_spread, unexpected, CancelOnDrop, Work};
 use crate::cmd::{Cmd, Ticket};
+use crate::direct::Handed;
 use crate::links::{Link, Links, Load};
 use crate::reply::Outcome;
 
@@ -80,12 +81,19 @@ impl<'a> AddFuture<'a> {
         }
         let load = links.load(0, 1);
         let link = links.get(0);
-        let (reply, outcome) = link.tx.reply_slot_waking(cx.waker());
+        let (reply, mut outcome) = link.tx.reply_slot_waking(cx.waker());
         let ticket = link.shared.ticket();
-        // On success the task is polled again once the tasks ready now have run: the adds
-        // they make join the session's batch before this one's next poll writes it.
         let direct = match link.direct.add(cx, ticket, &queue, job, reply) {
-            Ok(()) => Some(ticket),
+            Ok(Handed::Yielded) => Some(ticket),
+            Ok(Handed::Written) => {
+                // Its answer may be in already (delivered without a wake: this poll looks).
+                if let Poll::Ready(answer) = Pin::new(&mut outcome).poll(cx) {
+                    self.state = State::Done;
+                    drop(load);
+                    return Poll::Ready(pushed(answer.unwrap_or(Err(Error::Closed))));
+                }
+                Some(ticket)
+            }
             Err((job, reply)) => {
                 let cmd = Cmd::Add {
                     ticket,

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use autobatch_core::wire::EncodedJob;
 
 use crate::cmd::Ticket;
-use crate::direct::Direct;
+use crate::direct::{Direct, Handed};
 use crate::pump::Pump;
 use crate::reply::Reply;
 use crate::runtime::Runtime;
@@ -42,7 +42,7 @@ impl<R: Runtime> Direct for Conn<R> {
         queue: &Arc<str>,
         job: EncodedJob,
         reply: Reply,
-    ) -> Result<(), (EncodedJob, Reply)> {
+    ) -> Result<Handed, (EncodedJob, Reply)> {
         match self.try_pump() {
             Some(mut pump) => pump.add_from_caller(cx, ticket, queue, job, reply),
             None => Err((job, reply)),

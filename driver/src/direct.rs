@@ -21,13 +21,27 @@ use autobatch_core::wire::EncodedJob;
 use crate::cmd::Ticket;
 use crate::reply::Reply;
 
+/// What [`Direct::add`] did with an add it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handed {
+    /// Given to the session, to be written with the adds made beside it: by this caller's
+    /// next poll (its task is polled again once the tasks ready beside it have run), or,
+    /// when another add of the same burst yielded first, by that one's.
+    Yielded,
+    /// Given to the session and written at once (the answer may be in already).
+    Written,
+}
+
 /// A connection as its callers' polls see it.
 pub(crate) trait Direct: Send + Sync {
-    /// Gives the add of `ticket` to the session now, without writing it, and has the task
-    /// of `cx` polled again once the tasks ready now have run
-    /// ([`Runtime::yield_now`](crate::Runtime::yield_now)): its next poll
-    /// [`drive`](Self::drive)s, so that the adds its task (and the tasks queued beside it)
-    /// make in the same turn leave together. The answer comes in `reply`.
+    /// Gives the add of `ticket` to the session now. The answer comes in `reply`.
+    ///
+    /// While adds come one at a time (nothing else out when each comes), it is written at
+    /// once, as the only thing the session has to send, and `cx` registered to read its
+    /// answer. Once adds come while others are out, each yields first
+    /// ([`Runtime::yield_now`](crate::Runtime::yield_now)), so that the adds its task (and
+    /// the tasks queued beside it) make in the same turn leave together, written by its next
+    /// [`drive`](Self::drive); a yielded add that then leaves alone turns that back off.
     ///
     /// Gives the job and its reply back when the connection is held by another poll at this
     /// moment, or is ending: the caller then sends it through the pump's inbox.
@@ -38,7 +52,7 @@ pub(crate) trait Direct: Send + Sync {
         queue: &Arc<str>,
         job: EncodedJob,
         reply: Reply,
-    ) -> Result<(), (EncodedJob, Reply)>;
+    ) -> Result<Handed, (EncodedJob, Reply)>;
 
     /// Moves the connection on from the poll of the caller waiting for `ticket`: writes what
     /// the session has to send and, while that caller's answer is out and no other caller

@@ -85,10 +85,42 @@ async fn an_add_dropped_while_reading_stalls_nobody<T: Rt>(target: Target) {
     assert_eq!(raw(server).count(&name), 21 - cancelled);
 }
 
+/// The first add of a burst yields and writes the burst on its next poll; the adds after it
+/// wait for that. Kept unpolled after its first poll, it still leaves the rest of its burst
+/// written and answered, and is itself answered once polled again.
+async fn a_burst_whose_first_add_is_kept_unpolled_is_still_written<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server)).await;
+    let name = queue_name::<T>("kept-first");
+    let q = client.queue(&name);
+    let mut first = Box::pin(q.add("first", &0, JobOptions::new()));
+    let waker = futures_util::task::noop_waker();
+    let early = match first.as_mut().poll(&mut Context::from_waker(&waker)) {
+        Poll::Ready(out) => Some(out),
+        Poll::Pending => None,
+    };
+    let second = within::<T, _>(
+        "the rest of the burst",
+        q.add("second", &1, JobOptions::new()),
+    )
+    .await
+    .expect("second add");
+    let first = match early {
+        Some(out) => out,
+        None => within::<T, _>("the kept add", first).await,
+    }
+    .expect("first add");
+    client.close().await;
+    let mut raw = raw(server);
+    assert_eq!(raw.count(&name), 2);
+    assert!(raw.job(&first).is_some() && raw.job(&second).is_some());
+}
+
 scenarios! {
     bunqueue, broker => [
         an_add_kept_unpolled_stalls_nobody,
         an_add_dropped_while_reading_stalls_nobody,
+        a_burst_whose_first_add_is_kept_unpolled_is_still_written,
     ];
 }
 

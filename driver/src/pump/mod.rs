@@ -1,6 +1,7 @@
 //! The pump: one task per connection that moves bytes, time and operations between the
 //! socket, the timer, the callers and the sans-IO [`Session`]. It makes no protocol or
-//! batching decision of its own.
+//! batching decision of its own. Its task turns it (`poll_task`); an add's own poll moves it
+//! too (`caller.rs`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use autobatch_core::ops::{self, Operation};
 use autobatch_core::session::{Event, OpId, Replay, Session};
-use autobatch_core::wire::{Command, EncodedJob};
+use autobatch_core::wire::Command;
 use futures_channel::oneshot;
 use futures_io::{AsyncRead, AsyncWrite};
 
@@ -25,17 +26,20 @@ use crate::seq_map::{seq_map, SeqMap};
 use crate::stats::ClientStats;
 use crate::tls::{Stream, Tls};
 
+mod caller;
+
 /// Size of the read buffer: replies to a window of 100 PUSHB of 50 ids fit in one read.
 const READ_BUF: usize = 64 * 1024;
 /// Reads per wake-up before the pump gives other work (and other tasks) a turn.
 const READS_PER_TURN: usize = 16;
 /// Takes from the inbox per turn while callers keep sending, before the pump writes.
 const DRAINS_PER_TURN: usize = 16;
-/// How long a caller holds the read role before the pump's task reads anyway. A caller's
-/// future that is polled once and then kept without being polled (or dropped) would
-/// otherwise leave everyone's answers unread; this bounds that stall. The task's timer is
-/// moved for it at most once per period, not once per add.
-const READ_WATCH: Duration = Duration::from_millis(10);
+/// How long a caller may hold a duty — the read role, or writing the burst it yielded for —
+/// before the pump's task does it. A caller's future that is polled once and then kept
+/// without being polled (or dropped) would otherwise leave everyone's answers unread, or its
+/// burst unwritten; this bounds that stall. The task's timer is moved for it at most once per
+/// period, not once per add.
+const CALLER_WATCH: Duration = Duration::from_millis(10);
 
 /// The runtime's socket, plain or wrapped in TLS.
 type Socket<R> = Stream<<R as Runtime>::Socket>;
@@ -48,7 +52,7 @@ type Connecting<R> = (
 
 /// Who the socket's "readable" goes to (through the [`ReadRelay`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reader {
+pub(crate) enum Reader {
     /// The pump's task.
     Task,
     /// A caller waiting for the answer of this ticket (see `direct.rs`).
@@ -106,8 +110,12 @@ pub(crate) struct Pump<R: Runtime> {
     /// The socket is read with its waker only, which passes "readable" on to the reader.
     relay: Arc<ReadRelay>,
     relay_waker: Waker,
-    /// While a caller reads: when the task reads anyway (see [`READ_WATCH`]).
-    read_watch: Option<Instant>,
+    /// While a caller reads or owes a write: when the task does it anyway (see
+    /// [`CALLER_WATCH`]).
+    caller_watch: Option<Instant>,
+    /// The last caller that found another reading while its own answer was out: the read
+    /// role passes to it, not to the task, when the reader's answer comes first.
+    standby: Option<(Ticket, Waker)>,
     /// A caller's turn left something only the task does: a connect to start, a timer that
     /// fired, the end of the session.
     task_needed: bool,
@@ -117,6 +125,12 @@ pub(crate) struct Pump<R: Runtime> {
     /// A caller gave the session an add and no turn has run since: the next caller's poll
     /// runs one, to write it.
     flush_owed: bool,
+    /// Adds come while others are out: each yields once before it is written, so that the
+    /// rest of its wave joins it. Off while adds come one at a time, each then written at
+    /// once (a yield costs a reschedule, and on async-io a reactor tick).
+    coalesce: bool,
+    /// Adds given to the session by callers since the last turn that wrote.
+    adds_since_flush: u32,
     /// Bytes to write, from `out_pos` on.
     out: Vec<u8>,
     out_pos: usize,
@@ -216,10 +230,15 @@ impl<R: Runtime> Pump<R> {
             reader: Reader::Task,
             relay: relay.clone(),
             relay_waker: relay.waker(),
-            read_watch: None,
+            caller_watch: None,
+            standby: None,
             task_needed: false,
             driving: None,
             flush_owed: false,
+            // On: a connection's first adds may well be a wave, and a first sequential add
+            // turns it off (one reschedule, once).
+            coalesce: true,
+            adds_since_flush: 0,
             out: Vec::with_capacity(READ_BUF),
             out_pos: 0,
             unflushed: false,
@@ -385,10 +404,7 @@ impl<R: Runtime> Pump<R> {
                 let _ = reply.send(self.session.jobs_held() + on_their_way);
             }
             Cmd::Cancel(ticket) => {
-                if self.reader == Reader::Caller(ticket) {
-                    // That caller stopped waiting: nobody else would read.
-                    self.reader = Reader::Task;
-                }
+                self.caller_gone(ticket);
                 self.withdraw(ticket);
             }
             Cmd::Withdraw(ticket, reply) => {
@@ -562,7 +578,7 @@ impl<R: Runtime> Pump<R> {
         self.shared.set_connected(false);
         // A new socket is read by the task first; nothing is registered on it yet.
         self.reader = Reader::Task;
-        self.read_watch = None;
+        self.caller_watch = None;
         self.task_needed = true;
         if self.socket.take().is_some() {
             tracing::debug!(addr = %self.shared.addr, "disconnected");
@@ -600,14 +616,21 @@ impl<R: Runtime> Pump<R> {
     /// Returns whether anything happened (so another turn may be useful).
     pub(crate) fn turn(&mut self, cx: &mut Context<'_>, read: ReadBy<'_>) -> bool {
         let now = self.runtime.now();
-        self.flush_owed = false;
+        if std::mem::take(&mut self.flush_owed) {
+            // A yielded add that leaves alone had no company to wait for.
+            self.coalesce = self.adds_since_flush > 1;
+            self.adds_since_flush = 0;
+            if self.reader == Reader::Task {
+                self.caller_watch = None;
+            }
+        }
         let mut busy = self.take_commands(now);
         busy |= self.poll_connecting(cx, now);
         busy |= match read {
             ReadBy::Task if !self.task_reads(now) => false,
             ReadBy::Task => {
                 self.reader = Reader::Task;
-                self.read_watch = None;
+                self.caller_watch = None;
                 self.relay.pass_to(cx.waker());
                 self.read_in(now)
             }
@@ -616,7 +639,7 @@ impl<R: Runtime> Pump<R> {
                 let got = self.read_in(now);
                 if self.socket.is_some() {
                     self.reader = Reader::Caller(ticket);
-                    self.read_watch.get_or_insert(now + READ_WATCH);
+                    self.watch_caller(now);
                 }
                 got
             }
@@ -765,18 +788,27 @@ impl<R: Runtime> Pump<R> {
         true
     }
 
+    /// Starts the watch on a caller's duty, unless one runs.
+    pub(super) fn watch_caller(&mut self, now: Instant) {
+        if self.caller_watch.is_none_or(|w| w <= now) {
+            self.caller_watch = Some(now + CALLER_WATCH);
+        }
+    }
+
     /// Sets the timer for the next deadline (the session's, or the read watch's while a
     /// caller reads), only when it moves earlier than the timer or the timer has passed
     /// (see `armed_at`). Returns whether something is due now.
-    fn arm_timer(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+    pub(super) fn arm_timer(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
         let at = self.session.poll_timeout();
         if at.is_some_and(|at| at <= now) {
             self.session.handle_timeout(now);
             return true;
         }
         self.timer_at = at;
+        // The watch matters while a caller owes a read or a write.
         let watch = match self.reader {
-            Reader::Caller(_) => self.read_watch,
+            Reader::Caller(_) => self.caller_watch,
+            Reader::Task if self.flush_owed => self.caller_watch,
             Reader::Task => None,
         };
         let Some(due) = [at, watch].into_iter().flatten().min() else {
@@ -946,81 +978,6 @@ impl<R: Runtime> Pump<R> {
             }
             Poll::Pending => Poll::Pending,
         }
-    }
-
-    /// Whether the task reads in its turn: when no caller does, or when the caller that
-    /// does has held the role past its watch (its future may not be polled again).
-    fn task_reads(&self, now: Instant) -> bool {
-        self.reader == Reader::Task || self.read_watch.is_some_and(|w| w <= now)
-    }
-
-    /// Whether callers may move the connection on their own poll: it is running, and its
-    /// task has been polled (its waker is what they register for everything but reads).
-    fn open_to_callers(&self) -> bool {
-        !self.shutting_down && self.rx_open && self.task_waker.is_some() && !self.finished()
-    }
-
-    /// [`Direct::add`](crate::direct::Direct::add) on the connection.
-    pub(crate) fn add_from_caller(
-        &mut self,
-        cx: &mut Context<'_>,
-        ticket: Ticket,
-        queue: &str,
-        job: EncodedJob,
-        reply: Reply,
-    ) -> Result<(), (EncodedJob, Reply)> {
-        if !self.open_to_callers() {
-            return Err((job, reply));
-        }
-        let now = self.runtime.now();
-        match self.session.add_encoded(now, queue, job) {
-            Ok(op) => {
-                self.waiting(op, ticket, reply);
-                self.flush_owed = true;
-                self.runtime.yield_now(cx);
-            }
-            Err(e) => {
-                // Refused: the answer is in the caller's slot, which wakes it.
-                let _ = reply.send(Err(e));
-            }
-        }
-        Ok(())
-    }
-
-    /// [`Direct::drive`](crate::direct::Direct::drive) on the connection.
-    pub(crate) fn drive_from_caller(&mut self, cx: &mut Context<'_>, ticket: Ticket) -> bool {
-        let waiting = self.tickets.contains_key(&ticket);
-        let reads =
-            waiting && matches!(self.reader, Reader::Task) || self.reader == Reader::Caller(ticket);
-        if !self.open_to_callers() || !(reads || self.flush_owed) {
-            return false;
-        }
-        let Some(waker) = self.task_waker.take() else {
-            return false;
-        };
-        let mut task_cx = Context::from_waker(&waker);
-        self.driving = Some(ticket);
-        let read = if reads && waiting {
-            ReadBy::Caller(ticket, cx.waker())
-        } else {
-            ReadBy::Nobody
-        };
-        self.turn(&mut task_cx, read);
-        if self.reader == Reader::Caller(ticket) && !self.tickets.contains_key(&ticket) {
-            // Answered: "readable" goes to the task again. Bytes that came after this
-            // caller's last read are read now, since it will not look again.
-            self.reader = Reader::Task;
-            self.read_watch = None;
-            if self.relay.pass_to(&waker) {
-                self.turn(&mut task_cx, ReadBy::Task);
-            }
-        }
-        self.driving = None;
-        if std::mem::take(&mut self.task_needed) || self.finished() {
-            waker.wake_by_ref();
-        }
-        self.task_waker = Some(waker);
-        true
     }
 }
 

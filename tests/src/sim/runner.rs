@@ -1044,8 +1044,8 @@ impl World {
                     && !self.broker.acks_applied.contains(&(c, id.clone()))
                     && !self.broker.fails_applied.contains(&(c, id.clone()))
                 {
-                    // Regression guard for K1 (fixed): after an ACKB error naming one missing
-                    // job, the session once reported every other item as applied.
+                    // An ACKB error naming one missing job must not be read as every other
+                    // item of the batch applied: the broker's record says which were.
                     self.settle_misreports += 1;
                     return Err(format!(
                         "client {c}: job {id} reported settled (applied) but the broker \

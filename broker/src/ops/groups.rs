@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use autobatch_core::ops::{
     GetGroupConcurrency, GetGroupRateLimit, GroupRateLimit, IsGroupPaused, PauseGroup,
-    RateLimitGroup, RemoveGroupConcurrency, RemoveGroupRateLimit, ResumeGroup,
-    SetGroupConcurrency, SetGroupRateLimit,
+    RateLimitGroup, RemoveGroupConcurrency, RemoveGroupRateLimit, ResumeGroup, SetGroupConcurrency,
+    SetGroupRateLimit,
 };
 use autobatch_core::wire::{validate_queue_name, Response, Value};
 
@@ -126,5 +126,8 @@ pub(crate) fn rate_limit_ttl(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
         .groups()
         .rate_ttl(&queue, &group, max_jobs, cx.now);
     let ttl = crate::events::js_number(ttl);
-    Ok(Response::Other(Value::map([("data", Value::map([("ttl", ttl)]))])))
+    Ok(Response::Other(Value::map([(
+        "data",
+        Value::map([("ttl", ttl)]),
+    )])))
 }

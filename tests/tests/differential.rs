@@ -2609,7 +2609,9 @@ fn numbers_and_order_like_bunqueue() {
         let jobs = Value::Array(vec![prioritised(1, 1.5), prioritised(2, 2.0)]);
         let r = side.raw.command("PUSHB", &[q.clone(), ("jobs", jobs)]);
         note(&mut side, r);
-        let r = side.raw.command("GetCountsPerPriority", &[q.clone()]);
+        let r = side
+            .raw
+            .command("GetCountsPerPriority", std::slice::from_ref(&q));
         note(&mut side, r);
         // A negative delay, for a delayed job (slot 1) and a waiting one (slot 0).
         let hour = ("delay", Value::from(3_600_000i64));

@@ -5,10 +5,11 @@
 # * docs/performance.md and docs/web.md: between `<!-- results:NAME -->` and
 #   `<!-- /results:NAME -->`, the run's tables and goals (`autobatch-bench --render`);
 # * README.md: between `<!-- headline:NAME -->` and `<!-- /headline:NAME -->`, the headline table
-#   of a --compare run (`autobatch-bench --render-headline`).
+#   of a --compare run (`autobatch-bench --render-headline`);
+# * bench/results/NAME.svg: the chart of bench/results/NAME.json (`autobatch-bench --render-svg`).
 #
-#   scripts/perf-docs.sh          rewrite both files
-#   scripts/perf-docs.sh --check  fail when either differs from the JSON documents
+#   scripts/perf-docs.sh          rewrite the docs and the charts
+#   scripts/perf-docs.sh --check  fail when any differs from the JSON documents
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo build --release --quiet -p autobatch-bench
@@ -51,7 +52,28 @@ splice() {
     rm -f "$out"
 }
 
+# chart SVG: rewrites (or, with --check, compares) SVG, the chart of the JSON document beside it.
+chart() {
+    local svg=$1 out
+    out=$(mktemp)
+    "$bench" --render-svg "${svg%.svg}.json" >"$out"
+    if $check; then
+        if cmp -s "$svg" "$out"; then
+            echo "perf-docs: $svg matches ${svg%.svg}.json"
+        else
+            echo "perf-docs: $svg is out of date with ${svg%.svg}.json: run scripts/perf-docs.sh" >&2
+            status=1
+        fi
+    else
+        cp "$out" "$svg"
+    fi
+    rm -f "$out"
+}
+
 splice docs/performance.md results --render
 splice docs/web.md results --render
 splice README.md headline --render-headline
+for svg in bench/results/*.svg; do
+    chart "$svg"
+done
 exit $status

@@ -18,6 +18,7 @@
 
 mod autobatch;
 mod ceiling;
+mod chart;
 mod client_floor;
 mod cpu;
 mod fleet;
@@ -149,6 +150,11 @@ struct Args {
     #[arg(long, value_name = "FILE.json", exclusive = true)]
     render_headline: Option<PathBuf>,
 
+    /// Run nothing: print the SVG chart of an earlier run's JSON document (`--json`), as
+    /// `scripts/perf-docs.sh` writes bench/results/NAME.svg from bench/results/NAME.json.
+    #[arg(long, value_name = "FILE.json", exclusive = true)]
+    render_svg: Option<PathBuf>,
+
     /// The write-up's web endpoint, `POST /orders` with one add per request, under `wrk`: the
     /// web_orders example on tokio multi_thread and current_thread and, as the peer, Bun with
     /// bunqueue's TS client, batching off and on, beside the same handler without the add.
@@ -264,11 +270,13 @@ fn resolve(s: &str) -> io::Result<SocketAddr> {
 
 fn real_main(args: Args) -> io::Result<()> {
     type Render = fn(&serde_json::Value) -> Result<String, render::RenderError>;
-    let rendering: Option<(&PathBuf, Render)> = match (&args.render, &args.render_headline) {
-        (Some(path), _) => Some((path, render::markdown)),
-        (_, Some(path)) => Some((path, render::headline)),
-        _ => None,
-    };
+    let rendering: Option<(&PathBuf, Render)> =
+        match (&args.render, &args.render_headline, &args.render_svg) {
+            (Some(path), _, _) => Some((path, render::markdown)),
+            (_, Some(path), _) => Some((path, render::headline)),
+            (_, _, Some(path)) => Some((path, render::svg)),
+            _ => None,
+        };
     if let Some((path, render)) = rendering {
         let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path)?)?;
         let md = render(&doc).map_err(|e| {
@@ -461,7 +469,10 @@ fn real_main(args: Args) -> io::Result<()> {
         eprintln!("wrote {}", path.display());
     }
     if let Some(path) = &args.svg {
-        std::fs::write(path, svg::render(&info, &measurements))?;
+        let doc = report::to_json(&info, &measurements);
+        let chart = svg::render(&doc)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        std::fs::write(path, chart)?;
         eprintln!("wrote {}", path.display());
     }
     drop(server);

@@ -24,6 +24,13 @@ impl std::fmt::Display for RenderError {
 
 impl std::error::Error for RenderError {}
 
+impl RenderError {
+    /// The document lacks `what`.
+    pub fn new(what: String) -> RenderError {
+        RenderError(what)
+    }
+}
+
 fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, RenderError> {
     v.get(key).ok_or_else(|| RenderError(format!("no `{key}`")))
 }
@@ -60,6 +67,19 @@ fn spread(s: &Value, fmt: impl Fn(f64) -> String) -> String {
         }
         (Some(med), ..) => fmt(med),
         _ => "–".into(),
+    }
+}
+
+/// The SVG chart of one run's JSON document: the web chart for a `--web` run, the bar chart
+/// of the throughput table for every other.
+///
+/// # Errors
+///
+/// [`RenderError`] naming the first key the document lacks.
+pub fn svg(doc: &Value) -> Result<String, RenderError> {
+    match web_run(doc)? {
+        Some((run, _)) => Ok(crate::web::render_svg(&run)),
+        None => crate::svg::render(doc),
     }
 }
 

@@ -24,12 +24,14 @@ use autobatch_core::ops::{
     AddLog, Cancel, ChangeDelay, ChangePriority, Clean, ClearConcurrency, ClearLogs, CronDelete,
     CronGet, CronList, CronUpsert, Discard, Dlq, Drain, ExtendLock, ExtendLocks, GetChildrenValues,
     GetCountsPerPriority, GetDeduplicationJobId, GetDlqConfig, GetDlqStats,
-    GetFailedChildrenValues, GetGroupActiveCount, GetGroupJobsCount, GetGroupsJobsCount,
-    GetIgnoredChildrenFailures, GetJobByCustomId, GetJobs, GetLogs, GetProgress, GetQueueLimits,
-    GetStallConfig, IsPaused, ListQueues, ListWorkers, Metrics, MoveToDelayed, MoveToWait,
-    Obliterate, Operation, Pause, Promote, PromoteJobs, PurgeDlq, PushFlow, RateLimit,
-    RateLimitClear, RegisterWorker, RemoveDeduplicationKey, RemoveDlqJob,
-    RemoveJobDeduplicationKey, Resume, RetryCompleted, RetryDlq, SetConcurrency, SetStallConfig,
+    GetFailedChildrenValues, GetGroupActiveCount, GetGroupConcurrency, GetGroupJobsCount,
+    GetGroupRateLimit, GetGroupRateLimitTtl, GetGroupsJobsCount, GetIgnoredChildrenFailures,
+    GetJobByCustomId, GetJobs, GetLogs, GetProgress, GetQueueLimits, GetStallConfig, IsGroupPaused,
+    IsPaused, ListQueues, ListWorkers, Metrics, MoveToDelayed, MoveToWait, Obliterate, Operation,
+    Pause, PauseGroup, Promote, PromoteJobs, PurgeDlq, PushFlow, RateLimit, RateLimitClear,
+    RateLimitGroup, RegisterWorker, RemoveDeduplicationKey, RemoveDlqJob, RemoveGroupConcurrency,
+    RemoveGroupRateLimit, RemoveJobDeduplicationKey, Resume, ResumeGroup, RetryCompleted, RetryDlq,
+    SetConcurrency, SetDlqConfig, SetGroupConcurrency, SetGroupRateLimit, SetStallConfig, Stats,
     UnregisterWorker, UpdateData, UpdateProgress, WaitJob, WorkerHeartbeat,
 };
 use autobatch_core::ops::{SubscribeEvents, UnsubscribeEvents};
@@ -140,20 +142,10 @@ macro_rules! routes {
 }
 
 /// The wire names of the served commands that have no typed op in `autobatch_core::ops`
-/// (autobatch's client does not send them one by one); their handlers read the raw body.
+/// (autobatch's client does not send them one by one); their handlers read the raw body. A
+/// command that has an op but is read from its raw body all the same is a `raw` entry, its
+/// handler saying what the op's reading would lose.
 mod untyped {
-    pub const GET_GROUP_CONCURRENCY: &str = "GetGroupConcurrency";
-    pub const GET_GROUP_RATE_LIMIT: &str = "GetGroupRateLimit";
-    pub const GET_GROUP_RATE_LIMIT_TTL: &str = "GetGroupRateLimitTtl";
-    pub const IS_GROUP_PAUSED: &str = "IsGroupPaused";
-    pub const PAUSE_GROUP: &str = "PauseGroup";
-    pub const RATE_LIMIT_GROUP: &str = "RateLimitGroup";
-    pub const REMOVE_GROUP_CONCURRENCY: &str = "RemoveGroupConcurrency";
-    pub const REMOVE_GROUP_RATE_LIMIT: &str = "RemoveGroupRateLimit";
-    pub const RESUME_GROUP: &str = "ResumeGroup";
-    pub const SET_GROUP_CONCURRENCY: &str = "SetGroupConcurrency";
-    pub const SET_GROUP_RATE_LIMIT: &str = "SetGroupRateLimit";
-    pub const STATS: &str = "Stats";
     pub const PROMETHEUS: &str = "Prometheus";
     pub const STORAGE_STATUS: &str = "StorageStatus";
     pub const COMPACT_MEMORY: &str = "CompactMemory";
@@ -161,7 +153,6 @@ mod untyped {
     pub const LIST_WEBHOOKS: &str = "ListWebhooks";
     pub const REMOVE_WEBHOOK: &str = "RemoveWebhook";
     pub const SET_WEBHOOK_ENABLED: &str = "SetWebhookEnabled";
-    pub const SET_DLQ_CONFIG: &str = "SetDlqConfig";
     pub const UPDATE_PARENT: &str = "UpdateParent";
     pub const MOVE_TO_WAITING_CHILDREN: &str = "MoveToWaitingChildren";
     pub const JOB_HEARTBEAT: &str = "JobHeartbeat";
@@ -197,10 +188,10 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed GetDlqStats => dlq::stats,
     typed GetFailedChildrenValues => flow::failed_children_values,
     typed GetGroupActiveCount => limits::group_active_count,
-    named GET_GROUP_CONCURRENCY => groups::get_concurrency,
+    typed GetGroupConcurrency => groups::get_concurrency,
     typed GetGroupJobsCount => limits::group_jobs_count,
-    named GET_GROUP_RATE_LIMIT => groups::get_rate_limit,
-    named GET_GROUP_RATE_LIMIT_TTL => groups::rate_limit_ttl,
+    typed GetGroupRateLimit => groups::get_rate_limit,
+    raw GetGroupRateLimitTtl => groups::rate_limit_ttl,
     typed GetGroupsJobsCount => limits::groups_jobs_count,
     typed GetIgnoredChildrenFailures => flow::ignored_children_failures,
     own GetJobByCustomId => lookup::get_job_by_custom_id,
@@ -210,7 +201,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     raw GetQueueLimits => limits::get_queue_limits,
     typed GetStallConfig => limits::get_stall_config,
     typed WorkerHeartbeat => worker::heartbeat, // Heartbeat
-    named IS_GROUP_PAUSED => groups::is_paused,
+    typed IsGroupPaused => groups::is_paused,
     typed IsPaused => |cx, op| Ok(cx.state().is_paused(&op.queue)),
     named JOB_HEARTBEAT => job::heartbeat,
     named JOB_HEARTBEAT_B => job::heartbeat_batch,
@@ -224,7 +215,7 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed Obliterate => control::obliterate,
     waits_raw PushFlow => flow::push_flow, // PUSHF
     typed Pause => control::pause,
-    named PAUSE_GROUP => groups::pause,
+    typed PauseGroup => groups::pause,
     typed UpdateProgress => job::update_progress, // Progress
     named PROMETHEUS => observe::prometheus,
     typed Promote => control::promote,
@@ -232,27 +223,27 @@ pub(crate) const ROUTES: &[Route] = routes! {
     typed PurgeDlq => dlq::purge,
     raw RateLimit => limits::rate_limit,
     raw RateLimitClear => limits::rate_limit_clear,
-    named RATE_LIMIT_GROUP => groups::rate_limit,
+    typed RateLimitGroup => groups::rate_limit,
     typed RegisterWorker => worker::register,
     named REMOVE_CHILD_DEPENDENCY => flow::remove_child_dependency,
     typed RemoveDeduplicationKey => control::remove_deduplication_key,
     typed RemoveDlqJob => dlq::remove_job,
-    named REMOVE_GROUP_CONCURRENCY => groups::remove_concurrency,
-    named REMOVE_GROUP_RATE_LIMIT => groups::remove_rate_limit,
+    typed RemoveGroupConcurrency => groups::remove_concurrency,
+    typed RemoveGroupRateLimit => groups::remove_rate_limit,
     typed RemoveJobDeduplicationKey => control::remove_job_deduplication_key,
     named REMOVE_UNPROCESSED_CHILDREN => flow::remove_unprocessed_children,
     named REMOVE_WEBHOOK => observe::remove_webhook,
     typed Resume => control::resume,
-    named RESUME_GROUP => groups::resume,
+    typed ResumeGroup => groups::resume,
     typed RetryCompleted => control::retry_completed,
     typed RetryDlq => dlq::retry,
     raw SetConcurrency => limits::set_concurrency,
-    named SET_DLQ_CONFIG => dlq::set_config,
-    named SET_GROUP_CONCURRENCY => groups::set_concurrency,
-    named SET_GROUP_RATE_LIMIT => groups::set_rate_limit,
+    raw SetDlqConfig => dlq::set_config,
+    typed SetGroupConcurrency => groups::set_concurrency,
+    typed SetGroupRateLimit => groups::set_rate_limit,
     typed SetStallConfig => limits::set_stall_config,
     named SET_WEBHOOK_ENABLED => observe::set_webhook_enabled,
-    named STATS => observe::stats,
+    typed Stats => observe::stats,
     named STORAGE_STATUS => observe::storage_status,
     typed SubscribeEvents => subscribe::subscribe,
     named TRIM_EVENTS => observe::trim_events,

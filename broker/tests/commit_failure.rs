@@ -4,8 +4,9 @@
 //! The fault is real: another connection holds the database's write lock (`BEGIN EXCLUSIVE`),
 //! as another process or a backup tool would, so the broker's commits fail with SQLITE_BUSY
 //! after their busy timeout. A transaction with no writes takes no lock, so a barrier alone in
-//! its group still commits: that is how a barrier used to report success for writes that an
-//! earlier group had lost.
+//! its group still commits: a barrier that judged by its own commit alone would report success
+//! for writes that an earlier group had lost, which is why these tests put barriers after
+//! failed groups.
 
 mod common;
 

@@ -197,7 +197,7 @@ fn a_trickled_partial_frame_is_closed_at_its_fixed_deadline() {
     .unwrap();
     let mut c = Raw::connect(b.addr());
     c.send_bytes(&1000u32.to_be_bytes());
-    // One byte every 100 ms: each read used to push the deadline back, for ever.
+    // One byte every 100 ms: a deadline that each read pushed back would never pass.
     let mut w = c.s.try_clone().unwrap();
     let trickle = std::thread::spawn(move || {
         for _ in 0..400 {

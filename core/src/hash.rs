@@ -2,7 +2,8 @@
 //! ids, tickets).
 //!
 //! The standard SipHash resists collision attacks on keys an attacker picks; these keys are
-//! counters this process picks, and SipHash was 8 % of the client's CPU at 100 concurrent adds.
+//! counters this process picks, so that resistance buys nothing here, and every request pays
+//! for hashing its key at least twice: when it is sent and when its reply comes back.
 //! This is FxHash's mixing step (rustc's own hasher): one rotate, xor and multiply per word.
 //!
 //! ```

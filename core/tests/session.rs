@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use autobatch_core::batch::BatchConfig;
-use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
+use autobatch_core::session::{Event, OpId, PendingAdds, Session, SessionConfig, WorkerConfig};
 use autobatch_core::wire::server::encode_error;
 use autobatch_core::wire::{
     write_frame, Command, FrameDecoder, JobOptions, JobSpec, Response, Value,
@@ -281,7 +281,7 @@ fn a_wave_made_before_a_poll_leaves_in_one_pushb() {
                 .unwrap()
         })
         .collect();
-    assert_eq!(h.s.pending_adds().0, 10, "all ten wait for the poll");
+    assert_eq!(h.s.pending_adds().items, 10, "all ten wait for the poll");
     h.step();
     let sent = h.take_sent();
     assert_eq!(sent.len(), 1, "{sent:?}");
@@ -318,7 +318,7 @@ fn a_lone_add_leaves_as_push_and_holds_the_slot() {
     let second = h.s.add(h.now, "q", job).unwrap();
     let third = h.add("q", 3);
     assert!(h.take_sent().is_empty(), "buffered behind the PUSH");
-    assert_eq!(h.s.pending_adds().0, 2);
+    assert_eq!(h.s.pending_adds().items, 2);
     assert_eq!(h.s.poll_timeout(), Some(h.now + Duration::from_millis(5)));
     h.answer_push(&sent[0]);
     assert!(matches!(h.done(first), Some(Ok(Response::Pushed(_)))));
@@ -351,7 +351,7 @@ fn a_held_add_can_be_cancelled() {
     assert!(h.take_sent().is_empty());
     assert!(h.done(op).is_none());
     assert_eq!(h.s.stats().adds_cancelled, 1);
-    assert_eq!(h.s.pending_adds(), (0, 0, 0));
+    assert_eq!(h.s.pending_adds(), PendingAdds::default());
     // The queue is idle again: the next add goes out alone at once.
     h.add("q", 1);
     let sent = h.take_sent();
@@ -369,7 +369,7 @@ fn a_held_add_expires_like_a_buffered_one() {
     assert_eq!(h.s.poll_timeout(), Some(h.now + timeout));
     h.now += timeout;
     h.s.handle_timeout(h.now);
-    assert_eq!(h.s.pending_adds(), (0, 0, 0));
+    assert_eq!(h.s.pending_adds(), PendingAdds::default());
     h.step();
     assert!(h.take_sent().is_empty(), "an expired add is never written");
     assert_eq!(

@@ -104,16 +104,6 @@ impl Default for ClientOptions {
     }
 }
 
-macro_rules! setters {
-    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {$(
-        $(#[$doc])*
-        pub fn $name(mut self, value: $ty) -> Self {
-            self.$name = value;
-            self
-        }
-    )*};
-}
-
 impl ClientOptions {
     /// Defaults, for `host:port`.
     ///
@@ -259,7 +249,7 @@ impl ClientOptions {
         self
     }
 
-    setters! {
+    autobatch_core::setters! {
         /// Sets [`command_timeout`](Self::command_timeout).
         ///
         /// ```
@@ -267,7 +257,7 @@ impl ClientOptions {
         /// let o = autobatch_driver::ClientOptions::default().command_timeout(Duration::from_secs(2));
         /// assert_eq!(o.command_timeout, Duration::from_secs(2));
         /// ```
-        command_timeout: Duration,
+        command_timeout = Duration,
         /// Sets [`connect_timeout`](Self::connect_timeout).
         ///
         /// ```
@@ -275,21 +265,21 @@ impl ClientOptions {
         /// let o = autobatch_driver::ClientOptions::default().connect_timeout(Duration::from_secs(1));
         /// assert_eq!(o.connect_timeout, Duration::from_secs(1));
         /// ```
-        connect_timeout: Duration,
+        connect_timeout = Duration,
         /// Sets [`batching`](Self::batching); `None` turns auto-batching off.
         ///
         /// ```
         /// let o = autobatch_driver::ClientOptions::default().batching(None);
         /// assert!(o.batching.is_none());
         /// ```
-        batching: Option<BatchConfig>,
+        batching = Option<BatchConfig>,
         /// Sets [`max_in_flight_commands`](Self::max_in_flight_commands).
         ///
         /// ```
         /// let o = autobatch_driver::ClientOptions::default().max_in_flight_commands(10);
         /// assert_eq!(o.max_in_flight_commands, 10);
         /// ```
-        max_in_flight_commands: usize,
+        max_in_flight_commands = usize,
         /// Sets [`full_window_wait`](Self::full_window_wait); `None` refills the window as
         /// soon as a slot is free.
         ///
@@ -301,21 +291,21 @@ impl ClientOptions {
         /// assert!(o.validate().is_ok());
         /// assert!(o.full_window_wait(Some(Duration::ZERO)).validate().is_err());
         /// ```
-        full_window_wait: Option<Duration>,
+        full_window_wait = Option<Duration>,
         /// Sets [`max_command_timeouts`](Self::max_command_timeouts).
         ///
         /// ```
         /// let o = autobatch_driver::ClientOptions::default().max_command_timeouts(1);
         /// assert_eq!(o.max_command_timeouts, 1);
         /// ```
-        max_command_timeouts: u32,
+        max_command_timeouts = u32,
         /// Sets [`ping_interval`](Self::ping_interval).
         ///
         /// ```
         /// let o = autobatch_driver::ClientOptions::default().ping_interval(None);
         /// assert!(o.ping_interval.is_none());
         /// ```
-        ping_interval: Option<Duration>,
+        ping_interval = Option<Duration>,
         /// Sets [`stall_timeout`](Self::stall_timeout).
         ///
         /// ```
@@ -323,7 +313,7 @@ impl ClientOptions {
         /// let o = autobatch_driver::ClientOptions::default().stall_timeout(Duration::from_millis(500));
         /// assert_eq!(o.stall_timeout, Duration::from_millis(500));
         /// ```
-        stall_timeout: Duration,
+        stall_timeout = Duration,
         /// Sets [`shared_storage`](Self::shared_storage): the brokers share one PostgreSQL
         /// database, so a job's lock token and a custom id mean the same on every broker.
         ///
@@ -333,7 +323,7 @@ impl ClientOptions {
         ///     .shared_storage(true);
         /// assert!(o.shared_storage);
         /// ```
-        shared_storage: bool,
+        shared_storage = bool,
         /// Sets [`reconnect`](Self::reconnect).
         ///
         /// ```
@@ -343,7 +333,7 @@ impl ClientOptions {
         /// let o = autobatch_driver::ClientOptions::default().reconnect(r);
         /// assert_eq!(o.reconnect.base, Duration::from_millis(10));
         /// ```
-        reconnect: ReconnectConfig,
+        reconnect = ReconnectConfig,
     }
 
     /// Checks every field; the first problem is reported with the field's name.
@@ -508,14 +498,14 @@ impl WorkerOptions {
         }
     }
 
-    setters! {
+    autobatch_core::setters! {
         /// Sets [`concurrency`](Self::concurrency).
         ///
         /// ```
         /// let o = autobatch_driver::WorkerOptions::new("q").concurrency(4);
         /// assert_eq!(o.concurrency, 4);
         /// ```
-        concurrency: usize,
+        concurrency = usize,
         /// Sets [`poll_timeout`](Self::poll_timeout).
         ///
         /// ```
@@ -523,7 +513,7 @@ impl WorkerOptions {
         /// let o = autobatch_driver::WorkerOptions::new("q").poll_timeout(Duration::from_millis(200));
         /// assert_eq!(o.poll_timeout, Duration::from_millis(200));
         /// ```
-        poll_timeout: Duration,
+        poll_timeout = Duration,
         /// Sets [`lock_ttl`](Self::lock_ttl).
         ///
         /// ```
@@ -531,7 +521,7 @@ impl WorkerOptions {
         /// let o = autobatch_driver::WorkerOptions::new("q").lock_ttl(Duration::from_secs(60));
         /// assert_eq!(o.lock_ttl, Duration::from_secs(60));
         /// ```
-        lock_ttl: Duration,
+        lock_ttl = Duration,
         /// Sets [`acks`](Self::acks).
         ///
         /// ```
@@ -540,7 +530,7 @@ impl WorkerOptions {
         ///     .acks(BatchConfig::new().max_batch(20));
         /// assert_eq!(o.acks.max_batch, 20);
         /// ```
-        acks: BatchConfig,
+        acks = BatchConfig,
         /// Sets [`heartbeat_interval`](Self::heartbeat_interval).
         ///
         /// ```
@@ -548,21 +538,21 @@ impl WorkerOptions {
         /// let o = autobatch_driver::WorkerOptions::new("q").heartbeat_interval(None);
         /// assert_eq!(o.heartbeat_interval, None);
         /// ```
-        heartbeat_interval: Option<Duration>,
+        heartbeat_interval = Option<Duration>,
         /// Sets [`remove_on_complete`](Self::remove_on_complete).
         ///
         /// ```
         /// let o = autobatch_driver::WorkerOptions::new("q").remove_on_complete(true);
         /// assert!(o.remove_on_complete);
         /// ```
-        remove_on_complete: bool,
+        remove_on_complete = bool,
         /// Sets [`remove_on_fail`](Self::remove_on_fail).
         ///
         /// ```
         /// let o = autobatch_driver::WorkerOptions::new("q").remove_on_fail(true);
         /// assert!(o.remove_on_fail);
         /// ```
-        remove_on_fail: bool,
+        remove_on_fail = bool,
     }
 
     /// Sets [`owner`](Self::owner).

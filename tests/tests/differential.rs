@@ -2561,3 +2561,100 @@ fn token_class(v: Json) -> Json {
         other => other,
     }
 }
+
+/// Numbers and order as bunqueue 2.9.5 reads them, compared on both servers: a fractional
+/// priority is refused in a PUSHB's job; ChangeDelay takes a negative delay, for a delayed job
+/// and for a waiting one, which then run at once; a listing of waiting jobs orders the jobs of
+/// one millisecond by id, bytewise, so a custom id added in a bulk sorts where its text falls,
+/// not where it was added. (ChangePriority to a fraction, which bunqueue keeps as sent, is left
+/// out: the broker keeps priorities as integers.)
+#[test]
+fn numbers_and_order_like_bunqueue() {
+    let run = |target: Target| -> Vec<Json> {
+        let queue = format!("diff-numbers-{}", std::process::id());
+        let mut side = Side {
+            seed: 0,
+            raw: RawClient::connect(target.shared(), None).expect("connect"),
+            ids: Vec::new(),
+            tokens: HashMap::new(),
+        };
+        let q = ("queue", Value::from(queue.as_str()));
+        let mut out = Vec::new();
+        let mut note = |side: &mut Side, r: Result<Value, String>| {
+            if let Ok(v) = &r {
+                let ids = v.get("ids").and_then(Value::as_array).unwrap_or_default();
+                let one = v.get("id").into_iter();
+                for id in ids.iter().chain(one).filter_map(Value::as_str) {
+                    if !side.ids.iter().any(|x| x == id) {
+                        side.ids.push(id.to_owned());
+                    }
+                }
+            }
+            let json = match r {
+                Ok(v) => v.expanded().unwrap().deserialize::<Json>().unwrap(),
+                Err(e) => json!({ "transport": e }),
+            };
+            out.push(normalise(json, &side.ids, &side.tokens));
+        };
+        let job = |k: i64| ("data", Value::map([("k", Value::from(k))]));
+        // A fractional priority, refused in a bulk as in a single PUSH.
+        let r = side.raw.command("PUSH", &[q.clone(), job(0)]);
+        note(&mut side, r);
+        let prioritised = |k: i64, p: f64| {
+            Value::map([
+                ("data", Value::map([("k", Value::from(k))])),
+                ("priority", Value::F64(p)),
+            ])
+        };
+        let jobs = Value::Array(vec![prioritised(1, 1.5), prioritised(2, 2.0)]);
+        let r = side.raw.command("PUSHB", &[q.clone(), ("jobs", jobs)]);
+        note(&mut side, r);
+        let r = side
+            .raw
+            .command("GetCountsPerPriority", std::slice::from_ref(&q));
+        note(&mut side, r);
+        // A negative delay, for a delayed job (slot 1) and a waiting one (slot 0).
+        let hour = ("delay", Value::from(3_600_000i64));
+        let r = side.raw.command("PUSH", &[q.clone(), job(3), hour]);
+        note(&mut side, r);
+        for slot in [1, 0] {
+            let id = Value::from(side.id(slot));
+            let r = side
+                .raw
+                .command("ChangeDelay", &[("id", id), ("delay", Value::from(-1i64))]);
+            note(&mut side, r);
+        }
+        // A bulk with a custom id, after single adds.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let r = side.raw.command("PUSH", &[q.clone(), job(4)]);
+        note(&mut side, r);
+        let custom = format!("zz-custom-{}", std::process::id());
+        let item = |k: i64, id: Option<&str>| {
+            let mut m = vec![("data", Value::map([("k", Value::from(k))]))];
+            m.extend(id.map(|id| ("customId", Value::from(id))));
+            Value::map(m)
+        };
+        let jobs = Value::Array(vec![item(5, None), item(6, Some(&custom)), item(7, None)]);
+        let r = side.raw.command("PUSHB", &[q.clone(), ("jobs", jobs)]);
+        note(&mut side, r);
+        for asc in [true, false] {
+            let r = side.raw.command(
+                "GetJobs",
+                &[
+                    q.clone(),
+                    ("state", Value::from("waiting")),
+                    ("asc", Value::from(asc)),
+                ],
+            );
+            note(&mut side, r);
+        }
+        let ids = side.ids.clone();
+        for id in ids {
+            let r = side.raw.command("GetJob", &[("id", Value::from(id))]);
+            note(&mut side, r);
+        }
+        out
+    };
+    let (a, b) = on_both_servers(run);
+    assert_steps_agree("numbers and order program", &numbered(a), &numbered(b));
+}

@@ -390,7 +390,7 @@ fn impl_body_members(tokens: &[Tok], open: usize, is_trait_impl: bool) -> HashSe
             j = close_of(tokens, j);
             continue;
         }
-        // A macro invocation at item level: `setters! { name: Type, … }`.
+        // A macro invocation at item level: `setters! { name: Type, name = Type, … }`.
         if t.ident().is_some() && at(tokens, j + 1).is_punct('!') {
             if let Some(k) = (j + 2..end).find(|&k| matches!(tokens[k], Tok::Punct('{' | '('))) {
                 let stop = close_of(tokens, k);
@@ -398,8 +398,10 @@ fn impl_body_members(tokens: &[Tok], open: usize, is_trait_impl: bool) -> HashSe
                     if let Tok::Ident(name) = &tokens[m] {
                         let colon =
                             at(tokens, m + 1).is_punct(':') && !at(tokens, m + 2).is_punct(':');
-                        let after_colon = m > 0 && tokens[m - 1].is_punct(':');
-                        if colon && !after_colon {
+                        let equals = at(tokens, m + 1).is_punct('=')
+                            && !matches!(at(tokens, m + 2), Tok::Punct('=' | '>'));
+                        let after = m > 0 && matches!(tokens[m - 1], Tok::Punct(':' | '['));
+                        if (colon || equals) && !after {
                             members.insert(name.clone());
                         }
                     }
@@ -839,7 +841,8 @@ pub struct Options { pub host: String }
 impl Options {
     setters! {
         /// The timeout.
-        command_timeout: Duration,
+        command_timeout = Duration,
+        #[doc = "Batching."]
         batching: Option<BatchConfig>,
     }
 }

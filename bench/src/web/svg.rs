@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::chart::{esc, nice_axis, Legend};
 use crate::stats::Summary;
 use crate::table::thousands;
 
@@ -12,7 +13,7 @@ const W: f64 = 960.0;
 const H: f64 = 520.0;
 const LEFT: f64 = 80.0;
 const RIGHT: f64 = 24.0;
-const TOP: f64 = 96.0;
+const LEGEND_TOP: f64 = 62.0;
 const BOTTOM: f64 = 70.0;
 
 fn color(s: Stack, m: Mode) -> &'static str {
@@ -47,27 +48,15 @@ pub fn render(run: &WebRun) -> String {
     let ymax = all
         .filter_map(|(s, m, c)| rps(run, s, m, c))
         .fold(1.0, f64::max);
-    let step = nice_step(ymax);
-    let ymax = (ymax / step).ceil() * step;
+    let (ymax, step) = nice_axis(ymax);
+    let mut svg = String::new();
+    let top = header(&mut svg, run) + 16.0;
     let plot_w = W - LEFT - RIGHT;
-    let plot_h = H - TOP - BOTTOM;
-    let y = |v: f64| TOP + plot_h * (1.0 - v / ymax);
+    let plot_h = H - top - BOTTOM;
+    let y = |v: f64| top + plot_h * (1.0 - v / ymax);
     let group_w = plot_w / conns.len().max(1) as f64;
     let bar_w = group_w * 0.8 / 6.0;
 
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="white"/>
-<text x="{}" y="28" font-size="17" text-anchor="middle">POST /orders, one queue.add per request: requests/s under wrk</text>
-<text x="{}" y="48" text-anchor="middle" fill="#555">{}{}</text>
-"##,
-        W / 2.0,
-        W / 2.0,
-        esc(&run.server),
-        if run.plan.smoke { " — SMOKE RUN" } else { "" }
-    );
     let mut v = 0.0;
     while v <= ymax + 1e-9 {
         let _ = writeln!(
@@ -121,20 +110,6 @@ pub fn render(run: &WebRun) -> String {
             if c == 1 { "" } else { "s" }
         );
     }
-    let mut lx = LEFT;
-    for s in Stack::ALL {
-        for m in [Mode::Off, Mode::On] {
-            let label = format!("{} {}", short(s), m.label());
-            let _ = writeln!(
-                svg,
-                r#"<rect x="{lx:.1}" y="64" width="12" height="12" fill="{}"/><text x="{:.1}" y="75">{}</text>"#,
-                color(s, m),
-                lx + 16.0,
-                esc(&label)
-            );
-            lx += 16.0 + label.len() as f64 * 6.2 + 14.0;
-        }
-    }
     let _ = writeln!(
         svg,
         r##"<text x="{LEFT}" y="{}" fill="#555">dashed outline: the same web server without the add (baseline)</text>"##,
@@ -142,6 +117,35 @@ pub fn render(run: &WebRun) -> String {
     );
     svg.push_str("</svg>\n");
     svg
+}
+
+/// The root element, title, subtitle and legend; returns where the legend ends.
+fn header(svg: &mut String, run: &WebRun) -> f64 {
+    let _ = write!(
+        svg,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{}" y="28" font-size="17" text-anchor="middle">POST /orders, one queue.add per request: requests/s under wrk</text>
+<text x="{}" y="48" text-anchor="middle" fill="#555">{}{}</text>
+"##,
+        W / 2.0,
+        W / 2.0,
+        esc(&run.server),
+        if run.plan.smoke { " — SMOKE RUN" } else { "" }
+    );
+    let items: Vec<(&'static str, String)> = Stack::ALL
+        .into_iter()
+        .flat_map(|s| {
+            [Mode::Off, Mode::On].map(|m| (color(s, m), format!("{} {}", short(s), m.label())))
+        })
+        .collect();
+    let legend = Legend {
+        items: &items,
+        size: 12.0,
+        canvas: W,
+        margin: RIGHT,
+    };
+    legend.draw(svg, LEGEND_TOP)
 }
 
 fn short(s: Stack) -> &'static str {
@@ -152,18 +156,15 @@ fn short(s: Stack) -> &'static str {
     }
 }
 
-fn nice_step(max: f64) -> f64 {
-    let raw = max / 5.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * mag)
-}
+#[cfg(test)]
+mod tests {
+    use crate::chart::check::collisions;
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    #[test]
+    fn chart_text_of_the_committed_web_run_fits_and_never_overlaps() {
+        let path = format!("{}/results/web.json", env!("CARGO_MANIFEST_DIR"));
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let (run, _) = crate::web::from_json(&doc).unwrap();
+        assert_eq!(collisions(&super::render(&run)), Vec::<String>::new());
+    }
 }

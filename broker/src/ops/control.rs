@@ -72,7 +72,12 @@ pub(crate) fn change_delay(cx: &Ctx<'_>, op: ChangeDelay) -> Served<()> {
 
 pub(crate) fn move_to_delayed(cx: &Ctx<'_>, op: MoveToDelayed) -> Served<()> {
     cx.state()
-        .delay_job(&op.id, op.delay, op.token.as_deref(), cx.now)
+        .delay_job(
+            &op.id,
+            i64::try_from(op.delay).unwrap_or(i64::MAX),
+            op.token.as_deref(),
+            cx.now,
+        )
         .map_err(|e| match e {
             MoveError::NotFound => "Job not found".into(),
             MoveError::State(s) => format!("Job is not active (current state: {s})"),

@@ -30,8 +30,10 @@ pub(crate) fn get_config(cx: &Ctx<'_>, op: GetDlqConfig) -> Served<DlqConfig> {
     Ok(cx.state().dlq_config(&op.queue))
 }
 
-/// SetDlqConfig, from its raw body: bunqueue reads `config` leniently (numbers in strings,
-/// fields it does not know ignored) and does not check the queue name.
+/// SetDlqConfig, from its raw body rather than through its op: bunqueue reads `config`
+/// leniently (numbers in strings, fields it does not know ignored, a TypeError for an
+/// undefined or null `config`), which the op's `DlqConfigUpdate` does not model, and it does
+/// not check the queue name.
 pub(crate) fn set_config(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
     let queue = body.get("queue").and_then(Value::as_str).unwrap_or("");
     let patch = body.get("config").unwrap_or(&Value::Undefined);

@@ -3,13 +3,106 @@
 //! SetGroupConcurrency, GetGroupConcurrency, RemoveGroupConcurrency, SetGroupRateLimit,
 //! GetGroupRateLimit, RemoveGroupRateLimit and GetGroupRateLimitTtl.
 //!
-//! Each reads its raw body: the queue name is checked first, then the group id, then the
-//! numbers, with bunqueue's messages.
+//! Each but the last is read and answered by its op in `autobatch_core::ops`, whose kinds check
+//! the queue name first, then the group id, then the numbers, with bunqueue's messages.
+//! GetGroupRateLimitTtl reads its raw body: bunqueue hands its `maxJobs` to the window as sent,
+//! whatever it is, where the op keeps only a count.
 
+use std::time::Duration;
+
+use autobatch_core::ops::{
+    GetGroupConcurrency, GetGroupRateLimit, GroupRateLimit, IsGroupPaused, PauseGroup,
+    RateLimitGroup, RemoveGroupConcurrency, RemoveGroupRateLimit, ResumeGroup, SetGroupConcurrency,
+    SetGroupRateLimit,
+};
 use autobatch_core::wire::{validate_queue_name, Response, Value};
 
 use crate::context::{Ctx, Served};
-use crate::queue::limits::groups::{group_id, positive_safe_integer, GroupRate};
+use crate::queue::limits::groups::{group_id, GroupRate};
+
+/// Whole milliseconds of a span the op read from a positive safe integer.
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub(crate) fn pause(cx: &Ctx<'_>, op: PauseGroup) -> Served<bool> {
+    let mut state = cx.state();
+    let changed = state.groups().pause(&op.queue, &op.group_id);
+    state.keep_group(&op.queue, &op.group_id);
+    Ok(changed)
+}
+
+pub(crate) fn resume(cx: &Ctx<'_>, op: ResumeGroup) -> Served<bool> {
+    let mut state = cx.state();
+    let changed = state.groups().resume(&op.queue, &op.group_id);
+    state.keep_group(&op.queue, &op.group_id);
+    if changed {
+        state.wake(&op.queue);
+    }
+    Ok(changed)
+}
+
+pub(crate) fn is_paused(cx: &Ctx<'_>, op: IsGroupPaused) -> Served<bool> {
+    Ok(cx.state().groups().is_paused(&op.queue, &op.group_id))
+}
+
+pub(crate) fn rate_limit(cx: &Ctx<'_>, op: RateLimitGroup) -> Served<()> {
+    let duration = ms(op.duration);
+    cx.state()
+        .groups()
+        .rate_limit(&op.queue, &op.group_id, duration, cx.now);
+    Ok(())
+}
+
+pub(crate) fn set_concurrency(cx: &Ctx<'_>, op: SetGroupConcurrency) -> Served<()> {
+    let mut state = cx.state();
+    state
+        .groups()
+        .set_concurrency(&op.queue, &op.group_id, op.concurrency);
+    state.keep_group(&op.queue, &op.group_id);
+    state.wake(&op.queue);
+    Ok(())
+}
+
+pub(crate) fn get_concurrency(cx: &Ctx<'_>, op: GetGroupConcurrency) -> Served<Option<u64>> {
+    Ok(cx.state().groups().concurrency(&op.queue, &op.group_id))
+}
+
+pub(crate) fn remove_concurrency(cx: &Ctx<'_>, op: RemoveGroupConcurrency) -> Served<bool> {
+    let mut state = cx.state();
+    let removed = state.groups().remove_concurrency(&op.queue, &op.group_id);
+    state.keep_group(&op.queue, &op.group_id);
+    state.wake(&op.queue);
+    Ok(removed > 0)
+}
+
+pub(crate) fn set_rate_limit(cx: &Ctx<'_>, op: SetGroupRateLimit) -> Served<()> {
+    let rate = GroupRate {
+        max: op.limit.max,
+        duration: ms(op.limit.duration),
+    };
+    let mut state = cx.state();
+    state.groups().set_rate(&op.queue, &op.group_id, rate);
+    state.keep_group(&op.queue, &op.group_id);
+    state.wake(&op.queue);
+    Ok(())
+}
+
+pub(crate) fn get_rate_limit(
+    cx: &Ctx<'_>,
+    op: GetGroupRateLimit,
+) -> Served<Option<GroupRateLimit>> {
+    let rate = cx.state().groups().rate(&op.queue, &op.group_id);
+    Ok(rate.map(|r| GroupRateLimit::new(r.max, Duration::from_millis(r.duration))))
+}
+
+pub(crate) fn remove_rate_limit(cx: &Ctx<'_>, op: RemoveGroupRateLimit) -> Served<bool> {
+    let mut state = cx.state();
+    let removed = state.groups().remove_rate(&op.queue, &op.group_id);
+    state.keep_group(&op.queue, &op.group_id);
+    state.wake(&op.queue);
+    Ok(removed > 0)
+}
 
 /// The queue and group of a group command, checked as bunqueue checks them.
 fn target(body: &Value) -> Served<(String, String)> {
@@ -22,102 +115,6 @@ fn target(body: &Value) -> Served<(String, String)> {
     Ok((queue, group_id(body.get("groupId"))?))
 }
 
-/// `{ok: true, data: {<key>: <value>}}`.
-fn data(key: &str, value: Value) -> Response {
-    Response::Other(Value::map([("data", Value::map([(key, value)]))]))
-}
-
-fn opt_int(v: Option<u64>) -> Value {
-    v.map_or(Value::Nil, |n| Value::Int(n as i64))
-}
-
-pub(crate) fn pause(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
-    let (queue, group) = target(body)?;
-    let mut state = cx.state();
-    let changed = state.groups().pause(&queue, &group);
-    state.keep_group(&queue, &group);
-    Ok(data("changed", Value::from(changed)))
-}
-
-pub(crate) fn resume(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
-    let (queue, group) = target(body)?;
-    let mut state = cx.state();
-    let changed = state.groups().resume(&queue, &group);
-    state.keep_group(&queue, &group);
-    if changed {
-        state.wake(&queue);
-    }
-    Ok(data("changed", Value::from(changed)))
-}
-
-pub(crate) fn is_paused(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
-    let (queue, group) = target(body)?;
-    let paused = cx.state().groups().is_paused(&queue, &group);
-    Ok(data("paused", Value::from(paused)))
-}
-
-pub(crate) fn rate_limit(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
-    let (queue, group) = target(body)?;
-    let duration = positive_safe_integer(body.get("duration"), "duration")?;
-    cx.state()
-        .groups()
-        .rate_limit(&queue, &group, duration, cx.now);
-    Ok(Response::Done)
-}
-
-pub(crate) fn set_concurrency(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
-    let (queue, group) = target(body)?;
-    let concurrency = positive_safe_integer(body.get("concurrency"), "concurrency")?;
-    let mut state = cx.state();
-    state.groups().set_concurrency(&queue, &group, concurrency);
-    state.keep_group(&queue, &group);
-    state.wake(&queue);
-    Ok(Response::Done)
-}
-
-pub(crate) fn get_concurrency(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
-    let (queue, group) = target(body)?;
-    let concurrency = cx.state().groups().concurrency(&queue, &group);
-    Ok(data("concurrency", opt_int(concurrency)))
-}
-
-pub(crate) fn remove_concurrency(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
-    let (queue, group) = target(body)?;
-    let mut state = cx.state();
-    let removed = state.groups().remove_concurrency(&queue, &group);
-    state.keep_group(&queue, &group);
-    state.wake(&queue);
-    Ok(data("removed", Value::Int(removed as i64)))
-}
-
-pub(crate) fn set_rate_limit(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
-    let (queue, group) = target(body)?;
-    let max = positive_safe_integer(body.get("max"), "max")?;
-    let duration = positive_safe_integer(body.get("duration"), "duration")?;
-    let mut state = cx.state();
-    state
-        .groups()
-        .set_rate(&queue, &group, GroupRate { max, duration });
-    state.keep_group(&queue, &group);
-    state.wake(&queue);
-    Ok(Response::Done)
-}
-
-pub(crate) fn get_rate_limit(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
-    let (queue, group) = target(body)?;
-    let rate = cx.state().groups().rate(&queue, &group);
-    Ok(data("limit", rate.map_or(Value::Nil, GroupRate::to_value)))
-}
-
-pub(crate) fn remove_rate_limit(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
-    let (queue, group) = target(body)?;
-    let mut state = cx.state();
-    let removed = state.groups().remove_rate(&queue, &group);
-    state.keep_group(&queue, &group);
-    state.wake(&queue);
-    Ok(data("removed", Value::Int(removed as i64)))
-}
-
 pub(crate) fn rate_limit_ttl(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
     let (queue, group) = target(body)?;
     let max_jobs = match body.get("maxJobs") {
@@ -128,5 +125,9 @@ pub(crate) fn rate_limit_ttl(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
         .state()
         .groups()
         .rate_ttl(&queue, &group, max_jobs, cx.now);
-    Ok(data("ttl", crate::events::js_number(ttl)))
+    let ttl = crate::events::js_number(ttl);
+    Ok(Response::Other(Value::map([(
+        "data",
+        Value::map([("ttl", ttl)]),
+    )])))
 }

@@ -15,7 +15,7 @@
 //! * TrimEvents trims the count of events each queue emitted (up to 10 000 per queue), which
 //!   is all bunqueue's journal keeps in memory mode (`crate::events`).
 
-use autobatch_core::ops::{Metrics, MetricsType};
+use autobatch_core::ops::{Metrics, MetricsType, ServerStats, Stats};
 use autobatch_core::wire::{validate_queue_name, Response, Value};
 
 use crate::context::{Ctx, Served};
@@ -26,9 +26,8 @@ fn data(value: Value) -> Response {
     Response::Other(Value::map([("data", value)]))
 }
 
-pub(crate) fn stats(cx: &Ctx<'_>, _body: &Value) -> Served<Response> {
-    let stats = cx.state().stats(cx.now);
-    Ok(Response::Other(Value::map([("stats", stats)])))
+pub(crate) fn stats(cx: &Ctx<'_>, _op: Stats) -> Served<ServerStats> {
+    Ok(cx.state().stats(cx.now))
 }
 
 pub(crate) fn metrics(cx: &Ctx<'_>, op: Metrics) -> Served<Response> {

@@ -118,7 +118,7 @@ impl State {
     }
 
     /// bunqueue's `delayed` event, `delay` in ms.
-    fn emit_delayed(&self, id: &str, delay: u64) {
+    fn emit_delayed(&self, id: &str, delay: i64) {
         if let Some(e) = self.jobs.get(id) {
             let queue = e.rec.queue.as_str();
             self.events.emit(queue, "delayed", |ts| {
@@ -236,8 +236,10 @@ impl State {
         true
     }
 
-    /// GetJobs: the jobs of `queue` in any of `states` (every state when empty), ordered by
-    /// creation (`asc`: oldest first), `offset..offset + limit`, each with its state.
+    /// GetJobs: the jobs of `queue` in any of `states` (every state when empty), ordered as
+    /// bunqueue orders them, by creation time and then by id, bytewise (`asc`: oldest first;
+    /// ids made in one millisecond sort in the order they were made, a custom id where its
+    /// text falls), `offset..offset + limit`, each with its state.
     pub fn list_jobs(
         &mut self,
         queue: &str,
@@ -252,7 +254,7 @@ impl State {
         // `paused` (listed only when `paused` is asked for); asked for every state, they keep
         // their own.
         let paused_view = self.is_paused(queue) && !states.is_empty();
-        let mut jobs: Vec<(f64, u64, Value)> = self
+        let mut jobs: Vec<(f64, String, Value)> = self
             .jobs
             .values()
             .filter(|e| e.rec.queue == queue)
@@ -281,10 +283,10 @@ impl State {
                             .map_or(Value::Undefined, Value::from),
                     ),
                 ]);
-                Some((e.rec.created_at, e.rec.seq, Value::map(job)))
+                Some((e.rec.created_at, e.rec.id.clone(), Value::map(job)))
             })
             .collect();
-        jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         if !asc {
             jobs.reverse();
         }
@@ -443,11 +445,11 @@ impl State {
     }
 
     /// ChangeDelay / MoveToDelayed (the same move in bunqueue): a waiting, delayed or active
-    /// job runs `delay` ms from `now`.
+    /// job runs `delay` ms from `now` (a negative delay, which bunqueue takes, makes it due).
     pub fn delay_job(
         &mut self,
         id: &str,
-        delay: u64,
+        delay: i64,
         token: Option<&str>,
         now: f64,
     ) -> Result<(), MoveError> {

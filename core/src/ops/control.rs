@@ -185,12 +185,12 @@ op! {
     /// `Job not found or cannot change delay`.
     ChangeDelay, NotSafe, Eq;
     /// Job `id` runs `delay` from now.
-    new(id: impl Into<String>, delay: Duration => ms_u64);
+    new(id: impl Into<String>, delay: Duration => crate::wire::millis);
     fields {
         /// Job id.
         id: String = "id" => Required,
-        /// Ms from now.
-        delay: u64 = "delay",
+        /// Ms from now; bunqueue takes a negative delay too, as a run time already past.
+        delay: i64 = "delay",
         /// The lock token of an active job (bunqueue then moves it to delayed).
         token: Option<String> = "token",
     }

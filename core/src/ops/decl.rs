@@ -490,7 +490,7 @@ macro_rules! options {
             }
         }
 
-        $crate::ops::decl::setters! { $name { $($field: $ty),* } }
+        $crate::setters! { $name { $($field: $ty),* } }
         $crate::ops::decl::options!(@update [$($config)?] $name { $($field),* });
     };
 
@@ -612,7 +612,7 @@ macro_rules! op {
             $(#[$new_doc])* $ctor($($arg: $arg_ty $(=> $conv)?),*)
         )?] { $($field [$($default)?]),* });
 
-        $($crate::ops::decl::setters! { $name { $($set)* } })?
+        $($crate::setters! { $name { $($set)* } })?
 
         impl $crate::ops::Operation for $name {
             const NAME: &'static str = $crate::ops::decl::op!(@name $name $($wire)?);
@@ -743,34 +743,44 @@ pub(crate) fn ms_u64(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Builder setters: `setters! { Type { name: Arg, … } }` gives each
-/// `pub fn name(self, value: Arg) -> Self`, which sets `self.name = Some(value.into())`;
-/// `name(field): Arg` sets `field` instead, and `=` instead of `:` sets a field that is not
-/// optional (`self.name = value.into()`).
+/// Builder setters, for every builder of the workspace: `setters! { Type { name: Arg, … } }`
+/// gives each `pub fn name(self, value: Arg) -> Self`, which sets `self.name =
+/// Some(value.into())`; `name(field): Arg` sets `field` instead, and `=` instead of `:` sets a
+/// field that is not optional to the value as given (`self.name = value`). Doc comments before
+/// a setter are its documentation; one without gets "Sets [`name`](Self::name).". Inside an
+/// `impl` block, `setters! { name: Arg, … }` gives the same methods alone.
+#[macro_export]
+#[doc(hidden)]
 macro_rules! setters {
     ($ty:ident { $($set:tt)* }) => {
         impl $ty {
-            $crate::ops::decl::setters!(@each $($set)*);
+            $crate::setters!($($set)*);
         }
     };
-    (@each $(,)?) => {};
-    (@each $name:ident $(($field:ident))?: $arg:ty $(, $($rest:tt)*)?) => {
-        $crate::ops::decl::setters!(@one $name [$($field)? $name] : $arg);
-        $crate::ops::decl::setters!(@each $($($rest)*)?);
+    ($(,)?) => {};
+    ($(#[$doc:meta])* $name:ident $(($field:ident))?: $arg:ty $(, $($rest:tt)*)?) => {
+        $crate::setters!(@one [$(#[$doc])*] $name [$($field)? $name] : $arg);
+        $crate::setters!($($($rest)*)?);
     };
-    (@each $name:ident $(($field:ident))? = $arg:ty $(, $($rest:tt)*)?) => {
-        $crate::ops::decl::setters!(@one $name [$($field)? $name] = $arg);
-        $crate::ops::decl::setters!(@each $($($rest)*)?);
+    ($(#[$doc:meta])* $name:ident $(($field:ident))? = $arg:ty $(, $($rest:tt)*)?) => {
+        $crate::setters!(@one [$(#[$doc])*] $name [$($field)? $name] = $arg);
+        $crate::setters!($($($rest)*)?);
     };
-    (@one $name:ident [$field:ident $($_name:ident)?] $how:tt $arg:ty) => {
-        #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+    (@one [] $name:ident [$field:ident $($_name:ident)?] $how:tt $arg:ty) => {
+        $crate::setters!(
+            @one [#[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]]
+            $name [$field] $how $arg
+        );
+    };
+    (@one [$($doc:tt)+] $name:ident [$field:ident $($_name:ident)?] $how:tt $arg:ty) => {
+        $($doc)+
         pub fn $name(mut self, value: $arg) -> Self {
-            self.$field = $crate::ops::decl::setters!(@value $how value);
+            self.$field = $crate::setters!(@value $how value);
             self
         }
     };
     (@value : $value:ident) => { Some($value.into()) };
-    (@value = $value:ident) => { $value.into() };
+    (@value = $value:ident) => { $value };
 }
 
-pub(crate) use setters;
+pub(crate) use crate::setters;

@@ -26,7 +26,7 @@ use crate::wire::{
 use super::decl::kind::Required;
 use super::decl::{fields, kinds, ms, op, put, put_data, read, setters, wires, Wire};
 use super::read::{
-    array, bad, reply_bool, reply_field, reply_opt, req_opt_f64, req_str, req_string, text,
+    array, bad, reply_bool, reply_field, reply_opt, req_opt_f64, req_str, req_str_or_empty, text,
 };
 use super::Fields;
 
@@ -179,8 +179,8 @@ impl FlowJob {
         opts.tags = strings("tags");
         Ok(FlowJob {
             id: req_str(v, "id")?,
-            queue: req_string(v, "queue"),
-            name: req_string(input, "name"),
+            queue: req_str_or_empty(v, "queue"),
+            name: req_str_or_empty(input, "name"),
             data: input.get("data").cloned().unwrap_or(Value::Undefined),
             opts,
             parent_id: String::get(input, "parentId"),

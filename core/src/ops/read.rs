@@ -2,7 +2,9 @@
 //!
 //! Reply readers (`reply_*`) fail with [`ProtocolError::BadField`]: a reply that lacks what its
 //! command promises is the server's fault. Request readers (`req_*`) fail with bunqueue's own
-//! validation message, as [`ValidationError`]: a bad request is the client's fault.
+//! validation message, as [`ValidationError`]: a bad request is the client's fault. Both are
+//! named by what they give: `req_str` a required field, `req_opt_str` an optional one,
+//! `req_str_or_empty` the server's default in place of anything else.
 //!
 //! Numbers are read as JS reads them: any integer or float form, since msgpackr sends
 //! integers outside the int32/uint32 range (timestamps, large counts) as float64.
@@ -113,7 +115,7 @@ pub fn req_opt_str(v: &Value, field: &str) -> Option<String> {
 }
 
 /// A request's string field as the server takes it (anything but a string: empty).
-pub fn req_string(v: &Value, field: &str) -> String {
+pub fn req_str_or_empty(v: &Value, field: &str) -> String {
     v.get(field)
         .and_then(Value::as_str)
         .unwrap_or_default()
@@ -123,23 +125,30 @@ pub fn req_string(v: &Value, field: &str) -> String {
 /// A request's queue name, validated as bunqueue validates queue names.
 /// Errors: bunqueue's message for an empty, long or badly formed name.
 pub fn req_queue(v: &Value) -> Result<String, ValidationError> {
-    let queue = req_string(v, "queue");
+    let queue = req_str_or_empty(v, "queue");
     crate::wire::validate_queue_name(&queue)?;
     Ok(queue)
 }
 
-/// A request's optional number.
-/// Errors: `<field> must be a number` when present and not a number.
+/// A request's optional number, read as the server reads it: absent, `undefined` or `null` is
+/// none; anything else must be a finite number.
+/// Errors: `<field> must be a number` when present and not a finite number (a string, a
+/// BigInt, NaN, ±Infinity).
 pub fn req_opt_f64(v: &Value, field: &'static str) -> Result<Option<f64>, ValidationError> {
     match v.get(field) {
         None | Some(Value::Nil) | Some(Value::Undefined) => Ok(None),
-        Some(x) => number(x)
-            .map(Some)
-            .ok_or_else(|| ValidationError::new(field, format!("{field} must be a number"))),
+        Some(x) => match number(x) {
+            Some(f) if f.is_finite() => Ok(Some(f)),
+            _ => Err(ValidationError::new(
+                field,
+                format!("{field} must be a number"),
+            )),
+        },
     }
 }
 
-/// A request's optional number, as an integer (as [`req_opt_f64`]).
+/// A request's optional number, as an integer (as [`req_opt_f64`], a fraction rounded toward
+/// zero: the server range-checks these without requiring integers).
 pub fn req_opt_i64(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
     Ok(req_opt_f64(v, field)?.map(|f| f as i64))
 }

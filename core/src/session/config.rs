@@ -5,17 +5,6 @@ use std::time::Duration;
 use crate::batch::{self, BatchConfig};
 use crate::wire::validate_queue_name;
 
-/// Chained setters for plain fields: `fn field(mut self, value) -> Self`.
-macro_rules! setters {
-    ($($(#[$doc:meta])* $name:ident : $ty:ty),* $(,)?) => {$(
-        $(#[$doc])*
-        pub fn $name(mut self, value: $ty) -> Self {
-            self.$name = value;
-            self
-        }
-    )*};
-}
-
 /// Configuration of one client connection.
 ///
 /// ```
@@ -88,7 +77,7 @@ impl SessionConfig {
         self
     }
 
-    setters! {
+    crate::setters! {
         /// Sets [`batching`](Self::batching) (`None`: every add is its own PUSH).
         ///
         /// ```
@@ -101,23 +90,23 @@ impl SessionConfig {
         ///     .command_timeout(Duration::from_secs(5));
         /// assert!(c.validate().is_ok());
         /// ```
-        batching: Option<BatchConfig>,
+        batching = Option<BatchConfig>,
         /// Sets [`max_in_flight_commands`](Self::max_in_flight_commands).
-        max_in_flight_commands: usize,
+        max_in_flight_commands = usize,
         /// Sets [`full_window_wait`](Self::full_window_wait) (`None`: refill at once).
-        full_window_wait: Option<Duration>,
+        full_window_wait = Option<Duration>,
         /// Sets [`command_timeout`](Self::command_timeout).
-        command_timeout: Duration,
+        command_timeout = Duration,
         /// Sets [`max_command_timeouts`](Self::max_command_timeouts).
-        max_command_timeouts: u32,
+        max_command_timeouts = u32,
         /// Sets [`ping_interval`](Self::ping_interval) (`None`: no pings).
-        ping_interval: Option<Duration>,
+        ping_interval = Option<Duration>,
         /// Sets [`reconnect`](Self::reconnect).
-        reconnect: ReconnectConfig,
+        reconnect = ReconnectConfig,
         /// Sets [`seed`](Self::seed).
-        seed: u64,
+        seed = u64,
         /// Sets [`worker`](Self::worker).
-        worker: Option<WorkerConfig>,
+        worker = Option<WorkerConfig>,
     }
 
     /// Checks every field; the first problem is reported with the field's name.
@@ -193,7 +182,7 @@ impl Default for ReconnectConfig {
 }
 
 impl ReconnectConfig {
-    setters! {
+    crate::setters! {
         /// Sets [`base`](Self::base).
         ///
         /// ```
@@ -202,11 +191,11 @@ impl ReconnectConfig {
         /// let r = ReconnectConfig::default().base(Duration::from_millis(50)).jitter(0.0);
         /// assert_eq!(r.delay(2, 0.5), Duration::from_millis(100));
         /// ```
-        base: Duration,
+        base = Duration,
         /// Sets [`max`](Self::max).
-        max: Duration,
+        max = Duration,
         /// Sets [`jitter`](Self::jitter).
-        jitter: f64,
+        jitter = f64,
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -303,7 +292,7 @@ impl WorkerConfig {
         self
     }
 
-    setters! {
+    crate::setters! {
         /// Sets [`poll_timeout`](Self::poll_timeout).
         ///
         /// ```
@@ -312,25 +301,25 @@ impl WorkerConfig {
         /// let w = WorkerConfig::new("q").poll_timeout(Duration::ZERO).owner("host-1-q".into());
         /// assert_eq!(w.owner, "host-1-q");
         /// ```
-        poll_timeout: Duration,
+        poll_timeout = Duration,
         /// Sets [`lock_ttl`](Self::lock_ttl).
-        lock_ttl: Duration,
+        lock_ttl = Duration,
         /// Sets [`owner`](Self::owner).
-        owner: String,
+        owner = String,
         /// Sets [`acks`](Self::acks).
-        acks: BatchConfig,
+        acks = BatchConfig,
         /// Sets [`ack_retries`](Self::ack_retries).
-        ack_retries: u32,
+        ack_retries = u32,
         /// Sets [`ack_retry_base`](Self::ack_retry_base).
-        ack_retry_base: Duration,
+        ack_retry_base = Duration,
         /// Sets [`heartbeat_interval`](Self::heartbeat_interval) (`None`: no heartbeats).
-        heartbeat_interval: Option<Duration>,
+        heartbeat_interval = Option<Duration>,
         /// Sets [`limiter`](Self::limiter) (`None`: no client-side limit).
-        limiter: Option<(u32, Duration)>,
+        limiter = Option<(u32, Duration)>,
         /// Sets [`remove_on_complete`](Self::remove_on_complete).
-        remove_on_complete: bool,
+        remove_on_complete = bool,
         /// Sets [`remove_on_fail`](Self::remove_on_fail).
-        remove_on_fail: bool,
+        remove_on_fail = bool,
     }
 
     fn validate(&self) -> Result<(), ConfigError> {

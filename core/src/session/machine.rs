@@ -47,6 +47,18 @@ enum Conn {
     Closed,
 }
 
+/// The adds of a session not yet sent ([`Session::pending_adds`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PendingAdds {
+    /// Adds buffered in the batchers, waiting for their batch to leave.
+    pub items: usize,
+    /// Their encoded size, bytes.
+    pub bytes: usize,
+    /// Adds parked: waiting for room in a full buffer under backpressure.
+    pub parked: usize,
+}
+
 /// One client connection to a bunqueue server, as a deterministic state machine.
 ///
 /// See the [module docs](super) for the contract and the canonical run loop.
@@ -460,9 +472,14 @@ impl Session {
         self.producers.stats()
     }
 
-    /// Adds buffered (items, bytes) and parked (waiting for room under backpressure).
-    pub fn pending_adds(&self) -> (usize, usize, usize) {
-        self.producers.pending()
+    /// The adds not yet sent, over every queue: buffered and parked.
+    pub fn pending_adds(&self) -> PendingAdds {
+        let (items, bytes, parked) = self.producers.pending();
+        PendingAdds {
+            items,
+            bytes,
+            parked,
+        }
     }
 
     // ---------------------------------------------------------------- worker

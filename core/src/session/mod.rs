@@ -121,7 +121,7 @@ mod worker;
 pub use config::{ConfigError, ReconnectConfig, SessionConfig, WorkerConfig};
 pub use event::{Event, OpId};
 pub use events::{event_frame, QueueEvent, SubscribeEvents, UnsubscribeEvents};
-pub use machine::Session;
+pub use machine::{PendingAdds, Session};
 pub use replay::Replay;
 pub use stats::SessionStats;
 pub use worker::{MAX_STACK_LINES, MAX_STACK_LINE_BYTES};

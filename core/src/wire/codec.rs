@@ -930,10 +930,11 @@ mod tests {
 
     #[test]
     fn nested_lying_lengths_do_not_multiply_reservations() {
-        // Found while bounding allocation per input byte: 200 nested array32 headers, each
-        // announcing "as many elements as bytes left", followed by fixints. Every level used to
-        // reserve ~32 bytes × the frame length before failing, so a 64 MiB frame could ask for
-        // 200 × 2 GiB. Every reservation is now charged to one byte budget first.
+        // 200 nested array32 headers, each announcing "as many elements as bytes left",
+        // followed by fixints. A decoder that reserved room for each level's announced length
+        // would ask for ~32 bytes × the frame length per level before failing: 200 × 2 GiB for
+        // a 64 MiB frame. Every reservation is charged to one byte budget first, so the whole
+        // frame reserves at most about its own length.
         let levels = 200;
         let body_len = levels * 5 + 100_000;
         let mut body = Vec::with_capacity(body_len);

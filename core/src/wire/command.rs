@@ -14,6 +14,7 @@ use super::job::{
 /// A backoff strategy's constructor, applied once its delay passed the range checks.
 type MakeBackoff = fn(std::time::Duration) -> Backoff;
 use super::value::Value;
+use crate::ops::read::{req_opt_f64, req_opt_i64, req_queue};
 
 /// One request to the server.
 // A command lives for one encode or one dispatch, never in bulk, so boxing the large PUSH variant
@@ -442,13 +443,13 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
         },
         "Ping" => Command::Ping,
         "PUSH" => {
-            let queue = queue_field(v)?;
+            let queue = req_queue(v)?;
             let job = decode_job(v, Flavor::Push)?;
             check_manager(v, &job)?;
             Command::Push { queue, job }
         }
         "PUSHB" => {
-            let queue = queue_field(v)?;
+            let queue = req_queue(v)?;
             let jobs = match v.get("jobs") {
                 Some(Value::Array(items)) => items
                     .iter()
@@ -457,10 +458,10 @@ fn decode_command(cmd: &str, v: &Value) -> Result<Command, CommandError> {
                     .collect::<Result<Vec<_>, _>>()?,
                 // The server's own message for a PUSHB without `jobs`.
                 _ => {
-                    return Err(ValidationError {
-                        field: "jobs",
-                        message: "undefined is not an object (evaluating 'job of jobs')".into(),
-                    }
+                    return Err(ValidationError::new(
+                        "jobs",
+                        "undefined is not an object (evaluating 'job of jobs')",
+                    )
                     .into())
                 }
             };
@@ -1101,36 +1102,16 @@ fn write_pull_fields(e: &mut Encoder<'_>, a: &PullArgs) {
     }
 }
 
-/// A numeric option read as the server reads it: absent/undefined/null → `None`; a non-number
-/// (a string, a BigInt) → "`<field>` must be a number".
-fn opt_number(v: &Value, field: &'static str) -> Result<Option<f64>, ValidationError> {
-    match v.get(field) {
-        None | Some(Value::Undefined) | Some(Value::Nil) => Ok(None),
-        Some(x) => match x.as_f64() {
-            Some(f) if f.is_finite() => Ok(Some(f)),
-            _ => Err(ValidationError {
-                field,
-                message: format!("{field} must be a number"),
-            }),
-        },
-    }
-}
-
+/// An integer option: a number as [`req_opt_f64`] reads it, refused when it has a fraction.
 fn opt_int(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
-    match opt_number(v, field)? {
+    match req_opt_f64(v, field)? {
         None => Ok(None),
         Some(f) if f.fract() == 0.0 => Ok(Some(f as i64)),
-        Some(_) => Err(ValidationError {
+        Some(_) => Err(ValidationError::new(
             field,
-            message: format!("{field} must be an integer"),
-        }),
+            format!("{field} must be an integer"),
+        )),
     }
-}
-
-/// Like [`opt_int`] but a fractional value is kept (rounded down) rather than refused: the server
-/// range-checks these without requiring integers.
-fn opt_ms(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
-    Ok(opt_number(v, field)?.map(|f| f as i64))
 }
 
 /// The checks bunqueue's queue manager makes after the handler's (group size, repeat), on the
@@ -1143,10 +1124,10 @@ fn check_manager(item: &Value, job: &JobSpec) -> Result<(), ValidationError> {
                 f.fract() == 0.0 && f > 0.0 && f <= super::job::MAX_SAFE_INTEGER as f64
             }) => {}
         Some(_) => {
-            return Err(ValidationError {
-                field: "groupMaxSize",
-                message: "group.maxSize must be a positive safe integer".into(),
-            })
+            return Err(ValidationError::new(
+                "groupMaxSize",
+                "group.maxSize must be a positive safe integer",
+            ))
         }
     }
     job.opts.check_extras()
@@ -1159,10 +1140,7 @@ fn opt_count(v: &Value, field: &str) -> Option<i64> {
 
 /// A job's priority when it has a `groupId`: bunqueue's `validateGroupPriority` wording.
 fn group_priority(v: &Value) -> Result<Option<i64>, ValidationError> {
-    let bad = |m: &str| ValidationError {
-        field: "priority",
-        message: m.into(),
-    };
+    let bad = |m: &str| ValidationError::new("priority", m);
     match v.get("priority") {
         None | Some(Value::Undefined) => Ok(None),
         Some(x) => match x.as_f64() {
@@ -1212,10 +1190,10 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
         }
         Some(Value::Str(s)) => s.clone(),
         Some(_) => {
-            return Err(ValidationError {
-                field: "name",
-                message: "Job name must be a non-empty string of at most 256 characters".into(),
-            })
+            return Err(ValidationError::new(
+                "name",
+                "Job name must be a non-empty string of at most 256 characters",
+            ))
         }
     };
     validate_data(&data)?;
@@ -1225,31 +1203,28 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
             check_group_id(g)?;
             Some(g.clone())
         }
-        Some(_) => {
-            return Err(ValidationError {
-                field: "groupId",
-                message: "groupId must be a string".into(),
-            })
-        }
+        Some(_) => return Err(ValidationError::new("groupId", "groupId must be a string")),
     };
     let backoff = match v.get("backoff") {
         None | Some(Value::Undefined) | Some(Value::Nil) => None,
         Some(b @ Value::Map(_)) => {
-            let delay = opt_ms(b, "delay")?.unwrap_or(0);
+            let delay = req_opt_i64(b, "delay")?.unwrap_or(0);
             match b.get("type").and_then(Value::as_str) {
                 Some("fixed") => Some(("backoff.delay", delay, Backoff::Fixed as MakeBackoff)),
                 Some("exponential") => {
                     Some(("backoff.delay", delay, Backoff::Exponential as MakeBackoff))
                 }
                 _ => {
-                    return Err(ValidationError {
-                        field: "backoff",
-                        message: "backoff.type must be 'fixed' or 'exponential'".into(),
-                    })
+                    return Err(ValidationError::new(
+                        "backoff",
+                        "backoff.type must be 'fixed' or 'exponential'",
+                    ))
                 }
             }
         }
-        Some(_) => opt_ms(v, "backoff")?.map(|d| ("backoff", d, Backoff::Delay as MakeBackoff)),
+        Some(_) => {
+            req_opt_i64(v, "backoff")?.map(|d| ("backoff", d, Backoff::Delay as MakeBackoff))
+        }
     };
     let custom_id_key = if flavor == Flavor::Push {
         "jobId"
@@ -1258,7 +1233,7 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
     };
     let dedup = match v.get("dedup") {
         Some(d @ Value::Map(_)) => Some(Dedup {
-            ttl: opt_ms(d, "ttl")?.map(from_millis),
+            ttl: req_opt_i64(d, "ttl")?.map(from_millis),
             extend: opt_bool(d, "extend"),
             replace: opt_bool(d, "replace"),
         }),
@@ -1269,10 +1244,10 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
     } else {
         opt_int(v, "priority")?
     };
-    let delay = opt_ms(v, "delay")?;
+    let delay = req_opt_i64(v, "delay")?;
     let attempts = opt_int(v, "maxAttempts")?;
-    let timeout = opt_ms(v, "timeout")?;
-    let ttl = opt_ms(v, "ttl")?;
+    let timeout = req_opt_i64(v, "timeout")?;
+    let ttl = req_opt_i64(v, "ttl")?;
     let opts = JobOptions {
         priority,
         delay: delay.map(from_millis),
@@ -1294,15 +1269,15 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
         tags: string_list(v.get("tags")),
         group_id,
         lifo: opt_bool(v, "lifo"),
-        stall_timeout: opt_ms(v, "stallTimeout")?.map(from_millis),
+        stall_timeout: req_opt_i64(v, "stallTimeout")?.map(from_millis),
         timestamp: match v.get("timestamp") {
             Some(Value::BigInt(_)) => {
-                return Err(ValidationError {
-                    field: "timestamp",
-                    message: "Invalid mix of BigInt and other type in addition.".into(),
-                })
+                return Err(ValidationError::new(
+                    "timestamp",
+                    "Invalid mix of BigInt and other type in addition.",
+                ))
             }
-            _ => opt_number(v, "timestamp")?,
+            _ => req_opt_f64(v, "timestamp")?,
         },
         remove_on_complete: opt_bool(v, "removeOnComplete"),
         remove_on_fail: opt_bool(v, "removeOnFail"),
@@ -1353,10 +1328,10 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
     let job = JobSpec { name, data, opts };
     let chars = job.name.chars().count();
     if chars == 0 || chars > super::job::MAX_NAME_CHARS {
-        return Err(ValidationError {
-            field: "name",
-            message: "Job name must be a non-empty string of at most 256 characters".into(),
-        });
+        return Err(ValidationError::new(
+            "name",
+            "Job name must be a non-empty string of at most 256 characters",
+        ));
     }
     Ok(job)
 }
@@ -1365,17 +1340,6 @@ fn decode_job(v: &Value, flavor: Flavor) -> Result<JobSpec, ValidationError> {
 const MAX_PULL_COUNT: i64 = 1000;
 /// The longest PULL/PULLB long-poll `timeout`, ms.
 const MAX_PULL_TIMEOUT_MS: i64 = 60_000;
-
-/// The `queue` of a PUSH or PUSHB, checked as the server checks it before anything else.
-fn queue_field(v: &Value) -> Result<String, ValidationError> {
-    let queue = v
-        .get("queue")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    super::job::validate_queue_name(&queue)?;
-    Ok(queue)
-}
 
 /// ACKB's optional arrays must be parallel to `ids` (bunqueue checks tokens, then results,
 /// then removeOnCompletes).
@@ -1394,10 +1358,7 @@ fn check_parallel_lengths(v: &Value) -> Result<(), ValidationError> {
     ] {
         if let Some(a) = v.get(key).and_then(Value::as_array) {
             if a.len() != ids {
-                return Err(ValidationError {
-                    field: key,
-                    message: message.into(),
-                });
+                return Err(ValidationError::new(key, message));
             }
         }
     }
@@ -1405,7 +1366,7 @@ fn check_parallel_lengths(v: &Value) -> Result<(), ValidationError> {
 }
 
 fn decode_pull(v: &Value) -> Result<PullArgs, ValidationError> {
-    let timeout = opt_ms(v, "timeout")?;
+    let timeout = req_opt_i64(v, "timeout")?;
     if let Some(t) = timeout {
         super::job::range("timeout", t, 0, MAX_PULL_TIMEOUT_MS)?;
     }

@@ -573,77 +573,67 @@ pub struct JobOptions {
     pub ignore_dependency_on_failure: Option<bool>,
 }
 
-macro_rules! setter {
-    ($(#[$doc:meta] $name:ident : $ty:ty),* $(,)?) => {$(
-        #[$doc]
-        pub fn $name(mut self, v: impl Into<$ty>) -> Self {
-            self.$name = Some(v.into());
-            self
-        }
-    )*};
-}
-
 impl JobOptions {
     /// No options: the server's defaults.
     pub fn new() -> Self {
         Self::default()
     }
 
-    setter! {
+    crate::setters! {
         /// Sets [`priority`](Self::priority).
-        priority: i64,
+        priority: impl Into<i64>,
         /// Sets [`delay`](Self::delay).
-        delay: Duration,
+        delay: impl Into<Duration>,
         /// Sets [`attempts`](Self::attempts).
-        attempts: i64,
+        attempts: impl Into<i64>,
         /// Sets [`backoff`](Self::backoff).
-        backoff: Backoff,
+        backoff: impl Into<Backoff>,
         /// Sets [`timeout`](Self::timeout).
-        timeout: Duration,
+        timeout: impl Into<Duration>,
         /// Sets [`ttl`](Self::ttl).
-        ttl: Duration,
+        ttl: impl Into<Duration>,
         /// Sets [`stall_timeout`](Self::stall_timeout).
-        stall_timeout: Duration,
+        stall_timeout: impl Into<Duration>,
         /// Sets [`dedup`](Self::dedup), the window of [`unique_key`](Self::unique_key).
-        dedup: Dedup,
+        dedup: impl Into<Dedup>,
         /// Sets [`timestamp`](Self::timestamp), epoch ms.
-        timestamp: f64,
+        timestamp: impl Into<f64>,
         /// Sets the custom [`job_id`](Self::job_id).
-        job_id: String,
+        job_id: impl Into<String>,
         /// Sets [`unique_key`](Self::unique_key).
-        unique_key: String,
+        unique_key: impl Into<String>,
         /// Sets [`group_id`](Self::group_id).
-        group_id: String,
+        group_id: impl Into<String>,
         /// Sets [`lifo`](Self::lifo).
-        lifo: bool,
+        lifo: impl Into<bool>,
         /// Sets [`remove_on_complete`](Self::remove_on_complete).
-        remove_on_complete: bool,
+        remove_on_complete: impl Into<bool>,
         /// Sets [`remove_on_fail`](Self::remove_on_fail).
-        remove_on_fail: bool,
+        remove_on_fail: impl Into<bool>,
         /// Sets [`durable`](Self::durable).
-        durable: bool,
+        durable: impl Into<bool>,
         /// Sets [`group_max_size`](Self::group_max_size).
-        group_max_size: i64,
+        group_max_size: impl Into<i64>,
         /// Sets [`repeat`](Self::repeat).
-        repeat: Repeat,
+        repeat: impl Into<Repeat>,
         /// Sets [`debounce`](Self::debounce).
-        debounce: Debounce,
+        debounce: impl Into<Debounce>,
         /// Sets [`parent_id`](Self::parent_id).
-        parent_id: String,
+        parent_id: impl Into<String>,
         /// Sets [`stack_trace_limit`](Self::stack_trace_limit).
-        stack_trace_limit: i64,
+        stack_trace_limit: impl Into<i64>,
         /// Sets [`keep_logs`](Self::keep_logs).
-        keep_logs: i64,
+        keep_logs: impl Into<i64>,
         /// Sets [`size_limit`](Self::size_limit), bytes.
-        size_limit: i64,
+        size_limit: impl Into<i64>,
         /// Sets [`fail_parent_on_failure`](Self::fail_parent_on_failure).
-        fail_parent_on_failure: bool,
+        fail_parent_on_failure: impl Into<bool>,
         /// Sets [`remove_dependency_on_failure`](Self::remove_dependency_on_failure).
-        remove_dependency_on_failure: bool,
+        remove_dependency_on_failure: impl Into<bool>,
         /// Sets [`continue_parent_on_failure`](Self::continue_parent_on_failure).
-        continue_parent_on_failure: bool,
+        continue_parent_on_failure: impl Into<bool>,
         /// Sets [`ignore_dependency_on_failure`](Self::ignore_dependency_on_failure).
-        ignore_dependency_on_failure: bool,
+        ignore_dependency_on_failure: impl Into<bool>,
     }
 
     /// Sets [`tags`](Self::tags).

@@ -115,8 +115,8 @@ impl JobCounts {
 ///
 /// A single job is boxed ([`Pulled`](Self::Pulled), [`Job`](Self::Job)) so that the enum
 /// stays a few words: every operation's outcome, an add's among them, travels as a
-/// `Response` (through the session's events and the caller's reply channel), and it used to
-/// be as large as the largest job.
+/// `Response` (through the session's events and the caller's reply channel), and an unboxed
+/// job would make every one of them as large as the largest job.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Response {

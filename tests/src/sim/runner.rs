@@ -721,7 +721,8 @@ impl World {
                 // couple of timeouts at worst, plus reconnects and downtime.
                 let cl = &self.clients[c];
                 let cfg = &cl.config;
-                let (items, _, parked) = cl.s.pending_adds();
+                let pending = cl.s.pending_adds();
+                let (items, parked) = (pending.items, pending.parked);
                 let per = cfg.batching.as_ref().map_or(1, |b| b.max_batch);
                 let work = (items + parked).div_ceil(per)
                     + cl.s.in_flight()
@@ -1044,8 +1045,8 @@ impl World {
                     && !self.broker.acks_applied.contains(&(c, id.clone()))
                     && !self.broker.fails_applied.contains(&(c, id.clone()))
                 {
-                    // Regression guard for K1 (fixed): after an ACKB error naming one missing
-                    // job, the session once reported every other item as applied.
+                    // An ACKB error naming one missing job must not be read as every other
+                    // item of the batch applied: the broker's record says which were.
                     self.settle_misreports += 1;
                     return Err(format!(
                         "client {c}: job {id} reported settled (applied) but the broker \
@@ -1094,7 +1095,8 @@ impl World {
                 cfg.max_in_flight_commands
             ));
         }
-        let (items, bytes, parked) = cl.s.pending_adds();
+        let p = cl.s.pending_adds();
+        let (items, bytes, parked) = (p.items, p.bytes, p.parked);
         if let Some(b) = &cfg.batching {
             let nq = self.sc.queues.len();
             if items > b.max_pending_items * nq || bytes > b.max_pending_bytes * nq {
@@ -1177,10 +1179,11 @@ impl World {
         let size = spec.pushb_len();
         let at = self.at();
         let cl = &mut self.clients[c];
-        let (buffered, _, parked_before) = cl.s.pending_adds();
+        let before = cl.s.pending_adds();
+        let (buffered, parked_before) = (before.items, before.parked);
         match cl.s.add(at, queue, spec) {
             Ok(op) => {
-                let parked = cl.s.pending_adds().2 > parked_before;
+                let parked = cl.s.pending_adds().parked > parked_before;
                 let withdrawn = cancel && cl.s.cancel(op);
                 tr!(self, "c{c} add {queue} tag {tag} custom {custom:?} durable {durable} -> op {} parked {parked} withdrawn {withdrawn}", op.get());
                 self.ledger.ops.insert(

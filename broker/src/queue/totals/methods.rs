@@ -1,10 +1,9 @@
 //! The queue's [`State`] methods that read the totals and the queues' counts for Stats,
 //! Metrics and Prometheus. A child of `totals`, so that `totals` names nothing of `State`.
 
-use autobatch_core::wire::Value;
+use autobatch_core::ops::ServerStats;
 
 use super::Totals;
-use crate::events::js_number;
 use crate::queue::State;
 
 /// Job counts over every queue, as bunqueue's `getStats` adds them up.
@@ -53,21 +52,15 @@ impl State {
     }
 
     /// Stats' `stats`, as bunqueue's `handleStats` answers it.
-    pub fn stats(&mut self, now: f64) -> Value {
+    pub fn stats(&mut self, now: f64) -> ServerStats {
         let g = self.gauges(now);
         let (push, pull) = self.totals.rates(now);
-        let t = &self.totals;
-        Value::map([
-            ("waiting", Value::from(g.waiting)),
-            ("active", Value::from(g.active)),
-            ("delayed", Value::from(g.delayed)),
-            ("dlq", Value::from(g.dlq)),
-            ("completed", Value::from(g.completed)),
-            ("failed", Value::from(t.failed)),
-            ("uptime", js_number(now - t.started_at)),
-            ("pushPerSec", js_number(push)),
-            ("pullPerSec", js_number(pull)),
-        ])
+        let mut s = ServerStats::default();
+        (s.waiting, s.active, s.delayed) = (g.waiting, g.active, g.delayed);
+        (s.dlq, s.completed, s.failed) = (g.dlq, g.completed, self.totals.failed);
+        s.uptime = now - self.totals.started_at;
+        (s.push_per_sec, s.pull_per_sec) = (push, pull);
+        s
     }
 
     /// Prometheus' text exposition: bunqueue's server-wide gauges and counters under its own

@@ -27,6 +27,7 @@ mod ids;
 mod machine;
 mod official;
 mod render;
+mod render_error;
 mod report;
 mod run;
 mod runtime_kind;

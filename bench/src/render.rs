@@ -10,42 +10,25 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+pub use crate::render_error::RenderError;
 use crate::table::{compact, ratio, thousands, Align, Table};
 
-/// Why a document cannot be rendered: the key that is missing or of the wrong type.
-#[derive(Debug)]
-pub struct RenderError(String);
-
-impl std::fmt::Display for RenderError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "not an autobatch-bench JSON document: {}", self.0)
-    }
-}
-
-impl std::error::Error for RenderError {}
-
-impl RenderError {
-    /// The document lacks `what`.
-    pub fn new(what: String) -> RenderError {
-        RenderError(what)
-    }
-}
-
 fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, RenderError> {
-    v.get(key).ok_or_else(|| RenderError(format!("no `{key}`")))
+    v.get(key)
+        .ok_or_else(|| RenderError::new(format!("no `{key}`")))
 }
 
 fn text<'a>(v: &'a Value, key: &str) -> Result<&'a str, RenderError> {
     field(v, key)?
         .as_str()
-        .ok_or_else(|| RenderError(format!("`{key}` is not a string")))
+        .ok_or_else(|| RenderError::new(format!("`{key}` is not a string")))
 }
 
 fn list<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], RenderError> {
     field(v, key)?
         .as_array()
         .map(Vec::as_slice)
-        .ok_or_else(|| RenderError(format!("`{key}` is not a list")))
+        .ok_or_else(|| RenderError::new(format!("`{key}` is not a list")))
 }
 
 /// A `--web` document's run, read back whole; `None` for every other mode.
@@ -55,7 +38,9 @@ fn web_run(
     if doc.get("mode").and_then(Value::as_str) != Some("web") {
         return Ok(None);
     }
-    crate::web::from_json(doc).map(Some).map_err(RenderError)
+    crate::web::from_json(doc)
+        .map(Some)
+        .map_err(RenderError::new)
 }
 
 /// `median (min–max)` of a summary object, through `fmt` for each number.
@@ -268,7 +253,7 @@ pub fn headline(doc: &Value) -> Result<String, RenderError> {
     let columns = [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL];
     for c in columns {
         if !summary.iter().any(|s| s["contender"] == c) {
-            return Err(RenderError(format!(
+            return Err(RenderError::new(format!(
                 "no contender `{c}`: not a --compare run"
             )));
         }

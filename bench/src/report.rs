@@ -1196,27 +1196,38 @@ mod tests {
                 .collect(),
         );
         let all = targets(&i, &m);
-        let smol_t = all
-            .iter()
-            .find(|t| t.name.starts_with("smol-local"))
-            .expect("a target for smol-local");
-        assert!((smol_t.measured - 10.0 / 12.0).abs() < 1e-9, "{smol_t:?}");
-        assert!(!smol_t.met());
-        let detail = smol_t.detail.as_deref().unwrap();
+        let goal = |rt: &str, what: &str| {
+            all.iter()
+                .find(|t| t.name.starts_with(&format!("{rt}: {what}")))
+                .unwrap_or_else(|| panic!("a {what} target for {rt}: {all:?}"))
+        };
+        // adds/s: the lowest cell, against 0.95x, naming the cells that batched differently.
+        let smol_rate = goal("smol-local", "adds/s");
+        assert!(
+            (smol_rate.measured - 10.0 / 12.0).abs() < 1e-9,
+            "{smol_rate:?}"
+        );
+        assert_eq!(smol_rate.goal, Goal::MinRatio(0.95));
+        assert!(!smol_rate.met());
+        let detail = smol_rate.detail.as_deref().unwrap();
         assert!(detail.contains("lowest at Sequential"), "{detail}");
         assert!(detail.contains("join_all(100) 40.0 vs 50.0"), "{detail}");
-        let multi_t = all
-            .iter()
-            .find(|t| t.name.contains("tokio-multi-thread client CPU"))
-            .expect("the multi_thread goal");
-        assert!((multi_t.measured - 1.5).abs() < 1e-9);
-        assert_eq!(multi_t.goal, Goal::MaxRatio(1.2));
-        // Sequential cells are not judged by the multi_thread goal.
+        let multi_rate = goal("tokio-multi-thread", "adds/s");
+        assert!((multi_rate.measured - 1.0).abs() < 1e-9);
+        assert!(multi_rate.met());
+        // Client CPU per add: the highest cell, sequential included, against 1.1x.
+        let multi_cpu = goal("tokio-multi-thread", "client CPU");
+        assert!((multi_cpu.measured - 2.0).abs() < 1e-9, "{multi_cpu:?}");
+        assert_eq!(multi_cpu.goal, Goal::MaxRatio(1.1));
+        assert!(multi_cpu.detail.as_deref().unwrap().contains("Sequential"));
+        let smol_cpu = goal("smol-local", "client CPU");
+        assert!((smol_cpu.measured - 1.2).abs() < 1e-9, "{smol_cpu:?}");
         assert_eq!(
             all.iter()
-                .filter(|t| t.name.contains("tokio-multi-thread"))
+                .filter(|t| t.name.contains("tokio current_thread"))
                 .count(),
-            1
+            4,
+            "two goals for each runtime beside tokio's: {all:?}"
         );
         // Without tokio current_thread first there is nothing to hold them against.
         i.runtimes = vec!["smol-local".into(), "tokio".into()];

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::chart::{esc, nice_axis, text_width, Legend};
 use crate::ids::*;
 use crate::machine::MachineInfo;
-use crate::render::RenderError;
+use crate::render_error::RenderError;
 use crate::report::short_name;
 use crate::table::{compact, ratio, thousands};
 use crate::workload::Pattern;

@@ -7,10 +7,11 @@
 //! thin shim over `autobatch-driver` for existing async-std code bases; new code should use
 //! [`autobatch-smol`](https://docs.rs/autobatch-smol), which has the same API.
 //!
-//! By default connection tasks go to async-std's global executor (`task::spawn`), while
-//! `task::block_on` runs the caller on its own thread: every add then crosses threads twice.
-//! [`AsyncStdRuntime::local`] spawns them on the calling thread's local executor instead
-//! (`task::spawn_local`), the one `task::block_on` runs, so callers and pump share a thread:
+//! An add's own poll writes it and reads its answer, so `task::block_on` is all a caller
+//! needs. By default each connection's task (timers, reconnects, a worker's processors) goes
+//! to async-std's global executor (`task::spawn`), off the adds' path.
+//! [`AsyncStdRuntime::local`] spawns those tasks on the calling thread's local executor
+//! instead (`task::spawn_local`), the one `task::block_on` runs:
 //!
 //! ```no_run
 //! use autobatch_async_std::{AsyncStdRuntime, Client, ClientOptions, JobOptions};
@@ -147,17 +148,15 @@ pub struct AsyncStdRuntime {
 }
 
 impl AsyncStdRuntime {
-    /// Spawns connection tasks (each connection's pump, a worker's tasks) with
+    /// Spawns connection tasks (each connection's own task, a worker's tasks) with
     /// `async_std::task::spawn_local`: on the local executor of the thread that connects, the
     /// one its `async_std::task::block_on` runs (async-std's own worker threads run theirs
     /// too).
     ///
-    /// Connect from the thread your callers run on: each add then reaches its pump and comes
-    /// back without waking another thread, so it costs less CPU and concurrent adds batch as
-    /// fully as on a current-thread tokio runtime. The connection makes progress only while
-    /// that thread is inside `block_on` (between two calls its I/O waits), and only the
-    /// outermost `block_on` of a thread runs the local executor. A worker's processors run
-    /// there as well.
+    /// Adds do not depend on it (their own polls write and read), but the connection's
+    /// timers, reconnects and commands other than adds make progress only while that thread
+    /// is inside `block_on` (between two calls they wait), and only the outermost `block_on`
+    /// of a thread runs the local executor. A worker's processors run there as well.
     ///
     /// ```no_run
     /// use autobatch_async_std::{AsyncStdRuntime, Client, ClientOptions, JobOptions};

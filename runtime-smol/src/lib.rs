@@ -5,12 +5,11 @@
 //! pay nothing. The protocol and batching live in `autobatch-core`, the pump in
 //! `autobatch-driver`; this crate only fixes the runtime.
 //!
-//! By default connection tasks run on smol's global executor (`smol::spawn`), so any thread
-//! may create and use clients and `smol::block_on` is enough to drive the caller. Every add
-//! then crosses threads twice (to the pump and back), which costs CPU and lets a wave of
-//! concurrent adds leave in more frames. Where the callers run on an [`Executor`] of your
-//! own, put the pump there too with [`SmolRuntime::with_executor`]: caller and pump then
-//! share a thread, as on a current-thread tokio runtime.
+//! An add's own poll writes it and reads its answer, so `smol::block_on` is all a caller
+//! needs. By default each connection's task (timers, reconnects, a worker's processors) runs
+//! on smol's global executor (`smol::spawn`), off the adds' path, and any thread may create
+//! and use clients. [`SmolRuntime::with_executor`] puts those tasks on an [`Executor`] you
+//! run instead.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -18,7 +17,7 @@
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let ex = Arc::new(smol::Executor::new());
-//!     // The pump is a task of `ex`, so it runs while this thread runs `ex`.
+//!     // The connection's task is a task of `ex`, so it runs while this thread runs `ex`.
 //!     smol::block_on(ex.run(async {
 //!         let rt = SmolRuntime::with_executor(ex.clone());
 //!         let client = Client::connect_with(rt, ClientOptions::new("127.0.0.1", 6789)).await?;
@@ -152,16 +151,15 @@ pub struct SmolRuntime {
 }
 
 impl SmolRuntime {
-    /// Spawns connection tasks (the pump of each connection, a worker's tasks) on `executor`
+    /// Spawns connection tasks (each connection's own task, a worker's tasks) on `executor`
     /// instead of smol's global executor.
     ///
-    /// Run the callers on `executor` too (`smol::block_on(ex.run(..))`, or tasks spawned on
-    /// it): each add then reaches its pump and comes back without waking another thread, so it
-    /// costs less CPU and concurrent adds batch as fully as on a current-thread tokio runtime.
-    /// The connection makes progress only while some thread runs `executor`: between two
-    /// `block_on(ex.run(..))` its I/O waits (the server sees a slow client, not a gone one,
-    /// until the pings' deadline), and dropping the executor ends it (calls then fail with
-    /// [`Error::Closed`]). A worker's processors run there as well.
+    /// Adds do not depend on it (their own polls write and read), but the connection's timers,
+    /// reconnects and commands other than adds make progress only while some thread runs
+    /// `executor`: between two `block_on(ex.run(..))` they wait (the server sees a slow
+    /// client, not a gone one, until the pings' deadline), and dropping the executor ends the
+    /// connection (calls then fail with [`Error::Closed`]). A worker's processors run there
+    /// as well.
     ///
     /// ```no_run
     /// use std::sync::Arc;

@@ -266,10 +266,13 @@ pub fn goals(run: &WebRun) -> String {
     );
     for c in [10, 100, 1000] {
         let x = add_cost_us(run, AXUM, Mode::On, c);
+        let ts = add_cost_us(run, Stack::Bun, Mode::On, c);
         out.push_str(&format!(
-            "  the add's own web CPU, batching on, {c} connections: {} µs/request (goal ≤ 2): {}\n",
+            "  the add's own web CPU, batching on, {c} connections: {} µs/request \
+             (goal ≤ the TS client's in Bun, {} µs): {}\n",
             fmt(x, 1),
-            verdict(x, |x| x <= 2.0)
+            fmt(ts, 1),
+            verdict(x.zip(ts).map(|(x, ts)| x - ts), |d| d <= 0.0)
         ));
     }
     for (c, goal) in [(10, 1.0), (100, 1.4), (1000, 1.4)] {
@@ -280,15 +283,16 @@ pub fn goals(run: &WebRun) -> String {
             verdict(x, |x| x >= goal)
         ));
     }
-    for (c, goal) in [(10, 1.1), (100, 1.2), (1000, 1.2)] {
+    for c in [10, 100, 1000] {
+        // The add may not cost axum the lead its web server has over Bun's without it.
         let x = paired(run, (AXUM, Mode::On), (Stack::Bun, Mode::On), c, rps);
         let base = paired(run, (AXUM, Mode::NoAdd), (Stack::Bun, Mode::NoAdd), c, rps);
         out.push_str(&format!(
             "  axum + autobatch ÷ Bun + TS client, both batching, req/s, {c} connections: {} \
-             (goal ≥ {goal:.1}; without the add {}): {}\n",
+             (goal ≥ the same without the add − 0.05, {} − 0.05): {}\n",
             fmt(x, 2),
             fmt(base, 2),
-            verdict(x, |x| x >= goal)
+            verdict(x.zip(base).map(|(x, base)| x - base), |d| d >= -0.05)
         ));
     }
     let frames = median(run, AXUM, Mode::On, 100, WebCell::frames_per_request);
@@ -356,6 +360,7 @@ mod tests {
                 cell(Stack::AxumMultiThread, Mode::NoAdd, 10_000, 80_000.0),
                 cell(Stack::AxumMultiThread, Mode::Off, 4_000, 52_000.0),
                 cell(Stack::AxumMultiThread, Mode::On, 6_000, 66_000.0),
+                cell(Stack::Bun, Mode::NoAdd, 10_000, 100_000.0),
                 cell(Stack::Bun, Mode::On, 5_000, 70_000.0),
             ],
             wall_s: 4.0,
@@ -379,8 +384,19 @@ mod tests {
             md.contains("| axum + autobatch, multi_thread | batching on  |  6,000 |"),
             "{md}"
         );
+        // Bun: 14 µs per request against its baseline's 10, so its add costs 4.
         assert!(
-            md.contains("batching on, 100 connections: 3.0 µs/request (goal ≤ 2): MISSED"),
+            md.contains(
+                "batching on, 100 connections: 3.0 µs/request (goal ≤ the TS client's in Bun, \
+                 4.0 µs): met"
+            ),
+            "{md}"
+        );
+        // 6,000 ÷ 5,000 with the add, 10,000 ÷ 10,000 without: 1.20 ≥ 1.00 − 0.05.
+        assert!(
+            md.contains(
+                "100 connections: 1.20 (goal ≥ the same without the add − 0.05, 1.00 − 0.05): met"
+            ),
             "{md}"
         );
         assert!(

@@ -10,7 +10,7 @@ use autobatch_core::batch::BatchConfig;
 use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
 use autobatch_core::wire::server::encode_error;
 use autobatch_core::wire::{
-    write_frame, Command, FrameDecoder, JobOptions, JobSpec, Response, Value,
+    write_frame, Command, FrameDecoder, JobOptions, JobSpec, PullArgs, Response, Value,
 };
 use autobatch_core::Error;
 
@@ -1763,4 +1763,107 @@ fn without_full_window_wait_each_freed_slot_is_refilled_at_once() {
     let bad = SessionConfig::default().full_window_wait(Some(Duration::ZERO));
     let err = bad.validate().unwrap_err();
     assert!(err.to_string().contains("full_window_wait"), "{err}");
+}
+
+#[test]
+fn the_session_reports_the_configuration_it_was_built_with() {
+    let config = ok()
+        .command_timeout(Duration::from_secs(7))
+        .max_in_flight_commands(3)
+        .seed(42);
+    let h = Harness::new(config.clone());
+    assert_eq!(h.s.config(), &config);
+}
+
+#[test]
+fn a_closing_session_refuses_new_work_before_it_has_closed() {
+    let mut h = Harness::connected(ok());
+    let count =
+        h.s.request(h.now, Command::Count { queue: "q".into() })
+            .unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(cmd).collect::<Vec<_>>(), ["Count"]);
+    h.s.close(h.now);
+    h.step();
+    assert!(!h.s.is_closed(), "the Count's reply is still awaited");
+    let job = JobSpec::new("j", Value::Nil);
+    assert!(matches!(h.s.add(h.now, "q", &job), Err(Error::Closed)));
+    assert!(matches!(
+        h.s.add_bulk(h.now, "q", vec![job]),
+        Err(Error::Closed)
+    ));
+    assert!(matches!(
+        h.s.request(h.now, Command::Count { queue: "q".into() }),
+        Err(Error::Closed)
+    ));
+    assert!(h.take_sent().is_empty(), "nothing new goes out");
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(0)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(count), Some(Ok(Response::Count(0)))));
+    assert!(h.s.is_closed());
+}
+
+#[test]
+fn a_long_poll_waiting_to_be_written_has_its_poll_time_on_top_of_the_timeout() {
+    // Never connected: the pull waits in the send queue.
+    let mut h = Harness::new(ok().command_timeout(Duration::from_secs(2)));
+    let pull = Command::Pull(PullArgs {
+        queue: "q".into(),
+        timeout: Some(5_000),
+        ..PullArgs::default()
+    });
+    let op = h.s.request(h.now, pull).unwrap();
+    h.step();
+    assert_eq!(h.s.poll_timeout(), Some(h.now + Duration::from_secs(7)));
+    h.advance(Duration::from_millis(6_900));
+    assert!(h.done(op).is_none(), "still inside its poll time");
+    h.advance(Duration::from_millis(200));
+    assert!(matches!(h.done(op), Some(Err(Error::Timeout { .. }))));
+}
+
+#[test]
+fn bulk_adds_count_every_job_they_carry() {
+    let mut h = Harness::connected(ok());
+    let jobs = (0..3)
+        .map(|i| JobSpec::new("j", Value::Int(i)))
+        .collect::<Vec<_>>();
+    h.s.add_bulk(h.now, "q", jobs.clone()).unwrap();
+    assert_eq!(h.s.stats().adds, 3);
+    h.s.add_bulk(h.now, "q", jobs).unwrap();
+    assert_eq!(h.s.stats().adds, 6);
+}
+
+#[test]
+fn a_written_request_waiting_to_be_sent_again_cannot_be_withdrawn() {
+    let mut h = Harness::connected(ok());
+    let count =
+        h.s.request(h.now, Command::Count { queue: "q".into() })
+            .unwrap();
+    h.step();
+    assert_eq!(h.take_sent().len(), 1);
+    h.s.handle_disconnected(h.now);
+    h.step();
+    assert!(h.done(count).is_none(), "a lookup is sent again");
+    assert!(
+        !h.s.cancel(count),
+        "it was written once and may have been applied"
+    );
+    let at = h.s.poll_timeout().unwrap();
+    h.advance(at - h.now);
+    assert!(h.take_events().contains(&Event::Connect));
+    h.s.handle_connected(h.now);
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(cmd).collect::<Vec<_>>(), ["Count"]);
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(1)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(count), Some(Ok(Response::Count(1)))));
+    assert_eq!(h.s.stats().adds_cancelled, 0);
 }

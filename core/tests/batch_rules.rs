@@ -826,3 +826,35 @@ fn cancelling_a_parked_item_takes_its_bytes_out_of_the_size_rule() {
     assert_eq!(batch.reason, FlushReason::Linger);
     assert_eq!(payloads(&batch), vec!["a"]);
 }
+
+#[test]
+fn the_batcher_reports_its_configuration() {
+    let config = cfg(7, 3).max_pending_bytes(1_000);
+    let b = Batcher::<u32>::new(config.clone())
+        .unwrap()
+        .with_max_batch_bytes(500)
+        .unwrap();
+    assert_eq!(b.config(), &config);
+    assert_eq!(b.max_batch_bytes(), 500);
+}
+
+#[test]
+fn debug_shows_the_shape_and_never_the_items() {
+    /// An item that is not `Debug`.
+    struct Opaque;
+    let t0 = base();
+    let mut b = Batcher::new(cfg(10, 1)).unwrap();
+    b.push(t0, Opaque, 3).unwrap();
+    let _out = b.poll_batch(t0).unwrap();
+    b.push(t0, Opaque, 4).unwrap();
+    let shown = format!("{b:?}");
+    assert!(shown.starts_with("Batcher {"), "{shown}");
+    for field in [
+        "pending_items: 1",
+        "pending_bytes: 4",
+        "parked: 0",
+        "closed: false",
+    ] {
+        assert!(shown.contains(field), "{field} in {shown}");
+    }
+}

@@ -1867,3 +1867,96 @@ fn a_written_request_waiting_to_be_sent_again_cannot_be_withdrawn() {
     assert!(matches!(h.done(count), Some(Ok(Response::Count(1)))));
     assert_eq!(h.s.stats().adds_cancelled, 0);
 }
+
+/// The server's PULLB reply to `pull`, handing out `jobs` (id, lock token).
+fn pulled(pull: &Value, jobs: &[(&str, &str)]) -> Value {
+    let job = |id: &str| {
+        Value::map([
+            ("id", Value::from(id)),
+            ("name", Value::from("n")),
+            ("data", Value::Nil),
+        ])
+    };
+    Value::map([
+        ("ok", Value::Bool(true)),
+        (
+            "jobs",
+            Value::Array(jobs.iter().map(|(id, _)| job(id)).collect()),
+        ),
+        (
+            "tokens",
+            Value::Array(jobs.iter().map(|(_, t)| Value::from(*t)).collect()),
+        ),
+        ("reqId", pull.get("reqId").unwrap().clone()),
+    ])
+}
+
+#[test]
+fn a_worker_names_its_held_jobs_and_their_tokens_and_lets_one_be_taken() {
+    let worker = WorkerConfig::new("w")
+        .concurrency(2)
+        .poll_timeout(Duration::ZERO);
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let pull = h.take_sent();
+    assert_eq!(pull.iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+    assert!(h.s.pull_in_flight());
+    h.feed(&pulled(&pull[0], &[("j2", "t2"), ("j1", "t1")]));
+    assert!(!h.s.pull_in_flight());
+    assert_eq!(h.s.held_jobs(), ["j1", "j2"], "sorted");
+    assert_eq!(h.s.job_token("j1"), Some("t1"));
+    assert_eq!(h.s.job_token("j3"), None);
+    assert_eq!(h.s.take_job("j1"), Ok(Some("t1".to_owned())));
+    assert_eq!(h.s.held_jobs(), ["j2"]);
+    assert_eq!(h.s.jobs_held(), 1);
+    assert_eq!(h.s.job_token("j1"), None);
+    assert!(h.s.take_job("j1").is_err(), "not held any more");
+    h.step();
+    let next = h.take_sent();
+    assert_eq!(
+        next.iter().map(cmd).collect::<Vec<_>>(),
+        ["PULLB"],
+        "its slot is free for the next pull"
+    );
+    assert_eq!(next[0].get("count"), Some(&Value::Int(1)));
+}
+
+#[test]
+fn a_paused_worker_pulls_nothing_and_a_delayed_pull_waits_for_its_time() {
+    let worker = WorkerConfig::new("w").poll_timeout(Duration::ZERO);
+    let mut h = Harness::new(ok().worker(Some(worker)));
+    assert!(!h.s.is_worker_paused());
+    h.s.set_worker_paused(true);
+    assert!(h.s.is_worker_paused());
+    h.s.handle_connected(h.now);
+    h.step();
+    assert!(h.take_sent().is_empty(), "paused: no pull");
+    h.s.delay_pulls_until(h.now + Duration::from_secs(1));
+    h.s.set_worker_paused(false);
+    assert!(!h.s.is_worker_paused());
+    h.step();
+    assert!(h.take_sent().is_empty(), "not before its time");
+    h.advance(Duration::from_millis(999));
+    assert!(h.take_sent().is_empty(), "still not");
+    h.advance(Duration::from_millis(1));
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+}
+
+#[test]
+fn a_session_without_a_worker_holds_no_jobs_and_settles_none() {
+    let mut h = Harness::connected(ok());
+    h.s.set_worker_paused(true);
+    assert!(!h.s.is_worker_paused(), "nothing to pause");
+    h.s.delay_pulls_until(h.now);
+    assert!(!h.s.pull_in_flight());
+    assert_eq!(h.s.jobs_held(), 0);
+    assert!(h.s.held_jobs().is_empty());
+    assert_eq!(h.s.job_token("j1"), None);
+    assert_eq!(h.s.take_job("j1"), Err(Error::Closed));
+    assert_eq!(
+        h.s.complete_job(h.now, "j1", Value::Nil),
+        Err(Error::Closed)
+    );
+    assert_eq!(h.s.fail_job(h.now, "j1", "boom", false), Err(Error::Closed));
+    h.step();
+    assert!(h.take_sent().is_empty());
+}

@@ -1306,8 +1306,26 @@ mod replay_safety {
         /// Outcomes per operation.
         done: HashMap<OpId, Vec<Result<Response, Error>>>,
         ops: Vec<OpId>,
+        /// The adds among `ops`.
+        adds: Vec<OpId>,
+        /// Tags of the adds with a custom id: the ones that may be sent again.
+        custom_adds: Vec<String>,
         closed: bool,
         serial: u64,
+        /// What the session wrote and read, counted here to check its own counters.
+        seen: Seen,
+    }
+
+    #[derive(Debug, Default)]
+    struct Seen {
+        frames_written: u64,
+        bytes_written: u64,
+        push_frames: u64,
+        pushb_frames: u64,
+        frames_fed: u64,
+        bytes_fed: u64,
+        connects: u64,
+        cuts: u64,
     }
 
     /// Every `u<n>` tag string in a request.
@@ -1336,8 +1354,11 @@ mod replay_safety {
                 once: Vec::new(),
                 done: HashMap::new(),
                 ops: Vec::new(),
+                adds: Vec::new(),
+                custom_adds: Vec::new(),
                 closed: false,
                 serial: 0,
+                seen: Seen::default(),
             };
             r.step();
             r
@@ -1353,15 +1374,22 @@ mod replay_safety {
             loop {
                 let mut out = Vec::new();
                 self.s.poll_transmit(self.now, &mut out);
+                self.seen.bytes_written += out.len() as u64;
                 self.frames.extend(&out);
                 while let Some(f) = self.frames.next_frame().unwrap() {
                     let v = Value::decode(&f).unwrap();
+                    self.seen.frames_written += 1;
                     let mut t = Vec::new();
                     tags(&v, &mut t);
                     for tag in &t {
                         *self.writes.entry(tag.clone()).or_default() += 1;
                     }
                     let cmd = v.get("cmd").and_then(Value::as_str).unwrap().to_owned();
+                    match cmd.as_str() {
+                        "PUSH" => self.seen.push_frames += 1,
+                        "PUSHB" => self.seen.pushb_frames += 1,
+                        _ => {}
+                    }
                     self.open.push((v.get("reqId").unwrap().clone(), cmd, t));
                 }
                 let mut connect = false;
@@ -1382,6 +1410,7 @@ mod replay_safety {
                     break;
                 }
                 self.s.handle_connected(self.now);
+                self.seen.connects += 1;
                 self.connected = true;
             }
         }
@@ -1482,10 +1511,13 @@ mod replay_safety {
             let mut job = JobSpec::new(t.clone(), Value::Int(1));
             if custom {
                 job = job.with_options(JobOptions::new().job_id(format!("id-{t}")));
+                self.custom_adds.push(t);
             } else {
                 self.once.push(t);
             }
-            self.ops.push(self.s.add(self.now, "q", job).unwrap());
+            let op = self.s.add(self.now, "q", job).unwrap();
+            self.ops.push(op);
+            self.adds.push(op);
         }
 
         /// Answers the oldest `n` open requests: adds get ids, the rest a refusal.
@@ -1514,7 +1546,9 @@ mod replay_safety {
                     ]),
                 };
                 write_frame(&mut bytes, |b| reply.encode(b)).unwrap();
+                self.seen.frames_fed += 1;
             }
+            self.seen.bytes_fed += bytes.len() as u64;
             self.s.handle_input(self.now, &bytes);
         }
 
@@ -1525,6 +1559,7 @@ mod replay_safety {
                 Action::Answer(n) => self.answer(n as usize),
                 Action::Cut => {
                     if self.connected {
+                        self.seen.cuts += 1;
                         self.s.handle_disconnected(self.now);
                         self.connected = false;
                         self.open.clear();
@@ -1575,6 +1610,52 @@ mod replay_safety {
                 let outcomes = r.done.get(op).map_or(0, Vec::len);
                 prop_assert_eq!(outcomes, 1, "op {:?} resolved {} times", op, outcomes);
             }
+            r.check_stats()?;
+        }
+    }
+
+    impl Run {
+        /// The session's counters agree with what it wrote, read and resolved.
+        fn check_stats(&self) -> Result<(), TestCaseError> {
+            let st = self.s.stats();
+            let seen = &self.seen;
+            prop_assert_eq!(st.frames_sent, seen.frames_written);
+            prop_assert_eq!(st.bytes_sent, seen.bytes_written);
+            prop_assert_eq!(st.push_frames, seen.push_frames);
+            prop_assert_eq!(st.pushb_frames, seen.pushb_frames);
+            prop_assert_eq!(st.frames_received, seen.frames_fed);
+            prop_assert_eq!(st.bytes_received, seen.bytes_fed);
+            prop_assert_eq!(st.connects, seen.connects);
+            prop_assert!(st.reconnects_scheduled >= seen.cuts);
+            let ok = |op: &OpId| matches!(self.done.get(op).map(Vec::as_slice), Some([Ok(_)]));
+            let adds_ok = self.adds.iter().filter(|op| ok(op)).count() as u64;
+            prop_assert_eq!(st.adds, self.adds.len() as u64);
+            prop_assert_eq!(st.adds_ok, adds_ok);
+            prop_assert_eq!(st.adds_failed, self.adds.len() as u64 - adds_ok);
+            prop_assert_eq!((st.adds_cancelled, st.adds_rejected), (0, 0));
+            // Every write of a custom-id add after its first was a re-send.
+            let rewrites: usize = self
+                .custom_adds
+                .iter()
+                .map(|t| self.writes.get(t).map_or(0, |n| n.saturating_sub(1)))
+                .sum();
+            prop_assert!(st.items_resent >= rewrites as u64);
+            prop_assert_eq!(
+                st.batches_sent,
+                st.flushes.iter().sum::<u64>(),
+                "one flush per batch"
+            );
+            prop_assert_eq!(
+                (
+                    st.buffered_adds,
+                    st.buffered_bytes,
+                    st.parked_adds,
+                    st.in_flight_commands
+                ),
+                (0, 0, 0, 0),
+                "closed"
+            );
+            Ok(())
         }
     }
 

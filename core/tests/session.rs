@@ -2041,3 +2041,37 @@ fn a_session_without_a_worker_holds_no_jobs_and_settles_none() {
     h.step();
     assert!(h.take_sent().is_empty());
 }
+
+#[test]
+fn a_bulk_add_counts_each_of_its_jobs_however_it_ends() {
+    let three = || {
+        (0..3)
+            .map(|i| JobSpec::new("j", Value::Int(i)))
+            .collect::<Vec<_>>()
+    };
+    // Refused by the server: three adds failed.
+    let mut h = Harness::connected(ok());
+    let op = h.s.add_bulk(h.now, "q", three()).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(jobs_in(&sent[0]), 3);
+    let mut out = Vec::new();
+    encode_error(sent[0].get("reqId").unwrap(), "queue is paused", &mut out);
+    h.feed(&Value::decode(&out).unwrap());
+    assert!(matches!(h.done(op), Some(Err(Error::Server(_)))));
+    let st = h.s.stats();
+    assert_eq!((st.adds, st.adds_ok, st.adds_failed), (3, 0, 3));
+
+    // Withdrawn before it was written: three adds cancelled.
+    let mut h = Harness::new(ok());
+    let op = h.s.add_bulk(h.now, "q", three()).unwrap();
+    assert!(h.s.cancel(op));
+    assert_eq!(h.s.stats().adds_cancelled, 3);
+
+    // Given back unwritten: three adds given back, none failed.
+    let mut h = Harness::new(ok());
+    h.s.add_bulk(h.now, "q", three()).unwrap();
+    assert_eq!(h.s.release_unwritten(h.now, false), 3);
+    let st = h.s.stats();
+    assert_eq!((st.adds, st.adds_cancelled, st.adds_failed), (3, 3, 0));
+}

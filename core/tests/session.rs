@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use autobatch_core::batch::BatchConfig;
+use autobatch_core::batch::{BatchConfig, OverflowPolicy};
 use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
 use autobatch_core::wire::server::encode_error;
 use autobatch_core::wire::{
@@ -412,6 +412,8 @@ fn durable_adds_bypass_the_batcher_as_push() {
     assert_eq!(sent[0].get("durable"), Some(&Value::Bool(true)));
     h.answer_push(&sent[0]);
     assert!(matches!(h.done(op), Some(Ok(Response::Pushed(_)))));
+    let st = h.s.stats();
+    assert_eq!((st.adds, st.adds_direct, st.adds_ok), (2, 1, 1));
 }
 
 #[test]
@@ -423,6 +425,8 @@ fn batching_off_sends_each_add_as_its_own_push() {
     let sent = h.take_sent();
     assert_eq!(sent.len(), 10);
     assert!(sent.iter().all(|s| cmd(s) == "PUSH"));
+    assert_eq!(h.s.stats().adds_direct, 10);
+    assert_eq!(h.s.stats().batches_sent, 0, "no batcher");
 }
 
 #[test]
@@ -891,6 +895,11 @@ fn a_failed_job_goes_out_as_fail_with_its_token() {
         h.s.complete_job(h.now, "j1", Value::Nil).is_err(),
         "not held any more"
     );
+    let st = h.s.stats();
+    assert_eq!(
+        (st.jobs_received, st.jobs_failed, st.jobs_completed),
+        (1, 1, 0)
+    );
 }
 
 #[test]
@@ -1033,6 +1042,10 @@ fn acks_the_server_did_not_name_are_checked_not_assumed() {
             ("c".to_string(), false)
         ]
     );
+    let st = h.s.stats();
+    assert_eq!((st.jobs_received, st.jobs_completed), (3, 3));
+    assert_eq!((st.ack_batches_sent, st.ackb_frames), (1, 1));
+    assert_eq!((st.error_replies, st.ack_checks), (1, 2));
 }
 
 /// A long-poll that waited to be written still gets its whole poll time after the write.
@@ -1111,6 +1124,7 @@ fn a_worker_renews_the_locks_of_held_jobs() {
         hb.get("tokens"),
         Some(&Value::Array(vec!["ta".into(), "tb".into()]))
     );
+    assert_eq!(h.s.stats().heartbeats_sent, 1);
     // Disconnected while due: rescheduled, not spinning (the next deadline is in the future).
     h.s.complete_job(h.now, "a", Value::Nil).unwrap();
     h.s.handle_disconnected(h.now);
@@ -2074,4 +2088,47 @@ fn a_bulk_add_counts_each_of_its_jobs_however_it_ends() {
     assert_eq!(h.s.release_unwritten(h.now, false), 3);
     let st = h.s.stats();
     assert_eq!((st.adds, st.adds_cancelled, st.adds_failed), (3, 3, 0));
+}
+
+#[test]
+fn a_full_buffer_applies_the_overflow_policy_and_counts_it() {
+    let config = |policy| {
+        ok().batching(Some(
+            BatchConfig::new()
+                .max_batch(2)
+                .max_in_flight(1)
+                .max_pending_items(2)
+                .overflow(policy),
+        ))
+    };
+    let job = || JobSpec::new("j", Value::Nil);
+    // A lone add holds the one slot; the next two fill the buffer.
+    let full = |policy| {
+        let mut h = Harness::connected(config(policy));
+        let ops: Vec<OpId> = (0..3).map(|i| h.add("q", i)).collect();
+        assert_eq!(h.take_sent().len(), 1);
+        assert_eq!(h.s.pending_adds().0, 2);
+        (h, ops)
+    };
+
+    let (mut h, _) = full(OverflowPolicy::Reject);
+    assert_eq!(h.s.add(h.now, "q", job()), Err(Error::Overflow));
+    assert_eq!((h.s.stats().adds_rejected, h.s.stats().adds_parked), (1, 0));
+
+    let (mut h, _) = full(OverflowPolicy::Backpressure);
+    h.s.add(h.now, "q", job()).unwrap();
+    h.step();
+    assert_eq!(h.s.pending_adds().2, 1, "parked");
+    assert_eq!(h.s.stats().parked_adds, 1);
+    assert_eq!((h.s.stats().adds_rejected, h.s.stats().adds_parked), (0, 1));
+
+    let (mut h, ops) = full(OverflowPolicy::DropOldest);
+    h.s.add(h.now, "q", job()).unwrap();
+    h.step();
+    assert_eq!(
+        h.done(ops[1]),
+        Some(&Err(Error::Overflow)),
+        "the oldest buffered"
+    );
+    assert_eq!((h.s.stats().adds_rejected, h.s.stats().adds_parked), (1, 0));
 }

@@ -2132,3 +2132,44 @@ fn a_full_buffer_applies_the_overflow_policy_and_counts_it() {
     );
     assert_eq!((h.s.stats().adds_rejected, h.s.stats().adds_parked), (1, 0));
 }
+
+#[test]
+fn a_quiet_connection_is_pinged_every_interval_and_a_busy_one_is_not() {
+    let every = Duration::from_secs(10);
+    let timeout = Duration::from_secs(30);
+    let mut h = Harness::connected(ok().ping_interval(Some(every)).command_timeout(timeout));
+    assert_eq!(h.s.poll_timeout(), Some(h.now + every));
+    h.advance(every - Duration::from_millis(1));
+    assert!(h.take_sent().is_empty());
+    h.advance(Duration::from_millis(1));
+    let ping = h.take_sent();
+    assert_eq!(ping.iter().map(cmd).collect::<Vec<_>>(), ["Ping"]);
+    assert_eq!(
+        h.s.poll_timeout(),
+        Some(h.now + timeout),
+        "while it is out, only its reply is awaited"
+    );
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("data", Value::map([("pong", Value::Bool(true))])),
+        ("reqId", ping[0].get("reqId").unwrap().clone()),
+    ]));
+    assert_eq!(h.s.poll_timeout(), Some(h.now + every));
+    // An add written meanwhile puts the next ping an interval after its write.
+    h.advance(Duration::from_secs(4));
+    h.add("q", 0);
+    let add = h.take_sent();
+    assert_eq!(add.len(), 1);
+    assert_eq!(h.s.poll_timeout(), Some(h.now + timeout), "the add's reply");
+    h.advance(every);
+    assert!(h.take_sent().is_empty(), "a command is out: no ping");
+    h.answer_push(&add[0]);
+    assert_eq!(
+        h.s.poll_timeout(),
+        Some(h.now + every),
+        "rescheduled from then"
+    );
+    h.advance(every);
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["Ping"]);
+    assert_eq!(h.s.stats().timeouts, 0);
+}

@@ -2173,3 +2173,96 @@ fn a_quiet_connection_is_pinged_every_interval_and_a_busy_one_is_not() {
     assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["Ping"]);
     assert_eq!(h.s.stats().timeouts, 0);
 }
+
+#[test]
+fn acks_refused_for_another_jobs_lock_are_retried_with_backoff_until_the_limit() {
+    let worker = |retries| {
+        WorkerConfig::new("w")
+            .concurrency(3)
+            .ack_retries(retries)
+            .ack_retry_base(Duration::from_millis(100))
+    };
+    let run = |retries| {
+        let mut h = Harness::connected(ok().worker(Some(worker(retries))));
+        let pull = h.take_sent();
+        h.feed(&pulled(&pull[0], &[("a", "ta"), ("b", "tb"), ("c", "tc")]));
+        for id in ["a", "b", "c"] {
+            h.s.complete_job(h.now, id, Value::Nil).unwrap();
+        }
+        h.step();
+        let acks = |h: &mut Harness| -> Vec<Value> {
+            h.take_sent()
+                .into_iter()
+                .filter(|s| cmd(s) == "ACKB")
+                .collect()
+        };
+        let ids = |ack: &Value| ack.get("ids").unwrap().clone();
+        let refuse = |h: &mut Harness, ack: &Value, job: &str| {
+            let mut out = Vec::new();
+            let msg = format!("Invalid or expired lock token for job {job}");
+            encode_error(ack.get("reqId").unwrap(), &msg, &mut out);
+            h.feed(&Value::decode(&out).unwrap());
+        };
+        let first = acks(&mut h);
+        assert_eq!(
+            ids(&first[0]),
+            Value::Array(vec!["a".into(), "b".into(), "c".into()])
+        );
+        // The lock problem is a's: b and c were not applied and go again after 100 ms.
+        refuse(&mut h, &first[0], "a");
+        h.advance(Duration::from_millis(99));
+        assert!(acks(&mut h).is_empty());
+        h.advance(Duration::from_millis(1));
+        let second = acks(&mut h);
+        assert_eq!(ids(&second[0]), Value::Array(vec!["b".into(), "c".into()]));
+        assert_eq!(
+            second[0].get("tokens"),
+            Some(&Value::Array(vec!["tb".into(), "tc".into()]))
+        );
+        // Then b's: c goes a third time, after twice the wait, if the limit allows.
+        refuse(&mut h, &second[0], "b");
+        h.advance(Duration::from_millis(199));
+        assert!(acks(&mut h).is_empty());
+        h.advance(Duration::from_millis(1));
+        let third = acks(&mut h);
+        let settled: Vec<(String, Result<bool, Error>)> = h
+            .take_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::JobSettled { id, result } => Some((id, result)),
+                _ => None,
+            })
+            .collect();
+        (h, third, settled)
+    };
+
+    let (mut h, third, settled) = run(2);
+    assert_eq!(third[0].get("ids"), Some(&Value::Array(vec!["c".into()])));
+    assert_eq!(
+        settled
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("reqId", third[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(h.take_events().contains(&Event::JobSettled {
+        id: "c".into(),
+        result: Ok(true)
+    }));
+    assert_eq!(h.s.stats().ack_retries, 3);
+
+    let (h, third, settled) = run(1);
+    assert!(third.is_empty(), "one retry only");
+    assert_eq!(
+        settled.last(),
+        Some(&(
+            "c".to_owned(),
+            Err(Error::Server("ACK retries exhausted".into()))
+        ))
+    );
+    assert_eq!(h.s.stats().ack_retries, 2);
+}

@@ -2266,3 +2266,33 @@ fn acks_refused_for_another_jobs_lock_are_retried_with_backoff_until_the_limit()
     );
     assert_eq!(h.s.stats().ack_retries, 2);
 }
+
+#[test]
+fn a_late_reply_is_ignored_and_repeated_timeouts_drop_the_connection() {
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::connected(ok().command_timeout(timeout).max_command_timeouts(2));
+    let count = || Command::Count { queue: "q".into() };
+    let first = h.s.request(h.now, count()).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    h.advance(timeout);
+    assert!(matches!(h.done(first), Some(Err(Error::Timeout { .. }))));
+    // Its reply comes after all: the latest reqId written, answered late, changes nothing.
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(0)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(!h.take_events().contains(&Event::Disconnect));
+    assert!(h.s.is_connected());
+    // A second timeout in a row makes two: the connection is dropped and made again.
+    let second = h.s.request(h.now, count()).unwrap();
+    h.step();
+    h.advance(timeout - Duration::from_millis(1));
+    assert!(h.s.is_connected(), "one timeout is not enough");
+    h.advance(Duration::from_millis(1));
+    assert!(matches!(h.done(second), Some(Err(Error::Timeout { .. }))));
+    assert!(h.take_events().contains(&Event::Disconnect));
+    assert!(!h.s.is_connected());
+    assert_eq!(h.s.stats().timeouts, 2);
+}

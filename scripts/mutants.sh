@@ -36,8 +36,8 @@ for a in "${args[@]}"; do
     fi
 done
 
+# cargo-mutants keeps the previous results as mutants.out.old (and reads them with --iterate).
 out="${MUTANTS_OUT:-target/mutants}"
-rm -rf "$out/mutants.out"
 status=0
 cargo mutants "${files[@]}" --output "$out" "${args[@]}" || status=$?
 

@@ -10,7 +10,7 @@ use autobatch_core::batch::{BatchConfig, OverflowPolicy};
 use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
 use autobatch_core::wire::server::encode_error;
 use autobatch_core::wire::{
-    write_frame, Command, FrameDecoder, JobOptions, JobSpec, PullArgs, Response, Value,
+    write_frame, Command, EncodedJob, FrameDecoder, JobOptions, JobSpec, PullArgs, Response, Value,
 };
 use autobatch_core::Error;
 
@@ -2295,4 +2295,24 @@ fn a_late_reply_is_ignored_and_repeated_timeouts_drop_the_connection() {
     assert!(h.take_events().contains(&Event::Disconnect));
     assert!(!h.s.is_connected());
     assert_eq!(h.s.stats().timeouts, 2);
+}
+
+#[test]
+fn a_job_encoded_beforehand_is_added_like_any_other_and_its_queue_still_checked() {
+    let mut h = Harness::connected(ok());
+    let job = || EncodedJob::new(&JobSpec::new("j", Value::Int(7))).unwrap();
+    let bad = h.s.add_encoded(h.now, "bad queue", job());
+    assert!(matches!(bad, Err(Error::Invalid(ref e)) if e.field == "queue"));
+    let op = h.s.add_encoded(h.now, "q", job()).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(cmd).collect::<Vec<_>>(), ["PUSH"]);
+    assert_eq!(sent[0].get("queue"), Some(&Value::from("q")));
+    h.answer_push(&sent[0]);
+    assert!(matches!(h.done(op), Some(Ok(Response::Pushed(_)))));
+    // The same queue again, then a bad one: each name is checked.
+    h.s.add_encoded(h.now, "q", job()).unwrap();
+    let bad = h.s.add_encoded(h.now, "", job());
+    assert!(matches!(bad, Err(Error::Invalid(ref e)) if e.field == "queue"));
+    assert_eq!(h.s.stats().adds, 2);
 }

@@ -407,6 +407,11 @@ fn drop_oldest_drops_a_tenth_at_least_one_and_reports_it() {
     assert_eq!(adm, Admission::Buffered);
     let (victim_id, victim, reason) = b.poll_rejected().unwrap();
     assert_eq!((victim, reason), (0, RejectReason::Overflow));
+    assert_eq!(
+        reason.to_string(),
+        "add buffer overflow",
+        "bunqueue's words"
+    );
     assert!(victim_id < id);
     assert!(b.poll_rejected().is_none());
     assert_eq!(b.pending_items(), 4);

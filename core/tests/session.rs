@@ -2316,3 +2316,26 @@ fn a_job_encoded_beforehand_is_added_like_any_other_and_its_queue_still_checked(
     assert!(matches!(bad, Err(Error::Invalid(ref e)) if e.field == "queue"));
     assert_eq!(h.s.stats().adds, 2);
 }
+
+#[test]
+fn answering_one_command_keeps_the_deadlines_of_the_others() {
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::connected(ok().command_timeout(timeout));
+    let t0 = h.now;
+    let count = || Command::Count { queue: "q".into() };
+    let first = h.s.request(h.now, count()).unwrap();
+    let second = h.s.request(h.now, count()).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 2);
+    h.now += Duration::from_secs(1);
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(0)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(first), Some(Ok(_))));
+    assert_eq!(h.s.poll_timeout(), Some(t0 + timeout), "the second one's");
+    h.advance(Duration::from_secs(1));
+    assert!(matches!(h.done(second), Some(Err(Error::Timeout { .. }))));
+}

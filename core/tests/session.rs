@@ -2339,3 +2339,28 @@ fn answering_one_command_keeps_the_deadlines_of_the_others() {
     h.advance(Duration::from_secs(1));
     assert!(matches!(h.done(second), Some(Err(Error::Timeout { .. }))));
 }
+
+#[test]
+fn a_failed_connect_is_tried_again_after_a_backoff_and_a_late_report_is_ignored() {
+    let mut h = Harness::new(ok());
+    assert_eq!(
+        h.s.poll_timeout(),
+        None,
+        "waiting for the driver to connect"
+    );
+    h.s.handle_connect_failed(h.now);
+    h.step();
+    // Backoff: 100 ms plus up to 30 % jitter.
+    let at = h.s.poll_timeout().expect("a new attempt is scheduled");
+    assert!(at >= h.now + Duration::from_millis(100) && at <= h.now + Duration::from_millis(130));
+    assert_eq!(h.s.stats().reconnects_scheduled, 1);
+    h.advance(at - h.now);
+    assert!(h.take_events().contains(&Event::Connect));
+    h.s.handle_connected(h.now);
+    h.step();
+    // A failure reported for an attempt that already succeeded changes nothing.
+    h.s.handle_connect_failed(h.now);
+    h.step();
+    assert!(h.s.is_connected());
+    assert_eq!(h.s.stats().reconnects_scheduled, 1);
+}

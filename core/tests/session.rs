@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use autobatch_core::batch::{BatchConfig, OverflowPolicy};
-use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
+use autobatch_core::session::{Event, OpId, ReconnectConfig, Session, SessionConfig, WorkerConfig};
 use autobatch_core::wire::server::encode_error;
 use autobatch_core::wire::{
     write_frame, Command, EncodedJob, FrameDecoder, JobOptions, JobSpec, PullArgs, Response, Value,
@@ -2341,26 +2341,29 @@ fn answering_one_command_keeps_the_deadlines_of_the_others() {
 }
 
 #[test]
-fn a_failed_connect_is_tried_again_after_a_backoff_and_a_late_report_is_ignored() {
-    let mut h = Harness::new(ok());
+fn a_failed_connect_is_tried_again_after_a_growing_backoff_and_a_late_report_is_ignored() {
+    let reconnect = ReconnectConfig::default().jitter(0.0);
+    let mut h = Harness::new(ok().reconnect(reconnect));
     assert_eq!(
         h.s.poll_timeout(),
         None,
         "waiting for the driver to connect"
     );
-    h.s.handle_connect_failed(h.now);
-    h.step();
-    // Backoff: 100 ms plus up to 30 % jitter.
-    let at = h.s.poll_timeout().expect("a new attempt is scheduled");
-    assert!(at >= h.now + Duration::from_millis(100) && at <= h.now + Duration::from_millis(130));
-    assert_eq!(h.s.stats().reconnects_scheduled, 1);
-    h.advance(at - h.now);
-    assert!(h.take_events().contains(&Event::Connect));
+    // 100 ms, then twice that for each failure in a row.
+    for (n, wait) in [(1, 100), (2, 200), (3, 400)] {
+        h.s.handle_connect_failed(h.now);
+        h.step();
+        let wait = Duration::from_millis(wait);
+        assert_eq!(h.s.poll_timeout(), Some(h.now + wait), "attempt {n}");
+        assert_eq!(h.s.stats().reconnects_scheduled, n);
+        h.advance(wait);
+        assert!(h.take_events().contains(&Event::Connect));
+    }
     h.s.handle_connected(h.now);
     h.step();
     // A failure reported for an attempt that already succeeded changes nothing.
     h.s.handle_connect_failed(h.now);
     h.step();
     assert!(h.s.is_connected());
-    assert_eq!(h.s.stats().reconnects_scheduled, 1);
+    assert_eq!(h.s.stats().reconnects_scheduled, 3);
 }

@@ -2324,20 +2324,50 @@ fn answering_one_command_keeps_the_deadlines_of_the_others() {
     let t0 = h.now;
     let count = || Command::Count { queue: "q".into() };
     let first = h.s.request(h.now, count()).unwrap();
+    h.step();
+    h.now += Duration::from_millis(500);
     let second = h.s.request(h.now, count()).unwrap();
     h.step();
     let sent = h.take_sent();
     assert_eq!(sent.len(), 2);
-    h.now += Duration::from_secs(1);
+    assert_eq!(h.s.poll_timeout(), Some(t0 + timeout), "the first one's");
+    h.now = t0 + Duration::from_secs(1);
     h.feed(&Value::map([
         ("ok", Value::Bool(true)),
         ("count", Value::Int(0)),
         ("reqId", sent[0].get("reqId").unwrap().clone()),
     ]));
     assert!(matches!(h.done(first), Some(Ok(_))));
-    assert_eq!(h.s.poll_timeout(), Some(t0 + timeout), "the second one's");
-    h.advance(Duration::from_secs(1));
+    let due = t0 + Duration::from_millis(500) + timeout;
+    assert_eq!(h.s.poll_timeout(), Some(due), "now the second one's");
+    h.advance(due - h.now);
     assert!(matches!(h.done(second), Some(Err(Error::Timeout { .. }))));
+}
+
+#[test]
+fn a_reply_between_two_timeouts_starts_their_count_again() {
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::connected(ok().command_timeout(timeout).max_command_timeouts(2));
+    let count = || Command::Count { queue: "q".into() };
+    h.s.request(h.now, count()).unwrap();
+    h.step();
+    h.advance(timeout);
+    assert_eq!(h.s.stats().timeouts, 1);
+    let answered = h.s.request(h.now, count()).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(0)),
+        ("reqId", sent.last().unwrap().get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(answered), Some(Ok(_))));
+    h.s.request(h.now, count()).unwrap();
+    h.step();
+    h.advance(timeout);
+    assert_eq!(h.s.stats().timeouts, 2);
+    assert!(h.s.is_connected(), "two timeouts, but not in a row");
+    assert!(!h.take_events().contains(&Event::Disconnect));
 }
 
 #[test]

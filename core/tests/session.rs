@@ -2397,3 +2397,20 @@ fn a_failed_connect_is_tried_again_after_a_growing_backoff_and_a_late_report_is_
     assert!(h.s.is_connected());
     assert_eq!(h.s.stats().reconnects_scheduled, 3);
 }
+
+#[test]
+fn without_hand_off_a_written_ack_is_handed_to_no_other_broker() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1")]));
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
+    h.step();
+    assert!(h.take_sent().iter().any(|s| cmd(s) == "ACKB"));
+    h.take_events();
+    h.s.handle_disconnected(h.now);
+    h.advance(Duration::from_millis(50));
+    assert!(!h
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::HandOff { .. })));
+}

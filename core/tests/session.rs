@@ -2414,3 +2414,18 @@ fn without_hand_off_a_written_ack_is_handed_to_no_other_broker() {
         .iter()
         .any(|e| matches!(e, Event::HandOff { .. })));
 }
+
+#[test]
+fn nothing_goes_out_before_auth_even_when_the_auth_cannot_be_written() {
+    // A token past the frame limit: the Auth fails to encode and is dropped.
+    let token = "t".repeat(65 * 1024 * 1024);
+    let mut h = Harness::new(ok().with_token(token));
+    h.s.request(h.now, Command::Count { queue: "q".into() })
+        .unwrap();
+    h.s.handle_connected(h.now);
+    h.step();
+    assert!(
+        h.take_sent().is_empty(),
+        "the Count waits for an Auth that succeeded"
+    );
+}

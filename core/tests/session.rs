@@ -2429,3 +2429,13 @@ fn nothing_goes_out_before_auth_even_when_the_auth_cannot_be_written() {
         "the Count waits for an Auth that succeeded"
     );
 }
+
+#[test]
+fn bytes_sent_counts_what_poll_transmit_appended_only() {
+    let mut h = Harness::connected(ok());
+    h.s.request(h.now, Command::Count { queue: "q".into() })
+        .unwrap();
+    let mut out = vec![0u8; 1_000];
+    assert!(h.s.poll_transmit(h.now, &mut out));
+    assert_eq!(h.s.stats().bytes_sent, out.len() as u64 - 1_000);
+}

@@ -8,13 +8,14 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use autobatch_core::batch::{BatchConfig, Batcher, OverflowPolicy};
+use autobatch_core::batch::{BatchConfig, Batcher, ItemId, OverflowPolicy};
 
 struct Counting;
 
 thread_local! {
     // `const` and without a destructor, so touching it from the allocator cannot allocate.
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    static FREES: Cell<u64> = const { Cell::new(0) };
 }
 
 fn count() {
@@ -38,6 +39,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let _ = FREES.try_with(|n| n.set(n.get() + 1));
         System.dealloc(ptr, layout)
     }
 }
@@ -197,4 +199,27 @@ fn drop_oldest_does_not_allocate_once_warm() {
     assert!(b.stats().items_dropped > 0);
     assert_eq!(n, 0);
     drop(stuck);
+}
+
+#[test]
+fn recycling_keeps_only_as_many_vectors_as_can_be_in_use() {
+    // One batch in flight and one being filled: two vectors are worth keeping.
+    let mut b = Batcher::<u64>::new(BatchConfig::default().max_in_flight(1)).unwrap();
+    // Empty vectors hold nothing worth keeping: they take no place from the others.
+    let vectors: Vec<Vec<(ItemId, u64)>> = (0..8)
+        .map(|i| Vec::with_capacity(if i < 2 { 0 } else { 8 }))
+        .collect();
+    let freed: Vec<u64> = vectors
+        .into_iter()
+        .map(|v| {
+            let before = FREES.with(Cell::get);
+            b.recycle(v);
+            FREES.with(Cell::get) - before
+        })
+        .collect();
+    assert_eq!(
+        freed,
+        [0, 0, 0, 0, 1, 1, 1, 1],
+        "the rest are freed at once"
+    );
 }

@@ -407,6 +407,11 @@ fn drop_oldest_drops_a_tenth_at_least_one_and_reports_it() {
     assert_eq!(adm, Admission::Buffered);
     let (victim_id, victim, reason) = b.poll_rejected().unwrap();
     assert_eq!((victim, reason), (0, RejectReason::Overflow));
+    assert_eq!(
+        reason.to_string(),
+        "add buffer overflow",
+        "bunqueue's words"
+    );
     assert!(victim_id < id);
     assert!(b.poll_rejected().is_none());
     assert_eq!(b.pending_items(), 4);
@@ -773,4 +778,88 @@ fn send_alone_only_when_idle_and_counted_as_an_idle_flush() {
     assert_eq!(s.flushes_for(FlushReason::Idle), 2);
     assert_eq!(s.completions, 3);
     assert_eq!(s.batch_sizes.bucket(0), 3);
+}
+
+#[test]
+fn send_alone_takes_an_item_of_exactly_the_byte_bound_as_push_does() {
+    let t0 = base();
+    let config = cfg(10, 2).max_pending_bytes(100);
+    let mut pushed = Batcher::new(config.clone()).unwrap();
+    assert!(pushed.push(t0, "x", 100).is_ok(), "a push takes 100 bytes");
+    let mut alone = Batcher::<&str>::new(config).unwrap();
+    assert!(alone.send_alone(t0, 100).is_some(), "so a lone send does");
+    assert!(alone.send_alone(t0, 101).is_none());
+}
+
+#[test]
+fn every_batch_gets_its_own_id_lone_sends_included() {
+    let t0 = base();
+    let mut b = Batcher::new(cfg(10, 2)).unwrap();
+    let alone = b.send_alone(t0, 1).expect("idle");
+    b.push(t0, "x", 1).unwrap();
+    let batch = b
+        .poll_batch(at(t0, 5))
+        .expect("linger flush beside the lone send");
+    assert_ne!(batch.id, alone);
+    // Completing one frees its slot only.
+    b.complete(at(t0, 5), alone);
+    assert_eq!(b.in_flight(), 1);
+    b.complete(at(t0, 5), batch.id);
+    assert_eq!(b.in_flight(), 0);
+    let again = b.send_alone(at(t0, 5), 1).expect("idle again");
+    assert_ne!(again, alone);
+    assert_ne!(again, batch.id);
+}
+
+#[test]
+fn cancelling_a_parked_item_takes_its_bytes_out_of_the_size_rule() {
+    let t0 = base();
+    let config = cfg(10, 2).max_pending_bytes(60);
+    let mut b = Batcher::new(config)
+        .unwrap()
+        .with_max_batch_bytes(100)
+        .unwrap();
+    let _busy = b.send_alone(t0, 1).expect("idle");
+    assert_eq!(b.push(t0, "a", 10).unwrap().1, Admission::Buffered);
+    let (big, admission) = b.push(t0, "b", 60).unwrap();
+    assert_eq!(admission, Admission::Parked, "the buffer holds 60 bytes");
+    assert!(b.poll_batch(t0).is_none(), "70 bytes wait: no full batch");
+    assert_eq!(b.cancel(big), Some("b"));
+    assert!(b.poll_batch(t0).is_none(), "10 bytes wait: still none");
+    assert_eq!(b.poll_timeout(), Some(at(t0, 5)), "waiting on linger");
+    let batch = b.poll_batch(at(t0, 5)).unwrap();
+    assert_eq!(batch.reason, FlushReason::Linger);
+    assert_eq!(payloads(&batch), vec!["a"]);
+}
+
+#[test]
+fn the_batcher_reports_its_configuration() {
+    let config = cfg(7, 3).max_pending_bytes(1_000);
+    let b = Batcher::<u32>::new(config.clone())
+        .unwrap()
+        .with_max_batch_bytes(500)
+        .unwrap();
+    assert_eq!(b.config(), &config);
+    assert_eq!(b.max_batch_bytes(), 500);
+}
+
+#[test]
+fn debug_shows_the_shape_and_never_the_items() {
+    /// An item that is not `Debug`.
+    struct Opaque;
+    let t0 = base();
+    let mut b = Batcher::new(cfg(10, 1)).unwrap();
+    b.push(t0, Opaque, 3).unwrap();
+    let _out = b.poll_batch(t0).unwrap();
+    b.push(t0, Opaque, 4).unwrap();
+    let shown = format!("{b:?}");
+    assert!(shown.starts_with("Batcher {"), "{shown}");
+    for field in [
+        "pending_items: 1",
+        "pending_bytes: 4",
+        "parked: 0",
+        "closed: false",
+    ] {
+        assert!(shown.contains(field), "{field} in {shown}");
+    }
 }

@@ -6,11 +6,13 @@
 
 use std::time::{Duration, Instant};
 
-use autobatch_core::batch::BatchConfig;
-use autobatch_core::session::{Event, OpId, PendingAdds, Session, SessionConfig, WorkerConfig};
+use autobatch_core::batch::{BatchConfig, OverflowPolicy};
+use autobatch_core::session::{
+    Event, OpId, PendingAdds, ReconnectConfig, Session, SessionConfig, WorkerConfig,
+};
 use autobatch_core::wire::server::encode_error;
 use autobatch_core::wire::{
-    write_frame, Command, FrameDecoder, JobOptions, JobSpec, Response, Value,
+    write_frame, Command, EncodedJob, FrameDecoder, JobOptions, JobSpec, PullArgs, Response, Value,
 };
 use autobatch_core::Error;
 
@@ -412,6 +414,8 @@ fn durable_adds_bypass_the_batcher_as_push() {
     assert_eq!(sent[0].get("durable"), Some(&Value::Bool(true)));
     h.answer_push(&sent[0]);
     assert!(matches!(h.done(op), Some(Ok(Response::Pushed(_)))));
+    let st = h.s.stats();
+    assert_eq!((st.adds, st.adds_direct, st.adds_ok), (2, 1, 1));
 }
 
 #[test]
@@ -423,6 +427,8 @@ fn batching_off_sends_each_add_as_its_own_push() {
     let sent = h.take_sent();
     assert_eq!(sent.len(), 10);
     assert!(sent.iter().all(|s| cmd(s) == "PUSH"));
+    assert_eq!(h.s.stats().adds_direct, 10);
+    assert_eq!(h.s.stats().batches_sent, 0, "no batcher");
 }
 
 #[test]
@@ -891,6 +897,11 @@ fn a_failed_job_goes_out_as_fail_with_its_token() {
         h.s.complete_job(h.now, "j1", Value::Nil).is_err(),
         "not held any more"
     );
+    let st = h.s.stats();
+    assert_eq!(
+        (st.jobs_received, st.jobs_failed, st.jobs_completed),
+        (1, 1, 0)
+    );
 }
 
 #[test]
@@ -1033,6 +1044,10 @@ fn acks_the_server_did_not_name_are_checked_not_assumed() {
             ("c".to_string(), false)
         ]
     );
+    let st = h.s.stats();
+    assert_eq!((st.jobs_received, st.jobs_completed), (3, 3));
+    assert_eq!((st.ack_batches_sent, st.ackb_frames), (1, 1));
+    assert_eq!((st.error_replies, st.ack_checks), (1, 2));
 }
 
 /// A long-poll that waited to be written still gets its whole poll time after the write.
@@ -1111,6 +1126,7 @@ fn a_worker_renews_the_locks_of_held_jobs() {
         hb.get("tokens"),
         Some(&Value::Array(vec!["ta".into(), "tb".into()]))
     );
+    assert_eq!(h.s.stats().heartbeats_sent, 1);
     // Disconnected while due: rescheduled, not spinning (the next deadline is in the future).
     h.s.complete_job(h.now, "a", Value::Nil).unwrap();
     h.s.handle_disconnected(h.now);
@@ -1306,8 +1322,26 @@ mod replay_safety {
         /// Outcomes per operation.
         done: HashMap<OpId, Vec<Result<Response, Error>>>,
         ops: Vec<OpId>,
+        /// The adds among `ops`.
+        adds: Vec<OpId>,
+        /// Tags of the adds with a custom id: the ones that may be sent again.
+        custom_adds: Vec<String>,
         closed: bool,
         serial: u64,
+        /// What the session wrote and read, counted here to check its own counters.
+        seen: Seen,
+    }
+
+    #[derive(Debug, Default)]
+    struct Seen {
+        frames_written: u64,
+        bytes_written: u64,
+        push_frames: u64,
+        pushb_frames: u64,
+        frames_fed: u64,
+        bytes_fed: u64,
+        connects: u64,
+        cuts: u64,
     }
 
     /// Every `u<n>` tag string in a request.
@@ -1336,8 +1370,11 @@ mod replay_safety {
                 once: Vec::new(),
                 done: HashMap::new(),
                 ops: Vec::new(),
+                adds: Vec::new(),
+                custom_adds: Vec::new(),
                 closed: false,
                 serial: 0,
+                seen: Seen::default(),
             };
             r.step();
             r
@@ -1353,15 +1390,22 @@ mod replay_safety {
             loop {
                 let mut out = Vec::new();
                 self.s.poll_transmit(self.now, &mut out);
+                self.seen.bytes_written += out.len() as u64;
                 self.frames.extend(&out);
                 while let Some(f) = self.frames.next_frame().unwrap() {
                     let v = Value::decode(&f).unwrap();
+                    self.seen.frames_written += 1;
                     let mut t = Vec::new();
                     tags(&v, &mut t);
                     for tag in &t {
                         *self.writes.entry(tag.clone()).or_default() += 1;
                     }
                     let cmd = v.get("cmd").and_then(Value::as_str).unwrap().to_owned();
+                    match cmd.as_str() {
+                        "PUSH" => self.seen.push_frames += 1,
+                        "PUSHB" => self.seen.pushb_frames += 1,
+                        _ => {}
+                    }
                     self.open.push((v.get("reqId").unwrap().clone(), cmd, t));
                 }
                 let mut connect = false;
@@ -1382,6 +1426,7 @@ mod replay_safety {
                     break;
                 }
                 self.s.handle_connected(self.now);
+                self.seen.connects += 1;
                 self.connected = true;
             }
         }
@@ -1482,10 +1527,13 @@ mod replay_safety {
             let mut job = JobSpec::new(t.clone(), Value::Int(1));
             if custom {
                 job = job.with_options(JobOptions::new().job_id(format!("id-{t}")));
+                self.custom_adds.push(t);
             } else {
                 self.once.push(t);
             }
-            self.ops.push(self.s.add(self.now, "q", job).unwrap());
+            let op = self.s.add(self.now, "q", job).unwrap();
+            self.ops.push(op);
+            self.adds.push(op);
         }
 
         /// Answers the oldest `n` open requests: adds get ids, the rest a refusal.
@@ -1514,7 +1562,9 @@ mod replay_safety {
                     ]),
                 };
                 write_frame(&mut bytes, |b| reply.encode(b)).unwrap();
+                self.seen.frames_fed += 1;
             }
+            self.seen.bytes_fed += bytes.len() as u64;
             self.s.handle_input(self.now, &bytes);
         }
 
@@ -1525,6 +1575,7 @@ mod replay_safety {
                 Action::Answer(n) => self.answer(n as usize),
                 Action::Cut => {
                     if self.connected {
+                        self.seen.cuts += 1;
                         self.s.handle_disconnected(self.now);
                         self.connected = false;
                         self.open.clear();
@@ -1575,6 +1626,52 @@ mod replay_safety {
                 let outcomes = r.done.get(op).map_or(0, Vec::len);
                 prop_assert_eq!(outcomes, 1, "op {:?} resolved {} times", op, outcomes);
             }
+            r.check_stats()?;
+        }
+    }
+
+    impl Run {
+        /// The session's counters agree with what it wrote, read and resolved.
+        fn check_stats(&self) -> Result<(), TestCaseError> {
+            let st = self.s.stats();
+            let seen = &self.seen;
+            prop_assert_eq!(st.frames_sent, seen.frames_written);
+            prop_assert_eq!(st.bytes_sent, seen.bytes_written);
+            prop_assert_eq!(st.push_frames, seen.push_frames);
+            prop_assert_eq!(st.pushb_frames, seen.pushb_frames);
+            prop_assert_eq!(st.frames_received, seen.frames_fed);
+            prop_assert_eq!(st.bytes_received, seen.bytes_fed);
+            prop_assert_eq!(st.connects, seen.connects);
+            prop_assert!(st.reconnects_scheduled >= seen.cuts);
+            let ok = |op: &OpId| matches!(self.done.get(op).map(Vec::as_slice), Some([Ok(_)]));
+            let adds_ok = self.adds.iter().filter(|op| ok(op)).count() as u64;
+            prop_assert_eq!(st.adds, self.adds.len() as u64);
+            prop_assert_eq!(st.adds_ok, adds_ok);
+            prop_assert_eq!(st.adds_failed, self.adds.len() as u64 - adds_ok);
+            prop_assert_eq!((st.adds_cancelled, st.adds_rejected), (0, 0));
+            // Every write of a custom-id add after its first was a re-send.
+            let rewrites: usize = self
+                .custom_adds
+                .iter()
+                .map(|t| self.writes.get(t).map_or(0, |n| n.saturating_sub(1)))
+                .sum();
+            prop_assert!(st.items_resent >= rewrites as u64);
+            prop_assert_eq!(
+                st.batches_sent,
+                st.flushes.iter().sum::<u64>(),
+                "one flush per batch"
+            );
+            prop_assert_eq!(
+                (
+                    st.buffered_adds,
+                    st.buffered_bytes,
+                    st.parked_adds,
+                    st.in_flight_commands
+                ),
+                (0, 0, 0, 0),
+                "closed"
+            );
+            Ok(())
         }
     }
 
@@ -1763,4 +1860,584 @@ fn without_full_window_wait_each_freed_slot_is_refilled_at_once() {
     let bad = SessionConfig::default().full_window_wait(Some(Duration::ZERO));
     let err = bad.validate().unwrap_err();
     assert!(err.to_string().contains("full_window_wait"), "{err}");
+}
+
+#[test]
+fn the_session_reports_the_configuration_it_was_built_with() {
+    let config = ok()
+        .command_timeout(Duration::from_secs(7))
+        .max_in_flight_commands(3)
+        .seed(42);
+    let h = Harness::new(config.clone());
+    assert_eq!(h.s.config(), &config);
+}
+
+#[test]
+fn a_closing_session_refuses_new_work_before_it_has_closed() {
+    let mut h = Harness::connected(ok());
+    let count =
+        h.s.request(h.now, Command::Count { queue: "q".into() })
+            .unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(cmd).collect::<Vec<_>>(), ["Count"]);
+    h.s.close(h.now);
+    h.step();
+    assert!(!h.s.is_closed(), "the Count's reply is still awaited");
+    let job = JobSpec::new("j", Value::Nil);
+    assert!(matches!(h.s.add(h.now, "q", &job), Err(Error::Closed)));
+    assert!(matches!(
+        h.s.add_bulk(h.now, "q", vec![job]),
+        Err(Error::Closed)
+    ));
+    assert!(matches!(
+        h.s.request(h.now, Command::Count { queue: "q".into() }),
+        Err(Error::Closed)
+    ));
+    assert!(h.take_sent().is_empty(), "nothing new goes out");
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(0)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(count), Some(Ok(Response::Count(0)))));
+    assert!(h.s.is_closed());
+}
+
+#[test]
+fn a_long_poll_waiting_to_be_written_has_its_poll_time_on_top_of_the_timeout() {
+    // Never connected: the pull waits in the send queue.
+    let mut h = Harness::new(ok().command_timeout(Duration::from_secs(2)));
+    let pull = Command::Pull(PullArgs {
+        queue: "q".into(),
+        timeout: Some(5_000),
+        ..PullArgs::default()
+    });
+    let op = h.s.request(h.now, pull).unwrap();
+    h.step();
+    assert_eq!(h.s.poll_timeout(), Some(h.now + Duration::from_secs(7)));
+    h.advance(Duration::from_millis(6_900));
+    assert!(h.done(op).is_none(), "still inside its poll time");
+    h.advance(Duration::from_millis(200));
+    assert!(matches!(h.done(op), Some(Err(Error::Timeout { .. }))));
+}
+
+#[test]
+fn bulk_adds_count_every_job_they_carry() {
+    let mut h = Harness::connected(ok());
+    let jobs = (0..3)
+        .map(|i| JobSpec::new("j", Value::Int(i)))
+        .collect::<Vec<_>>();
+    h.s.add_bulk(h.now, "q", jobs.clone()).unwrap();
+    assert_eq!(h.s.stats().adds, 3);
+    h.s.add_bulk(h.now, "q", jobs).unwrap();
+    assert_eq!(h.s.stats().adds, 6);
+}
+
+#[test]
+fn a_written_request_waiting_to_be_sent_again_cannot_be_withdrawn() {
+    let mut h = Harness::connected(ok());
+    let count =
+        h.s.request(h.now, Command::Count { queue: "q".into() })
+            .unwrap();
+    h.step();
+    assert_eq!(h.take_sent().len(), 1);
+    h.s.handle_disconnected(h.now);
+    h.step();
+    assert!(h.done(count).is_none(), "a lookup is sent again");
+    assert!(
+        !h.s.cancel(count),
+        "it was written once and may have been applied"
+    );
+    let at = h.s.poll_timeout().unwrap();
+    h.advance(at - h.now);
+    assert!(h.take_events().contains(&Event::Connect));
+    h.s.handle_connected(h.now);
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(cmd).collect::<Vec<_>>(), ["Count"]);
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(1)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(count), Some(Ok(Response::Count(1)))));
+    assert_eq!(h.s.stats().adds_cancelled, 0);
+}
+
+/// The server's PULLB reply to `pull`, handing out `jobs` (id, lock token).
+fn pulled(pull: &Value, jobs: &[(&str, &str)]) -> Value {
+    let job = |id: &str| {
+        Value::map([
+            ("id", Value::from(id)),
+            ("name", Value::from("n")),
+            ("data", Value::Nil),
+        ])
+    };
+    Value::map([
+        ("ok", Value::Bool(true)),
+        (
+            "jobs",
+            Value::Array(jobs.iter().map(|(id, _)| job(id)).collect()),
+        ),
+        (
+            "tokens",
+            Value::Array(jobs.iter().map(|(_, t)| Value::from(*t)).collect()),
+        ),
+        ("reqId", pull.get("reqId").unwrap().clone()),
+    ])
+}
+
+#[test]
+fn a_worker_names_its_held_jobs_and_their_tokens_and_lets_one_be_taken() {
+    let worker = WorkerConfig::new("w")
+        .concurrency(2)
+        .poll_timeout(Duration::ZERO);
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let pull = h.take_sent();
+    assert_eq!(pull.iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+    assert!(h.s.pull_in_flight());
+    h.feed(&pulled(&pull[0], &[("j2", "t2"), ("j1", "t1")]));
+    assert!(!h.s.pull_in_flight());
+    assert_eq!(h.s.held_jobs(), ["j1", "j2"], "sorted");
+    assert_eq!(h.s.job_token("j1"), Some("t1"));
+    assert_eq!(h.s.job_token("j3"), None);
+    assert_eq!(h.s.take_job("j1"), Ok(Some("t1".to_owned())));
+    assert_eq!(h.s.held_jobs(), ["j2"]);
+    assert_eq!(h.s.jobs_held(), 1);
+    assert_eq!(h.s.job_token("j1"), None);
+    assert!(h.s.take_job("j1").is_err(), "not held any more");
+    h.step();
+    let next = h.take_sent();
+    assert_eq!(
+        next.iter().map(cmd).collect::<Vec<_>>(),
+        ["PULLB"],
+        "its slot is free for the next pull"
+    );
+    assert_eq!(next[0].get("count"), Some(&Value::Int(1)));
+}
+
+#[test]
+fn a_paused_worker_pulls_nothing_and_a_delayed_pull_waits_for_its_time() {
+    let worker = WorkerConfig::new("w").poll_timeout(Duration::ZERO);
+    let mut h = Harness::new(ok().worker(Some(worker)));
+    assert!(!h.s.is_worker_paused());
+    h.s.set_worker_paused(true);
+    assert!(h.s.is_worker_paused());
+    h.s.handle_connected(h.now);
+    h.step();
+    assert!(h.take_sent().is_empty(), "paused: no pull");
+    h.s.delay_pulls_until(h.now + Duration::from_secs(1));
+    h.s.set_worker_paused(false);
+    assert!(!h.s.is_worker_paused());
+    h.step();
+    assert!(h.take_sent().is_empty(), "not before its time");
+    h.advance(Duration::from_millis(999));
+    assert!(h.take_sent().is_empty(), "still not");
+    h.advance(Duration::from_millis(1));
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+}
+
+#[test]
+fn a_session_without_a_worker_holds_no_jobs_and_settles_none() {
+    let mut h = Harness::connected(ok());
+    h.s.set_worker_paused(true);
+    assert!(!h.s.is_worker_paused(), "nothing to pause");
+    h.s.delay_pulls_until(h.now);
+    assert!(!h.s.pull_in_flight());
+    assert_eq!(h.s.jobs_held(), 0);
+    assert!(h.s.held_jobs().is_empty());
+    assert_eq!(h.s.job_token("j1"), None);
+    assert_eq!(h.s.take_job("j1"), Err(Error::Closed));
+    assert_eq!(
+        h.s.complete_job(h.now, "j1", Value::Nil),
+        Err(Error::Closed)
+    );
+    assert_eq!(h.s.fail_job(h.now, "j1", "boom", false), Err(Error::Closed));
+    h.step();
+    assert!(h.take_sent().is_empty());
+}
+
+#[test]
+fn a_bulk_add_counts_each_of_its_jobs_however_it_ends() {
+    let three = || {
+        (0..3)
+            .map(|i| JobSpec::new("j", Value::Int(i)))
+            .collect::<Vec<_>>()
+    };
+    // Refused by the server: three adds failed.
+    let mut h = Harness::connected(ok());
+    let op = h.s.add_bulk(h.now, "q", three()).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(jobs_in(&sent[0]), 3);
+    let mut out = Vec::new();
+    encode_error(sent[0].get("reqId").unwrap(), "queue is paused", &mut out);
+    h.feed(&Value::decode(&out).unwrap());
+    assert!(matches!(h.done(op), Some(Err(Error::Server(_)))));
+    let st = h.s.stats();
+    assert_eq!((st.adds, st.adds_ok, st.adds_failed), (3, 0, 3));
+
+    // Withdrawn before it was written: three adds cancelled.
+    let mut h = Harness::new(ok());
+    let op = h.s.add_bulk(h.now, "q", three()).unwrap();
+    assert!(h.s.cancel(op));
+    assert_eq!(h.s.stats().adds_cancelled, 3);
+
+    // Given back unwritten: three adds given back, none failed.
+    let mut h = Harness::new(ok());
+    h.s.add_bulk(h.now, "q", three()).unwrap();
+    assert_eq!(h.s.release_unwritten(h.now, false), 3);
+    let st = h.s.stats();
+    assert_eq!((st.adds, st.adds_cancelled, st.adds_failed), (3, 3, 0));
+}
+
+#[test]
+fn a_full_buffer_applies_the_overflow_policy_and_counts_it() {
+    let config = |policy| {
+        ok().batching(Some(
+            BatchConfig::new()
+                .max_batch(2)
+                .max_in_flight(1)
+                .max_pending_items(2)
+                .overflow(policy),
+        ))
+    };
+    let job = || JobSpec::new("j", Value::Nil);
+    // A lone add holds the one slot; the next two fill the buffer.
+    let full = |policy| {
+        let mut h = Harness::connected(config(policy));
+        let ops: Vec<OpId> = (0..3).map(|i| h.add("q", i)).collect();
+        assert_eq!(h.take_sent().len(), 1);
+        assert_eq!(h.s.pending_adds().0, 2);
+        (h, ops)
+    };
+
+    let (mut h, _) = full(OverflowPolicy::Reject);
+    assert_eq!(h.s.add(h.now, "q", job()), Err(Error::Overflow));
+    assert_eq!((h.s.stats().adds_rejected, h.s.stats().adds_parked), (1, 0));
+
+    let (mut h, _) = full(OverflowPolicy::Backpressure);
+    h.s.add(h.now, "q", job()).unwrap();
+    h.step();
+    assert_eq!(h.s.pending_adds().2, 1, "parked");
+    assert_eq!(h.s.stats().parked_adds, 1);
+    assert_eq!((h.s.stats().adds_rejected, h.s.stats().adds_parked), (0, 1));
+
+    let (mut h, ops) = full(OverflowPolicy::DropOldest);
+    h.s.add(h.now, "q", job()).unwrap();
+    h.step();
+    assert_eq!(
+        h.done(ops[1]),
+        Some(&Err(Error::Overflow)),
+        "the oldest buffered"
+    );
+    assert_eq!((h.s.stats().adds_rejected, h.s.stats().adds_parked), (1, 0));
+}
+
+#[test]
+fn a_quiet_connection_is_pinged_every_interval_and_a_busy_one_is_not() {
+    let every = Duration::from_secs(10);
+    let timeout = Duration::from_secs(30);
+    let mut h = Harness::connected(ok().ping_interval(Some(every)).command_timeout(timeout));
+    assert_eq!(h.s.poll_timeout(), Some(h.now + every));
+    h.advance(every - Duration::from_millis(1));
+    assert!(h.take_sent().is_empty());
+    h.advance(Duration::from_millis(1));
+    let ping = h.take_sent();
+    assert_eq!(ping.iter().map(cmd).collect::<Vec<_>>(), ["Ping"]);
+    assert_eq!(
+        h.s.poll_timeout(),
+        Some(h.now + timeout),
+        "while it is out, only its reply is awaited"
+    );
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("data", Value::map([("pong", Value::Bool(true))])),
+        ("reqId", ping[0].get("reqId").unwrap().clone()),
+    ]));
+    assert_eq!(h.s.poll_timeout(), Some(h.now + every));
+    // An add written meanwhile puts the next ping an interval after its write.
+    h.advance(Duration::from_secs(4));
+    h.add("q", 0);
+    let add = h.take_sent();
+    assert_eq!(add.len(), 1);
+    assert_eq!(h.s.poll_timeout(), Some(h.now + timeout), "the add's reply");
+    h.advance(every);
+    assert!(h.take_sent().is_empty(), "a command is out: no ping");
+    h.answer_push(&add[0]);
+    assert_eq!(
+        h.s.poll_timeout(),
+        Some(h.now + every),
+        "rescheduled from then"
+    );
+    h.advance(every);
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["Ping"]);
+    assert_eq!(h.s.stats().timeouts, 0);
+}
+
+#[test]
+fn acks_refused_for_another_jobs_lock_are_retried_with_backoff_until_the_limit() {
+    let worker = |retries| {
+        WorkerConfig::new("w")
+            .concurrency(3)
+            .ack_retries(retries)
+            .ack_retry_base(Duration::from_millis(100))
+    };
+    let run = |retries| {
+        let mut h = Harness::connected(ok().worker(Some(worker(retries))));
+        let pull = h.take_sent();
+        h.feed(&pulled(&pull[0], &[("a", "ta"), ("b", "tb"), ("c", "tc")]));
+        for id in ["a", "b", "c"] {
+            h.s.complete_job(h.now, id, Value::Nil).unwrap();
+        }
+        h.step();
+        let acks = |h: &mut Harness| -> Vec<Value> {
+            h.take_sent()
+                .into_iter()
+                .filter(|s| cmd(s) == "ACKB")
+                .collect()
+        };
+        let ids = |ack: &Value| ack.get("ids").unwrap().clone();
+        let refuse = |h: &mut Harness, ack: &Value, job: &str| {
+            let mut out = Vec::new();
+            let msg = format!("Invalid or expired lock token for job {job}");
+            encode_error(ack.get("reqId").unwrap(), &msg, &mut out);
+            h.feed(&Value::decode(&out).unwrap());
+        };
+        let first = acks(&mut h);
+        assert_eq!(
+            ids(&first[0]),
+            Value::Array(vec!["a".into(), "b".into(), "c".into()])
+        );
+        // The lock problem is a's: b and c were not applied and go again after 100 ms.
+        refuse(&mut h, &first[0], "a");
+        h.advance(Duration::from_millis(99));
+        assert!(acks(&mut h).is_empty());
+        h.advance(Duration::from_millis(1));
+        let second = acks(&mut h);
+        assert_eq!(ids(&second[0]), Value::Array(vec!["b".into(), "c".into()]));
+        assert_eq!(
+            second[0].get("tokens"),
+            Some(&Value::Array(vec!["tb".into(), "tc".into()]))
+        );
+        // Then b's: c goes a third time, after twice the wait, if the limit allows.
+        refuse(&mut h, &second[0], "b");
+        h.advance(Duration::from_millis(199));
+        assert!(acks(&mut h).is_empty());
+        h.advance(Duration::from_millis(1));
+        let third = acks(&mut h);
+        let settled: Vec<(String, Result<bool, Error>)> = h
+            .take_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::JobSettled { id, result } => Some((id, result)),
+                _ => None,
+            })
+            .collect();
+        (h, third, settled)
+    };
+
+    let (mut h, third, settled) = run(2);
+    assert_eq!(third[0].get("ids"), Some(&Value::Array(vec!["c".into()])));
+    assert_eq!(
+        settled
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("reqId", third[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(h.take_events().contains(&Event::JobSettled {
+        id: "c".into(),
+        result: Ok(true)
+    }));
+    assert_eq!(h.s.stats().ack_retries, 3);
+
+    let (h, third, settled) = run(1);
+    assert!(third.is_empty(), "one retry only");
+    assert_eq!(
+        settled.last(),
+        Some(&(
+            "c".to_owned(),
+            Err(Error::Server("ACK retries exhausted".into()))
+        ))
+    );
+    assert_eq!(h.s.stats().ack_retries, 2);
+}
+
+#[test]
+fn a_late_reply_is_ignored_and_repeated_timeouts_drop_the_connection() {
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::connected(ok().command_timeout(timeout).max_command_timeouts(2));
+    let count = || Command::Count { queue: "q".into() };
+    let first = h.s.request(h.now, count()).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    h.advance(timeout);
+    assert!(matches!(h.done(first), Some(Err(Error::Timeout { .. }))));
+    // Its reply comes after all: the latest reqId written, answered late, changes nothing.
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(0)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(!h.take_events().contains(&Event::Disconnect));
+    assert!(h.s.is_connected());
+    // A second timeout in a row makes two: the connection is dropped and made again.
+    let second = h.s.request(h.now, count()).unwrap();
+    h.step();
+    h.advance(timeout - Duration::from_millis(1));
+    assert!(h.s.is_connected(), "one timeout is not enough");
+    h.advance(Duration::from_millis(1));
+    assert!(matches!(h.done(second), Some(Err(Error::Timeout { .. }))));
+    assert!(h.take_events().contains(&Event::Disconnect));
+    assert!(!h.s.is_connected());
+    assert_eq!(h.s.stats().timeouts, 2);
+}
+
+#[test]
+fn a_job_encoded_beforehand_is_added_like_any_other_and_its_queue_still_checked() {
+    let mut h = Harness::connected(ok());
+    let job = || EncodedJob::new(&JobSpec::new("j", Value::Int(7))).unwrap();
+    let bad = h.s.add_encoded(h.now, "bad queue", job());
+    assert!(matches!(bad, Err(Error::Invalid(ref e)) if e.field == "queue"));
+    let op = h.s.add_encoded(h.now, "q", job()).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(cmd).collect::<Vec<_>>(), ["PUSH"]);
+    assert_eq!(sent[0].get("queue"), Some(&Value::from("q")));
+    h.answer_push(&sent[0]);
+    assert!(matches!(h.done(op), Some(Ok(Response::Pushed(_)))));
+    // The same queue again, then a bad one: each name is checked.
+    h.s.add_encoded(h.now, "q", job()).unwrap();
+    let bad = h.s.add_encoded(h.now, "", job());
+    assert!(matches!(bad, Err(Error::Invalid(ref e)) if e.field == "queue"));
+    assert_eq!(h.s.stats().adds, 2);
+}
+
+#[test]
+fn answering_one_command_keeps_the_deadlines_of_the_others() {
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::connected(ok().command_timeout(timeout));
+    let t0 = h.now;
+    let count = || Command::Count { queue: "q".into() };
+    let first = h.s.request(h.now, count()).unwrap();
+    h.step();
+    h.now += Duration::from_millis(500);
+    let second = h.s.request(h.now, count()).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(h.s.poll_timeout(), Some(t0 + timeout), "the first one's");
+    h.now = t0 + Duration::from_secs(1);
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(0)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(first), Some(Ok(_))));
+    let due = t0 + Duration::from_millis(500) + timeout;
+    assert_eq!(h.s.poll_timeout(), Some(due), "now the second one's");
+    h.advance(due - h.now);
+    assert!(matches!(h.done(second), Some(Err(Error::Timeout { .. }))));
+}
+
+#[test]
+fn a_reply_between_two_timeouts_starts_their_count_again() {
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::connected(ok().command_timeout(timeout).max_command_timeouts(2));
+    let count = || Command::Count { queue: "q".into() };
+    h.s.request(h.now, count()).unwrap();
+    h.step();
+    h.advance(timeout);
+    assert_eq!(h.s.stats().timeouts, 1);
+    let answered = h.s.request(h.now, count()).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("count", Value::Int(0)),
+        ("reqId", sent.last().unwrap().get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(answered), Some(Ok(_))));
+    h.s.request(h.now, count()).unwrap();
+    h.step();
+    h.advance(timeout);
+    assert_eq!(h.s.stats().timeouts, 2);
+    assert!(h.s.is_connected(), "two timeouts, but not in a row");
+    assert!(!h.take_events().contains(&Event::Disconnect));
+}
+
+#[test]
+fn a_failed_connect_is_tried_again_after_a_growing_backoff_and_a_late_report_is_ignored() {
+    let reconnect = ReconnectConfig::default().jitter(0.0);
+    let mut h = Harness::new(ok().reconnect(reconnect));
+    assert_eq!(
+        h.s.poll_timeout(),
+        None,
+        "waiting for the driver to connect"
+    );
+    // 100 ms, then twice that for each failure in a row.
+    for (n, wait) in [(1, 100), (2, 200), (3, 400)] {
+        h.s.handle_connect_failed(h.now);
+        h.step();
+        let wait = Duration::from_millis(wait);
+        assert_eq!(h.s.poll_timeout(), Some(h.now + wait), "attempt {n}");
+        assert_eq!(h.s.stats().reconnects_scheduled, n);
+        h.advance(wait);
+        assert!(h.take_events().contains(&Event::Connect));
+    }
+    h.s.handle_connected(h.now);
+    h.step();
+    // A failure reported for an attempt that already succeeded changes nothing.
+    h.s.handle_connect_failed(h.now);
+    h.step();
+    assert!(h.s.is_connected());
+    assert_eq!(h.s.stats().reconnects_scheduled, 3);
+}
+
+#[test]
+fn without_hand_off_a_written_ack_is_handed_to_no_other_broker() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1")]));
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
+    h.step();
+    assert!(h.take_sent().iter().any(|s| cmd(s) == "ACKB"));
+    h.take_events();
+    h.s.handle_disconnected(h.now);
+    h.advance(Duration::from_millis(50));
+    assert!(!h
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::HandOff { .. })));
+}
+
+#[test]
+fn nothing_goes_out_before_auth_even_when_the_auth_cannot_be_written() {
+    // A token past the frame limit: the Auth fails to encode and is dropped.
+    let token = "t".repeat(65 * 1024 * 1024);
+    let mut h = Harness::new(ok().with_token(token));
+    h.s.request(h.now, Command::Count { queue: "q".into() })
+        .unwrap();
+    h.s.handle_connected(h.now);
+    h.step();
+    assert!(
+        h.take_sent().is_empty(),
+        "the Count waits for an Auth that succeeded"
+    );
+}
+
+#[test]
+fn bytes_sent_counts_what_poll_transmit_appended_only() {
+    let mut h = Harness::connected(ok());
+    h.s.request(h.now, Command::Count { queue: "q".into() })
+        .unwrap();
+    let mut out = vec![0u8; 1_000];
+    assert!(h.s.poll_transmit(h.now, &mut out));
+    assert_eq!(h.s.stats().bytes_sent, out.len() as u64 - 1_000);
 }

@@ -126,5 +126,10 @@ mod tests {
         assert_eq!(rows[1], (2, 3, 2));
         assert_eq!(rows[3], (8, 15, 1));
         assert_eq!(*rows.last().unwrap(), (1 << (BUCKETS - 1), usize::MAX, 1));
+        assert_eq!(
+            rows.len(),
+            6,
+            "only the buckets that hold batches: {rows:?}"
+        );
     }
 }

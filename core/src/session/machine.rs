@@ -367,15 +367,20 @@ impl Session {
     pub fn cancel(&mut self, op: OpId) -> bool {
         // A re-send waiting after a reconnect was written before and may have been applied:
         // it can no longer be withdrawn.
-        let withdrawn = self.producers.cancel(op)
-            || self
-                .outgoing
+        let withdrawn = if self.producers.cancel(op) {
+            Some(1)
+        } else {
+            self.outgoing
                 .remove_first(|q| !q.written && q.req.single_op() == Some(op))
-                .is_some();
-        if withdrawn {
-            self.stats.adds_cancelled += 1;
+                .map(|q| match &q.req {
+                    Request::Add(a) => a.len(),
+                    _ => 1,
+                })
+        };
+        if let Some(n) = withdrawn {
+            self.stats.adds_cancelled += n as u64;
         }
-        withdrawn
+        withdrawn.is_some()
     }
 
     /// Gives back every add this session has not written, so that a driver with several

@@ -86,11 +86,14 @@ impl AddRequest {
         }
     }
 
-    /// How many adds it carries.
+    /// How many adds it carries (a bulk add counts each job, as [`SessionStats::adds`] does).
+    ///
+    /// [`SessionStats::adds`]: super::SessionStats::adds
     pub(super) fn len(&self) -> usize {
         match self {
             AddRequest::Batch { ops, .. } => ops.len(),
-            AddRequest::Push { .. } | AddRequest::Bulk { .. } => 1,
+            AddRequest::Bulk { jobs, .. } => jobs.len(),
+            AddRequest::Push { .. } => 1,
         }
     }
 
@@ -756,8 +759,8 @@ impl Producers {
                     self.complete(now, queue, Some(batch));
                 }
             }
-            AddRequest::Bulk { op, .. } => {
-                out.stats.adds_failed += 1;
+            AddRequest::Bulk { op, jobs, .. } => {
+                out.stats.adds_failed += jobs.len() as u64;
                 out.done(op, Err(err));
             }
         }

@@ -2109,7 +2109,7 @@ fn a_full_buffer_applies_the_overflow_policy_and_counts_it() {
         let mut h = Harness::connected(config(policy));
         let ops: Vec<OpId> = (0..3).map(|i| h.add("q", i)).collect();
         assert_eq!(h.take_sent().len(), 1);
-        assert_eq!(h.s.pending_adds().0, 2);
+        assert_eq!(h.s.pending_adds().items, 2);
         (h, ops)
     };
 
@@ -2120,7 +2120,7 @@ fn a_full_buffer_applies_the_overflow_policy_and_counts_it() {
     let (mut h, _) = full(OverflowPolicy::Backpressure);
     h.s.add(h.now, "q", job()).unwrap();
     h.step();
-    assert_eq!(h.s.pending_adds().2, 1, "parked");
+    assert_eq!(h.s.pending_adds().parked, 1, "parked");
     assert_eq!(h.s.stats().parked_adds, 1);
     assert_eq!((h.s.stats().adds_rejected, h.s.stats().adds_parked), (0, 1));
 

@@ -6,9 +6,10 @@
 //! reply slot twice (once to take it, once on the first poll to leave the waker there). Here
 //! an add is its encoded job until first polled, then its reply slot and two guards: a few
 //! words. The first poll takes the slot with the caller's waker already in it and hands the
-//! job to the connection itself (see `direct.rs`), one lock each, then yields once; the
-//! second writes what the session sends and, if no other caller reads, reads for it. With
-//! several brokers an add takes the general path, boxed.
+//! job to the connection itself (see `direct.rs`), one lock each: an add that comes alone is
+//! written there and then, the first of a burst yields and writes the burst on its next poll.
+//! Later polls read for it while no other caller does. With several brokers an add takes the
+//! general path, boxed.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -19,17 +19,25 @@ mod common;
 
 use common::*;
 
-/// Polls `add` twice with a waker that wakes nothing: the first poll hands it to the
-/// session, the second writes it and takes the read role. Returns its outcome if it came.
-fn poll_twice_then_forget<F: Future + Unpin>(add: &mut F) -> Option<F::Output> {
+/// Polls `add` `times` with a waker that wakes nothing (the first poll hands it to the
+/// session, a second writes it and takes the read role). Returns its outcome if it came.
+fn poll_then_forget<F: Future + Unpin>(add: &mut F, times: usize) -> Option<F::Output> {
     let waker = futures_util::task::noop_waker();
     let mut cx = Context::from_waker(&waker);
-    for _ in 0..2 {
+    for _ in 0..times {
         if let Poll::Ready(out) = Pin::new(&mut *add).poll(&mut cx) {
             return Some(out);
         }
     }
     None
+}
+
+/// The outcome of an add kept unpolled: the one its early polls got, or awaited now.
+async fn outcome_of_kept<T: Rt, F: Future>(early: Option<F::Output>, kept: F) -> F::Output {
+    match early {
+        Some(out) => out,
+        None => within::<T, _>("the kept add", kept).await,
+    }
 }
 
 /// An add whose future is polled and then kept without being polled again (a `select` can
@@ -41,7 +49,7 @@ async fn an_add_kept_unpolled_stalls_nobody<T: Rt>(target: Target) {
     let name = queue_name::<T>("kept");
     let q = client.queue(&name);
     let mut kept = Box::pin(q.add("kept", &0, JobOptions::new()));
-    let early = poll_twice_then_forget(&mut kept);
+    let early = poll_then_forget(&mut kept, 2);
     let beside = within::<T, _>("adds beside an unpolled one", async {
         let mut ids = Vec::new();
         for i in 0..20 {
@@ -50,11 +58,9 @@ async fn an_add_kept_unpolled_stalls_nobody<T: Rt>(target: Target) {
         ids
     })
     .await;
-    let kept = match early {
-        Some(out) => out,
-        None => within::<T, _>("the kept add", kept).await,
-    }
-    .expect("kept add");
+    let kept = outcome_of_kept::<T, _>(early, kept)
+        .await
+        .expect("kept add");
     client.close().await;
     let mut raw = raw(server);
     assert_eq!(raw.count(&name), 21);
@@ -71,7 +77,7 @@ async fn an_add_dropped_while_reading_stalls_nobody<T: Rt>(target: Target) {
     let name = queue_name::<T>("dropped-reader");
     let q = client.queue(&name);
     let mut dropped = Box::pin(q.add("dropped", &0, JobOptions::new()));
-    let answered = poll_twice_then_forget(&mut dropped).is_some();
+    let answered = poll_then_forget(&mut dropped, 2).is_some();
     drop(dropped);
     within::<T, _>("adds after a dropped reader", async {
         for i in 0..20 {
@@ -94,22 +100,16 @@ async fn a_burst_whose_first_add_is_kept_unpolled_is_still_written<T: Rt>(target
     let name = queue_name::<T>("kept-first");
     let q = client.queue(&name);
     let mut first = Box::pin(q.add("first", &0, JobOptions::new()));
-    let waker = futures_util::task::noop_waker();
-    let early = match first.as_mut().poll(&mut Context::from_waker(&waker)) {
-        Poll::Ready(out) => Some(out),
-        Poll::Pending => None,
-    };
+    let early = poll_then_forget(&mut first, 1);
     let second = within::<T, _>(
         "the rest of the burst",
         q.add("second", &1, JobOptions::new()),
     )
     .await
     .expect("second add");
-    let first = match early {
-        Some(out) => out,
-        None => within::<T, _>("the kept add", first).await,
-    }
-    .expect("first add");
+    let first = outcome_of_kept::<T, _>(early, first)
+        .await
+        .expect("first add");
     client.close().await;
     let mut raw = raw(server);
     assert_eq!(raw.count(&name), 2);

@@ -133,6 +133,24 @@ impl Harness {
         self.feed(&reply);
     }
 
+    /// Answers `req` with the server's error `msg`.
+    fn answer_error(&mut self, req: &Value, msg: &str) {
+        self.feed(&Value::map([
+            ("ok", Value::Bool(false)),
+            ("error", Value::from(msg)),
+            ("reqId", req.get("reqId").unwrap().clone()),
+        ]));
+    }
+
+    /// Answers a GetJob with a job whose id is `id`.
+    fn answer_job(&mut self, req: &Value, id: &str) {
+        self.feed(&Value::map([
+            ("ok", Value::Bool(true)),
+            ("job", Value::map([("id", Value::from(id))])),
+            ("reqId", req.get("reqId").unwrap().clone()),
+        ]));
+    }
+
     fn done(&self, op: OpId) -> Option<&Result<Response, Error>> {
         self.events.iter().find_map(|e| match e {
             Event::Done { op: o, result } if *o == op => Some(result),
@@ -517,13 +535,148 @@ fn lost_connection_fails_plain_adds_and_resends_custom_ids() {
     assert!(h.take_events().contains(&Event::Connect));
     h.s.handle_connected(h.now);
     h.step();
+    // It is looked up first: a job that landed, and finished meanwhile, frees its id, and
+    // a blind replay would run it again.
     let sent = h.take_sent();
     assert_eq!(sent.len(), 1);
-    // Alone, it goes again as a PUSH, whose custom id travels as `jobId`.
+    assert_eq!(cmd(&sent[0]), "GetJob");
+    assert_eq!(sent[0].get("id"), Some(&Value::from("c1")));
+    h.answer_error(&sent[0], "Job not found");
+    // No job has the id: alone, it goes again as a PUSH, its custom id as `jobId`.
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
     assert_eq!(cmd(&sent[0]), "PUSH");
     assert_eq!(sent[0].get("jobId"), Some(&Value::from("c1")));
     h.answer_push(&sent[0]);
     assert!(matches!(h.done(custom), Some(Ok(_))));
+    assert_eq!(h.s.stats().items_resent, 1);
+}
+
+/// Adds with custom ids `ids` made in one go, then flushed: the first leaves alone as a PUSH,
+/// the rest as one PUSHB behind it.
+fn written_custom_adds(h: &mut Harness, ids: &[&str], opts: JobOptions) -> Vec<OpId> {
+    let ops = ids
+        .iter()
+        .map(|id| {
+            let job = JobSpec::new("j", Value::Nil).with_options(opts.clone().job_id(*id));
+            let op = h.s.add(h.now, "q", job).unwrap();
+            h.step();
+            op
+        })
+        .collect();
+    h.advance(Duration::from_millis(5));
+    ops
+}
+
+/// Drops the connection and reconnects after the backoff: what is sent first on the new one.
+fn reconnect(h: &mut Harness) -> Vec<Value> {
+    let connects = |h: &Harness| h.events.iter().filter(|e| **e == Event::Connect).count();
+    let before = connects(h);
+    h.s.handle_disconnected(h.now);
+    h.step();
+    let at = h.s.poll_timeout().unwrap();
+    h.advance(at - h.now);
+    assert_eq!(
+        connects(h),
+        before + 1,
+        "asks to reconnect after the backoff"
+    );
+    h.s.handle_connected(h.now);
+    h.step();
+    h.take_sent()
+}
+
+#[test]
+fn written_custom_id_adds_are_answered_by_their_lookup_or_go_again() {
+    let mut h = Harness::connected(ok());
+    let ops = written_custom_adds(&mut h, &["c0", "c1", "c2", "c3"], JobOptions::new());
+    let sent = h.take_sent();
+    assert_eq!(
+        sent.iter().map(cmd).collect::<Vec<_>>(),
+        ["PUSH", "PUSHB"],
+        "{sent:?}"
+    );
+    let lookups = reconnect(&mut h);
+    let looked_up: Vec<_> = lookups
+        .iter()
+        .map(|l| (cmd(l), l.get("id").cloned()))
+        .collect();
+    let want: Vec<_> = ["c0", "c1", "c2", "c3"]
+        .iter()
+        .map(|id| ("GetJob", Some(Value::from(*id))))
+        .collect();
+    assert_eq!(looked_up, want, "one lookup per add, in add order");
+    // c0 and c2 landed (c2 may even have finished: a lookup finds that too); c1 did not; the
+    // lookup of c3 is refused for another reason, so its add's fate stays unknown.
+    h.answer_job(&lookups[0], "c0");
+    h.answer_error(&lookups[1], "Job not found");
+    h.answer_job(&lookups[2], "c2");
+    h.answer_error(&lookups[3], "Rate limit exceeded");
+    assert_eq!(h.done(ops[0]), Some(&Ok(Response::Pushed("c0".into()))));
+    assert_eq!(h.done(ops[2]), Some(&Ok(Response::Pushed("c2".into()))));
+    let unknown = Err(Error::ConnectionLost {
+        maybe_applied: true,
+    });
+    assert_eq!(h.done(ops[3]), Some(&unknown));
+    assert!(h.done(ops[1]).is_none(), "c1 goes again");
+    let again = h.take_sent();
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(cmd(&again[0]), "PUSH");
+    assert_eq!(again[0].get("jobId"), Some(&Value::from("c1")));
+    h.answer_push(&again[0]);
+    assert!(matches!(h.done(ops[1]), Some(Ok(Response::Pushed(_)))));
+    let stats = h.s.stats();
+    assert_eq!((stats.adds_ok, stats.adds_failed), (3, 1));
+    assert_eq!(stats.items_resent, 1, "only the add no job had went again");
+}
+
+#[test]
+fn a_written_add_whose_job_is_removed_when_finished_is_not_replayed() {
+    let mut h = Harness::connected(ok());
+    let removed = [
+        JobOptions::new().remove_on_complete(true),
+        JobOptions::new().remove_on_fail(true),
+    ];
+    let mut ops = Vec::new();
+    for (i, opts) in removed.into_iter().enumerate() {
+        ops.extend(written_custom_adds(&mut h, &[&format!("r{i}")], opts));
+    }
+    assert_eq!(h.take_sent().len(), 2);
+    let sent = reconnect(&mut h);
+    // Once its job finished and was removed, nothing would tell that it landed: its fate
+    // stays unknown, and it is never written twice.
+    assert!(sent.is_empty(), "{sent:?}");
+    for op in ops {
+        assert_eq!(
+            h.done(op),
+            Some(&Err(Error::ConnectionLost {
+                maybe_applied: true
+            }))
+        );
+    }
+}
+
+#[test]
+fn a_lookup_lost_with_its_connection_is_made_again_and_one_unanswered_times_out_as_maybe_applied() {
+    let mut h = Harness::connected(ok());
+    let ops = written_custom_adds(&mut h, &["c0"], JobOptions::new());
+    assert_eq!(h.take_sent().len(), 1);
+    let first = reconnect(&mut h);
+    assert_eq!(first.len(), 1);
+    assert_eq!(cmd(&first[0]), "GetJob");
+    // Lost again before its answer: the lookup is a read, made again on the next connection.
+    let second = reconnect(&mut h);
+    assert_eq!(second.len(), 1);
+    assert_eq!(cmd(&second[0]), "GetJob");
+    assert!(h.done(ops[0]).is_none());
+    // Never answered: the add that was written may have been applied.
+    h.advance(Duration::from_secs(31));
+    assert_eq!(
+        h.done(ops[0]),
+        Some(&Err(Error::Timeout {
+            maybe_applied: true
+        }))
+    );
 }
 
 #[test]

@@ -888,14 +888,19 @@ impl Session {
             let deadline = q.deadline;
             let again = match q.req {
                 Request::Auth { .. } => None,
+                Request::Add(a) => {
+                    let again = self.producers.on_lost(now, a, &why, out!(self));
+                    resend.extend(again.into_iter().map(|a| Queued {
+                        req: Request::Add(a),
+                        deadline,
+                        written: true,
+                    }));
+                    None
+                }
                 Request::User {
                     replay: Replay::Safe,
                     ..
                 } if why.allows_resend() => Some(q.req),
-                Request::Add(a) => self
-                    .producers
-                    .on_lost(now, a, &why, out!(self))
-                    .map(Request::Add),
                 Request::Work(w) => match self.worker.as_mut() {
                     Some(worker) if self.hand_off => match worker.hand_off(now, w) {
                         Ok(cmd) => {

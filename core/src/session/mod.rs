@@ -105,6 +105,7 @@
 //! deadlines indexed; `window` decides when a full pipelining window is refilled; `replay` decides, once, which commands may be written again after a lost
 //! connection ([`Replay`]).
 
+mod check;
 mod config;
 mod event;
 mod events;

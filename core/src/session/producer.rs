@@ -17,8 +17,8 @@ use crate::wire::{
     Response, ValidationError,
 };
 
+use super::check::{self, Check, Found};
 use super::event::{FailKind, OpId, Out};
-use super::replay::{job_replay, Replay};
 
 /// One add waiting in a batcher.
 #[derive(Debug)]
@@ -62,6 +62,9 @@ pub(super) enum AddRequest {
         queue: Arc<str>,
         jobs: Vec<EncodedJob>,
     },
+    /// A GetJob for an add with a custom id that was written on a lost connection: it is
+    /// written again only if no job has the id (see [`Check`]).
+    Check(Check),
 }
 
 impl AddRequest {
@@ -70,6 +73,7 @@ impl AddRequest {
         match self {
             AddRequest::Push { .. } => CommandKind::Push,
             AddRequest::Batch { .. } | AddRequest::Bulk { .. } => CommandKind::PushB,
+            AddRequest::Check(_) => CommandKind::GetJob,
         }
     }
 
@@ -83,6 +87,8 @@ impl AddRequest {
             // A batch's own request holds its in-flight slot: it is withdrawn only through
             // the batcher, never alone.
             AddRequest::Push { batch: Some(_), .. } | AddRequest::Batch { .. } => None,
+            // Its add was written already: withdrawing the lookup would not unwrite it.
+            AddRequest::Check(_) => None,
         }
     }
 
@@ -93,7 +99,7 @@ impl AddRequest {
         match self {
             AddRequest::Batch { ops, .. } => ops.len(),
             AddRequest::Bulk { jobs, .. } => jobs.len(),
-            AddRequest::Push { .. } => 1,
+            AddRequest::Push { .. } | AddRequest::Check(_) => 1,
         }
     }
 
@@ -104,6 +110,7 @@ impl AddRequest {
             AddRequest::Batch { name, jobs, .. } => encode_pushb_encoded(name, jobs, req_id, out),
             AddRequest::Bulk { queue, jobs, .. } => encode_pushb_encoded(queue, jobs, req_id, out),
             AddRequest::Push { queue, job, .. } => encode_push_encoded(queue, job, req_id, out),
+            AddRequest::Check(c) => c.encode(req_id, out),
         }
     }
 }
@@ -622,6 +629,36 @@ impl Producers {
                 }
                 out.done(op, Ok(response));
             }
+            AddRequest::Check(c) => {
+                let again = self.on_found(c.on_reply(response), out);
+                debug_assert!(again.is_none(), "only a refused lookup adds again");
+            }
+        }
+    }
+
+    /// What a lookup found decides its add: answered with the id found, written again, or
+    /// left unknown. Returns the add to write again.
+    fn on_found(&mut self, found: Found, out: &mut Out<'_>) -> Option<AddRequest> {
+        match found {
+            Found::Added(op, id) => {
+                out.stats.adds_ok += 1;
+                out.done(op, Ok(Response::Pushed(id)));
+                None
+            }
+            Found::Absent(Check { op, queue, job }) => {
+                out.stats.items_resent += 1;
+                Some(AddRequest::Push {
+                    op,
+                    queue,
+                    job,
+                    batch: None,
+                })
+            }
+            Found::Unknown(op) => {
+                out.stats.adds_failed += 1;
+                out.done(op, Err(check::unknown(&Error::Closed)));
+                None
+            }
         }
     }
 
@@ -634,16 +671,19 @@ impl Producers {
         msg: &str,
         out: &mut Out<'_>,
     ) -> Option<AddRequest> {
-        let AddRequest::Batch {
-            queue,
-            batch,
-            name,
-            ops,
-            jobs,
-        } = req
-        else {
-            self.resolve(now, req, Error::server(msg.to_owned()), out);
-            return None;
+        let (queue, batch, name, ops, jobs) = match req {
+            AddRequest::Batch {
+                queue,
+                batch,
+                name,
+                ops,
+                jobs,
+            } => (queue, batch, name, ops, jobs),
+            AddRequest::Check(c) => return self.on_found(c.on_error(msg), out),
+            other => {
+                self.resolve(now, other, Error::server(msg.to_owned()), out);
+                return None;
+            }
         };
         // "jobs[i]: …" is a validation failure: the server inserted nothing, so the other jobs
         // can safely go again without the bad one. One bad job fails alone.
@@ -678,20 +718,34 @@ impl Producers {
         })
     }
 
-    /// The connection `req` was written on is gone (`why`). Returns the part that is safe to
-    /// send again (adds with a custom id, which the server deduplicates); the rest fails as
-    /// maybe applied.
+    /// The connection `req` was written on is gone (`why`). Returns what goes on the next
+    /// connection: a lookup for each add with a custom id (written again only if no job has
+    /// the id, see [`Check`]), and an `add_bulk` whose jobs all have one, written again as it
+    /// is; every other add fails as maybe applied.
     pub(super) fn on_lost(
         &mut self,
         now: Instant,
         req: AddRequest,
         why: &FailKind,
         out: &mut Out<'_>,
-    ) -> Option<AddRequest> {
+    ) -> Vec<AddRequest> {
         if !why.allows_resend() {
             self.resolve(now, req, why.error(true), out);
-            return None;
+            return Vec::new();
         }
+        let lost = why.error(true);
+        let mut again = Vec::new();
+        let mut check = |op, queue: &Arc<str>, job, out: &mut Out<'_>| match Check::of(
+            op,
+            Arc::clone(queue),
+            job,
+        ) {
+            Ok(c) => again.push(AddRequest::Check(c)),
+            Err(_) => {
+                out.stats.adds_failed += 1;
+                out.done(op, Err(lost.clone()));
+            }
+        };
         match req {
             AddRequest::Batch {
                 queue,
@@ -700,44 +754,31 @@ impl Producers {
                 ops,
                 jobs,
             } => {
-                let mut again_ops = Vec::new();
-                let mut again_jobs = Vec::new();
                 for (op, job) in ops.into_iter().zip(jobs) {
-                    if job_replay(job.has_custom_id()) == Replay::Safe {
-                        again_ops.push(op);
-                        again_jobs.push(job);
-                    } else {
-                        out.stats.adds_failed += 1;
-                        out.done(op, Err(why.error(true)));
-                    }
+                    check(op, &name, job, out);
                 }
-                if again_ops.is_empty() {
-                    self.complete(now, queue, batch);
-                    return None;
+                // The lookups hold no in-flight slot: the batch is over.
+                self.complete(now, queue, batch);
+            }
+            AddRequest::Push {
+                op,
+                queue,
+                job,
+                batch,
+            } => {
+                check(op, &queue, job, out);
+                if let Some((queue, batch)) = batch {
+                    self.complete(now, queue, Some(batch));
                 }
-                // The re-sent part keeps the batch's in-flight slot (max_in_flight).
-                out.stats.items_resent += again_ops.len() as u64;
-                Some(AddRequest::Batch {
-                    queue,
-                    batch,
-                    name,
-                    ops: again_ops,
-                    jobs: again_jobs,
-                })
             }
-            AddRequest::Push { ref job, .. } if job_replay(job.has_custom_id()) == Replay::Safe => {
-                out.stats.items_resent += 1;
-                Some(req)
-            }
+            AddRequest::Check(c) => again.push(AddRequest::Check(c)),
             AddRequest::Bulk { ref jobs, .. } if jobs.iter().all(EncodedJob::has_custom_id) => {
                 out.stats.items_resent += jobs.len() as u64;
-                Some(req)
+                again.push(req);
             }
-            other => {
-                self.resolve(now, other, why.error(true), out);
-                None
-            }
+            bulk @ AddRequest::Bulk { .. } => self.resolve(now, bulk, lost, out),
         }
+        again
     }
 
     /// `req` will get no reply: every add in it fails with `err`.
@@ -762,6 +803,10 @@ impl Producers {
             AddRequest::Bulk { op, jobs, .. } => {
                 out.stats.adds_failed += jobs.len() as u64;
                 out.done(op, Err(err));
+            }
+            AddRequest::Check(c) => {
+                out.stats.adds_failed += 1;
+                out.done(c.op, Err(check::unknown(&err)));
             }
         }
     }

@@ -46,7 +46,7 @@ impl Replay {
 }
 
 /// An add is idempotent when it carries a custom job id: the server keeps one job per id.
-pub(super) fn job_replay(has_custom_id: bool) -> Replay {
+fn job_replay(has_custom_id: bool) -> Replay {
     if has_custom_id {
         Replay::Safe
     } else {

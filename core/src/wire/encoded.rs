@@ -153,6 +153,20 @@ impl EncodedJob {
         self.durable
     }
 
+    /// Whether the server removes the job once it finishes (`removeOnComplete` or
+    /// `removeOnFail`): after that, nothing tells that it was ever added.
+    ///
+    /// ```
+    /// use autobatch_core::wire::{EncodedJob, JobOptions, JobSpec, Value};
+    /// let job = JobSpec::new("email", Value::from("a@b"));
+    /// assert!(!EncodedJob::new(&job).unwrap().removed_when_finished());
+    /// let removed = job.with_options(JobOptions::new().remove_on_complete(true));
+    /// assert!(EncodedJob::new(&removed).unwrap().removed_when_finished());
+    /// ```
+    pub fn removed_when_finished(&self) -> bool {
+        self.remove_on_complete == Some(true) || self.remove_on_fail == Some(true)
+    }
+
     /// Whether the job has a custom id, which makes adding it again harmless (the server keeps
     /// one job per id).
     pub fn has_custom_id(&self) -> bool {

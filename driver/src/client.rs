@@ -563,8 +563,10 @@ impl<R: Runtime> Queue<R> {
         // The job is checked and encoded now, straight from its parts: the future borrows
         // nothing of the caller's and holds a few words (see `AddFuture`), and neither a
         // `JobSpec` nor a tree of the data is built.
+        let links = self.client.links();
+        let opts = links.job_options(opts);
         let job = EncodedJob::from_serialize(name.as_ref(), data, &opts).map_err(Error::Invalid);
-        AddFuture::new(&self.name, self.client.links(), job)
+        AddFuture::new(&self.name, links, job)
     }
 
     /// Adds many jobs as one PUSHB, all or nothing, and returns their ids in order.
@@ -596,7 +598,7 @@ impl<R: Runtime> Queue<R> {
             specs.push(JobSpec {
                 name: name.into(),
                 data,
-                opts,
+                opts: self.client.links().job_options(opts),
             });
         }
         let queue = self.name.clone();

@@ -51,7 +51,8 @@ pub(crate) async fn start_links<R: Runtime>(
     let addrs = options.broker_addrs();
     if addrs.len() == 1 {
         let ends = start(runtime, options, worker).await?;
-        return Ok(Links::new(vec![ends], options.stall_timeout));
+        return Ok(Links::new(vec![ends], options.stall_timeout)
+            .with_idempotent_adds(options.idempotent_adds));
     }
     let mut parts = Vec::with_capacity(addrs.len());
     let mut waits = Vec::with_capacity(addrs.len());
@@ -85,9 +86,9 @@ pub(crate) async fn start_links<R: Runtime>(
     }
     match (up, first_err) {
         (0, Some(e)) => Err(e),
-        _ => Ok(
-            Links::new(parts, options.stall_timeout).with_shared_storage(options.shared_storage)
-        ),
+        _ => Ok(Links::new(parts, options.stall_timeout)
+            .with_shared_storage(options.shared_storage)
+            .with_idempotent_adds(options.idempotent_adds)),
     }
 }
 

@@ -48,6 +48,7 @@
 #![warn(missing_docs)]
 
 mod add;
+mod add_ids;
 mod call;
 mod client;
 mod cmd;

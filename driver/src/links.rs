@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 use futures_channel::oneshot;
 use futures_util::future::{FutureExt, Shared as SharedFuture};
 
+use autobatch_core::wire::JobOptions;
+
+use crate::add_ids::AddIds;
 use crate::cmd::Ticket;
 use crate::direct::Direct;
 use crate::inbox::Sender;
@@ -213,6 +216,9 @@ pub(crate) struct Links {
     next: AtomicUsize,
     /// [`ClientOptions::shared_storage`](crate::ClientOptions::shared_storage).
     shared_storage: bool,
+    /// With [`ClientOptions::idempotent_adds`](crate::ClientOptions::idempotent_adds): the
+    /// ids this client gives its adds.
+    add_ids: Option<AddIds>,
 }
 
 impl Links {
@@ -234,6 +240,22 @@ impl Links {
             epoch: Instant::now(),
             next: AtomicUsize::new(0),
             shared_storage: false,
+            add_ids: None,
+        }
+    }
+
+    /// With `on`, every add without a custom id gets one (see [`AddIds`]).
+    pub(crate) fn with_idempotent_adds(mut self, on: bool) -> Self {
+        self.add_ids = on.then(AddIds::new);
+        self
+    }
+
+    /// `opts` as this client sends them: with a job id of the client's own where adds are
+    /// idempotent and it has none.
+    pub(crate) fn job_options(&self, opts: JobOptions) -> JobOptions {
+        match &self.add_ids {
+            Some(ids) => ids.stamp(opts),
+            None => opts,
         }
     }
 

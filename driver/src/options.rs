@@ -79,6 +79,14 @@ pub struct ClientOptions {
     /// Without it they wait for that broker to come back. Default `false`. Unused with one
     /// broker.
     pub shared_storage: bool,
+    /// Every add without a custom id gets one made by the client (a UUID v7, the shape of
+    /// bunqueue's own ids), so that an add written on a connection that is then lost is
+    /// looked up by its id and written again only if it did not land, instead of failing
+    /// with [`Error::ConnectionLost`] `{ maybe_applied: true }`. The ids show in each job's
+    /// `customId`. Where the guarantee ends (jobs removed when they finish, a server
+    /// restarted without its data, `add_bulk` across brokers): docs/reliability.md.
+    /// Default `false`.
+    pub idempotent_adds: bool,
 }
 
 impl Default for ClientOptions {
@@ -100,6 +108,7 @@ impl Default for ClientOptions {
             extra_brokers: Vec::new(),
             stall_timeout: Duration::from_secs(1),
             shared_storage: false,
+            idempotent_adds: false,
         }
     }
 }
@@ -324,6 +333,14 @@ impl ClientOptions {
         /// assert!(o.shared_storage);
         /// ```
         shared_storage = bool,
+        /// Sets [`idempotent_adds`](Self::idempotent_adds): every add carries a job id, so
+        /// that a lost connection never leaves an add "maybe applied" while its job is kept.
+        ///
+        /// ```
+        /// let o = autobatch_driver::ClientOptions::default().idempotent_adds(true);
+        /// assert!(o.idempotent_adds);
+        /// ```
+        idempotent_adds = bool,
         /// Sets [`reconnect`](Self::reconnect).
         ///
         /// ```

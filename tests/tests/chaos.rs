@@ -1,12 +1,14 @@
 //! A chaos soak on bunqueue 2.9.5's PostgreSQL fleet: one PostgreSQL 15 and three brokers,
 //! one autobatch client and one worker on all three with
 //! [`shared_storage`](autobatch_driver::ClientOptions::shared_storage). Producers add
-//! without pause — plain and custom-id adds, one at a time and in concurrent waves — and the
-//! worker runs every job, while brokers are SIGKILLed and restarted at random every few
+//! without pause — plain and custom-id adds, and through a second client with
+//! [`idempotent_adds`](autobatch_driver::ClientOptions::idempotent_adds) adds that carry a
+//! job id of the client's own, one at a time and in concurrent waves — and the worker runs
+//! every job, while brokers are SIGKILLed and restarted at random every few
 //! seconds (one down at a time, so a live broker always exists).
 //!
 //! Counted afterwards in the database itself: 0 lost (every acknowledged add is a row),
-//! 0 duplicated custom ids, every add resolved (an id or a typed error; each add is under
+//! 0 duplicated custom ids, 0 idempotent adds left maybe applied, every add resolved (an id or a typed error; each add is under
 //! the hang guard, its command timeout far below it), every job completed, and every job
 //! ran exactly once. The worker holds bunqueue's own lock (30 s). A job run twice is told
 //! apart by the row's attempt count: a broker's sweep of expired leases counts an attempt
@@ -67,6 +69,8 @@ struct Tally {
     custom_ok: Vec<String>,
     /// Adds that failed as maybe applied (written to a broker that died).
     maybe: u64,
+    /// Of those, adds of the idempotent client.
+    idempotent_maybe: u64,
     /// Adds that failed as not applied.
     not_applied: u64,
     /// Adds that failed otherwise (the error's text).
@@ -75,18 +79,32 @@ struct Tally {
     slowest: Duration,
 }
 
+/// What a producer adds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Plain adds: the server names each job.
+    Plain,
+    /// Adds with custom ids of the producer's.
+    Custom,
+    /// Plain adds through the client with `idempotent_adds`, which gives each a job id.
+    Idempotent,
+}
+
 impl Tally {
-    fn record(&mut self, custom: bool, started: Instant, r: Result<String, Error>) {
+    fn record(&mut self, kind: Kind, started: Instant, r: Result<String, Error>) {
         self.slowest = self.slowest.max(started.elapsed());
         match r {
-            Ok(id) if custom => self.custom_ok.push(id),
-            Ok(id) => self.plain_ok.push(id),
+            Ok(id) if kind == Kind::Plain => self.plain_ok.push(id),
+            Ok(id) => self.custom_ok.push(id),
             Err(Error::ConnectionLost {
                 maybe_applied: true,
             })
             | Err(Error::Timeout {
                 maybe_applied: true,
-            }) => self.maybe += 1,
+            }) => {
+                self.maybe += 1;
+                self.idempotent_maybe += u64::from(kind == Kind::Idempotent);
+            }
             Err(Error::ConnectionLost {
                 maybe_applied: false,
             })
@@ -147,11 +165,11 @@ fn rows(pg: &Postgres, ns: &str) -> Vec<(String, String, String)> {
 }
 
 /// One producer: adds until `stop`, `wave` at a time (1: one after another), with custom ids
-/// `"{tag}-{n}"` or none.
+/// `"{tag}-{n}"` for [`Kind::Custom`].
 async fn produce(
     client: Client<R>,
     tag: &'static str,
-    custom: bool,
+    kind: Kind,
     wave: usize,
     stop: Arc<AtomicBool>,
     next: Arc<AtomicU64>,
@@ -162,16 +180,16 @@ async fn produce(
         let data: Vec<u64> = (0..wave)
             .map(|_| next.fetch_add(1, Ordering::Relaxed))
             .collect();
-        let opts = |n: u64| match custom {
-            true => JobOptions::new().job_id(format!("{tag}-{n}")),
-            false => JobOptions::new(),
+        let opts = |n: u64| match kind {
+            Kind::Custom => JobOptions::new().job_id(format!("{tag}-{n}")),
+            Kind::Plain | Kind::Idempotent => JobOptions::new(),
         };
         let started = Instant::now();
         let adds = data.iter().map(|n| q.add("chaos", n, opts(*n)));
         let results =
             within::<Tokio, _>("a wave of adds", futures_util::future::join_all(adds)).await;
         for r in results {
-            tally.record(custom, started, r);
+            tally.record(kind, started, r);
         }
         // A steady load the worker keeps up with on a small machine: the soak is about
         // failover, not throughput.
@@ -227,24 +245,26 @@ fn chaos_soak_on_a_shared_storage_fleet() {
         .expect("worker")
     });
     let client = rt.block_on(connect::<Tokio>(fleet_options(&fleet)));
+    let idempotent = rt.block_on(connect::<Tokio>(
+        fleet_options(&fleet).idempotent_adds(true),
+    ));
     let stop = Arc::new(AtomicBool::new(false));
     let next = Arc::new(AtomicU64::new(0));
     let producers: Vec<_> = [
-        ("plain-seq", false, 1),
-        ("custom-seq", true, 1),
-        ("plain-wave", false, 20),
-        ("custom-wave", true, 20),
+        ("plain-seq", Kind::Plain, 1),
+        ("custom-seq", Kind::Custom, 1),
+        ("idempotent-seq", Kind::Idempotent, 1),
+        ("plain-wave", Kind::Plain, 20),
+        ("custom-wave", Kind::Custom, 20),
+        ("idempotent-wave", Kind::Idempotent, 20),
     ]
     .into_iter()
-    .map(|(tag, custom, wave)| {
-        rt.spawn(produce(
-            client.clone(),
-            tag,
-            custom,
-            wave,
-            stop.clone(),
-            next.clone(),
-        ))
+    .map(|(tag, kind, wave)| {
+        let client = match kind {
+            Kind::Idempotent => idempotent.clone(),
+            Kind::Plain | Kind::Custom => client.clone(),
+        };
+        rt.spawn(produce(client, tag, kind, wave, stop.clone(), next.clone()))
     })
     .collect();
 
@@ -276,6 +296,7 @@ fn chaos_soak_on_a_shared_storage_fleet() {
         tally.plain_ok.extend(t.plain_ok);
         tally.custom_ok.extend(t.custom_ok);
         tally.maybe += t.maybe;
+        tally.idempotent_maybe += t.idempotent_maybe;
         tally.not_applied += t.not_applied;
         tally.other.extend(t.other);
         tally.slowest = tally.slowest.max(t.slowest);
@@ -297,6 +318,7 @@ fn chaos_soak_on_a_shared_storage_fleet() {
     rt.block_on(async {
         within::<Tokio, _>("worker close", worker.close()).await;
         within::<Tokio, _>("client close", client.close()).await;
+        within::<Tokio, _>("idempotent client close", idempotent.close()).await;
     });
 
     eprintln!("chaos: closed after {:?}", t0.elapsed());
@@ -330,11 +352,12 @@ fn chaos_soak_on_a_shared_storage_fleet() {
         .filter(|id| !by_id.contains_key(id.as_str()))
         .count();
     eprintln!(
-        "chaos: {:?} with {kills} kills (seed {seed}); adds: {} plain and {} custom-id acknowledged, {} maybe applied, {} not applied, {} other errors; slowest add {:?}; {} rows; lost {} plain, {} custom; {duplicated} custom ids duplicated; {} jobs ran, {twice} more than once ({} after a broker recovered their expired lease, {} without); {} leases recovered",
+        "chaos: {:?} with {kills} kills (seed {seed}); adds: {} plain and {} custom-id acknowledged, {} maybe applied ({} of them idempotent), {} not applied, {} other errors; slowest add {:?}; {} rows; lost {} plain, {} custom; {duplicated} custom ids duplicated; {} jobs ran, {twice} more than once ({} after a broker recovered their expired lease, {} without); {} leases recovered",
         chaos,
         tally.plain_ok.len(),
         tally.custom_ok.len(),
         tally.maybe,
+        tally.idempotent_maybe,
         tally.not_applied,
         tally.other.len(),
         tally.slowest,
@@ -354,6 +377,10 @@ fn chaos_soak_on_a_shared_storage_fleet() {
     );
     assert_eq!(lost_plain + lost_custom, 0, "acknowledged adds lost");
     assert_eq!(duplicated, 0, "custom ids duplicated");
+    assert_eq!(
+        tally.idempotent_maybe, 0,
+        "idempotent adds left maybe applied while live brokers could answer for them"
+    );
     let acked = tally.plain_ok.len() + tally.custom_ok.len();
     assert!(
         all.len() >= acked && all.len() as u64 <= acked as u64 + tally.maybe,

@@ -1022,6 +1022,52 @@ fn one_client_kill_resolves_every_add_at_once() {
     rt.block_on(within::<Tokio, _>("close", client.close()));
 }
 
+/// `one_client_kill_resolves_every_add_at_once` with
+/// [`idempotent_adds`](autobatch_driver::ClientOptions::idempotent_adds): the same kill
+/// during a wave of plain adds leaves none of them maybe applied. Each add written to the
+/// killed broker is looked up on the live one and added there only if no job has its id, so
+/// every add is acknowledged and the database holds exactly one row per add.
+#[test]
+fn one_client_kill_with_idempotent_adds_leaves_no_add_maybe_applied() {
+    const N: i64 = 4000;
+    let mut fleet = fleet("kill-idempotent");
+    let name = "kill-idempotent";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let opts = failover_options(&fleet).idempotent_adds(true);
+    let client = rt.block_on(connect::<Tokio>(opts));
+    let q = client.queue(name);
+    let data: Vec<i64> = (0..N).collect();
+    let adds = join_all(data.iter().map(|j| q.add("kill", j, JobOptions::new())));
+    let killer = async {
+        eventually::<Tokio>("adds in flight on broker 0", || {
+            client.brokers()[0].adds_in_flight > 0
+        })
+        .await;
+        fleet.kill(0).expect("kill broker 0");
+    };
+    let (results, ()) = rt.block_on(within::<Tokio, _>("every add", join(adds, killer)));
+    let ids: Vec<String> = (0..N)
+        .zip(results)
+        .map(|(j, r)| r.unwrap_or_else(|e| panic!("idempotent add {j} ended {e:?}")))
+        .collect();
+    let stats = rt.block_on(client.broker_stats());
+    eprintln!(
+        "kill with idempotent adds: {} adds acknowledged, {} of them given back unwritten by the killed broker",
+        ids.len(),
+        stats[0].session.adds_cancelled,
+    );
+    assert!(!client.brokers()[0].connected, "broker 0 is down");
+    let rows = db_jobs(&fleet, name);
+    for id in &ids {
+        assert!(rows.contains_key(id), "acknowledged add {id} is a row");
+    }
+    assert_eq!(rows.len(), N as usize, "one row per add");
+    rt.block_on(within::<Tokio, _>("close", client.close()));
+}
+
 /// A worker on both brokers (`shared_storage` as given), 1,000 jobs; broker 0 SIGKILLed while
 /// it runs jobs pulled from there. Every job completes, counted in the database, and
 /// `Worker::close` returns under the hang guard although the command timeout is an hour

@@ -142,6 +142,32 @@ impl Harness {
         ]));
     }
 
+    /// Answers the one Stats written since the last `take_sent` with a server up for
+    /// `uptime_ms`.
+    fn answer_uptime(&mut self, uptime_ms: i64) {
+        let sent = self.take_sent();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert_eq!(cmd(&sent[0]), "Stats");
+        let stats = [
+            "waiting",
+            "active",
+            "delayed",
+            "dlq",
+            "completed",
+            "failed",
+            "pushPerSec",
+            "pullPerSec",
+        ]
+        .into_iter()
+        .map(|k| (k, Value::Int(0)))
+        .chain([("uptime", Value::Int(uptime_ms))]);
+        self.feed(&Value::map([
+            ("ok", Value::Bool(true)),
+            ("stats", Value::map(stats)),
+            ("reqId", sent[0].get("reqId").unwrap().clone()),
+        ]));
+    }
+
     /// Answers a GetJob with a job whose id is `id`.
     fn answer_job(&mut self, req: &Value, id: &str) {
         self.feed(&Value::map([
@@ -542,7 +568,9 @@ fn lost_connection_fails_plain_adds_and_resends_custom_ids() {
     assert_eq!(cmd(&sent[0]), "GetJob");
     assert_eq!(sent[0].get("id"), Some(&Value::from("c1")));
     h.answer_error(&sent[0], "Job not found");
-    // No job has the id: alone, it goes again as a PUSH, its custom id as `jobId`.
+    // No job has the id, on the server that took the add (up since before it was written):
+    // alone, it goes again as a PUSH, its custom id as `jobId`.
+    h.answer_uptime(HOUR_MS);
     let sent = h.take_sent();
     assert_eq!(sent.len(), 1);
     assert_eq!(cmd(&sent[0]), "PUSH");
@@ -551,6 +579,9 @@ fn lost_connection_fails_plain_adds_and_resends_custom_ids() {
     assert!(matches!(h.done(custom), Some(Ok(_))));
     assert_eq!(h.s.stats().items_resent, 1);
 }
+
+/// A server's uptime long past anything a test's connections do: it took the adds.
+const HOUR_MS: i64 = 3_600_000;
 
 /// Adds with custom ids `ids` made in one go, then flushed: the first leaves alone as a PUSH,
 /// the rest as one PUSHB behind it.
@@ -612,6 +643,7 @@ fn written_custom_id_adds_are_answered_by_their_lookup_or_go_again() {
     h.answer_error(&lookups[1], "Job not found");
     h.answer_job(&lookups[2], "c2");
     h.answer_error(&lookups[3], "Rate limit exceeded");
+    h.answer_uptime(HOUR_MS);
     assert_eq!(h.done(ops[0]), Some(&Ok(Response::Pushed("c0".into()))));
     assert_eq!(h.done(ops[2]), Some(&Ok(Response::Pushed("c2".into()))));
     let unknown = Err(Error::ConnectionLost {
@@ -628,6 +660,25 @@ fn written_custom_id_adds_are_answered_by_their_lookup_or_go_again() {
     let stats = h.s.stats();
     assert_eq!((stats.adds_ok, stats.adds_failed), (3, 1));
     assert_eq!(stats.items_resent, 1, "only the add no job had went again");
+}
+
+#[test]
+fn a_written_add_no_job_has_after_a_server_restart_is_left_maybe_applied() {
+    let mut h = Harness::connected(ok());
+    let ops = written_custom_adds(&mut h, &["c0"], JobOptions::new());
+    assert_eq!(h.take_sent().len(), 1);
+    let lookup = reconnect(&mut h);
+    h.answer_error(&lookup[0], "Job not found");
+    // Up for 1 ms: the server started after the add's connection came up, so it is not the
+    // one that took the add, and it may have lost the job (memory mode) after running it.
+    h.answer_uptime(1);
+    assert!(h.take_sent().is_empty(), "not written again");
+    assert_eq!(
+        h.done(ops[0]),
+        Some(&Err(Error::ConnectionLost {
+            maybe_applied: true
+        }))
+    );
 }
 
 #[test]

@@ -139,7 +139,7 @@ fn simulation_campaign() {
     let t = campaign((start..start + n).collect());
     println!(
         "{} seeds ({} without faults): {} events, {:?} virtual, {} ops, {} adds ok, failed {:?}, \
-         {} custom-id jobs re-inserted after a loss, {} re-inserted after completion (K2), {} worker jobs finished, {} completions misreported as \
+         {} custom-id jobs re-inserted after a loss, {} re-inserted after completion (K2, fixed: 0), {} worker jobs finished, {} completions misreported as \
          applied (K1, fixed: 0), {} adds slow behind buffered batches (K3, fixed: 0)\n\
          faults: {:#?}",
         t.runs,
@@ -155,6 +155,10 @@ fn simulation_campaign() {
         t.settle_misreports,
         t.slow_behind_batches,
         t.faults
+    );
+    assert_eq!(
+        t.reruns, 0,
+        "custom-id jobs added again after their first copy completed (run twice)"
     );
 }
 

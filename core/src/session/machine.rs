@@ -86,6 +86,9 @@ pub struct Session {
     events: VecDeque<Event>,
     closing: bool,
     stats: SessionStats,
+    /// When the current (or last) connection came up: an add written on it and lost is looked
+    /// up on the next one, and a server that started after this instant is another one.
+    connected_at: Instant,
     /// See [`hand_off_settlements`](Self::hand_off_settlements).
     hand_off: bool,
 }
@@ -99,9 +102,6 @@ impl Session {
             Some(w) => Some(WorkerState::new(w.clone()).map_err(ConfigError::Batching)?),
             None => None,
         };
-        // `now` is not needed yet (the first connect is asked for at once); it is taken so that
-        // construction reads like every other input, and so a future deadline can use it.
-        let _ = now;
         let window = Window::new(config.max_in_flight_commands, config.full_window_wait);
         Ok(Session {
             rng: SplitMix64::new(config.seed),
@@ -123,6 +123,7 @@ impl Session {
             closing: false,
             stats: SessionStats::default(),
             hand_off: false,
+            connected_at: now,
         })
     }
 
@@ -617,6 +618,7 @@ impl Session {
         }
         self.frames.clear();
         self.stats.connects += 1;
+        self.connected_at = now;
         if let Some(token) = self.config.token.clone() {
             // Auth goes first and alone: until its reply, the server refuses everything else.
             self.conn = Conn::Authenticating;
@@ -766,7 +768,7 @@ impl Session {
                 return Err(why);
             }
         };
-        self.on_response(now, q.req, response);
+        self.on_response(now, q, response);
         Ok(())
     }
 
@@ -794,12 +796,13 @@ impl Session {
             return false;
         };
         self.answered(req, &q);
-        self.on_response(now, q.req, response);
+        self.on_response(now, q, response);
         true
     }
 
-    /// A success reply, handed to whoever made the request.
-    fn on_response(&mut self, now: Instant, req: Request, response: Response) {
+    /// A success reply, handed to whoever made the request `q`.
+    fn on_response(&mut self, now: Instant, q: Queued, response: Response) {
+        let Queued { req, deadline, .. } = q;
         match req {
             Request::Auth { .. } => self.conn = Conn::Ready,
             Request::Ping => {}
@@ -807,7 +810,15 @@ impl Session {
                 op,
                 result: Ok(response),
             }),
-            Request::Add(a) => self.producers.on_reply(now, a, response, out!(self)),
+            Request::Add(a) => {
+                if let Some(next) = self.producers.on_reply(now, a, response, out!(self)) {
+                    self.outgoing.push_front(Queued {
+                        req: Request::Add(next),
+                        deadline,
+                        written: true,
+                    });
+                }
+            }
             Request::Work(w) => {
                 // Work requests are made by the worker only, so it exists.
                 if let Some(worker) = self.worker.as_mut() {
@@ -889,7 +900,8 @@ impl Session {
             let again = match q.req {
                 Request::Auth { .. } => None,
                 Request::Add(a) => {
-                    let again = self.producers.on_lost(now, a, &why, out!(self));
+                    let since = self.connected_at;
+                    let again = self.producers.on_lost(now, a, &why, since, out!(self));
                     resend.extend(again.into_iter().map(|a| Queued {
                         req: Request::Add(a),
                         deadline,

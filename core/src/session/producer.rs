@@ -73,7 +73,7 @@ impl AddRequest {
         match self {
             AddRequest::Push { .. } => CommandKind::Push,
             AddRequest::Batch { .. } | AddRequest::Bulk { .. } => CommandKind::PushB,
-            AddRequest::Check(_) => CommandKind::GetJob,
+            AddRequest::Check(c) => c.kind(),
         }
     }
 
@@ -579,14 +579,14 @@ impl Producers {
         }
     }
 
-    /// The server accepted `req`.
+    /// The server accepted `req`. Returns what goes next: the next step of a check.
     pub(super) fn on_reply(
         &mut self,
         now: Instant,
         req: AddRequest,
         response: Response,
         out: &mut Out<'_>,
-    ) {
+    ) -> Option<AddRequest> {
         match req {
             AddRequest::Batch {
                 queue,
@@ -629,23 +629,22 @@ impl Producers {
                 }
                 out.done(op, Ok(response));
             }
-            AddRequest::Check(c) => {
-                let again = self.on_found(c.on_reply(response), out);
-                debug_assert!(again.is_none(), "only a refused lookup adds again");
-            }
+            AddRequest::Check(c) => return self.on_found(c.on_reply(now, response), out),
         }
+        None
     }
 
-    /// What a lookup found decides its add: answered with the id found, written again, or
-    /// left unknown. Returns the add to write again.
+    /// What a check found decides its add: answered with the id found, written again, asked
+    /// about further, or left unknown. Returns what goes next.
     fn on_found(&mut self, found: Found, out: &mut Out<'_>) -> Option<AddRequest> {
         match found {
+            Found::AskUptime(c) => Some(AddRequest::Check(c)),
             Found::Added(op, id) => {
                 out.stats.adds_ok += 1;
                 out.done(op, Ok(Response::Pushed(id)));
                 None
             }
-            Found::Absent(Check { op, queue, job }) => {
+            Found::Absent(Check { op, queue, job, .. }) => {
                 out.stats.items_resent += 1;
                 Some(AddRequest::Push {
                     op,
@@ -722,11 +721,14 @@ impl Producers {
     /// connection: a lookup for each add with a custom id (written again only if no job has
     /// the id, see [`Check`]), and an `add_bulk` whose jobs all have one, written again as it
     /// is; every other add fails as maybe applied.
+    ///
+    /// `since` is when that connection came up (see [`Check`]).
     pub(super) fn on_lost(
         &mut self,
         now: Instant,
         req: AddRequest,
         why: &FailKind,
+        since: Instant,
         out: &mut Out<'_>,
     ) -> Vec<AddRequest> {
         if !why.allows_resend() {
@@ -739,6 +741,7 @@ impl Producers {
             op,
             Arc::clone(queue),
             job,
+            since,
         ) {
             Ok(c) => again.push(AddRequest::Check(c)),
             Err(_) => {

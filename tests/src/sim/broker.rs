@@ -18,7 +18,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use autobatch_core::wire::server::{encode_error, DecodeCommand, EncodeResponse};
+use autobatch_core::ops::{ServerStats, Stats};
+use autobatch_core::wire::server::{encode_error, DecodeCommand, EncodeResponse, ServeOperation};
 use autobatch_core::wire::{write_frame, Command, FrameDecoder, Job, JobSpec, Response, Value};
 
 use super::network::ConnId;
@@ -160,6 +161,8 @@ pub struct Broker {
     pub fails_applied: BTreeSet<(usize, String)>,
     /// Faults injected.
     pub counts: BrokerFaultCounts,
+    /// When it last started: `Stats` answers its uptime, as bunqueue does.
+    started: Duration,
 }
 
 fn tag_of(data: &Value) -> Option<(i64, i64)> {
@@ -193,6 +196,7 @@ impl Broker {
             acks_applied: BTreeSet::new(),
             fails_applied: BTreeSet::new(),
             counts: BrokerFaultCounts::default(),
+            started: Duration::ZERO,
         }
     }
 
@@ -457,6 +461,11 @@ impl Broker {
                 Some(j) => reply(Response::Job(Box::new(self.job_value(id, j)))),
                 None => error("Job not found"),
             },
+            Command::Other { cmd, .. } if cmd == "Stats" => {
+                let mut stats = ServerStats::default();
+                stats.uptime = now.saturating_sub(self.started).as_secs_f64() * 1000.0;
+                reply(Response::Other(Stats::reply_body(&stats)))
+            }
             other => error(&format!("Unknown command: {}", other.name())),
         }
     }
@@ -581,6 +590,7 @@ impl Broker {
     /// The process dies: every connection is gone; memory is lost unless persisted. Returns the
     /// connections that were open.
     pub fn restart(&mut self, now: Duration) -> Vec<ConnId> {
+        self.started = now;
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         self.conns.clear();
         self.waiters.clear();

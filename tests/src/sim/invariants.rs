@@ -93,8 +93,9 @@ pub struct OutcomeCounts {
     /// Custom-id jobs inserted again by a re-send after their first generation was lost in a
     /// restart or failed for good (the re-send recovers a lost job).
     pub custom_regenerations: u64,
-    /// Known issue K2: custom-id jobs inserted again by a re-send after their first generation
-    /// completed: the job runs twice (the server deduplicates live jobs only, §7.2).
+    /// K2 (fixed, so always 0): custom-id jobs inserted again by a re-send after their first
+    /// generation completed, which would run the job twice (the server deduplicates live jobs
+    /// only, §7.2). A written custom-id add is looked up before it is written again.
     pub custom_rerun_after_completion: u64,
 }
 
@@ -200,6 +201,10 @@ impl Ledger {
                         Some(end) if end <= w[1].inserted => {
                             if w[0].completed {
                                 counts.custom_rerun_after_completion += 1;
+                                return Err(format!(
+                                    "{who} item {i} ({:?}): added again after its first copy completed, so it runs twice: {:?}",
+                                    rec.kind, w
+                                ));
                             } else {
                                 counts.custom_regenerations += 1;
                             }

@@ -662,6 +662,91 @@ fn written_custom_id_adds_are_answered_by_their_lookup_or_go_again() {
     assert_eq!(stats.items_resent, 1, "only the add no job had went again");
 }
 
+/// Three `add_bulk`s of custom-id jobs, each written as its PUSHB, lost with the connection:
+/// the lookups of the next one (each bulk's first job), in order, with the bulks' ops.
+fn written_bulks(h: &mut Harness) -> (Vec<OpId>, Vec<Value>) {
+    let ops = ["a", "b", "c"]
+        .iter()
+        .map(|p| {
+            let jobs = (0..3)
+                .map(|i| {
+                    let opts = JobOptions::new().job_id(format!("{p}{i}"));
+                    JobSpec::new("j", Value::Int(i)).with_options(opts)
+                })
+                .collect();
+            let op = h.s.add_bulk(h.now, "q", jobs).unwrap();
+            h.step();
+            op
+        })
+        .collect();
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(cmd).collect::<Vec<_>>(), ["PUSHB"; 3]);
+    (ops, reconnect(h))
+}
+
+#[test]
+fn a_written_bulk_is_looked_up_job_by_job_and_goes_again_only_if_it_did_not_land() {
+    let mut h = Harness::connected(ok());
+    let (ops, first) = written_bulks(&mut h);
+    let ids = |v: &[Value]| v.iter().map(|l| l.get("id").cloned()).collect::<Vec<_>>();
+    assert_eq!(
+        ids(&first),
+        ["a0", "b0", "c0"].map(|i| Some(Value::from(i))),
+        "each bulk's first job, one lookup at a time per bulk"
+    );
+    // Bulk a landed: each of its jobs is found in turn.
+    h.answer_job(&first[0], "a0");
+    // Bulk b's first job is found but a later one is not: b0's id was taken before, and
+    // nothing tells whether b landed.
+    h.answer_job(&first[1], "b0");
+    // Bulk c did not land (a PUSHB lands whole or not at all), on the server that took it.
+    h.answer_error(&first[2], "Job not found");
+    let next = h.take_sent();
+    let asked: Vec<_> = next
+        .iter()
+        .map(|v| (cmd(v), v.get("id").cloned()))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            ("GetJob", Some(Value::from("a1"))),
+            ("GetJob", Some(Value::from("b1"))),
+            ("Stats", None)
+        ]
+    );
+    h.sent.push(next[2].clone());
+    h.answer_uptime(HOUR_MS);
+    h.answer_job(&next[0], "a1");
+    h.answer_error(&next[1], "Job not found");
+    let last = h.take_sent();
+    assert_eq!(last.len(), 2, "{last:?}");
+    assert_eq!(cmd(&last[0]), "PUSHB");
+    assert_eq!(jobs_in(&last[0]), 3, "bulk c goes again whole");
+    assert_eq!(
+        (cmd(&last[1]), last[1].get("id")),
+        ("GetJob", Some(&Value::from("a2")))
+    );
+    h.answer_job(&last[1], "a2");
+    let ids_of = |r: Option<&Result<Response, Error>>| match r {
+        Some(Ok(Response::PushedBatch(ids))) => ids.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(ids_of(h.done(ops[0])), ["a0", "a1", "a2"]);
+    assert_eq!(
+        h.done(ops[1]),
+        Some(&Err(Error::ConnectionLost {
+            maybe_applied: true
+        }))
+    );
+    h.answer_push(&last[0]);
+    assert_eq!(ids_of(h.done(ops[2])).len(), 3);
+    let stats = h.s.stats();
+    assert_eq!(
+        (stats.adds_ok, stats.adds_failed, stats.items_resent),
+        (6, 3, 3)
+    );
+}
+
 #[test]
 fn a_written_add_no_job_has_after_a_server_restart_is_left_maybe_applied() {
     let mut h = Harness::connected(ok());

@@ -3,6 +3,11 @@
 //! connection, and written again only if no job has the id and the server is the one that
 //! was running when the add was written.
 //!
+//! An `add_bulk` is looked up job by job, in order: a PUSHB lands whole or not at all, so its
+//! first job missing means it did not land, and every job found means it did. A first job
+//! found and a later one missing can only mean the first job's id was taken before: its fate
+//! stays unknown.
+//!
 //! Writing it again blindly would be safe only while the first copy, if it landed, is still
 //! live: bunqueue deduplicates a custom id only while its job waits, is delayed or runs. Once
 //! that job has completed or failed, the id is free again and a blind replay would run the job
@@ -25,12 +30,16 @@ use crate::wire::{Command, CommandKind, EncodedJob, Response, Value};
 
 use super::event::OpId;
 
-/// A written add waiting to be looked up by its custom id.
+/// A written add (or `add_bulk`) waiting to be looked up by its jobs' custom ids.
 #[derive(Debug)]
 pub(super) struct Check {
     pub(super) op: OpId,
     pub(super) queue: Arc<str>,
-    pub(super) job: EncodedJob,
+    pub(super) jobs: Vec<EncodedJob>,
+    /// An `add_bulk`, answered with every id; else one add, answered with its id.
+    pub(super) bulk: bool,
+    /// The ids of the jobs found so far, in order: the next lookup is of `jobs[ids.len()]`.
+    ids: Vec<String>,
     /// When the connection the add was written on came up: a server that started after it
     /// is not the one that took the add.
     since: Instant,
@@ -41,38 +50,46 @@ pub(super) struct Check {
 /// What a step of the check found.
 #[derive(Debug)]
 pub(super) enum Found {
-    /// A job has the id: the add landed, with this id.
-    Added(OpId, String),
-    /// No job has the id on the server that took the add: it goes again.
+    /// Every job has its id: the add landed; its answer.
+    Added(OpId, Response),
+    /// No job has the first id on the server that took the add: it goes again.
     Absent(Check),
-    /// No job has the id: the server's uptime is asked next.
-    AskUptime(Check),
-    /// Nothing can tell: the add's fate stays unknown.
-    Unknown(OpId),
+    /// The next step: the next lookup, or the server's uptime.
+    Next(Check),
+    /// Nothing can tell: the fate of the add (of this many jobs) stays unknown.
+    Unknown(OpId, usize),
 }
 
 impl Check {
-    /// The check for an add written on the connection that came up at `since` and was lost
-    /// unanswered, or the add back (`Err`) when a lookup cannot decide its fate: it has no
-    /// custom id, or its job may be removed once it finishes, which would leave nothing to
+    /// The check for an add (or `add_bulk`) written on the connection that came up at `since`
+    /// and lost unanswered, or its jobs back (`Err`) when lookups cannot decide its fate: a
+    /// job has no custom id, or may be removed once it finishes, which would leave nothing to
     /// find.
     pub(super) fn of(
         op: OpId,
         queue: Arc<str>,
-        job: EncodedJob,
+        jobs: Vec<EncodedJob>,
+        bulk: bool,
         since: Instant,
-    ) -> Result<Check, EncodedJob> {
-        if job.has_custom_id() && !job.removed_when_finished() {
-            Ok(Check {
-                op,
-                queue,
-                job,
-                since,
-                asking_uptime: false,
-            })
-        } else {
-            Err(job)
+    ) -> Result<Check, Vec<EncodedJob>> {
+        let checkable = |j: &EncodedJob| j.has_custom_id() && !j.removed_when_finished();
+        if jobs.is_empty() || !jobs.iter().all(checkable) {
+            return Err(jobs);
         }
+        Ok(Check {
+            op,
+            queue,
+            ids: Vec::with_capacity(jobs.len()),
+            jobs,
+            bulk,
+            since,
+            asking_uptime: false,
+        })
+    }
+
+    /// How many adds it stands for.
+    pub(super) fn len(&self) -> usize {
+        self.jobs.len()
     }
 
     /// What its reply decodes as.
@@ -84,42 +101,60 @@ impl Check {
         }
     }
 
-    /// Appends the `GetJob` map, or the `Stats` one, (no frame header) to `out`.
+    /// Appends the `GetJob` map of the next job, or the `Stats` one, (no frame header) to
+    /// `out`.
     pub(super) fn encode(&self, req_id: &str, out: &mut Vec<u8>) {
         let cmd = if self.asking_uptime {
             Stats::new().to_command()
         } else {
+            let next = self
+                .jobs
+                .get(self.ids.len())
+                .and_then(EncodedJob::custom_id);
             Command::GetJob {
-                id: self.job.custom_id().unwrap_or_default().to_owned(),
+                id: next.unwrap_or_default().to_owned(),
             }
         };
         cmd.encode(Some(&Value::Str(req_id.to_owned())), out);
     }
 
     /// The server answered the step with `response`, at `now`.
-    pub(super) fn on_reply(self, now: Instant, response: Response) -> Found {
+    pub(super) fn on_reply(mut self, now: Instant, response: Response) -> Found {
         match (self.asking_uptime, response) {
-            (false, Response::Job(job)) => Found::Added(self.op, job.id),
+            (false, Response::Job(job)) => {
+                self.ids.push(job.id);
+                if self.ids.len() < self.jobs.len() {
+                    return Found::Next(self);
+                }
+                let answer = match self.bulk {
+                    true => Response::PushedBatch(self.ids),
+                    false => Response::Pushed(self.ids.pop().unwrap_or_default()),
+                };
+                Found::Added(self.op, answer)
+            }
             (true, Response::Other(body)) => match Stats::read_reply(&body) {
                 Ok(stats) if !self.restarted(now, stats.uptime) => Found::Absent(Check {
                     asking_uptime: false,
                     ..self
                 }),
-                _ => Found::Unknown(self.op),
+                _ => Found::Unknown(self.op, self.jobs.len()),
             },
-            _ => Found::Unknown(self.op),
+            _ => Found::Unknown(self.op, self.jobs.len()),
         }
     }
 
-    /// The server refused the step with `msg`: "Job not found" means no job has the id.
+    /// The server refused the step with `msg`: "Job not found" for the first job means the
+    /// add did not land (its server's uptime permitting); for a later one, that the first
+    /// job's id was taken before, so nothing can tell.
     pub(super) fn on_error(self, msg: &str) -> Found {
-        if !self.asking_uptime && ServerErrorKind::of(msg) == ServerErrorKind::JobNotFound {
-            Found::AskUptime(Check {
+        let missing = ServerErrorKind::of(msg) == ServerErrorKind::JobNotFound;
+        if !self.asking_uptime && missing && self.ids.is_empty() {
+            Found::Next(Check {
                 asking_uptime: true,
                 ..self
             })
         } else {
-            Found::Unknown(self.op)
+            Found::Unknown(self.op, self.jobs.len())
         }
     }
 

@@ -99,7 +99,8 @@ impl AddRequest {
         match self {
             AddRequest::Batch { ops, .. } => ops.len(),
             AddRequest::Bulk { jobs, .. } => jobs.len(),
-            AddRequest::Push { .. } | AddRequest::Check(_) => 1,
+            AddRequest::Push { .. } => 1,
+            AddRequest::Check(c) => c.len(),
         }
     }
 
@@ -638,23 +639,34 @@ impl Producers {
     /// about further, or left unknown. Returns what goes next.
     fn on_found(&mut self, found: Found, out: &mut Out<'_>) -> Option<AddRequest> {
         match found {
-            Found::AskUptime(c) => Some(AddRequest::Check(c)),
-            Found::Added(op, id) => {
-                out.stats.adds_ok += 1;
-                out.done(op, Ok(Response::Pushed(id)));
+            Found::Next(c) => Some(AddRequest::Check(c)),
+            Found::Added(op, answer) => {
+                out.stats.adds_ok += match &answer {
+                    Response::PushedBatch(ids) => ids.len() as u64,
+                    _ => 1,
+                };
+                out.done(op, Ok(answer));
                 None
             }
-            Found::Absent(Check { op, queue, job, .. }) => {
-                out.stats.items_resent += 1;
-                Some(AddRequest::Push {
-                    op,
-                    queue,
-                    job,
-                    batch: None,
+            Found::Absent(c) => {
+                out.stats.items_resent += c.len() as u64;
+                let (op, queue, bulk) = (c.op, c.queue, c.bulk);
+                let mut jobs = c.jobs;
+                Some(match (bulk, jobs.pop()) {
+                    (false, Some(job)) if jobs.is_empty() => AddRequest::Push {
+                        op,
+                        queue,
+                        job,
+                        batch: None,
+                    },
+                    (_, last) => {
+                        jobs.extend(last);
+                        AddRequest::Bulk { op, queue, jobs }
+                    }
                 })
             }
-            Found::Unknown(op) => {
-                out.stats.adds_failed += 1;
+            Found::Unknown(op, n) => {
+                out.stats.adds_failed += n as u64;
                 out.done(op, Err(check::unknown(&Error::Closed)));
                 None
             }
@@ -718,9 +730,9 @@ impl Producers {
     }
 
     /// The connection `req` was written on is gone (`why`). Returns what goes on the next
-    /// connection: a lookup for each add with a custom id (written again only if no job has
-    /// the id, see [`Check`]), and an `add_bulk` whose jobs all have one, written again as it
-    /// is; every other add fails as maybe applied.
+    /// connection: a check of each add, and of each `add_bulk`, whose jobs all have a custom
+    /// id (written again only if no job has it, see [`Check`]); every other add fails as maybe
+    /// applied.
     ///
     /// `since` is when that connection came up (see [`Check`]).
     pub(super) fn on_lost(
@@ -737,15 +749,16 @@ impl Producers {
         }
         let lost = why.error(true);
         let mut again = Vec::new();
-        let mut check = |op, queue: &Arc<str>, job, out: &mut Out<'_>| match Check::of(
+        let mut check = |op, queue: &Arc<str>, jobs, bulk, out: &mut Out<'_>| match Check::of(
             op,
             Arc::clone(queue),
-            job,
+            jobs,
+            bulk,
             since,
         ) {
             Ok(c) => again.push(AddRequest::Check(c)),
-            Err(_) => {
-                out.stats.adds_failed += 1;
+            Err(jobs) => {
+                out.stats.adds_failed += jobs.len() as u64;
                 out.done(op, Err(lost.clone()));
             }
         };
@@ -758,7 +771,7 @@ impl Producers {
                 jobs,
             } => {
                 for (op, job) in ops.into_iter().zip(jobs) {
-                    check(op, &name, job, out);
+                    check(op, &name, vec![job], false, out);
                 }
                 // The lookups hold no in-flight slot: the batch is over.
                 self.complete(now, queue, batch);
@@ -769,17 +782,13 @@ impl Producers {
                 job,
                 batch,
             } => {
-                check(op, &queue, job, out);
+                check(op, &queue, vec![job], false, out);
                 if let Some((queue, batch)) = batch {
                     self.complete(now, queue, Some(batch));
                 }
             }
+            AddRequest::Bulk { op, queue, jobs } => check(op, &queue, jobs, true, out),
             AddRequest::Check(c) => again.push(AddRequest::Check(c)),
-            AddRequest::Bulk { ref jobs, .. } if jobs.iter().all(EncodedJob::has_custom_id) => {
-                out.stats.items_resent += jobs.len() as u64;
-                again.push(req);
-            }
-            bulk @ AddRequest::Bulk { .. } => self.resolve(now, bulk, lost, out),
         }
         again
     }
@@ -808,7 +817,7 @@ impl Producers {
                 out.done(op, Err(err));
             }
             AddRequest::Check(c) => {
-                out.stats.adds_failed += 1;
+                out.stats.adds_failed += c.len() as u64;
                 out.done(c.op, Err(check::unknown(&err)));
             }
         }

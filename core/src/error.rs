@@ -7,7 +7,8 @@
 //! * **Transport**: [`Error::ConnectionLost`], [`Error::Timeout`]. Their `maybe_applied` says
 //!   whether the server may have acted on the request before the failure: an add with
 //!   `maybe_applied: true` may or may not be in the queue. Adds that carry a custom job id are
-//!   re-sent after a reconnect instead (the server deduplicates them), so they do not see this.
+//!   looked up by it after a reconnect instead, and written again only if no job has it, so
+//!   they see this only where a lookup cannot tell (see `docs/reliability.md`).
 
 use crate::wire::ValidationError;
 

@@ -46,11 +46,14 @@ impl Work {
         }
     }
 
-    /// The custom id of a single add that has one. (A bulk add is not replayed on another
-    /// broker: one lookup cannot answer for all its jobs.)
+    /// The custom id of a single add that a lookup can answer for: one whose job is not
+    /// removed when it finishes (once it ran and was removed, nothing would tell that it
+    /// landed). A bulk add is not replayed on another broker: one lookup cannot answer for
+    /// all its jobs.
     pub(crate) fn custom_id(&self) -> Option<&str> {
         match self {
-            Work::Add { job, .. } => job.custom_id(),
+            Work::Add { job, .. } if !job.removed_when_finished() => job.custom_id(),
+            Work::Add { .. } => None,
             Work::Bulk { .. } | Work::Request { .. } => None,
         }
     }

@@ -71,6 +71,8 @@ struct Tally {
     maybe: u64,
     /// Of those, adds of the idempotent client.
     idempotent_maybe: u64,
+    /// Adds of the idempotent client acknowledged (their ids are in `custom_ok`).
+    idempotent_ok: u64,
     /// Adds that failed as not applied.
     not_applied: u64,
     /// Adds that failed otherwise (the error's text).
@@ -95,7 +97,10 @@ impl Tally {
         self.slowest = self.slowest.max(started.elapsed());
         match r {
             Ok(id) if kind == Kind::Plain => self.plain_ok.push(id),
-            Ok(id) => self.custom_ok.push(id),
+            Ok(id) => {
+                self.idempotent_ok += u64::from(kind == Kind::Idempotent);
+                self.custom_ok.push(id);
+            }
             Err(Error::ConnectionLost {
                 maybe_applied: true,
             })
@@ -297,6 +302,7 @@ fn chaos_soak_on_a_shared_storage_fleet() {
         tally.custom_ok.extend(t.custom_ok);
         tally.maybe += t.maybe;
         tally.idempotent_maybe += t.idempotent_maybe;
+        tally.idempotent_ok += t.idempotent_ok;
         tally.not_applied += t.not_applied;
         tally.other.extend(t.other);
         tally.slowest = tally.slowest.max(t.slowest);
@@ -352,10 +358,11 @@ fn chaos_soak_on_a_shared_storage_fleet() {
         .filter(|id| !by_id.contains_key(id.as_str()))
         .count();
     eprintln!(
-        "chaos: {:?} with {kills} kills (seed {seed}); adds: {} plain and {} custom-id acknowledged, {} maybe applied ({} of them idempotent), {} not applied, {} other errors; slowest add {:?}; {} rows; lost {} plain, {} custom; {duplicated} custom ids duplicated; {} jobs ran, {twice} more than once ({} after a broker recovered their expired lease, {} without); {} leases recovered",
+        "chaos: {:?} with {kills} kills (seed {seed}); adds: {} plain and {} custom-id ({} of them idempotent) acknowledged, {} maybe applied ({} of them idempotent), {} not applied, {} other errors; slowest add {:?}; {} rows; lost {} plain, {} custom; {duplicated} custom ids duplicated; {} jobs ran, {twice} more than once ({} after a broker recovered their expired lease, {} without); {} leases recovered",
         chaos,
         tally.plain_ok.len(),
         tally.custom_ok.len(),
+        tally.idempotent_ok,
         tally.maybe,
         tally.idempotent_maybe,
         tally.not_applied,

@@ -28,11 +28,15 @@
 //! * At most `max_in_flight_commands` commands are written and unanswered. Once that many are,
 //!   no more are written until half of them are answered or `full_window_wait` has passed.
 //! * A request that cannot be answered in `command_timeout` fails with [`Error::Timeout`](crate::Error::Timeout).
-//! * On a lost connection, lookups and adds with a custom job id are re-sent on the next
-//!   connection (the server deduplicates custom ids); everything else that was written — other
-//!   adds, ACK/ACKB/FAIL, pulls, any [`Command::Other`](crate::wire::Command::Other) — fails
-//!   with [`Error::ConnectionLost`](crate::Error::ConnectionLost) `{ maybe_applied: true }`: it
-//!   may or may not have been applied, and is never written twice. Which is which is decided by
+//! * On a lost connection, lookups are re-sent on the next connection, and adds whose jobs
+//!   all have a custom id are looked up by it there (`GetJob`): a job found answers the add, and
+//!   the add is written again only if no job has the id on the server that took it (its
+//!   uptime, from `Stats`, says it has not restarted since). An add whose job is removed when
+//!   it finishes is not replayed: nothing would tell that it ran. Everything else that was
+//!   written — other adds, ACK/ACKB/FAIL, pulls, any
+//!   [`Command::Other`](crate::wire::Command::Other) — fails with
+//!   [`Error::ConnectionLost`](crate::Error::ConnectionLost) `{ maybe_applied: true }`: it may
+//!   or may not have been applied, and is never written twice. Which is which is decided by
 //!   [`Command::replay_safety`](crate::wire::Command::replay_safety), or by the caller of
 //!   [`Session::request_raw`]. A request not yet written is sent on the next connection.
 //! * A PUSHB the server refuses for one job (`jobs[i]: …`, where it inserts nothing) fails that
@@ -103,7 +107,7 @@
 //! return the requests they want sent, and take back the replies to them. `request` types every
 //! request by kind, each carrying what its reply needs; `queue` keeps the send queue with its
 //! deadlines indexed; `window` decides when a full pipelining window is refilled; `replay` decides, once, which commands may be written again after a lost
-//! connection ([`Replay`]).
+//! connection ([`Replay`]), and `check` looks a lost add up before it is written again.
 
 mod check;
 mod config;

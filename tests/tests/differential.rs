@@ -1451,6 +1451,124 @@ fn group_max_size_like_bunqueue() {
     assert_steps_agree("group maxSize program", &numbered(a), &numbered(b));
 }
 
+/// What the replay of a written custom-id add relies on, compared on both servers: a live
+/// custom id deduplicates (PUSH and PUSHB, the existing id answered), a custom id no job has
+/// reads "Job not found" in GetJob, a completed job is still found by its id, a finished custom
+/// id is admitted again as a new job, a job removed when it completes is no longer found, and
+/// Stats carries the server's uptime in ms (`ClientOptions::idempotent_adds` in
+/// docs/reliability.md).
+#[test]
+fn custom_id_replays_like_bunqueue() {
+    let run = |target: Target| -> Vec<Json> {
+        let queue = format!("diff-replay-{}", std::process::id());
+        // Jobs removed when they complete go to a queue of their own, pulled alone.
+        let removing = format!("{queue}-removing");
+        let mut side = Side {
+            seed: 0,
+            raw: RawClient::connect(target.shared(), None).expect("connect"),
+            ids: Vec::new(),
+            tokens: HashMap::new(),
+        };
+        let cid = |n: u32| format!("replay-{}-{n}", std::process::id());
+        side.ids.extend((0..4).map(cid));
+        let mut out = Vec::new();
+        let mut note = |side: &mut Side, r: Result<Value, String>| {
+            let json = match r {
+                Ok(v) => v.expanded().unwrap().deserialize::<Json>().unwrap(),
+                Err(e) => json!({ "transport": e }),
+            };
+            out.push(normalise(json, &side.ids, &side.tokens));
+        };
+        let push = |side: &mut Side, queue: &str, id: String, extra: &[(&str, Value)]| {
+            let mut f = vec![
+                ("queue", Value::from(queue)),
+                ("name", Value::from("replay")),
+                ("data", Value::from(1i64)),
+                ("jobId", Value::from(id)),
+            ];
+            f.extend(extra.iter().cloned());
+            side.raw.command("PUSH", &f)
+        };
+        let item = |id: String| {
+            Value::map([
+                ("name", Value::from("replay")),
+                ("data", Value::from(2i64)),
+                ("customId", Value::from(id)),
+            ])
+        };
+        let get =
+            |side: &mut Side, id: String| side.raw.command("GetJob", &[("id", Value::from(id))]);
+        let complete = |side: &mut Side, queue: &str| {
+            let pulled = side.raw.command(
+                "PULL",
+                &[
+                    ("queue", Value::from(queue)),
+                    ("owner", Value::from("diff")),
+                    ("timeout", Value::from(0i64)),
+                ],
+            );
+            let job = pulled.as_ref().ok().and_then(|v| v.get("job").cloned());
+            let id = job.as_ref().and_then(|j| j.get("id")).cloned();
+            let token = pulled.as_ref().ok().and_then(|v| v.get("token").cloned());
+            match (id, token) {
+                (Some(id), Some(token)) => side.raw.command(
+                    "ACK",
+                    &[("id", id), ("token", token), ("result", Value::from(1i64))],
+                ),
+                _ => pulled,
+            }
+        };
+        // A live custom id deduplicates, alone and in a batch.
+        for _ in 0..2 {
+            let r = push(&mut side, &queue, cid(0), &[]);
+            note(&mut side, r);
+        }
+        for _ in 0..2 {
+            let jobs = Value::Array(vec![item(cid(1)), item(cid(2))]);
+            let r = side.raw.command(
+                "PUSHB",
+                &[("queue", Value::from(queue.as_str())), ("jobs", jobs)],
+            );
+            note(&mut side, r);
+        }
+        let r = side
+            .raw
+            .command("Count", &[("queue", Value::from(queue.as_str()))]);
+        note(&mut side, r);
+        // An id no job has.
+        let r = get(&mut side, format!("replay-never-{}", std::process::id()));
+        note(&mut side, r);
+        // Completed, the job is still found; its id is admitted again as a new job.
+        let r = complete(&mut side, &queue);
+        note(&mut side, r);
+        let r = get(&mut side, cid(0));
+        note(&mut side, r);
+        let r = push(&mut side, &queue, cid(0), &[]);
+        note(&mut side, r);
+        let r = get(&mut side, cid(0));
+        note(&mut side, r);
+        // Removed when it completes, it is found no more.
+        let removed = [("removeOnComplete", Value::from(true))];
+        let r = push(&mut side, &removing, cid(3), &removed);
+        note(&mut side, r);
+        let r = complete(&mut side, &removing);
+        note(&mut side, r);
+        let r = get(&mut side, cid(3));
+        note(&mut side, r);
+        // The server's uptime, in ms.
+        let stats = side.raw.command("Stats", &[]);
+        let uptime = stats.ok().and_then(|v| {
+            v.get("stats")
+                .and_then(|s| s.get("uptime"))
+                .and_then(Value::as_f64)
+        });
+        out.push(json!({ "uptime in ms": uptime.is_some_and(|u| u > 0.0 && u < 1e10) }));
+        out
+    };
+    let (a, b) = on_both_servers(run);
+    assert_steps_agree("custom-id replay program", &numbered(a), &numbered(b));
+}
+
 /// The pre-2.8.56 job envelope the published SDKs still send (`data: {name, ...}` and no
 /// `name`), compared on both servers for PUSH, PUSHB and PUSHF: the job is named by `data.name`
 /// and that key leaves its data; a non-string `data.name` is data; an empty one is refused

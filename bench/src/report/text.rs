@@ -11,6 +11,32 @@ use crate::workload::Pattern;
 
 /// The whole text report.
 pub fn render(info: &RunInfo, m: &Measurements) -> String {
+    let mut out = header(info);
+    out.push_str(&throughput(info, m));
+    let sections = [
+        info.tls.is_some().then(|| render_tls(m, &info.plan)),
+        info.compare.then(|| render_compare(m, &info.plan)),
+        render_ping_floor(m),
+        (info.runtimes.len() > 1).then(|| render_runtimes(info, m)),
+        render_costs(m, &info.plan.patterns, &cost_clients()),
+        render_ceiling(m, &info.plan),
+        render_client_floor(m, &info.plan),
+        render_targets(info, m),
+        Some(format!(
+            "{} cells in {:.2} s wall time\n",
+            m.samples.len(),
+            m.wall.as_secs_f64()
+        )),
+    ];
+    for section in sections.into_iter().flatten() {
+        out.push('\n');
+        out.push_str(&section);
+    }
+    out
+}
+
+/// What ran, against what, where, and how big, then a blank line.
+fn header(info: &RunInfo) -> String {
     let mut out = String::new();
     let plan = &info.plan;
     out.push_str(&format!(
@@ -44,8 +70,11 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
             ""
         }
     ));
+    out
+}
 
-    // The throughput table, for autobatch.
+/// The throughput table, for autobatch: each pattern batching off and on.
+fn throughput(info: &RunInfo, m: &Measurements) -> String {
     let mut t = Table::new(&[
         ("Pattern", Align::Left),
         ("Without batching ops/s", Align::Right),
@@ -58,7 +87,7 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
             .map(|x| format!("{x:.1}"))
             .unwrap_or_else(|| "–".into())
     };
-    for &p in &plan.patterns {
+    for &p in &info.plan.patterns {
         t.row(vec![
             p.label(),
             ops_cell(m.summary(AB_OFF, p)),
@@ -67,92 +96,87 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
             format!("{} / {}", per_frame(AB_OFF, p), per_frame(AB_ON, p)),
         ]);
     }
-    out.push_str(&format!("autobatch ({}):\n", info.runtime));
-    out.push_str(&t.render());
+    format!("autobatch ({}):\n{}", info.runtime, t.render())
+}
 
-    if info.tls.is_some() {
-        out.push('\n');
-        out.push_str(&render_tls(m, plan));
+/// `--compare`'s tables: every client's ops/s, then autobatch's and the official client's
+/// ratios to bunqueue's TS client.
+fn render_compare(m: &Measurements, plan: &Plan) -> String {
+    let cols: Vec<&str> = [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL]
+        .into_iter()
+        .filter(|id| m.has(id))
+        .collect();
+    let heads: Vec<String> = cols.iter().map(|id| short_name(id).to_owned()).collect();
+    let mut header: Vec<(&str, Align)> = vec![("Pattern (ops/s)", Align::Left)];
+    header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
+    let mut all = Table::new(&header);
+    for &p in &plan.patterns {
+        let mut row = vec![p.label()];
+        row.extend(cols.iter().map(|id| ops_cell(m.summary(id, p))));
+        all.row(row);
     }
-
-    if info.compare {
-        out.push('\n');
-        let cols: Vec<&str> = [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL]
-            .into_iter()
-            .filter(|id| m.has(id))
-            .collect();
-        let heads: Vec<String> = cols.iter().map(|id| short_name(id).to_owned()).collect();
-        let mut header: Vec<(&str, Align)> = vec![("Pattern (ops/s)", Align::Left)];
-        header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
-        let mut t = Table::new(&header);
-        for &p in &plan.patterns {
-            let mut row = vec![p.label()];
-            row.extend(cols.iter().map(|id| ops_cell(m.summary(id, p))));
-            t.row(row);
-        }
-        out.push_str("All clients, same server, same run:\n");
-        out.push_str(&t.render());
-        out.push('\n');
-
-        let mut t = Table::new(&[
-            ("Pattern (ratio)", Align::Left),
-            ("autobatch on ÷ TS on", Align::Right),
-            ("autobatch off ÷ TS off", Align::Right),
-            ("bunqueue-client ÷ TS on", Align::Right),
-            ("TS on ÷ TS off", Align::Right),
+    let mut vs_ts = Table::new(&[
+        ("Pattern (ratio)", Align::Left),
+        ("autobatch on ÷ TS on", Align::Right),
+        ("autobatch off ÷ TS off", Align::Right),
+        ("bunqueue-client ÷ TS on", Align::Right),
+        ("TS on ÷ TS off", Align::Right),
+    ]);
+    for &p in &plan.patterns {
+        vs_ts.row(vec![
+            p.label(),
+            ratio_cell(ratio_summary(m, AB_ON, TS_ON, p)),
+            ratio_cell(ratio_summary(m, AB_OFF, TS_OFF, p)),
+            ratio_cell(ratio_summary(m, OFFICIAL, TS_ON, p)),
+            ratio_cell(ratio_summary(m, TS_ON, TS_OFF, p)),
         ]);
-        for &p in &plan.patterns {
+    }
+    format!(
+        "All clients, same server, same run:\n{}\n\
+         Against bunqueue's TS client (>1x: faster than TS), pattern by pattern:\n{}",
+        all.render(),
+        vs_ts.render()
+    )
+}
+
+/// Sequential adds against the loopback ping-pong floors, where they ran.
+fn render_ping_floor(m: &Measurements) -> Option<String> {
+    let f = m.summary(FLOOR, Pattern::Seq)?;
+    let mut out = format!(
+        "Loopback floor (one Ping frame per round trip, std TcpStream, TCP_NODELAY): {} round trips/s\n",
+        ops_cell(Some(f))
+    );
+    if let Some(fp) = m.summary(FLOOR_PUSH, Pattern::Seq) {
+        out.push_str(&format!(
+            "Raw PUSH ping-pong (same loop, one pre-encoded PUSH per round trip):       {} round trips/s \
+             = {} of the Ping floor (the server's cost of a PUSH)\n",
+            ops_cell(Some(fp)),
+            pct_cell(floor_ratio(m, FLOOR_PUSH, FLOOR))
+        ));
+    }
+    let mut t = Table::new(&[
+        ("Sequential adds", Align::Left),
+        ("ops/s", Align::Right),
+        ("% of Ping floor", Align::Right),
+        ("% of raw PUSH", Align::Right),
+    ]);
+    for id in [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL] {
+        if m.has(id) {
             t.row(vec![
-                p.label(),
-                ratio_cell(ratio_summary(m, AB_ON, TS_ON, p)),
-                ratio_cell(ratio_summary(m, AB_OFF, TS_OFF, p)),
-                ratio_cell(ratio_summary(m, OFFICIAL, TS_ON, p)),
-                ratio_cell(ratio_summary(m, TS_ON, TS_OFF, p)),
+                m.label(id),
+                ops_cell(m.summary(id, Pattern::Seq)),
+                pct_cell(floor_ratio(m, id, FLOOR)),
+                pct_cell(floor_ratio(m, id, FLOOR_PUSH)),
             ]);
         }
-        out.push_str("Against bunqueue's TS client (>1x: faster than TS), pattern by pattern:\n");
-        out.push_str(&t.render());
     }
+    out.push_str(&t.render());
+    Some(out)
+}
 
-    if let Some(f) = m.summary(FLOOR, Pattern::Seq) {
-        out.push('\n');
-        out.push_str(&format!(
-            "Loopback floor (one Ping frame per round trip, std TcpStream, TCP_NODELAY): {} round trips/s\n",
-            ops_cell(Some(f))
-        ));
-        if let Some(fp) = m.summary(FLOOR_PUSH, Pattern::Seq) {
-            out.push_str(&format!(
-                "Raw PUSH ping-pong (same loop, one pre-encoded PUSH per round trip):       {} round trips/s \
-                 = {} of the Ping floor (the server's cost of a PUSH)\n",
-                ops_cell(Some(fp)),
-                pct_cell(floor_ratio(m, FLOOR_PUSH, FLOOR))
-            ));
-        }
-        let mut t = Table::new(&[
-            ("Sequential adds", Align::Left),
-            ("ops/s", Align::Right),
-            ("% of Ping floor", Align::Right),
-            ("% of raw PUSH", Align::Right),
-        ]);
-        for id in [AB_OFF, AB_ON, TS_OFF, TS_ON, OFFICIAL] {
-            if m.has(id) {
-                t.row(vec![
-                    m.label(id),
-                    ops_cell(m.summary(id, Pattern::Seq)),
-                    pct_cell(floor_ratio(m, id, FLOOR)),
-                    pct_cell(floor_ratio(m, id, FLOOR_PUSH)),
-                ]);
-            }
-        }
-        out.push_str(&t.render());
-    }
-
-    if info.runtimes.len() > 1 {
-        out.push('\n');
-        out.push_str(&render_runtimes(info, m));
-    }
-
-    let clients: Vec<(String, String)> = [
+/// The clients of the cost table, `(id, column heading)`, in its row order.
+fn cost_clients() -> Vec<(String, String)> {
+    [
         AB_OFF,
         AB_ON,
         TLS_OFF,
@@ -165,41 +189,28 @@ pub fn render(info: &RunInfo, m: &Measurements) -> String {
     ]
     .into_iter()
     .map(|id| (id.to_owned(), short_name(id).to_owned()))
-    .collect();
-    if let Some(costs) = render_costs(m, &plan.patterns, &clients) {
-        out.push('\n');
-        out.push_str(&costs);
-    }
-    if let Some(ceiling) = render_ceiling(m, plan) {
-        out.push('\n');
-        out.push_str(&ceiling);
-    }
-    if let Some(floor) = render_client_floor(m, plan) {
-        out.push('\n');
-        out.push_str(&floor);
-    }
+    .collect()
+}
 
+/// The published goals that apply to the run, each met or missed.
+fn render_targets(info: &RunInfo, m: &Measurements) -> Option<String> {
     let targets = targets(info, m);
-    if !targets.is_empty() {
-        out.push_str(
-            "\nTargets (reported, not asserted; medians over repetitions, of paired ratios \
-             where two cells are compared):\n",
-        );
-        for t in &targets {
-            out.push_str(&format!(
-                "  [{}] {}: {}\n",
-                if t.met() { " ok " } else { "MISS" },
-                t.name,
-                t.describe()
-            ));
-        }
+    if targets.is_empty() {
+        return None;
     }
-    out.push_str(&format!(
-        "\n{} cells in {:.2} s wall time\n",
-        m.samples.len(),
-        m.wall.as_secs_f64()
-    ));
-    out
+    let mut out = String::from(
+        "Targets (reported, not asserted; medians over repetitions, of paired ratios \
+         where two cells are compared):\n",
+    );
+    for t in &targets {
+        out.push_str(&format!(
+            "  [{}] {}: {}\n",
+            if t.met() { " ok " } else { "MISS" },
+            t.name,
+            t.describe()
+        ));
+    }
+    Some(out)
 }
 
 /// The TLS table: each pattern over plain TCP and over TLS, batching off and on, with the

@@ -118,97 +118,118 @@ pub const CLIENT_CPU_FLOOR_RATIO_GOAL: f64 = 2.0;
 
 /// The published goals (docs/performance.md) that apply to this run.
 pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
-    let mut t = Vec::new();
-    let mut push = |name: String, s: Option<Summary>, goal: Goal, detail: Option<String>| {
-        if let Some(s) = s {
-            t.push(Target {
+    let mut judged = Judged::default();
+    judged.push(
+        "sequential: batching on ÷ off ≥ 0.98 (sequential code pays nothing)".into(),
+        ratio_summary(m, AB_ON, AB_OFF, Pattern::Seq),
+        Goal::MinRatio(0.98),
+        None,
+    );
+    let patterns = &info.plan.patterns;
+    if info.compare {
+        for &p in patterns
+            .iter()
+            .filter(|p| **p != Pattern::Seq && p.wave() <= 100)
+        {
+            ts_client_target(m, p, &mut judged);
+        }
+    }
+    if patterns.contains(&Pattern::All(100)) {
+        ceiling_target(m, &mut judged);
+    }
+    for &p in patterns
+        .iter()
+        .filter(|p| **p != Pattern::Seq && p.wave() >= 100)
+    {
+        let fixed = CLIENT_CPU_GOAL_US;
+        client_cpu_target(m, p, AB_ON, CLIENT_FLOOR, "on", fixed, &mut judged);
+    }
+    runtime_targets(info, m, &mut judged);
+    // Batching off: one PUSH per add, the window kept full.
+    let unbatched = patterns
+        .iter()
+        .filter(|p| p.wave() >= crate::client_floor::UNBATCHED_FLOOR_MIN_WAVE);
+    for &p in unbatched {
+        let fixed = CLIENT_CPU_OFF_GOAL_US;
+        client_cpu_target(m, p, AB_OFF, CLIENT_FLOOR_PUSH, "off", fixed, &mut judged);
+    }
+    judged.0
+}
+
+/// The targets judged so far; a goal whose figure the run did not measure is left out.
+#[derive(Default)]
+struct Judged(Vec<Target>);
+
+impl Judged {
+    /// Judges `goal` on the median of `measured`, where there is one.
+    fn push(
+        &mut self,
+        name: String,
+        measured: Option<Summary>,
+        goal: Goal,
+        detail: Option<String>,
+    ) {
+        if let Some(s) = measured {
+            self.0.push(Target {
                 name,
                 measured: s.median,
                 goal,
                 detail,
             });
         }
-    };
-    push(
-        "sequential: batching on ÷ off ≥ 0.98 (sequential code pays nothing)".into(),
-        ratio_summary(m, AB_ON, AB_OFF, Pattern::Seq),
-        Goal::MinRatio(0.98),
-        None,
+    }
+}
+
+/// `--compare`'s goal at `p`: autobatch at least 1.5x bunqueue's TS client, both batching.
+fn ts_client_target(m: &Measurements, p: Pattern, judged: &mut Judged) {
+    judged.push(
+        format!(
+            "{}: autobatch ≥ 1.5x the TS client, both batching",
+            p.label()
+        ),
+        ratio_summary(m, AB_ON, TS_ON, p),
+        Goal::MinRatio(1.5),
+        // The wave ceiling bounds any client with these waves: where it is not 1.5x the
+        // TS client either, no client meets the goal on this server.
+        ratio_summary(m, CEILING_WAVES, TS_ON, p).map(|c| {
+            format!(
+                "the wave ceiling (the most any client reaches with these waves) is {} \
+                 the TS client",
+                ratio(c.median)
+            )
+        }),
     );
-    let concurrent = info.plan.patterns.iter().filter(|p| **p != Pattern::Seq);
-    if info.compare {
-        for p in concurrent.clone().filter(|p| p.wave() <= 100) {
-            push(
+}
+
+/// The goal at `join_all(100)`: autobatch at least 90% of the most any client reaches.
+fn ceiling_target(m: &Measurements, judged: &mut Judged) {
+    // A wave of `join_all` starts only when the last one is answered, so the server idles
+    // for a turnaround per wave whatever the client: the wave ceiling, run beside the cell,
+    // is the most any client reaches with the pattern. Without it, the server's pipelined ceiling.
+    let all100 = Pattern::All(100);
+    match ratio_summary(m, AB_ON, CEILING_WAVES, all100) {
+        Some(r) => judged.push(
+            "join_all(100): autobatch (batching on) ≥ 90% of the wave ceiling (the server's \
+             ceiling in waves of 100: the most any client reaches with them)"
+                .into(),
+            Some(r),
+            Goal::MinShare(0.9),
+            ratio_summary(m, CEILING_WAVES, CEILING, all100).map(|c| {
                 format!(
-                    "{}: autobatch ≥ 1.5x the TS client, both batching",
-                    p.label()
-                ),
-                ratio_summary(m, AB_ON, TS_ON, *p),
-                Goal::MinRatio(1.5),
-                // The wave ceiling bounds any client with these waves: where it is not 1.5x the
-                // TS client either, no client meets the goal on this server.
-                ratio_summary(m, CEILING_WAVES, TS_ON, *p).map(|c| {
-                    format!(
-                        "the wave ceiling (the most any client reaches with these waves) is {} \
-                         the TS client",
-                        ratio(c.median)
-                    )
-                }),
-            );
-        }
+                    "the wave ceiling is {:.0}% of the server's ceiling, autobatch {}",
+                    c.median * 100.0,
+                    ratio_summary(m, AB_ON, CEILING, all100)
+                        .map_or("–".into(), |a| format!("{:.0}%", a.median * 100.0))
+                )
+            }),
+        ),
+        None => judged.push(
+            "join_all(100): autobatch (batching on) ≥ 90% of the server's ceiling".into(),
+            ratio_summary(m, AB_ON, CEILING, all100),
+            Goal::MinShare(0.9),
+            None,
+        ),
     }
-    if info.plan.patterns.contains(&Pattern::All(100)) {
-        // A wave of `join_all` starts only when the last one is answered, so the server idles
-        // for a turnaround per wave whatever the client: the wave ceiling, run beside the cell,
-        // is the most any client reaches with the pattern. Without it, the server's pipelined ceiling.
-        let all100 = Pattern::All(100);
-        match ratio_summary(m, AB_ON, CEILING_WAVES, all100) {
-            Some(r) => push(
-                "join_all(100): autobatch (batching on) ≥ 90% of the wave ceiling (the server's \
-                 ceiling in waves of 100: the most any client reaches with them)"
-                    .into(),
-                Some(r),
-                Goal::MinShare(0.9),
-                ratio_summary(m, CEILING_WAVES, CEILING, all100).map(|c| {
-                    format!(
-                        "the wave ceiling is {:.0}% of the server's ceiling, autobatch {}",
-                        c.median * 100.0,
-                        ratio_summary(m, AB_ON, CEILING, all100)
-                            .map_or("–".into(), |a| format!("{:.0}%", a.median * 100.0))
-                    )
-                }),
-            ),
-            None => push(
-                "join_all(100): autobatch (batching on) ≥ 90% of the server's ceiling".into(),
-                ratio_summary(m, AB_ON, CEILING, all100),
-                Goal::MinShare(0.9),
-                None,
-            ),
-        }
-    }
-    for &p in concurrent.filter(|p| p.wave() >= 100) {
-        client_cpu_target(
-            m,
-            p,
-            AB_ON,
-            CLIENT_FLOOR,
-            "on",
-            CLIENT_CPU_GOAL_US,
-            &mut push,
-        );
-    }
-    runtime_targets(info, m, &mut push);
-    // Batching off: one PUSH per add, the window kept full.
-    let unbatched = info
-        .plan
-        .patterns
-        .iter()
-        .filter(|p| p.wave() >= crate::client_floor::UNBATCHED_FLOOR_MIN_WAVE);
-    for &p in unbatched {
-        let fixed = CLIENT_CPU_OFF_GOAL_US;
-        client_cpu_target(m, p, AB_OFF, CLIENT_FLOOR_PUSH, "off", fixed, &mut push);
-    }
-    t
 }
 
 /// The client-CPU goal for `client` (batching `mode`) at `p`: at most
@@ -222,12 +243,12 @@ fn client_cpu_target(
     floor: &str,
     mode: &str,
     fixed_us: f64,
-    push: &mut impl FnMut(String, Option<Summary>, Goal, Option<String>),
+    judged: &mut Judged,
 ) {
     let client_us = m.summary_of(client, p, Sample::client_us_per_add);
     let floor_us = m.summary_of(floor, p, Sample::client_us_per_add);
     match (client_cpu_ratio(m, client, floor, p), client_us, floor_us) {
-        (Some(r), Some(client_us), Some(floor_us)) => push(
+        (Some(r), Some(client_us), Some(floor_us)) => judged.push(
             format!(
                 "{}: client CPU per add, batching {mode} ≤ {} the {} measured in this run",
                 p.label(),
@@ -244,7 +265,7 @@ fn client_cpu_target(
                 floor_us.median
             )),
         ),
-        _ => push(
+        _ => judged.push(
             format!(
                 "{}: client CPU per add, batching {mode} ≤ {fixed_us} µs (the published fixed \
                  figure: no {} in this run)",
@@ -262,11 +283,7 @@ fn client_cpu_target(
 /// every other runtime at par with it (docs/runtimes.md), in the cell furthest from it —
 /// adds/s at least 0.95x and client CPU per add at most 1.1x, batching on, with the same adds
 /// per frame.
-fn runtime_targets(
-    info: &RunInfo,
-    m: &Measurements,
-    push: &mut impl FnMut(String, Option<Summary>, Goal, Option<String>),
-) {
+fn runtime_targets(info: &RunInfo, m: &Measurements, judged: &mut Judged) {
     if info.runtimes.len() < 2 || info.runtimes[0] != RuntimeKind::Tokio.name() {
         return;
     }
@@ -287,7 +304,7 @@ fn runtime_targets(
                 })
         };
         if let Some((p, r)) = worst(&|p| ratio_summary(m, &on, AB_ON, p), true) {
-            push(
+            judged.push(
                 format!("{rt}: adds/s ≥ 0.95x tokio current_thread's in every cell, batching on"),
                 Some(r),
                 Goal::MinRatio(0.95),
@@ -299,7 +316,7 @@ fn runtime_targets(
             );
         }
         if let Some((p, r)) = worst(&|p| client_cpu_ratio(m, &on, AB_ON, p), false) {
-            push(
+            judged.push(
                 format!(
                     "{rt}: client CPU per add ≤ 1.1x tokio current_thread's in every cell, \
                      batching on"

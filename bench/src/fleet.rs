@@ -281,46 +281,13 @@ fn times(s: Option<Summary>) -> String {
 pub fn render(header: &str, sizes: &[usize], patterns: &[Pattern], m: &Measurements) -> String {
     let mut out = String::from(header);
     for &n in sizes {
-        let (off, on, ts_off, ts_on) = (
-            id("autobatch-off", n),
-            id("autobatch-on", n),
-            id("ts-off", n),
-            id("ts-on", n),
-        );
-        let mut t = Table::new(&[
-            ("Pattern (ops/s)", Align::Left),
-            ("autobatch off", Align::Right),
-            ("autobatch on", Align::Right),
-            ("Improvement", Align::Right),
-            ("Adds per frame off / on", Align::Right),
-            ("TS client off", Align::Right),
-            ("TS client on", Align::Right),
-            ("autobatch on ÷ TS on", Align::Right),
-        ]);
-        let per_frame = |id: &str, p: Pattern| {
-            m.adds_per_frame(id, p)
-                .map(|x| format!("{x:.1}"))
-                .unwrap_or_else(|| "–".into())
-        };
-        for &p in patterns {
-            t.row(vec![
-                p.label(),
-                ops(m.summary(&off, p)),
-                ops(m.summary(&on, p)),
-                times(paired(m, &on, &off, p)),
-                format!("{} / {}", per_frame(&off, p), per_frame(&on, p)),
-                ops(m.summary(&ts_off, p)),
-                ops(m.summary(&ts_on, p)),
-                times(paired(m, &on, &ts_on, p)),
-            ]);
-        }
-        out.push_str(&format!("\n{n} broker{}:\n", if n == 1 { "" } else { "s" }));
-        out.push_str(&t.render());
+        out.push_str(&format!("\n{}:\n", brokers(n)));
+        out.push_str(&size_table(n, patterns, m));
     }
     let clients: Vec<(String, String)> = sizes
         .iter()
         .flat_map(|&n| {
-            let b = format!("{n} broker{}", if n == 1 { "" } else { "s" });
+            let b = brokers(n);
             [
                 (id("autobatch-off", n), format!("autobatch off, {b}")),
                 (id("autobatch-on", n), format!("autobatch on, {b}")),
@@ -335,36 +302,12 @@ pub fn render(header: &str, sizes: &[usize], patterns: &[Pattern], m: &Measureme
         out.push_str("(server CPU: every broker and every PostgreSQL process)\n");
     }
     if sizes.len() > 1 {
-        let base = sizes[0];
         for client in ["autobatch-on", "autobatch-off", "ts-on", "ts-off"] {
-            let heads: Vec<String> = sizes
-                .iter()
-                .map(|n| format!("{n} broker{}", if *n == 1 { "" } else { "s" }))
-                .collect();
-            let mut header: Vec<(&str, Align)> = vec![("Pattern", Align::Left)];
-            header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
-            let mut t = Table::new(&header);
-            for &p in patterns {
-                let mut row = vec![p.label()];
-                for &n in sizes {
-                    let s = m.summary(&id(client, n), p);
-                    row.push(if n == base {
-                        ops(s).split(' ').next().unwrap_or("–").to_owned()
-                    } else {
-                        format!(
-                            "{} ({})",
-                            s.map(|s| thousands(s.median)).unwrap_or_else(|| "–".into()),
-                            times(paired(m, &id(client, n), &id(client, base), p))
-                        )
-                    });
-                }
-                t.row(row);
-            }
             out.push_str(&format!(
-                "\nScaling, {client} (ops/s; in brackets: ÷ {base} broker{}, paired by rep):\n",
-                if base == 1 { "" } else { "s" }
+                "\nScaling, {client} (ops/s; in brackets: ÷ {}, paired by rep):\n",
+                brokers(sizes[0])
             ));
-            out.push_str(&t.render());
+            out.push_str(&scaling_table(client, sizes, patterns, m));
         }
     }
     out.push_str(&format!(
@@ -373,4 +316,83 @@ pub fn render(header: &str, sizes: &[usize], patterns: &[Pattern], m: &Measureme
         m.wall.as_secs_f64()
     ));
     out
+}
+
+/// `1 broker`, `2 brokers`, …
+fn brokers(n: usize) -> String {
+    format!("{n} broker{}", plural(n))
+}
+
+/// `""` for one, `"s"` for more.
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// The throughput table of the fleet of `n`: autobatch batching off and on, and bunqueue's TS
+/// client beside it.
+fn size_table(n: usize, patterns: &[Pattern], m: &Measurements) -> String {
+    let (off, on, ts_off, ts_on) = (
+        id("autobatch-off", n),
+        id("autobatch-on", n),
+        id("ts-off", n),
+        id("ts-on", n),
+    );
+    let mut t = Table::new(&[
+        ("Pattern (ops/s)", Align::Left),
+        ("autobatch off", Align::Right),
+        ("autobatch on", Align::Right),
+        ("Improvement", Align::Right),
+        ("Adds per frame off / on", Align::Right),
+        ("TS client off", Align::Right),
+        ("TS client on", Align::Right),
+        ("autobatch on ÷ TS on", Align::Right),
+    ]);
+    let per_frame = |id: &str, p: Pattern| {
+        m.adds_per_frame(id, p)
+            .map(|x| format!("{x:.1}"))
+            .unwrap_or_else(|| "–".into())
+    };
+    for &p in patterns {
+        t.row(vec![
+            p.label(),
+            ops(m.summary(&off, p)),
+            ops(m.summary(&on, p)),
+            times(paired(m, &on, &off, p)),
+            format!("{} / {}", per_frame(&off, p), per_frame(&on, p)),
+            ops(m.summary(&ts_off, p)),
+            ops(m.summary(&ts_on, p)),
+            times(paired(m, &on, &ts_on, p)),
+        ]);
+    }
+    t.render()
+}
+
+/// How `client` scales: its ops/s on every fleet size, each beside its ratio to the smallest.
+fn scaling_table(client: &str, sizes: &[usize], patterns: &[Pattern], m: &Measurements) -> String {
+    let base = sizes[0];
+    let heads: Vec<String> = sizes.iter().map(|&n| brokers(n)).collect();
+    let mut header: Vec<(&str, Align)> = vec![("Pattern", Align::Left)];
+    header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
+    let mut t = Table::new(&header);
+    for &p in patterns {
+        let mut row = vec![p.label()];
+        for &n in sizes {
+            let s = m.summary(&id(client, n), p);
+            row.push(if n == base {
+                ops(s).split(' ').next().unwrap_or("–").to_owned()
+            } else {
+                format!(
+                    "{} ({})",
+                    s.map(|s| thousands(s.median)).unwrap_or_else(|| "–".into()),
+                    times(paired(m, &id(client, n), &id(client, base), p))
+                )
+            });
+        }
+        t.row(row);
+    }
+    t.render()
 }

@@ -29,8 +29,13 @@ use futures::future::join_all;
 use futures::FutureExt;
 use serde::Serialize;
 
+use crate::cli::Batching;
 use crate::cpu::{self, Threads};
-use crate::run::{AfterCell, Measurements};
+use crate::machine::MachineInfo;
+use crate::mode::Measure;
+use crate::report::RunInfo;
+use crate::run::{self, AfterCell, Measurements, NoCheck};
+use crate::runtime_kind::RuntimeKind;
 use crate::stats::Summary;
 use crate::table::{compact, ratio, thousands, Align, Table};
 use crate::workload::{waves, Cell, CellCost, Contender, Latency, Pattern};
@@ -395,4 +400,142 @@ fn scaling_table(client: &str, sizes: &[usize], patterns: &[Pattern], m: &Measur
         t.row(row);
     }
     t.render()
+}
+
+/// `--fleet`'s run: starts PostgreSQL and as many brokers as the largest of `sizes`, runs
+/// `measure`'s cells for every fleet size, prints the fleet report and writes the JSON
+/// document asked for; `machine` was read when the run started.
+pub fn main(sizes: &[usize], measure: &Measure, machine: MachineInfo) -> io::Result<()> {
+    let Some(&most) = sizes.iter().max() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--fleet needs at least one broker count above 0",
+        ));
+    };
+    if measure.runtimes != [RuntimeKind::Tokio] {
+        eprintln!("autobatch-bench: --fleet measures autobatch on tokio only");
+    }
+    eprintln!(
+        "starting PostgreSQL and {most} bunqueue {} broker{} …",
+        autobatch_tests::install::BUNQUEUE_VERSION,
+        plural(most)
+    );
+    let fleet = start(most)?;
+    let addrs = fleet.addrs();
+    let mut contenders = contenders(sizes, measure.batching, &addrs)?;
+    let mut auditor: Box<dyn AfterCell> = if measure.no_verify {
+        Box::new(NoCheck)
+    } else {
+        Box::new(FleetAuditor::connect(addrs[0])?)
+    };
+    let measurements = run::run(
+        &measure.plan,
+        &mut contenders,
+        auditor.as_mut(),
+        Some(&server_threads(&fleet, most)),
+    )?;
+    drop(contenders);
+    let info = RunInfo {
+        machine,
+        server: describe(&fleet, most),
+        runtime: RuntimeKind::Tokio.name().into(),
+        runtimes: vec![RuntimeKind::Tokio.name().into()],
+        plan: measure.plan.clone(),
+        compare: false,
+        smoke: measure.smoke,
+        tls: None,
+    };
+    let header = header(&info);
+    print!(
+        "{}",
+        render(&header, sizes, &info.plan.patterns, &measurements)
+    );
+    if let Some(path) = &measure.output.json {
+        write_json(path, &info, sizes, &measurements)?;
+    }
+    if measure.output.svg.is_some() {
+        eprintln!("autobatch-bench: --svg is not drawn for --fleet");
+    }
+    drop(fleet);
+    Ok(())
+}
+
+/// For every fleet size, autobatch then bunqueue's TS client, with each batching setting.
+fn contenders(
+    sizes: &[usize],
+    batching: Batching,
+    addrs: &[SocketAddr],
+) -> io::Result<Vec<Box<dyn Contender>>> {
+    let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
+    for &n in sizes {
+        for &on in batching.modes() {
+            contenders.push(Box::new(FleetAutobatch::connect(&addrs[..n], on)?));
+        }
+        for &on in batching.modes() {
+            contenders.push(Box::new(crate::ts::TsClient::fleet(&addrs[..n], on)?));
+        }
+    }
+    Ok(contenders)
+}
+
+/// The server is the brokers and the database: every backend PostgreSQL runs for them.
+fn server_threads(fleet: &Fleet, brokers: usize) -> Threads {
+    let mut pids: Vec<u32> = (0..brokers).filter_map(|i| fleet.broker(i).pid()).collect();
+    pids.extend(postmaster_pid(fleet));
+    Threads::Trees(pids)
+}
+
+/// The fleet in words, for the report and the JSON document.
+fn describe(fleet: &Fleet, brokers: usize) -> String {
+    format!(
+        "PostgreSQL {} (fsync on, loopback) with {brokers} bunqueue {} broker{} (bun {}, rate limit \
+         lifted, lease and poll interval bunqueue's defaults); a fleet of N = producers spread \
+         round-robin over the first N brokers, one connection per broker",
+        fleet.postgres().version(),
+        autobatch_tests::install::BUNQUEUE_VERSION,
+        plural(brokers),
+        autobatch_tests::install::BUN_VERSION,
+    )
+}
+
+/// The lines above the fleet report's tables: what ran, where, and how big.
+fn header(info: &RunInfo) -> String {
+    format!(
+        "autobatch-bench: add() throughput on bunqueue's PostgreSQL fleet\n\
+         server:   {}\n\
+         clients:  autobatch on tokio (one client per broker) and bunqueue's TS client (one Queue \
+         per broker), add i through broker i % N\n\
+         machine:  {}\n\
+         versions: {}\n\
+         cells:    {} timed adds each (after {} warm-up adds), {} rep{} interleaved{}; ops/s = \
+         median (min–max over reps); ratios = medians of per-rep ratios between cells run back \
+         to back\n",
+        info.server,
+        info.machine.one_line(),
+        info.machine.versions_line(),
+        thousands(info.plan.adds as f64),
+        info.plan.warmup,
+        info.plan.reps,
+        plural(info.plan.reps),
+        if info.smoke {
+            " (SMOKE RUN: too small to mean anything)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The `--json` document of a fleet run: the common document, marked as a fleet's.
+fn write_json(
+    path: &std::path::Path,
+    info: &RunInfo,
+    sizes: &[usize],
+    measurements: &Measurements,
+) -> io::Result<()> {
+    let mut doc = crate::report::to_json(info, measurements);
+    doc["mode"] = serde_json::json!("fleet");
+    doc["fleet_sizes"] = serde_json::json!(sizes);
+    std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
 }

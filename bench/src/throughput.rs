@@ -61,8 +61,11 @@ pub fn main(table: &Table, measure: &Measure, machine: MachineInfo) -> io::Resul
 
 /// The server measured against; kept alive for the whole run.
 enum Server {
+    /// The embedded broker, in this process.
     Embedded(autobatch::Broker),
+    /// bunqueue 2.9.5, started for `--compare`, with its storage.
     Bunqueue(Box<autobatch_tests::BunqueueServer>, Storage),
+    /// `--server`: its address and the name it was given by.
     External(SocketAddr, String),
 }
 
@@ -84,6 +87,7 @@ impl Server {
         }
     }
 
+    /// bunqueue 2.9.5 with `storage`, its SQLite file (if any) in `db_dir`.
     fn start_bunqueue(storage: Storage, db_dir: &mut DbDir) -> io::Result<Server> {
         eprintln!(
             "starting bunqueue {} …",
@@ -99,6 +103,7 @@ impl Server {
         ))
     }
 
+    /// Where the contenders connect.
     fn addr(&self) -> SocketAddr {
         match self {
             Server::Embedded(b) => b.addr(),
@@ -116,6 +121,7 @@ impl Server {
         }
     }
 
+    /// The server in words, for the report and the JSON document.
     fn describe(&self) -> String {
         match self {
             Server::Embedded(b) => format!(
@@ -137,6 +143,7 @@ impl Server {
     }
 }
 
+/// `--server`'s `HOST:PORT`, resolved to its first address.
 fn resolve(s: &str) -> io::Result<SocketAddr> {
     s.to_socket_addrs()?.next().ok_or_else(|| {
         io::Error::new(
@@ -172,12 +179,16 @@ impl Drop for DbDir {
 /// `--tls`'s twin broker serving TLS, with a CA and certificate made at start, and the
 /// client's options that trust that CA alone.
 struct TwinTls {
+    /// The CA and the broker's certificate.
     pki: autobatch_tests::TestPki,
+    /// The broker serving TLS.
     broker: autobatch::Broker,
+    /// The client's TLS options.
     client: autobatch_driver::TlsOptions,
 }
 
 impl TwinTls {
+    /// Makes the CA and certificate and starts the broker.
     fn start() -> io::Result<TwinTls> {
         let pki = autobatch_tests::TestPki::generate();
         let broker = autobatch::Broker::start_tls(pki.broker_tls())?;
@@ -191,6 +202,7 @@ impl TwinTls {
         })
     }
 
+    /// The TLS broker in words, for the report and the JSON document.
     fn describe(&self) -> String {
         format!(
             "a twin embedded autobatch-broker serving TLS at {} (rustls, ring; TLS 1.3; \

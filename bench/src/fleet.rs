@@ -29,8 +29,13 @@ use futures::future::join_all;
 use futures::FutureExt;
 use serde::Serialize;
 
+use crate::cli::Batching;
 use crate::cpu::{self, Threads};
-use crate::run::{AfterCell, Measurements};
+use crate::machine::MachineInfo;
+use crate::mode::Measure;
+use crate::report::RunInfo;
+use crate::run::{self, AfterCell, Measurements, NoCheck};
+use crate::runtime_kind::RuntimeKind;
 use crate::stats::Summary;
 use crate::table::{compact, ratio, thousands, Align, Table};
 use crate::workload::{waves, Cell, CellCost, Contender, Latency, Pattern};
@@ -281,46 +286,13 @@ fn times(s: Option<Summary>) -> String {
 pub fn render(header: &str, sizes: &[usize], patterns: &[Pattern], m: &Measurements) -> String {
     let mut out = String::from(header);
     for &n in sizes {
-        let (off, on, ts_off, ts_on) = (
-            id("autobatch-off", n),
-            id("autobatch-on", n),
-            id("ts-off", n),
-            id("ts-on", n),
-        );
-        let mut t = Table::new(&[
-            ("Pattern (ops/s)", Align::Left),
-            ("autobatch off", Align::Right),
-            ("autobatch on", Align::Right),
-            ("Improvement", Align::Right),
-            ("Adds per frame off / on", Align::Right),
-            ("TS client off", Align::Right),
-            ("TS client on", Align::Right),
-            ("autobatch on ÷ TS on", Align::Right),
-        ]);
-        let per_frame = |id: &str, p: Pattern| {
-            m.adds_per_frame(id, p)
-                .map(|x| format!("{x:.1}"))
-                .unwrap_or_else(|| "–".into())
-        };
-        for &p in patterns {
-            t.row(vec![
-                p.label(),
-                ops(m.summary(&off, p)),
-                ops(m.summary(&on, p)),
-                times(paired(m, &on, &off, p)),
-                format!("{} / {}", per_frame(&off, p), per_frame(&on, p)),
-                ops(m.summary(&ts_off, p)),
-                ops(m.summary(&ts_on, p)),
-                times(paired(m, &on, &ts_on, p)),
-            ]);
-        }
-        out.push_str(&format!("\n{n} broker{}:\n", if n == 1 { "" } else { "s" }));
-        out.push_str(&t.render());
+        out.push_str(&format!("\n{}:\n", brokers(n)));
+        out.push_str(&size_table(n, patterns, m));
     }
     let clients: Vec<(String, String)> = sizes
         .iter()
         .flat_map(|&n| {
-            let b = format!("{n} broker{}", if n == 1 { "" } else { "s" });
+            let b = brokers(n);
             [
                 (id("autobatch-off", n), format!("autobatch off, {b}")),
                 (id("autobatch-on", n), format!("autobatch on, {b}")),
@@ -335,36 +307,12 @@ pub fn render(header: &str, sizes: &[usize], patterns: &[Pattern], m: &Measureme
         out.push_str("(server CPU: every broker and every PostgreSQL process)\n");
     }
     if sizes.len() > 1 {
-        let base = sizes[0];
         for client in ["autobatch-on", "autobatch-off", "ts-on", "ts-off"] {
-            let heads: Vec<String> = sizes
-                .iter()
-                .map(|n| format!("{n} broker{}", if *n == 1 { "" } else { "s" }))
-                .collect();
-            let mut header: Vec<(&str, Align)> = vec![("Pattern", Align::Left)];
-            header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
-            let mut t = Table::new(&header);
-            for &p in patterns {
-                let mut row = vec![p.label()];
-                for &n in sizes {
-                    let s = m.summary(&id(client, n), p);
-                    row.push(if n == base {
-                        ops(s).split(' ').next().unwrap_or("–").to_owned()
-                    } else {
-                        format!(
-                            "{} ({})",
-                            s.map(|s| thousands(s.median)).unwrap_or_else(|| "–".into()),
-                            times(paired(m, &id(client, n), &id(client, base), p))
-                        )
-                    });
-                }
-                t.row(row);
-            }
             out.push_str(&format!(
-                "\nScaling, {client} (ops/s; in brackets: ÷ {base} broker{}, paired by rep):\n",
-                if base == 1 { "" } else { "s" }
+                "\nScaling, {client} (ops/s; in brackets: ÷ {}, paired by rep):\n",
+                brokers(sizes[0])
             ));
-            out.push_str(&t.render());
+            out.push_str(&scaling_table(client, sizes, patterns, m));
         }
     }
     out.push_str(&format!(
@@ -373,4 +321,221 @@ pub fn render(header: &str, sizes: &[usize], patterns: &[Pattern], m: &Measureme
         m.wall.as_secs_f64()
     ));
     out
+}
+
+/// `1 broker`, `2 brokers`, …
+fn brokers(n: usize) -> String {
+    format!("{n} broker{}", plural(n))
+}
+
+/// `""` for one, `"s"` for more.
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// The throughput table of the fleet of `n`: autobatch batching off and on, and bunqueue's TS
+/// client beside it.
+fn size_table(n: usize, patterns: &[Pattern], m: &Measurements) -> String {
+    let (off, on, ts_off, ts_on) = (
+        id("autobatch-off", n),
+        id("autobatch-on", n),
+        id("ts-off", n),
+        id("ts-on", n),
+    );
+    let mut t = Table::new(&[
+        ("Pattern (ops/s)", Align::Left),
+        ("autobatch off", Align::Right),
+        ("autobatch on", Align::Right),
+        ("Improvement", Align::Right),
+        ("Adds per frame off / on", Align::Right),
+        ("TS client off", Align::Right),
+        ("TS client on", Align::Right),
+        ("autobatch on ÷ TS on", Align::Right),
+    ]);
+    let per_frame = |id: &str, p: Pattern| {
+        m.adds_per_frame(id, p)
+            .map(|x| format!("{x:.1}"))
+            .unwrap_or_else(|| "–".into())
+    };
+    for &p in patterns {
+        t.row(vec![
+            p.label(),
+            ops(m.summary(&off, p)),
+            ops(m.summary(&on, p)),
+            times(paired(m, &on, &off, p)),
+            format!("{} / {}", per_frame(&off, p), per_frame(&on, p)),
+            ops(m.summary(&ts_off, p)),
+            ops(m.summary(&ts_on, p)),
+            times(paired(m, &on, &ts_on, p)),
+        ]);
+    }
+    t.render()
+}
+
+/// How `client` scales: its ops/s on every fleet size, each beside its ratio to the smallest.
+fn scaling_table(client: &str, sizes: &[usize], patterns: &[Pattern], m: &Measurements) -> String {
+    let base = sizes[0];
+    let heads: Vec<String> = sizes.iter().map(|&n| brokers(n)).collect();
+    let mut header: Vec<(&str, Align)> = vec![("Pattern", Align::Left)];
+    header.extend(heads.iter().map(|h| (h.as_str(), Align::Right)));
+    let mut t = Table::new(&header);
+    for &p in patterns {
+        let mut row = vec![p.label()];
+        for &n in sizes {
+            let s = m.summary(&id(client, n), p);
+            row.push(if n == base {
+                ops(s).split(' ').next().unwrap_or("–").to_owned()
+            } else {
+                format!(
+                    "{} ({})",
+                    s.map(|s| thousands(s.median)).unwrap_or_else(|| "–".into()),
+                    times(paired(m, &id(client, n), &id(client, base), p))
+                )
+            });
+        }
+        t.row(row);
+    }
+    t.render()
+}
+
+/// `--fleet`'s run: starts PostgreSQL and as many brokers as the largest of `sizes`, runs
+/// `measure`'s cells for every fleet size, prints the fleet report and writes the JSON
+/// document asked for; `machine` was read when the run started.
+pub fn main(sizes: &[usize], measure: &Measure, machine: MachineInfo) -> io::Result<()> {
+    let Some(&most) = sizes.iter().max() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--fleet needs at least one broker count above 0",
+        ));
+    };
+    if measure.runtimes != [RuntimeKind::Tokio] {
+        eprintln!("autobatch-bench: --fleet measures autobatch on tokio only");
+    }
+    eprintln!(
+        "starting PostgreSQL and {most} bunqueue {} broker{} …",
+        autobatch_tests::install::BUNQUEUE_VERSION,
+        plural(most)
+    );
+    let fleet = start(most)?;
+    let addrs = fleet.addrs();
+    let mut contenders = contenders(sizes, measure.batching, &addrs)?;
+    let mut auditor: Box<dyn AfterCell> = if measure.no_verify {
+        Box::new(NoCheck)
+    } else {
+        Box::new(FleetAuditor::connect(addrs[0])?)
+    };
+    let measurements = run::run(
+        &measure.plan,
+        &mut contenders,
+        auditor.as_mut(),
+        Some(&server_threads(&fleet, most)),
+    )?;
+    drop(contenders);
+    let info = RunInfo {
+        machine,
+        server: describe(&fleet, most),
+        runtime: RuntimeKind::Tokio.name().into(),
+        runtimes: vec![RuntimeKind::Tokio.name().into()],
+        plan: measure.plan.clone(),
+        compare: false,
+        smoke: measure.smoke,
+        tls: None,
+    };
+    let header = header(&info);
+    print!(
+        "{}",
+        render(&header, sizes, &info.plan.patterns, &measurements)
+    );
+    if let Some(path) = &measure.output.json {
+        write_json(path, &info, sizes, &measurements)?;
+    }
+    if measure.output.svg.is_some() {
+        eprintln!("autobatch-bench: --svg is not drawn for --fleet");
+    }
+    drop(fleet);
+    Ok(())
+}
+
+/// For every fleet size, autobatch then bunqueue's TS client, with each batching setting.
+fn contenders(
+    sizes: &[usize],
+    batching: Batching,
+    addrs: &[SocketAddr],
+) -> io::Result<Vec<Box<dyn Contender>>> {
+    let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
+    for &n in sizes {
+        for &on in batching.modes() {
+            contenders.push(Box::new(FleetAutobatch::connect(&addrs[..n], on)?));
+        }
+        for &on in batching.modes() {
+            contenders.push(Box::new(crate::ts::TsClient::fleet(&addrs[..n], on)?));
+        }
+    }
+    Ok(contenders)
+}
+
+/// The server is the brokers and the database: every backend PostgreSQL runs for them.
+fn server_threads(fleet: &Fleet, brokers: usize) -> Threads {
+    let mut pids: Vec<u32> = (0..brokers).filter_map(|i| fleet.broker(i).pid()).collect();
+    pids.extend(postmaster_pid(fleet));
+    Threads::Trees(pids)
+}
+
+/// The fleet in words, for the report and the JSON document.
+fn describe(fleet: &Fleet, brokers: usize) -> String {
+    format!(
+        "PostgreSQL {} (fsync on, loopback) with {brokers} bunqueue {} broker{} (bun {}, rate limit \
+         lifted, lease and poll interval bunqueue's defaults); a fleet of N = producers spread \
+         round-robin over the first N brokers, one connection per broker",
+        fleet.postgres().version(),
+        autobatch_tests::install::BUNQUEUE_VERSION,
+        plural(brokers),
+        autobatch_tests::install::BUN_VERSION,
+    )
+}
+
+/// The lines above the fleet report's tables: what ran, where, and how big.
+fn header(info: &RunInfo) -> String {
+    format!(
+        "autobatch-bench: add() throughput on bunqueue's PostgreSQL fleet\n\
+         server:   {}\n\
+         clients:  autobatch on tokio (one client per broker) and bunqueue's TS client (one Queue \
+         per broker), add i through broker i % N\n\
+         machine:  {}\n\
+         versions: {}\n\
+         cells:    {} timed adds each (after {} warm-up adds), {} rep{} interleaved{}; ops/s = \
+         median (min–max over reps); ratios = medians of per-rep ratios between cells run back \
+         to back\n",
+        info.server,
+        info.machine.one_line(),
+        info.machine.versions_line(),
+        thousands(info.plan.adds as f64),
+        info.plan.warmup,
+        info.plan.reps,
+        plural(info.plan.reps),
+        if info.smoke {
+            " (SMOKE RUN: too small to mean anything)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The `--json` document of a fleet run: the common document, marked as a fleet's.
+fn write_json(
+    path: &std::path::Path,
+    info: &RunInfo,
+    sizes: &[usize],
+    measurements: &Measurements,
+) -> io::Result<()> {
+    let mut doc = crate::report::to_json(info, measurements);
+    doc["mode"] = serde_json::json!("fleet");
+    doc["fleet_sizes"] = serde_json::json!(sizes);
+    std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
 }

@@ -77,6 +77,32 @@ pub fn markdown(doc: &Value) -> Result<String, RenderError> {
     if let Some((run, machine)) = web_run(doc)? {
         return Ok(crate::web::markdown(&run, &machine));
     }
+    let mut out = preamble(doc)?;
+    let cells = Cells::of(list(doc, "summary")?)?;
+    let _ = writeln!(out, "Adds per second:\n");
+    out.push_str(&cells.ops_table());
+    if let Some(cpu) = cells.cpu_table() {
+        let _ = writeln!(out, "\nClient CPU per add (µs):\n");
+        out.push_str(&cpu);
+    }
+    let ratios = list(doc, "ratios")?;
+    if !ratios.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nRatios of adds per second, paired by repetition (cells run back to back):\n"
+        );
+        out.push_str(&ratios_table(ratios, &cells)?);
+    }
+    let targets = list(doc, "targets")?;
+    if !targets.is_empty() {
+        let _ = writeln!(out, "\nPublished goals, judged on this run:\n");
+        out.push_str(&goals_list(targets)?);
+    }
+    Ok(out)
+}
+
+/// The list above the tables: server, machine, versions and the run's sizes.
+fn preamble(doc: &Value) -> Result<String, RenderError> {
     let mut out = String::new();
     let machine = field(doc, "machine")?;
     let plan = field(doc, "plan")?;
@@ -105,117 +131,142 @@ pub fn markdown(doc: &Value) -> Result<String, RenderError> {
         thousands(num(plan, "warmup_adds") as f64),
         num(plan, "reps")
     );
+    Ok(out)
+}
 
-    let summary = list(doc, "summary")?;
-    let mut patterns: Vec<&str> = Vec::new();
-    let mut contenders: Vec<(&str, &str)> = Vec::new();
-    for s in summary {
-        let p = text(s, "pattern")?;
-        if !patterns.contains(&p) {
-            patterns.push(p);
+/// A document's `summary`: its cells, with the patterns and contenders in the order they
+/// first appear.
+struct Cells<'a> {
+    summary: &'a [Value],
+    patterns: Vec<&'a str>,
+    /// `(id, label)`.
+    contenders: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Cells<'a> {
+    fn of(summary: &'a [Value]) -> Result<Cells<'a>, RenderError> {
+        let mut patterns: Vec<&str> = Vec::new();
+        let mut contenders: Vec<(&str, &str)> = Vec::new();
+        for s in summary {
+            let p = text(s, "pattern")?;
+            if !patterns.contains(&p) {
+                patterns.push(p);
+            }
+            let c = (text(s, "contender")?, text(s, "label")?);
+            if !contenders.iter().any(|(id, _)| *id == c.0) {
+                contenders.push(c);
+            }
         }
-        let c = (text(s, "contender")?, text(s, "label")?);
-        if !contenders.iter().any(|(id, _)| *id == c.0) {
-            contenders.push(c);
-        }
+        Ok(Cells {
+            summary,
+            patterns,
+            contenders,
+        })
     }
-    let cell = |c: &str, p: &str, key: &str| {
-        summary
+
+    /// The summary object `key` of contender `c` at pattern `p`.
+    fn cell(&self, c: &str, p: &str, key: &str) -> Option<&'a Value> {
+        self.summary
             .iter()
             .find(|s| s["contender"] == c && s["pattern"] == p)
             .and_then(|s| s.get(key))
-    };
-
-    let _ = writeln!(out, "Adds per second:\n");
-    let mut header = vec![("Contender", Align::Left)];
-    header.extend(patterns.iter().map(|p| (*p, Align::Right)));
-    let mut t = Table::new(&header);
-    for (id, label) in &contenders {
-        let mut row = vec![(*label).to_string()];
-        row.extend(
-            patterns
-                .iter()
-                .map(|p| cell(id, p, "ops_per_sec").map_or("–".into(), |s| spread(s, compact))),
-        );
-        t.row(row);
     }
-    out.push_str(&t.render());
 
-    let has_cpu = summary.iter().any(|s| {
-        s.get("client_cpu_us_per_add")
-            .is_some_and(|v| v.get("median").is_some())
-    });
-    if has_cpu {
-        let _ = writeln!(out, "\nClient CPU per add (µs):\n");
+    /// The contender's label, or its id where it has none.
+    fn label(&self, id: &str) -> String {
+        self.contenders
+            .iter()
+            .find(|(c, _)| *c == id)
+            .map_or(id.to_string(), |(_, l)| (*l).to_string())
+    }
+
+    /// A table of `key` for every contender in `rows`, a column per pattern.
+    fn table(&self, rows: &[(&str, &str)], key: &str, fmt: impl Fn(f64) -> String) -> String {
+        let mut header = vec![("Contender", Align::Left)];
+        header.extend(self.patterns.iter().map(|p| (*p, Align::Right)));
         let mut t = Table::new(&header);
-        // Yardsticks that read no client CPU (the ping-pong floors, the server's ceiling) have
-        // no row here.
-        let measured_cpu = |id: &str| {
-            patterns.iter().any(|p| {
-                cell(id, p, "client_cpu_us_per_add").is_some_and(|s| s.get("median").is_some())
-            })
-        };
-        for (id, label) in contenders.iter().filter(|(id, _)| measured_cpu(id)) {
+        for (id, label) in rows {
             let mut row = vec![(*label).to_string()];
-            row.extend(patterns.iter().map(|p| {
-                cell(id, p, "client_cpu_us_per_add")
-                    .map_or("–".into(), |s| spread(s, |x| format!("{x:.2}")))
+            row.extend(self.patterns.iter().map(|p| {
+                self.cell(id, p, key)
+                    .map_or("–".into(), |s| spread(s, &fmt))
             }));
             t.row(row);
         }
-        out.push_str(&t.render());
+        t.render()
     }
 
-    let ratios = list(doc, "ratios")?;
-    if !ratios.is_empty() {
-        let label = |id: &str| {
-            contenders
-                .iter()
-                .find(|(c, _)| *c == id)
-                .map_or(id.to_string(), |(_, l)| (*l).to_string())
-        };
-        let _ = writeln!(
-            out,
-            "\nRatios of adds per second, paired by repetition (cells run back to back):\n"
-        );
-        let mut t = Table::new(&[
-            ("Ratio", Align::Left),
-            ("Pattern", Align::Left),
-            ("median (min–max)", Align::Right),
-        ]);
-        for r in ratios {
-            t.row(vec![
-                format!(
-                    "{} ÷ {}",
-                    label(text(r, "numerator")?),
-                    label(text(r, "denominator")?)
-                ),
-                text(r, "pattern")?.to_string(),
-                spread(field(r, "ratio")?, ratio),
-            ]);
+    /// Adds per second of every contender.
+    fn ops_table(&self) -> String {
+        self.table(&self.contenders, "ops_per_sec", compact)
+    }
+
+    /// Client CPU per add of the contenders that read it, if any did. Yardsticks that read no
+    /// client CPU (the ping-pong floors, the server's ceiling) have no row.
+    fn cpu_table(&self) -> Option<String> {
+        let key = "client_cpu_us_per_add";
+        let has_cpu = self
+            .summary
+            .iter()
+            .any(|s| s.get(key).is_some_and(|v| v.get("median").is_some()));
+        if !has_cpu {
+            return None;
         }
-        out.push_str(&t.render());
+        let measured_cpu = |id: &str| {
+            self.patterns.iter().any(|p| {
+                self.cell(id, p, key)
+                    .is_some_and(|s| s.get("median").is_some())
+            })
+        };
+        let rows: Vec<(&str, &str)> = self
+            .contenders
+            .iter()
+            .copied()
+            .filter(|(id, _)| measured_cpu(id))
+            .collect();
+        Some(self.table(&rows, key, |x| format!("{x:.2}")))
     }
+}
 
-    let targets = list(doc, "targets")?;
-    if !targets.is_empty() {
-        let _ = writeln!(out, "\nPublished goals, judged on this run:\n");
-        for g in targets {
-            let met = field(g, "met")?.as_bool().unwrap_or(false);
-            let measured = field(g, "measured")?.as_f64().unwrap_or(f64::NAN);
-            let _ = write!(
-                out,
-                "- {} {}: measured {}",
-                if met { "met" } else { "**missed**" },
-                text(g, "name")?,
-                compact_measure(measured)
-            );
-            match g.get("detail").and_then(Value::as_str) {
-                Some(d) => {
-                    let _ = writeln!(out, " ({d})");
-                }
-                None => out.push('\n'),
+/// Every ratio of the document, labelled by its contenders.
+fn ratios_table(ratios: &[Value], cells: &Cells) -> Result<String, RenderError> {
+    let mut t = Table::new(&[
+        ("Ratio", Align::Left),
+        ("Pattern", Align::Left),
+        ("median (min–max)", Align::Right),
+    ]);
+    for r in ratios {
+        t.row(vec![
+            format!(
+                "{} ÷ {}",
+                cells.label(text(r, "numerator")?),
+                cells.label(text(r, "denominator")?)
+            ),
+            text(r, "pattern")?.to_string(),
+            spread(field(r, "ratio")?, ratio),
+        ]);
+    }
+    Ok(t.render())
+}
+
+/// The goals judged on the run, one line each, met or missed.
+fn goals_list(targets: &[Value]) -> Result<String, RenderError> {
+    let mut out = String::new();
+    for g in targets {
+        let met = field(g, "met")?.as_bool().unwrap_or(false);
+        let measured = field(g, "measured")?.as_f64().unwrap_or(f64::NAN);
+        let _ = write!(
+            out,
+            "- {} {}: measured {}",
+            if met { "met" } else { "**missed**" },
+            text(g, "name")?,
+            compact_measure(measured)
+        );
+        match g.get("detail").and_then(Value::as_str) {
+            Some(d) => {
+                let _ = writeln!(out, " ({d})");
             }
+            None => out.push('\n'),
         }
     }
     Ok(out)

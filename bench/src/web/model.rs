@@ -65,7 +65,7 @@ impl Mode {
 }
 
 /// What `--web` runs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WebPlan {
     /// The web servers measured, in report order.
     pub stacks: Vec<Stack>,

@@ -126,6 +126,7 @@ struct Autobatch<R: Runtime, E: BlockOn> {
     exec: E,
     client: Client<R>,
     batching: bool,
+    idempotent: bool,
     tls: bool,
     runtime: RuntimeKind,
     frames: Option<u64>,
@@ -134,15 +135,24 @@ struct Autobatch<R: Runtime, E: BlockOn> {
     spawn: bool,
 }
 
-/// The autobatch contender: `batching` false is `ClientOptions::batching(None)` (every add its
-/// own PUSH), true is the default batching configuration; with `tls`, over TLS.
-pub fn contender(
-    runtime: RuntimeKind,
-    addr: SocketAddr,
-    batching: bool,
-    tls: Option<TlsOptions>,
-    spawn: bool,
-) -> io::Result<Box<dyn Contender>> {
+/// How an autobatch contender's client is set up.
+#[derive(Clone)]
+pub struct Setup {
+    /// Where it connects.
+    pub addr: SocketAddr,
+    /// `false` is `ClientOptions::batching(None)` (every add its own PUSH), `true` the default
+    /// batching configuration.
+    pub batching: bool,
+    /// `ClientOptions::idempotent_adds`: every add carries a job id of the client's own.
+    pub idempotent: bool,
+    /// Over TLS, with these options.
+    pub tls: Option<TlsOptions>,
+    /// `--spawn-adds`: every add of a wave in its own tokio task.
+    pub spawn: bool,
+}
+
+/// The autobatch contender on `runtime`, set up as `setup` says.
+pub fn contender(runtime: RuntimeKind, setup: Setup) -> io::Result<Box<dyn Contender>> {
     Ok(match runtime {
         RuntimeKind::Tokio => {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -151,9 +161,7 @@ pub fn contender(
             let exec = TokioExec(rt);
             let handle = exec.0.handle().clone();
             let rt = autobatch_tokio::TokioRuntime::new(handle);
-            Box::new(Autobatch::connect(
-                exec, rt, runtime, addr, batching, tls, spawn,
-            )?)
+            Box::new(Autobatch::connect(exec, rt, runtime, setup)?)
         }
         RuntimeKind::TokioMultiThread => {
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -162,64 +170,45 @@ pub fn contender(
             let exec = TokioMtExec(rt);
             let handle = exec.0.handle().clone();
             let rt = autobatch_tokio::TokioRuntime::new(handle);
-            Box::new(Autobatch::connect(
-                exec, rt, runtime, addr, batching, tls, spawn,
-            )?)
+            Box::new(Autobatch::connect(exec, rt, runtime, setup)?)
         }
         RuntimeKind::Smol => Box::new(Autobatch::connect(
             SmolExec,
             autobatch_smol::SmolRuntime::default(),
             runtime,
-            addr,
-            batching,
-            tls,
-            spawn,
+            setup,
         )?),
         RuntimeKind::SmolLocal => {
             let ex = std::sync::Arc::new(smol::Executor::new());
             let rt = autobatch_smol::SmolRuntime::with_executor(ex.clone());
-            Box::new(Autobatch::connect(
-                SmolLocalExec(ex),
-                rt,
-                runtime,
-                addr,
-                batching,
-                tls,
-                spawn,
-            )?)
+            Box::new(Autobatch::connect(SmolLocalExec(ex), rt, runtime, setup)?)
         }
         RuntimeKind::AsyncStdLocal => Box::new(Autobatch::connect(
             AsyncStdExec,
             autobatch_async_std::AsyncStdRuntime::local(),
             runtime,
-            addr,
-            batching,
-            tls,
-            spawn,
+            setup,
         )?),
         RuntimeKind::AsyncStd => Box::new(Autobatch::connect(
             AsyncStdExec,
             autobatch_async_std::AsyncStdRuntime::default(),
             runtime,
-            addr,
-            batching,
-            tls,
-            spawn,
+            setup,
         )?),
     })
 }
 
 impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
-    fn connect(
-        exec: E,
-        rt: R,
-        runtime: RuntimeKind,
-        addr: SocketAddr,
-        batching: bool,
-        tls: Option<TlsOptions>,
-        spawn: bool,
-    ) -> io::Result<Self> {
-        let mut opts = ClientOptions::new(addr.ip().to_string(), addr.port());
+    fn connect(exec: E, rt: R, runtime: RuntimeKind, setup: Setup) -> io::Result<Self> {
+        let Setup {
+            addr,
+            batching,
+            idempotent,
+            tls,
+            spawn,
+        } = setup;
+        let mut opts =
+            ClientOptions::new(addr.ip().to_string(), addr.port()).idempotent_adds(idempotent);
         if !batching {
             opts = opts.batching(None);
         }
@@ -234,6 +223,7 @@ impl<R: Runtime, E: BlockOn> Autobatch<R, E> {
             exec,
             client,
             batching,
+            idempotent,
             tls: with_tls,
             runtime,
             frames: None,
@@ -309,19 +299,25 @@ async fn adds<R: Runtime>(
 impl<R: Runtime, E: BlockOn> Contender for Autobatch<R, E> {
     fn id(&self) -> String {
         format!(
-            "autobatch-{}{}",
+            "autobatch-{}{}{}",
             if self.tls { "tls-" } else { "" },
+            if self.idempotent { "idempotent-" } else { "" },
             if self.batching { "on" } else { "off" }
         )
     }
 
     fn label(&self) -> String {
         format!(
-            "autobatch {} ({}){}, batching {}",
+            "autobatch {} ({}){}, batching {}{}",
             env!("CARGO_PKG_VERSION"),
             self.runtime.name(),
             if self.tls { " over TLS" } else { "" },
-            if self.batching { "on" } else { "off" }
+            if self.batching { "on" } else { "off" },
+            if self.idempotent {
+                ", idempotent adds"
+            } else {
+                ""
+            }
         )
     }
 

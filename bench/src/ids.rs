@@ -6,6 +6,8 @@
 pub const AB_OFF: &str = "autobatch-off";
 /// autobatch with batching on (the default).
 pub const AB_ON: &str = "autobatch-on";
+/// autobatch with batching on and `ClientOptions::idempotent_adds` (`--compare`).
+pub const AB_IDEMPOTENT: &str = "autobatch-idempotent-on";
 /// bunqueue's TS client, autoBatch off.
 pub const TS_OFF: &str = "ts-off";
 /// bunqueue's TS client, autoBatch on (its default).

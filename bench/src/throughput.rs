@@ -26,7 +26,7 @@ pub fn main(table: &Table, measure: &Measure, machine: MachineInfo) -> io::Resul
     };
     let addr = server.addr();
     let compare = matches!(table, Table::Compare { .. });
-    let mut contenders = autobatch_contenders(measure, addr, tls.as_ref())?;
+    let mut contenders = autobatch_contenders(measure, addr, tls.as_ref(), compare)?;
     if compare && !measure.client_only {
         contenders.extend(peer_contenders(measure, addr)?);
     }
@@ -213,22 +213,42 @@ impl TwinTls {
 }
 
 /// autobatch with each batching setting: on the first runtime, over TLS beside it with
-/// `--tls`, then on every further runtime, tagged with its name (`autobatch-on:smol`).
+/// `--tls`, then on every further runtime, tagged with its name (`autobatch-on:smol`). With
+/// `--compare`, batching on with idempotent adds beside it too, so that the report says what
+/// the option costs.
 fn autobatch_contenders(
     measure: &Measure,
     addr: SocketAddr,
     tls: Option<&TwinTls>,
+    compare: bool,
 ) -> io::Result<Vec<Box<dyn Contender>>> {
-    let (first, spawn) = (measure.runtimes[0], measure.spawn_adds);
+    let first = measure.runtimes[0];
+    let setup = |addr, batching| autobatch::Setup {
+        addr,
+        batching,
+        idempotent: false,
+        tls: None,
+        spawn: measure.spawn_adds,
+    };
     let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
     for &on in measure.batching.modes() {
-        contenders.push(autobatch::contender(first, addr, on, None, spawn)?);
+        contenders.push(autobatch::contender(first, setup(addr, on))?);
+        if on && compare {
+            let idempotent = autobatch::Setup {
+                idempotent: true,
+                ..setup(addr, on)
+            };
+            contenders.push(autobatch::contender(first, idempotent)?);
+        }
         if let Some(tls) = tls {
-            let (tls_addr, client) = (tls.broker.addr(), Some(tls.client.clone()));
-            contenders.push(autobatch::contender(first, tls_addr, on, client, spawn)?);
+            let over_tls = autobatch::Setup {
+                tls: Some(tls.client.clone()),
+                ..setup(tls.broker.addr(), on)
+            };
+            contenders.push(autobatch::contender(first, over_tls)?);
         }
         for &rt in &measure.runtimes[1..] {
-            let c = autobatch::contender(rt, addr, on, None, spawn)?;
+            let c = autobatch::contender(rt, setup(addr, on))?;
             contenders.push(Box::new(workload::Tagged::new(c, rt.name())));
         }
     }

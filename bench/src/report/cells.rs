@@ -95,6 +95,7 @@ pub fn short_name(id: &str) -> &'static str {
     match id {
         AB_OFF => "autobatch off",
         AB_ON => "autobatch on",
+        AB_IDEMPOTENT => "autobatch idempotent",
         TS_OFF => "TS client off",
         TS_ON => "TS client on",
         OFFICIAL => "bunqueue-client (Rust)",

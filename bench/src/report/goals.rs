@@ -136,6 +136,14 @@ pub fn targets(info: &RunInfo, m: &Measurements) -> Vec<Target> {
     }
     if patterns.contains(&Pattern::All(100)) {
         ceiling_target(m, &mut judged);
+        judged.push(
+            "join_all(100): idempotent adds ÷ plain adds ≥ 0.95 (ClientOptions::idempotent_adds \
+             costs at most 5%)"
+                .into(),
+            ratio_summary(m, AB_IDEMPOTENT, AB_ON, Pattern::All(100)),
+            Goal::MinRatio(0.95),
+            None,
+        );
     }
     for &p in patterns
         .iter()

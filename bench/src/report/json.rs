@@ -83,9 +83,10 @@ fn summaries(m: &Measurements, patterns: &[Pattern]) -> Vec<Value> {
 }
 
 /// The ratios of ops/s the report and the docs compare, `(numerator, denominator)`.
-const RATIO_PAIRS: [(&str, &str); 14] = [
+const RATIO_PAIRS: [(&str, &str); 15] = [
     (AB_ON, AB_OFF),
     (AB_ON, TS_ON),
+    (AB_IDEMPOTENT, AB_ON),
     (AB_OFF, TS_OFF),
     (OFFICIAL, TS_ON),
     (TS_ON, TS_OFF),

@@ -174,7 +174,13 @@ pub(crate) async fn call_spread(links: &Links, work: Work) -> Result<Response, E
                 match find_job(links, id).await {
                     Ok(true) => return Ok(Response::Pushed(id.to_owned())),
                     Ok(false) => {}
-                    // The lookup could not tell: the add's fate stays unknown.
+                    // The lookup could not tell: the add's fate stays unknown, for the
+                    // lookup's own reason (a broker too slow to answer in time, or none left).
+                    Err(Error::Timeout { .. }) => {
+                        return Err(Error::Timeout {
+                            maybe_applied: true,
+                        })
+                    }
                     Err(_) => {
                         return Err(Error::ConnectionLost {
                             maybe_applied: true,

@@ -782,6 +782,7 @@ fn a_written_add_whose_job_is_removed_when_finished_is_not_replayed() {
     // Once its job finished and was removed, nothing would tell that it landed: its fate
     // stays unknown, and it is never written twice.
     assert!(sent.is_empty(), "{sent:?}");
+    assert_eq!(h.s.stats().adds_failed, 2);
     for op in ops {
         assert_eq!(
             h.done(op),
@@ -813,6 +814,7 @@ fn a_lookup_lost_with_its_connection_is_made_again_and_one_unanswered_times_out_
             maybe_applied: true
         }))
     );
+    assert_eq!(h.s.stats().adds_failed, 1);
 }
 
 #[test]

@@ -133,10 +133,7 @@ impl Check {
                 Found::Added(self.op, answer)
             }
             (true, Response::Other(body)) => match Stats::read_reply(&body) {
-                Ok(stats) if !self.restarted(now, stats.uptime) => Found::Absent(Check {
-                    asking_uptime: false,
-                    ..self
-                }),
+                Ok(stats) if !self.restarted(now, stats.uptime) => Found::Absent(self),
                 _ => Found::Unknown(self.op, self.jobs.len()),
             },
             _ => Found::Unknown(self.op, self.jobs.len()),

@@ -652,8 +652,9 @@ impl Producers {
                 out.stats.items_resent += c.len() as u64;
                 let (op, queue, bulk) = (c.op, c.queue, c.bulk);
                 let mut jobs = c.jobs;
+                // A single add's check holds its one job.
                 Some(match (bulk, jobs.pop()) {
-                    (false, Some(job)) if jobs.is_empty() => AddRequest::Push {
+                    (false, Some(job)) => AddRequest::Push {
                         op,
                         queue,
                         job,

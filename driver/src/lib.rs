@@ -74,6 +74,7 @@ mod stats;
 #[cfg(test)]
 mod test_wake;
 mod tls;
+mod uuid;
 mod worker;
 mod worker_events;
 

@@ -22,7 +22,7 @@ use futures_util::future::{FutureExt, Shared as SharedFuture};
 
 use autobatch_core::wire::JobOptions;
 
-use crate::add_ids::AddIds;
+use crate::add_ids;
 use crate::cmd::Ticket;
 use crate::direct::Direct;
 use crate::inbox::Sender;
@@ -216,9 +216,9 @@ pub(crate) struct Links {
     next: AtomicUsize,
     /// [`ClientOptions::shared_storage`](crate::ClientOptions::shared_storage).
     shared_storage: bool,
-    /// With [`ClientOptions::idempotent_adds`](crate::ClientOptions::idempotent_adds): the
-    /// ids this client gives its adds.
-    add_ids: Option<AddIds>,
+    /// [`ClientOptions::idempotent_adds`](crate::ClientOptions::idempotent_adds): every add
+    /// gets a job id of the client's own.
+    idempotent_adds: bool,
 }
 
 impl Links {
@@ -240,22 +240,23 @@ impl Links {
             epoch: Instant::now(),
             next: AtomicUsize::new(0),
             shared_storage: false,
-            add_ids: None,
+            idempotent_adds: false,
         }
     }
 
-    /// With `on`, every add without a custom id gets one (see [`AddIds`]).
+    /// With `on`, every add without a custom id gets one (see [`add_ids`](crate::add_ids)).
     pub(crate) fn with_idempotent_adds(mut self, on: bool) -> Self {
-        self.add_ids = on.then(AddIds::new);
+        self.idempotent_adds = on;
         self
     }
 
     /// `opts` as this client sends them: with a job id of the client's own where adds are
     /// idempotent and it has none.
     pub(crate) fn job_options(&self, opts: JobOptions) -> JobOptions {
-        match &self.add_ids {
-            Some(ids) => ids.stamp(opts),
-            None => opts,
+        if self.idempotent_adds {
+            add_ids::with_own_id(opts)
+        } else {
+            opts
         }
     }
 

@@ -65,6 +65,26 @@ async fn a_cut_mid_wave_leaves_no_add_maybe_applied<T: Rt>(target: Target) {
     within::<T, _>("close", client.close()).await;
 }
 
+/// The ids the client makes keep a queue first in, first out: jobs of equal priority are handed
+/// out in the order of their ids, and ids made in one millisecond still sort in the order the
+/// adds were made.
+async fn idempotent_adds_are_pulled_in_the_order_they_were_added<T: Rt>(target: Target) {
+    let server = target.shared();
+    let client = connect::<T>(options(server).idempotent_adds(true)).await;
+    let name = queue_name::<T>("idem-order");
+    let q = client.queue(&name);
+    let mut added = Vec::new();
+    for i in 0..50 {
+        added.push(q.add("idem", &i, JobOptions::new()).await.expect("add"));
+    }
+    let mut raw = raw(server);
+    let pulled: Vec<String> = std::iter::from_fn(|| raw_pull(&mut raw, &name).map(|(id, _)| id))
+        .take(50)
+        .collect();
+    assert_eq!(pulled, added);
+    within::<T, _>("close", client.close()).await;
+}
+
 /// Every add succeeded, with ids that each name one job on the server; the queue holds
 /// exactly the wave (the finished jobs among them). Returns the ids.
 fn landed_once(raw: &mut RawClient, queue: &str, results: &[Result<String, Error>]) -> Vec<String> {
@@ -94,5 +114,8 @@ fn landed_once(raw: &mut RawClient, queue: &str, results: &[Result<String, Error
 }
 
 scenarios! {
-    bunqueue, broker => [a_cut_mid_wave_leaves_no_add_maybe_applied];
+    bunqueue, broker => [
+        a_cut_mid_wave_leaves_no_add_maybe_applied,
+        idempotent_adds_are_pulled_in_the_order_they_were_added,
+    ];
 }

@@ -20,6 +20,8 @@ use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
 /// `crate::ops::{lookup, control}`.
 pub(crate) mod admin;
+/// The [`State`] methods that route a request to the owner of its concern.
+mod compose;
 /// Job schedulers.
 pub(crate) mod cron;
 /// The dead-letter queue: the state methods behind `crate::ops::dlq`.
@@ -358,6 +360,28 @@ impl State {
         if idle {
             self.queues.remove(queue);
         }
+    }
+
+    /// The counts of every queue now (due delayed jobs are promoted first, so a job whose run
+    /// time has come counts as waiting, as in bunqueue).
+    pub fn gauges(&mut self, now: f64) -> totals::Gauges {
+        let names: Vec<String> = self.queues.keys().cloned().collect();
+        let mut g = totals::Gauges::default();
+        for name in names {
+            self.promote(&name, now);
+            let Some(q) = self.queues.get(&name) else {
+                continue;
+            };
+            let ready = q.ready.len() as u64;
+            g.prioritized += q.prioritized.min(ready);
+            g.waiting += ready - q.prioritized.min(ready);
+            g.delayed += q.delayed.len() as u64;
+            g.active += q.active;
+            g.dlq += q.dlq.len() as u64;
+            g.completed += q.completed;
+            g.waiting_children += q.waiting_children;
+        }
+        g
     }
 
     /// Whether a job id exists (any state), for `dependsOn`.

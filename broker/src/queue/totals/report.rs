@@ -1,10 +1,9 @@
-//! The queue's [`State`] methods that read the totals and the queues' counts for Stats,
-//! Metrics and Prometheus. A child of `totals`, so that `totals` names nothing of `State`.
+//! What Stats and Prometheus report: the totals beside the queues' counts, which the caller
+//! reads from the job index and hands in.
 
 use autobatch_core::ops::ServerStats;
 
 use super::Totals;
-use crate::queue::State;
 
 /// Job counts over every queue, as bunqueue's `getStats` adds them up.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -23,52 +22,23 @@ pub(crate) struct Gauges {
     pub waiting_children: u64,
 }
 
-impl State {
-    /// The counts of every queue now (due delayed jobs are promoted first, so a job whose run
-    /// time has come counts as waiting, as in bunqueue).
-    pub fn gauges(&mut self, now: f64) -> Gauges {
-        let names: Vec<String> = self.queues.keys().cloned().collect();
-        let mut g = Gauges::default();
-        for name in names {
-            self.promote(&name, now);
-            let Some(q) = self.queues.get(&name) else {
-                continue;
-            };
-            let ready = q.ready.len() as u64;
-            g.prioritized += q.prioritized.min(ready);
-            g.waiting += ready - q.prioritized.min(ready);
-            g.delayed += q.delayed.len() as u64;
-            g.active += q.active;
-            g.dlq += q.dlq.len() as u64;
-            g.completed += q.completed;
-            g.waiting_children += q.waiting_children;
-        }
-        g
-    }
-
-    /// The running totals.
-    pub fn totals(&mut self) -> &mut Totals {
-        &mut self.totals
-    }
-
+impl Totals {
     /// Stats' `stats`, as bunqueue's `handleStats` answers it.
-    pub fn stats(&mut self, now: f64) -> ServerStats {
-        let g = self.gauges(now);
-        let (push, pull) = self.totals.rates(now);
+    pub fn stats(&mut self, g: &Gauges, now: f64) -> ServerStats {
+        let (push, pull) = self.rates(now);
         let mut s = ServerStats::default();
         (s.waiting, s.active, s.delayed) = (g.waiting, g.active, g.delayed);
-        (s.dlq, s.completed, s.failed) = (g.dlq, g.completed, self.totals.failed);
-        s.uptime = now - self.totals.started_at;
+        (s.dlq, s.completed, s.failed) = (g.dlq, g.completed, self.failed);
+        s.uptime = now - self.started_at;
         (s.push_per_sec, s.pull_per_sec) = (push, pull);
         s
     }
 
     /// Prometheus' text exposition: bunqueue's server-wide gauges and counters under its own
     /// metric names.
-    pub fn prometheus(&mut self, now: f64) -> String {
-        let g = self.gauges(now);
-        let workers = self.workers.len() as u64;
-        let t = &self.totals;
+    /// `workers` and `crons`: how many workers and job schedulers are registered.
+    pub fn prometheus(&self, g: &Gauges, workers: usize, crons: usize, now: f64) -> String {
+        let t = self;
         let lines: [(&str, &str, &str, String); 14] = [
             (
                 "jobs_waiting",
@@ -140,7 +110,7 @@ impl State {
                 "cron_jobs_registered",
                 "gauge",
                 "Number of registered cron jobs",
-                self.crons.len().to_string(),
+                crons.to_string(),
             ),
             (
                 "workers_registered",

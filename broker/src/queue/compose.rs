@@ -4,6 +4,7 @@
 
 use autobatch_core::ops::ServerStats;
 
+use super::cron::{self, Crons};
 use super::totals::Totals;
 use super::State;
 
@@ -24,5 +25,32 @@ impl State {
         let g = self.gauges(now);
         self.totals
             .prometheus(&g, self.workers.len(), self.crons.len(), now)
+    }
+
+    /// The schedulers (Cron, CronGet, CronList, CronDelete).
+    pub(crate) fn crons(&mut self) -> &mut Crons {
+        &mut self.crons
+    }
+
+    /// Fires the job schedulers due at `now` (see [`Crons::tick`]). Returns the jobs added.
+    pub(crate) fn fire_crons(&mut self, now: f64) -> usize {
+        let workers = &self.workers;
+        let has_worker = |queue: &str| {
+            workers.values().any(|w| {
+                now - w.info.last_seen < cron::WORKER_TIMEOUT_MS
+                    && w.info.queues.iter().any(|q| q == queue)
+            })
+        };
+        let mut added = 0;
+        for effect in self.crons.tick(now, has_worker) {
+            match effect {
+                cron::Effect::Push { queue, spec } => {
+                    self.push(&queue, *spec, now);
+                    added += 1;
+                }
+                cron::Effect::Keep(name) => self.keep_cron(&name),
+            }
+        }
+        added
     }
 }

@@ -532,6 +532,19 @@ impl State {
             .count() as u64
     }
 
+    /// GetGroupsJobsCount: the queued (waiting or delayed) jobs of `queue` that have a group,
+    /// as bunqueue's group scheduler counts them. A walk of the queue's queued jobs.
+    pub fn groups_queued(&self, queue: &str) -> u64 {
+        self.queued(queue).filter(|e| e.run.group.is_some()).count() as u64
+    }
+
+    /// Wakes the long-polls of `queue`: a group control was lifted.
+    pub fn wake(&mut self, queue: &str) {
+        if let Some(q) = self.queues.get(queue) {
+            q.notify.notify_waiters();
+        }
+    }
+
     /// The queued (waiting or delayed) jobs of `queue`, a walk of both indexes: what the group
     /// counts read.
     fn queued<'a>(&'a self, queue: &str) -> impl Iterator<Item = &'a Entry> + 'a {

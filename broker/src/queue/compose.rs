@@ -3,8 +3,11 @@
 //! applies the effects it returns.
 
 use autobatch_core::ops::ServerStats;
+use autobatch_core::wire::Value;
 
 use super::cron::{self, Crons};
+use super::kept::kind;
+use super::limits::groups::Groups;
 use super::totals::Totals;
 use super::State;
 
@@ -52,5 +55,82 @@ impl State {
             }
         }
         added
+    }
+
+    /// Frees a concurrency slot of the queue of job `id` outside [`State::finish`] (which
+    /// frees its own), waking the long-polls it held back.
+    pub(in crate::queue) fn release_slot_of(&mut self, id: &str) {
+        let Some(e) = self.jobs.get(id) else {
+            return;
+        };
+        let queue = e.rec.queue.as_str();
+        if self.limits.release(queue, e.run.group.as_deref()) {
+            if let Some(q) = self.queues.get(queue) {
+                q.notify.notify_waiters();
+            }
+        }
+    }
+
+    /// GetGroupActiveCount (see [`super::limits::Limits::group_active`]).
+    pub fn group_active_count(&self, queue: &str, group: &str) -> u64 {
+        self.limits.group_active(queue, group)
+    }
+
+    /// RateLimit (see [`super::limits::Limits::set_rate`]), kept across a restart.
+    pub fn set_rate_limit(
+        &mut self,
+        queue: &str,
+        limit: f64,
+        duration: Option<f64>,
+        ttl: Option<f64>,
+        now: f64,
+    ) {
+        self.limits.set_rate(queue, limit, duration, ttl, now);
+        self.keep_limits(queue);
+    }
+
+    /// RateLimitClear.
+    pub fn clear_rate_limit(&mut self, queue: &str) {
+        self.limits.clear_rate(queue);
+        self.keep_limits(queue);
+    }
+
+    /// SetConcurrency (see [`super::limits::Limits::set_concurrency`]).
+    pub fn set_concurrency(&mut self, queue: &str, limit: f64) {
+        self.limits.set_concurrency(queue, limit);
+        self.keep_limits(queue);
+    }
+
+    /// ClearConcurrency.
+    pub fn clear_concurrency(&mut self, queue: &str) {
+        self.limits.clear_concurrency(queue);
+        self.keep_limits(queue);
+    }
+
+    /// Keeps `queue`'s limits across a restart (SQLite mode).
+    pub(in crate::queue) fn keep_limits(&self, queue: &str) {
+        if self.settings.is_some() {
+            self.keep(kind::LIMITS, queue, self.limits.kept(queue));
+        }
+    }
+
+    /// GetQueueLimits' `limits` (see [`super::limits::Limits::status`]).
+    pub fn queue_limits(&mut self, queue: &str, max_jobs: Option<f64>, now: f64) -> Value {
+        self.limits.status(queue, max_jobs, now)
+    }
+
+    /// The group controls, to read and set.
+    pub fn groups(&mut self) -> &mut Groups {
+        self.limits.groups()
+    }
+
+    /// When a long-poll on `queue` should look again: its next delayed job or the end of a
+    /// group's rate limit, whichever comes first.
+    pub fn next_look(&self, queue: &str, now: f64) -> Option<f64> {
+        let retry = self.limits.next_group_retry(queue, now);
+        match (self.next_due(queue), retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }

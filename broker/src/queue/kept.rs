@@ -307,7 +307,7 @@ impl State {
                     self.dlq_config.restore(key, c);
                 }
             }
-            kind::LIMITS => self.restore_limits(key, value, now),
+            kind::LIMITS => self.limits.restore(key, value, now),
             kind::GROUP => {
                 if let Some((queue, group)) = key.split_once('\0') {
                     self.limits.restore_group(queue, group, value);

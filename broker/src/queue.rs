@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use crate::conn_id::ConnId;
 use crate::events::{job_event, js_number, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
+pub(crate) use failure::Failure;
 
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
 /// `crate::ops::{lookup, control}`.
@@ -28,6 +29,8 @@ pub(crate) mod cron;
 pub(crate) mod dlq;
 /// A queue's DLQ settings (SetDlqConfig).
 pub(crate) mod dlq_config;
+/// How a job fails (see [`State::fail`]).
+pub(crate) mod failure;
 /// Flows and dependencies: `waiting-children`, parents released or failed by their children.
 pub(crate) mod flow;
 /// Settings kept across a restart in SQLite mode.
@@ -848,25 +851,8 @@ impl State {
         &mut self,
         id: &str,
         token: Option<&str>,
-        error: Option<String>,
-        unrecoverable: bool,
-        remove: Option<bool>,
+        how: Failure,
         now: f64,
-    ) -> Result<bool, FinishError> {
-        self.fail_as(id, token, error, unrecoverable, remove, now, false)
-    }
-
-    /// [`fail`](Self::fail); `timed_out`: the job's timeout failed it (its DLQ reason).
-    #[allow(clippy::too_many_arguments)]
-    fn fail_as(
-        &mut self,
-        id: &str,
-        token: Option<&str>,
-        error: Option<String>,
-        unrecoverable: bool,
-        remove: Option<bool>,
-        now: f64,
-        timed_out: bool,
     ) -> Result<bool, FinishError> {
         let had_lock = self.jobs.get(id).is_some_and(|e| e.lock.is_some());
         self.check_lock(id, token)?;
@@ -874,6 +860,37 @@ impl State {
             return Ok(false);
         }
         let jitter = self.random();
+        let (queue, retry) = self.note_failure(id, &how, now)?;
+        // What the `failed` event carries, copied only when someone listens.
+        let event = if self.events.wants(&queue) {
+            self.jobs
+                .get(id)
+                .map(|e| (e.rec.failed_reason.clone(), e.rec.data.clone()))
+        } else {
+            None
+        };
+        let policy = if retry {
+            self.file_retry(id, jitter, now);
+            None
+        } else {
+            self.fail_for_good(id, &how, now)
+        };
+        self.emit_failed(&queue, id, event, retry);
+        // bunqueue applies the parent policy after the child's own events.
+        if let Some(p) = policy {
+            self.apply_policy(id, &queue, p, now);
+        }
+        Ok(true)
+    }
+
+    /// Takes a failing job out of the active set and writes the failure into its record and
+    /// timeline. Returns its queue and whether it will be retried.
+    fn note_failure(
+        &mut self,
+        id: &str,
+        how: &Failure,
+        now: f64,
+    ) -> Result<(String, bool), FinishError> {
         let started = self.jobs.get(id).and_then(|e| e.run.started_at);
         let e = self.finish(id)?;
         e.run.shown_started = started;
@@ -883,23 +900,19 @@ impl State {
             timeline::Step {
                 state: "failed",
                 at: now,
-                error: Some(error.clone()),
+                error: Some(how.error.clone()),
                 attempt: Some(e.rec.attempts),
             },
         );
-        e.rec.failed_reason = error;
-        let retry = !unrecoverable && e.rec.attempts < e.rec.max_attempts;
+        e.rec.failed_reason = how.error.clone();
+        let retry = !how.unrecoverable && e.rec.attempts < e.rec.max_attempts;
         if retry {
             // The attempt kept for a later DLQ entry's history (`recordJobFailureAttempt`).
             e.run.attempt_log.push(timeline::Attempt {
                 attempt: e.rec.attempts,
                 started_at: started.unwrap_or(e.rec.created_at),
                 failed_at: now,
-                reason: if timed_out {
-                    "timeout"
-                } else {
-                    "explicit_fail"
-                },
+                reason: how.attempt_reason(),
                 error: e.rec.failed_reason.clone(),
                 duration: started.map_or(0.0, |s| now - s),
             });
@@ -914,73 +927,77 @@ impl State {
                 },
             );
         }
-        let queue = e.rec.queue.clone();
-        // What the `failed` event carries, copied only when someone listens.
-        let event = if self.events.wants(&queue) {
-            self.jobs
-                .get(id)
-                .map(|e| (e.rec.failed_reason.clone(), e.rec.data.clone()))
-        } else {
-            None
-        };
+        Ok((e.rec.queue.clone(), retry))
+    }
+
+    /// Files a failed job as delayed until its retry, after its backoff, recorded.
+    fn file_retry(&mut self, id: &str, jitter: f64, now: f64) {
         let Some(e) = self.jobs.get_mut(id) else {
-            return Err(FinishError::NotActive(id.to_owned()));
+            return;
         };
-        let mut policy = None;
-        if retry {
-            e.run.shown_started = None;
-            let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
-            e.rec.run_at = now + delay;
-            e.rec.state = JobState::Delayed;
-            let key = (e.rec.run_at.ceil() as i64, e.rec.seq);
-            let op = update_op(&e.rec);
-            self.index(&queue).delayed.insert(key, id.to_owned());
-            self.record(op);
-        } else {
-            e.rec.state = JobState::Failed;
-            let remove = remove.unwrap_or(e.rec.remove_on_fail);
-            let op = update_op(&e.rec);
-            let reason = if timed_out {
-                "timeout"
-            } else {
-                "max_attempts_exceeded"
-            };
-            let error = e.rec.failed_reason.clone();
-            // Read before `retire`, which may drop the job and its links.
-            policy = self.on_failed(id, error.as_deref());
-            self.enter_dlq(id, now, reason, error);
-            self.retire(id, remove, op);
-        }
-        // bunqueue: `failed` (terminal or not), then `retried` when it runs again.
-        if event.is_none() {
-            self.events.note(&queue);
+        e.run.shown_started = None;
+        let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
+        e.rec.run_at = now + delay;
+        e.rec.state = JobState::Delayed;
+        let key = (e.rec.run_at.ceil() as i64, e.rec.seq);
+        let op = update_op(&e.rec);
+        let queue = e.rec.queue.clone();
+        self.index(&queue).delayed.insert(key, id.to_owned());
+        self.record(op);
+    }
+
+    /// Fails a job for good: into the DLQ, then kept or dropped. Returns the failure policy
+    /// its parent applies, if any (see [`State::on_failed`]).
+    fn fail_for_good(
+        &mut self,
+        id: &str,
+        how: &Failure,
+        now: f64,
+    ) -> Option<(String, ChildFailure, String)> {
+        let e = self.jobs.get_mut(id)?;
+        e.rec.state = JobState::Failed;
+        let remove = how.remove.unwrap_or(e.rec.remove_on_fail);
+        let op = update_op(&e.rec);
+        let error = e.rec.failed_reason.clone();
+        // Read before `retire`, which may drop the job and its links.
+        let policy = self.on_failed(id, error.as_deref());
+        self.enter_dlq(id, now, how.dlq_reason(), error);
+        self.retire(id, remove, op);
+        policy
+    }
+
+    /// bunqueue's `failed` event (terminal or not), then `retried` when the job runs again.
+    /// `event`: the error and data it carries, when someone listens.
+    fn emit_failed(
+        &self,
+        queue: &str,
+        id: &str,
+        event: Option<(Option<String>, Value)>,
+        retry: bool,
+    ) {
+        let Some((error, data)) = event else {
+            self.events.note(queue);
             if retry {
-                self.events.note(&queue);
+                self.events.note(queue);
             }
-        }
-        if let Some((error, data)) = event {
-            self.events.emit(&queue, "failed", |ts| {
-                let mut f = job_event(&queue, id)(ts);
-                f.extend([
-                    ("error", error.map_or(Value::Undefined, Value::from)),
-                    ("data", data),
-                    ("terminal", Value::from(!retry)),
-                ]);
+            return;
+        };
+        self.events.emit(queue, "failed", |ts| {
+            let mut f = job_event(queue, id)(ts);
+            f.extend([
+                ("error", error.map_or(Value::Undefined, Value::from)),
+                ("data", data),
+                ("terminal", Value::from(!retry)),
+            ]);
+            f
+        });
+        if retry {
+            self.events.emit(queue, "retried", |ts| {
+                let mut f = job_event(queue, id)(ts);
+                f.push(("prev", Value::from("failed")));
                 f
             });
-            if retry {
-                self.events.emit(&queue, "retried", |ts| {
-                    let mut f = job_event(&queue, id)(ts);
-                    f.push(("prev", Value::from("failed")));
-                    f
-                });
-            }
         }
-        // bunqueue applies the parent policy after the child's own events.
-        if let Some(p) = policy {
-            self.apply_policy(id, &queue, p, now);
-        }
-        Ok(true)
     }
 
     /// A finished job either leaves for good (`removeOnComplete` / `removeOnFail`) or is
@@ -1154,9 +1171,8 @@ impl State {
         due.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         for (_, id, token) in due {
             tracing::info!(job = id.as_str(), "job timed out");
-            let error = Some("Job timeout exceeded".to_owned());
             // Its own lock's token: the broker fails it, not a worker.
-            let _ = self.fail_as(&id, token.as_deref(), error, false, None, now, true);
+            let _ = self.fail(&id, token.as_deref(), Failure::timeout(), now);
         }
     }
 
@@ -1732,8 +1748,16 @@ mod tests {
         let spec = || JobSpec::new("a", Value::Nil).with_options(JobOptions::new().attempts(3));
         let id = s.push("q", spec(), 0.0);
         let t = pull(&mut s, 1, 0.0).remove(0).token;
-        assert_eq!(s.fail(&id, t.as_deref(), None, false, None, 0.0), Ok(true));
-        assert_eq!(s.fail(&id, t.as_deref(), None, true, None, 0.0), Ok(false));
+        assert_eq!(s.fail(&id, t.as_deref(), Failure::new(None), 0.0), Ok(true));
+        assert_eq!(
+            s.fail(
+                &id,
+                t.as_deref(),
+                Failure::new(None).unrecoverable(true),
+                0.0
+            ),
+            Ok(false)
+        );
         assert_eq!(s.get_state(&id, 0.0), "delayed");
         assert_eq!(s.ack(&id, None, Some(Value::Int(7)), false, 0.0), Ok(()));
         assert_eq!(s.get_state(&id, 0.0), "completed");
@@ -1770,11 +1794,11 @@ mod tests {
             0.0,
         );
         let t = pull(&mut s, 1, 0.0).remove(0).token;
-        s.fail(&id, t.as_deref(), Some("x".into()), false, None, 0.0)
+        s.fail(&id, t.as_deref(), Failure::new(Some("x".into())), 0.0)
             .unwrap();
         assert_eq!(s.get_state(&id, 0.0), "delayed");
         let t = pull(&mut s, 1, 20.0).remove(0).token;
-        s.fail(&id, t.as_deref(), Some("y".into()), false, None, 20.0)
+        s.fail(&id, t.as_deref(), Failure::new(Some("y".into())), 20.0)
             .unwrap();
         assert_eq!(s.get_state(&id, 20.0), "failed");
         assert_eq!(s.counts("q", 20.0).failed, 1);

@@ -787,6 +787,7 @@ mod tests {
 mod clean_tests {
     use super::super::{PullSpec, State};
     use super::CleanState;
+    use crate::queue::Failure;
     use crate::store::MemoryStore;
     use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
@@ -817,7 +818,7 @@ mod clean_tests {
         s.ack(&a, None, None, false, 50.0).unwrap();
         let (c, d) = (add(&mut s, 60.0), add(&mut s, 70.0));
         assert_eq!(pull(&mut s, 80.0), c);
-        s.fail(&c, None, None, false, None, 90.0).unwrap();
+        s.fail(&c, None, Failure::new(None), 90.0).unwrap();
         assert_eq!(pull(&mut s, 100.0), d);
         let w = add(&mut s, 100.0);
 

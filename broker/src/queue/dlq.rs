@@ -340,6 +340,7 @@ mod tests {
     use super::super::{PullSpec, State};
     use super::Filter;
     use crate::queue::dlq_config::DEFAULT_MAX_ENTRIES as DLQ_MAX_ENTRIES;
+    use crate::queue::Failure;
     use crate::store::MemoryStore;
     use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
@@ -359,7 +360,7 @@ mod tests {
         };
         let got = s.pull(&spec, now).remove(0).id;
         assert_eq!(got, id);
-        s.fail(&id, None, Some(format!("boom {now}")), false, None, now)
+        s.fail(&id, None, Failure::new(Some(format!("boom {now}"))), now)
             .expect("active");
         id
     }

@@ -564,6 +564,7 @@ impl State {
 
 #[cfg(test)]
 mod tests {
+    use crate::queue::Failure;
     use crate::queue::{PullSpec, State};
     use crate::store::MemoryStore;
     use autobatch_core::wire::{JobOptions, JobSpec, Value};
@@ -624,9 +625,7 @@ mod tests {
             s.fail(
                 &id,
                 Some(&token),
-                Some(format!("{id} broke")),
-                false,
-                None,
+                Failure::new(Some(format!("{id} broke"))),
                 1.0,
             )
             .unwrap();

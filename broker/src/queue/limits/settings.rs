@@ -146,6 +146,7 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::Failure;
     use crate::queue::{PullSpec, Pulled, State};
     use crate::store::MemoryStore;
     use autobatch_core::wire::JobSpec;
@@ -299,7 +300,7 @@ mod tests {
         assert_eq!(got.len(), 2);
         // #0 fails and waits for its retry (slot freed), then a late ACK completes it: bunqueue
         // frees a slot once more, so two jobs may start while #1 still runs.
-        s.fail(&got[0].id, None, None, false, None, 2.0)
+        s.fail(&got[0].id, None, Failure::new(None), 2.0)
             .expect("fail");
         s.ack(&got[0].id, None, None, false, 3.0).expect("ack");
         assert_eq!(pull(&mut s, 4, 3.0).len(), 2);
@@ -323,7 +324,7 @@ mod tests {
         assert_eq!((s.group_queued("q", "g"), s.groups_queued("q")), (0, 1));
         // #0 fails and waits for its retry (released), then a late ACK releases it again,
         // as bunqueue's count does: it reads 0 while #1 still runs.
-        s.fail(&got[0].id, None, None, false, None, 2.0)
+        s.fail(&got[0].id, None, Failure::new(None), 2.0)
             .expect("fail");
         assert_eq!(s.group_active_count("q", "g"), 1);
         s.ack(&got[0].id, None, None, false, 3.0).expect("ack");

@@ -10,7 +10,7 @@ use std::time::Duration;
 use autobatch_core::ops::{ChildFailure, StallConfig, StallConfigUpdate, WorkerInfo};
 #[cfg(test)]
 use autobatch_core::wire::Job;
-use autobatch_core::wire::{Backoff, JobCounts, JobSpec, Value};
+use autobatch_core::wire::{Backoff, JobCounts, JobOptions, JobSpec, Value};
 use tokio::sync::Notify;
 
 use crate::conn_id::ConnId;
@@ -112,6 +112,21 @@ struct RunInfo {
     /// Its record's `dependsOn`: the ids it was added with and children linked since, less
     /// children whose failure dropped or ignored them (completed ones stay).
     shown_depends: Vec<String>,
+}
+
+impl RunInfo {
+    /// A new job's run settings, from its add options.
+    fn from_options(o: &JobOptions) -> RunInfo {
+        RunInfo {
+            shown_depends: o.depends_on.clone(),
+            stall_timeout: o.stall_timeout.map(ms),
+            // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
+            timeout: o.timeout.map(ms).filter(|t| *t > 0.0),
+            ttl: o.ttl.map(ms),
+            group: o.group_id.clone(),
+            ..RunInfo::default()
+        }
+    }
 }
 
 #[derive(Default)]
@@ -395,60 +410,16 @@ impl State {
     /// Adds one validated job to `queue`. Returns its id: the existing one when its custom id
     /// or unique key is live (nothing is added then).
     pub fn push(&mut self, queue: &str, spec: JobSpec, now: f64) -> String {
-        let o = spec.opts;
-        if let Some(id) = &o.job_id {
-            if let Some(e) = self.jobs.get(id) {
-                if e.rec.state.is_live() {
-                    return id.clone();
-                }
-                // A finished custom id starts a new generation.
-                self.forget(id);
-            }
+        if let Some(id) = self.live_duplicate(queue, &spec.opts) {
+            return id;
         }
-        if let Some(k) = &o.unique_key {
-            if let Some(id) = self.unique.get(&(queue.to_owned(), k.clone())) {
-                if self.jobs.get(id).is_some_and(|e| e.rec.state.is_live()) {
-                    // 2.9.5 (`pushDeduplication`): `duplicated`, with the live job's id. A live
-                    // custom id returns its job silently, as there.
-                    self.events.emit(queue, "duplicated", job_event(queue, id));
-                    return id.clone();
-                }
-            }
-        }
-        let id = o
+        let id = spec
+            .opts
             .job_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
-        let options = crate::store::AddOptions::from_options(&o);
-        let options = (!options.is_default()).then(|| Box::new(options));
-        let mut run = RunInfo {
-            shown_depends: o.depends_on.clone(),
-            stall_timeout: o.stall_timeout.map(ms),
-            // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
-            timeout: o.timeout.map(ms).filter(|t| *t > 0.0),
-            ttl: o.ttl.map(ms),
-            group: o.group_id.clone(),
-            ..RunInfo::default()
-        };
-        let created_at = o.timestamp.unwrap_or(now);
-        let links = flow::Links {
-            parent: o.parent_id.clone(),
-            children: o.children_ids.clone(),
-            depends_on: o.depends_on.clone(),
-            policy: [
-                (o.fail_parent_on_failure, ChildFailure::FailParent),
-                (o.continue_parent_on_failure, ChildFailure::ContinueParent),
-                (o.ignore_dependency_on_failure, ChildFailure::Ignore),
-                (
-                    o.remove_dependency_on_failure,
-                    ChildFailure::RemoveDependency,
-                ),
-            ]
-            .into_iter()
-            .find_map(|(set, p)| (set == Some(true)).then_some(p)),
-            ..flow::Links::default()
-        };
+        let mut run = RunInfo::from_options(&spec.opts);
+        let links = flow::Links::from_options(&spec.opts);
         let links = flow::Links {
             depends_on: self.unresolved(&links.depends_on),
             ..links
@@ -456,34 +427,7 @@ impl State {
         let parked = !links.depends_on.is_empty();
         let seq = self.seq;
         self.seq += 1;
-        let rec = JobRecord {
-            id: id.clone(),
-            queue: queue.to_owned(),
-            name: spec.name,
-            data: spec.data,
-            priority: o.priority.unwrap_or(0),
-            attempts: 0,
-            max_attempts: o.attempts.unwrap_or(DEFAULT_ATTEMPTS),
-            backoff: o.backoff,
-            created_at,
-            run_at: now + delay,
-            seq,
-            lifo: o.lifo.unwrap_or(false),
-            remove_on_complete: o.remove_on_complete.unwrap_or(false),
-            remove_on_fail: o.remove_on_fail.unwrap_or(false),
-            durable: o.durable.unwrap_or(false),
-            unique_key: o.unique_key,
-            state: if parked {
-                JobState::WaitingChildren
-            } else if delay > 0.0 {
-                JobState::Delayed
-            } else {
-                JobState::Waiting
-            },
-            result: None,
-            failed_reason: None,
-            options,
-        };
+        let rec = new_record(queue, id.clone(), spec, seq, parked, now);
         if self.store.persistent() {
             self.record(StoreOp::Put(Box::new(rec.clone())));
         }
@@ -502,8 +446,39 @@ impl State {
                 attempt: None,
             },
         );
+        self.file_new(rec, run, links);
+        id
+    }
+
+    /// The live job a push with options `o` would duplicate, if any: a live custom id, or a
+    /// live job holding its unique key (bunqueue's `duplicated` event then). A finished custom
+    /// id is dropped, so the push starts a new generation of it.
+    fn live_duplicate(&mut self, queue: &str, o: &JobOptions) -> Option<String> {
+        if let Some(id) = &o.job_id {
+            if let Some(e) = self.jobs.get(id) {
+                if e.rec.state.is_live() {
+                    return Some(id.clone());
+                }
+                self.forget(id);
+            }
+        }
+        let k = o.unique_key.as_ref()?;
+        let id = self.unique.get(&(queue.to_owned(), k.clone()))?;
+        if !self.jobs.get(id).is_some_and(|e| e.rec.state.is_live()) {
+            return None;
+        }
+        // 2.9.5 (`pushDeduplication`): `duplicated`, with the live job's id. A live custom id
+        // returns its job silently, as there.
+        self.events.emit(queue, "duplicated", job_event(queue, id));
+        Some(id.clone())
+    }
+
+    /// Files a new job, its run settings and links: indexed, parked on its dependencies, kept,
+    /// announced (`pushed`, delayed ones included) and counted.
+    fn file_new(&mut self, rec: JobRecord, run: RunInfo, links: flow::Links) {
         let ready = rec.state == JobState::Waiting;
-        let queue = rec.queue.clone();
+        let parked = rec.state == JobState::WaitingChildren;
+        let (id, queue) = (rec.id.clone(), rec.queue.clone());
         self.admit(rec);
         if parked {
             self.park(&id, &queue, &links.depends_on);
@@ -520,10 +495,8 @@ impl State {
         if ready {
             self.index(&queue).notify.notify_waiters();
         }
-        // bunqueue: `pushed` for every added job, delayed ones included (not `delayed`).
         self.events.emit(&queue, "pushed", job_event(&queue, &id));
         self.totals.pushed();
-        id
     }
 
     /// How many jobs of group `group` wait in `queue` (waiting or delayed): what a group's
@@ -1609,6 +1582,50 @@ fn ready_key(rec: &JobRecord) -> ReadyKey {
         Order::Fifo(rec.run_at.floor() as i64, rec.id.clone())
     };
     ReadyKey(Reverse(rec.priority), order)
+}
+
+/// The record of a job added now with `spec`: waiting, delayed, or in `waiting-children`
+/// when `parked`.
+fn new_record(
+    queue: &str,
+    id: String,
+    spec: JobSpec,
+    seq: u64,
+    parked: bool,
+    now: f64,
+) -> JobRecord {
+    let o = spec.opts;
+    let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
+    let options = crate::store::AddOptions::from_options(&o);
+    let options = (!options.is_default()).then(|| Box::new(options));
+    JobRecord {
+        id,
+        queue: queue.to_owned(),
+        name: spec.name,
+        data: spec.data,
+        priority: o.priority.unwrap_or(0),
+        attempts: 0,
+        max_attempts: o.attempts.unwrap_or(DEFAULT_ATTEMPTS),
+        backoff: o.backoff,
+        created_at: o.timestamp.unwrap_or(now),
+        run_at: now + delay,
+        seq,
+        lifo: o.lifo.unwrap_or(false),
+        remove_on_complete: o.remove_on_complete.unwrap_or(false),
+        remove_on_fail: o.remove_on_fail.unwrap_or(false),
+        durable: o.durable.unwrap_or(false),
+        unique_key: o.unique_key,
+        state: if parked {
+            JobState::WaitingChildren
+        } else if delay > 0.0 {
+            JobState::Delayed
+        } else {
+            JobState::Waiting
+        },
+        result: None,
+        failed_reason: None,
+        options,
+    }
 }
 
 fn update_op(rec: &JobRecord) -> StoreOp {

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use autobatch_core::ops::ChildFailure;
-use autobatch_core::wire::Value;
+use autobatch_core::wire::{JobOptions, Value};
 use tokio::sync::Notify;
 
 use crate::events::job_event;
@@ -48,6 +48,28 @@ pub(crate) struct Links {
 }
 
 impl Links {
+    /// The links a job is added with: its parent, children, `dependsOn` (all of them: the
+    /// caller keeps those not completed yet) and the first failure policy set.
+    pub fn from_options(o: &JobOptions) -> Links {
+        Links {
+            parent: o.parent_id.clone(),
+            children: o.children_ids.clone(),
+            depends_on: o.depends_on.clone(),
+            policy: [
+                (o.fail_parent_on_failure, ChildFailure::FailParent),
+                (o.continue_parent_on_failure, ChildFailure::ContinueParent),
+                (o.ignore_dependency_on_failure, ChildFailure::Ignore),
+                (
+                    o.remove_dependency_on_failure,
+                    ChildFailure::RemoveDependency,
+                ),
+            ]
+            .into_iter()
+            .find_map(|(set, p)| (set == Some(true)).then_some(p)),
+            ..Links::default()
+        }
+    }
+
     /// Whether there is anything to keep.
     pub fn is_empty(&self) -> bool {
         self.parent.is_none() && self.children.is_empty() && self.depends_on.is_empty()

@@ -144,9 +144,6 @@ struct QueueIndex {
     notify: Arc<Notify>,
     /// Paused: pulls hand out nothing (see `admin`).
     paused: bool,
-    /// The failed jobs, bunqueue's dead-letter queue: finish order ([`RunInfo::finished`]'s
-    /// number) → id (see `dlq`).
-    dlq: BTreeMap<u64, String>,
 }
 
 /// What ACK, FAIL and the lock checks can refuse, with bunqueue's messages.
@@ -241,8 +238,8 @@ pub(crate) struct State {
     crons: cron::Crons,
     /// Jobs pushed, pulled and finished so far (see `totals`).
     totals: totals::Totals,
-    /// DLQ settings per queue (see `dlq_config`).
-    dlq_config: dlq_config::DlqConfigs,
+    /// The dead-letter queue: its entries and settings (see `dlq`).
+    dlq: dlq::Dlq,
     /// Where settings are kept across a restart (SQLite mode; see `kept`).
     settings: Option<crate::store::settings::SettingsStore>,
     /// Ids of the jobs whose extras are stored (see `kept`).
@@ -276,7 +273,7 @@ impl State {
             job_waiters: HashMap::new(),
             crons: cron::Crons::default(),
             totals: totals::Totals::new(now),
-            dlq_config: dlq_config::DlqConfigs::default(),
+            dlq: dlq::Dlq::default(),
             settings: None,
             kept_jobs: HashSet::new(),
         };
@@ -322,7 +319,7 @@ impl State {
             JobState::Completed => q.completed += 1,
             JobState::Failed => {
                 q.failed += 1;
-                q.dlq.insert(dlq_seq, rec.id.clone());
+                self.dlq.file(&rec.queue, dlq_seq, &rec.id);
             }
         }
         if let Some(k) = &rec.unique_key {
@@ -395,7 +392,7 @@ impl State {
             g.waiting += ready - q.prioritized.min(ready);
             g.delayed += q.delayed.len() as u64;
             g.active += q.active;
-            g.dlq += q.dlq.len() as u64;
+            g.dlq += self.dlq.len(&name) as u64;
             g.completed += q.completed;
             g.waiting_children += q.waiting_children;
         }
@@ -551,7 +548,7 @@ impl State {
                 JobState::Failed => {
                     q.failed = q.failed.saturating_sub(1);
                     if let Some((_, n)) = e.run.finished {
-                        q.dlq.remove(&n);
+                        self.dlq.remove(&e.rec.queue, n);
                     }
                 }
                 _ => {}

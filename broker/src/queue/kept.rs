@@ -275,7 +275,7 @@ impl State {
     /// Writes `queue`'s DLQ settings.
     pub(in crate::queue) fn keep_dlq(&self, queue: &str) {
         if self.settings.is_some() {
-            let v = GetDlqConfig::reply_body(&self.dlq_config.get(queue));
+            let v = GetDlqConfig::reply_body(&self.dlq.config(queue));
             self.keep(kind::DLQ, queue, Some(v));
         }
     }
@@ -304,7 +304,7 @@ impl State {
             }
             kind::DLQ => {
                 if let Ok(c) = GetDlqConfig::read_reply(value) {
-                    self.dlq_config.restore(key, c);
+                    self.dlq.restore_config(key, c);
                 }
             }
             kind::LIMITS => self.limits.restore(key, value, now),

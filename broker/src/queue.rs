@@ -230,10 +230,8 @@ pub(crate) struct State {
     finish_seq: u64,
     /// Rate and concurrency limits per queue (see `limits`).
     limits: limits::Limits,
-    /// Dependency id → the jobs in `waiting-children` that wait for it (see `flow`).
-    dependents: HashMap<String, HashSet<String>>,
-    /// WaitJob signals by job id, while someone waits (see `flow`).
-    job_waiters: HashMap<String, Arc<Notify>>,
+    /// Who waits for which job (see `flow`).
+    waits: flow::Waits,
     /// Job schedulers (see `cron`).
     crons: cron::Crons,
     /// Jobs pushed, pulled and finished so far (see `totals`).
@@ -269,8 +267,7 @@ impl State {
             last_stall_check: now,
             finish_seq: 0,
             limits: limits::Limits::default(),
-            dependents: HashMap::new(),
-            job_waiters: HashMap::new(),
+            waits: flow::Waits::default(),
             crons: cron::Crons::default(),
             totals: totals::Totals::new(now),
             dlq: dlq::Dlq::default(),
@@ -532,7 +529,7 @@ impl State {
     fn forget(&mut self, id: &str) {
         // A parked job has its dependencies indexed: with none indexed (the common case),
         // nothing is parked and `id` need not be looked up.
-        if !self.dependents.is_empty() {
+        if self.waits.has_dependents() {
             self.unpark(id);
         }
         if !self.kept_jobs.is_empty() {

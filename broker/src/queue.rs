@@ -7,16 +7,17 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use autobatch_core::ops::{ChildFailure, StallConfig, StallConfigUpdate, WorkerInfo};
+use autobatch_core::ops::{ChildFailure, StallConfig, StallConfigUpdate};
 #[cfg(test)]
 use autobatch_core::wire::Job;
 use autobatch_core::wire::{Backoff, JobCounts, JobOptions, JobSpec, Value};
 use tokio::sync::Notify;
 
 use crate::conn_id::ConnId;
-use crate::events::{job_event, js_number, Events};
+use crate::events::{job_event, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 pub(crate) use failure::Failure;
+pub(crate) use workers::Worker;
 
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
 /// `crate::ops::{lookup, control}`.
@@ -37,12 +38,16 @@ pub(crate) mod flow;
 pub(crate) mod kept;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
 pub(crate) mod limits;
+/// A job's progress and log lines.
+pub(crate) mod progress;
 /// A job's history: timeline steps, failed attempts, stack trace.
 pub(crate) mod timeline;
 /// Server-wide totals and per-queue finish counts: what Stats and Metrics read.
 pub(crate) mod totals;
 /// A job's whole record as bunqueue shows it (GetJob and the other replies carrying jobs).
 pub(crate) mod view;
+/// Registered workers (RegisterWorker, ListWorkers).
+pub(crate) mod workers;
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
@@ -190,14 +195,6 @@ pub(crate) struct PullSpec<'a> {
     pub tie_to: Option<ConnId>,
 }
 
-/// A registered worker (the official Worker's housekeeping), as ListWorkers shows it.
-pub(crate) struct Worker {
-    /// The connection it registered on: it is unregistered when that closes.
-    pub conn: ConnId,
-    /// Its record as RegisterWorker answered it; `last_seen` moves with each Heartbeat.
-    pub info: WorkerInfo,
-}
-
 /// The whole queue state.
 pub(crate) struct State {
     /// Boxed: the map grows to millions of jobs, and a resize then moves pointers, not records.
@@ -205,14 +202,15 @@ pub(crate) struct State {
     queues: HashMap<String, QueueIndex>,
     unique: HashMap<(String, String), String>,
     held: HashMap<ConnId, HashSet<String>>,
-    workers: HashMap<String, Worker>,
+    /// Registered workers (see `workers`).
+    workers: workers::Workers,
     seq: u64,
     rng: u64,
     store: Box<dyn Store>,
     /// State changes handed to the store so far.
     recorded: u64,
-    /// Progress and log lines, kept in memory only (see `ops/job.rs`).
-    extras: HashMap<String, JobExtras>,
+    /// Progress and log lines, kept in memory only (see `progress`).
+    extras: progress::Progress,
     /// Event subscriptions: state changes are published under the state's lock, so every
     /// subscriber sees them in order.
     pub events: Events,
@@ -254,12 +252,12 @@ impl State {
             queues: HashMap::new(),
             unique: HashMap::new(),
             held: HashMap::new(),
-            workers: HashMap::new(),
+            workers: workers::Workers::default(),
             seq: 0,
             rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
             store,
             recorded: 0,
-            extras: HashMap::new(),
+            extras: progress::Progress::default(),
             events: Events::default(),
             running: HashSet::new(),
             stall_config: HashMap::new(),
@@ -1315,7 +1313,7 @@ impl State {
                 }
             }
         }
-        self.workers.retain(|_, w| w.conn != conn);
+        self.workers.drop_conn(conn);
     }
 
     /// A job in the client's record form ([`Job`]), for the tests.
@@ -1440,39 +1438,6 @@ impl State {
             .map_or(0, |q| (q.ready.len() + q.delayed.len()) as u64)
     }
 
-    /// Registers a worker on its connection.
-    pub fn register_worker(&mut self, id: String, worker: Worker) {
-        self.workers.insert(id, worker);
-    }
-
-    /// A worker's Heartbeat: false if it is not registered.
-    pub fn touch_worker(&mut self, id: &str, now: f64) -> bool {
-        match self.workers.get_mut(id) {
-            Some(w) => {
-                w.info.last_seen = now;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The registered workers, oldest registration first.
-    pub fn workers(&self) -> Vec<(&String, &Worker)> {
-        let mut all: Vec<_> = self.workers.iter().collect();
-        all.sort_by(|a, b| {
-            a.1.info
-                .registered_at
-                .total_cmp(&b.1.info.registered_at)
-                .then(a.0.cmp(b.0))
-        });
-        all
-    }
-
-    /// Unregisters a worker; false if it was not registered.
-    pub fn unregister_worker(&mut self, id: &str) -> bool {
-        self.workers.remove(id).is_some()
-    }
-
     /// Hands one state change to the store, counting it (see [`State::recorded`]).
     fn record(&mut self, op: StoreOp) {
         self.recorded += 1;
@@ -1539,6 +1504,50 @@ impl State {
         self.store.close();
         if let Some(s) = &mut self.settings {
             s.close();
+        }
+    }
+
+    /// `Job not found` / `Job is not active (current state: <state>)`, as bunqueue words them.
+    fn require_active(&mut self, id: &str, now: f64) -> Result<(), String> {
+        match self.get_state(id, now) {
+            "unknown" => Err("Job not found".into()),
+            "active" => Ok(()),
+            s => Err(format!("Job is not active (current state: {s})")),
+        }
+    }
+
+    /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
+    /// lock expired, or a token is given and does not match.
+    pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return false;
+        };
+        if e.rec.state != JobState::Active {
+            return false;
+        }
+        // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's
+        // own token; an expired lock is not renewed.
+        match (&mut e.lock, token.filter(|t| !t.is_empty())) {
+            (Some(lock), t) if t.is_none_or(|t| t == lock.token) && now < lock.expires_at => {
+                lock.expires_at = now + duration;
+                lock.renewals += 1;
+                e.run.last_heartbeat = now;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
+    fn unready(&mut self, id: &str) {
+        let Some(e) = self.jobs.get(id) else { return };
+        let key = ready_key(&e.rec);
+        let prioritized = e.rec.priority > 0;
+        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
+            q.ready.remove(&key);
+            if prioritized {
+                q.prioritized = q.prioritized.saturating_sub(1);
+            }
         }
     }
 
@@ -2072,146 +2081,5 @@ mod tests {
             retry_delay(Some(Backoff::Fixed(Duration::from_millis(100))), 9, 0.5),
             100.0
         );
-    }
-}
-
-/// A job's progress and log lines (the broker keeps them in memory only: a restart loses them).
-#[derive(Debug, Default)]
-pub(crate) struct JobExtras {
-    pub progress: f64,
-    pub message: Option<String>,
-    /// `(timestamp, level, message)`, oldest first.
-    pub logs: Vec<(f64, String, String)>,
-}
-
-/// Most log lines kept per job (bunqueue's default `maxLogsPerJob`).
-const MAX_LOGS_PER_JOB: usize = 1000;
-
-/// A running job's records and the worker's moves on it (`ops/job.rs` serves them).
-impl State {
-    /// `Job not found` / `Job is not active (current state: <state>)`, as bunqueue words them.
-    fn require_active(&mut self, id: &str, now: f64) -> Result<(), String> {
-        match self.get_state(id, now) {
-            "unknown" => Err("Job not found".into()),
-            "active" => Ok(()),
-            s => Err(format!("Job is not active (current state: {s})")),
-        }
-    }
-
-    /// Sets an active job's progress (clamped to 0..=100) and, when given, its message.
-    pub fn set_progress(
-        &mut self,
-        id: &str,
-        progress: f64,
-        message: Option<String>,
-        now: f64,
-    ) -> Result<(), String> {
-        self.require_active(id, now)?;
-        let x = self.extras.entry(id.to_owned()).or_default();
-        x.progress = progress.clamp(0.0, 100.0);
-        if message.is_some() {
-            x.message = message;
-        }
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
-            return Ok(());
-        };
-        if self.events.wants(queue) {
-            let p = js_number(x.progress);
-            let message = x.message.clone().map_or(Value::Nil, Value::from);
-            let (q, j) = (Value::from(queue), Value::from(id));
-            // bunqueue's key order here: jobId before queue.
-            self.events.emit(queue, "progress", |ts| {
-                vec![
-                    ("jobId", j),
-                    ("queue", q),
-                    ("timestamp", Value::F64(ts)),
-                    ("progress", p.clone()),
-                    ("data", Value::map([("progress", p), ("message", message)])),
-                ]
-            });
-        } else {
-            self.events.note(queue);
-        }
-        Ok(())
-    }
-
-    /// An active job's progress and message.
-    pub fn progress(&mut self, id: &str, now: f64) -> Result<(f64, Option<String>), String> {
-        self.require_active(id, now)?;
-        Ok(self
-            .extras
-            .get(id)
-            .map_or((0.0, None), |x| (x.progress, x.message.clone())))
-    }
-
-    /// Appends a log line; false for an unknown job.
-    pub fn add_log(&mut self, id: &str, message: String, level: String, now: f64) -> bool {
-        if !self.jobs.contains_key(id) {
-            return false;
-        }
-        let logs = &mut self.extras.entry(id.to_owned()).or_default().logs;
-        logs.push((now, level, message));
-        if logs.len() > MAX_LOGS_PER_JOB {
-            let excess = logs.len() - MAX_LOGS_PER_JOB;
-            logs.drain(..excess);
-        }
-        true
-    }
-
-    /// A job's log lines (empty for an unknown job).
-    pub fn logs(&self, id: &str) -> &[(f64, String, String)] {
-        self.extras.get(id).map_or(&[], |x| x.logs.as_slice())
-    }
-
-    /// Empties a job's log, or keeps its newest `keep` lines.
-    pub fn clear_logs(&mut self, id: &str, keep: Option<i64>) {
-        let Some(x) = self.extras.get_mut(id) else {
-            return;
-        };
-        match keep.filter(|k| *k > 0) {
-            None => x.logs.clear(),
-            Some(k) => {
-                let k = k as usize;
-                if x.logs.len() > k {
-                    let excess = x.logs.len() - k;
-                    x.logs.drain(..excess);
-                }
-            }
-        }
-    }
-
-    /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
-    /// lock expired, or a token is given and does not match.
-    pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else {
-            return false;
-        };
-        if e.rec.state != JobState::Active {
-            return false;
-        }
-        // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's
-        // own token; an expired lock is not renewed.
-        match (&mut e.lock, token.filter(|t| !t.is_empty())) {
-            (Some(lock), t) if t.is_none_or(|t| t == lock.token) && now < lock.expires_at => {
-                lock.expires_at = now + duration;
-                lock.renewals += 1;
-                e.run.last_heartbeat = now;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
-    fn unready(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else { return };
-        let key = ready_key(&e.rec);
-        let prioritized = e.rec.priority > 0;
-        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
-            q.ready.remove(&key);
-            if prioritized {
-                q.prioritized = q.prioritized.saturating_sub(1);
-            }
-        }
     }
 }

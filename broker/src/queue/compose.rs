@@ -9,7 +9,9 @@ use super::cron::{self, Crons};
 use super::kept::kind;
 use super::limits::groups::Groups;
 use super::totals::Totals;
+use super::workers::Worker;
 use super::State;
+use crate::events::js_number;
 
 impl State {
     /// The running totals.
@@ -38,12 +40,7 @@ impl State {
     /// Fires the job schedulers due at `now` (see [`Crons::tick`]). Returns the jobs added.
     pub(crate) fn fire_crons(&mut self, now: f64) -> usize {
         let workers = &self.workers;
-        let has_worker = |queue: &str| {
-            workers.values().any(|w| {
-                now - w.info.last_seen < cron::WORKER_TIMEOUT_MS
-                    && w.info.queues.iter().any(|q| q == queue)
-            })
-        };
+        let has_worker = |queue: &str| workers.live_on(queue, now);
         let mut added = 0;
         for effect in self.crons.tick(now, has_worker) {
             match effect {
@@ -132,5 +129,84 @@ impl State {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// Sets an active job's progress and, when given, its message (see
+    /// [`super::progress::Progress::set`]), with bunqueue's `progress` event.
+    pub fn set_progress(
+        &mut self,
+        id: &str,
+        progress: f64,
+        message: Option<String>,
+        now: f64,
+    ) -> Result<(), String> {
+        self.require_active(id, now)?;
+        let x = self.extras.set(id, progress, message);
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
+            return Ok(());
+        };
+        if self.events.wants(queue) {
+            let p = js_number(x.progress);
+            let message = x.message.clone().map_or(Value::Nil, Value::from);
+            let (q, j) = (Value::from(queue), Value::from(id));
+            // bunqueue's key order here: jobId before queue.
+            self.events.emit(queue, "progress", |ts| {
+                vec![
+                    ("jobId", j),
+                    ("queue", q),
+                    ("timestamp", Value::F64(ts)),
+                    ("progress", p.clone()),
+                    ("data", Value::map([("progress", p), ("message", message)])),
+                ]
+            });
+        } else {
+            self.events.note(queue);
+        }
+        Ok(())
+    }
+
+    /// An active job's progress and message.
+    pub fn progress(&mut self, id: &str, now: f64) -> Result<(f64, Option<String>), String> {
+        self.require_active(id, now)?;
+        Ok(self.extras.progress(id))
+    }
+
+    /// Appends a log line; false for an unknown job.
+    pub fn add_log(&mut self, id: &str, message: String, level: String, now: f64) -> bool {
+        if !self.jobs.contains_key(id) {
+            return false;
+        }
+        self.extras.add_log(id, message, level, now);
+        true
+    }
+
+    /// A job's log lines (empty for an unknown job).
+    pub fn logs(&self, id: &str) -> &[(f64, String, String)] {
+        self.extras.logs(id)
+    }
+
+    /// Empties a job's log, or keeps its newest `keep` lines.
+    pub fn clear_logs(&mut self, id: &str, keep: Option<i64>) {
+        self.extras.clear_logs(id, keep);
+    }
+
+    /// Registers a worker on its connection.
+    pub fn register_worker(&mut self, id: String, worker: Worker) {
+        self.workers.register(id, worker);
+    }
+
+    /// A worker's Heartbeat: false if it is not registered.
+    pub fn touch_worker(&mut self, id: &str, now: f64) -> bool {
+        self.workers.touch(id, now)
+    }
+
+    /// The registered workers, oldest registration first.
+    pub fn workers(&self) -> Vec<(&String, &Worker)> {
+        self.workers.list()
+    }
+
+    /// Unregisters a worker; false if it was not registered.
+    pub fn unregister_worker(&mut self, id: &str) -> bool {
+        self.workers.unregister(id)
     }
 }

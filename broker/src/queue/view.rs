@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use autobatch_core::wire::{Backoff, Value};
 
-use super::{state_name, Entry, JobExtras, State};
+use super::progress::JobExtras;
+use super::{state_name, Entry, State};
 use crate::events::js_number;
 use crate::store::AddOptions;
 

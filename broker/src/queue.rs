@@ -2,8 +2,7 @@
 //! indexes, locks, and which connection holds which job. Pure and synchronous: every call that
 //! depends on time takes `now` (epoch ms); persistence goes through the [`Store`] it owns.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +16,7 @@ use crate::conn_id::ConnId;
 use crate::events::{job_event, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 pub(crate) use failure::Failure;
+use index::QueueIndex;
 pub(crate) use workers::Worker;
 
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
@@ -34,6 +34,8 @@ pub(crate) mod dlq_config;
 pub(crate) mod failure;
 /// Flows and dependencies: `waiting-children`, parents released or failed by their children.
 pub(crate) mod flow;
+/// A queue's jobs by state: ready, delayed, counted.
+pub(crate) mod index;
 /// Settings kept across a restart in SQLite mode.
 pub(crate) mod kept;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
@@ -132,23 +134,6 @@ impl RunInfo {
             ..RunInfo::default()
         }
     }
-}
-
-#[derive(Default)]
-struct QueueIndex {
-    /// bunqueue's pull order ([`ReadyKey`]) → id.
-    ready: BTreeMap<ReadyKey, String>,
-    /// (run_at rounded up, seq) → id.
-    delayed: BTreeMap<(i64, u64), String>,
-    prioritized: u64,
-    /// Jobs in `waiting-children` (they are in no other index).
-    waiting_children: u64,
-    active: u64,
-    completed: u64,
-    failed: u64,
-    notify: Arc<Notify>,
-    /// Paused: pulls hand out nothing (see `admin`).
-    paused: bool,
 }
 
 /// What ACK, FAIL and the lock checks can refuse, with bunqueue's messages.
@@ -287,10 +272,7 @@ impl State {
     }
 
     fn index(&mut self, queue: &str) -> &mut QueueIndex {
-        if !self.queues.contains_key(queue) {
-            self.queues.insert(queue.to_owned(), QueueIndex::default());
-        }
-        self.queues.get_mut(queue).expect("inserted above")
+        index_in(&mut self.queues, queue)
     }
 
     /// Files a record under its queue and state, and keeps it.
@@ -298,16 +280,8 @@ impl State {
         let dlq_seq = self.finish_seq;
         let q = self.index(&rec.queue);
         match rec.state {
-            JobState::Waiting => {
-                if rec.priority > 0 {
-                    q.prioritized += 1;
-                }
-                q.ready.insert(ready_key(&rec), rec.id.clone());
-            }
-            JobState::Delayed => {
-                q.delayed
-                    .insert((rec.run_at.ceil() as i64, rec.seq), rec.id.clone());
-            }
+            JobState::Waiting => q.file_ready(&rec),
+            JobState::Delayed => q.file_delayed(&rec),
             JobState::Active => q.active += 1,
             // Counted by `flow::park`, which also indexes its dependencies.
             JobState::WaitingChildren => {}
@@ -356,17 +330,7 @@ impl State {
     /// waiting on its signal (each waiter holds a clone of it). Without this, every distinct
     /// queue name ever pulled from would keep an entry for good.
     pub fn forget_queue_if_idle(&mut self, queue: &str) {
-        let idle = self.queues.get(queue).is_some_and(|q| {
-            q.ready.is_empty()
-                && q.delayed.is_empty()
-                && q.prioritized == 0
-                && q.waiting_children == 0
-                && q.active == 0
-                && q.completed == 0
-                && q.failed == 0
-                && !q.paused
-                && Arc::strong_count(&q.notify) == 1
-        });
+        let idle = self.queues.get(queue).is_some_and(QueueIndex::is_idle);
         if idle {
             self.queues.remove(queue);
         }
@@ -382,10 +346,10 @@ impl State {
             let Some(q) = self.queues.get(&name) else {
                 continue;
             };
-            let ready = q.ready.len() as u64;
-            g.prioritized += q.prioritized.min(ready);
-            g.waiting += ready - q.prioritized.min(ready);
-            g.delayed += q.delayed.len() as u64;
+            let ready = q.ready_len();
+            g.prioritized += q.prioritized().min(ready);
+            g.waiting += ready - q.prioritized().min(ready);
+            g.delayed += q.delayed_len();
             g.active += q.active;
             g.dlq += self.dlq.len(&name) as u64;
             g.completed += q.completed;
@@ -519,7 +483,7 @@ impl State {
         self.queues
             .get(queue)
             .into_iter()
-            .flat_map(|q| q.ready.values().chain(q.delayed.values()))
+            .flat_map(QueueIndex::queued_ids)
             .filter_map(|id| self.jobs.get(id).map(|e| &**e))
     }
 
@@ -564,19 +528,12 @@ impl State {
             return;
         };
         let mut woke = false;
-        while let Some(entry) = q.delayed.first_entry() {
-            if (entry.key().0 as f64) > now {
-                break;
-            }
-            let id = entry.remove();
+        while let Some(id) = q.pop_due(now) {
             let Some(e) = self.jobs.get_mut(&id) else {
                 continue;
             };
             e.rec.state = JobState::Waiting;
-            if e.rec.priority > 0 {
-                q.prioritized += 1;
-            }
-            q.ready.insert(ready_key(&e.rec), id);
+            q.file_ready(&e.rec);
             woke = true;
         }
         if woke {
@@ -586,11 +543,7 @@ impl State {
 
     /// The earliest time a delayed job of `queue` becomes due.
     pub fn next_due(&self, queue: &str) -> Option<f64> {
-        self.queues
-            .get(queue)?
-            .delayed
-            .first_key_value()
-            .map(|(k, _)| k.0 as f64)
+        self.queues.get(queue)?.next_due()
     }
 
     /// Takes up to `spec.count` ready jobs, highest priority first, FIFO within a priority.
@@ -617,7 +570,7 @@ impl State {
             let Some(q) = self.queues.get_mut(spec.queue) else {
                 break;
             };
-            let Some((key, id)) = q.ready.pop_first() else {
+            let Some((key, id)) = q.pop_ready() else {
                 break;
             };
             let Some(e) = self.jobs.get_mut(&id) else {
@@ -634,12 +587,10 @@ impl State {
             // A limit is asked only for a job that would be handed out; when it refuses, the
             // job keeps its place and the pull ends with what it has (see `limits`).
             if !expired && !self.limits.acquire(spec.queue, now) {
-                q.ready.insert(ready_key(&e.rec), id);
+                q.put_back(&e.rec);
                 break;
             }
-            if e.rec.priority > 0 {
-                q.prioritized = q.prioritized.saturating_sub(1);
-            }
+            q.taken(&e.rec);
             if expired {
                 self.forget(&id);
                 self.record(StoreOp::Remove(id));
@@ -689,7 +640,7 @@ impl State {
             out.push(Pulled { id, job, token });
         }
         if !passed.is_empty() {
-            self.index(spec.queue).ready.extend(passed);
+            self.index(spec.queue).put_back_all(passed);
         }
         out
     }
@@ -904,10 +855,8 @@ impl State {
         let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
         e.rec.run_at = now + delay;
         e.rec.state = JobState::Delayed;
-        let key = (e.rec.run_at.ceil() as i64, e.rec.seq);
         let op = update_op(&e.rec);
-        let queue = e.rec.queue.clone();
-        self.index(&queue).delayed.insert(key, id.to_owned());
+        index_in(&mut self.queues, &e.rec.queue).file_delayed(&e.rec);
         self.record(op);
     }
 
@@ -1283,15 +1232,9 @@ impl State {
             return;
         };
         e.rec.state = JobState::Waiting;
-        let key = ready_key(&e.rec);
-        let prioritized = e.rec.priority > 0;
-        let queue = e.rec.queue.clone();
         let op = update_op(&e.rec);
-        let q = self.index(&queue);
-        q.ready.insert(key, id.to_owned());
-        if prioritized {
-            q.prioritized += 1;
-        }
+        let q = index_in(&mut self.queues, &e.rec.queue);
+        q.file_ready(&e.rec);
         q.notify.notify_waiters();
         self.record(op);
     }
@@ -1413,20 +1356,9 @@ impl State {
     /// Per-state counts of a queue (all zeros for an unknown queue).
     pub fn counts(&mut self, queue: &str, now: f64) -> JobCounts {
         self.promote(queue, now);
-        let Some(q) = self.queues.get(queue) else {
-            return JobCounts::default();
-        };
-        let counts = JobCounts {
-            waiting: q.ready.len() as u64 - q.prioritized.min(q.ready.len() as u64),
-            prioritized: q.prioritized,
-            delayed: q.delayed.len() as u64,
-            active: q.active,
-            completed: q.completed,
-            failed: q.failed,
-            waiting_children: q.waiting_children,
-            paused: 0,
-        };
-        paused_view(counts, q.paused)
+        self.queues
+            .get(queue)
+            .map_or_else(JobCounts::default, QueueIndex::counts)
     }
 
     /// `Count`: the jobs waiting to run (waiting, prioritized, delayed), paused or not — as
@@ -1435,7 +1367,7 @@ impl State {
         self.promote(queue, now);
         self.queues
             .get(queue)
-            .map_or(0, |q| (q.ready.len() + q.delayed.len()) as u64)
+            .map_or(0, |q| q.ready_len() + q.delayed_len())
     }
 
     /// Hands one state change to the store, counting it (see [`State::recorded`]).
@@ -1468,15 +1400,8 @@ impl State {
                 continue;
             };
             match rec.state {
-                JobState::Waiting => {
-                    q.ready.remove(&ready_key(rec));
-                    if rec.priority > 0 {
-                        q.prioritized = q.prioritized.saturating_sub(1);
-                    }
-                }
-                JobState::Delayed => {
-                    q.delayed.remove(&(rec.run_at.ceil() as i64, rec.seq));
-                }
+                JobState::Waiting => q.unready(rec),
+                JobState::Delayed => q.undelay(rec),
                 JobState::WaitingChildren => {}
                 _ => {
                     kept.push(id.clone());
@@ -1541,14 +1466,15 @@ impl State {
     /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
     fn unready(&mut self, id: &str) {
         let Some(e) = self.jobs.get(id) else { return };
-        let key = ready_key(&e.rec);
-        let prioritized = e.rec.priority > 0;
         if let Some(q) = self.queues.get_mut(&e.rec.queue) {
-            q.ready.remove(&key);
-            if prioritized {
-                q.prioritized = q.prioritized.saturating_sub(1);
-            }
+            q.unready(&e.rec);
         }
+    }
+
+    /// Takes a delayed job out of its queue's delayed index (to file it elsewhere).
+    fn undelay(&mut self, id: &str) {
+        let Some(e) = self.jobs.get(id) else { return };
+        index_in(&mut self.queues, &e.rec.queue).undelay(&e.rec);
     }
 
     /// A uniform random number in [0, 1) (xorshift64*; only for retry jitter).
@@ -1560,31 +1486,6 @@ impl State {
         self.rng = x;
         (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
     }
-}
-
-/// Where a ready job stands, in bunqueue's order (its `comparePriorityEntries`): higher
-/// priority first; at one priority LIFO jobs before FIFO ones, the LIFO ones by id, highest
-/// first; FIFO jobs by run time (a promoted or retried job queues behind the jobs already
-/// due), then by id. Ids are UUIDv7 made in order by whoever made them (this broker's
-/// `Uuid::now_v7`, `Bun.randomUUIDv7()` in bunqueue's client, autobatch's flow ids: each numbers
-/// the ids of one millisecond), so equal run times keep the order of adding.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct ReadyKey(Reverse<i64>, Order);
-
-/// See [`ReadyKey`]. The variants' order matters: LIFO before FIFO.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Order {
-    Lifo(Reverse<String>),
-    Fifo(i64, String),
-}
-
-fn ready_key(rec: &JobRecord) -> ReadyKey {
-    let order = if rec.lifo {
-        Order::Lifo(Reverse(rec.id.clone()))
-    } else {
-        Order::Fifo(rec.run_at.floor() as i64, rec.id.clone())
-    };
-    ReadyKey(Reverse(rec.priority), order)
 }
 
 /// The record of a job added now with `spec`: waiting, delayed, or in `waiting-children`
@@ -1629,6 +1530,14 @@ fn new_record(
         failed_reason: None,
         options,
     }
+}
+
+/// The index of `queue` in `queues`, made empty if it has none yet.
+fn index_in<'a>(queues: &'a mut HashMap<String, QueueIndex>, queue: &str) -> &'a mut QueueIndex {
+    if !queues.contains_key(queue) {
+        queues.insert(queue.to_owned(), QueueIndex::default());
+    }
+    queues.get_mut(queue).expect("inserted above")
 }
 
 fn update_op(rec: &JobRecord) -> StoreOp {
@@ -1689,17 +1598,6 @@ fn wire_links(job: &mut Job, e: &Entry) {
         job.parent_id = l.parent.clone();
         job.children_ids = l.children.clone();
     }
-}
-
-/// bunqueue's paused view of a queue's counts: while it is paused its ready jobs (waiting and
-/// prioritized) are counted as `paused`, not in their own buckets.
-fn paused_view(mut counts: JobCounts, paused: bool) -> JobCounts {
-    if paused {
-        counts.paused = counts.waiting + counts.prioritized;
-        counts.waiting = 0;
-        counts.prioritized = 0;
-    }
-    counts
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use autobatch_core::wire::{JobState as WireState, Value};
 
 use crate::events::{js_number, Fields};
 
-use super::{ready_key, state_name, update_op, FinishError, JobState, State, StoreOp};
+use super::{index_in, state_name, update_op, FinishError, JobState, State, StoreOp};
 
 /// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
 fn queue_event(queue: &str) -> impl FnOnce(f64) -> Fields + '_ {
@@ -71,15 +71,8 @@ impl State {
             return false;
         };
         match rec.state {
-            JobState::Waiting => {
-                q.ready.remove(&ready_key(rec));
-                if rec.priority > 0 {
-                    q.prioritized = q.prioritized.saturating_sub(1);
-                }
-            }
-            JobState::Delayed => {
-                q.delayed.remove(&(rec.run_at.ceil() as i64, rec.seq));
-            }
+            JobState::Waiting => q.unready(rec),
+            JobState::Delayed => q.undelay(rec),
             // `forget` takes it out of its count and the dependency index.
             JobState::WaitingChildren => {}
             _ => return false,
@@ -94,12 +87,7 @@ impl State {
         let Some(q) = self.queues.get(queue) else {
             return 0;
         };
-        let ids: Vec<String> = q
-            .ready
-            .values()
-            .chain(q.delayed.values())
-            .cloned()
-            .collect();
+        let ids: Vec<String> = q.queued_ids().cloned().collect();
         ids.iter().filter(|id| self.take_out(id)).count() as u64
     }
 
@@ -155,9 +143,7 @@ impl State {
         }
         if let Some(q) = self.queues.get_mut(queue) {
             // Long-polls keep their clone of the signal; a fresh index starts empty.
-            let notify = q.notify.clone();
-            *q = Default::default();
-            q.notify = notify;
+            q.clear();
         }
         let groups = self.limits.group_names(queue);
         self.limits.forget(queue);
@@ -182,13 +168,10 @@ impl State {
         let Some(q) = self.queues.get_mut(&e.rec.queue) else {
             return false;
         };
-        q.delayed.remove(&(e.rec.run_at.ceil() as i64, e.rec.seq));
+        q.undelay(&e.rec);
         e.rec.state = JobState::Waiting;
         e.rec.run_at = e.rec.run_at.min(now);
-        if e.rec.priority > 0 {
-            q.prioritized += 1;
-        }
-        q.ready.insert(ready_key(&e.rec), id.to_owned());
+        q.file_ready(&e.rec);
         q.notify.notify_waiters();
         let op = update_op(&e.rec);
         self.record(op);
@@ -207,18 +190,12 @@ impl State {
         };
         match e.rec.state {
             JobState::Waiting => {
-                q.ready.remove(&ready_key(&e.rec));
-                if e.rec.priority > 0 {
-                    q.prioritized = q.prioritized.saturating_sub(1);
-                }
+                q.unready(&e.rec);
                 e.rec.priority = priority;
                 if let Some(lifo) = lifo {
                     e.rec.lifo = lifo;
                 }
-                if priority > 0 {
-                    q.prioritized += 1;
-                }
-                q.ready.insert(ready_key(&e.rec), id.to_owned());
+                q.file_ready(&e.rec);
             }
             JobState::Delayed => {
                 e.rec.priority = priority;
@@ -313,7 +290,7 @@ impl State {
             return 0;
         };
         let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
-        let ids: Vec<String> = q.delayed.values().take(n).cloned().collect();
+        let ids: Vec<String> = q.delayed_ids().take(n).cloned().collect();
         ids.iter().filter(|id| self.promote_job(id, now)).count() as u64
     }
 }
@@ -326,7 +303,7 @@ impl State {
         let Some(q) = self.queues.get(queue) else {
             return counts;
         };
-        for id in q.ready.values().chain(q.delayed.values()) {
+        for id in q.queued_ids() {
             if let Some(e) = self.jobs.get(id) {
                 *counts.entry(e.rec.priority).or_insert(0) += 1;
             }
@@ -391,21 +368,8 @@ impl State {
         let e = self.jobs.get(id).ok_or(MoveError::NotFound)?;
         let rec = &e.rec;
         match rec.state {
-            JobState::Waiting => {
-                let key = ready_key(rec);
-                let prioritized = rec.priority > 0;
-                let queue = rec.queue.clone();
-                let q = self.index(&queue);
-                q.ready.remove(&key);
-                if prioritized {
-                    q.prioritized = q.prioritized.saturating_sub(1);
-                }
-            }
-            JobState::Delayed => {
-                let key = (rec.run_at.ceil() as i64, rec.seq);
-                let queue = rec.queue.clone();
-                self.index(&queue).delayed.remove(&key);
-            }
+            JobState::Waiting => index_in(&mut self.queues, &rec.queue).unready(rec),
+            JobState::Delayed => index_in(&mut self.queues, &rec.queue).undelay(rec),
             JobState::Active => {
                 self.finish(id).map_err(MoveError::Lock)?;
             }
@@ -430,14 +394,10 @@ impl State {
         let rec = e.rec.clone();
         let q = self.index(&rec.queue);
         if ready {
-            if rec.priority > 0 {
-                q.prioritized += 1;
-            }
-            q.ready.insert(ready_key(&rec), id.to_owned());
+            q.file_ready(&rec);
             q.notify.notify_waiters();
         } else {
-            q.delayed
-                .insert((rec.run_at.ceil() as i64, rec.seq), id.to_owned());
+            q.file_delayed(&rec);
             // A long-poll sleeping until an earlier due time must see the new one.
             q.notify.notify_waiters();
         }
@@ -583,9 +543,7 @@ impl State {
                 let Some(q) = self.queues.get(queue) else {
                     return Vec::new();
                 };
-                q.ready
-                    .values()
-                    .chain(q.delayed.values())
+                q.queued_ids()
                     .filter_map(|id| self.jobs.get(id))
                     .filter(|e| e.rec.created_at <= threshold)
                     .map(|e| (e.rec.created_at, e.rec.id.clone(), 0, e.rec.id.clone()))

@@ -257,16 +257,7 @@ impl State {
         match state {
             JobState::WaitingChildren => self.unpark(parent),
             JobState::Waiting => self.unready(parent),
-            JobState::Delayed => {
-                let Some((queue, key)) = self
-                    .jobs
-                    .get(parent)
-                    .map(|e| (e.rec.queue.clone(), (e.rec.run_at.ceil() as i64, e.rec.seq)))
-                else {
-                    return;
-                };
-                self.index(&queue).delayed.remove(&key);
-            }
+            JobState::Delayed => self.undelay(parent),
             _ => return,
         }
         let text = format!("Child job {child} failed: {error}");
@@ -412,12 +403,10 @@ impl State {
             return;
         };
         let state = e.rec.state;
-        let (queue, delayed_key) = (e.rec.queue.clone(), (e.rec.run_at.ceil() as i64, e.rec.seq));
+        let queue = e.rec.queue.clone();
         match state {
             JobState::Waiting => self.unready(parent),
-            JobState::Delayed => {
-                self.index(&queue).delayed.remove(&delayed_key);
-            }
+            JobState::Delayed => self.undelay(parent),
             JobState::WaitingChildren => {}
             _ => return,
         }

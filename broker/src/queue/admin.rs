@@ -38,6 +38,45 @@ fn id_first<const N: usize>(
     f
 }
 
+/// Why a job could not be moved (see [`State::delay_job`], [`State::discard`],
+/// [`State::move_to_wait`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MoveError {
+    /// No such job.
+    NotFound,
+    /// The job is in a state the move does not take (its state name).
+    State(&'static str),
+    /// An active job's lock refused the token (bunqueue's lock messages).
+    Lock(FinishError),
+}
+
+/// Which jobs [`State::clean`] looks at (bunqueue's `cleanQueue` cases).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CleanState {
+    /// Waiting, prioritized, delayed or paused: every job not yet pulled.
+    Queued,
+    /// Completed jobs.
+    Completed,
+    /// Failed jobs (bunqueue's dead-letter queue).
+    Failed,
+    /// Active or a state bunqueue does not clean: nothing is removed.
+    Nothing,
+}
+
+impl CleanState {
+    /// bunqueue's state names and its `wait` alias; none means waiting.
+    pub fn parse(state: Option<&str>) -> CleanState {
+        match state {
+            None | Some("waiting" | "wait" | "delayed" | "prioritized" | "paused") => {
+                CleanState::Queued
+            }
+            Some("completed") => CleanState::Completed,
+            Some("failed") => CleanState::Failed,
+            Some(_) => CleanState::Nothing,
+        }
+    }
+}
+
 impl State {
     /// Pauses `queue`: pulls hand out nothing until [`resume`](Self::resume).
     pub fn pause(&mut self, queue: &str) {
@@ -280,9 +319,7 @@ impl State {
         names.sort();
         names
     }
-}
 
-impl State {
     /// PromoteJobs: makes up to `count` delayed jobs of `queue` (all when `None`) waiting
     /// now, soonest due first; how many.
     pub fn promote_jobs(&mut self, queue: &str, count: Option<u64>, now: f64) -> u64 {
@@ -293,9 +330,7 @@ impl State {
         let ids: Vec<String> = q.delayed_ids().take(n).cloned().collect();
         ids.iter().filter(|id| self.promote_job(id, now)).count() as u64
     }
-}
 
-impl State {
     /// GetCountsPerPriority: waiting and delayed jobs of `queue` by priority (bunqueue
     /// counts its priority queue, which holds both).
     pub fn counts_per_priority(&mut self, queue: &str) -> BTreeMap<i64, u64> {
@@ -345,21 +380,7 @@ impl State {
             false
         }
     }
-}
 
-/// Why a job could not be moved (see [`State::delay_job`], [`State::discard`],
-/// [`State::move_to_wait`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum MoveError {
-    /// No such job.
-    NotFound,
-    /// The job is in a state the move does not take (its state name).
-    State(&'static str),
-    /// An active job's lock refused the token (bunqueue's lock messages).
-    Lock(FinishError),
-}
-
-impl State {
     /// Takes a waiting or delayed job out of its index, or an active one out of the active
     /// set (its lock checked against `token` first). The job is left in no index: the caller
     /// files it again.
@@ -483,36 +504,7 @@ impl State {
             JobState::WaitingChildren => Err(MoveError::State("waiting-children")),
         }
     }
-}
 
-/// Which jobs [`State::clean`] looks at (bunqueue's `cleanQueue` cases).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CleanState {
-    /// Waiting, prioritized, delayed or paused: every job not yet pulled.
-    Queued,
-    /// Completed jobs.
-    Completed,
-    /// Failed jobs (bunqueue's dead-letter queue).
-    Failed,
-    /// Active or a state bunqueue does not clean: nothing is removed.
-    Nothing,
-}
-
-impl CleanState {
-    /// bunqueue's state names and its `wait` alias; none means waiting.
-    pub fn parse(state: Option<&str>) -> CleanState {
-        match state {
-            None | Some("waiting" | "wait" | "delayed" | "prioritized" | "paused") => {
-                CleanState::Queued
-            }
-            Some("completed") => CleanState::Completed,
-            Some("failed") => CleanState::Failed,
-            Some(_) => CleanState::Nothing,
-        }
-    }
-}
-
-impl State {
     /// Clean: removes up to `limit` jobs of `queue` in `state` that are at least `grace` ms
     /// old, and returns their ids, in bunqueue's order: queued jobs by creation time then
     /// id, completed jobs by completion time then id, failed jobs in the order they failed.

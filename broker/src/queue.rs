@@ -601,48 +601,58 @@ impl State {
                 self.limits.group_acquired(spec.queue, g, group, now);
             }
             q.active += 1;
-            e.rec.state = JobState::Active;
-            let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
-            let ttl = if spec.lock_ttl > 0 {
-                spec.lock_ttl
-            } else {
-                DEFAULT_LOCK_TTL
-            };
-            e.lock = token.clone().map(|token| Lock {
-                token,
-                expires_at: now + ttl as f64,
-                ttl: ttl as f64,
-                renewals: 0,
-            });
-            e.run.started_at = Some(now);
-            e.run.shown_started = Some(now);
-            e.run.last_heartbeat = now;
-            timeline::note(
-                &mut e.run.timeline,
-                timeline::Step {
-                    state: "active",
-                    at: now,
-                    error: None,
-                    attempt: None,
-                },
-            );
-            e.conn = spec.tie_to;
-            self.running.insert(id.clone());
-            let op = update_op(&e.rec);
-            if let Some(c) = spec.tie_to {
-                self.held.entry(c).or_default().insert(id.clone());
-            }
-            self.record(op);
-            let job = self.job_record(&id).unwrap_or(Value::Nil);
-            self.events
-                .emit(spec.queue, "pulled", job_event(spec.queue, &id));
-            self.totals.pulled();
-            out.push(Pulled { id, job, token });
+            out.push(self.hand_out(id, spec, now));
         }
         if !passed.is_empty() {
             self.index(spec.queue).put_back_all(passed);
         }
         out
+    }
+
+    /// Makes a job taken off its queue's ready jobs active: locked (with a token when the pull
+    /// has an owner), tied to the pull's connection, recorded and announced (`pulled`).
+    fn hand_out(&mut self, id: String, spec: &PullSpec<'_>, now: f64) -> Pulled {
+        let e = self
+            .jobs
+            .get_mut(&id)
+            .expect("taken off the ready jobs by the caller");
+        e.rec.state = JobState::Active;
+        let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
+        let ttl = if spec.lock_ttl > 0 {
+            spec.lock_ttl
+        } else {
+            DEFAULT_LOCK_TTL
+        };
+        e.lock = token.clone().map(|token| Lock {
+            token,
+            expires_at: now + ttl as f64,
+            ttl: ttl as f64,
+            renewals: 0,
+        });
+        e.run.started_at = Some(now);
+        e.run.shown_started = Some(now);
+        e.run.last_heartbeat = now;
+        timeline::note(
+            &mut e.run.timeline,
+            timeline::Step {
+                state: "active",
+                at: now,
+                error: None,
+                attempt: None,
+            },
+        );
+        e.conn = spec.tie_to;
+        self.running.insert(id.clone());
+        let op = update_op(&e.rec);
+        if let Some(c) = spec.tie_to {
+            self.held.entry(c).or_default().insert(id.clone());
+        }
+        self.record(op);
+        let job = self.job_record(&id).unwrap_or(Value::Nil);
+        self.events
+            .emit(spec.queue, "pulled", job_event(spec.queue, &id));
+        self.totals.pulled();
+        Pulled { id, job, token }
     }
 
     /// Checks the lock of one job for ACK/FAIL/ACKB (a job that is not active has no lock to

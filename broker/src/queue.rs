@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use autobatch_core::ops::{ChildFailure, StallConfig, StallConfigUpdate};
+use autobatch_core::ops::ChildFailure;
 #[cfg(test)]
 use autobatch_core::wire::Job;
 use autobatch_core::wire::{Backoff, JobCounts, JobOptions, JobSpec, Value};
@@ -42,6 +42,8 @@ pub(crate) mod kept;
 pub(crate) mod limits;
 /// A job's progress and log lines.
 pub(crate) mod progress;
+/// Stall settings and detection state.
+pub(crate) mod stalls;
 /// A job's history: timeline steps, failed attempts, stack trace.
 pub(crate) mod timeline;
 /// Server-wide totals and per-queue finish counts: what Stats and Metrics read.
@@ -59,8 +61,6 @@ const DEFAULT_BACKOFF: Duration = Duration::from_millis(1000);
 const MAX_RETRY_DELAY: f64 = 3_600_000.0;
 /// Default lock time to live, ms.
 pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
-/// How often stall detection runs, ms (bunqueue's `stallCheckMs`).
-pub(crate) const STALL_CHECK_MS: f64 = 5_000.0;
 
 struct Lock {
     token: String,
@@ -202,13 +202,8 @@ pub(crate) struct State {
     /// Ids of the jobs pulled and not yet finished (some may have left since: the sweeps
     /// check), so that the lock and stall sweeps do not walk every job.
     running: HashSet<String>,
-    /// Stall settings set by SetStallConfig, per queue (bunqueue's defaults otherwise).
-    stall_config: HashMap<String, StallConfig>,
-    /// Jobs found stalled by the last stall check: stalled for good if the next check still
-    /// finds them so (bunqueue's two-phase detection).
-    stall_candidates: HashSet<String>,
-    /// When the stall check last ran, epoch ms.
-    last_stall_check: f64,
+    /// Stall settings and detection (see `stalls`).
+    stalls: stalls::Stalls,
     /// Jobs finished so far, numbering [`RunInfo::finished`].
     finish_seq: u64,
     /// Rate and concurrency limits per queue (see `limits`).
@@ -245,9 +240,7 @@ impl State {
             extras: progress::Progress::default(),
             events: Events::default(),
             running: HashSet::new(),
-            stall_config: HashMap::new(),
-            stall_candidates: HashSet::new(),
-            last_stall_check: now,
+            stalls: stalls::Stalls::new(now),
             finish_seq: 0,
             limits: limits::Limits::default(),
             waits: flow::Waits::default(),
@@ -967,27 +960,14 @@ impl State {
         }
     }
 
-    /// The stall settings of `queue`.
-    pub fn stall_config(&self, queue: &str) -> StallConfig {
-        self.stall_config.get(queue).cloned().unwrap_or_default()
-    }
-
-    /// SetStallConfig: merges `update` into the settings of `queue`.
-    pub fn set_stall_config(&mut self, queue: &str, update: &StallConfigUpdate) {
-        let merged = update.apply(self.stall_config(queue));
-        self.stall_config.insert(queue.to_owned(), merged);
-        self.keep_stall(queue);
-    }
-
     /// The periodic housekeeping of running jobs: timeouts every call; stall detection, then
-    /// expired locks, every [`STALL_CHECK_MS`] (bunqueue runs both on its `stallCheckMs`
+    /// expired locks, every [`stalls::STALL_CHECK_MS`] (bunqueue runs both on its `stallCheckMs`
     /// interval, in that order).
     pub fn sweep(&mut self, now: f64) {
         // Timeouts first: bunqueue fails a job on a timer at its deadline, while it looks for
         // expired locks only every 5 s, so a late sweep must not let the lock win.
         self.expire_timeouts(now);
-        if now - self.last_stall_check >= STALL_CHECK_MS {
-            self.last_stall_check = now;
+        if self.stalls.check_due(now) {
             self.check_stalled(now);
             // Checking locks more often than bunqueue would take back, from a worker whose
             // heartbeat runs a little late, a job bunqueue lets it keep.
@@ -1121,19 +1101,20 @@ impl State {
             // Some(true): this stall reaches `maxStalls`.
             Some(e.run.stall_count + 1 >= cfg.max_stalls)
         };
-        let candidates = std::mem::take(&mut self.stall_candidates);
+        let candidates = self.stalls.take_candidates();
         let mut confirmed: Vec<(String, bool)> = candidates
             .iter()
             .filter_map(|id| stalled(self, id).map(|dlq| (id.clone(), dlq)))
             .collect();
         // By id (roughly pull order), not the set's order.
         confirmed.sort();
-        self.stall_candidates = self
+        let next = self
             .running
             .iter()
             .filter(|id| stalled(self, id).is_some())
             .cloned()
             .collect();
+        self.stalls.set_candidates(next);
         for (id, max_stalls) in confirmed {
             let Some(queue) = self.jobs.get(&id).map(|e| e.rec.queue.clone()) else {
                 continue;
@@ -1614,6 +1595,7 @@ fn wire_links(job: &mut Job, e: &Entry) {
 mod tests {
     use super::*;
     use crate::store::MemoryStore;
+    use autobatch_core::ops::StallConfigUpdate;
     use autobatch_core::wire::JobOptions;
 
     fn state() -> State {

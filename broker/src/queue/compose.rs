@@ -2,7 +2,7 @@
 //! (totals, schedulers, limits, the DLQ, …) with what that owner needs from the others, and
 //! applies the effects it returns.
 
-use autobatch_core::ops::ServerStats;
+use autobatch_core::ops::{ServerStats, StallConfig, StallConfigUpdate};
 use autobatch_core::wire::Value;
 
 use super::cron::{self, Crons};
@@ -208,5 +208,16 @@ impl State {
     /// Unregisters a worker; false if it was not registered.
     pub fn unregister_worker(&mut self, id: &str) -> bool {
         self.workers.unregister(id)
+    }
+
+    /// The stall settings of `queue`.
+    pub fn stall_config(&self, queue: &str) -> StallConfig {
+        self.stalls.config(queue)
+    }
+
+    /// SetStallConfig: merges `update` into the settings of `queue`.
+    pub fn set_stall_config(&mut self, queue: &str, update: &StallConfigUpdate) {
+        self.stalls.set(queue, update);
+        self.keep_stall(queue);
     }
 }

@@ -299,7 +299,7 @@ impl State {
         match kind {
             kind::STALL => {
                 if let Ok(c) = GetStallConfig::read_reply(value) {
-                    self.stall_config.insert(key.to_owned(), c);
+                    self.stalls.restore(key, c);
                 }
             }
             kind::DLQ => {

@@ -9,6 +9,7 @@ use super::cron::{self, Crons};
 use super::kept::kind;
 use super::limits::groups::Groups;
 use super::totals::Totals;
+use super::view;
 use super::workers::Worker;
 use super::State;
 use crate::events::js_number;
@@ -219,5 +220,35 @@ impl State {
     pub fn set_stall_config(&mut self, queue: &str, update: &StallConfigUpdate) {
         self.stalls.set(queue, update);
         self.keep_stall(queue);
+    }
+
+    /// The whole record of job `id` (PULL's and PUSHF's form: no state).
+    pub(in crate::queue) fn job_record(&self, id: &str) -> Option<Value> {
+        let e = self.jobs.get(id)?;
+        Some(Value::map(view::record(e, self.extras.get(id))))
+    }
+
+    /// A job as GetJob returns it: with its state, result and failure reason.
+    pub fn get_job(&mut self, id: &str, now: f64) -> Option<Value> {
+        let queue = self.jobs.get(id)?.rec.queue.clone();
+        self.promote(&queue, now);
+        let e = self.jobs.get(id)?;
+        // bunqueue's `jobView`: the record, its state, its value and its last error.
+        let mut job = view::record(e, self.extras.get(id));
+        job.extend([
+            ("state", Value::from(super::state_name(&e.rec))),
+            (
+                "returnvalue",
+                e.rec.result.clone().unwrap_or(Value::Undefined),
+            ),
+            (
+                "failedReason",
+                e.rec
+                    .failed_reason
+                    .as_deref()
+                    .map_or(Value::Undefined, Value::from),
+            ),
+        ]);
+        Some(Value::map(job))
     }
 }

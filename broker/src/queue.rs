@@ -999,61 +999,73 @@ impl State {
         // walk of its lock map in insertion order), not the set's.
         expired.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         for (_, id) in expired {
-            let Some(queue) = self.jobs.get(&id).map(|e| e.rec.queue.clone()) else {
-                continue;
-            };
-            let max_stalls = self.stall_config(&queue).max_stalls;
-            let renewals = self
-                .jobs
-                .get(&id)
-                .and_then(|e| e.lock.as_ref())
-                .map_or(0, |l| l.renewals);
-            let Ok(e) = self.finish(&id) else { continue };
-            e.rec.attempts += 1;
-            e.run.stall_count += 1;
-            e.run.last_heartbeat = now;
-            let stalls = e.run.stall_count;
-            let attempts_exhausted = e.rec.attempts >= e.rec.max_attempts;
-            if attempts_exhausted || (max_stalls > 0 && stalls >= max_stalls) {
-                let (reason, error) = if attempts_exhausted {
-                    let max = e.rec.max_attempts;
-                    (
-                        "max_attempts_exceeded",
-                        format!("Lock expired at max attempts ({max})"),
-                    )
-                } else {
-                    ("stalled", format!("Lock expired after {renewals} renewals"))
-                };
-                self.file_failed(&id, now, reason, error);
-                self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), true);
-                let error = if attempts_exhausted {
-                    "Lock expired (max attempts reached)"
-                } else {
-                    "Lock expired (max stalls reached)"
-                };
-                self.events.emit(&queue, "failed", |ts| {
-                    vec![
-                        ("jobId", Value::from(id.as_str())),
-                        ("queue", Value::from(queue.as_str())),
-                        ("timestamp", Value::F64(ts)),
-                        ("error", Value::from(error)),
-                    ]
-                });
-            } else {
-                if let Some(e) = self.jobs.get_mut(&id) {
-                    e.run.attempt_log.push(timeline::Attempt {
-                        attempt: e.rec.attempts,
-                        started_at: e.rec.created_at,
-                        failed_at: now,
-                        reason: "stalled",
-                        error: Some("Lock expired".into()),
-                        duration: 0.0,
-                    });
-                }
-                self.refile_ready(&id);
-                self.emit_stalled(&queue, &id, None, true);
-            }
+            self.expire_lock(&id, now);
         }
+    }
+
+    /// One job whose lock expired (see [`expire_locks`](Self::expire_locks)).
+    fn expire_lock(&mut self, id: &str, now: f64) {
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+            return;
+        };
+        let max_stalls = self.stall_config(&queue).max_stalls;
+        let renewals = self
+            .jobs
+            .get(id)
+            .and_then(|e| e.lock.as_ref())
+            .map_or(0, |l| l.renewals);
+        let Ok(e) = self.finish(id) else { return };
+        e.rec.attempts += 1;
+        e.run.stall_count += 1;
+        e.run.last_heartbeat = now;
+        let stalls = e.run.stall_count;
+        let max = e.rec.max_attempts;
+        let attempts_exhausted = e.rec.attempts >= max;
+        let for_good = attempts_exhausted || (max_stalls > 0 && stalls >= max_stalls);
+        if !for_good {
+            self.requeue_expired(id, &queue, now);
+            return;
+        }
+        let (reason, error, event_error) = if attempts_exhausted {
+            (
+                "max_attempts_exceeded",
+                format!("Lock expired at max attempts ({max})"),
+                "Lock expired (max attempts reached)",
+            )
+        } else {
+            (
+                "stalled",
+                format!("Lock expired after {renewals} renewals"),
+                "Lock expired (max stalls reached)",
+            )
+        };
+        self.file_failed(id, now, reason, error);
+        self.emit_stalled(&queue, id, Some((stalls, "move_to_dlq")), true);
+        self.events.emit(&queue, "failed", |ts| {
+            vec![
+                ("jobId", Value::from(id)),
+                ("queue", Value::from(queue.as_str())),
+                ("timestamp", Value::F64(ts)),
+                ("error", Value::from(event_error)),
+            ]
+        });
+    }
+
+    /// A job whose lock expired with attempts and stalls left: the attempt noted, back to
+    /// waiting, with a `stalled` event.
+    fn requeue_expired(&mut self, id: &str, queue: &str, now: f64) {
+        if let Some(e) = self.jobs.get_mut(id) {
+            e.run.attempt_log.push(timeline::Attempt {
+                attempt: e.rec.attempts,
+                started_at: e.rec.created_at,
+                failed_at: now,
+                reason: "stalled",
+                error: Some("Lock expired".into()),
+                duration: 0.0,
+            });
+        }
+        self.refile_ready(id);
+        self.emit_stalled(queue, id, None, true);
     }
 
     /// Running jobs past their `timeout` fail as a FAIL with bunqueue's `Job timeout exceeded`
@@ -1116,60 +1128,76 @@ impl State {
             .collect();
         self.stalls.set_candidates(next);
         for (id, max_stalls) in confirmed {
-            let Some(queue) = self.jobs.get(&id).map(|e| e.rec.queue.clone()) else {
-                continue;
-            };
-            let jitter = self.random();
-            let Ok(e) = self.finish(&id) else { continue };
-            let exhausted = e.rec.attempts + 1 >= e.rec.max_attempts;
-            e.run.stall_count += 1;
-            e.rec.attempts += 1;
-            e.run.last_heartbeat = now;
-            let stalls = e.run.stall_count;
-            if max_stalls || exhausted {
-                let (reason, error) = if exhausted {
-                    let max = e.rec.max_attempts;
-                    (
-                        "max_attempts_exceeded",
-                        format!("Job stalled at max attempts ({max})"),
-                    )
-                } else {
-                    ("stalled", format!("Job stalled {stalls} times"))
-                };
-                self.file_failed(&id, now, reason, error);
-                self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), false);
-            } else {
-                // Its timeline's last failure, which GetJob shows as `failedReason`.
-                e.rec.failed_reason = Some("stalled".into());
-                e.run.attempt_log.push(timeline::Attempt {
-                    attempt: e.rec.attempts,
-                    started_at: e.rec.created_at,
-                    failed_at: now,
-                    reason: "stalled",
-                    error: Some("stalled".into()),
-                    duration: 0.0,
-                });
-                let attempt = e.rec.attempts;
-                for (state, error, attempt) in [
-                    ("failed", Some(Some("stalled".to_owned())), attempt),
-                    ("waiting", None, attempt + 1),
-                ] {
-                    timeline::note(
-                        &mut e.run.timeline,
-                        timeline::Step {
-                            state,
-                            at: now,
-                            error,
-                            attempt: Some(attempt),
-                        },
-                    );
-                }
-                e.rec.run_at = now + retry_delay(e.rec.backoff, e.rec.attempts, jitter);
-                let run_at = e.rec.run_at;
-                self.refile(&id, run_at, now);
-                self.emit_stalled(&queue, &id, Some((stalls, "retry")), false);
-            }
+            self.stall(&id, max_stalls, now);
         }
+    }
+
+    /// One job confirmed stalled (see [`check_stalled`](Self::check_stalled)); `max_stalls`:
+    /// this stall reaches the queue's `maxStalls`.
+    fn stall(&mut self, id: &str, max_stalls: bool, now: f64) {
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+            return;
+        };
+        let jitter = self.random();
+        let Ok(e) = self.finish(id) else { return };
+        let exhausted = e.rec.attempts + 1 >= e.rec.max_attempts;
+        e.run.stall_count += 1;
+        e.rec.attempts += 1;
+        e.run.last_heartbeat = now;
+        let stalls = e.run.stall_count;
+        if !(max_stalls || exhausted) {
+            self.retry_stalled(id, &queue, jitter, now);
+            return;
+        }
+        let (reason, error) = if exhausted {
+            let max = e.rec.max_attempts;
+            (
+                "max_attempts_exceeded",
+                format!("Job stalled at max attempts ({max})"),
+            )
+        } else {
+            ("stalled", format!("Job stalled {stalls} times"))
+        };
+        self.file_failed(id, now, reason, error);
+        self.emit_stalled(&queue, id, Some((stalls, "move_to_dlq")), false);
+    }
+
+    /// A stalled job with attempts and stalls left: the failure noted, retried after its
+    /// backoff, with a `stalled` event (action `retry`).
+    fn retry_stalled(&mut self, id: &str, queue: &str, jitter: f64, now: f64) {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return;
+        };
+        let stalls = e.run.stall_count;
+        // Its timeline's last failure, which GetJob shows as `failedReason`.
+        e.rec.failed_reason = Some("stalled".into());
+        e.run.attempt_log.push(timeline::Attempt {
+            attempt: e.rec.attempts,
+            started_at: e.rec.created_at,
+            failed_at: now,
+            reason: "stalled",
+            error: Some("stalled".into()),
+            duration: 0.0,
+        });
+        let attempt = e.rec.attempts;
+        for (state, error, attempt) in [
+            ("failed", Some(Some("stalled".to_owned())), attempt),
+            ("waiting", None, attempt + 1),
+        ] {
+            timeline::note(
+                &mut e.run.timeline,
+                timeline::Step {
+                    state,
+                    at: now,
+                    error,
+                    attempt: Some(attempt),
+                },
+            );
+        }
+        e.rec.run_at = now + retry_delay(e.rec.backoff, e.rec.attempts, jitter);
+        let run_at = e.rec.run_at;
+        self.refile(id, run_at, now);
+        self.emit_stalled(queue, id, Some((stalls, "retry")), false);
     }
 
     /// bunqueue's `stalled` event; `id_first` for the lock-expiry path's key order.

@@ -42,6 +42,8 @@ pub(crate) mod kept;
 pub(crate) mod limits;
 /// A job's progress and log lines.
 pub(crate) mod progress;
+/// The jobs handed out and not yet finished.
+pub(crate) mod running;
 /// Stall settings and detection state.
 pub(crate) mod stalls;
 /// A job's history: timeline steps, failed attempts, stack trace.
@@ -186,7 +188,6 @@ pub(crate) struct State {
     jobs: HashMap<String, Box<Entry>>,
     queues: HashMap<String, QueueIndex>,
     unique: HashMap<(String, String), String>,
-    held: HashMap<ConnId, HashSet<String>>,
     /// Registered workers (see `workers`).
     workers: workers::Workers,
     seq: u64,
@@ -199,9 +200,8 @@ pub(crate) struct State {
     /// Event subscriptions: state changes are published under the state's lock, so every
     /// subscriber sees them in order.
     pub events: Events,
-    /// Ids of the jobs pulled and not yet finished (some may have left since: the sweeps
-    /// check), so that the lock and stall sweeps do not walk every job.
-    running: HashSet<String>,
+    /// The jobs handed out and not yet finished, by connection too (see `running`).
+    running: running::Running,
     /// Stall settings and detection (see `stalls`).
     stalls: stalls::Stalls,
     /// Jobs finished so far, numbering [`RunInfo::finished`].
@@ -231,7 +231,6 @@ impl State {
             jobs: HashMap::new(),
             queues: HashMap::new(),
             unique: HashMap::new(),
-            held: HashMap::new(),
             workers: workers::Workers::default(),
             seq: 0,
             rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
@@ -239,7 +238,7 @@ impl State {
             recorded: 0,
             extras: progress::Progress::default(),
             events: Events::default(),
-            running: HashSet::new(),
+            running: running::Running::default(),
             stalls: stalls::Stalls::new(now),
             finish_seq: 0,
             limits: limits::Limits::default(),
@@ -635,11 +634,8 @@ impl State {
             },
         );
         e.conn = spec.tie_to;
-        self.running.insert(id.clone());
+        self.running.started(&id, spec.tie_to);
         let op = update_op(&e.rec);
-        if let Some(c) = spec.tie_to {
-            self.held.entry(c).or_default().insert(id.clone());
-        }
         self.record(op);
         let job = self.job_record(&id).unwrap_or(Value::Nil);
         self.events
@@ -678,12 +674,7 @@ impl State {
         // bunqueue clears a record's `startedAt` whenever a run ends but by ACK or FAIL (which
         // put it back).
         e.run.shown_started = None;
-        self.running.remove(id);
-        if let Some(c) = e.conn.take() {
-            if let Some(set) = self.held.get_mut(&c) {
-                set.remove(id);
-            }
-        }
+        self.running.ended(id, e.conn.take());
         if let Some(q) = self.queues.get_mut(&e.rec.queue) {
             q.active = q.active.saturating_sub(1);
             // A freed concurrency slot wakes the long-polls it held back, as bunqueue's
@@ -988,7 +979,7 @@ impl State {
         });
         let mut expired: Vec<(f64, String)> = self
             .running
-            .iter()
+            .ids()
             .filter_map(|id| {
                 let e = self.jobs.get(id)?;
                 let at = e.lock.as_ref()?.expires_at;
@@ -1073,7 +1064,7 @@ impl State {
     pub fn expire_timeouts(&mut self, now: f64) {
         let mut due: Vec<(f64, String, Option<String>)> = self
             .running
-            .iter()
+            .ids()
             .filter_map(|id| {
                 let e = self
                     .jobs
@@ -1122,7 +1113,7 @@ impl State {
         confirmed.sort();
         let next = self
             .running
-            .iter()
+            .ids()
             .filter(|id| stalled(self, id).is_some())
             .cloned()
             .collect();
@@ -1268,7 +1259,7 @@ impl State {
     /// A connection closed: its jobs go back to waiting, its workers are unregistered.
     pub fn release_conn(&mut self, conn: ConnId) {
         self.events.unsubscribe(conn);
-        if let Some(ids) = self.held.remove(&conn) {
+        if let Some(ids) = self.running.take_held(conn) {
             for id in ids {
                 if self.jobs.get(&id).is_some_and(|e| e.conn == Some(conn)) {
                     self.requeue(&id);

@@ -164,9 +164,7 @@ impl State {
             .map(|(id, _)| id.clone())
             .collect();
         let gone: HashSet<&String> = ids.iter().collect();
-        for held in self.held.values_mut() {
-            held.retain(|id| !gone.contains(id));
-        }
+        self.running.drop_held(&gone);
         for id in &ids {
             // Out of the dependency index (its count goes with the index below).
             self.unpark(id);

@@ -2,7 +2,7 @@
 //! indexes, locks, and which connection holds which job. Pure and synchronous: every call that
 //! depends on time takes `now` (epoch ms); persistence goes through the [`Store`] it owns.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +44,8 @@ pub(crate) mod limits;
 pub(crate) mod progress;
 /// The jobs handed out and not yet finished.
 pub(crate) mod running;
+/// Where SQLite mode writes what `kept` keeps.
+pub(crate) mod settings;
 /// Stall settings and detection state.
 pub(crate) mod stalls;
 /// A job's history: timeline steps, failed attempts, stack trace.
@@ -216,10 +218,8 @@ pub(crate) struct State {
     totals: totals::Totals,
     /// The dead-letter queue: its entries and settings (see `dlq`).
     dlq: dlq::Dlq,
-    /// Where settings are kept across a restart (SQLite mode; see `kept`).
-    settings: Option<crate::store::settings::SettingsStore>,
-    /// Ids of the jobs whose extras are stored (see `kept`).
-    kept_jobs: HashSet<String>,
+    /// Where settings and job extras are kept across a restart (SQLite mode; see `kept`).
+    settings: settings::Settings,
 }
 
 impl State {
@@ -246,8 +246,7 @@ impl State {
             crons: cron::Crons::default(),
             totals: totals::Totals::new(now),
             dlq: dlq::Dlq::default(),
-            settings: None,
-            kept_jobs: HashSet::new(),
+            settings: settings::Settings::default(),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
@@ -437,7 +436,7 @@ impl State {
                 e.flow = Some(Box::new(links));
             }
         }
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep_job(&id);
         }
         if ready {
@@ -486,7 +485,7 @@ impl State {
         if self.waits.has_dependents() {
             self.unpark(id);
         }
-        if !self.kept_jobs.is_empty() {
+        if self.settings.has_jobs() {
             self.forget_kept_job(id);
         }
         let Some(e) = self.jobs.remove(id) else {
@@ -1310,7 +1309,7 @@ impl State {
     /// every applied FAIL, so SQLite mode keeps the job's failure history from here.
     pub fn set_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
         self.note_stacktrace(id, stack);
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep_job(id);
         }
     }
@@ -1437,9 +1436,7 @@ impl State {
     /// Commits what is pending and closes the store.
     pub fn close_store(&mut self) {
         self.store.close();
-        if let Some(s) = &mut self.settings {
-            s.close();
-        }
+        self.settings.close();
     }
 
     /// `Job not found` / `Job is not active (current state: <state>)`, as bunqueue words them.

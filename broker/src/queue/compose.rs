@@ -107,7 +107,7 @@ impl State {
 
     /// Keeps `queue`'s limits across a restart (SQLite mode).
     pub(in crate::queue) fn keep_limits(&self, queue: &str) {
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep(kind::LIMITS, queue, self.limits.kept(queue));
         }
     }

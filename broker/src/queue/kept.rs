@@ -44,7 +44,7 @@ impl State {
             self.restore_setting(&kind, &key, &value, now);
         }
         let jobs = store.load_jobs()?;
-        self.settings = Some(store);
+        self.settings.attach(store);
         for (id, value) in jobs {
             self.restore_job(&id, &value);
         }
@@ -130,38 +130,22 @@ impl State {
 
     /// Writes job `id`'s extras (forgets them once it has none), in SQLite mode.
     pub(in crate::queue) fn keep_job(&mut self, id: &str) {
-        let Some(s) = &self.settings else {
-            return;
-        };
-        match self.job_extras(id) {
-            Some(v) => {
-                s.put_job(id, &v);
-                self.kept_jobs.insert(id.to_owned());
-            }
-            None => {
-                if self.kept_jobs.remove(id) {
-                    s.delete_job(id);
-                }
-            }
+        if self.settings.is_on() {
+            let extras = self.job_extras(id);
+            self.settings.put_job(id, extras);
         }
     }
 
     /// Job `id` left for good: its extras go too.
     pub(in crate::queue) fn forget_kept_job(&mut self, id: &str) {
-        if self.kept_jobs.remove(id) {
-            if let Some(s) = &self.settings {
-                s.delete_job(id);
-            }
-        }
+        self.settings.forget_job(id);
     }
 
     /// Puts back job `id`'s extras; a job that waited for children not completed yet waits
     /// again.
     fn restore_job(&mut self, id: &str, v: &Value) {
         let Some(e) = self.jobs.get_mut(id) else {
-            if let Some(s) = &self.settings {
-                s.delete_job(id);
-            }
+            self.settings.delete_stale_job(id);
             return;
         };
         let num = |k: &str| v.get(k).and_then(Value::as_f64);
@@ -208,7 +192,7 @@ impl State {
                 e.run.last_heartbeat = at;
             }
         }
-        self.kept_jobs.insert(id.to_owned());
+        self.settings.note_job(id);
         let Some(l) = v.get("links").filter(|l| !l.is_nullish()) else {
             return;
         };
@@ -256,17 +240,12 @@ impl State {
 
     /// Writes setting `kind`/`key` (`None`: forgets it), in SQLite mode.
     pub(in crate::queue) fn keep(&self, kind: &'static str, key: &str, value: Option<Value>) {
-        if let Some(s) = &self.settings {
-            match value {
-                Some(v) => s.put(kind, key, &v),
-                None => s.delete(kind, key),
-            }
-        }
+        self.settings.put(kind, key, value);
     }
 
     /// Writes `queue`'s stall settings.
     pub(in crate::queue) fn keep_stall(&self, queue: &str) {
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             let v = GetStallConfig::reply_body(&self.stall_config(queue));
             self.keep(kind::STALL, queue, Some(v));
         }
@@ -274,7 +253,7 @@ impl State {
 
     /// Writes `queue`'s DLQ settings.
     pub(in crate::queue) fn keep_dlq(&self, queue: &str) {
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             let v = GetDlqConfig::reply_body(&self.dlq.config(queue));
             self.keep(kind::DLQ, queue, Some(v));
         }
@@ -282,7 +261,7 @@ impl State {
 
     /// Writes the controls of `group` of `queue`.
     pub fn keep_group(&self, queue: &str, group: &str) {
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             let key = format!("{queue}\0{group}");
             self.keep(kind::GROUP, &key, self.limits.group_setting(queue, group));
         }
@@ -290,7 +269,7 @@ impl State {
 
     /// Writes scheduler `name` as it is now (forgets it when it is gone).
     pub fn keep_cron(&self, name: &str) {
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep(kind::CRON, name, self.crons.setting(name));
         }
     }

@@ -51,7 +51,7 @@ impl State {
         });
         e.run.dlq = Some((reason, error));
         let queue = e.rec.queue.clone();
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep_job(id);
         }
         self.totals.finished(&queue, true, now);

@@ -140,7 +140,7 @@ impl State {
                 l.depends_on.retain(|d| d != id);
                 l.depends_on.is_empty()
             });
-            if self.settings.is_some() {
+            if self.settings.is_on() {
                 self.keep_job(&w);
             }
             if ready {
@@ -445,7 +445,7 @@ impl State {
         if let Some(rec) = self.jobs.get(parent).map(|e| e.rec.clone()) {
             self.record(crate::store::StoreOp::Put(Box::new(rec)));
         }
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep_job(parent);
             self.keep_job(child);
         }

@@ -148,6 +148,25 @@ impl Links {
         }
     }
 
+    /// This job finished for good: the children outcomes it collected are dropped.
+    pub fn finished(&mut self) {
+        self.failed = Vec::new();
+        self.ignored = Vec::new();
+        self.kept = Vec::new();
+    }
+
+    /// This job failed for good with `error` (the children outcomes it collected are
+    /// dropped): `(parent, policy, error)` when a policy of it applies to its parent.
+    pub fn failed_for_good(
+        &mut self,
+        error: Option<&str>,
+    ) -> Option<(String, ChildFailure, String)> {
+        self.finished();
+        let parent = self.parent.clone()?;
+        let policy = self.policy?;
+        Some((parent, policy, error.unwrap_or("unknown error").to_owned()))
+    }
+
     /// Whether there is anything to keep.
     pub fn is_empty(&self) -> bool {
         self.parent.is_none() && self.children.is_empty() && self.depends_on.is_empty()

@@ -117,9 +117,7 @@ impl State {
         let mut parent = None;
         if let Some(e) = self.jobs.get_mut(id) {
             if let Some(l) = e.flow.as_mut() {
-                l.failed = Vec::new();
-                l.ignored = Vec::new();
-                l.kept = Vec::new();
+                l.finished();
                 parent = l.parent.clone().filter(|_| removed);
             }
             let result = e.rec.result.clone().filter(|v| *v != Value::Undefined);
@@ -158,13 +156,7 @@ impl State {
         id: &str,
         error: Option<&str>,
     ) -> Option<(String, ChildFailure, String)> {
-        let l = self.jobs.get_mut(id)?.flow.as_mut()?;
-        l.failed = Vec::new();
-        l.ignored = Vec::new();
-        l.kept = Vec::new();
-        let parent = l.parent.clone()?;
-        let policy = l.policy?;
-        Some((parent, policy, error.unwrap_or("unknown error").to_owned()))
+        self.jobs.get_mut(id)?.flow.as_mut()?.failed_for_good(error)
     }
 
     /// bunqueue's flow failure policies, applied to `parent` when child `child` (of `queue`)

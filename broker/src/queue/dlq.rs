@@ -150,6 +150,31 @@ impl Dlq {
         self.queues.get(queue).map_or(0, BTreeMap::len)
     }
 
+    /// `GetDlqStats` of `queue`: `(total, per reason in [`REASONS`] order, expired, oldest,
+    /// newest)`. `entry` as for [`select`](Self::select).
+    pub fn stats(
+        &self,
+        queue: &str,
+        now: f64,
+        entry: impl Fn(&str) -> Option<(f64, &'static str)>,
+    ) -> (u64, [u64; 7], u64, Option<f64>, Option<f64>) {
+        let mut by = [0u64; 7];
+        let (mut expired, mut oldest, mut newest) = (0, None::<f64>, None::<f64>);
+        let ids = self.select(queue, None, now, &entry);
+        let max_age = self.max_age(queue);
+        for (at, reason) in ids.iter().filter_map(|id| entry(id)) {
+            if let Some(i) = REASONS.iter().position(|r| *r == reason) {
+                by[i] += 1;
+            }
+            if max_age.is_some_and(|age| at + age <= now) {
+                expired += 1;
+            }
+            oldest = Some(oldest.map_or(at, |o| o.min(at)));
+            newest = Some(newest.map_or(at, |n| n.max(at)));
+        }
+        (ids.len() as u64, by, expired, oldest, newest)
+    }
+
     /// The ids of `queue`'s DLQ selected by `filter`, oldest first. `entry`: a job's
     /// `(enteredAt, reason)`, none for an unknown job (never selected).
     pub fn select(

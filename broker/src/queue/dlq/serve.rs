@@ -4,7 +4,7 @@
 use autobatch_core::ops::DlqConfig;
 use autobatch_core::wire::Value;
 
-use super::{Entry, Filter, REASONS};
+use super::{Entry, Filter};
 use crate::queue::State;
 use crate::store::{JobState, StoreOp};
 
@@ -109,12 +109,16 @@ impl State {
 
     /// The DLQ ids of `queue` selected by `filter`, oldest first.
     fn dlq_ids(&self, queue: &str, filter: Option<&Filter>, now: f64) -> Vec<String> {
-        let jobs = &self.jobs;
-        self.dlq.select(queue, filter, now, |id| {
-            let e = jobs.get(id)?;
+        self.dlq.select(queue, filter, now, self.dlq_entry_of())
+    }
+
+    /// A DLQ job's `(enteredAt, reason)`, read from its record, for [`super::Dlq`]'s walks.
+    fn dlq_entry_of(&self) -> impl Fn(&str) -> Option<(f64, &'static str)> + '_ {
+        |id| {
+            let e = self.jobs.get(id)?;
             let entered = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
             Some((entered, e.run.dlq.as_ref().map_or("unknown", |d| d.0)))
-        })
+        }
     }
 
     /// `Dlq`: the entries of `queue`, oldest first, the first `count` of them when given.
@@ -152,23 +156,7 @@ impl State {
         queue: &str,
         now: f64,
     ) -> (u64, [u64; 7], u64, Option<f64>, Option<f64>) {
-        let mut by = [0u64; 7];
-        let (mut expired, mut oldest, mut newest) = (0, None::<f64>, None::<f64>);
-        let ids = self.dlq_ids(queue, None, now);
-        let max_age = self.dlq.max_age(queue);
-        for e in ids.iter().filter_map(|id| self.jobs.get(id)) {
-            let reason = e.run.dlq.as_ref().map_or("unknown", |d| d.0);
-            if let Some(i) = REASONS.iter().position(|r| *r == reason) {
-                by[i] += 1;
-            }
-            let at = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
-            if max_age.is_some_and(|age| at + age <= now) {
-                expired += 1;
-            }
-            oldest = Some(oldest.map_or(at, |o| o.min(at)));
-            newest = Some(newest.map_or(at, |n| n.max(at)));
-        }
-        (ids.len() as u64, by, expired, oldest, newest)
+        self.dlq.stats(queue, now, self.dlq_entry_of())
     }
 
     /// `RetryDlq`: runs DLQ jobs again from their first attempt, waiting now: one job, the

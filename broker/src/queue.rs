@@ -52,6 +52,8 @@ pub(crate) mod stalls;
 pub(crate) mod timeline;
 /// Server-wide totals and per-queue finish counts: what Stats and Metrics read.
 pub(crate) mod totals;
+/// Unique keys and their holders.
+pub(crate) mod unique;
 /// A job's whole record as bunqueue shows it (GetJob and the other replies carrying jobs).
 pub(crate) mod view;
 /// Registered workers (RegisterWorker, ListWorkers).
@@ -189,7 +191,8 @@ pub(crate) struct State {
     /// Boxed: the map grows to millions of jobs, and a resize then moves pointers, not records.
     jobs: HashMap<String, Box<Entry>>,
     queues: HashMap<String, QueueIndex>,
-    unique: HashMap<(String, String), String>,
+    /// Which job holds each unique key (see `unique`).
+    unique: unique::UniqueKeys,
     /// Registered workers (see `workers`).
     workers: workers::Workers,
     seq: u64,
@@ -230,7 +233,7 @@ impl State {
         let mut s = State {
             jobs: HashMap::new(),
             queues: HashMap::new(),
-            unique: HashMap::new(),
+            unique: unique::UniqueKeys::default(),
             workers: workers::Workers::default(),
             seq: 0,
             rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
@@ -283,8 +286,7 @@ impl State {
             }
         }
         if let Some(k) = &rec.unique_key {
-            self.unique
-                .insert((rec.queue.clone(), k.clone()), rec.id.clone());
+            self.unique.hold(&rec.queue, k, &rec.id);
         }
         let mut run = RunInfo::default();
         // A recovered job's own settings, from its stored options.
@@ -410,7 +412,7 @@ impl State {
             }
         }
         let k = o.unique_key.as_ref()?;
-        let id = self.unique.get(&(queue.to_owned(), k.clone()))?;
+        let id = self.unique.holder(queue, k)?;
         if !self.jobs.get(id).is_some_and(|e| e.rec.state.is_live()) {
             return None;
         }
@@ -505,10 +507,7 @@ impl State {
             }
         }
         if let Some(k) = &e.rec.unique_key {
-            let key = (e.rec.queue.clone(), k.clone());
-            if self.unique.get(&key).map(String::as_str) == Some(id) {
-                self.unique.remove(&key);
-            }
+            self.unique.release(&e.rec.queue, k, id);
         }
         self.forget_queue_if_idle(&e.rec.queue);
     }

@@ -170,10 +170,7 @@ impl State {
             self.unpark(id);
             if let Some(e) = self.jobs.remove(id) {
                 if let Some(k) = &e.rec.unique_key {
-                    let key = (e.rec.queue.clone(), k.clone());
-                    if self.unique.get(&key) == Some(id) {
-                        self.unique.remove(&key);
-                    }
+                    self.unique.release(&e.rec.queue, k, id);
                 }
             }
             self.record(StoreOp::Remove(id.clone()));
@@ -346,7 +343,7 @@ impl State {
 
     /// The live job holding deduplication key `key` in `queue`.
     pub fn deduplication_holder(&self, queue: &str, key: &str) -> Option<String> {
-        let id = self.unique.get(&(queue.to_owned(), key.to_owned()))?;
+        let id = self.unique.holder(queue, key)?;
         self.jobs
             .get(id)
             .is_some_and(|e| e.rec.state.is_live())
@@ -358,7 +355,7 @@ impl State {
         if self.deduplication_holder(queue, key).is_none() {
             return 0;
         }
-        self.unique.remove(&(queue.to_owned(), key.to_owned()));
+        self.unique.free(queue, key);
         1
     }
 
@@ -370,13 +367,7 @@ impl State {
         let Some(k) = &e.rec.unique_key else {
             return false;
         };
-        let key = (e.rec.queue.clone(), k.clone());
-        if self.unique.get(&key).map(String::as_str) == Some(id) {
-            self.unique.remove(&key);
-            true
-        } else {
-            false
-        }
+        self.unique.release(&e.rec.queue, k, id)
     }
 
     /// Takes a waiting or delayed job out of its index, or an active one out of the active

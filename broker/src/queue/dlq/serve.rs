@@ -192,7 +192,7 @@ impl State {
                 continue;
             };
             if let Some(k) = &e.rec.unique_key {
-                let holder = self.unique.get(&(queue.to_owned(), k.clone()));
+                let holder = self.unique.holder(queue, k);
                 let held = holder.is_some_and(|h| {
                     *h != id && self.jobs.get(h).is_some_and(|o| o.rec.state.is_live())
                 });

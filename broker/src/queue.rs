@@ -36,6 +36,8 @@ pub(crate) mod failure;
 pub(crate) mod flow;
 /// A queue's jobs by state: ready, delayed, counted.
 pub(crate) mod index;
+/// The job store as the state feeds it.
+pub(crate) mod journal;
 /// Settings kept across a restart in SQLite mode.
 pub(crate) mod kept;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
@@ -197,9 +199,8 @@ pub(crate) struct State {
     workers: workers::Workers,
     seq: u64,
     rng: u64,
-    store: Box<dyn Store>,
-    /// State changes handed to the store so far.
-    recorded: u64,
+    /// The job store, fed every state change (see `journal`).
+    journal: journal::Journal,
     /// Progress and log lines, kept in memory only (see `progress`).
     extras: progress::Progress,
     /// Event subscriptions: state changes are published under the state's lock, so every
@@ -237,8 +238,7 @@ impl State {
             workers: workers::Workers::default(),
             seq: 0,
             rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
-            store,
-            recorded: 0,
+            journal: journal::Journal::new(store),
             extras: progress::Progress::default(),
             events: Events::default(),
             running: running::Running::default(),
@@ -377,7 +377,7 @@ impl State {
         let seq = self.seq;
         self.seq += 1;
         let rec = new_record(queue, id.clone(), spec, seq, parked, now);
-        if self.store.persistent() {
+        if self.journal.persistent() {
             self.record(StoreOp::Put(Box::new(rec.clone())));
         }
         let first = match rec.state {
@@ -1297,7 +1297,7 @@ impl State {
         }
         o.custom_id = custom;
         e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
-        if self.store.persistent() {
+        if self.journal.persistent() {
             let rec = e.rec.clone();
             self.record(StoreOp::Put(Box::new(rec)));
         }
@@ -1380,20 +1380,19 @@ impl State {
 
     /// Hands one state change to the store, counting it (see [`State::recorded`]).
     fn record(&mut self, op: StoreOp) {
-        self.recorded += 1;
-        self.store.record(op);
+        self.journal.record(op);
     }
 
     /// How many state changes were handed to the store so far: the difference across a call
     /// is what a commit barrier for that call covers.
     pub fn recorded(&self) -> u64 {
-        self.recorded
+        self.journal.recorded()
     }
 
     /// A commit barrier for durable replies covering the last `covering` recorded changes
     /// (see [`Store::sync`]).
     pub fn sync(&mut self, covering: u64) -> Option<SyncWaiter> {
-        self.store.sync(covering as usize)
+        self.journal.sync(covering)
     }
 
     /// Takes back jobs whose rows a failed commit lost, so that a refused durable push leaves
@@ -1423,7 +1422,7 @@ impl State {
 
     /// Ops recorded but not yet committed.
     pub fn backlog(&self) -> usize {
-        self.store.backlog()
+        self.journal.backlog()
     }
 
     /// Queues with an index entry.
@@ -1434,7 +1433,7 @@ impl State {
 
     /// Commits what is pending and closes the store.
     pub fn close_store(&mut self) {
-        self.store.close();
+        self.journal.close();
         self.settings.close();
     }
 

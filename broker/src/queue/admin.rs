@@ -241,7 +241,7 @@ impl State {
         }
         // The update op does not carry the priority: the whole record is written again.
         let rec = e.rec.clone();
-        if self.store.persistent() {
+        if self.journal.persistent() {
             self.record(StoreOp::Put(Box::new(rec)));
         }
         true

@@ -1,6 +1,16 @@
 //! The broker's queue state machine: every job, its state, the per-queue ready and delayed
 //! indexes, locks, and which connection holds which job. Pure and synchronous: every call that
 //! depends on time takes `now` (epoch ms); persistence goes through the [`Store`] it owns.
+//!
+//! [`State`] holds the jobs themselves and composes the owners of the other concerns, each a
+//! struct with its own fields and methods that names nothing of `State`: the queues' indexes
+//! (`index`), unique keys (`unique`), the running jobs (`running`), stall detection
+//! (`stalls`), limits (`limits`), flows' waits (`flow::Waits`), the DLQ (`dlq`), the job
+//! schedulers (`cron`), totals (`totals`), progress and logs (`progress`), workers
+//! (`workers`), the job store (`journal`) and SQLite mode's settings writer (`settings`). An
+//! owner that needs something of another concern takes it as an argument or a lookup, or
+//! returns what the caller must do (`cron::Effect`, evicted DLQ ids, a slot freed); the State
+//! methods that only route live in `compose`.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -59,7 +59,7 @@ impl Waits {
             .insert(id.to_owned());
     }
 
-    /// Job `id` no longer waits for `dep`.
+    /// Job `id` stops waiting for `dep`.
     pub fn remove(&mut self, id: &str, dep: &str) {
         if let Some(set) = self.dependents.get_mut(dep) {
             set.remove(id);

@@ -24,7 +24,7 @@ use autobatch_core::wire::Value;
 use super::dlq::REASONS;
 use super::flow::Links;
 use super::timeline::{Attempt, Step};
-use super::{update_op, State};
+use super::{update_op, RunInfo, State};
 use crate::store::settings::SettingsStore;
 use crate::store::JobState;
 
@@ -148,54 +148,15 @@ impl State {
             self.settings.delete_stale_job(id);
             return;
         };
-        let num = |k: &str| v.get(k).and_then(Value::as_f64);
-        e.run.timeout = num("timeout");
-        e.run.ttl = num("ttl");
-        e.run.stall_timeout = num("stallTimeout");
-        e.run.group = v.get("group").and_then(Value::as_str).map(str::to_owned);
-        if let (Some(d), JobState::Failed) = (v.get("dlq"), e.rec.state) {
-            let stored = d.get("reason").and_then(Value::as_str).unwrap_or("unknown");
-            let reason = REASONS
-                .iter()
-                .find(|r| **r == stored)
-                .copied()
-                .unwrap_or("unknown");
-            let error = d.get("error").and_then(Value::as_str).map(str::to_owned);
-            if let Some(dlq) = &mut e.run.dlq {
-                *dlq = (reason, error.or(dlq.1.take()));
-            } else {
-                e.run.dlq = Some((reason, error));
-            }
-        }
-        e.run.stacktrace = v.get("stacktrace").and_then(Value::as_array).map(|lines| {
-            lines
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        });
-        let items = |k: &str| v.get(k).and_then(Value::as_array).unwrap_or_default();
-        e.run.attempt_log = items("attempts")
-            .iter()
-            .filter_map(|a| Attempt::from_kept(a, &REASONS))
-            .collect();
-        if e.rec.state == JobState::Failed && !items("timeline").is_empty() {
-            e.run.timeline = items("timeline")
-                .iter()
-                .filter_map(Step::from_kept)
-                .collect();
-            e.run.shown_started = num("startedAt");
-            if let (Some(at), Some((_, seq))) = (num("finishedAt"), e.run.finished) {
-                e.run.finished = Some((at, seq));
-            }
-            if let Some(at) = num("lastHeartbeat") {
-                e.run.last_heartbeat = at;
-            }
-        }
+        restore_run(&mut e.run, e.rec.state == JobState::Failed, v);
         self.settings.note_job(id);
-        let Some(l) = v.get("links").filter(|l| !l.is_nullish()) else {
-            return;
-        };
+        if let Some(l) = v.get("links").filter(|l| !l.is_nullish()) {
+            self.restore_links(id, l);
+        }
+    }
+
+    /// Puts back job `id`'s flow links (`l`, as [`job_extras`](Self::job_extras) wrote them).
+    fn restore_links(&mut self, id: &str, l: &Value) {
         let list = |k: &str| -> Vec<String> {
             l.get(k)
                 .and_then(Value::as_array)
@@ -299,6 +260,56 @@ impl State {
                 }
             }
             _ => tracing::warn!(kind, key, "an unknown stored setting was skipped"),
+        }
+    }
+}
+
+/// Puts back what a restart keeps of a job's run (`v`, as `job_extras` wrote it): its
+/// settings, DLQ reason, stack trace and attempts, and for a job that `failed` for good its
+/// timeline and times.
+fn restore_run(run: &mut RunInfo, failed: bool, v: &Value) {
+    let num = |k: &str| v.get(k).and_then(Value::as_f64);
+    run.timeout = num("timeout");
+    run.ttl = num("ttl");
+    run.stall_timeout = num("stallTimeout");
+    run.group = v.get("group").and_then(Value::as_str).map(str::to_owned);
+    if let (Some(d), true) = (v.get("dlq"), failed) {
+        let stored = d.get("reason").and_then(Value::as_str).unwrap_or("unknown");
+        let reason = REASONS
+            .iter()
+            .find(|r| **r == stored)
+            .copied()
+            .unwrap_or("unknown");
+        let error = d.get("error").and_then(Value::as_str).map(str::to_owned);
+        if let Some(dlq) = &mut run.dlq {
+            *dlq = (reason, error.or(dlq.1.take()));
+        } else {
+            run.dlq = Some((reason, error));
+        }
+    }
+    run.stacktrace = v.get("stacktrace").and_then(Value::as_array).map(|lines| {
+        lines
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    });
+    let items = |k: &str| v.get(k).and_then(Value::as_array).unwrap_or_default();
+    run.attempt_log = items("attempts")
+        .iter()
+        .filter_map(|a| Attempt::from_kept(a, &REASONS))
+        .collect();
+    if failed && !items("timeline").is_empty() {
+        run.timeline = items("timeline")
+            .iter()
+            .filter_map(Step::from_kept)
+            .collect();
+        run.shown_started = num("startedAt");
+        if let (Some(at), Some((_, seq))) = (num("finishedAt"), run.finished) {
+            run.finished = Some((at, seq));
+        }
+        if let Some(at) = num("lastHeartbeat") {
+            run.last_heartbeat = at;
         }
     }
 }

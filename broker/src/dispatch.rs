@@ -15,7 +15,7 @@ use autobatch_core::wire::{
 use crate::auth::token_matches;
 use crate::clock::now_ms;
 use crate::context::{Conn, Ctx, Shared};
-use crate::queue::{FinishError, PullSpec, DEFAULT_LOCK_TTL};
+use crate::queue::{Failure, FinishError, PullSpec, DEFAULT_LOCK_TTL};
 use crate::routes;
 
 /// Longest long-poll, ms.
@@ -194,9 +194,12 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             ..
         } => {
             let remove = raw.get("removeOnFail").and_then(Value::as_bool);
+            let how = Failure::new(error)
+                .unrecoverable(unrecoverable)
+                .remove(remove);
             let mut state = shared.lock();
             let applied = state
-                .fail(&id, token.as_deref(), error, unrecoverable, remove, now)
+                .fail(&id, token.as_deref(), how, now)
                 .map_err(|e| e.to_string())?;
             if applied {
                 state.set_stacktrace(&id, raw.get("stack"));

@@ -1,43 +1,75 @@
 //! The broker's queue state machine: every job, its state, the per-queue ready and delayed
 //! indexes, locks, and which connection holds which job. Pure and synchronous: every call that
 //! depends on time takes `now` (epoch ms); persistence goes through the [`Store`] it owns.
+//!
+//! [`State`] holds the jobs themselves and composes the owners of the other concerns, each a
+//! struct with its own fields and methods that names nothing of `State`: the queues' indexes
+//! (`index`), unique keys (`unique`), the running jobs (`running`), stall detection
+//! (`stalls`), limits (`limits`), flows' waits (`flow::Waits`), the DLQ (`dlq`), the job
+//! schedulers (`cron`), totals (`totals`), progress and logs (`progress`), workers
+//! (`workers`), the job store (`journal`) and SQLite mode's settings writer (`settings`). An
+//! owner that needs something of another concern takes it as an argument or a lookup, or
+//! returns what the caller must do (`cron::Effect`, evicted DLQ ids, a slot freed); the State
+//! methods that only route live in `compose`.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use autobatch_core::ops::{ChildFailure, StallConfig, StallConfigUpdate, WorkerInfo};
+use autobatch_core::ops::ChildFailure;
 #[cfg(test)]
 use autobatch_core::wire::Job;
-use autobatch_core::wire::{Backoff, JobCounts, JobSpec, Value};
+use autobatch_core::wire::{Backoff, JobCounts, JobOptions, JobSpec, Value};
 use tokio::sync::Notify;
 
 use crate::conn_id::ConnId;
-use crate::events::{job_event, js_number, Events};
+use crate::events::{job_event, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
+pub(crate) use failure::Failure;
+use index::QueueIndex;
+pub(crate) use workers::Worker;
 
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
 /// `crate::ops::{lookup, control}`.
 pub(crate) mod admin;
+/// The [`State`] methods that route a request to the owner of its concern.
+mod compose;
 /// Job schedulers.
 pub(crate) mod cron;
 /// The dead-letter queue: the state methods behind `crate::ops::dlq`.
 pub(crate) mod dlq;
 /// A queue's DLQ settings (SetDlqConfig).
 pub(crate) mod dlq_config;
+/// How a job fails (see [`State::fail`]).
+pub(crate) mod failure;
 /// Flows and dependencies: `waiting-children`, parents released or failed by their children.
 pub(crate) mod flow;
+/// A queue's jobs by state: ready, delayed, counted.
+pub(crate) mod index;
+/// The job store as the state feeds it.
+pub(crate) mod journal;
 /// Settings kept across a restart in SQLite mode.
 pub(crate) mod kept;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
 pub(crate) mod limits;
+/// A job's progress and log lines.
+pub(crate) mod progress;
+/// The jobs handed out and not yet finished.
+pub(crate) mod running;
+/// Where SQLite mode writes what `kept` keeps.
+pub(crate) mod settings;
+/// Stall settings and detection state.
+pub(crate) mod stalls;
 /// A job's history: timeline steps, failed attempts, stack trace.
 pub(crate) mod timeline;
 /// Server-wide totals and per-queue finish counts: what Stats and Metrics read.
 pub(crate) mod totals;
+/// Unique keys and their holders.
+pub(crate) mod unique;
 /// A job's whole record as bunqueue shows it (GetJob and the other replies carrying jobs).
 pub(crate) mod view;
+/// Registered workers (RegisterWorker, ListWorkers).
+pub(crate) mod workers;
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
@@ -47,8 +79,6 @@ const DEFAULT_BACKOFF: Duration = Duration::from_millis(1000);
 const MAX_RETRY_DELAY: f64 = 3_600_000.0;
 /// Default lock time to live, ms.
 pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
-/// How often stall detection runs, ms (bunqueue's `stallCheckMs`).
-pub(crate) const STALL_CHECK_MS: f64 = 5_000.0;
 
 struct Lock {
     token: String,
@@ -109,24 +139,19 @@ struct RunInfo {
     shown_depends: Vec<String>,
 }
 
-#[derive(Default)]
-struct QueueIndex {
-    /// bunqueue's pull order ([`ReadyKey`]) → id.
-    ready: BTreeMap<ReadyKey, String>,
-    /// (run_at rounded up, seq) → id.
-    delayed: BTreeMap<(i64, u64), String>,
-    prioritized: u64,
-    /// Jobs in `waiting-children` (they are in no other index).
-    waiting_children: u64,
-    active: u64,
-    completed: u64,
-    failed: u64,
-    notify: Arc<Notify>,
-    /// Paused: pulls hand out nothing (see `admin`).
-    paused: bool,
-    /// The failed jobs, bunqueue's dead-letter queue: finish order ([`RunInfo::finished`]'s
-    /// number) → id (see `dlq`).
-    dlq: BTreeMap<u64, String>,
+impl RunInfo {
+    /// A new job's run settings, from its add options.
+    fn from_options(o: &JobOptions) -> RunInfo {
+        RunInfo {
+            shown_depends: o.depends_on.clone(),
+            stall_timeout: o.stall_timeout.map(ms),
+            // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
+            timeout: o.timeout.map(ms).filter(|t| *t > 0.0),
+            ttl: o.ttl.map(ms),
+            group: o.group_id.clone(),
+            ..RunInfo::default()
+        }
+    }
 }
 
 /// What ACK, FAIL and the lock checks can refuse, with bunqueue's messages.
@@ -173,60 +198,42 @@ pub(crate) struct PullSpec<'a> {
     pub tie_to: Option<ConnId>,
 }
 
-/// A registered worker (the official Worker's housekeeping), as ListWorkers shows it.
-pub(crate) struct Worker {
-    /// The connection it registered on: it is unregistered when that closes.
-    pub conn: ConnId,
-    /// Its record as RegisterWorker answered it; `last_seen` moves with each Heartbeat.
-    pub info: WorkerInfo,
-}
-
 /// The whole queue state.
 pub(crate) struct State {
     /// Boxed: the map grows to millions of jobs, and a resize then moves pointers, not records.
     jobs: HashMap<String, Box<Entry>>,
     queues: HashMap<String, QueueIndex>,
-    unique: HashMap<(String, String), String>,
-    held: HashMap<ConnId, HashSet<String>>,
-    workers: HashMap<String, Worker>,
+    /// Which job holds each unique key (see `unique`).
+    unique: unique::UniqueKeys,
+    /// Registered workers (see `workers`).
+    workers: workers::Workers,
     seq: u64,
     rng: u64,
-    store: Box<dyn Store>,
-    /// State changes handed to the store so far.
-    recorded: u64,
-    /// Progress and log lines, kept in memory only (see `ops/job.rs`).
-    extras: HashMap<String, JobExtras>,
+    /// The job store, fed every state change (see `journal`).
+    journal: journal::Journal,
+    /// Progress and log lines, kept in memory only (see `progress`).
+    extras: progress::Progress,
     /// Event subscriptions: state changes are published under the state's lock, so every
     /// subscriber sees them in order.
     pub events: Events,
-    /// Ids of the jobs pulled and not yet finished (some may have left since: the sweeps
-    /// check), so that the lock and stall sweeps do not walk every job.
-    running: HashSet<String>,
-    /// Stall settings set by SetStallConfig, per queue (bunqueue's defaults otherwise).
-    stall_config: HashMap<String, StallConfig>,
-    /// Jobs found stalled by the last stall check: stalled for good if the next check still
-    /// finds them so (bunqueue's two-phase detection).
-    stall_candidates: HashSet<String>,
-    /// When the stall check last ran, epoch ms.
-    last_stall_check: f64,
+    /// The jobs handed out and not yet finished, by connection too (see `running`).
+    running: running::Running,
+    /// Stall settings and detection (see `stalls`).
+    stalls: stalls::Stalls,
     /// Jobs finished so far, numbering [`RunInfo::finished`].
     finish_seq: u64,
     /// Rate and concurrency limits per queue (see `limits`).
     limits: limits::Limits,
-    /// Dependency id → the jobs in `waiting-children` that wait for it (see `flow`).
-    dependents: HashMap<String, HashSet<String>>,
-    /// WaitJob signals by job id, while someone waits (see `flow`).
-    job_waiters: HashMap<String, Arc<Notify>>,
+    /// Who waits for which job (see `flow`).
+    waits: flow::Waits,
     /// Job schedulers (see `cron`).
     crons: cron::Crons,
     /// Jobs pushed, pulled and finished so far (see `totals`).
     totals: totals::Totals,
-    /// DLQ settings per queue (see `dlq_config`).
-    dlq_config: dlq_config::DlqConfigs,
-    /// Where settings are kept across a restart (SQLite mode; see `kept`).
-    settings: Option<crate::store::settings::SettingsStore>,
-    /// Ids of the jobs whose extras are stored (see `kept`).
-    kept_jobs: HashSet<String>,
+    /// The dead-letter queue: its entries and settings (see `dlq`).
+    dlq: dlq::Dlq,
+    /// Where settings and job extras are kept across a restart (SQLite mode; see `kept`).
+    settings: settings::Settings,
 }
 
 impl State {
@@ -237,28 +244,22 @@ impl State {
         let mut s = State {
             jobs: HashMap::new(),
             queues: HashMap::new(),
-            unique: HashMap::new(),
-            held: HashMap::new(),
-            workers: HashMap::new(),
+            unique: unique::UniqueKeys::default(),
+            workers: workers::Workers::default(),
             seq: 0,
             rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
-            store,
-            recorded: 0,
-            extras: HashMap::new(),
+            journal: journal::Journal::new(store),
+            extras: progress::Progress::default(),
             events: Events::default(),
-            running: HashSet::new(),
-            stall_config: HashMap::new(),
-            stall_candidates: HashSet::new(),
-            last_stall_check: now,
+            running: running::Running::default(),
+            stalls: stalls::Stalls::new(now),
             finish_seq: 0,
             limits: limits::Limits::default(),
-            dependents: HashMap::new(),
-            job_waiters: HashMap::new(),
+            waits: flow::Waits::default(),
             crons: cron::Crons::default(),
             totals: totals::Totals::new(now),
-            dlq_config: dlq_config::DlqConfigs::default(),
-            settings: None,
-            kept_jobs: HashSet::new(),
+            dlq: dlq::Dlq::default(),
+            settings: settings::Settings::default(),
         };
         for mut rec in recovered {
             s.seq = s.seq.max(rec.seq + 1);
@@ -275,10 +276,7 @@ impl State {
     }
 
     fn index(&mut self, queue: &str) -> &mut QueueIndex {
-        if !self.queues.contains_key(queue) {
-            self.queues.insert(queue.to_owned(), QueueIndex::default());
-        }
-        self.queues.get_mut(queue).expect("inserted above")
+        index_in(&mut self.queues, queue)
     }
 
     /// Files a record under its queue and state, and keeps it.
@@ -286,28 +284,19 @@ impl State {
         let dlq_seq = self.finish_seq;
         let q = self.index(&rec.queue);
         match rec.state {
-            JobState::Waiting => {
-                if rec.priority > 0 {
-                    q.prioritized += 1;
-                }
-                q.ready.insert(ready_key(&rec), rec.id.clone());
-            }
-            JobState::Delayed => {
-                q.delayed
-                    .insert((rec.run_at.ceil() as i64, rec.seq), rec.id.clone());
-            }
+            JobState::Waiting => q.file_ready(&rec),
+            JobState::Delayed => q.file_delayed(&rec),
             JobState::Active => q.active += 1,
             // Counted by `flow::park`, which also indexes its dependencies.
             JobState::WaitingChildren => {}
             JobState::Completed => q.completed += 1,
             JobState::Failed => {
                 q.failed += 1;
-                q.dlq.insert(dlq_seq, rec.id.clone());
+                self.dlq.file(&rec.queue, dlq_seq, &rec.id);
             }
         }
         if let Some(k) = &rec.unique_key {
-            self.unique
-                .insert((rec.queue.clone(), k.clone()), rec.id.clone());
+            self.unique.hold(&rec.queue, k, &rec.id);
         }
         let mut run = RunInfo::default();
         // A recovered job's own settings, from its stored options.
@@ -344,20 +333,32 @@ impl State {
     /// waiting on its signal (each waiter holds a clone of it). Without this, every distinct
     /// queue name ever pulled from would keep an entry for good.
     pub fn forget_queue_if_idle(&mut self, queue: &str) {
-        let idle = self.queues.get(queue).is_some_and(|q| {
-            q.ready.is_empty()
-                && q.delayed.is_empty()
-                && q.prioritized == 0
-                && q.waiting_children == 0
-                && q.active == 0
-                && q.completed == 0
-                && q.failed == 0
-                && !q.paused
-                && Arc::strong_count(&q.notify) == 1
-        });
+        let idle = self.queues.get(queue).is_some_and(QueueIndex::is_idle);
         if idle {
             self.queues.remove(queue);
         }
+    }
+
+    /// The counts of every queue now (due delayed jobs are promoted first, so a job whose run
+    /// time has come counts as waiting, as in bunqueue).
+    pub fn gauges(&mut self, now: f64) -> totals::Gauges {
+        let names: Vec<String> = self.queues.keys().cloned().collect();
+        let mut g = totals::Gauges::default();
+        for name in names {
+            self.promote(&name, now);
+            let Some(q) = self.queues.get(&name) else {
+                continue;
+            };
+            let ready = q.ready_len();
+            g.prioritized += q.prioritized().min(ready);
+            g.waiting += ready - q.prioritized().min(ready);
+            g.delayed += q.delayed_len();
+            g.active += q.active;
+            g.dlq += self.dlq.len(&name) as u64;
+            g.completed += q.completed;
+            g.waiting_children += q.waiting_children;
+        }
+        g
     }
 
     /// Whether a job id exists (any state), for `dependsOn`.
@@ -368,60 +369,16 @@ impl State {
     /// Adds one validated job to `queue`. Returns its id: the existing one when its custom id
     /// or unique key is live (nothing is added then).
     pub fn push(&mut self, queue: &str, spec: JobSpec, now: f64) -> String {
-        let o = spec.opts;
-        if let Some(id) = &o.job_id {
-            if let Some(e) = self.jobs.get(id) {
-                if e.rec.state.is_live() {
-                    return id.clone();
-                }
-                // A finished custom id starts a new generation.
-                self.forget(id);
-            }
+        if let Some(id) = self.live_duplicate(queue, &spec.opts) {
+            return id;
         }
-        if let Some(k) = &o.unique_key {
-            if let Some(id) = self.unique.get(&(queue.to_owned(), k.clone())) {
-                if self.jobs.get(id).is_some_and(|e| e.rec.state.is_live()) {
-                    // 2.9.5 (`pushDeduplication`): `duplicated`, with the live job's id. A live
-                    // custom id returns its job silently, as there.
-                    self.events.emit(queue, "duplicated", job_event(queue, id));
-                    return id.clone();
-                }
-            }
-        }
-        let id = o
+        let id = spec
+            .opts
             .job_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
-        let options = crate::store::AddOptions::from_options(&o);
-        let options = (!options.is_default()).then(|| Box::new(options));
-        let mut run = RunInfo {
-            shown_depends: o.depends_on.clone(),
-            stall_timeout: o.stall_timeout.map(ms),
-            // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
-            timeout: o.timeout.map(ms).filter(|t| *t > 0.0),
-            ttl: o.ttl.map(ms),
-            group: o.group_id.clone(),
-            ..RunInfo::default()
-        };
-        let created_at = o.timestamp.unwrap_or(now);
-        let links = flow::Links {
-            parent: o.parent_id.clone(),
-            children: o.children_ids.clone(),
-            depends_on: o.depends_on.clone(),
-            policy: [
-                (o.fail_parent_on_failure, ChildFailure::FailParent),
-                (o.continue_parent_on_failure, ChildFailure::ContinueParent),
-                (o.ignore_dependency_on_failure, ChildFailure::Ignore),
-                (
-                    o.remove_dependency_on_failure,
-                    ChildFailure::RemoveDependency,
-                ),
-            ]
-            .into_iter()
-            .find_map(|(set, p)| (set == Some(true)).then_some(p)),
-            ..flow::Links::default()
-        };
+        let mut run = RunInfo::from_options(&spec.opts);
+        let links = flow::Links::from_options(&spec.opts);
         let links = flow::Links {
             depends_on: self.unresolved(&links.depends_on),
             ..links
@@ -429,35 +386,8 @@ impl State {
         let parked = !links.depends_on.is_empty();
         let seq = self.seq;
         self.seq += 1;
-        let rec = JobRecord {
-            id: id.clone(),
-            queue: queue.to_owned(),
-            name: spec.name,
-            data: spec.data,
-            priority: o.priority.unwrap_or(0),
-            attempts: 0,
-            max_attempts: o.attempts.unwrap_or(DEFAULT_ATTEMPTS),
-            backoff: o.backoff,
-            created_at,
-            run_at: now + delay,
-            seq,
-            lifo: o.lifo.unwrap_or(false),
-            remove_on_complete: o.remove_on_complete.unwrap_or(false),
-            remove_on_fail: o.remove_on_fail.unwrap_or(false),
-            durable: o.durable.unwrap_or(false),
-            unique_key: o.unique_key,
-            state: if parked {
-                JobState::WaitingChildren
-            } else if delay > 0.0 {
-                JobState::Delayed
-            } else {
-                JobState::Waiting
-            },
-            result: None,
-            failed_reason: None,
-            options,
-        };
-        if self.store.persistent() {
+        let rec = new_record(queue, id.clone(), spec, seq, parked, now);
+        if self.journal.persistent() {
             self.record(StoreOp::Put(Box::new(rec.clone())));
         }
         let first = match rec.state {
@@ -475,8 +405,39 @@ impl State {
                 attempt: None,
             },
         );
+        self.file_new(rec, run, links);
+        id
+    }
+
+    /// The live job a push with options `o` would duplicate, if any: a live custom id, or a
+    /// live job holding its unique key (bunqueue's `duplicated` event then). A finished custom
+    /// id is dropped, so the push starts a new generation of it.
+    fn live_duplicate(&mut self, queue: &str, o: &JobOptions) -> Option<String> {
+        if let Some(id) = &o.job_id {
+            if let Some(e) = self.jobs.get(id) {
+                if e.rec.state.is_live() {
+                    return Some(id.clone());
+                }
+                self.forget(id);
+            }
+        }
+        let k = o.unique_key.as_ref()?;
+        let id = self.unique.holder(queue, k)?;
+        if !self.jobs.get(id).is_some_and(|e| e.rec.state.is_live()) {
+            return None;
+        }
+        // 2.9.5 (`pushDeduplication`): `duplicated`, with the live job's id. A live custom id
+        // returns its job silently, as there.
+        self.events.emit(queue, "duplicated", job_event(queue, id));
+        Some(id.clone())
+    }
+
+    /// Files a new job, its run settings and links: indexed, parked on its dependencies, kept,
+    /// announced (`pushed`, delayed ones included) and counted.
+    fn file_new(&mut self, rec: JobRecord, run: RunInfo, links: flow::Links) {
         let ready = rec.state == JobState::Waiting;
-        let queue = rec.queue.clone();
+        let parked = rec.state == JobState::WaitingChildren;
+        let (id, queue) = (rec.id.clone(), rec.queue.clone());
         self.admit(rec);
         if parked {
             self.park(&id, &queue, &links.depends_on);
@@ -487,16 +448,14 @@ impl State {
                 e.flow = Some(Box::new(links));
             }
         }
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep_job(&id);
         }
         if ready {
             self.index(&queue).notify.notify_waiters();
         }
-        // bunqueue: `pushed` for every added job, delayed ones included (not `delayed`).
         self.events.emit(&queue, "pushed", job_event(&queue, &id));
         self.totals.pushed();
-        id
     }
 
     /// How many jobs of group `group` wait in `queue` (waiting or delayed): what a group's
@@ -508,13 +467,26 @@ impl State {
             .count() as u64
     }
 
+    /// GetGroupsJobsCount: the queued (waiting or delayed) jobs of `queue` that have a group,
+    /// as bunqueue's group scheduler counts them. A walk of the queue's queued jobs.
+    pub fn groups_queued(&self, queue: &str) -> u64 {
+        self.queued(queue).filter(|e| e.run.group.is_some()).count() as u64
+    }
+
+    /// Wakes the long-polls of `queue`: a group control was lifted.
+    pub fn wake(&mut self, queue: &str) {
+        if let Some(q) = self.queues.get(queue) {
+            q.notify.notify_waiters();
+        }
+    }
+
     /// The queued (waiting or delayed) jobs of `queue`, a walk of both indexes: what the group
     /// counts read.
     fn queued<'a>(&'a self, queue: &str) -> impl Iterator<Item = &'a Entry> + 'a {
         self.queues
             .get(queue)
             .into_iter()
-            .flat_map(|q| q.ready.values().chain(q.delayed.values()))
+            .flat_map(QueueIndex::queued_ids)
             .filter_map(|id| self.jobs.get(id).map(|e| &**e))
     }
 
@@ -522,10 +494,10 @@ impl State {
     fn forget(&mut self, id: &str) {
         // A parked job has its dependencies indexed: with none indexed (the common case),
         // nothing is parked and `id` need not be looked up.
-        if !self.dependents.is_empty() {
+        if self.waits.has_dependents() {
             self.unpark(id);
         }
-        if !self.kept_jobs.is_empty() {
+        if self.settings.has_jobs() {
             self.forget_kept_job(id);
         }
         let Some(e) = self.jobs.remove(id) else {
@@ -538,17 +510,14 @@ impl State {
                 JobState::Failed => {
                     q.failed = q.failed.saturating_sub(1);
                     if let Some((_, n)) = e.run.finished {
-                        q.dlq.remove(&n);
+                        self.dlq.remove(&e.rec.queue, n);
                     }
                 }
                 _ => {}
             }
         }
         if let Some(k) = &e.rec.unique_key {
-            let key = (e.rec.queue.clone(), k.clone());
-            if self.unique.get(&key).map(String::as_str) == Some(id) {
-                self.unique.remove(&key);
-            }
+            self.unique.release(&e.rec.queue, k, id);
         }
         self.forget_queue_if_idle(&e.rec.queue);
     }
@@ -559,19 +528,12 @@ impl State {
             return;
         };
         let mut woke = false;
-        while let Some(entry) = q.delayed.first_entry() {
-            if (entry.key().0 as f64) > now {
-                break;
-            }
-            let id = entry.remove();
+        while let Some(id) = q.pop_due(now) {
             let Some(e) = self.jobs.get_mut(&id) else {
                 continue;
             };
             e.rec.state = JobState::Waiting;
-            if e.rec.priority > 0 {
-                q.prioritized += 1;
-            }
-            q.ready.insert(ready_key(&e.rec), id);
+            q.file_ready(&e.rec);
             woke = true;
         }
         if woke {
@@ -581,11 +543,7 @@ impl State {
 
     /// The earliest time a delayed job of `queue` becomes due.
     pub fn next_due(&self, queue: &str) -> Option<f64> {
-        self.queues
-            .get(queue)?
-            .delayed
-            .first_key_value()
-            .map(|(k, _)| k.0 as f64)
+        self.queues.get(queue)?.next_due()
     }
 
     /// Takes up to `spec.count` ready jobs, highest priority first, FIFO within a priority.
@@ -612,7 +570,7 @@ impl State {
             let Some(q) = self.queues.get_mut(spec.queue) else {
                 break;
             };
-            let Some((key, id)) = q.ready.pop_first() else {
+            let Some((key, id)) = q.pop_ready() else {
                 break;
             };
             let Some(e) = self.jobs.get_mut(&id) else {
@@ -629,12 +587,10 @@ impl State {
             // A limit is asked only for a job that would be handed out; when it refuses, the
             // job keeps its place and the pull ends with what it has (see `limits`).
             if !expired && !self.limits.acquire(spec.queue, now) {
-                q.ready.insert(ready_key(&e.rec), id);
+                q.put_back(&e.rec);
                 break;
             }
-            if e.rec.priority > 0 {
-                q.prioritized = q.prioritized.saturating_sub(1);
-            }
+            q.taken(&e.rec);
             if expired {
                 self.forget(&id);
                 self.record(StoreOp::Remove(id));
@@ -645,48 +601,55 @@ impl State {
                 self.limits.group_acquired(spec.queue, g, group, now);
             }
             q.active += 1;
-            e.rec.state = JobState::Active;
-            let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
-            let ttl = if spec.lock_ttl > 0 {
-                spec.lock_ttl
-            } else {
-                DEFAULT_LOCK_TTL
-            };
-            e.lock = token.clone().map(|token| Lock {
-                token,
-                expires_at: now + ttl as f64,
-                ttl: ttl as f64,
-                renewals: 0,
-            });
-            e.run.started_at = Some(now);
-            e.run.shown_started = Some(now);
-            e.run.last_heartbeat = now;
-            timeline::note(
-                &mut e.run.timeline,
-                timeline::Step {
-                    state: "active",
-                    at: now,
-                    error: None,
-                    attempt: None,
-                },
-            );
-            e.conn = spec.tie_to;
-            self.running.insert(id.clone());
-            let op = update_op(&e.rec);
-            if let Some(c) = spec.tie_to {
-                self.held.entry(c).or_default().insert(id.clone());
-            }
-            self.record(op);
-            let job = self.job_record(&id).unwrap_or(Value::Nil);
-            self.events
-                .emit(spec.queue, "pulled", job_event(spec.queue, &id));
-            self.totals.pulled();
-            out.push(Pulled { id, job, token });
+            out.push(self.hand_out(id, spec, now));
         }
         if !passed.is_empty() {
-            self.index(spec.queue).ready.extend(passed);
+            self.index(spec.queue).put_back_all(passed);
         }
         out
+    }
+
+    /// Makes a job taken off its queue's ready jobs active: locked (with a token when the pull
+    /// has an owner), tied to the pull's connection, recorded and announced (`pulled`).
+    fn hand_out(&mut self, id: String, spec: &PullSpec<'_>, now: f64) -> Pulled {
+        let e = self
+            .jobs
+            .get_mut(&id)
+            .expect("taken off the ready jobs by the caller");
+        e.rec.state = JobState::Active;
+        let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
+        let ttl = if spec.lock_ttl > 0 {
+            spec.lock_ttl
+        } else {
+            DEFAULT_LOCK_TTL
+        };
+        e.lock = token.clone().map(|token| Lock {
+            token,
+            expires_at: now + ttl as f64,
+            ttl: ttl as f64,
+            renewals: 0,
+        });
+        e.run.started_at = Some(now);
+        e.run.shown_started = Some(now);
+        e.run.last_heartbeat = now;
+        timeline::note(
+            &mut e.run.timeline,
+            timeline::Step {
+                state: "active",
+                at: now,
+                error: None,
+                attempt: None,
+            },
+        );
+        e.conn = spec.tie_to;
+        self.running.started(&id, spec.tie_to);
+        let op = update_op(&e.rec);
+        self.record(op);
+        let job = self.job_record(&id).unwrap_or(Value::Nil);
+        self.events
+            .emit(spec.queue, "pulled", job_event(spec.queue, &id));
+        self.totals.pulled();
+        Pulled { id, job, token }
     }
 
     /// Checks the lock of one job for ACK/FAIL/ACKB (a job that is not active has no lock to
@@ -719,12 +682,7 @@ impl State {
         // bunqueue clears a record's `startedAt` whenever a run ends but by ACK or FAIL (which
         // put it back).
         e.run.shown_started = None;
-        self.running.remove(id);
-        if let Some(c) = e.conn.take() {
-            if let Some(set) = self.held.get_mut(&c) {
-                set.remove(id);
-            }
-        }
+        self.running.ended(id, e.conn.take());
         if let Some(q) = self.queues.get_mut(&e.rec.queue) {
             q.active = q.active.saturating_sub(1);
             // A freed concurrency slot wakes the long-polls it held back, as bunqueue's
@@ -811,25 +769,8 @@ impl State {
         &mut self,
         id: &str,
         token: Option<&str>,
-        error: Option<String>,
-        unrecoverable: bool,
-        remove: Option<bool>,
+        how: Failure,
         now: f64,
-    ) -> Result<bool, FinishError> {
-        self.fail_as(id, token, error, unrecoverable, remove, now, false)
-    }
-
-    /// [`fail`](Self::fail); `timed_out`: the job's timeout failed it (its DLQ reason).
-    #[allow(clippy::too_many_arguments)]
-    fn fail_as(
-        &mut self,
-        id: &str,
-        token: Option<&str>,
-        error: Option<String>,
-        unrecoverable: bool,
-        remove: Option<bool>,
-        now: f64,
-        timed_out: bool,
     ) -> Result<bool, FinishError> {
         let had_lock = self.jobs.get(id).is_some_and(|e| e.lock.is_some());
         self.check_lock(id, token)?;
@@ -837,6 +778,37 @@ impl State {
             return Ok(false);
         }
         let jitter = self.random();
+        let (queue, retry) = self.note_failure(id, &how, now)?;
+        // What the `failed` event carries, copied only when someone listens.
+        let event = if self.events.wants(&queue) {
+            self.jobs
+                .get(id)
+                .map(|e| (e.rec.failed_reason.clone(), e.rec.data.clone()))
+        } else {
+            None
+        };
+        let policy = if retry {
+            self.file_retry(id, jitter, now);
+            None
+        } else {
+            self.fail_for_good(id, &how, now)
+        };
+        self.emit_failed(&queue, id, event, retry);
+        // bunqueue applies the parent policy after the child's own events.
+        if let Some(p) = policy {
+            self.apply_policy(id, &queue, p, now);
+        }
+        Ok(true)
+    }
+
+    /// Takes a failing job out of the active set and writes the failure into its record and
+    /// timeline. Returns its queue and whether it will be retried.
+    fn note_failure(
+        &mut self,
+        id: &str,
+        how: &Failure,
+        now: f64,
+    ) -> Result<(String, bool), FinishError> {
         let started = self.jobs.get(id).and_then(|e| e.run.started_at);
         let e = self.finish(id)?;
         e.run.shown_started = started;
@@ -846,23 +818,19 @@ impl State {
             timeline::Step {
                 state: "failed",
                 at: now,
-                error: Some(error.clone()),
+                error: Some(how.error.clone()),
                 attempt: Some(e.rec.attempts),
             },
         );
-        e.rec.failed_reason = error;
-        let retry = !unrecoverable && e.rec.attempts < e.rec.max_attempts;
+        e.rec.failed_reason = how.error.clone();
+        let retry = !how.unrecoverable && e.rec.attempts < e.rec.max_attempts;
         if retry {
             // The attempt kept for a later DLQ entry's history (`recordJobFailureAttempt`).
             e.run.attempt_log.push(timeline::Attempt {
                 attempt: e.rec.attempts,
                 started_at: started.unwrap_or(e.rec.created_at),
                 failed_at: now,
-                reason: if timed_out {
-                    "timeout"
-                } else {
-                    "explicit_fail"
-                },
+                reason: how.attempt_reason(),
                 error: e.rec.failed_reason.clone(),
                 duration: started.map_or(0.0, |s| now - s),
             });
@@ -877,73 +845,75 @@ impl State {
                 },
             );
         }
-        let queue = e.rec.queue.clone();
-        // What the `failed` event carries, copied only when someone listens.
-        let event = if self.events.wants(&queue) {
-            self.jobs
-                .get(id)
-                .map(|e| (e.rec.failed_reason.clone(), e.rec.data.clone()))
-        } else {
-            None
-        };
+        Ok((e.rec.queue.clone(), retry))
+    }
+
+    /// Files a failed job as delayed until its retry, after its backoff, recorded.
+    fn file_retry(&mut self, id: &str, jitter: f64, now: f64) {
         let Some(e) = self.jobs.get_mut(id) else {
-            return Err(FinishError::NotActive(id.to_owned()));
+            return;
         };
-        let mut policy = None;
-        if retry {
-            e.run.shown_started = None;
-            let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
-            e.rec.run_at = now + delay;
-            e.rec.state = JobState::Delayed;
-            let key = (e.rec.run_at.ceil() as i64, e.rec.seq);
-            let op = update_op(&e.rec);
-            self.index(&queue).delayed.insert(key, id.to_owned());
-            self.record(op);
-        } else {
-            e.rec.state = JobState::Failed;
-            let remove = remove.unwrap_or(e.rec.remove_on_fail);
-            let op = update_op(&e.rec);
-            let reason = if timed_out {
-                "timeout"
-            } else {
-                "max_attempts_exceeded"
-            };
-            let error = e.rec.failed_reason.clone();
-            // Read before `retire`, which may drop the job and its links.
-            policy = self.on_failed(id, error.as_deref());
-            self.enter_dlq(id, now, reason, error);
-            self.retire(id, remove, op);
-        }
-        // bunqueue: `failed` (terminal or not), then `retried` when it runs again.
-        if event.is_none() {
-            self.events.note(&queue);
+        e.run.shown_started = None;
+        let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
+        e.rec.run_at = now + delay;
+        e.rec.state = JobState::Delayed;
+        let op = update_op(&e.rec);
+        index_in(&mut self.queues, &e.rec.queue).file_delayed(&e.rec);
+        self.record(op);
+    }
+
+    /// Fails a job for good: into the DLQ, then kept or dropped. Returns the failure policy
+    /// its parent applies, if any (see [`State::on_failed`]).
+    fn fail_for_good(
+        &mut self,
+        id: &str,
+        how: &Failure,
+        now: f64,
+    ) -> Option<(String, ChildFailure, String)> {
+        let e = self.jobs.get_mut(id)?;
+        e.rec.state = JobState::Failed;
+        let remove = how.remove.unwrap_or(e.rec.remove_on_fail);
+        let op = update_op(&e.rec);
+        let error = e.rec.failed_reason.clone();
+        // Read before `retire`, which may drop the job and its links.
+        let policy = self.on_failed(id, error.as_deref());
+        self.enter_dlq(id, now, how.dlq_reason(), error);
+        self.retire(id, remove, op);
+        policy
+    }
+
+    /// bunqueue's `failed` event (terminal or not), then `retried` when the job runs again.
+    /// `event`: the error and data it carries, when someone listens.
+    fn emit_failed(
+        &self,
+        queue: &str,
+        id: &str,
+        event: Option<(Option<String>, Value)>,
+        retry: bool,
+    ) {
+        let Some((error, data)) = event else {
+            self.events.note(queue);
             if retry {
-                self.events.note(&queue);
+                self.events.note(queue);
             }
-        }
-        if let Some((error, data)) = event {
-            self.events.emit(&queue, "failed", |ts| {
-                let mut f = job_event(&queue, id)(ts);
-                f.extend([
-                    ("error", error.map_or(Value::Undefined, Value::from)),
-                    ("data", data),
-                    ("terminal", Value::from(!retry)),
-                ]);
+            return;
+        };
+        self.events.emit(queue, "failed", |ts| {
+            let mut f = job_event(queue, id)(ts);
+            f.extend([
+                ("error", error.map_or(Value::Undefined, Value::from)),
+                ("data", data),
+                ("terminal", Value::from(!retry)),
+            ]);
+            f
+        });
+        if retry {
+            self.events.emit(queue, "retried", |ts| {
+                let mut f = job_event(queue, id)(ts);
+                f.push(("prev", Value::from("failed")));
                 f
             });
-            if retry {
-                self.events.emit(&queue, "retried", |ts| {
-                    let mut f = job_event(&queue, id)(ts);
-                    f.push(("prev", Value::from("failed")));
-                    f
-                });
-            }
         }
-        // bunqueue applies the parent policy after the child's own events.
-        if let Some(p) = policy {
-            self.apply_policy(id, &queue, p, now);
-        }
-        Ok(true)
     }
 
     /// A finished job either leaves for good (`removeOnComplete` / `removeOnFail`) or is
@@ -989,27 +959,14 @@ impl State {
         }
     }
 
-    /// The stall settings of `queue`.
-    pub fn stall_config(&self, queue: &str) -> StallConfig {
-        self.stall_config.get(queue).cloned().unwrap_or_default()
-    }
-
-    /// SetStallConfig: merges `update` into the settings of `queue`.
-    pub fn set_stall_config(&mut self, queue: &str, update: &StallConfigUpdate) {
-        let merged = update.apply(self.stall_config(queue));
-        self.stall_config.insert(queue.to_owned(), merged);
-        self.keep_stall(queue);
-    }
-
     /// The periodic housekeeping of running jobs: timeouts every call; stall detection, then
-    /// expired locks, every [`STALL_CHECK_MS`] (bunqueue runs both on its `stallCheckMs`
+    /// expired locks, every [`stalls::STALL_CHECK_MS`] (bunqueue runs both on its `stallCheckMs`
     /// interval, in that order).
     pub fn sweep(&mut self, now: f64) {
         // Timeouts first: bunqueue fails a job on a timer at its deadline, while it looks for
         // expired locks only every 5 s, so a late sweep must not let the lock win.
         self.expire_timeouts(now);
-        if now - self.last_stall_check >= STALL_CHECK_MS {
-            self.last_stall_check = now;
+        if self.stalls.check_due(now) {
             self.check_stalled(now);
             // Checking locks more often than bunqueue would take back, from a worker whose
             // heartbeat runs a little late, a job bunqueue lets it keep.
@@ -1030,7 +987,7 @@ impl State {
         });
         let mut expired: Vec<(f64, String)> = self
             .running
-            .iter()
+            .ids()
             .filter_map(|id| {
                 let e = self.jobs.get(id)?;
                 let at = e.lock.as_ref()?.expires_at;
@@ -1041,61 +998,73 @@ impl State {
         // walk of its lock map in insertion order), not the set's.
         expired.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         for (_, id) in expired {
-            let Some(queue) = self.jobs.get(&id).map(|e| e.rec.queue.clone()) else {
-                continue;
-            };
-            let max_stalls = self.stall_config(&queue).max_stalls;
-            let renewals = self
-                .jobs
-                .get(&id)
-                .and_then(|e| e.lock.as_ref())
-                .map_or(0, |l| l.renewals);
-            let Ok(e) = self.finish(&id) else { continue };
-            e.rec.attempts += 1;
-            e.run.stall_count += 1;
-            e.run.last_heartbeat = now;
-            let stalls = e.run.stall_count;
-            let attempts_exhausted = e.rec.attempts >= e.rec.max_attempts;
-            if attempts_exhausted || (max_stalls > 0 && stalls >= max_stalls) {
-                let (reason, error) = if attempts_exhausted {
-                    let max = e.rec.max_attempts;
-                    (
-                        "max_attempts_exceeded",
-                        format!("Lock expired at max attempts ({max})"),
-                    )
-                } else {
-                    ("stalled", format!("Lock expired after {renewals} renewals"))
-                };
-                self.file_failed(&id, now, reason, error);
-                self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), true);
-                let error = if attempts_exhausted {
-                    "Lock expired (max attempts reached)"
-                } else {
-                    "Lock expired (max stalls reached)"
-                };
-                self.events.emit(&queue, "failed", |ts| {
-                    vec![
-                        ("jobId", Value::from(id.as_str())),
-                        ("queue", Value::from(queue.as_str())),
-                        ("timestamp", Value::F64(ts)),
-                        ("error", Value::from(error)),
-                    ]
-                });
-            } else {
-                if let Some(e) = self.jobs.get_mut(&id) {
-                    e.run.attempt_log.push(timeline::Attempt {
-                        attempt: e.rec.attempts,
-                        started_at: e.rec.created_at,
-                        failed_at: now,
-                        reason: "stalled",
-                        error: Some("Lock expired".into()),
-                        duration: 0.0,
-                    });
-                }
-                self.refile_ready(&id);
-                self.emit_stalled(&queue, &id, None, true);
-            }
+            self.expire_lock(&id, now);
         }
+    }
+
+    /// One job whose lock expired (see [`expire_locks`](Self::expire_locks)).
+    fn expire_lock(&mut self, id: &str, now: f64) {
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+            return;
+        };
+        let max_stalls = self.stall_config(&queue).max_stalls;
+        let renewals = self
+            .jobs
+            .get(id)
+            .and_then(|e| e.lock.as_ref())
+            .map_or(0, |l| l.renewals);
+        let Ok(e) = self.finish(id) else { return };
+        e.rec.attempts += 1;
+        e.run.stall_count += 1;
+        e.run.last_heartbeat = now;
+        let stalls = e.run.stall_count;
+        let max = e.rec.max_attempts;
+        let attempts_exhausted = e.rec.attempts >= max;
+        let for_good = attempts_exhausted || (max_stalls > 0 && stalls >= max_stalls);
+        if !for_good {
+            self.requeue_expired(id, &queue, now);
+            return;
+        }
+        let (reason, error, event_error) = if attempts_exhausted {
+            (
+                "max_attempts_exceeded",
+                format!("Lock expired at max attempts ({max})"),
+                "Lock expired (max attempts reached)",
+            )
+        } else {
+            (
+                "stalled",
+                format!("Lock expired after {renewals} renewals"),
+                "Lock expired (max stalls reached)",
+            )
+        };
+        self.file_failed(id, now, reason, error);
+        self.emit_stalled(&queue, id, Some((stalls, "move_to_dlq")), true);
+        self.events.emit(&queue, "failed", |ts| {
+            vec![
+                ("jobId", Value::from(id)),
+                ("queue", Value::from(queue.as_str())),
+                ("timestamp", Value::F64(ts)),
+                ("error", Value::from(event_error)),
+            ]
+        });
+    }
+
+    /// A job whose lock expired with attempts and stalls left: the attempt noted, back to
+    /// waiting, with a `stalled` event.
+    fn requeue_expired(&mut self, id: &str, queue: &str, now: f64) {
+        if let Some(e) = self.jobs.get_mut(id) {
+            e.run.attempt_log.push(timeline::Attempt {
+                attempt: e.rec.attempts,
+                started_at: e.rec.created_at,
+                failed_at: now,
+                reason: "stalled",
+                error: Some("Lock expired".into()),
+                duration: 0.0,
+            });
+        }
+        self.refile_ready(id);
+        self.emit_stalled(queue, id, None, true);
     }
 
     /// Running jobs past their `timeout` fail as a FAIL with bunqueue's `Job timeout exceeded`
@@ -1103,7 +1072,7 @@ impl State {
     pub fn expire_timeouts(&mut self, now: f64) {
         let mut due: Vec<(f64, String, Option<String>)> = self
             .running
-            .iter()
+            .ids()
             .filter_map(|id| {
                 let e = self
                     .jobs
@@ -1117,9 +1086,8 @@ impl State {
         due.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         for (_, id, token) in due {
             tracing::info!(job = id.as_str(), "job timed out");
-            let error = Some("Job timeout exceeded".to_owned());
             // Its own lock's token: the broker fails it, not a worker.
-            let _ = self.fail_as(&id, token.as_deref(), error, false, None, now, true);
+            let _ = self.fail(&id, token.as_deref(), Failure::timeout(), now);
         }
     }
 
@@ -1144,74 +1112,91 @@ impl State {
             // Some(true): this stall reaches `maxStalls`.
             Some(e.run.stall_count + 1 >= cfg.max_stalls)
         };
-        let candidates = std::mem::take(&mut self.stall_candidates);
+        let candidates = self.stalls.take_candidates();
         let mut confirmed: Vec<(String, bool)> = candidates
             .iter()
             .filter_map(|id| stalled(self, id).map(|dlq| (id.clone(), dlq)))
             .collect();
         // By id (roughly pull order), not the set's order.
         confirmed.sort();
-        self.stall_candidates = self
+        let next = self
             .running
-            .iter()
+            .ids()
             .filter(|id| stalled(self, id).is_some())
             .cloned()
             .collect();
+        self.stalls.set_candidates(next);
         for (id, max_stalls) in confirmed {
-            let Some(queue) = self.jobs.get(&id).map(|e| e.rec.queue.clone()) else {
-                continue;
-            };
-            let jitter = self.random();
-            let Ok(e) = self.finish(&id) else { continue };
-            let exhausted = e.rec.attempts + 1 >= e.rec.max_attempts;
-            e.run.stall_count += 1;
-            e.rec.attempts += 1;
-            e.run.last_heartbeat = now;
-            let stalls = e.run.stall_count;
-            if max_stalls || exhausted {
-                let (reason, error) = if exhausted {
-                    let max = e.rec.max_attempts;
-                    (
-                        "max_attempts_exceeded",
-                        format!("Job stalled at max attempts ({max})"),
-                    )
-                } else {
-                    ("stalled", format!("Job stalled {stalls} times"))
-                };
-                self.file_failed(&id, now, reason, error);
-                self.emit_stalled(&queue, &id, Some((stalls, "move_to_dlq")), false);
-            } else {
-                // Its timeline's last failure, which GetJob shows as `failedReason`.
-                e.rec.failed_reason = Some("stalled".into());
-                e.run.attempt_log.push(timeline::Attempt {
-                    attempt: e.rec.attempts,
-                    started_at: e.rec.created_at,
-                    failed_at: now,
-                    reason: "stalled",
-                    error: Some("stalled".into()),
-                    duration: 0.0,
-                });
-                let attempt = e.rec.attempts;
-                for (state, error, attempt) in [
-                    ("failed", Some(Some("stalled".to_owned())), attempt),
-                    ("waiting", None, attempt + 1),
-                ] {
-                    timeline::note(
-                        &mut e.run.timeline,
-                        timeline::Step {
-                            state,
-                            at: now,
-                            error,
-                            attempt: Some(attempt),
-                        },
-                    );
-                }
-                e.rec.run_at = now + retry_delay(e.rec.backoff, e.rec.attempts, jitter);
-                let run_at = e.rec.run_at;
-                self.refile(&id, run_at, now);
-                self.emit_stalled(&queue, &id, Some((stalls, "retry")), false);
-            }
+            self.stall(&id, max_stalls, now);
         }
+    }
+
+    /// One job confirmed stalled (see [`check_stalled`](Self::check_stalled)); `max_stalls`:
+    /// this stall reaches the queue's `maxStalls`.
+    fn stall(&mut self, id: &str, max_stalls: bool, now: f64) {
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+            return;
+        };
+        let jitter = self.random();
+        let Ok(e) = self.finish(id) else { return };
+        let exhausted = e.rec.attempts + 1 >= e.rec.max_attempts;
+        e.run.stall_count += 1;
+        e.rec.attempts += 1;
+        e.run.last_heartbeat = now;
+        let stalls = e.run.stall_count;
+        if !(max_stalls || exhausted) {
+            self.retry_stalled(id, &queue, jitter, now);
+            return;
+        }
+        let (reason, error) = if exhausted {
+            let max = e.rec.max_attempts;
+            (
+                "max_attempts_exceeded",
+                format!("Job stalled at max attempts ({max})"),
+            )
+        } else {
+            ("stalled", format!("Job stalled {stalls} times"))
+        };
+        self.file_failed(id, now, reason, error);
+        self.emit_stalled(&queue, id, Some((stalls, "move_to_dlq")), false);
+    }
+
+    /// A stalled job with attempts and stalls left: the failure noted, retried after its
+    /// backoff, with a `stalled` event (action `retry`).
+    fn retry_stalled(&mut self, id: &str, queue: &str, jitter: f64, now: f64) {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return;
+        };
+        let stalls = e.run.stall_count;
+        // Its timeline's last failure, which GetJob shows as `failedReason`.
+        e.rec.failed_reason = Some("stalled".into());
+        e.run.attempt_log.push(timeline::Attempt {
+            attempt: e.rec.attempts,
+            started_at: e.rec.created_at,
+            failed_at: now,
+            reason: "stalled",
+            error: Some("stalled".into()),
+            duration: 0.0,
+        });
+        let attempt = e.rec.attempts;
+        for (state, error, attempt) in [
+            ("failed", Some(Some("stalled".to_owned())), attempt),
+            ("waiting", None, attempt + 1),
+        ] {
+            timeline::note(
+                &mut e.run.timeline,
+                timeline::Step {
+                    state,
+                    at: now,
+                    error,
+                    attempt: Some(attempt),
+                },
+            );
+        }
+        e.rec.run_at = now + retry_delay(e.rec.backoff, e.rec.attempts, jitter);
+        let run_at = e.rec.run_at;
+        self.refile(id, run_at, now);
+        self.emit_stalled(queue, id, Some((stalls, "retry")), false);
     }
 
     /// bunqueue's `stalled` event; `id_first` for the lock-expiry path's key order.
@@ -1265,15 +1250,9 @@ impl State {
             return;
         };
         e.rec.state = JobState::Waiting;
-        let key = ready_key(&e.rec);
-        let prioritized = e.rec.priority > 0;
-        let queue = e.rec.queue.clone();
         let op = update_op(&e.rec);
-        let q = self.index(&queue);
-        q.ready.insert(key, id.to_owned());
-        if prioritized {
-            q.prioritized += 1;
-        }
+        let q = index_in(&mut self.queues, &e.rec.queue);
+        q.file_ready(&e.rec);
         q.notify.notify_waiters();
         self.record(op);
     }
@@ -1288,14 +1267,14 @@ impl State {
     /// A connection closed: its jobs go back to waiting, its workers are unregistered.
     pub fn release_conn(&mut self, conn: ConnId) {
         self.events.unsubscribe(conn);
-        if let Some(ids) = self.held.remove(&conn) {
+        if let Some(ids) = self.running.take_held(conn) {
             for id in ids {
                 if self.jobs.get(&id).is_some_and(|e| e.conn == Some(conn)) {
                     self.requeue(&id);
                 }
             }
         }
-        self.workers.retain(|_, w| w.conn != conn);
+        self.workers.drop_conn(conn);
     }
 
     /// A job in the client's record form ([`Job`]), for the tests.
@@ -1328,7 +1307,7 @@ impl State {
         }
         o.custom_id = custom;
         e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
-        if self.store.persistent() {
+        if self.journal.persistent() {
             let rec = e.rec.clone();
             self.record(StoreOp::Put(Box::new(rec)));
         }
@@ -1339,7 +1318,7 @@ impl State {
     /// every applied FAIL, so SQLite mode keeps the job's failure history from here.
     pub fn set_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
         self.note_stacktrace(id, stack);
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep_job(id);
         }
     }
@@ -1395,20 +1374,9 @@ impl State {
     /// Per-state counts of a queue (all zeros for an unknown queue).
     pub fn counts(&mut self, queue: &str, now: f64) -> JobCounts {
         self.promote(queue, now);
-        let Some(q) = self.queues.get(queue) else {
-            return JobCounts::default();
-        };
-        let counts = JobCounts {
-            waiting: q.ready.len() as u64 - q.prioritized.min(q.ready.len() as u64),
-            prioritized: q.prioritized,
-            delayed: q.delayed.len() as u64,
-            active: q.active,
-            completed: q.completed,
-            failed: q.failed,
-            waiting_children: q.waiting_children,
-            paused: 0,
-        };
-        paused_view(counts, q.paused)
+        self.queues
+            .get(queue)
+            .map_or_else(JobCounts::default, QueueIndex::counts)
     }
 
     /// `Count`: the jobs waiting to run (waiting, prioritized, delayed), paused or not — as
@@ -1417,58 +1385,24 @@ impl State {
         self.promote(queue, now);
         self.queues
             .get(queue)
-            .map_or(0, |q| (q.ready.len() + q.delayed.len()) as u64)
-    }
-
-    /// Registers a worker on its connection.
-    pub fn register_worker(&mut self, id: String, worker: Worker) {
-        self.workers.insert(id, worker);
-    }
-
-    /// A worker's Heartbeat: false if it is not registered.
-    pub fn touch_worker(&mut self, id: &str, now: f64) -> bool {
-        match self.workers.get_mut(id) {
-            Some(w) => {
-                w.info.last_seen = now;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The registered workers, oldest registration first.
-    pub fn workers(&self) -> Vec<(&String, &Worker)> {
-        let mut all: Vec<_> = self.workers.iter().collect();
-        all.sort_by(|a, b| {
-            a.1.info
-                .registered_at
-                .total_cmp(&b.1.info.registered_at)
-                .then(a.0.cmp(b.0))
-        });
-        all
-    }
-
-    /// Unregisters a worker; false if it was not registered.
-    pub fn unregister_worker(&mut self, id: &str) -> bool {
-        self.workers.remove(id).is_some()
+            .map_or(0, |q| q.ready_len() + q.delayed_len())
     }
 
     /// Hands one state change to the store, counting it (see [`State::recorded`]).
     fn record(&mut self, op: StoreOp) {
-        self.recorded += 1;
-        self.store.record(op);
+        self.journal.record(op);
     }
 
     /// How many state changes were handed to the store so far: the difference across a call
     /// is what a commit barrier for that call covers.
     pub fn recorded(&self) -> u64 {
-        self.recorded
+        self.journal.recorded()
     }
 
     /// A commit barrier for durable replies covering the last `covering` recorded changes
     /// (see [`Store::sync`]).
     pub fn sync(&mut self, covering: u64) -> Option<SyncWaiter> {
-        self.store.sync(covering as usize)
+        self.journal.sync(covering)
     }
 
     /// Takes back jobs whose rows a failed commit lost, so that a refused durable push leaves
@@ -1483,15 +1417,8 @@ impl State {
                 continue;
             };
             match rec.state {
-                JobState::Waiting => {
-                    q.ready.remove(&ready_key(rec));
-                    if rec.priority > 0 {
-                        q.prioritized = q.prioritized.saturating_sub(1);
-                    }
-                }
-                JobState::Delayed => {
-                    q.delayed.remove(&(rec.run_at.ceil() as i64, rec.seq));
-                }
+                JobState::Waiting => q.unready(rec),
+                JobState::Delayed => q.undelay(rec),
                 JobState::WaitingChildren => {}
                 _ => {
                     kept.push(id.clone());
@@ -1505,7 +1432,7 @@ impl State {
 
     /// Ops recorded but not yet committed.
     pub fn backlog(&self) -> usize {
-        self.store.backlog()
+        self.journal.backlog()
     }
 
     /// Queues with an index entry.
@@ -1516,10 +1443,53 @@ impl State {
 
     /// Commits what is pending and closes the store.
     pub fn close_store(&mut self) {
-        self.store.close();
-        if let Some(s) = &mut self.settings {
-            s.close();
+        self.journal.close();
+        self.settings.close();
+    }
+
+    /// `Job not found` / `Job is not active (current state: <state>)`, as bunqueue words them.
+    fn require_active(&mut self, id: &str, now: f64) -> Result<(), String> {
+        match self.get_state(id, now) {
+            "unknown" => Err("Job not found".into()),
+            "active" => Ok(()),
+            s => Err(format!("Job is not active (current state: {s})")),
         }
+    }
+
+    /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
+    /// lock expired, or a token is given and does not match.
+    pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
+        let Some(e) = self.jobs.get_mut(id) else {
+            return false;
+        };
+        if e.rec.state != JobState::Active {
+            return false;
+        }
+        // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's
+        // own token; an expired lock is not renewed.
+        match (&mut e.lock, token.filter(|t| !t.is_empty())) {
+            (Some(lock), t) if t.is_none_or(|t| t == lock.token) && now < lock.expires_at => {
+                lock.expires_at = now + duration;
+                lock.renewals += 1;
+                e.run.last_heartbeat = now;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
+    fn unready(&mut self, id: &str) {
+        let Some(e) = self.jobs.get(id) else { return };
+        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
+            q.unready(&e.rec);
+        }
+    }
+
+    /// Takes a delayed job out of its queue's delayed index (to file it elsewhere).
+    fn undelay(&mut self, id: &str) {
+        let Some(e) = self.jobs.get(id) else { return };
+        index_in(&mut self.queues, &e.rec.queue).undelay(&e.rec);
     }
 
     /// A uniform random number in [0, 1) (xorshift64*; only for retry jitter).
@@ -1533,29 +1503,56 @@ impl State {
     }
 }
 
-/// Where a ready job stands, in bunqueue's order (its `comparePriorityEntries`): higher
-/// priority first; at one priority LIFO jobs before FIFO ones, the LIFO ones by id, highest
-/// first; FIFO jobs by run time (a promoted or retried job queues behind the jobs already
-/// due), then by id. Ids are UUIDv7 made in order by whoever made them (this broker's
-/// `Uuid::now_v7`, `Bun.randomUUIDv7()` in bunqueue's client, autobatch's flow ids: each numbers
-/// the ids of one millisecond), so equal run times keep the order of adding.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct ReadyKey(Reverse<i64>, Order);
-
-/// See [`ReadyKey`]. The variants' order matters: LIFO before FIFO.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Order {
-    Lifo(Reverse<String>),
-    Fifo(i64, String),
+/// The record of a job added now with `spec`: waiting, delayed, or in `waiting-children`
+/// when `parked`.
+fn new_record(
+    queue: &str,
+    id: String,
+    spec: JobSpec,
+    seq: u64,
+    parked: bool,
+    now: f64,
+) -> JobRecord {
+    let o = spec.opts;
+    let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
+    let options = crate::store::AddOptions::from_options(&o);
+    let options = (!options.is_default()).then(|| Box::new(options));
+    JobRecord {
+        id,
+        queue: queue.to_owned(),
+        name: spec.name,
+        data: spec.data,
+        priority: o.priority.unwrap_or(0),
+        attempts: 0,
+        max_attempts: o.attempts.unwrap_or(DEFAULT_ATTEMPTS),
+        backoff: o.backoff,
+        created_at: o.timestamp.unwrap_or(now),
+        run_at: now + delay,
+        seq,
+        lifo: o.lifo.unwrap_or(false),
+        remove_on_complete: o.remove_on_complete.unwrap_or(false),
+        remove_on_fail: o.remove_on_fail.unwrap_or(false),
+        durable: o.durable.unwrap_or(false),
+        unique_key: o.unique_key,
+        state: if parked {
+            JobState::WaitingChildren
+        } else if delay > 0.0 {
+            JobState::Delayed
+        } else {
+            JobState::Waiting
+        },
+        result: None,
+        failed_reason: None,
+        options,
+    }
 }
 
-fn ready_key(rec: &JobRecord) -> ReadyKey {
-    let order = if rec.lifo {
-        Order::Lifo(Reverse(rec.id.clone()))
-    } else {
-        Order::Fifo(rec.run_at.floor() as i64, rec.id.clone())
-    };
-    ReadyKey(Reverse(rec.priority), order)
+/// The index of `queue` in `queues`, made empty if it has none yet.
+fn index_in<'a>(queues: &'a mut HashMap<String, QueueIndex>, queue: &str) -> &'a mut QueueIndex {
+    if !queues.contains_key(queue) {
+        queues.insert(queue.to_owned(), QueueIndex::default());
+    }
+    queues.get_mut(queue).expect("inserted above")
 }
 
 fn update_op(rec: &JobRecord) -> StoreOp {
@@ -1618,21 +1615,11 @@ fn wire_links(job: &mut Job, e: &Entry) {
     }
 }
 
-/// bunqueue's paused view of a queue's counts: while it is paused its ready jobs (waiting and
-/// prioritized) are counted as `paused`, not in their own buckets.
-fn paused_view(mut counts: JobCounts, paused: bool) -> JobCounts {
-    if paused {
-        counts.paused = counts.waiting + counts.prioritized;
-        counts.waiting = 0;
-        counts.prioritized = 0;
-    }
-    counts
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::MemoryStore;
+    use autobatch_core::ops::StallConfigUpdate;
     use autobatch_core::wire::JobOptions;
 
     fn state() -> State {
@@ -1695,8 +1682,16 @@ mod tests {
         let spec = || JobSpec::new("a", Value::Nil).with_options(JobOptions::new().attempts(3));
         let id = s.push("q", spec(), 0.0);
         let t = pull(&mut s, 1, 0.0).remove(0).token;
-        assert_eq!(s.fail(&id, t.as_deref(), None, false, None, 0.0), Ok(true));
-        assert_eq!(s.fail(&id, t.as_deref(), None, true, None, 0.0), Ok(false));
+        assert_eq!(s.fail(&id, t.as_deref(), Failure::new(None), 0.0), Ok(true));
+        assert_eq!(
+            s.fail(
+                &id,
+                t.as_deref(),
+                Failure::new(None).unrecoverable(true),
+                0.0
+            ),
+            Ok(false)
+        );
         assert_eq!(s.get_state(&id, 0.0), "delayed");
         assert_eq!(s.ack(&id, None, Some(Value::Int(7)), false, 0.0), Ok(()));
         assert_eq!(s.get_state(&id, 0.0), "completed");
@@ -1733,11 +1728,11 @@ mod tests {
             0.0,
         );
         let t = pull(&mut s, 1, 0.0).remove(0).token;
-        s.fail(&id, t.as_deref(), Some("x".into()), false, None, 0.0)
+        s.fail(&id, t.as_deref(), Failure::new(Some("x".into())), 0.0)
             .unwrap();
         assert_eq!(s.get_state(&id, 0.0), "delayed");
         let t = pull(&mut s, 1, 20.0).remove(0).token;
-        s.fail(&id, t.as_deref(), Some("y".into()), false, None, 20.0)
+        s.fail(&id, t.as_deref(), Failure::new(Some("y".into())), 20.0)
             .unwrap();
         assert_eq!(s.get_state(&id, 20.0), "failed");
         assert_eq!(s.counts("q", 20.0).failed, 1);
@@ -2000,146 +1995,5 @@ mod tests {
             retry_delay(Some(Backoff::Fixed(Duration::from_millis(100))), 9, 0.5),
             100.0
         );
-    }
-}
-
-/// A job's progress and log lines (the broker keeps them in memory only: a restart loses them).
-#[derive(Debug, Default)]
-pub(crate) struct JobExtras {
-    pub progress: f64,
-    pub message: Option<String>,
-    /// `(timestamp, level, message)`, oldest first.
-    pub logs: Vec<(f64, String, String)>,
-}
-
-/// Most log lines kept per job (bunqueue's default `maxLogsPerJob`).
-const MAX_LOGS_PER_JOB: usize = 1000;
-
-/// A running job's records and the worker's moves on it (`ops/job.rs` serves them).
-impl State {
-    /// `Job not found` / `Job is not active (current state: <state>)`, as bunqueue words them.
-    fn require_active(&mut self, id: &str, now: f64) -> Result<(), String> {
-        match self.get_state(id, now) {
-            "unknown" => Err("Job not found".into()),
-            "active" => Ok(()),
-            s => Err(format!("Job is not active (current state: {s})")),
-        }
-    }
-
-    /// Sets an active job's progress (clamped to 0..=100) and, when given, its message.
-    pub fn set_progress(
-        &mut self,
-        id: &str,
-        progress: f64,
-        message: Option<String>,
-        now: f64,
-    ) -> Result<(), String> {
-        self.require_active(id, now)?;
-        let x = self.extras.entry(id.to_owned()).or_default();
-        x.progress = progress.clamp(0.0, 100.0);
-        if message.is_some() {
-            x.message = message;
-        }
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
-            return Ok(());
-        };
-        if self.events.wants(queue) {
-            let p = js_number(x.progress);
-            let message = x.message.clone().map_or(Value::Nil, Value::from);
-            let (q, j) = (Value::from(queue), Value::from(id));
-            // bunqueue's key order here: jobId before queue.
-            self.events.emit(queue, "progress", |ts| {
-                vec![
-                    ("jobId", j),
-                    ("queue", q),
-                    ("timestamp", Value::F64(ts)),
-                    ("progress", p.clone()),
-                    ("data", Value::map([("progress", p), ("message", message)])),
-                ]
-            });
-        } else {
-            self.events.note(queue);
-        }
-        Ok(())
-    }
-
-    /// An active job's progress and message.
-    pub fn progress(&mut self, id: &str, now: f64) -> Result<(f64, Option<String>), String> {
-        self.require_active(id, now)?;
-        Ok(self
-            .extras
-            .get(id)
-            .map_or((0.0, None), |x| (x.progress, x.message.clone())))
-    }
-
-    /// Appends a log line; false for an unknown job.
-    pub fn add_log(&mut self, id: &str, message: String, level: String, now: f64) -> bool {
-        if !self.jobs.contains_key(id) {
-            return false;
-        }
-        let logs = &mut self.extras.entry(id.to_owned()).or_default().logs;
-        logs.push((now, level, message));
-        if logs.len() > MAX_LOGS_PER_JOB {
-            let excess = logs.len() - MAX_LOGS_PER_JOB;
-            logs.drain(..excess);
-        }
-        true
-    }
-
-    /// A job's log lines (empty for an unknown job).
-    pub fn logs(&self, id: &str) -> &[(f64, String, String)] {
-        self.extras.get(id).map_or(&[], |x| x.logs.as_slice())
-    }
-
-    /// Empties a job's log, or keeps its newest `keep` lines.
-    pub fn clear_logs(&mut self, id: &str, keep: Option<i64>) {
-        let Some(x) = self.extras.get_mut(id) else {
-            return;
-        };
-        match keep.filter(|k| *k > 0) {
-            None => x.logs.clear(),
-            Some(k) => {
-                let k = k as usize;
-                if x.logs.len() > k {
-                    let excess = x.logs.len() - k;
-                    x.logs.drain(..excess);
-                }
-            }
-        }
-    }
-
-    /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
-    /// lock expired, or a token is given and does not match.
-    pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else {
-            return false;
-        };
-        if e.rec.state != JobState::Active {
-            return false;
-        }
-        // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's
-        // own token; an expired lock is not renewed.
-        match (&mut e.lock, token.filter(|t| !t.is_empty())) {
-            (Some(lock), t) if t.is_none_or(|t| t == lock.token) && now < lock.expires_at => {
-                lock.expires_at = now + duration;
-                lock.renewals += 1;
-                e.run.last_heartbeat = now;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
-    fn unready(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else { return };
-        let key = ready_key(&e.rec);
-        let prioritized = e.rec.priority > 0;
-        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
-            q.ready.remove(&key);
-            if prioritized {
-                q.prioritized = q.prioritized.saturating_sub(1);
-            }
-        }
     }
 }

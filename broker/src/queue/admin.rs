@@ -8,7 +8,7 @@ use autobatch_core::wire::{JobState as WireState, Value};
 
 use crate::events::{js_number, Fields};
 
-use super::{ready_key, state_name, update_op, FinishError, JobState, State, StoreOp};
+use super::{index_in, state_name, update_op, FinishError, JobState, State, StoreOp};
 
 /// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
 fn queue_event(queue: &str) -> impl FnOnce(f64) -> Fields + '_ {
@@ -36,6 +36,45 @@ fn id_first<const N: usize>(
     ];
     f.extend(extra);
     f
+}
+
+/// Why a job could not be moved (see [`State::delay_job`], [`State::discard`],
+/// [`State::move_to_wait`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MoveError {
+    /// No such job.
+    NotFound,
+    /// The job is in a state the move does not take (its state name).
+    State(&'static str),
+    /// An active job's lock refused the token (bunqueue's lock messages).
+    Lock(FinishError),
+}
+
+/// Which jobs [`State::clean`] looks at (bunqueue's `cleanQueue` cases).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CleanState {
+    /// Waiting, prioritized, delayed or paused: every job not yet pulled.
+    Queued,
+    /// Completed jobs.
+    Completed,
+    /// Failed jobs (bunqueue's dead-letter queue).
+    Failed,
+    /// Active or a state bunqueue does not clean: nothing is removed.
+    Nothing,
+}
+
+impl CleanState {
+    /// bunqueue's state names and its `wait` alias; none means waiting.
+    pub fn parse(state: Option<&str>) -> CleanState {
+        match state {
+            None | Some("waiting" | "wait" | "delayed" | "prioritized" | "paused") => {
+                CleanState::Queued
+            }
+            Some("completed") => CleanState::Completed,
+            Some("failed") => CleanState::Failed,
+            Some(_) => CleanState::Nothing,
+        }
+    }
 }
 
 impl State {
@@ -71,15 +110,8 @@ impl State {
             return false;
         };
         match rec.state {
-            JobState::Waiting => {
-                q.ready.remove(&ready_key(rec));
-                if rec.priority > 0 {
-                    q.prioritized = q.prioritized.saturating_sub(1);
-                }
-            }
-            JobState::Delayed => {
-                q.delayed.remove(&(rec.run_at.ceil() as i64, rec.seq));
-            }
+            JobState::Waiting => q.unready(rec),
+            JobState::Delayed => q.undelay(rec),
             // `forget` takes it out of its count and the dependency index.
             JobState::WaitingChildren => {}
             _ => return false,
@@ -94,12 +126,7 @@ impl State {
         let Some(q) = self.queues.get(queue) else {
             return 0;
         };
-        let ids: Vec<String> = q
-            .ready
-            .values()
-            .chain(q.delayed.values())
-            .cloned()
-            .collect();
+        let ids: Vec<String> = q.queued_ids().cloned().collect();
         ids.iter().filter(|id| self.take_out(id)).count() as u64
     }
 
@@ -137,27 +164,20 @@ impl State {
             .map(|(id, _)| id.clone())
             .collect();
         let gone: HashSet<&String> = ids.iter().collect();
-        for held in self.held.values_mut() {
-            held.retain(|id| !gone.contains(id));
-        }
+        self.running.drop_held(&gone);
         for id in &ids {
             // Out of the dependency index (its count goes with the index below).
             self.unpark(id);
             if let Some(e) = self.jobs.remove(id) {
                 if let Some(k) = &e.rec.unique_key {
-                    let key = (e.rec.queue.clone(), k.clone());
-                    if self.unique.get(&key) == Some(id) {
-                        self.unique.remove(&key);
-                    }
+                    self.unique.release(&e.rec.queue, k, id);
                 }
             }
             self.record(StoreOp::Remove(id.clone()));
         }
         if let Some(q) = self.queues.get_mut(queue) {
             // Long-polls keep their clone of the signal; a fresh index starts empty.
-            let notify = q.notify.clone();
-            *q = Default::default();
-            q.notify = notify;
+            q.clear();
         }
         let groups = self.limits.group_names(queue);
         self.limits.forget(queue);
@@ -182,13 +202,10 @@ impl State {
         let Some(q) = self.queues.get_mut(&e.rec.queue) else {
             return false;
         };
-        q.delayed.remove(&(e.rec.run_at.ceil() as i64, e.rec.seq));
+        q.undelay(&e.rec);
         e.rec.state = JobState::Waiting;
         e.rec.run_at = e.rec.run_at.min(now);
-        if e.rec.priority > 0 {
-            q.prioritized += 1;
-        }
-        q.ready.insert(ready_key(&e.rec), id.to_owned());
+        q.file_ready(&e.rec);
         q.notify.notify_waiters();
         let op = update_op(&e.rec);
         self.record(op);
@@ -207,18 +224,12 @@ impl State {
         };
         match e.rec.state {
             JobState::Waiting => {
-                q.ready.remove(&ready_key(&e.rec));
-                if e.rec.priority > 0 {
-                    q.prioritized = q.prioritized.saturating_sub(1);
-                }
+                q.unready(&e.rec);
                 e.rec.priority = priority;
                 if let Some(lifo) = lifo {
                     e.rec.lifo = lifo;
                 }
-                if priority > 0 {
-                    q.prioritized += 1;
-                }
-                q.ready.insert(ready_key(&e.rec), id.to_owned());
+                q.file_ready(&e.rec);
             }
             JobState::Delayed => {
                 e.rec.priority = priority;
@@ -230,7 +241,7 @@ impl State {
         }
         // The update op does not carry the priority: the whole record is written again.
         let rec = e.rec.clone();
-        if self.store.persistent() {
+        if self.journal.persistent() {
             self.record(StoreOp::Put(Box::new(rec)));
         }
         true
@@ -303,9 +314,7 @@ impl State {
         names.sort();
         names
     }
-}
 
-impl State {
     /// PromoteJobs: makes up to `count` delayed jobs of `queue` (all when `None`) waiting
     /// now, soonest due first; how many.
     pub fn promote_jobs(&mut self, queue: &str, count: Option<u64>, now: f64) -> u64 {
@@ -313,12 +322,10 @@ impl State {
             return 0;
         };
         let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
-        let ids: Vec<String> = q.delayed.values().take(n).cloned().collect();
+        let ids: Vec<String> = q.delayed_ids().take(n).cloned().collect();
         ids.iter().filter(|id| self.promote_job(id, now)).count() as u64
     }
-}
 
-impl State {
     /// GetCountsPerPriority: waiting and delayed jobs of `queue` by priority (bunqueue
     /// counts its priority queue, which holds both).
     pub fn counts_per_priority(&mut self, queue: &str) -> BTreeMap<i64, u64> {
@@ -326,7 +333,7 @@ impl State {
         let Some(q) = self.queues.get(queue) else {
             return counts;
         };
-        for id in q.ready.values().chain(q.delayed.values()) {
+        for id in q.queued_ids() {
             if let Some(e) = self.jobs.get(id) {
                 *counts.entry(e.rec.priority).or_insert(0) += 1;
             }
@@ -336,7 +343,7 @@ impl State {
 
     /// The live job holding deduplication key `key` in `queue`.
     pub fn deduplication_holder(&self, queue: &str, key: &str) -> Option<String> {
-        let id = self.unique.get(&(queue.to_owned(), key.to_owned()))?;
+        let id = self.unique.holder(queue, key)?;
         self.jobs
             .get(id)
             .is_some_and(|e| e.rec.state.is_live())
@@ -348,7 +355,7 @@ impl State {
         if self.deduplication_holder(queue, key).is_none() {
             return 0;
         }
-        self.unique.remove(&(queue.to_owned(), key.to_owned()));
+        self.unique.free(queue, key);
         1
     }
 
@@ -360,29 +367,9 @@ impl State {
         let Some(k) = &e.rec.unique_key else {
             return false;
         };
-        let key = (e.rec.queue.clone(), k.clone());
-        if self.unique.get(&key).map(String::as_str) == Some(id) {
-            self.unique.remove(&key);
-            true
-        } else {
-            false
-        }
+        self.unique.release(&e.rec.queue, k, id)
     }
-}
 
-/// Why a job could not be moved (see [`State::delay_job`], [`State::discard`],
-/// [`State::move_to_wait`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum MoveError {
-    /// No such job.
-    NotFound,
-    /// The job is in a state the move does not take (its state name).
-    State(&'static str),
-    /// An active job's lock refused the token (bunqueue's lock messages).
-    Lock(FinishError),
-}
-
-impl State {
     /// Takes a waiting or delayed job out of its index, or an active one out of the active
     /// set (its lock checked against `token` first). The job is left in no index: the caller
     /// files it again.
@@ -391,21 +378,8 @@ impl State {
         let e = self.jobs.get(id).ok_or(MoveError::NotFound)?;
         let rec = &e.rec;
         match rec.state {
-            JobState::Waiting => {
-                let key = ready_key(rec);
-                let prioritized = rec.priority > 0;
-                let queue = rec.queue.clone();
-                let q = self.index(&queue);
-                q.ready.remove(&key);
-                if prioritized {
-                    q.prioritized = q.prioritized.saturating_sub(1);
-                }
-            }
-            JobState::Delayed => {
-                let key = (rec.run_at.ceil() as i64, rec.seq);
-                let queue = rec.queue.clone();
-                self.index(&queue).delayed.remove(&key);
-            }
+            JobState::Waiting => index_in(&mut self.queues, &rec.queue).unready(rec),
+            JobState::Delayed => index_in(&mut self.queues, &rec.queue).undelay(rec),
             JobState::Active => {
                 self.finish(id).map_err(MoveError::Lock)?;
             }
@@ -430,14 +404,10 @@ impl State {
         let rec = e.rec.clone();
         let q = self.index(&rec.queue);
         if ready {
-            if rec.priority > 0 {
-                q.prioritized += 1;
-            }
-            q.ready.insert(ready_key(&rec), id.to_owned());
+            q.file_ready(&rec);
             q.notify.notify_waiters();
         } else {
-            q.delayed
-                .insert((rec.run_at.ceil() as i64, rec.seq), id.to_owned());
+            q.file_delayed(&rec);
             // A long-poll sleeping until an earlier due time must see the new one.
             q.notify.notify_waiters();
         }
@@ -523,36 +493,7 @@ impl State {
             JobState::WaitingChildren => Err(MoveError::State("waiting-children")),
         }
     }
-}
 
-/// Which jobs [`State::clean`] looks at (bunqueue's `cleanQueue` cases).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CleanState {
-    /// Waiting, prioritized, delayed or paused: every job not yet pulled.
-    Queued,
-    /// Completed jobs.
-    Completed,
-    /// Failed jobs (bunqueue's dead-letter queue).
-    Failed,
-    /// Active or a state bunqueue does not clean: nothing is removed.
-    Nothing,
-}
-
-impl CleanState {
-    /// bunqueue's state names and its `wait` alias; none means waiting.
-    pub fn parse(state: Option<&str>) -> CleanState {
-        match state {
-            None | Some("waiting" | "wait" | "delayed" | "prioritized" | "paused") => {
-                CleanState::Queued
-            }
-            Some("completed") => CleanState::Completed,
-            Some("failed") => CleanState::Failed,
-            Some(_) => CleanState::Nothing,
-        }
-    }
-}
-
-impl State {
     /// Clean: removes up to `limit` jobs of `queue` in `state` that are at least `grace` ms
     /// old, and returns their ids, in bunqueue's order: queued jobs by creation time then
     /// id, completed jobs by completion time then id, failed jobs in the order they failed.
@@ -583,9 +524,7 @@ impl State {
                 let Some(q) = self.queues.get(queue) else {
                     return Vec::new();
                 };
-                q.ready
-                    .values()
-                    .chain(q.delayed.values())
+                q.queued_ids()
                     .filter_map(|id| self.jobs.get(id))
                     .filter(|e| e.rec.created_at <= threshold)
                     .map(|e| (e.rec.created_at, e.rec.id.clone(), 0, e.rec.id.clone()))
@@ -787,6 +726,7 @@ mod tests {
 mod clean_tests {
     use super::super::{PullSpec, State};
     use super::CleanState;
+    use crate::queue::Failure;
     use crate::store::MemoryStore;
     use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
@@ -817,7 +757,7 @@ mod clean_tests {
         s.ack(&a, None, None, false, 50.0).unwrap();
         let (c, d) = (add(&mut s, 60.0), add(&mut s, 70.0));
         assert_eq!(pull(&mut s, 80.0), c);
-        s.fail(&c, None, None, false, None, 90.0).unwrap();
+        s.fail(&c, None, Failure::new(None), 90.0).unwrap();
         assert_eq!(pull(&mut s, 100.0), d);
         let w = add(&mut s, 100.0);
 

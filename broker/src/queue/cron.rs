@@ -29,13 +29,13 @@ pub(crate) mod pattern;
 /// IANA time zones for patterns.
 pub(crate) mod zone;
 
-mod methods;
+/// Firing the schedulers.
+mod tick;
+
+pub(crate) use tick::Effect;
 
 /// Most schedulers kept at once: the registry is bounded like every other map of the broker.
 pub(crate) const MAX_CRONS: usize = 10_000;
-
-/// bunqueue's `WORKER_TIMEOUT_MS` default: a worker not seen for this long does not count.
-const WORKER_TIMEOUT_MS: f64 = 30_000.0;
 
 /// bunqueue's fallback interval for the overlap check of a scheduler without `repeatEvery`.
 const OVERLAP_FALLBACK_MS: f64 = 60_000.0;

@@ -1,7 +1,7 @@
 //! The dead-letter queue. In bunqueue 2.9.5 every job that fails for good (a FAIL without
 //! attempts left, Discard, a timeout or a stall at the last attempt) moves to its queue's DLQ,
 //! and that is what `failed` counts and GetState calls `failed`. The broker's failed jobs are
-//! that DLQ: each queue keeps their ids in failure order ([`super::QueueIndex::dlq`]), capped
+//! that DLQ: [`Dlq`] keeps each queue's ids in failure order, capped
 //! at the queue's `maxEntries` (bunqueue's default 10 000, or SetDlqConfig's: see
 //! `dlq_config`; the oldest entry leaves for good past it), so the DLQ's memory is bounded per
 //! queue as bunqueue's is.
@@ -9,11 +9,15 @@
 //! An entry carries the job's failed attempts (see `timeline`, in memory only). Not done:
 //! automatic retries (`autoRetry: true` is refused).
 
+use std::collections::{BTreeMap, HashMap};
+
 use autobatch_core::ops::DlqConfig;
 use autobatch_core::wire::Value;
 
-use super::State;
-use crate::store::{JobState, StoreOp};
+use super::dlq_config::DlqConfigs;
+
+/// The DLQ commands, served from the job state.
+mod serve;
 
 /// Every failure reason bunqueue's GetDlqStats counts, in its order.
 pub(crate) const REASONS: [&str; 7] = [
@@ -69,130 +73,129 @@ impl Entry {
     }
 }
 
-impl State {
-    /// GetDlqConfig.
-    pub fn dlq_config(&self, queue: &str) -> DlqConfig {
-        self.dlq_config.get(queue)
-    }
-
-    /// SetDlqConfig: merges `patch` into `queue`'s settings; a lower `maxEntries` evicts the
-    /// oldest entries at once, as bunqueue's does.
-    pub fn set_dlq_config(&mut self, queue: &str, patch: &Value) -> Result<(), String> {
-        let next = self.dlq_config.set(queue, patch)?;
-        self.keep_dlq(queue);
-        self.evict_dlq(queue, next.max_entries as usize);
-        Ok(())
-    }
+/// The DLQ's own state: which jobs each queue's DLQ holds, in failure order, and the queues'
+/// settings. What an entry says (reason, error, attempts) is the job's.
+#[derive(Debug, Default)]
+pub(crate) struct Dlq {
+    /// Queue → failure order → job id; a queue's map goes with its last entry.
+    queues: HashMap<String, BTreeMap<u64, String>>,
+    configs: DlqConfigs,
 }
 
-impl State {
-    /// Files a job that just failed for good in its queue's DLQ (it is `Failed` already or
-    /// about to be: the caller records the state), evicting the oldest entry past
-    /// the queue's `maxEntries`.
-    pub(super) fn enter_dlq(
-        &mut self,
-        id: &str,
-        now: f64,
-        reason: &'static str,
-        error: Option<String>,
-    ) {
-        let seq = self.finish_seq;
-        self.finish_seq += 1;
-        let Some(e) = self.jobs.get_mut(id) else {
-            return;
+impl Dlq {
+    /// GetDlqConfig.
+    pub fn config(&self, queue: &str) -> DlqConfig {
+        self.configs.get(queue)
+    }
+
+    /// SetDlqConfig (see [`DlqConfigs::set`]); the new settings.
+    pub fn set_config(&mut self, queue: &str, patch: &Value) -> Result<DlqConfig, String> {
+        self.configs.set(queue, patch)
+    }
+
+    /// Puts back settings kept across a restart.
+    pub fn restore_config(&mut self, queue: &str, config: DlqConfig) {
+        self.configs.restore(queue, config);
+    }
+
+    /// `queue`'s `maxAge`, ms.
+    pub fn max_age(&self, queue: &str) -> Option<f64> {
+        self.configs.max_age(queue)
+    }
+
+    /// `queue`'s `maxEntries`.
+    pub fn max_entries(&self, queue: &str) -> usize {
+        self.configs.max_entries(queue)
+    }
+
+    /// Files job `id` of `queue`, failed `seq`-th.
+    pub fn file(&mut self, queue: &str, seq: u64, id: &str) {
+        let q = match self.queues.get_mut(queue) {
+            Some(q) => q,
+            None => self.queues.entry(queue.to_owned()).or_default(),
         };
-        e.run.finished = Some((now, seq));
-        // The entry's last attempt (bunqueue's `createDlqEntry`).
-        let started = e.run.shown_started;
-        e.run.attempt_log.push(super::timeline::Attempt {
-            attempt: e.rec.attempts,
-            started_at: started.unwrap_or(e.rec.created_at),
-            failed_at: now,
-            reason,
-            error: error.clone(),
-            duration: started.map_or(0.0, |s| now - s),
-        });
-        e.run.dlq = Some((reason, error));
-        let queue = e.rec.queue.clone();
-        if self.settings.is_some() {
-            self.keep_job(id);
-        }
-        self.totals.finished(&queue, true, now);
-        let q = self.index(&queue);
-        q.failed += 1;
-        q.dlq.insert(seq, id.to_owned());
-        let max = self.dlq_config.max_entries(&queue);
-        self.evict_dlq(&queue, max);
+        q.insert(seq, id.to_owned());
     }
 
-    /// Drops the oldest DLQ entries of `queue` for good until at most `max` are left.
-    pub(super) fn evict_dlq(&mut self, queue: &str, max: usize) {
-        while let Some(q) = self.queues.get_mut(queue) {
-            if q.dlq.len() <= max {
-                break;
+    /// Takes out the entry of `queue` filed `seq`-th, if there.
+    pub fn remove(&mut self, queue: &str, seq: u64) {
+        if let Some(q) = self.queues.get_mut(queue) {
+            q.remove(&seq);
+            if q.is_empty() {
+                self.queues.remove(queue);
             }
-            let Some((_, oldest)) = q.dlq.pop_first() else {
-                break;
-            };
-            // `forget` counts it out of `failed` (its DLQ slot is gone already).
-            self.forget(&oldest);
-            self.record(StoreOp::Remove(oldest));
         }
     }
 
-    /// A failed job about to run again from its first attempt, as bunqueue's `prepareRetry`
-    /// resets it: attempts, stalls and history cleared, a `waiting` step in its timeline.
-    pub(super) fn prepare_retry(&mut self, id: &str, now: f64) {
-        if let Some(e) = self.jobs.get_mut(id) {
-            e.rec.attempts = 0;
-            e.run.stall_count = 0;
-            e.run.dlq = None;
-            e.run.shown_started = None;
-            e.run.last_heartbeat = now;
-            e.run.attempt_log.clear();
-            super::timeline::note(
-                &mut e.run.timeline,
-                super::timeline::Step {
-                    state: "waiting",
-                    at: now,
-                    error: None,
-                    attempt: None,
-                },
-            );
+    /// Takes out the oldest entries of `queue` until at most `max` are left: their ids,
+    /// oldest first, for the caller to drop for good.
+    pub fn evict(&mut self, queue: &str, max: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(q) = self.queues.get_mut(queue) {
+            while q.len() > max {
+                let Some((_, oldest)) = q.pop_first() else {
+                    break;
+                };
+                out.push(oldest);
+            }
+            if q.is_empty() {
+                self.queues.remove(queue);
+            }
         }
+        out
     }
 
-    /// Takes a failed job out of the DLQ (to run it again); its state is the caller's.
-    pub(super) fn leave_dlq(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else { return };
-        if e.rec.state != JobState::Failed {
-            return;
-        }
-        let seq = e.run.finished.map(|(_, n)| n);
-        let queue = e.rec.queue.clone();
-        let q = self.index(&queue);
-        q.failed = q.failed.saturating_sub(1);
-        if let Some(n) = seq {
-            q.dlq.remove(&n);
-        }
+    /// How many entries `queue`'s DLQ holds.
+    pub fn len(&self, queue: &str) -> usize {
+        self.queues.get(queue).map_or(0, BTreeMap::len)
     }
 
-    /// The DLQ ids of `queue` selected by `filter`, oldest first.
-    fn dlq_ids(&self, queue: &str, filter: Option<&Filter>, now: f64) -> Vec<String> {
+    /// `GetDlqStats` of `queue`: `(total, per reason in [`REASONS`] order, expired, oldest,
+    /// newest)`. `entry` as for [`select`](Self::select).
+    pub fn stats(
+        &self,
+        queue: &str,
+        now: f64,
+        entry: impl Fn(&str) -> Option<(f64, &'static str)>,
+    ) -> (u64, [u64; 7], u64, Option<f64>, Option<f64>) {
+        let mut by = [0u64; 7];
+        let (mut expired, mut oldest, mut newest) = (0, None::<f64>, None::<f64>);
+        let ids = self.select(queue, None, now, &entry);
+        let max_age = self.max_age(queue);
+        for (at, reason) in ids.iter().filter_map(|id| entry(id)) {
+            if let Some(i) = REASONS.iter().position(|r| *r == reason) {
+                by[i] += 1;
+            }
+            if max_age.is_some_and(|age| at + age <= now) {
+                expired += 1;
+            }
+            oldest = Some(oldest.map_or(at, |o| o.min(at)));
+            newest = Some(newest.map_or(at, |n| n.max(at)));
+        }
+        (ids.len() as u64, by, expired, oldest, newest)
+    }
+
+    /// The ids of `queue`'s DLQ selected by `filter`, oldest first. `entry`: a job's
+    /// `(enteredAt, reason)`, none for an unknown job (never selected).
+    pub fn select(
+        &self,
+        queue: &str,
+        filter: Option<&Filter>,
+        now: f64,
+        entry: impl Fn(&str) -> Option<(f64, &'static str)>,
+    ) -> Vec<String> {
         let Some(q) = self.queues.get(queue) else {
             return Vec::new();
         };
-        let all = q.dlq.values();
+        let all = q.values();
         let Some(f) = filter else {
             return all.cloned().collect();
         };
-        let max_age = self.dlq_config.max_age(queue);
+        let max_age = self.max_age(queue);
         let picked = all.filter(|id| {
-            let Some(e) = self.jobs.get(*id) else {
+            let Some((entered, reason)) = entry(id) else {
                 return false;
             };
-            let entered = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
-            let reason = e.run.dlq.as_ref().map_or("unknown", |d| d.0);
             // bunqueue tests each bound for truthiness: 0 means unset.
             !(f.reason.as_deref().is_some_and(|r| r != reason)
                 || f.older_than.is_some_and(|t| t != 0.0 && entered > t)
@@ -207,219 +210,23 @@ impl State {
             .map_or(usize::MAX, |n| n as usize);
         picked.skip(skip).take(take).cloned().collect()
     }
-
-    /// `Dlq`: the entries of `queue`, oldest first, the first `count` of them when given.
-    pub fn dlq_entries(
-        &self,
-        queue: &str,
-        count: Option<u64>,
-        filter: Option<&Filter>,
-        now: f64,
-    ) -> Vec<Entry> {
-        let ids = self.dlq_ids(queue, filter, now);
-        let n = count.map_or(usize::MAX, |c| c as usize);
-        let max_age = self.dlq_config.max_age(queue);
-        ids.iter()
-            .take(n)
-            .filter_map(|id| self.jobs.get(id))
-            .map(|e| {
-                let (reason, error) = e.run.dlq.clone().unwrap_or(("unknown", None));
-                let entered_at = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
-                Entry {
-                    job: Value::map(super::view::record(e, self.extras.get(&e.rec.id))),
-                    attempts: e.run.attempt_log.iter().map(|a| a.to_value()).collect(),
-                    entered_at,
-                    reason,
-                    error,
-                    expires_at: max_age.map(|age| entered_at + age),
-                }
-            })
-            .collect()
-    }
-
-    /// `GetDlqStats`: `(total, per reason in [`REASONS`] order, expired, oldest, newest)`.
-    pub fn dlq_stats(
-        &self,
-        queue: &str,
-        now: f64,
-    ) -> (u64, [u64; 7], u64, Option<f64>, Option<f64>) {
-        let mut by = [0u64; 7];
-        let (mut expired, mut oldest, mut newest) = (0, None::<f64>, None::<f64>);
-        let ids = self.dlq_ids(queue, None, now);
-        let max_age = self.dlq_config.max_age(queue);
-        for e in ids.iter().filter_map(|id| self.jobs.get(id)) {
-            let reason = e.run.dlq.as_ref().map_or("unknown", |d| d.0);
-            if let Some(i) = REASONS.iter().position(|r| *r == reason) {
-                by[i] += 1;
-            }
-            let at = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
-            if max_age.is_some_and(|age| at + age <= now) {
-                expired += 1;
-            }
-            oldest = Some(oldest.map_or(at, |o| o.min(at)));
-            newest = Some(newest.map_or(at, |n| n.max(at)));
-        }
-        (ids.len() as u64, by, expired, oldest, newest)
-    }
-
-    /// `RetryDlq`: runs DLQ jobs again from their first attempt, waiting now: one job, the
-    /// first `count`, the filtered ones, or all. A job whose unique key another live job holds
-    /// now stays (bunqueue's `canRetry`). How many were retried.
-    pub fn retry_dlq(
-        &mut self,
-        queue: &str,
-        id: Option<&str>,
-        count: Option<u64>,
-        filter: Option<&Filter>,
-        now: f64,
-    ) -> u64 {
-        let ids: Vec<String> = match (id, filter) {
-            (Some(id), None) => self
-                .dlq_ids(queue, None, now)
-                .into_iter()
-                .filter(|x| x == id)
-                .take(1)
-                .collect(),
-            (_, Some(f)) => self.dlq_ids(queue, Some(f), now),
-            (None, None) => {
-                let all = self.dlq_ids(queue, None, now);
-                match count {
-                    Some(c) => all.into_iter().take(c as usize).collect(),
-                    None => all,
-                }
-            }
-        };
-        let mut done = 0;
-        for id in ids {
-            let Some(e) = self.jobs.get(&id) else {
-                continue;
-            };
-            if let Some(k) = &e.rec.unique_key {
-                let holder = self.unique.get(&(queue.to_owned(), k.clone()));
-                let held = holder.is_some_and(|h| {
-                    *h != id && self.jobs.get(h).is_some_and(|o| o.rec.state.is_live())
-                });
-                if held {
-                    continue;
-                }
-            }
-            self.leave_dlq(&id);
-            self.prepare_retry(&id, now);
-            self.refile(&id, now, now);
-            done += 1;
-        }
-        done
-    }
-
-    /// `PurgeDlq`: drops every DLQ job of `queue` for good; how many.
-    pub fn purge_dlq(&mut self, queue: &str, now: f64) -> u64 {
-        let ids = self.dlq_ids(queue, None, now);
-        for id in &ids {
-            self.forget(id);
-            self.record(StoreOp::Remove(id.clone()));
-        }
-        ids.len() as u64
-    }
-
-    /// `RemoveDlqJob`: drops one DLQ job of `queue` for good; false if it is not there.
-    pub fn remove_dlq_job(&mut self, queue: &str, id: &str) -> bool {
-        let there = self
-            .jobs
-            .get(id)
-            .is_some_and(|e| e.rec.queue == queue && e.rec.state == JobState::Failed);
-        if there {
-            self.forget(id);
-            self.record(StoreOp::Remove(id.to_owned()));
-        }
-        there
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{PullSpec, State};
-    use super::Filter;
-    use crate::queue::dlq_config::DEFAULT_MAX_ENTRIES as DLQ_MAX_ENTRIES;
-    use crate::store::MemoryStore;
-    use autobatch_core::wire::{JobOptions, JobSpec, Value};
+    use super::*;
 
-    fn state() -> State {
-        State::new(Box::new(MemoryStore::new()), 0.0).expect("memory store")
-    }
-
-    fn fail_one(s: &mut State, now: f64) -> String {
-        let o = JobOptions::new().attempts(1);
-        let id = s.push("q", JobSpec::new("j", Value::Nil).with_options(o), now);
-        let spec = PullSpec {
-            queue: "q",
-            count: 1,
-            locked: false,
-            lock_ttl: 0,
-            tie_to: None,
-        };
-        let got = s.pull(&spec, now).remove(0).id;
-        assert_eq!(got, id);
-        s.fail(&id, None, Some(format!("boom {now}")), false, None, now)
-            .expect("active");
-        id
-    }
-
-    /// Failed jobs are the DLQ, in failure order, with bunqueue's reasons; RetryDlq runs them
-    /// again from their first attempt, RemoveDlqJob and PurgeDlq drop them.
+    /// Entries leave oldest first past the cap, and a queue's map goes with its last entry.
     #[test]
-    fn failed_jobs_are_the_dlq() {
-        let mut s = state();
-        let a = fail_one(&mut s, 1.0);
-        let b = s.push("q", JobSpec::new("j", Value::Nil), 2.0);
-        s.discard(&b, None, 3.0).unwrap();
-        let c = fail_one(&mut s, 4.0);
-        let listed: Vec<_> = s.dlq_entries("q", None, None, 5.0);
-        let got: Vec<_> = listed
-            .iter()
-            .map(|e| {
-                (
-                    e.job.get("id").and_then(Value::as_str).unwrap().to_owned(),
-                    e.reason,
-                )
-            })
-            .collect();
-        assert_eq!(
-            got,
-            [
-                (a.clone(), "max_attempts_exceeded"),
-                (b.clone(), "unknown"),
-                (c.clone(), "max_attempts_exceeded")
-            ]
-        );
-        assert_eq!(listed[0].error.as_deref(), Some("boom 1"));
-        let only_unknown = Filter {
-            reason: Some("unknown".into()),
-            ..Filter::default()
-        };
-        assert_eq!(s.dlq_entries("q", None, Some(&only_unknown), 5.0).len(), 1);
-        let (total, by, ..) = s.dlq_stats("q", 5.0);
-        assert_eq!((total, by[1], by[6]), (3, 2, 1));
-
-        assert_eq!(s.retry_dlq("q", None, Some(1), None, 6.0), 1);
-        assert_eq!(s.get_state(&a, 6.0), "waiting");
-        assert_eq!(s.get_job_wire(&a, 6.0).unwrap().attempts, 0);
-        assert!(s.remove_dlq_job("q", &b));
-        assert!(!s.remove_dlq_job("q", &b));
-        assert_eq!(s.purge_dlq("q", 7.0), 1);
-        assert_eq!(s.get_state(&c, 7.0), "unknown");
-        assert_eq!(s.counts("q", 7.0).failed, 0);
-    }
-
-    /// Past bunqueue's `maxEntries` the oldest entry leaves for good: the DLQ stays bounded.
-    #[test]
-    fn the_dlq_is_bounded() {
-        let mut s = state();
-        let first = fail_one(&mut s, 0.0);
-        for i in 1..=DLQ_MAX_ENTRIES {
-            fail_one(&mut s, i as f64);
+    fn eviction_takes_the_oldest_and_frees_the_queue() {
+        let mut d = Dlq::default();
+        for (seq, id) in [(3, "c"), (1, "a"), (2, "b")] {
+            d.file("q", seq, id);
         }
-        assert_eq!(s.counts("q", 1e9).failed, DLQ_MAX_ENTRIES as u64);
-        assert_eq!(s.get_state(&first, 1e9), "unknown");
-        assert_eq!(s.dlq_entries("q", None, None, 1e9).len(), DLQ_MAX_ENTRIES);
+        assert_eq!(d.evict("q", 1), ["a", "b"]);
+        assert_eq!(d.select("q", None, 0.0, |_| None), ["c"]);
+        d.remove("q", 3);
+        assert_eq!(d.len("q"), 0);
+        assert!(d.queues.is_empty());
     }
 }

@@ -24,7 +24,7 @@ use autobatch_core::wire::Value;
 use super::dlq::REASONS;
 use super::flow::Links;
 use super::timeline::{Attempt, Step};
-use super::{update_op, State};
+use super::{update_op, RunInfo, State};
 use crate::store::settings::SettingsStore;
 use crate::store::JobState;
 
@@ -44,7 +44,7 @@ impl State {
             self.restore_setting(&kind, &key, &value, now);
         }
         let jobs = store.load_jobs()?;
-        self.settings = Some(store);
+        self.settings.attach(store);
         for (id, value) in jobs {
             self.restore_job(&id, &value);
         }
@@ -130,88 +130,33 @@ impl State {
 
     /// Writes job `id`'s extras (forgets them once it has none), in SQLite mode.
     pub(in crate::queue) fn keep_job(&mut self, id: &str) {
-        let Some(s) = &self.settings else {
-            return;
-        };
-        match self.job_extras(id) {
-            Some(v) => {
-                s.put_job(id, &v);
-                self.kept_jobs.insert(id.to_owned());
-            }
-            None => {
-                if self.kept_jobs.remove(id) {
-                    s.delete_job(id);
-                }
-            }
+        if self.settings.is_on() {
+            let extras = self.job_extras(id);
+            self.settings.put_job(id, extras);
         }
     }
 
     /// Job `id` left for good: its extras go too.
     pub(in crate::queue) fn forget_kept_job(&mut self, id: &str) {
-        if self.kept_jobs.remove(id) {
-            if let Some(s) = &self.settings {
-                s.delete_job(id);
-            }
-        }
+        self.settings.forget_job(id);
     }
 
     /// Puts back job `id`'s extras; a job that waited for children not completed yet waits
     /// again.
     fn restore_job(&mut self, id: &str, v: &Value) {
         let Some(e) = self.jobs.get_mut(id) else {
-            if let Some(s) = &self.settings {
-                s.delete_job(id);
-            }
+            self.settings.delete_stale_job(id);
             return;
         };
-        let num = |k: &str| v.get(k).and_then(Value::as_f64);
-        e.run.timeout = num("timeout");
-        e.run.ttl = num("ttl");
-        e.run.stall_timeout = num("stallTimeout");
-        e.run.group = v.get("group").and_then(Value::as_str).map(str::to_owned);
-        if let (Some(d), JobState::Failed) = (v.get("dlq"), e.rec.state) {
-            let stored = d.get("reason").and_then(Value::as_str).unwrap_or("unknown");
-            let reason = REASONS
-                .iter()
-                .find(|r| **r == stored)
-                .copied()
-                .unwrap_or("unknown");
-            let error = d.get("error").and_then(Value::as_str).map(str::to_owned);
-            if let Some(dlq) = &mut e.run.dlq {
-                *dlq = (reason, error.or(dlq.1.take()));
-            } else {
-                e.run.dlq = Some((reason, error));
-            }
+        restore_run(&mut e.run, e.rec.state == JobState::Failed, v);
+        self.settings.note_job(id);
+        if let Some(l) = v.get("links").filter(|l| !l.is_nullish()) {
+            self.restore_links(id, l);
         }
-        e.run.stacktrace = v.get("stacktrace").and_then(Value::as_array).map(|lines| {
-            lines
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        });
-        let items = |k: &str| v.get(k).and_then(Value::as_array).unwrap_or_default();
-        e.run.attempt_log = items("attempts")
-            .iter()
-            .filter_map(|a| Attempt::from_kept(a, &REASONS))
-            .collect();
-        if e.rec.state == JobState::Failed && !items("timeline").is_empty() {
-            e.run.timeline = items("timeline")
-                .iter()
-                .filter_map(Step::from_kept)
-                .collect();
-            e.run.shown_started = num("startedAt");
-            if let (Some(at), Some((_, seq))) = (num("finishedAt"), e.run.finished) {
-                e.run.finished = Some((at, seq));
-            }
-            if let Some(at) = num("lastHeartbeat") {
-                e.run.last_heartbeat = at;
-            }
-        }
-        self.kept_jobs.insert(id.to_owned());
-        let Some(l) = v.get("links").filter(|l| !l.is_nullish()) else {
-            return;
-        };
+    }
+
+    /// Puts back job `id`'s flow links (`l`, as [`job_extras`](Self::job_extras) wrote them).
+    fn restore_links(&mut self, id: &str, l: &Value) {
         let list = |k: &str| -> Vec<String> {
             l.get(k)
                 .and_then(Value::as_array)
@@ -256,17 +201,12 @@ impl State {
 
     /// Writes setting `kind`/`key` (`None`: forgets it), in SQLite mode.
     pub(in crate::queue) fn keep(&self, kind: &'static str, key: &str, value: Option<Value>) {
-        if let Some(s) = &self.settings {
-            match value {
-                Some(v) => s.put(kind, key, &v),
-                None => s.delete(kind, key),
-            }
-        }
+        self.settings.put(kind, key, value);
     }
 
     /// Writes `queue`'s stall settings.
     pub(in crate::queue) fn keep_stall(&self, queue: &str) {
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             let v = GetStallConfig::reply_body(&self.stall_config(queue));
             self.keep(kind::STALL, queue, Some(v));
         }
@@ -274,15 +214,15 @@ impl State {
 
     /// Writes `queue`'s DLQ settings.
     pub(in crate::queue) fn keep_dlq(&self, queue: &str) {
-        if self.settings.is_some() {
-            let v = GetDlqConfig::reply_body(&self.dlq_config.get(queue));
+        if self.settings.is_on() {
+            let v = GetDlqConfig::reply_body(&self.dlq.config(queue));
             self.keep(kind::DLQ, queue, Some(v));
         }
     }
 
     /// Writes the controls of `group` of `queue`.
     pub fn keep_group(&self, queue: &str, group: &str) {
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             let key = format!("{queue}\0{group}");
             self.keep(kind::GROUP, &key, self.limits.group_setting(queue, group));
         }
@@ -290,7 +230,7 @@ impl State {
 
     /// Writes scheduler `name` as it is now (forgets it when it is gone).
     pub fn keep_cron(&self, name: &str) {
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep(kind::CRON, name, self.crons.setting(name));
         }
     }
@@ -299,15 +239,15 @@ impl State {
         match kind {
             kind::STALL => {
                 if let Ok(c) = GetStallConfig::read_reply(value) {
-                    self.stall_config.insert(key.to_owned(), c);
+                    self.stalls.restore(key, c);
                 }
             }
             kind::DLQ => {
                 if let Ok(c) = GetDlqConfig::read_reply(value) {
-                    self.dlq_config.restore(key, c);
+                    self.dlq.restore_config(key, c);
                 }
             }
-            kind::LIMITS => self.restore_limits(key, value, now),
+            kind::LIMITS => self.limits.restore(key, value, now),
             kind::GROUP => {
                 if let Some((queue, group)) = key.split_once('\0') {
                     self.limits.restore_group(queue, group, value);
@@ -320,6 +260,56 @@ impl State {
                 }
             }
             _ => tracing::warn!(kind, key, "an unknown stored setting was skipped"),
+        }
+    }
+}
+
+/// Puts back what a restart keeps of a job's run (`v`, as `job_extras` wrote it): its
+/// settings, DLQ reason, stack trace and attempts, and for a job that `failed` for good its
+/// timeline and times.
+fn restore_run(run: &mut RunInfo, failed: bool, v: &Value) {
+    let num = |k: &str| v.get(k).and_then(Value::as_f64);
+    run.timeout = num("timeout");
+    run.ttl = num("ttl");
+    run.stall_timeout = num("stallTimeout");
+    run.group = v.get("group").and_then(Value::as_str).map(str::to_owned);
+    if let (Some(d), true) = (v.get("dlq"), failed) {
+        let stored = d.get("reason").and_then(Value::as_str).unwrap_or("unknown");
+        let reason = REASONS
+            .iter()
+            .find(|r| **r == stored)
+            .copied()
+            .unwrap_or("unknown");
+        let error = d.get("error").and_then(Value::as_str).map(str::to_owned);
+        if let Some(dlq) = &mut run.dlq {
+            *dlq = (reason, error.or(dlq.1.take()));
+        } else {
+            run.dlq = Some((reason, error));
+        }
+    }
+    run.stacktrace = v.get("stacktrace").and_then(Value::as_array).map(|lines| {
+        lines
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    });
+    let items = |k: &str| v.get(k).and_then(Value::as_array).unwrap_or_default();
+    run.attempt_log = items("attempts")
+        .iter()
+        .filter_map(|a| Attempt::from_kept(a, &REASONS))
+        .collect();
+    if failed && !items("timeline").is_empty() {
+        run.timeline = items("timeline")
+            .iter()
+            .filter_map(Step::from_kept)
+            .collect();
+        run.shown_started = num("startedAt");
+        if let (Some(at), Some((_, seq))) = (num("finishedAt"), run.finished) {
+            run.finished = Some((at, seq));
+        }
+        if let Some(at) = num("lastHeartbeat") {
+            run.last_heartbeat = at;
         }
     }
 }

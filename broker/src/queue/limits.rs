@@ -29,7 +29,8 @@ use crate::events::js_number;
 
 /// Group controls: pause, manual rate limits, concurrency and rate-limit overrides.
 pub(crate) mod groups;
-mod methods;
+/// Setting, reading and keeping a queue's limits.
+mod settings;
 
 /// bunqueue's default rate-limit window, ms.
 const DEFAULT_WINDOW: f64 = 1000.0;
@@ -124,6 +125,16 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
+    /// The group controls, to read and set.
+    pub(crate) fn groups(&mut self) -> &mut groups::Groups {
+        &mut self.groups
+    }
+
+    /// When the first group rate limit of `queue` ends, if any holds (see `groups`).
+    pub(crate) fn next_group_retry(&self, queue: &str, now: f64) -> Option<f64> {
+        self.groups.next_retry(queue, now)
+    }
+
     /// Drops a rate limit whose ttl has run out (bunqueue's `expireRateLimitIfNeeded`).
     fn expire(&mut self, queue: &str, now: f64) {
         let Some(q) = self.queues.get_mut(queue) else {

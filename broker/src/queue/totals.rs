@@ -10,8 +10,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-/// The `State` methods that read the totals.
-mod methods;
+/// Stats and Prometheus, from the totals and the counts handed in.
+mod report;
+
+pub(crate) use report::Gauges;
 
 /// bunqueue's `maxMetricDataPoints`: two weeks of minutes.
 pub(crate) const MAX_DATA_POINTS: i64 = 20_160;

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use autobatch_core::wire::{Backoff, Value};
 
-use super::{state_name, Entry, JobExtras, State};
+use super::progress::JobExtras;
+use super::Entry;
 use crate::events::js_number;
 use crate::store::AddOptions;
 
@@ -149,36 +150,4 @@ pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str
         ("debounceTtl", opt_num(o.debounce_ttl)),
         ("timeline", Value::Array(timeline)),
     ]
-}
-
-impl State {
-    /// The whole record of job `id` (PULL's and PUSHF's form: no state).
-    pub(super) fn job_record(&self, id: &str) -> Option<Value> {
-        let e = self.jobs.get(id)?;
-        Some(Value::map(record(e, self.extras.get(id))))
-    }
-
-    /// A job as GetJob returns it: with its state, result and failure reason.
-    pub fn get_job(&mut self, id: &str, now: f64) -> Option<Value> {
-        let queue = self.jobs.get(id)?.rec.queue.clone();
-        self.promote(&queue, now);
-        let e = self.jobs.get(id)?;
-        // bunqueue's `jobView`: the record, its state, its value and its last error.
-        let mut job = record(e, self.extras.get(id));
-        job.extend([
-            ("state", Value::from(state_name(&e.rec))),
-            (
-                "returnvalue",
-                e.rec.result.clone().unwrap_or(Value::Undefined),
-            ),
-            (
-                "failedReason",
-                e.rec
-                    .failed_reason
-                    .as_deref()
-                    .map_or(Value::Undefined, Value::from),
-            ),
-        ]);
-        Some(Value::map(job))
-    }
 }

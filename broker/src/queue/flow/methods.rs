@@ -21,7 +21,7 @@ impl State {
     /// Whether a flow may not use `id`: a job has it (any state), or jobs wait for it
     /// (bunqueue's `Flow job <id> already exists`).
     pub fn id_taken(&self, id: &str) -> bool {
-        self.jobs.contains_key(id) || self.dependents.contains_key(id)
+        self.jobs.contains_key(id) || self.waits.awaited(id)
     }
 
     /// A new job as PUSHF's reply shows it (no state: bunqueue's record has none).
@@ -47,10 +47,7 @@ impl State {
     pub(in crate::queue) fn park(&mut self, id: &str, queue: &str, depends_on: &[String]) {
         self.index(queue).waiting_children += 1;
         for dep in depends_on {
-            self.dependents
-                .entry(dep.clone())
-                .or_default()
-                .insert(id.to_owned());
+            self.waits.add(dep, id);
         }
     }
 
@@ -71,16 +68,7 @@ impl State {
             q.waiting_children = q.waiting_children.saturating_sub(1);
         }
         for dep in deps {
-            self.unindex_dependency(id, &dep);
-        }
-    }
-
-    fn unindex_dependency(&mut self, id: &str, dep: &str) {
-        if let Some(set) = self.dependents.get_mut(dep) {
-            set.remove(id);
-            if set.is_empty() {
-                self.dependents.remove(dep);
-            }
+            self.waits.remove(id, &dep);
         }
     }
 
@@ -123,15 +111,13 @@ impl State {
     pub(in crate::queue) fn on_completed(&mut self, id: &str, removed: bool, now: f64) {
         let linked = self.jobs.get(id).is_some_and(|e| e.flow.is_some());
         // The hot path (a job outside any flow, nobody waiting): nothing more to look up.
-        if !linked && self.dependents.is_empty() && self.job_waiters.is_empty() {
+        if !linked && self.waits.is_idle() {
             return;
         }
         let mut parent = None;
         if let Some(e) = self.jobs.get_mut(id) {
             if let Some(l) = e.flow.as_mut() {
-                l.failed = Vec::new();
-                l.ignored = Vec::new();
-                l.kept = Vec::new();
+                l.finished();
                 parent = l.parent.clone().filter(|_| removed);
             }
             let result = e.rec.result.clone().filter(|v| *v != Value::Undefined);
@@ -141,15 +127,7 @@ impl State {
                 }
             }
         }
-        if let Some(n) = self.job_waiters.get(id) {
-            n.notify_waiters();
-        }
-        let Some(waiting) = self.dependents.remove(id) else {
-            return;
-        };
-        let mut waiting: Vec<String> = waiting.into_iter().collect();
-        waiting.sort();
-        for w in waiting {
+        for w in self.waits.completed(id) {
             let Some(e) = self.jobs.get_mut(&w) else {
                 continue;
             };
@@ -160,7 +138,7 @@ impl State {
                 l.depends_on.retain(|d| d != id);
                 l.depends_on.is_empty()
             });
-            if self.settings.is_some() {
+            if self.settings.is_on() {
                 self.keep_job(&w);
             }
             if ready {
@@ -178,13 +156,7 @@ impl State {
         id: &str,
         error: Option<&str>,
     ) -> Option<(String, ChildFailure, String)> {
-        let l = self.jobs.get_mut(id)?.flow.as_mut()?;
-        l.failed = Vec::new();
-        l.ignored = Vec::new();
-        l.kept = Vec::new();
-        let parent = l.parent.clone()?;
-        let policy = l.policy?;
-        Some((parent, policy, error.unwrap_or("unknown error").to_owned()))
+        self.jobs.get_mut(id)?.flow.as_mut()?.failed_for_good(error)
     }
 
     /// bunqueue's flow failure policies, applied to `parent` when child `child` (of `queue`)
@@ -236,7 +208,7 @@ impl State {
                 };
                 if let Some(i) = l.depends_on.iter().position(|d| d == child) {
                     l.depends_on.remove(i);
-                    self.unindex_dependency(&parent, child);
+                    self.waits.remove(&parent, child);
                 }
                 // bunqueue's record lists it no more either (a completed one stays listed).
                 if let Some(e) = self.jobs.get_mut(&parent) {
@@ -277,16 +249,7 @@ impl State {
         match state {
             JobState::WaitingChildren => self.unpark(parent),
             JobState::Waiting => self.unready(parent),
-            JobState::Delayed => {
-                let Some((queue, key)) = self
-                    .jobs
-                    .get(parent)
-                    .map(|e| (e.rec.queue.clone(), (e.rec.run_at.ceil() as i64, e.rec.seq)))
-                else {
-                    return;
-                };
-                self.index(&queue).delayed.remove(&key);
-            }
+            JobState::Delayed => self.undelay(parent),
             _ => return,
         }
         let text = format!("Child job {child} failed: {error}");
@@ -336,7 +299,7 @@ impl State {
         if !waits {
             return Ok(false);
         }
-        self.unindex_dependency(&parent, child);
+        self.waits.remove(&parent, child);
         let mut released = false;
         if let Some(p) = self.jobs.get_mut(&parent) {
             p.run.shown_depends.retain(|d| d != child);
@@ -432,12 +395,10 @@ impl State {
             return;
         };
         let state = e.rec.state;
-        let (queue, delayed_key) = (e.rec.queue.clone(), (e.rec.run_at.ceil() as i64, e.rec.seq));
+        let queue = e.rec.queue.clone();
         match state {
             JobState::Waiting => self.unready(parent),
-            JobState::Delayed => {
-                self.index(&queue).delayed.remove(&delayed_key);
-            }
+            JobState::Delayed => self.undelay(parent),
             JobState::WaitingChildren => {}
             _ => return,
         }
@@ -471,15 +432,12 @@ impl State {
             );
             self.park(parent, &queue, &deps);
         } else if state == JobState::WaitingChildren && new_dep {
-            self.dependents
-                .entry(child.to_owned())
-                .or_default()
-                .insert(parent.to_owned());
+            self.waits.add(child, parent);
         }
         if let Some(rec) = self.jobs.get(parent).map(|e| e.rec.clone()) {
             self.record(crate::store::StoreOp::Put(Box::new(rec)));
         }
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep_job(parent);
             self.keep_job(child);
         }
@@ -537,18 +495,12 @@ impl State {
     /// The signal WaitJob waits on for job `id` (woken when it completes). The caller drops
     /// its clone and calls [`forget_waiter`](Self::forget_waiter) when done.
     pub fn job_waiter(&mut self, id: &str) -> Arc<Notify> {
-        self.job_waiters.entry(id.to_owned()).or_default().clone()
+        self.waits.waiter(id)
     }
 
     /// Frees the signal of `id` once no WaitJob holds it.
     pub fn forget_waiter(&mut self, id: &str) {
-        if self
-            .job_waiters
-            .get(id)
-            .is_some_and(|n| Arc::strong_count(n) == 1)
-        {
-            self.job_waiters.remove(id);
-        }
+        self.waits.forget_waiter(id);
     }
 
     /// WaitJob's view of a job: `None` unknown, `Some(Some(result))` completed (its return
@@ -564,6 +516,7 @@ impl State {
 
 #[cfg(test)]
 mod tests {
+    use crate::queue::Failure;
     use crate::queue::{PullSpec, State};
     use crate::store::MemoryStore;
     use autobatch_core::wire::{JobOptions, JobSpec, Value};
@@ -624,9 +577,7 @@ mod tests {
             s.fail(
                 &id,
                 Some(&token),
-                Some(format!("{id} broke")),
-                false,
-                None,
+                Failure::new(Some(format!("{id} broke"))),
                 1.0,
             )
             .unwrap();
@@ -664,7 +615,7 @@ mod tests {
             s.get_job_wire("c1", 1.0).unwrap().parent_id.as_deref(),
             Some("p")
         );
-        assert!(s.dependents.is_empty(), "nothing left in the index");
+        assert!(!s.waits.has_dependents(), "nothing left in the index");
     }
 
     /// No policy: a child failing for good leaves its parent waiting for good.
@@ -701,7 +652,7 @@ mod tests {
         assert_eq!(s.counts("top", 1.0).waiting_children, 0);
         run(&mut s, true, Value::Nil);
         assert_eq!(s.get_state("p", 1.0), "failed");
-        assert!(s.dependents.is_empty());
+        assert!(!s.waits.has_dependents());
     }
 
     /// continueParentOnFailure: the parent runs at once, the failure readable from it;
@@ -719,7 +670,7 @@ mod tests {
             s.children_failures("p", false),
             vec![(format!("kids:{bad}"), Value::from(format!("{bad} broke")))]
         );
-        assert!(s.dependents.is_empty());
+        assert!(!s.waits.has_dependents());
 
         for (ignore, ignored) in [(true, 1), (false, 0)] {
             let mut s = state();
@@ -765,7 +716,7 @@ mod tests {
         assert_eq!(id, a);
         s.ack(&id, Some(&token), None, false, 1.0).unwrap();
         assert_eq!(s.get_state(&b, 1.0), "delayed", "its delay still runs");
-        assert!(s.dependents.is_empty());
+        assert!(!s.waits.has_dependents());
         // A dependency already completed: no wait.
         let o = JobOptions::new().depends_on(vec![a]);
         let d = s.push("q", JobSpec::new("d", Value::Nil).with_options(o), 1.0);
@@ -814,7 +765,7 @@ mod tests {
         );
         assert_eq!(s.remove_child_dependency("c2", 0.0), Ok(true));
         assert_eq!(s.get_state("p", 0.0), "waiting");
-        assert!(s.dependents.is_empty());
+        assert!(!s.waits.has_dependents());
 
         let mut s = state();
         flow(&mut s, |o| o);
@@ -860,7 +811,7 @@ mod tests {
         assert_eq!(id, kid, "the parent waits");
         s.ack(&id, Some(&token), None, false, 1.0).unwrap();
         assert_eq!(s.get_state(&host, 1.0), "waiting");
-        assert!(s.dependents.is_empty());
+        assert!(!s.waits.has_dependents());
     }
 
     /// WaitJob's view: unknown, not yet completed, completed with its value.
@@ -877,6 +828,6 @@ mod tests {
         assert_eq!(s.completion(&id), Some(Some(Value::from(3_i64))));
         drop(waiter);
         s.forget_waiter(&id);
-        assert!(s.job_waiters.is_empty());
+        assert!(s.waits.waiters.is_empty());
     }
 }

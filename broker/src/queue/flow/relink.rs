@@ -75,7 +75,7 @@ impl State {
             let rec = e.rec.clone();
             self.record(StoreOp::Put(Box::new(rec)));
         }
-        if self.settings.is_some() {
+        if self.settings.is_on() {
             self.keep_job(child);
         }
         if declared {

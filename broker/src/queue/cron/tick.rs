@@ -1,34 +1,30 @@
-//! The queue's [`State`] methods for job schedulers: upserting, listing, removing and firing
-//! them. A child of `cron`, so it sees the schedulers' private fields, while `cron` itself names
-//! nothing of `State` and the queue can hold its `Crons` without an import cycle.
+//! Firing the job schedulers: which are due at a tick and what each asks of the queue. A
+//! child of `cron`, so it sees the schedulers' private fields.
 
 use super::*;
-use crate::queue::State;
 
-impl State {
-    /// The schedulers (Cron, CronGet, CronList, CronDelete).
-    pub(crate) fn crons(&mut self) -> &mut Crons {
-        &mut self.crons
-    }
+/// What a tick asks of the caller, in order.
+#[derive(Debug)]
+pub(crate) enum Effect {
+    /// Add this job to `queue` (a scheduler fired).
+    Push { queue: String, spec: Box<JobSpec> },
+    /// Keep scheduler `name` as it is now (or its removal) across a restart.
+    Keep(String),
+}
 
-    fn has_worker(&self, queue: &str, now: f64) -> bool {
-        self.workers.values().any(|w| {
-            now - w.info.last_seen < WORKER_TIMEOUT_MS && w.info.queues.iter().any(|q| q == queue)
-        })
-    }
-
+impl Crons {
     /// bunqueue's `CronExecution.tick` at `now`, repeated while a scheduler is still due
     /// (bunqueue re-arms its timer at once for a run left in the past, so a late tick's
-    /// catch-up runs are skipped as overlaps there too). Returns the jobs added.
-    pub(crate) fn fire_crons(&mut self, now: f64) -> usize {
-        let mut added = 0;
+    /// catch-up runs are skipped as overlaps there too). `has_worker`: whether `queue` has a
+    /// live worker, for `skipIfNoWorker`.
+    pub(crate) fn tick(&mut self, now: f64, has_worker: impl Fn(&str) -> bool) -> Vec<Effect> {
+        let mut out = Vec::new();
         // Each pass moves every due interval scheduler's next run forward by at least 1 ms
         // (or drops it), so this ends; the bound only guards against a clock gone wild. A
         // pattern's next run is after `now` (or 0 for none, which bunqueue keeps due for
         // ever): it takes part in the first pass only, so a 0 cannot spin here.
         for pass in 0..100_000 {
             let mut due: Vec<(f64, String)> = self
-                .crons
                 .list
                 .iter()
                 .filter(|c| c.next_run <= now && (pass == 0 || c.schedule.is_none()))
@@ -39,41 +35,47 @@ impl State {
             }
             due.sort_by(|a, b| a.0.total_cmp(&b.0));
             for (_, name) in due {
-                let Some(i) = self.crons.find(&name) else {
-                    continue;
-                };
-                if self.crons.list[i].at_limit() {
-                    self.crons.list.remove(i);
-                    self.keep_cron(&name);
+                if self.find(&name).is_none() {
                     continue;
                 }
-                let c = &self.crons.list[i];
-                let next = match (&c.schedule, c.repeat_every) {
-                    (Some((_, p)), _) => p.next_after(now),
-                    (None, Some(e)) => c.next_run + e,
-                    (None, None) => now,
-                };
-                let no_worker = c.skip_if_no_worker && !self.has_worker(&c.queue, now);
-                let overlap = c.last_fired.is_some_and(|last| {
-                    let interval = c.repeat_every.unwrap_or(OVERLAP_FALLBACK_MS);
-                    last > 0.0 && now - last < interval * 0.8
-                });
-                if no_worker || overlap {
-                    self.crons.list[i].next_run = next;
-                    self.keep_cron(&name);
-                    continue;
+                if let Some(push) = self.fire(&name, now, &has_worker) {
+                    out.push(push);
                 }
-                let c = &mut self.crons.list[i];
-                c.executions += 1;
-                c.next_run = next;
-                c.last_fired = Some(now);
-                let (queue, spec) = (c.queue.clone(), c.spec());
-                self.push(&queue, spec, now);
-                self.keep_cron(&name);
-                added += 1;
+                out.push(Effect::Keep(name));
             }
         }
-        added
+        out
+    }
+
+    /// Fires scheduler `name` if it may run now: the job it adds, if any. A scheduler at its
+    /// limit is dropped; a skipped run only moves its next run.
+    fn fire(&mut self, name: &str, now: f64, has_worker: impl Fn(&str) -> bool) -> Option<Effect> {
+        let i = self.find(name)?;
+        if self.list[i].at_limit() {
+            self.list.remove(i);
+            return None;
+        }
+        let c = &mut self.list[i];
+        let next = match (&c.schedule, c.repeat_every) {
+            (Some((_, p)), _) => p.next_after(now),
+            (None, Some(e)) => c.next_run + e,
+            (None, None) => now,
+        };
+        let no_worker = c.skip_if_no_worker && !has_worker(&c.queue);
+        let overlap = c.last_fired.is_some_and(|last| {
+            let interval = c.repeat_every.unwrap_or(OVERLAP_FALLBACK_MS);
+            last > 0.0 && now - last < interval * 0.8
+        });
+        c.next_run = next;
+        if no_worker || overlap {
+            return None;
+        }
+        c.executions += 1;
+        c.last_fired = Some(now);
+        Some(Effect::Push {
+            queue: c.queue.clone(),
+            spec: Box::new(c.spec()),
+        })
     }
 }
 
@@ -82,6 +84,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::queue::State;
     use crate::store::MemoryStore;
 
     fn state() -> State {

@@ -1,39 +1,12 @@
-//! The queue's [`State`] methods for concurrency and rate limits. A child of `limits`, so it
-//! sees the limits' private fields, while `limits` itself names nothing of `State` and the queue
-//! can hold its `Limits` without an import cycle.
+//! A queue's limits as set, read and kept: RateLimit, SetConcurrency and their clearing,
+//! GetQueueLimits, and their form across a restart.
 
 use super::*;
-use crate::queue::State;
 
-impl State {
-    /// Frees a concurrency slot of the queue of job `id` outside [`State::finish`] (which
-    /// frees its own), waking the long-polls it held back.
-    pub(in crate::queue) fn release_slot_of(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else {
-            return;
-        };
-        let queue = e.rec.queue.as_str();
-        if self.limits.release(queue, e.run.group.as_deref()) {
-            if let Some(q) = self.queues.get(queue) {
-                q.notify.notify_waiters();
-            }
-        }
-    }
-
-    /// GetGroupActiveCount (see [`Limits::group_active`]).
-    pub fn group_active_count(&self, queue: &str, group: &str) -> u64 {
-        self.limits.group_active(queue, group)
-    }
-
-    /// GetGroupsJobsCount: the queued (waiting or delayed) jobs of `queue` that have a group,
-    /// as bunqueue's group scheduler counts them. A walk of the queue's queued jobs.
-    pub fn groups_queued(&self, queue: &str) -> u64 {
-        self.queued(queue).filter(|e| e.run.group.is_some()).count() as u64
-    }
-
+impl Limits {
     /// RateLimit, as bunqueue's `setRateLimit`: `limit` jobs per `duration` ms (1 s when
     /// absent or not positive), lifted after `ttl` ms when that is positive; a full bucket.
-    pub fn set_rate_limit(
+    pub fn set_rate(
         &mut self,
         queue: &str,
         limit: f64,
@@ -44,51 +17,44 @@ impl State {
         let duration = duration.filter(|d| *d > 0.0);
         let ttl = ttl.filter(|t| *t > 0.0);
         let window_seconds = duration.unwrap_or(DEFAULT_WINDOW) / 1000.0;
-        let q = self.limits.queues.entry(queue.to_owned()).or_default();
+        let q = self.queues.entry(queue.to_owned()).or_default();
         q.rate = Some(RateLimit {
             limit,
             duration,
             expires_at: ttl.map(|t| now + t),
             bucket: Bucket::new(limit, limit / window_seconds, now),
         });
-        self.keep_limits(queue);
     }
 
     /// RateLimitClear.
-    pub fn clear_rate_limit(&mut self, queue: &str) {
-        if let Some(q) = self.limits.queues.get_mut(queue) {
+    pub fn clear_rate(&mut self, queue: &str) {
+        if let Some(q) = self.queues.get_mut(queue) {
             q.rate = None;
         }
-        self.limits.free_if_empty(queue);
-        self.keep_limits(queue);
+        self.free_if_empty(queue);
     }
 
     /// SetConcurrency: a new limit keeps the count of jobs already holding a slot.
     pub fn set_concurrency(&mut self, queue: &str, limit: f64) {
-        let q = self.limits.queues.entry(queue.to_owned()).or_default();
+        let q = self.queues.entry(queue.to_owned()).or_default();
         match &mut q.concurrency {
             Some(c) => c.limit = limit,
             None => q.concurrency = Some(Concurrency { limit, active: 0 }),
         }
-        self.keep_limits(queue);
     }
 
     /// ClearConcurrency: the limit and its count are forgotten.
     pub fn clear_concurrency(&mut self, queue: &str) {
-        if let Some(q) = self.limits.queues.get_mut(queue) {
+        if let Some(q) = self.queues.get_mut(queue) {
             q.concurrency = None;
         }
-        self.limits.free_if_empty(queue);
-        self.keep_limits(queue);
+        self.free_if_empty(queue);
     }
 
-    /// Writes `queue`'s rate and concurrency limits as a restart keeps them (see `kept`): the
-    /// numbers as set, a `ttl`-form rate limit's end.
-    pub(in crate::queue) fn keep_limits(&self, queue: &str) {
-        if self.settings.is_none() {
-            return;
-        }
-        let v = self.limits.queues.get(queue).map(|q| {
+    /// `queue`'s rate and concurrency limits as a restart keeps them (see `kept`): the numbers
+    /// as set, a `ttl`-form rate limit's end; none without limits.
+    pub fn kept(&self, queue: &str) -> Option<Value> {
+        self.queues.get(queue).map(|q| {
             Value::map([
                 (
                     "rate",
@@ -107,21 +73,20 @@ impl State {
                         .map_or(Value::Nil, |c| Value::F64(c.limit)),
                 ),
             ])
-        });
-        self.keep(crate::queue::kept::kind::LIMITS, queue, v);
+        })
     }
 
-    /// Puts back what [`keep_limits`](Self::keep_limits) kept; a `ttl`-form rate limit that
+    /// Puts back what [`kept`](Self::kept) kept; a `ttl`-form rate limit that
     /// ran out meanwhile is dropped. A full bucket and no slot in use, as after a restart in
     /// bunqueue.
-    pub(in crate::queue) fn restore_limits(&mut self, queue: &str, v: &Value, now: f64) {
+    pub fn restore(&mut self, queue: &str, v: &Value, now: f64) {
         if let Some(r) = v.get("rate").filter(|r| !r.is_nullish()) {
             let limit = r.get("limit").and_then(Value::as_f64);
             let duration = r.get("duration").and_then(Value::as_f64);
             let ends = r.get("expiresAt").and_then(Value::as_f64);
             if let (Some(limit), true) = (limit, ends.is_none_or(|at| at > now)) {
                 let window_seconds = duration.unwrap_or(DEFAULT_WINDOW) / 1000.0;
-                let q = self.limits.queues.entry(queue.to_owned()).or_default();
+                let q = self.queues.entry(queue.to_owned()).or_default();
                 q.rate = Some(RateLimit {
                     limit,
                     duration,
@@ -131,7 +96,7 @@ impl State {
             }
         }
         if let Some(limit) = v.get("concurrency").and_then(Value::as_f64) {
-            let q = self.limits.queues.entry(queue.to_owned()).or_default();
+            let q = self.queues.entry(queue.to_owned()).or_default();
             q.concurrency = Some(Concurrency { limit, active: 0 });
         }
     }
@@ -140,9 +105,9 @@ impl State {
     /// (`{max, duration}` or nil), `rateLimitTtl` (-2 without a rate limit; the ms left for a
     /// ttl-form limit; else the bucket's wait for a token, 0 while fewer than `maxJobs` tokens
     /// are used), the concurrency limit (or nil) and whether its slots are all taken.
-    pub fn queue_limits(&mut self, queue: &str, max_jobs: Option<f64>, now: f64) -> Value {
-        self.limits.expire(queue, now);
-        let q = self.limits.queues.get_mut(queue);
+    pub fn status(&mut self, queue: &str, max_jobs: Option<f64>, now: f64) -> Value {
+        self.expire(queue, now);
+        let q = self.queues.get_mut(queue);
         let (rate, ttl, concurrency) = match q {
             None => (Value::Nil, -2.0, None),
             Some(q) => {
@@ -178,35 +143,11 @@ impl State {
     }
 }
 
-/// The group controls (see `groups`), as bunqueue's queue manager serves them.
-impl State {
-    /// The group controls, to read and set.
-    pub fn groups(&mut self) -> &mut groups::Groups {
-        &mut self.limits.groups
-    }
-
-    /// Wakes the long-polls of `queue`: a group control was lifted.
-    pub fn wake(&mut self, queue: &str) {
-        if let Some(q) = self.queues.get(queue) {
-            q.notify.notify_waiters();
-        }
-    }
-
-    /// When a long-poll on `queue` should look again: its next delayed job or the end of a
-    /// group's rate limit, whichever comes first.
-    pub fn next_look(&self, queue: &str, now: f64) -> Option<f64> {
-        let retry = self.limits.groups.next_retry(queue, now);
-        match (self.next_due(queue), retry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::{PullSpec, Pulled};
+    use crate::queue::Failure;
+    use crate::queue::{PullSpec, Pulled, State};
     use crate::store::MemoryStore;
     use autobatch_core::wire::JobSpec;
 
@@ -359,7 +300,7 @@ mod tests {
         assert_eq!(got.len(), 2);
         // #0 fails and waits for its retry (slot freed), then a late ACK completes it: bunqueue
         // frees a slot once more, so two jobs may start while #1 still runs.
-        s.fail(&got[0].id, None, None, false, None, 2.0)
+        s.fail(&got[0].id, None, Failure::new(None), 2.0)
             .expect("fail");
         s.ack(&got[0].id, None, None, false, 3.0).expect("ack");
         assert_eq!(pull(&mut s, 4, 3.0).len(), 2);
@@ -383,7 +324,7 @@ mod tests {
         assert_eq!((s.group_queued("q", "g"), s.groups_queued("q")), (0, 1));
         // #0 fails and waits for its retry (released), then a late ACK releases it again,
         // as bunqueue's count does: it reads 0 while #1 still runs.
-        s.fail(&got[0].id, None, None, false, None, 2.0)
+        s.fail(&got[0].id, None, Failure::new(None), 2.0)
             .expect("fail");
         assert_eq!(s.group_active_count("q", "g"), 1);
         s.ack(&got[0].id, None, None, false, 3.0).expect("ack");

@@ -1,0 +1,254 @@
+//! The [`State`] methods that only compose: each hands a request to the owner of its concern
+//! (totals, schedulers, limits, the DLQ, …) with what that owner needs from the others, and
+//! applies the effects it returns.
+
+use autobatch_core::ops::{ServerStats, StallConfig, StallConfigUpdate};
+use autobatch_core::wire::Value;
+
+use super::cron::{self, Crons};
+use super::kept::kind;
+use super::limits::groups::Groups;
+use super::totals::Totals;
+use super::view;
+use super::workers::Worker;
+use super::State;
+use crate::events::js_number;
+
+impl State {
+    /// The running totals.
+    pub fn totals(&mut self) -> &mut Totals {
+        &mut self.totals
+    }
+
+    /// Stats' `stats`: the totals beside the counts of every queue.
+    pub fn stats(&mut self, now: f64) -> ServerStats {
+        let g = self.gauges(now);
+        self.totals.stats(&g, now)
+    }
+
+    /// Prometheus' text exposition (see [`Totals::prometheus`]).
+    pub fn prometheus(&mut self, now: f64) -> String {
+        let g = self.gauges(now);
+        self.totals
+            .prometheus(&g, self.workers.len(), self.crons.len(), now)
+    }
+
+    /// The schedulers (Cron, CronGet, CronList, CronDelete).
+    pub(crate) fn crons(&mut self) -> &mut Crons {
+        &mut self.crons
+    }
+
+    /// Fires the job schedulers due at `now` (see [`Crons::tick`]). Returns the jobs added.
+    pub(crate) fn fire_crons(&mut self, now: f64) -> usize {
+        let workers = &self.workers;
+        let has_worker = |queue: &str| workers.live_on(queue, now);
+        let mut added = 0;
+        for effect in self.crons.tick(now, has_worker) {
+            match effect {
+                cron::Effect::Push { queue, spec } => {
+                    self.push(&queue, *spec, now);
+                    added += 1;
+                }
+                cron::Effect::Keep(name) => self.keep_cron(&name),
+            }
+        }
+        added
+    }
+
+    /// Frees a concurrency slot of the queue of job `id` outside [`State::finish`] (which
+    /// frees its own), waking the long-polls it held back.
+    pub(in crate::queue) fn release_slot_of(&mut self, id: &str) {
+        let Some(e) = self.jobs.get(id) else {
+            return;
+        };
+        let queue = e.rec.queue.as_str();
+        if self.limits.release(queue, e.run.group.as_deref()) {
+            if let Some(q) = self.queues.get(queue) {
+                q.notify.notify_waiters();
+            }
+        }
+    }
+
+    /// GetGroupActiveCount (see [`super::limits::Limits::group_active`]).
+    pub fn group_active_count(&self, queue: &str, group: &str) -> u64 {
+        self.limits.group_active(queue, group)
+    }
+
+    /// RateLimit (see [`super::limits::Limits::set_rate`]), kept across a restart.
+    pub fn set_rate_limit(
+        &mut self,
+        queue: &str,
+        limit: f64,
+        duration: Option<f64>,
+        ttl: Option<f64>,
+        now: f64,
+    ) {
+        self.limits.set_rate(queue, limit, duration, ttl, now);
+        self.keep_limits(queue);
+    }
+
+    /// RateLimitClear.
+    pub fn clear_rate_limit(&mut self, queue: &str) {
+        self.limits.clear_rate(queue);
+        self.keep_limits(queue);
+    }
+
+    /// SetConcurrency (see [`super::limits::Limits::set_concurrency`]).
+    pub fn set_concurrency(&mut self, queue: &str, limit: f64) {
+        self.limits.set_concurrency(queue, limit);
+        self.keep_limits(queue);
+    }
+
+    /// ClearConcurrency.
+    pub fn clear_concurrency(&mut self, queue: &str) {
+        self.limits.clear_concurrency(queue);
+        self.keep_limits(queue);
+    }
+
+    /// Keeps `queue`'s limits across a restart (SQLite mode).
+    pub(in crate::queue) fn keep_limits(&self, queue: &str) {
+        if self.settings.is_on() {
+            self.keep(kind::LIMITS, queue, self.limits.kept(queue));
+        }
+    }
+
+    /// GetQueueLimits' `limits` (see [`super::limits::Limits::status`]).
+    pub fn queue_limits(&mut self, queue: &str, max_jobs: Option<f64>, now: f64) -> Value {
+        self.limits.status(queue, max_jobs, now)
+    }
+
+    /// The group controls, to read and set.
+    pub fn groups(&mut self) -> &mut Groups {
+        self.limits.groups()
+    }
+
+    /// When a long-poll on `queue` should look again: its next delayed job or the end of a
+    /// group's rate limit, whichever comes first.
+    pub fn next_look(&self, queue: &str, now: f64) -> Option<f64> {
+        let retry = self.limits.next_group_retry(queue, now);
+        match (self.next_due(queue), retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Sets an active job's progress and, when given, its message (see
+    /// [`super::progress::Progress::set`]), with bunqueue's `progress` event.
+    pub fn set_progress(
+        &mut self,
+        id: &str,
+        progress: f64,
+        message: Option<String>,
+        now: f64,
+    ) -> Result<(), String> {
+        self.require_active(id, now)?;
+        let x = self.extras.set(id, progress, message);
+        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
+            return Ok(());
+        };
+        if self.events.wants(queue) {
+            let p = js_number(x.progress);
+            let message = x.message.clone().map_or(Value::Nil, Value::from);
+            let (q, j) = (Value::from(queue), Value::from(id));
+            // bunqueue's key order here: jobId before queue.
+            self.events.emit(queue, "progress", |ts| {
+                vec![
+                    ("jobId", j),
+                    ("queue", q),
+                    ("timestamp", Value::F64(ts)),
+                    ("progress", p.clone()),
+                    ("data", Value::map([("progress", p), ("message", message)])),
+                ]
+            });
+        } else {
+            self.events.note(queue);
+        }
+        Ok(())
+    }
+
+    /// An active job's progress and message.
+    pub fn progress(&mut self, id: &str, now: f64) -> Result<(f64, Option<String>), String> {
+        self.require_active(id, now)?;
+        Ok(self.extras.progress(id))
+    }
+
+    /// Appends a log line; false for an unknown job.
+    pub fn add_log(&mut self, id: &str, message: String, level: String, now: f64) -> bool {
+        if !self.jobs.contains_key(id) {
+            return false;
+        }
+        self.extras.add_log(id, message, level, now);
+        true
+    }
+
+    /// A job's log lines (empty for an unknown job).
+    pub fn logs(&self, id: &str) -> &[(f64, String, String)] {
+        self.extras.logs(id)
+    }
+
+    /// Empties a job's log, or keeps its newest `keep` lines.
+    pub fn clear_logs(&mut self, id: &str, keep: Option<i64>) {
+        self.extras.clear_logs(id, keep);
+    }
+
+    /// Registers a worker on its connection.
+    pub fn register_worker(&mut self, id: String, worker: Worker) {
+        self.workers.register(id, worker);
+    }
+
+    /// A worker's Heartbeat: false if it is not registered.
+    pub fn touch_worker(&mut self, id: &str, now: f64) -> bool {
+        self.workers.touch(id, now)
+    }
+
+    /// The registered workers, oldest registration first.
+    pub fn workers(&self) -> Vec<(&String, &Worker)> {
+        self.workers.list()
+    }
+
+    /// Unregisters a worker; false if it was not registered.
+    pub fn unregister_worker(&mut self, id: &str) -> bool {
+        self.workers.unregister(id)
+    }
+
+    /// The stall settings of `queue`.
+    pub fn stall_config(&self, queue: &str) -> StallConfig {
+        self.stalls.config(queue)
+    }
+
+    /// SetStallConfig: merges `update` into the settings of `queue`.
+    pub fn set_stall_config(&mut self, queue: &str, update: &StallConfigUpdate) {
+        self.stalls.set(queue, update);
+        self.keep_stall(queue);
+    }
+
+    /// The whole record of job `id` (PULL's and PUSHF's form: no state).
+    pub(in crate::queue) fn job_record(&self, id: &str) -> Option<Value> {
+        let e = self.jobs.get(id)?;
+        Some(Value::map(view::record(e, self.extras.get(id))))
+    }
+
+    /// A job as GetJob returns it: with its state, result and failure reason.
+    pub fn get_job(&mut self, id: &str, now: f64) -> Option<Value> {
+        let queue = self.jobs.get(id)?.rec.queue.clone();
+        self.promote(&queue, now);
+        let e = self.jobs.get(id)?;
+        // bunqueue's `jobView`: the record, its state, its value and its last error.
+        let mut job = view::record(e, self.extras.get(id));
+        job.extend([
+            ("state", Value::from(super::state_name(&e.rec))),
+            (
+                "returnvalue",
+                e.rec.result.clone().unwrap_or(Value::Undefined),
+            ),
+            (
+                "failedReason",
+                e.rec
+                    .failed_reason
+                    .as_deref()
+                    .map_or(Value::Undefined, Value::from),
+            ),
+        ]);
+        Some(Value::map(job))
+    }
+}

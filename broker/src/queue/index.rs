@@ -1,0 +1,242 @@
+//! A queue's jobs by state, as pulls, counts and listings read them: the ready jobs in
+//! bunqueue's pull order ([`ReadyKey`]) with how many of them have a priority, the delayed
+//! ones by due time, the counts of the other states, the pause, and the long-poll signal.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use autobatch_core::wire::JobCounts;
+use tokio::sync::Notify;
+
+use crate::store::JobRecord;
+
+/// One queue's index.
+#[derive(Default)]
+pub(crate) struct QueueIndex {
+    /// bunqueue's pull order ([`ReadyKey`]) → id.
+    ready: BTreeMap<ReadyKey, String>,
+    /// (run_at rounded up, seq) → id.
+    delayed: BTreeMap<(i64, u64), String>,
+    /// The ready jobs with a priority above 0.
+    prioritized: u64,
+    /// Jobs in `waiting-children` (they are in no other index).
+    pub waiting_children: u64,
+    pub active: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub notify: Arc<Notify>,
+    /// Paused: pulls hand out nothing (see `admin`).
+    pub paused: bool,
+}
+
+impl QueueIndex {
+    /// Files a waiting job as ready.
+    pub fn file_ready(&mut self, rec: &JobRecord) {
+        if rec.priority > 0 {
+            self.prioritized += 1;
+        }
+        self.ready.insert(ready_key(rec), rec.id.clone());
+    }
+
+    /// Takes a waiting job out of the ready jobs (by its record as it was filed).
+    pub fn unready(&mut self, rec: &JobRecord) {
+        self.ready.remove(&ready_key(rec));
+        if rec.priority > 0 {
+            self.prioritized = self.prioritized.saturating_sub(1);
+        }
+    }
+
+    /// Files a delayed job under its due time.
+    pub fn file_delayed(&mut self, rec: &JobRecord) {
+        self.delayed.insert(delayed_key(rec), rec.id.clone());
+    }
+
+    /// Takes a delayed job out (by its record as it was filed).
+    pub fn undelay(&mut self, rec: &JobRecord) {
+        self.delayed.remove(&delayed_key(rec));
+    }
+
+    /// Takes out the first delayed job due at `now`, if any.
+    pub fn pop_due(&mut self, now: f64) -> Option<String> {
+        let entry = self.delayed.first_entry()?;
+        ((entry.key().0 as f64) <= now).then(|| entry.remove())
+    }
+
+    /// When the first delayed job is due.
+    pub fn next_due(&self) -> Option<f64> {
+        self.delayed.first_key_value().map(|(k, _)| k.0 as f64)
+    }
+
+    /// Takes out the first ready job in pull order, with its key; the caller either hands it
+    /// out ([`taken`](Self::taken)) or puts it back.
+    pub fn pop_ready(&mut self) -> Option<(ReadyKey, String)> {
+        self.ready.pop_first()
+    }
+
+    /// Puts a popped ready job back in its place (by its record).
+    pub fn put_back(&mut self, rec: &JobRecord) {
+        self.ready.insert(ready_key(rec), rec.id.clone());
+    }
+
+    /// Puts popped ready jobs back under their keys.
+    pub fn put_back_all(&mut self, passed: Vec<(ReadyKey, String)>) {
+        self.ready.extend(passed);
+    }
+
+    /// A popped ready job left the ready jobs for good.
+    pub fn taken(&mut self, rec: &JobRecord) {
+        if rec.priority > 0 {
+            self.prioritized = self.prioritized.saturating_sub(1);
+        }
+    }
+
+    /// The ready jobs, then the delayed ones, in index order.
+    pub fn queued_ids(&self) -> impl Iterator<Item = &String> {
+        self.ready.values().chain(self.delayed.values())
+    }
+
+    /// The delayed jobs, soonest due first.
+    pub fn delayed_ids(&self) -> impl Iterator<Item = &String> {
+        self.delayed.values()
+    }
+
+    /// How many ready jobs there are.
+    pub fn ready_len(&self) -> u64 {
+        self.ready.len() as u64
+    }
+
+    /// How many ready jobs have a priority.
+    pub fn prioritized(&self) -> u64 {
+        self.prioritized
+    }
+
+    /// How many delayed jobs there are.
+    pub fn delayed_len(&self) -> u64 {
+        self.delayed.len() as u64
+    }
+
+    /// Whether it holds nothing: no job in any state, no pause, and no long-poll waiting on
+    /// its signal (each waiter holds a clone of it).
+    pub fn is_idle(&self) -> bool {
+        self.ready.is_empty()
+            && self.delayed.is_empty()
+            && self.prioritized == 0
+            && self.waiting_children == 0
+            && self.active == 0
+            && self.completed == 0
+            && self.failed == 0
+            && !self.paused
+            && Arc::strong_count(&self.notify) == 1
+    }
+
+    /// Per-state counts, in bunqueue's paused view while paused: its ready jobs (waiting
+    /// and prioritized) are counted as `paused`, not in their own buckets.
+    pub fn counts(&self) -> JobCounts {
+        let ready = self.ready_len();
+        let mut counts = JobCounts {
+            waiting: ready - self.prioritized.min(ready),
+            prioritized: self.prioritized,
+            delayed: self.delayed_len(),
+            active: self.active,
+            completed: self.completed,
+            failed: self.failed,
+            waiting_children: self.waiting_children,
+            paused: 0,
+        };
+        if self.paused {
+            counts.paused = counts.waiting + counts.prioritized;
+            counts.waiting = 0;
+            counts.prioritized = 0;
+        }
+        counts
+    }
+
+    /// Emptied, keeping the signal long-polls hold clones of (Obliterate).
+    pub fn clear(&mut self) {
+        let notify = self.notify.clone();
+        *self = QueueIndex::default();
+        self.notify = notify;
+    }
+}
+
+/// Where a ready job stands, in bunqueue's order (its `comparePriorityEntries`): higher
+/// priority first; at one priority LIFO jobs before FIFO ones, the LIFO ones by id, highest
+/// first; FIFO jobs by run time (a promoted or retried job queues behind the jobs already
+/// due), then by id. Ids are UUIDv7 made in order by whoever made them (this broker's
+/// `Uuid::now_v7`, `Bun.randomUUIDv7()` in bunqueue's client, autobatch's flow ids: each numbers
+/// the ids of one millisecond), so equal run times keep the order of adding.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct ReadyKey(Reverse<i64>, Order);
+
+/// See [`ReadyKey`]. The variants' order matters: LIFO before FIFO.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Order {
+    Lifo(Reverse<String>),
+    Fifo(i64, String),
+}
+
+fn ready_key(rec: &JobRecord) -> ReadyKey {
+    let order = if rec.lifo {
+        Order::Lifo(Reverse(rec.id.clone()))
+    } else {
+        Order::Fifo(rec.run_at.floor() as i64, rec.id.clone())
+    };
+    ReadyKey(Reverse(rec.priority), order)
+}
+
+/// A delayed job's place: its run time rounded up, then its creation order.
+fn delayed_key(rec: &JobRecord) -> (i64, u64) {
+    (rec.run_at.ceil() as i64, rec.seq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::JobState;
+    use autobatch_core::wire::Value;
+
+    fn rec(id: &str, priority: i64, run_at: f64) -> JobRecord {
+        JobRecord {
+            id: id.into(),
+            queue: "q".into(),
+            name: "j".into(),
+            data: Value::Nil,
+            priority,
+            attempts: 0,
+            max_attempts: 3,
+            backoff: None,
+            created_at: 0.0,
+            run_at,
+            seq: 0,
+            lifo: false,
+            remove_on_complete: false,
+            remove_on_fail: false,
+            durable: false,
+            unique_key: None,
+            state: JobState::Waiting,
+            result: None,
+            failed_reason: None,
+            options: None,
+        }
+    }
+
+    /// Ready jobs count as waiting or prioritized, or as paused while the queue is paused;
+    /// taking one out counts it out of its bucket.
+    #[test]
+    fn counts_follow_the_ready_jobs_and_the_pause() {
+        let mut q = QueueIndex::default();
+        let (a, b) = (rec("a", 0, 0.0), rec("b", 5, 0.0));
+        q.file_ready(&a);
+        q.file_ready(&b);
+        q.file_delayed(&rec("c", 0, 100.0));
+        let c = q.counts();
+        assert_eq!((c.waiting, c.prioritized, c.delayed), (1, 1, 1));
+        q.paused = true;
+        assert_eq!((q.counts().waiting, q.counts().paused), (0, 2));
+        q.unready(&b);
+        assert_eq!(q.counts().paused, 1);
+        assert_eq!(q.pop_due(99.0), None);
+        assert_eq!(q.pop_due(100.0).as_deref(), Some("c"));
+    }
+}

@@ -2441,3 +2441,205 @@ fn bytes_sent_counts_what_poll_transmit_appended_only() {
     assert!(h.s.poll_transmit(h.now, &mut out));
     assert_eq!(h.s.stats().bytes_sent, out.len() as u64 - 1_000);
 }
+
+/// The field a configuration is refused for, or `None` when it is valid.
+fn refused_field(config: &SessionConfig) -> Option<&'static str> {
+    match config.validate() {
+        Ok(()) => None,
+        Err(autobatch_core::session::ConfigError::Field { field, .. }) => Some(field),
+        Err(e) => panic!("refused for its batching: {e}"),
+    }
+}
+
+#[test]
+fn a_reconnect_base_must_be_positive_and_at_most_the_cap() {
+    let with = |base: u64, max: u64| {
+        ok().reconnect(
+            ReconnectConfig::default()
+                .base(Duration::from_millis(base))
+                .max(Duration::from_millis(max)),
+        )
+    };
+    assert_eq!(refused_field(&with(0, 1_000)), Some("reconnect.base"));
+    assert_eq!(refused_field(&with(200, 100)), Some("reconnect.base"));
+    assert_eq!(refused_field(&with(100, 100)), None, "a fixed delay");
+    assert_eq!(refused_field(&with(100, 101)), None);
+    assert!(Session::new(with(0, 1_000), Instant::now()).is_err());
+}
+
+#[test]
+fn a_worker_configuration_is_refused_field_by_field_at_its_edges() {
+    let worker = |w: WorkerConfig| ok().worker(Some(w));
+    let sec = Duration::from_secs;
+    let ms = Duration::from_millis;
+    // The limiter needs a positive count and a positive window, each on its own.
+    let limited =
+        |max: u32, window: Duration| worker(WorkerConfig::new("w").limiter(Some((max, window))));
+    assert_eq!(refused_field(&limited(0, sec(1))), Some("worker.limiter"));
+    assert_eq!(refused_field(&limited(5, sec(0))), Some("worker.limiter"));
+    assert_eq!(refused_field(&limited(1, ms(1))), None);
+    // A long poll of up to 60 s.
+    let polling = |d: Duration| worker(WorkerConfig::new("w").poll_timeout(d));
+    assert_eq!(refused_field(&polling(sec(60))), None);
+    assert_eq!(
+        refused_field(&polling(sec(60) + ms(1))),
+        Some("worker.poll_timeout")
+    );
+    assert_eq!(refused_field(&polling(sec(0))), None);
+    // Heartbeats: positive and shorter than the lock.
+    let beating = |h: Duration| {
+        worker(
+            WorkerConfig::new("w")
+                .lock_ttl(sec(30))
+                .heartbeat_interval(Some(h)),
+        )
+    };
+    assert_eq!(
+        refused_field(&beating(sec(0))),
+        Some("worker.heartbeat_interval")
+    );
+    assert_eq!(
+        refused_field(&beating(sec(30))),
+        Some("worker.heartbeat_interval")
+    );
+    assert_eq!(
+        refused_field(&beating(sec(31))),
+        Some("worker.heartbeat_interval")
+    );
+    assert_eq!(refused_field(&beating(sec(30) - ms(1))), None);
+    let quiet = WorkerConfig::new("w")
+        .lock_ttl(ms(1))
+        .heartbeat_interval(None);
+    assert_eq!(refused_field(&worker(quiet)), None, "no heartbeats");
+    assert_eq!(
+        refused_field(&worker(
+            WorkerConfig::new("w").lock_ttl(Duration::from_micros(999))
+        )),
+        Some("worker.lock_ttl"),
+        "sent as whole ms: under 1 ms is 0"
+    );
+    assert_eq!(
+        refused_field(&worker(WorkerConfig::new("w").concurrency(0))),
+        Some("worker.concurrency")
+    );
+    assert_eq!(
+        refused_field(&worker(WorkerConfig::new("w").concurrency(1))),
+        None
+    );
+}
+
+#[test]
+fn the_other_session_fields_are_refused_at_zero_only() {
+    assert_eq!(
+        refused_field(&ok().max_command_timeouts(0)),
+        Some("max_command_timeouts")
+    );
+    assert_eq!(refused_field(&ok().max_command_timeouts(1)), None);
+    assert_eq!(
+        refused_field(&ok().max_in_flight_commands(0)),
+        Some("max_in_flight_commands")
+    );
+    assert_eq!(refused_field(&ok().max_in_flight_commands(1)), None);
+    assert_eq!(refused_field(&ok().with_token("t")), None);
+    assert_eq!(ok().with_token("t").token.as_deref(), Some("t"));
+    assert_eq!(ok().without_batching().batching, None);
+}
+
+/// SplitMix64 from `seed`: its `n`-th draw (1-based) as a uniform in `[0, 1)`.
+fn splitmix64_unit(seed: u64, n: u32) -> f64 {
+    let mut state = seed;
+    let mut z = 0;
+    for _ in 0..n {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+    }
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[test]
+fn the_reconnect_jitter_is_drawn_from_the_seed_by_splitmix64() {
+    // A fixed delay of 1 s plus up to 100 % of it: each wait shows one draw.
+    let reconnect = ReconnectConfig::default()
+        .base(Duration::from_secs(1))
+        .max(Duration::from_secs(1))
+        .jitter(1.0);
+    for seed in [0, 0x5eed, u64::MAX] {
+        let mut h = Harness::new(ok().reconnect(reconnect).seed(seed));
+        let mut waits = Vec::new();
+        for n in 1..=8 {
+            h.s.handle_connect_failed(h.now);
+            h.step();
+            let wait = h.s.poll_timeout().unwrap() - h.now;
+            assert_eq!(
+                wait,
+                reconnect.delay(n, splitmix64_unit(seed, n)),
+                "seed {seed:#x}, attempt {n}"
+            );
+            waits.push(wait);
+            h.advance(wait);
+            assert!(h.take_events().contains(&Event::Connect));
+        }
+        waits.sort();
+        waits.dedup();
+        assert_eq!(waits.len(), 8, "every draw differs");
+    }
+}
+
+#[test]
+fn operation_ids_are_distinct_numbers() {
+    let mut h = Harness::connected(ok());
+    let a = h.add("q", 1);
+    let b = h.add("q", 2);
+    assert_ne!(a.get(), b.get());
+    assert_ne!(a, b);
+}
+
+/// The ops of the `Done` events in `events`, in order, each checked to be a timeout.
+fn timed_out(events: &[Event]) -> Vec<OpId> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Done { op, result } => {
+                assert!(matches!(result, Err(Error::Timeout { .. })), "{result:?}");
+                Some(*op)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn written_commands_that_time_out_together_are_reported_in_deadline_order() {
+    let pull = || {
+        Command::Pull(PullArgs {
+            queue: "q".into(),
+            timeout: Some(5_000),
+            ..PullArgs::default()
+        })
+    };
+    let state = |id: &str| Command::GetState { id: id.into() };
+    let mut h = Harness::connected(ok());
+    // Written now: a lookup due in 30 s, a long poll due in 35 s, a lookup due in 30 s like
+    // the first (a tie: the order written decides).
+    let first = h.s.request(h.now, state("a")).unwrap();
+    let long = h.s.request(h.now, pull()).unwrap();
+    let tie = h.s.request(h.now, state("b")).unwrap();
+    h.step();
+    // Written 2 s later: a lookup due in 32 s, before the long poll.
+    h.advance(Duration::from_secs(2));
+    let later = h.s.request(h.now, state("c")).unwrap();
+    h.step();
+    assert_eq!(h.take_sent().len(), 4);
+    h.take_events();
+    h.now += Duration::from_secs(40);
+    h.s.handle_timeout(h.now);
+    h.step();
+    assert_eq!(
+        timed_out(&h.take_events()),
+        vec![first, tie, later, long],
+        "30 s, 30 s, 32 s, 35 s"
+    );
+}

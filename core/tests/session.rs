@@ -2643,3 +2643,97 @@ fn written_commands_that_time_out_together_are_reported_in_deadline_order() {
         "30 s, 30 s, 32 s, 35 s"
     );
 }
+
+#[test]
+fn close_does_not_wait_for_a_pull_or_a_ping_still_out() {
+    // A pull still out: closing the connection hands its jobs back to the server.
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+    assert!(h.s.pull_in_flight());
+    h.s.close(h.now);
+    h.step();
+    assert_eq!(h.take_events(), [Event::Disconnect, Event::Closed]);
+    assert!(h.s.is_closed());
+    // A ping still out.
+    let every = Duration::from_secs(10);
+    let mut h = Harness::connected(ok().ping_interval(Some(every)));
+    h.advance(every);
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["Ping"]);
+    h.take_events();
+    h.s.close(h.now);
+    h.step();
+    assert_eq!(h.take_events(), [Event::Disconnect, Event::Closed]);
+    // A lookup still out is waited for.
+    let mut h = Harness::connected(ok());
+    let op =
+        h.s.request(h.now, Command::GetState { id: "7".into() })
+            .unwrap();
+    h.step();
+    h.s.close(h.now);
+    h.step();
+    assert!(!h.take_events().contains(&Event::Closed));
+    let sent = h.take_sent();
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("state", Value::from("completed")),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(op), Some(Ok(_))));
+    assert!(h.take_events().contains(&Event::Closed));
+}
+
+#[test]
+fn a_lost_connection_leaves_no_deadline_of_its_commands_behind() {
+    // Replies due sooner than the reconnect: a deadline left behind would wake the driver
+    // for nothing before it.
+    let reconnect = ReconnectConfig::default().jitter(0.0);
+    let timeout = Duration::from_millis(50);
+    let mut h = Harness::connected(ok().reconnect(reconnect).command_timeout(timeout));
+    let op = h.add("q", 1);
+    assert_eq!(h.take_sent().len(), 1);
+    assert_eq!(h.s.poll_timeout(), Some(h.now + timeout), "the add's reply");
+    h.s.handle_disconnected(h.now);
+    h.step();
+    assert!(matches!(
+        h.done(op),
+        Some(Err(Error::ConnectionLost {
+            maybe_applied: true
+        }))
+    ));
+    assert_eq!(
+        h.s.poll_timeout(),
+        Some(h.now + Duration::from_millis(100)),
+        "only the reconnect"
+    );
+    h.advance(Duration::from_millis(100));
+    assert!(h.take_events().contains(&Event::Connect));
+    h.s.handle_connected(h.now);
+    h.step();
+    assert!(h.s.is_connected());
+    assert_eq!(h.s.poll_timeout(), None, "nothing left to wait for");
+}
+
+#[test]
+fn a_pushb_is_replay_safe_only_when_every_job_has_a_custom_id() {
+    use autobatch_core::session::Replay;
+    let keyed = |id: &str| JobSpec::new("j", Value::Nil).with_options(JobOptions::new().job_id(id));
+    let pushb = |jobs: Vec<JobSpec>| Command::PushB {
+        queue: "q".into(),
+        jobs,
+    };
+    assert_eq!(
+        pushb(vec![keyed("a"), keyed("b")]).replay_safety(),
+        Replay::Safe
+    );
+    assert_eq!(
+        pushb(vec![keyed("a"), JobSpec::new("j", Value::Nil)]).replay_safety(),
+        Replay::NotSafe
+    );
+    assert_eq!(
+        pushb(vec![JobSpec::new("j", Value::Nil), keyed("b")]).replay_safety(),
+        Replay::NotSafe
+    );
+    assert_eq!(Replay::Safe.and(Replay::Safe), Replay::Safe);
+    assert_eq!(Replay::Safe.and(Replay::NotSafe), Replay::NotSafe);
+    assert_eq!(Replay::NotSafe.and(Replay::Safe), Replay::NotSafe);
+}

@@ -2737,3 +2737,28 @@ fn a_pushb_is_replay_safe_only_when_every_job_has_a_custom_id() {
     assert_eq!(Replay::Safe.and(Replay::NotSafe), Replay::NotSafe);
     assert_eq!(Replay::NotSafe.and(Replay::Safe), Replay::NotSafe);
 }
+
+#[test]
+fn a_lookup_not_yet_written_can_be_withdrawn_and_is_no_add() {
+    let mut h = Harness::new(ok());
+    let count =
+        h.s.request(h.now, Command::Count { queue: "q".into() })
+            .unwrap();
+    let kept =
+        h.s.request(h.now, Command::Count { queue: "r".into() })
+            .unwrap();
+    h.step();
+    assert!(h.s.cancel(count));
+    assert!(!h.s.cancel(count), "only once");
+    h.s.handle_connected(h.now);
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1, "only the other lookup is written");
+    assert_eq!(sent[0].get("queue").and_then(Value::as_str), Some("r"));
+    assert!(!h.s.cancel(kept), "too late once written");
+    assert!(
+        h.done(count).is_none(),
+        "a withdrawn lookup gets no outcome"
+    );
+    assert_eq!(h.s.stats().adds_cancelled, 0, "a lookup is not an add");
+}

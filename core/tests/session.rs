@@ -2561,11 +2561,10 @@ fn splitmix64_unit(seed: u64, n: u32) -> f64 {
 
 #[test]
 fn the_reconnect_jitter_is_drawn_from_the_seed_by_splitmix64() {
-    // A fixed delay of 1 s plus up to 100 % of it: each wait shows one draw.
-    let reconnect = ReconnectConfig::default()
-        .base(Duration::from_secs(1))
-        .max(Duration::from_secs(1))
-        .jitter(1.0);
+    // A fixed delay plus up to 100 % of it: each wait shows one draw, long enough (a
+    // million seconds) that its nanoseconds show all but the last few bits of the draw.
+    let base = Duration::from_secs(1_000_000);
+    let reconnect = ReconnectConfig::default().base(base).max(base).jitter(1.0);
     for seed in [0, 0x5eed, u64::MAX] {
         let mut h = Harness::new(ok().reconnect(reconnect).seed(seed));
         let mut waits = Vec::new();

@@ -2761,3 +2761,63 @@ fn a_lookup_not_yet_written_can_be_withdrawn_and_is_no_add() {
     );
     assert_eq!(h.s.stats().adds_cancelled, 0, "a lookup is not an add");
 }
+
+#[test]
+fn no_ping_is_queued_while_the_connection_is_down() {
+    let every = Duration::from_secs(10);
+    let reconnect = ReconnectConfig::default()
+        .base(Duration::from_secs(20))
+        .jitter(0.0);
+    let mut h = Harness::connected(ok().ping_interval(Some(every)).reconnect(reconnect));
+    h.s.handle_disconnected(h.now);
+    h.step();
+    // Down past the time the next ping was due.
+    h.advance(Duration::from_secs(20));
+    assert!(h.take_events().contains(&Event::Connect));
+    h.s.handle_connected(h.now);
+    h.step();
+    assert!(
+        h.take_sent().is_empty(),
+        "nothing to send on the new connection"
+    );
+    assert_eq!(h.s.poll_timeout(), Some(h.now + every), "its first ping");
+    h.advance(every);
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["Ping"]);
+}
+
+#[test]
+fn adds_alternating_between_queues_each_go_to_their_own_and_a_bad_name_is_refused_after_any() {
+    let bad = |h: &mut Harness| {
+        let r = h.s.add(h.now, "bad queue", JobSpec::new("j", Value::Nil));
+        assert!(
+            matches!(r, Err(Error::Invalid(ref e)) if e.field == "queue"),
+            "{r:?}"
+        );
+    };
+    for batching in [false, true] {
+        let config = if batching {
+            ok()
+        } else {
+            ok().without_batching()
+        };
+        let mut h = Harness::connected(config);
+        bad(&mut h);
+        for (i, queue) in ["a", "b", "a", "a", "b"].into_iter().enumerate() {
+            h.add(queue, i as i64);
+            let sent = h.take_sent();
+            let queues: Vec<_> = sent
+                .iter()
+                .map(|s| s.get("queue").and_then(Value::as_str).unwrap())
+                .collect();
+            if batching && i > 1 {
+                // Each queue has its first add out: the rest wait in its batcher.
+                assert!(queues.is_empty(), "add {i}: {queues:?}");
+            } else {
+                assert_eq!(queues, [queue], "add {i}, batching {batching}");
+            }
+            bad(&mut h);
+        }
+        let st = h.s.stats();
+        assert_eq!(st.adds, 5);
+    }
+}

@@ -2821,3 +2821,28 @@ fn adds_alternating_between_queues_each_go_to_their_own_and_a_bad_name_is_refuse
         assert_eq!(st.adds, 5);
     }
 }
+
+#[test]
+fn commands_never_written_in_time_are_counted_as_timeouts() {
+    // Never connected: both wait in the send queue until their deadline.
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::new(ok().command_timeout(timeout));
+    let ops: Vec<OpId> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            h.s.request(h.now, Command::GetState { id: (*id).into() })
+                .unwrap()
+        })
+        .collect();
+    h.step();
+    h.advance(timeout);
+    for op in ops {
+        assert_eq!(
+            h.done(op),
+            Some(&Err(Error::Timeout {
+                maybe_applied: false
+            }))
+        );
+    }
+    assert_eq!(h.s.stats().timeouts, 2);
+}

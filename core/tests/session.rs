@@ -2846,3 +2846,33 @@ fn commands_never_written_in_time_are_counted_as_timeouts() {
     }
     assert_eq!(h.s.stats().timeouts, 2);
 }
+
+#[test]
+fn a_job_that_fills_a_pushb_frame_exactly_is_sent_and_one_byte_more_is_refused() {
+    use autobatch_core::wire::{pushb_jobs_budget, MAX_FRAME};
+    let budget = pushb_jobs_budget("q");
+    // Tags of a megabyte each, the last one cut so the job's PUSHB share is `len` bytes.
+    let job = |len: usize| {
+        let build = |last: usize| {
+            let mut tags = vec!["t".repeat(1_000_000); 60];
+            tags.push("u".repeat(last));
+            JobSpec::new("j", Value::Nil).with_options(JobOptions::new().tags(tags))
+        };
+        let guess = 1_000_000;
+        let over = build(guess).pushb_len() as isize - len as isize;
+        let exact = build((guess as isize - over) as usize);
+        assert_eq!(exact.pushb_len(), len);
+        exact
+    };
+    let mut h = Harness::connected(ok());
+    let err = h.s.add(h.now, "q", job(budget + 1)).unwrap_err();
+    assert!(
+        matches!(&err, Error::Invalid(e) if e.field == "data"),
+        "{err:?}"
+    );
+    let op = h.s.add(h.now, "q", job(budget)).unwrap();
+    h.step();
+    assert_eq!(h.take_sent().len(), 1, "it fits in a frame of its own");
+    assert!(h.frame_lens.iter().all(|&n| n <= MAX_FRAME));
+    assert!(h.done(op).is_none(), "waiting for its reply");
+}

@@ -2876,3 +2876,16 @@ fn a_job_that_fills_a_pushb_frame_exactly_is_sent_and_one_byte_more_is_refused()
     assert!(h.frame_lens.iter().all(|&n| n <= MAX_FRAME));
     assert!(h.done(op).is_none(), "waiting for its reply");
 }
+
+#[test]
+fn an_add_larger_than_the_buffer_is_refused_even_when_nothing_waits() {
+    let batching = BatchConfig::new().max_pending_bytes(1_000);
+    let mut h = Harness::connected(ok().batching(Some(batching)));
+    let big = JobSpec::new("j", Value::Str("x".repeat(2_000)));
+    assert!(matches!(h.s.add(h.now, "q", big), Err(Error::Overflow)));
+    h.step();
+    assert!(h.take_sent().is_empty());
+    let op = h.add("q", 1);
+    assert_eq!(h.take_sent().len(), 1, "a small one still goes");
+    assert!(h.done(op).is_none());
+}

@@ -2889,3 +2889,26 @@ fn an_add_larger_than_the_buffer_is_refused_even_when_nothing_waits() {
     assert_eq!(h.take_sent().len(), 1, "a small one still goes");
     assert!(h.done(op).is_none());
 }
+
+#[test]
+fn release_unwritten_gives_back_a_held_add_as_cancelled_not_failed() {
+    let mut h = Harness::connected(ok());
+    let written = h.add("q", 0);
+    assert_eq!(h.take_sent().len(), 1);
+    h.s.handle_disconnected(h.now);
+    h.step();
+    assert!(matches!(h.done(written), Some(Err(_))));
+    assert_eq!(h.s.stats().adds_failed, 1, "the written add");
+    // Made and given back before any poll: still held, alone.
+    let held = h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)).unwrap();
+    assert_eq!(h.s.release_unwritten(h.now, false), 1);
+    h.step();
+    assert_eq!(
+        h.done(held),
+        Some(&Err(Error::ConnectionLost {
+            maybe_applied: false
+        }))
+    );
+    let st = h.s.stats();
+    assert_eq!((st.adds, st.adds_cancelled, st.adds_failed), (2, 1, 1));
+}

@@ -560,6 +560,7 @@ fn release_unwritten_gives_back_every_add_not_written_and_on_request_written_cus
         assert_eq!(h.done(*op), Some(&lost), "given back as not applied");
     }
     assert!(h.done(custom).is_none(), "kept for the reconnect");
+    assert_eq!(h.s.stats().adds_failed, 1, "given back, not failed");
     // Asked for, the written custom-id add is given back too, as maybe applied.
     assert_eq!(h.s.release_unwritten(h.now, true), 1);
     h.step();
@@ -2911,4 +2912,34 @@ fn release_unwritten_gives_back_a_held_add_as_cancelled_not_failed() {
     );
     let st = h.s.stats();
     assert_eq!((st.adds, st.adds_cancelled, st.adds_failed), (2, 1, 1));
+}
+
+#[test]
+fn a_held_add_withdrawn_or_timed_out_before_any_poll_lets_close_finish() {
+    let timeout = Duration::from_secs(2);
+    // Withdrawn.
+    let mut h = Harness::connected(ok());
+    let op = h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)).unwrap();
+    assert!(h.s.cancel(op));
+    h.s.close(h.now);
+    h.step();
+    assert!(h.take_sent().is_empty());
+    assert!(h.take_events().contains(&Event::Closed));
+    // Timed out: several inputs may come before a round of polls.
+    let mut h = Harness::connected(ok().command_timeout(timeout));
+    let op = h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)).unwrap();
+    h.now += timeout;
+    h.s.handle_timeout(h.now);
+    h.s.close(h.now);
+    h.step();
+    assert!(h.take_sent().is_empty());
+    assert_eq!(
+        h.done(op),
+        Some(&Err(Error::Timeout {
+            maybe_applied: false
+        }))
+    );
+    let st = h.s.stats();
+    assert_eq!((st.timeouts, st.adds_failed), (1, 1));
+    assert!(h.take_events().contains(&Event::Closed));
 }

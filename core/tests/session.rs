@@ -2943,3 +2943,23 @@ fn a_held_add_withdrawn_or_timed_out_before_any_poll_lets_close_finish() {
     assert_eq!((st.timeouts, st.adds_failed), (1, 1));
     assert!(h.take_events().contains(&Event::Closed));
 }
+
+#[test]
+fn a_buffered_add_that_times_out_is_counted_with_the_batch_ahead_of_it() {
+    let timeout = Duration::from_secs(2);
+    let batching = BatchConfig::new().max_in_flight(1);
+    // Never connected: the first add's PUSH waits in the send queue, holding the queue's one
+    // slot, and the second add waits in the buffer behind it.
+    let mut h = Harness::new(ok().batching(Some(batching)).command_timeout(timeout));
+    let queued = h.add("q", 1);
+    let buffered = h.add("q", 2);
+    assert_eq!(h.s.pending_adds().items, 1);
+    h.advance(timeout);
+    let not_applied = Err(Error::Timeout {
+        maybe_applied: false,
+    });
+    assert_eq!(h.done(buffered), Some(&not_applied));
+    assert_eq!(h.done(queued), Some(&not_applied));
+    let st = h.s.stats();
+    assert_eq!((st.timeouts, st.adds_failed), (2, 2));
+}

@@ -2963,3 +2963,33 @@ fn a_buffered_add_that_times_out_is_counted_with_the_batch_ahead_of_it() {
     let st = h.s.stats();
     assert_eq!((st.timeouts, st.adds_failed), (2, 2));
 }
+
+#[test]
+fn a_pushb_answered_with_too_few_ids_fails_each_of_its_adds_and_frees_its_slot() {
+    let mut h = Harness::connected(ok());
+    let ops: Vec<OpId> = (0..3)
+        .map(|i| {
+            h.s.add(h.now, "q", JobSpec::new("j", Value::Int(i)))
+                .unwrap()
+        })
+        .collect();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(cmd(&sent[0]), "PUSHB");
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        (
+            "ids",
+            Value::Array(vec![Value::from("a"), Value::from("b")]),
+        ),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    let why = "PUSHB of 3 jobs answered with 2 ids".to_owned();
+    for op in &ops {
+        assert_eq!(h.done(*op), Some(&Err(Error::Protocol(why.clone()))));
+    }
+    assert_eq!(h.s.stats().adds_ok, 0);
+    // The batch's slot is free again: the next add leaves at once.
+    h.add("q", 9);
+    assert_eq!(h.take_sent().len(), 1);
+}

@@ -2993,3 +2993,53 @@ fn a_pushb_answered_with_too_few_ids_fails_each_of_its_adds_and_frees_its_slot()
     h.add("q", 9);
     assert_eq!(h.take_sent().len(), 1);
 }
+
+/// Refuses `req` with `msg`, as the server does.
+fn refuse(h: &mut Harness, req: &Value, msg: &str) {
+    let mut out = Vec::new();
+    encode_error(req.get("reqId").unwrap(), msg, &mut out);
+    h.feed(&Value::decode(&out).unwrap());
+}
+
+#[test]
+fn a_pushb_refusal_naming_no_job_of_it_fails_them_all_and_a_lone_rest_refused_fails_alone() {
+    let mut h = Harness::connected(ok());
+    let wave = |h: &mut Harness, n: i64| -> Vec<OpId> {
+        let ops = (0..n)
+            .map(|i| {
+                h.s.add(h.now, "q", JobSpec::new("j", Value::Int(i)))
+                    .unwrap()
+            })
+            .collect();
+        h.step();
+        ops
+    };
+    // An index past the batch names none of its jobs: every one fails, nothing goes again.
+    let ops = wave(&mut h, 2);
+    let batch = h.take_sent();
+    assert_eq!(jobs_in(&batch[0]), 2);
+    refuse(&mut h, &batch[0], "jobs[2]: priority must be an integer");
+    for op in &ops {
+        assert_eq!(
+            h.done(*op),
+            Some(&Err(Error::Server("priority must be an integer".into())))
+        );
+    }
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.s.stats().items_resent, 0);
+    // One bad job of two: the good one goes again alone; refused in turn, it fails, and
+    // nothing more is sent.
+    let ops = wave(&mut h, 2);
+    let batch = h.take_sent();
+    refuse(&mut h, &batch[0], "jobs[0]: priority must be an integer");
+    let again = h.take_sent();
+    assert_eq!(again.iter().map(jobs_in).collect::<Vec<_>>(), [1]);
+    refuse(&mut h, &again[0], "jobs[0]: delay must be positive");
+    assert_eq!(
+        h.done(ops[1]),
+        Some(&Err(Error::Server("delay must be positive".into())))
+    );
+    assert!(h.take_sent().is_empty(), "no empty batch goes out");
+    assert_eq!(h.s.stats().items_resent, 1);
+    assert_eq!(h.s.stats().adds_failed, 4);
+}

@@ -3043,3 +3043,40 @@ fn a_pushb_refusal_naming_no_job_of_it_fails_them_all_and_a_lone_rest_refused_fa
     assert_eq!(h.s.stats().items_resent, 1);
     assert_eq!(h.s.stats().adds_failed, 4);
 }
+
+#[test]
+fn a_written_bulk_add_is_sent_again_after_a_lost_connection_only_if_every_job_has_a_custom_id() {
+    let keyed = |id: &str| JobSpec::new("j", Value::Nil).with_options(JobOptions::new().job_id(id));
+    let reconnect = ReconnectConfig::default().jitter(0.0);
+    let mut h = Harness::connected(ok().reconnect(reconnect));
+    let safe =
+        h.s.add_bulk(h.now, "q", vec![keyed("a"), keyed("b")])
+            .unwrap();
+    h.step();
+    let mixed =
+        h.s.add_bulk(h.now, "r", vec![keyed("c"), JobSpec::new("j", Value::Nil)])
+            .unwrap();
+    h.step();
+    assert_eq!(
+        h.take_sent().iter().map(jobs_in).collect::<Vec<_>>(),
+        [2, 2]
+    );
+    h.s.handle_disconnected(h.now);
+    h.step();
+    assert_eq!(
+        h.done(mixed),
+        Some(&Err(Error::ConnectionLost {
+            maybe_applied: true
+        }))
+    );
+    assert!(h.done(safe).is_none(), "kept for the next connection");
+    let st = h.s.stats();
+    assert_eq!((st.items_resent, st.adds_failed), (2, 2));
+    h.advance(Duration::from_millis(100));
+    h.s.handle_connected(h.now);
+    h.step();
+    let again = h.take_sent();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].get("queue").and_then(Value::as_str), Some("q"));
+    assert_eq!(jobs_in(&again[0]), 2);
+}

@@ -3079,4 +3079,7 @@ fn a_written_bulk_add_is_sent_again_after_a_lost_connection_only_if_every_job_ha
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].get("queue").and_then(Value::as_str), Some("q"));
     assert_eq!(jobs_in(&again[0]), 2);
+    h.answer_push(&again[0]);
+    assert!(matches!(h.done(safe), Some(Ok(Response::PushedBatch(ids))) if ids.len() == 2));
+    assert_eq!(h.s.stats().adds_ok, 2, "each job of the bulk add");
 }

@@ -3083,3 +3083,28 @@ fn a_written_bulk_add_is_sent_again_after_a_lost_connection_only_if_every_job_ha
     assert!(matches!(h.done(safe), Some(Ok(Response::PushedBatch(ids))) if ids.len() == 2));
     assert_eq!(h.s.stats().adds_ok, 2, "each job of the bulk add");
 }
+
+#[test]
+fn a_written_pushb_that_times_out_fails_each_of_its_adds_as_maybe_applied() {
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::connected(ok().command_timeout(timeout));
+    let ops: Vec<OpId> = (0..2)
+        .map(|i| {
+            h.s.add(h.now, "q", JobSpec::new("j", Value::Int(i)))
+                .unwrap()
+        })
+        .collect();
+    h.step();
+    assert_eq!(h.take_sent().iter().map(jobs_in).collect::<Vec<_>>(), [2]);
+    h.advance(timeout);
+    for op in &ops {
+        assert_eq!(
+            h.done(*op),
+            Some(&Err(Error::Timeout {
+                maybe_applied: true
+            }))
+        );
+    }
+    let st = h.s.stats();
+    assert_eq!((st.timeouts, st.adds_failed), (1, 2));
+}

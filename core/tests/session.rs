@@ -3108,3 +3108,20 @@ fn a_written_pushb_that_times_out_fails_each_of_its_adds_as_maybe_applied() {
     let st = h.s.stats();
     assert_eq!((st.timeouts, st.adds_failed), (1, 2));
 }
+
+#[test]
+fn once_a_batch_is_answered_no_timer_is_left_for_its_adds() {
+    let mut h = Harness::connected(ok());
+    let ops: Vec<OpId> = (0..3)
+        .map(|i| {
+            h.s.add(h.now, "q", JobSpec::new("j", Value::Int(i)))
+                .unwrap()
+        })
+        .collect();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(jobs_in).collect::<Vec<_>>(), [3]);
+    h.answer_push(&sent[0]);
+    assert!(ops.iter().all(|op| matches!(h.done(*op), Some(Ok(_)))));
+    assert_eq!(h.s.poll_timeout(), None, "nothing waits on time");
+}

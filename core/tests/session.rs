@@ -3125,3 +3125,48 @@ fn once_a_batch_is_answered_no_timer_is_left_for_its_adds() {
     assert!(ops.iter().all(|op| matches!(h.done(*op), Some(Ok(_)))));
     assert_eq!(h.s.poll_timeout(), None, "nothing waits on time");
 }
+
+#[test]
+fn pending_adds_counts_held_and_buffered_adds_across_queues() {
+    let mut h = Harness::connected(ok());
+    let job = |n: i64| JobSpec::new("job", Value::map([("n", Value::Int(n))]));
+    h.add("a", 0);
+    assert_eq!(h.take_sent().len(), 1, "queue a's slot is taken");
+    h.add("a", 1);
+    assert!(h.take_sent().is_empty(), "buffered behind it");
+    // Not polled yet: held, alone in queue b.
+    h.s.add(h.now, "b", job(22)).unwrap();
+    let pending = h.s.pending_adds();
+    assert_eq!(pending.items, 2);
+    assert_eq!(pending.bytes, job(1).pushb_len() + job(22).pushb_len());
+    assert_eq!(pending.parked, 0);
+}
+
+#[test]
+fn close_waits_for_the_reply_to_a_written_ackb() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1")]));
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
+    h.s.close(h.now);
+    h.step();
+    let sent = h.take_sent();
+    let ack = sent
+        .iter()
+        .find(|s| cmd(s) == "ACKB")
+        .expect("flushed by close");
+    assert!(
+        !h.take_events().contains(&Event::Closed),
+        "its reply is awaited"
+    );
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("reqId", ack.get("reqId").unwrap().clone()),
+    ]));
+    let events = h.take_events();
+    assert!(events.contains(&Event::JobSettled {
+        id: "j1".into(),
+        result: Ok(true)
+    }));
+    assert!(events.contains(&Event::Closed));
+}

@@ -3143,12 +3143,14 @@ fn pending_adds_counts_held_and_buffered_adds_across_queues() {
 }
 
 #[test]
-fn close_waits_for_the_reply_to_a_written_ackb() {
+fn close_waits_for_a_held_job_and_the_reply_to_its_ackb() {
     let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
     let pull = h.take_sent();
     h.feed(&pulled(&pull[0], &[("j1", "t1")]));
-    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
     h.s.close(h.now);
+    h.step();
+    assert!(!h.take_events().contains(&Event::Closed), "j1 is running");
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
     h.step();
     let sent = h.take_sent();
     let ack = sent

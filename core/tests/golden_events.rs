@@ -123,3 +123,18 @@ fn every_captured_command_is_checked() {
         );
     }
 }
+
+#[test]
+fn an_untyped_event_still_names_its_job_and_its_type() {
+    let event = Value::map([
+        ("eventType", Value::from("new-thing")),
+        ("queue", Value::from("q")),
+        ("jobId", Value::from("7")),
+    ]);
+    let e = QueueEvent::from_frame(&autobatch_core::session::event_frame(event));
+    assert!(matches!(e, QueueEvent::Other { .. }), "{e:?}");
+    assert_eq!((e.name(), e.job_id()), ("new-thing", Some("7")));
+    let jobless = QueueEvent::from_frame(&Value::map([("eventType", Value::from("gone"))]));
+    assert_eq!((jobless.name(), jobless.job_id()), ("gone", None));
+    assert_eq!(QueueEvent::Gap.job_id(), None);
+}

@@ -851,6 +851,7 @@ fn release_unwritten_gives_back_every_add_not_written_and_on_request_written_cus
         assert_eq!(h.done(*op), Some(&lost), "given back as not applied");
     }
     assert!(h.done(custom).is_none(), "kept for the reconnect");
+    assert_eq!(h.s.stats().adds_failed, 1, "given back, not failed");
     // Asked for, the written custom-id add is given back too, as maybe applied.
     assert_eq!(h.s.release_unwritten(h.now, true), 1);
     h.step();
@@ -2731,4 +2732,734 @@ fn bytes_sent_counts_what_poll_transmit_appended_only() {
     let mut out = vec![0u8; 1_000];
     assert!(h.s.poll_transmit(h.now, &mut out));
     assert_eq!(h.s.stats().bytes_sent, out.len() as u64 - 1_000);
+}
+
+/// The field a configuration is refused for, or `None` when it is valid.
+fn refused_field(config: &SessionConfig) -> Option<&'static str> {
+    match config.validate() {
+        Ok(()) => None,
+        Err(autobatch_core::session::ConfigError::Field { field, .. }) => Some(field),
+        Err(e) => panic!("refused for its batching: {e}"),
+    }
+}
+
+#[test]
+fn a_reconnect_base_must_be_positive_and_at_most_the_cap() {
+    let with = |base: u64, max: u64| {
+        ok().reconnect(
+            ReconnectConfig::default()
+                .base(Duration::from_millis(base))
+                .max(Duration::from_millis(max)),
+        )
+    };
+    assert_eq!(refused_field(&with(0, 1_000)), Some("reconnect.base"));
+    assert_eq!(refused_field(&with(200, 100)), Some("reconnect.base"));
+    assert_eq!(refused_field(&with(100, 100)), None, "a fixed delay");
+    assert_eq!(refused_field(&with(100, 101)), None);
+    assert!(Session::new(with(0, 1_000), Instant::now()).is_err());
+}
+
+#[test]
+fn a_worker_configuration_is_refused_field_by_field_at_its_edges() {
+    let worker = |w: WorkerConfig| ok().worker(Some(w));
+    let sec = Duration::from_secs;
+    let ms = Duration::from_millis;
+    // The limiter needs a positive count and a positive window, each on its own.
+    let limited =
+        |max: u32, window: Duration| worker(WorkerConfig::new("w").limiter(Some((max, window))));
+    assert_eq!(refused_field(&limited(0, sec(1))), Some("worker.limiter"));
+    assert_eq!(refused_field(&limited(5, sec(0))), Some("worker.limiter"));
+    assert_eq!(refused_field(&limited(1, ms(1))), None);
+    // A long poll of up to 60 s.
+    let polling = |d: Duration| worker(WorkerConfig::new("w").poll_timeout(d));
+    assert_eq!(refused_field(&polling(sec(60))), None);
+    assert_eq!(
+        refused_field(&polling(sec(60) + ms(1))),
+        Some("worker.poll_timeout")
+    );
+    assert_eq!(refused_field(&polling(sec(0))), None);
+    // Heartbeats: positive and shorter than the lock.
+    let beating = |h: Duration| {
+        worker(
+            WorkerConfig::new("w")
+                .lock_ttl(sec(30))
+                .heartbeat_interval(Some(h)),
+        )
+    };
+    assert_eq!(
+        refused_field(&beating(sec(0))),
+        Some("worker.heartbeat_interval")
+    );
+    assert_eq!(
+        refused_field(&beating(sec(30))),
+        Some("worker.heartbeat_interval")
+    );
+    assert_eq!(
+        refused_field(&beating(sec(31))),
+        Some("worker.heartbeat_interval")
+    );
+    assert_eq!(refused_field(&beating(sec(30) - ms(1))), None);
+    let quiet = WorkerConfig::new("w")
+        .lock_ttl(ms(1))
+        .heartbeat_interval(None);
+    assert_eq!(refused_field(&worker(quiet)), None, "no heartbeats");
+    assert_eq!(
+        refused_field(&worker(
+            WorkerConfig::new("w").lock_ttl(Duration::from_micros(999))
+        )),
+        Some("worker.lock_ttl"),
+        "sent as whole ms: under 1 ms is 0"
+    );
+    assert_eq!(
+        refused_field(&worker(WorkerConfig::new("w").concurrency(0))),
+        Some("worker.concurrency")
+    );
+    assert_eq!(
+        refused_field(&worker(WorkerConfig::new("w").concurrency(1))),
+        None
+    );
+}
+
+#[test]
+fn the_other_session_fields_are_refused_at_zero_only() {
+    assert_eq!(
+        refused_field(&ok().max_command_timeouts(0)),
+        Some("max_command_timeouts")
+    );
+    assert_eq!(refused_field(&ok().max_command_timeouts(1)), None);
+    assert_eq!(
+        refused_field(&ok().max_in_flight_commands(0)),
+        Some("max_in_flight_commands")
+    );
+    assert_eq!(refused_field(&ok().max_in_flight_commands(1)), None);
+    assert_eq!(refused_field(&ok().with_token("t")), None);
+    assert_eq!(ok().with_token("t").token.as_deref(), Some("t"));
+    assert_eq!(ok().without_batching().batching, None);
+}
+
+/// SplitMix64 from `seed`: its `n`-th draw (1-based) as a uniform in `[0, 1)`.
+fn splitmix64_unit(seed: u64, n: u32) -> f64 {
+    let mut state = seed;
+    let mut z = 0;
+    for _ in 0..n {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+    }
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[test]
+fn the_reconnect_jitter_is_drawn_from_the_seed_by_splitmix64() {
+    // A fixed delay plus up to 100 % of it: each wait shows one draw, long enough (a
+    // million seconds) that its nanoseconds show all but the last few bits of the draw.
+    let base = Duration::from_secs(1_000_000);
+    let reconnect = ReconnectConfig::default().base(base).max(base).jitter(1.0);
+    for seed in [0, 0x5eed, u64::MAX] {
+        let mut h = Harness::new(ok().reconnect(reconnect).seed(seed));
+        let mut waits = Vec::new();
+        for n in 1..=8 {
+            h.s.handle_connect_failed(h.now);
+            h.step();
+            let wait = h.s.poll_timeout().unwrap() - h.now;
+            assert_eq!(
+                wait,
+                reconnect.delay(n, splitmix64_unit(seed, n)),
+                "seed {seed:#x}, attempt {n}"
+            );
+            waits.push(wait);
+            h.advance(wait);
+            assert!(h.take_events().contains(&Event::Connect));
+        }
+        waits.sort();
+        waits.dedup();
+        assert_eq!(waits.len(), 8, "every draw differs");
+    }
+}
+
+#[test]
+fn operation_ids_are_distinct_numbers() {
+    let mut h = Harness::connected(ok());
+    let a = h.add("q", 1);
+    let b = h.add("q", 2);
+    assert_ne!(a.get(), b.get());
+    assert_ne!(a, b);
+}
+
+/// The ops of the `Done` events in `events`, in order, each checked to be a timeout.
+fn timed_out(events: &[Event]) -> Vec<OpId> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Done { op, result } => {
+                assert!(matches!(result, Err(Error::Timeout { .. })), "{result:?}");
+                Some(*op)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn written_commands_that_time_out_together_are_reported_in_deadline_order() {
+    let pull = || {
+        Command::Pull(PullArgs {
+            queue: "q".into(),
+            timeout: Some(5_000),
+            ..PullArgs::default()
+        })
+    };
+    let state = |id: &str| Command::GetState { id: id.into() };
+    let mut h = Harness::connected(ok());
+    // Written now: a lookup due in 30 s, a long poll due in 35 s, a lookup due in 30 s like
+    // the first (a tie: the order written decides).
+    let first = h.s.request(h.now, state("a")).unwrap();
+    let long = h.s.request(h.now, pull()).unwrap();
+    let tie = h.s.request(h.now, state("b")).unwrap();
+    h.step();
+    // Written 2 s later: a lookup due in 32 s, before the long poll.
+    h.advance(Duration::from_secs(2));
+    let later = h.s.request(h.now, state("c")).unwrap();
+    h.step();
+    assert_eq!(h.take_sent().len(), 4);
+    h.take_events();
+    h.now += Duration::from_secs(40);
+    h.s.handle_timeout(h.now);
+    h.step();
+    assert_eq!(
+        timed_out(&h.take_events()),
+        vec![first, tie, later, long],
+        "30 s, 30 s, 32 s, 35 s"
+    );
+}
+
+#[test]
+fn close_does_not_wait_for_a_pull_or_a_ping_still_out() {
+    // A pull still out: closing the connection hands its jobs back to the server.
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+    assert!(h.s.pull_in_flight());
+    h.s.close(h.now);
+    h.step();
+    assert_eq!(h.take_events(), [Event::Disconnect, Event::Closed]);
+    assert!(h.s.is_closed());
+    // A ping still out.
+    let every = Duration::from_secs(10);
+    let mut h = Harness::connected(ok().ping_interval(Some(every)));
+    h.advance(every);
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["Ping"]);
+    h.take_events();
+    h.s.close(h.now);
+    h.step();
+    assert_eq!(h.take_events(), [Event::Disconnect, Event::Closed]);
+    // A lookup still out is waited for.
+    let mut h = Harness::connected(ok());
+    let op =
+        h.s.request(h.now, Command::GetState { id: "7".into() })
+            .unwrap();
+    h.step();
+    h.s.close(h.now);
+    h.step();
+    assert!(!h.take_events().contains(&Event::Closed));
+    let sent = h.take_sent();
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("state", Value::from("completed")),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(matches!(h.done(op), Some(Ok(_))));
+    assert!(h.take_events().contains(&Event::Closed));
+}
+
+#[test]
+fn a_lost_connection_leaves_no_deadline_of_its_commands_behind() {
+    // Replies due sooner than the reconnect: a deadline left behind would wake the driver
+    // for nothing before it.
+    let reconnect = ReconnectConfig::default().jitter(0.0);
+    let timeout = Duration::from_millis(50);
+    let mut h = Harness::connected(ok().reconnect(reconnect).command_timeout(timeout));
+    let op = h.add("q", 1);
+    assert_eq!(h.take_sent().len(), 1);
+    assert_eq!(h.s.poll_timeout(), Some(h.now + timeout), "the add's reply");
+    h.s.handle_disconnected(h.now);
+    h.step();
+    assert!(matches!(
+        h.done(op),
+        Some(Err(Error::ConnectionLost {
+            maybe_applied: true
+        }))
+    ));
+    assert_eq!(
+        h.s.poll_timeout(),
+        Some(h.now + Duration::from_millis(100)),
+        "only the reconnect"
+    );
+    h.advance(Duration::from_millis(100));
+    assert!(h.take_events().contains(&Event::Connect));
+    h.s.handle_connected(h.now);
+    h.step();
+    assert!(h.s.is_connected());
+    assert_eq!(h.s.poll_timeout(), None, "nothing left to wait for");
+}
+
+#[test]
+fn a_pushb_is_replay_safe_only_when_every_job_has_a_custom_id() {
+    use autobatch_core::session::Replay;
+    let keyed = |id: &str| JobSpec::new("j", Value::Nil).with_options(JobOptions::new().job_id(id));
+    let pushb = |jobs: Vec<JobSpec>| Command::PushB {
+        queue: "q".into(),
+        jobs,
+    };
+    assert_eq!(
+        pushb(vec![keyed("a"), keyed("b")]).replay_safety(),
+        Replay::Safe
+    );
+    assert_eq!(
+        pushb(vec![keyed("a"), JobSpec::new("j", Value::Nil)]).replay_safety(),
+        Replay::NotSafe
+    );
+    assert_eq!(
+        pushb(vec![JobSpec::new("j", Value::Nil), keyed("b")]).replay_safety(),
+        Replay::NotSafe
+    );
+    assert_eq!(Replay::Safe.and(Replay::Safe), Replay::Safe);
+    assert_eq!(Replay::Safe.and(Replay::NotSafe), Replay::NotSafe);
+    assert_eq!(Replay::NotSafe.and(Replay::Safe), Replay::NotSafe);
+}
+
+#[test]
+fn a_lookup_not_yet_written_can_be_withdrawn_and_is_no_add() {
+    let mut h = Harness::new(ok());
+    let count =
+        h.s.request(h.now, Command::Count { queue: "q".into() })
+            .unwrap();
+    let kept =
+        h.s.request(h.now, Command::Count { queue: "r".into() })
+            .unwrap();
+    h.step();
+    assert!(h.s.cancel(count));
+    assert!(!h.s.cancel(count), "only once");
+    h.s.handle_connected(h.now);
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1, "only the other lookup is written");
+    assert_eq!(sent[0].get("queue").and_then(Value::as_str), Some("r"));
+    assert!(!h.s.cancel(kept), "too late once written");
+    assert!(
+        h.done(count).is_none(),
+        "a withdrawn lookup gets no outcome"
+    );
+    assert_eq!(h.s.stats().adds_cancelled, 0, "a lookup is not an add");
+}
+
+#[test]
+fn no_ping_is_queued_while_the_connection_is_down() {
+    let every = Duration::from_secs(10);
+    let reconnect = ReconnectConfig::default()
+        .base(Duration::from_secs(20))
+        .jitter(0.0);
+    let mut h = Harness::connected(ok().ping_interval(Some(every)).reconnect(reconnect));
+    h.s.handle_disconnected(h.now);
+    h.step();
+    // Down past the time the next ping was due.
+    h.advance(Duration::from_secs(20));
+    assert!(h.take_events().contains(&Event::Connect));
+    h.s.handle_connected(h.now);
+    h.step();
+    assert!(
+        h.take_sent().is_empty(),
+        "nothing to send on the new connection"
+    );
+    assert_eq!(h.s.poll_timeout(), Some(h.now + every), "its first ping");
+    h.advance(every);
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["Ping"]);
+}
+
+#[test]
+fn adds_alternating_between_queues_each_go_to_their_own_and_a_bad_name_is_refused_after_any() {
+    let bad = |h: &mut Harness| {
+        let r = h.s.add(h.now, "bad queue", JobSpec::new("j", Value::Nil));
+        assert!(
+            matches!(r, Err(Error::Invalid(ref e)) if e.field == "queue"),
+            "{r:?}"
+        );
+    };
+    for batching in [false, true] {
+        let config = if batching {
+            ok()
+        } else {
+            ok().without_batching()
+        };
+        let mut h = Harness::connected(config);
+        bad(&mut h);
+        for (i, queue) in ["a", "b", "a", "a", "b"].into_iter().enumerate() {
+            h.add(queue, i as i64);
+            let sent = h.take_sent();
+            let queues: Vec<_> = sent
+                .iter()
+                .map(|s| s.get("queue").and_then(Value::as_str).unwrap())
+                .collect();
+            if batching && i > 1 {
+                // Each queue has its first add out: the rest wait in its batcher.
+                assert!(queues.is_empty(), "add {i}: {queues:?}");
+            } else {
+                assert_eq!(queues, [queue], "add {i}, batching {batching}");
+            }
+            bad(&mut h);
+        }
+        let st = h.s.stats();
+        assert_eq!(st.adds, 5);
+    }
+}
+
+#[test]
+fn commands_never_written_in_time_are_counted_as_timeouts() {
+    // Never connected: both wait in the send queue until their deadline.
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::new(ok().command_timeout(timeout));
+    let ops: Vec<OpId> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            h.s.request(h.now, Command::GetState { id: (*id).into() })
+                .unwrap()
+        })
+        .collect();
+    h.step();
+    h.advance(timeout);
+    for op in ops {
+        assert_eq!(
+            h.done(op),
+            Some(&Err(Error::Timeout {
+                maybe_applied: false
+            }))
+        );
+    }
+    assert_eq!(h.s.stats().timeouts, 2);
+}
+
+#[test]
+fn a_job_that_fills_a_pushb_frame_exactly_is_sent_and_one_byte_more_is_refused() {
+    use autobatch_core::wire::{pushb_jobs_budget, MAX_FRAME};
+    let budget = pushb_jobs_budget("q");
+    // Tags of a megabyte each, the last one cut so the job's PUSHB share is `len` bytes.
+    let job = |len: usize| {
+        let build = |last: usize| {
+            let mut tags = vec!["t".repeat(1_000_000); 60];
+            tags.push("u".repeat(last));
+            JobSpec::new("j", Value::Nil).with_options(JobOptions::new().tags(tags))
+        };
+        let guess = 1_000_000;
+        let over = build(guess).pushb_len() as isize - len as isize;
+        let exact = build((guess as isize - over) as usize);
+        assert_eq!(exact.pushb_len(), len);
+        exact
+    };
+    let mut h = Harness::connected(ok());
+    let err = h.s.add(h.now, "q", job(budget + 1)).unwrap_err();
+    assert!(
+        matches!(&err, Error::Invalid(e) if e.field == "data"),
+        "{err:?}"
+    );
+    let op = h.s.add(h.now, "q", job(budget)).unwrap();
+    h.step();
+    assert_eq!(h.take_sent().len(), 1, "it fits in a frame of its own");
+    assert!(h.frame_lens.iter().all(|&n| n <= MAX_FRAME));
+    assert!(h.done(op).is_none(), "waiting for its reply");
+}
+
+#[test]
+fn an_add_larger_than_the_buffer_is_refused_even_when_nothing_waits() {
+    let batching = BatchConfig::new().max_pending_bytes(1_000);
+    let mut h = Harness::connected(ok().batching(Some(batching)));
+    let big = JobSpec::new("j", Value::Str("x".repeat(2_000)));
+    assert!(matches!(h.s.add(h.now, "q", big), Err(Error::Overflow)));
+    h.step();
+    assert!(h.take_sent().is_empty());
+    let op = h.add("q", 1);
+    assert_eq!(h.take_sent().len(), 1, "a small one still goes");
+    assert!(h.done(op).is_none());
+}
+
+#[test]
+fn release_unwritten_gives_back_a_held_add_as_cancelled_not_failed() {
+    let mut h = Harness::connected(ok());
+    let written = h.add("q", 0);
+    assert_eq!(h.take_sent().len(), 1);
+    h.s.handle_disconnected(h.now);
+    h.step();
+    assert!(matches!(h.done(written), Some(Err(_))));
+    assert_eq!(h.s.stats().adds_failed, 1, "the written add");
+    // Made and given back before any poll: still held, alone.
+    let held = h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)).unwrap();
+    assert_eq!(h.s.release_unwritten(h.now, false), 1);
+    h.step();
+    assert_eq!(
+        h.done(held),
+        Some(&Err(Error::ConnectionLost {
+            maybe_applied: false
+        }))
+    );
+    let st = h.s.stats();
+    assert_eq!((st.adds, st.adds_cancelled, st.adds_failed), (2, 1, 1));
+}
+
+#[test]
+fn a_held_add_withdrawn_or_timed_out_before_any_poll_lets_close_finish() {
+    let timeout = Duration::from_secs(2);
+    // Withdrawn.
+    let mut h = Harness::connected(ok());
+    let op = h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)).unwrap();
+    assert!(h.s.cancel(op));
+    h.s.close(h.now);
+    h.step();
+    assert!(h.take_sent().is_empty());
+    assert!(h.take_events().contains(&Event::Closed));
+    // Timed out: several inputs may come before a round of polls.
+    let mut h = Harness::connected(ok().command_timeout(timeout));
+    let op = h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)).unwrap();
+    h.now += timeout;
+    h.s.handle_timeout(h.now);
+    h.s.close(h.now);
+    h.step();
+    assert!(h.take_sent().is_empty());
+    assert_eq!(
+        h.done(op),
+        Some(&Err(Error::Timeout {
+            maybe_applied: false
+        }))
+    );
+    let st = h.s.stats();
+    assert_eq!((st.timeouts, st.adds_failed), (1, 1));
+    assert!(h.take_events().contains(&Event::Closed));
+}
+
+#[test]
+fn a_buffered_add_that_times_out_is_counted_with_the_batch_ahead_of_it() {
+    let timeout = Duration::from_secs(2);
+    let batching = BatchConfig::new().max_in_flight(1);
+    // Never connected: the first add's PUSH waits in the send queue, holding the queue's one
+    // slot, and the second add waits in the buffer behind it.
+    let mut h = Harness::new(ok().batching(Some(batching)).command_timeout(timeout));
+    let queued = h.add("q", 1);
+    let buffered = h.add("q", 2);
+    assert_eq!(h.s.pending_adds().items, 1);
+    h.advance(timeout);
+    let not_applied = Err(Error::Timeout {
+        maybe_applied: false,
+    });
+    assert_eq!(h.done(buffered), Some(&not_applied));
+    assert_eq!(h.done(queued), Some(&not_applied));
+    let st = h.s.stats();
+    assert_eq!((st.timeouts, st.adds_failed), (2, 2));
+}
+
+#[test]
+fn a_pushb_answered_with_too_few_ids_fails_each_of_its_adds_and_frees_its_slot() {
+    let mut h = Harness::connected(ok());
+    let ops: Vec<OpId> = (0..3)
+        .map(|i| {
+            h.s.add(h.now, "q", JobSpec::new("j", Value::Int(i)))
+                .unwrap()
+        })
+        .collect();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(cmd(&sent[0]), "PUSHB");
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        (
+            "ids",
+            Value::Array(vec![Value::from("a"), Value::from("b")]),
+        ),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    let why = "PUSHB of 3 jobs answered with 2 ids".to_owned();
+    for op in &ops {
+        assert_eq!(h.done(*op), Some(&Err(Error::Protocol(why.clone()))));
+    }
+    assert_eq!(h.s.stats().adds_ok, 0);
+    // The batch's slot is free again: the next add leaves at once.
+    h.add("q", 9);
+    assert_eq!(h.take_sent().len(), 1);
+}
+
+/// Refuses `req` with `msg`, as the server does.
+fn refuse(h: &mut Harness, req: &Value, msg: &str) {
+    let mut out = Vec::new();
+    encode_error(req.get("reqId").unwrap(), msg, &mut out);
+    h.feed(&Value::decode(&out).unwrap());
+}
+
+#[test]
+fn a_pushb_refusal_naming_no_job_of_it_fails_them_all_and_a_lone_rest_refused_fails_alone() {
+    let mut h = Harness::connected(ok());
+    let wave = |h: &mut Harness, n: i64| -> Vec<OpId> {
+        let ops = (0..n)
+            .map(|i| {
+                h.s.add(h.now, "q", JobSpec::new("j", Value::Int(i)))
+                    .unwrap()
+            })
+            .collect();
+        h.step();
+        ops
+    };
+    // An index past the batch names none of its jobs: every one fails, nothing goes again.
+    let ops = wave(&mut h, 2);
+    let batch = h.take_sent();
+    assert_eq!(jobs_in(&batch[0]), 2);
+    refuse(&mut h, &batch[0], "jobs[2]: priority must be an integer");
+    for op in &ops {
+        assert_eq!(
+            h.done(*op),
+            Some(&Err(Error::Server("priority must be an integer".into())))
+        );
+    }
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.s.stats().items_resent, 0);
+    // One bad job of two: the good one goes again alone; refused in turn, it fails, and
+    // nothing more is sent.
+    let ops = wave(&mut h, 2);
+    let batch = h.take_sent();
+    refuse(&mut h, &batch[0], "jobs[0]: priority must be an integer");
+    let again = h.take_sent();
+    assert_eq!(again.iter().map(jobs_in).collect::<Vec<_>>(), [1]);
+    refuse(&mut h, &again[0], "jobs[0]: delay must be positive");
+    assert_eq!(
+        h.done(ops[1]),
+        Some(&Err(Error::Server("delay must be positive".into())))
+    );
+    assert!(h.take_sent().is_empty(), "no empty batch goes out");
+    assert_eq!(h.s.stats().items_resent, 1);
+    assert_eq!(h.s.stats().adds_failed, 4);
+}
+
+#[test]
+fn a_written_bulk_add_is_sent_again_after_a_lost_connection_only_if_every_job_has_a_custom_id() {
+    let keyed = |id: &str| JobSpec::new("j", Value::Nil).with_options(JobOptions::new().job_id(id));
+    let reconnect = ReconnectConfig::default().jitter(0.0);
+    let mut h = Harness::connected(ok().reconnect(reconnect));
+    let safe =
+        h.s.add_bulk(h.now, "q", vec![keyed("a"), keyed("b")])
+            .unwrap();
+    h.step();
+    let mixed =
+        h.s.add_bulk(h.now, "r", vec![keyed("c"), JobSpec::new("j", Value::Nil)])
+            .unwrap();
+    h.step();
+    assert_eq!(
+        h.take_sent().iter().map(jobs_in).collect::<Vec<_>>(),
+        [2, 2]
+    );
+    h.s.handle_disconnected(h.now);
+    h.step();
+    assert_eq!(
+        h.done(mixed),
+        Some(&Err(Error::ConnectionLost {
+            maybe_applied: true
+        }))
+    );
+    assert!(h.done(safe).is_none(), "kept for the next connection");
+    let st = h.s.stats();
+    assert_eq!((st.items_resent, st.adds_failed), (2, 2));
+    h.advance(Duration::from_millis(100));
+    h.s.handle_connected(h.now);
+    h.step();
+    let again = h.take_sent();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].get("queue").and_then(Value::as_str), Some("q"));
+    assert_eq!(jobs_in(&again[0]), 2);
+    h.answer_push(&again[0]);
+    assert!(matches!(h.done(safe), Some(Ok(Response::PushedBatch(ids))) if ids.len() == 2));
+    assert_eq!(h.s.stats().adds_ok, 2, "each job of the bulk add");
+}
+
+#[test]
+fn a_written_pushb_that_times_out_fails_each_of_its_adds_as_maybe_applied() {
+    let timeout = Duration::from_secs(2);
+    let mut h = Harness::connected(ok().command_timeout(timeout));
+    let ops: Vec<OpId> = (0..2)
+        .map(|i| {
+            h.s.add(h.now, "q", JobSpec::new("j", Value::Int(i)))
+                .unwrap()
+        })
+        .collect();
+    h.step();
+    assert_eq!(h.take_sent().iter().map(jobs_in).collect::<Vec<_>>(), [2]);
+    h.advance(timeout);
+    for op in &ops {
+        assert_eq!(
+            h.done(*op),
+            Some(&Err(Error::Timeout {
+                maybe_applied: true
+            }))
+        );
+    }
+    let st = h.s.stats();
+    assert_eq!((st.timeouts, st.adds_failed), (1, 2));
+}
+
+#[test]
+fn once_a_batch_is_answered_no_timer_is_left_for_its_adds() {
+    let mut h = Harness::connected(ok());
+    let ops: Vec<OpId> = (0..3)
+        .map(|i| {
+            h.s.add(h.now, "q", JobSpec::new("j", Value::Int(i)))
+                .unwrap()
+        })
+        .collect();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(sent.iter().map(jobs_in).collect::<Vec<_>>(), [3]);
+    h.answer_push(&sent[0]);
+    assert!(ops.iter().all(|op| matches!(h.done(*op), Some(Ok(_)))));
+    assert_eq!(h.s.poll_timeout(), None, "nothing waits on time");
+}
+
+#[test]
+fn pending_adds_counts_held_and_buffered_adds_across_queues() {
+    let mut h = Harness::connected(ok());
+    let job = |n: i64| JobSpec::new("job", Value::map([("n", Value::Int(n))]));
+    h.add("a", 0);
+    assert_eq!(h.take_sent().len(), 1, "queue a's slot is taken");
+    h.add("a", 1);
+    assert!(h.take_sent().is_empty(), "buffered behind it");
+    // Not polled yet: held, alone in queue b.
+    h.s.add(h.now, "b", job(22)).unwrap();
+    let pending = h.s.pending_adds();
+    assert_eq!(pending.items, 2);
+    assert_eq!(pending.bytes, job(1).pushb_len() + job(22).pushb_len());
+    assert_eq!(pending.parked, 0);
+}
+
+#[test]
+fn close_waits_for_a_held_job_and_the_reply_to_its_ackb() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1")]));
+    h.s.close(h.now);
+    h.step();
+    assert!(!h.take_events().contains(&Event::Closed), "j1 is running");
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    let ack = sent
+        .iter()
+        .find(|s| cmd(s) == "ACKB")
+        .expect("flushed by close");
+    assert!(
+        !h.take_events().contains(&Event::Closed),
+        "its reply is awaited"
+    );
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("reqId", ack.get("reqId").unwrap().clone()),
+    ]));
+    let events = h.take_events();
+    assert!(events.contains(&Event::JobSettled {
+        id: "j1".into(),
+        result: Ok(true)
+    }));
+    assert!(events.contains(&Event::Closed));
 }

@@ -375,7 +375,8 @@ impl Session {
                 .remove_first(|q| !q.written && q.req.single_op() == Some(op))
                 .map(|q| match &q.req {
                     Request::Add(a) => a.len(),
-                    _ => 1,
+                    // A lookup or another caller's command: no add.
+                    _ => 0,
                 })
         };
         if let Some(n) = withdrawn {

@@ -1454,7 +1454,7 @@ fn group_max_size_like_bunqueue() {
 /// What the replay of a written custom-id add relies on, compared on both servers: a live
 /// custom id deduplicates (PUSH and PUSHB, the existing id answered), a custom id no job has
 /// reads "Job not found" in GetJob, a completed job is still found by its id, a finished custom
-/// id is admitted again as a new job, a job removed when it completes is no longer found, and
+/// id is admitted again as a new job, a job removed when it completes is not found, and
 /// Stats carries the server's uptime in ms (`ClientOptions::idempotent_adds` in
 /// docs/reliability.md).
 #[test]

@@ -1450,10 +1450,10 @@ fn a_request_past_the_frame_limit_fails_alone() {
     assert_eq!(h.take_sent().len(), 1, "the next add goes out as usual");
 }
 
-/// Issue #10 item 4: eight concurrent valid adds of 8.4 MB each, every one accepted alone, used to
-/// leave as one PUSHB of 67,108,893 bytes — past the 64 MiB frame limit — and all eight failed
-/// with `Invalid(data)`. Each PUSHB is now capped at what a frame holds: the adds leave as two
-/// frames, each within the limit, and all eight succeed.
+/// Eight concurrent valid adds of 8.4 MB each, every one accepted alone, would make one PUSHB of
+/// 67,108,893 bytes — past the 64 MiB frame limit — and fail all eight with `Invalid(data)`.
+/// Each PUSHB is capped at what a frame holds: the adds leave as two frames, each within the
+/// limit, and all eight succeed.
 #[test]
 fn valid_adds_never_sink_together_in_a_pushb_past_the_frame_limit() {
     let mut h = Harness::connected(ok());
@@ -1519,7 +1519,7 @@ fn a_job_too_large_for_any_frame_is_refused_before_sending() {
     assert_eq!(h.take_sent().len(), 1, "the session goes on");
 }
 
-/// Issue #10 item 6: a FAIL can carry the error's stack; more than bunqueue keeps (100 lines) is
+/// A FAIL can carry the error's stack; more than bunqueue keeps (100 lines) is
 /// not sent, and an overlong line is cut at a character boundary.
 #[test]
 fn a_failed_job_carries_its_stack_bounded() {

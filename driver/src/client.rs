@@ -339,16 +339,17 @@ impl<R: Runtime> Client<R> {
 
     /// Sends a command the typed API does not have yet, as a map of bunqueue's own keys, and
     /// returns the server's reply body ([`Response::Other`] for a command the core does not
-    /// type). `replay` is the caller's word on what may happen after a lost connection:
-    /// [`Replay::Safe`] for a read, which is sent again on the next connection;
-    /// [`Replay::NotSafe`] for anything that changes state, which fails with
+    /// type). `body` is the whole request: its `cmd` names the command the server knows, and
+    /// the session adds the `reqId`. `replay` is the caller's word on what may happen after a
+    /// lost connection: [`Replay::Safe`] for a read, which is sent again on the next
+    /// connection; [`Replay::NotSafe`] for anything that changes state, which fails with
     /// [`Error::ConnectionLost`] `{ maybe_applied: true }` if it was written and not
-    /// answered, and is never written twice. `cmd` must be the name the server knows and
-    /// `body` the whole request (`cmd` included); `reqId` is added by the session.
+    /// answered, and is never written twice.
     ///
     /// # Errors
     ///
-    /// The server's refusal as [`Error::Server`], a lost connection or a timeout, or
+    /// [`Error::Invalid`] on `cmd`, with nothing sent, when `body` is not a map with a string
+    /// `cmd`; the server's refusal as [`Error::Server`], a lost connection or a timeout, or
     /// [`Error::Closed`] after [`close`](Self::close).
     ///
     /// ```no_run
@@ -356,22 +357,14 @@ impl<R: Runtime> Client<R> {
     /// # async fn demo<R: autobatch_driver::Runtime>(client: autobatch_driver::Client<R>) -> Result<(), autobatch_driver::Error> {
     /// // Pausing a queue is not a read: it must not be replayed blindly.
     /// let body = Value::map([("cmd", Value::from("Pause")), ("queue", Value::from("emails"))]);
-    /// let reply = client.request_raw("Pause", body, Replay::NotSafe).await?;
+    /// let reply = client.request_raw(body, Replay::NotSafe).await?;
     /// if let Response::Other(v) = reply {
     ///     println!("paused: {:?}", v.get("ok"));
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn request_raw(
-        &self,
-        cmd: impl Into<String>,
-        body: Value,
-        replay: Replay,
-    ) -> Result<Response, Error> {
-        let cmd = Command::Other {
-            cmd: cmd.into(),
-            body,
-        };
+    pub async fn request_raw(&self, body: Value, replay: Replay) -> Result<Response, Error> {
+        let cmd = Command::raw(body)?;
         self.call(Work::Request {
             cmd: Box::new(cmd),
             replay: Some(replay),

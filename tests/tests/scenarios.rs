@@ -367,7 +367,7 @@ async fn processor_error_fails<T: Rt>(target: Target) {
     assert_eq!(c.ackb_total(), 0, "{c:?}");
 }
 
-/// Issue #10 item 6: a processor error with a source fails its job with a stack — the message,
+/// A processor error with a source fails its job with a stack — the message,
 /// then one `caused by:` line per cause — which the server keeps as the job's `stacktrace`, read
 /// back through an independent connection. The embedded broker does not store stack traces
 /// (yet), so the check of what landed runs against bunqueue only.
@@ -427,7 +427,7 @@ async fn processor_error_carries_its_stack<T: Rt>(target: Target) {
     }
 }
 
-/// Issue #10 item 4: eight concurrent valid adds of 8.4 MB each, together past the 64 MiB frame
+/// Eight concurrent valid adds of 8.4 MB each, together past the 64 MiB frame
 /// limit, all succeed and all land: they leave as more than one PUSHB, each within the limit.
 async fn adds_near_the_frame_limit<T: Rt>(target: Target) {
     let server = target.shared();
@@ -753,7 +753,7 @@ async fn raw_requests<T: Rt>(target: Target) {
         ("id", Value::from(id.as_str())),
     ]);
     let reply = client
-        .request_raw("GetState", body, Replay::Safe)
+        .request_raw(body, Replay::Safe)
         .await
         .expect("GetState");
     let Response::Other(v) = reply else {
@@ -767,12 +767,15 @@ async fn raw_requests<T: Rt>(target: Target) {
     // The server's own word, checked through an independent connection.
     assert_eq!(raw(server).state(&id), "waiting");
     let bogus = Value::map([("cmd", Value::from("NoSuchCommand"))]);
-    match client
-        .request_raw("NoSuchCommand", bogus, Replay::NotSafe)
-        .await
-    {
+    match client.request_raw(bogus, Replay::NotSafe).await {
         Err(Error::Server(e)) => assert!(e.to_string().contains("Unknown command"), "{e}"),
         other => panic!("an unknown command is refused: {other:?}"),
+    }
+    // A request that names no command is refused before anything is sent.
+    let nameless = Value::map([("id", Value::from(id.as_str()))]);
+    match client.request_raw(nameless, Replay::Safe).await {
+        Err(Error::Invalid(e)) => assert_eq!(e.field, "cmd", "{e}"),
+        other => panic!("a request without cmd is invalid: {other:?}"),
     }
     client.close().await;
 }

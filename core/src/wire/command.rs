@@ -194,6 +194,29 @@ impl CommandKind {
 }
 
 impl Command {
+    /// A command the typed API lacks, from its whole request map: its name is the map's `cmd`,
+    /// so the name is written once. A `reqId` in `body` is replaced by the session's own.
+    ///
+    /// # Errors
+    ///
+    /// [`ValidationError`] on `cmd` when `body` is not a map or has no string `cmd`: such a
+    /// request names no command, and nothing is sent.
+    ///
+    /// ```
+    /// use autobatch_core::wire::{Command, Value};
+    /// let pause = Command::raw(Value::map([("cmd", Value::from("Pause")), ("queue", Value::from("q"))]));
+    /// assert_eq!(pause.unwrap().name(), "Pause");
+    /// assert_eq!(Command::raw(Value::map([("queue", Value::from("q"))])).unwrap_err().field, "cmd");
+    /// ```
+    pub fn raw(body: Value) -> Result<Command, ValidationError> {
+        let cmd = body
+            .get("cmd")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ValidationError::new("cmd", "cmd must be a string in a request map"))?
+            .to_owned();
+        Ok(Command::Other { cmd, body })
+    }
+
     /// The wire name (`cmd`): its kind's, or an [`Other`](Self::Other) command's own.
     pub fn name(&self) -> &str {
         match self {

@@ -14,13 +14,13 @@ use std::fmt;
 use serde::Serialize;
 
 use super::codec::Encoder;
-use super::command::{
-    job_common_field_count, write_job_head, write_job_schedule, write_job_tail, write_push,
-    write_pushb, write_remove_flags, Flavor, PushItem, DATA_KEY, NAME_KEY,
-};
 use super::encode_serde::BytesSerializer;
 use super::job::check_job_name;
-use super::size::{map_header_len, str_len};
+use super::options::{write_schedule, write_tail, Sink};
+use super::push::{
+    pushb_item_len, write_job_head, write_push, write_pushb, write_remove_flags, Flavor, PushItem,
+    DATA_KEY, NAME_KEY,
+};
 use super::{JobOptions, JobSpec, ValidationError, Value, MAX_DATA_JSON_LEN};
 
 /// A validated job in its wire form, ready to be written into a PUSH or a PUSHB.
@@ -69,8 +69,8 @@ impl EncodedJob {
         let data_len = job.validate_sized()?;
         // Room for the name, the data and a few options: one allocation for most jobs.
         let mut bytes = Vec::with_capacity(job.name.len() + data_len + 32);
-        write_job_head(&mut Encoder::new(&mut bytes), job);
-        Ok(Self::finish(bytes, &job.opts))
+        let pairs = write_job_head(&mut Encoder::new(&mut bytes), job);
+        Ok(Self::finish(bytes, pairs, &job.opts))
     }
 
     /// Checks and encodes a job from its parts, serializing `data` straight into the job's
@@ -122,26 +122,26 @@ impl EncodedJob {
             });
         }
         opts.validate()?;
-        write_job_schedule(&mut Encoder::new(&mut bytes), opts);
-        Ok(Self::finish(bytes, opts))
+        let pairs = 2 + write_schedule(&mut Encoder::new(&mut bytes), opts);
+        Ok(Self::finish(bytes, pairs, opts))
     }
 
     /// Writes the custom id and the options after it into `bytes`, which hold the job's name,
-    /// data and scheduling options.
-    fn finish(mut bytes: Vec<u8>, o: &JobOptions) -> EncodedJob {
+    /// data and scheduling options: `pairs` fields.
+    fn finish(mut bytes: Vec<u8>, pairs: usize, o: &JobOptions) -> EncodedJob {
         let id = o.job_id.as_deref().map(|id| {
             let start = bytes.len();
             Encoder::new(&mut bytes).str(id);
             (start, bytes.len())
         });
-        write_job_tail(&mut Encoder::new(&mut bytes), o);
+        let pairs = pairs + write_tail(&mut Encoder::new(&mut bytes), o);
         // A job that validated is far below 4 GiB (its data at most 10 MiB of JSON, the rest
         // bounded): these cannot overflow, but saturate rather than wrap should they.
         let narrow = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         EncodedJob {
             bytes,
             id: id.map(|(s, e)| (narrow(s), narrow(e))),
-            pairs: narrow(job_common_field_count(o)),
+            pairs: narrow(pairs),
             remove_on_complete: o.remove_on_complete,
             remove_on_fail: o.remove_on_fail,
             durable: o.is_durable(),
@@ -197,15 +197,7 @@ impl EncodedJob {
 
     /// The exact length of this job as one PUSHB item (as [`JobSpec::pushb_len`]).
     pub fn pushb_len(&self) -> usize {
-        map_header_len(self.field_count(Flavor::PushB))
-            + self.bytes.len()
-            + self
-                .id
-                .map_or(0, |_| str_len(Flavor::PushB.custom_id_key().len()))
-            + str_len("removeOnComplete".len())
-            + 1
-            + str_len("removeOnFail".len())
-            + 1
+        pushb_item_len(self)
     }
 }
 
@@ -216,19 +208,21 @@ impl PushItem for EncodedJob {
             + flavor.remove_flag_count(self.remove_on_complete, self.remove_on_fail)
     }
 
-    fn write_fields(&self, e: &mut Encoder<'_>, flavor: Flavor) {
+    fn write_fields<S: Sink>(&self, s: &mut S, flavor: Flavor) -> usize {
         match self.id {
             Some((start, end)) => {
                 let (start, end) = (start as usize, end as usize);
                 let (head, rest) = self.bytes.split_at(start.min(self.bytes.len()));
                 let (id, tail) = rest.split_at((end - start).min(rest.len()));
-                e.raw(head).str(flavor.custom_id_key()).raw(id).raw(tail);
+                s.raw(head).str(flavor.custom_id_key()).raw(id).raw(tail);
             }
             None => {
-                e.raw(&self.bytes);
+                s.raw(&self.bytes);
             }
         }
-        write_remove_flags(e, self.remove_on_complete, self.remove_on_fail, flavor);
+        self.pairs as usize
+            + usize::from(self.id.is_some())
+            + write_remove_flags(s, self.remove_on_complete, self.remove_on_fail, flavor)
     }
 }
 

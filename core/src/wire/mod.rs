@@ -26,11 +26,14 @@
 
 mod codec;
 mod command;
+mod encode;
 mod encode_serde;
 mod encoded;
 mod error;
 mod frame;
 mod job;
+mod options;
+mod push;
 mod reply;
 pub mod server;
 mod size;
@@ -39,7 +42,7 @@ mod value_serde;
 
 pub use codec::{Encoder, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_DEPTH};
 pub(crate) use codec::{PushIds, PushReply};
-pub use command::{pushb_jobs_budget, Command, CommandKind, PullArgs};
+pub use command::{Command, CommandKind, PullArgs};
 pub use encoded::EncodedJob;
 pub(crate) use encoded::{
     encode_push as encode_push_encoded, encode_pushb as encode_pushb_encoded,
@@ -52,5 +55,6 @@ pub use job::{
     JobState, Repeat, ValidationError, MAX_ATTEMPTS, MAX_DATA_JSON_LEN, MAX_DELAY_MS,
     MAX_GROUP_PRIORITY, MAX_NAME_CHARS, MAX_PRIORITY, MAX_SAFE_INTEGER, MAX_TIMEOUT_MS,
 };
+pub use push::pushb_jobs_budget;
 pub use reply::{Incoming, JobCounts, Reply, Response};
 pub use value::{DataError, RawValue, Value, JS_INT_MAX, JS_INT_MIN};

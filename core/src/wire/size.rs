@@ -1,8 +1,9 @@
 //! Encoded lengths computed without encoding: what [`Encoder`](super::Encoder) would write, byte
-//! for byte. They let the producer cap a PUSHB by bytes before building it.
+//! for byte. A job's writers measure themselves with these (`Measure` in `options.rs`), so the
+//! producer caps a PUSHB by bytes before building it.
 //!
 //! Each function mirrors one [`Encoder`](super::Encoder) method; the property tests in
-//! `command.rs` check that a job's computed length equals (and so is never below) its real
+//! `push.rs` check that a job's computed length equals (and so is never below) its real
 //! encoding. If the encoder changes, those tests say so.
 
 use super::value::{Value, JS_INT_MAX, JS_INT_MIN};

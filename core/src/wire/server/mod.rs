@@ -28,11 +28,13 @@
 //! [`Incoming`]: super::Incoming
 //! [`Reply::response`]: super::Reply::response
 
+mod decode;
+
 use super::{Command, Response, Value};
 use crate::ops::{Fields, Operation};
 
-pub use super::command::CommandError;
 pub use super::reply::encode_error;
+pub use decode::CommandError;
 
 /// Reading a request in the server role.
 pub trait DecodeCommand: Sized {
@@ -45,7 +47,7 @@ pub trait DecodeCommand: Sized {
 
 impl DecodeCommand for Command {
     fn decode(v: &Value) -> (Value, Result<Command, CommandError>) {
-        Command::decode_request(v)
+        decode::decode_request(v)
     }
 }
 

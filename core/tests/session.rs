@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use autobatch_core::batch::{BatchConfig, OverflowPolicy};
 use autobatch_core::session::{
-    Event, OpId, PendingAdds, ReconnectConfig, Session, SessionConfig, WorkerConfig,
+    Event, JobFailure, OpId, PendingAdds, ReconnectConfig, Release, Session, SessionConfig,
+    WorkerConfig,
 };
 use autobatch_core::wire::server::encode_error;
 use autobatch_core::wire::{
@@ -836,7 +837,7 @@ fn release_unwritten_gives_back_every_add_not_written_and_on_request_written_cus
     let buffered: Vec<OpId> = (1..=5).map(|n| h.add("q", n)).collect();
     h.s.handle_disconnected(h.now);
     // The written plain add failed as maybe applied; the custom one waits for a reconnect.
-    assert_eq!(h.s.release_unwritten(h.now, false), 5);
+    assert_eq!(h.s.release_unwritten(h.now, Release::Unwritten), 5);
     h.step();
     assert_eq!(
         h.done(first),
@@ -853,7 +854,10 @@ fn release_unwritten_gives_back_every_add_not_written_and_on_request_written_cus
     assert!(h.done(custom).is_none(), "kept for the reconnect");
     assert_eq!(h.s.stats().adds_failed, 1, "given back, not failed");
     // Asked for, the written custom-id add is given back too, as maybe applied.
-    assert_eq!(h.s.release_unwritten(h.now, true), 1);
+    assert_eq!(
+        h.s.release_unwritten(h.now, Release::WrittenCustomIdsToo),
+        1
+    );
     h.step();
     assert_eq!(
         h.done(custom),
@@ -897,7 +901,7 @@ fn settlements_are_handed_off_while_the_connection_is_down() {
     h.s.handle_disconnected(h.now);
     // j2 completes and j3 fails while it is down.
     h.s.complete_job(h.now, "j2", Value::from(2_i64)).unwrap();
-    h.s.fail_job(h.now, "j3", "boom", false).unwrap();
+    h.s.fail_job(h.now, "j3", JobFailure::new("boom")).unwrap();
     h.advance(Duration::from_millis(50));
     let handed: Vec<Command> = h
         .take_events()
@@ -1178,7 +1182,8 @@ fn a_failed_job_goes_out_as_fail_with_its_token() {
         ("tokens", Value::Array(vec![Value::from("tok")])),
         ("reqId", pull[0].get("reqId").unwrap().clone()),
     ]));
-    h.s.fail_job(h.now, "j1", "boom", true).unwrap();
+    h.s.fail_job(h.now, "j1", JobFailure::new("boom").unrecoverable(true))
+        .unwrap();
     h.step();
     let sent = h.take_sent();
     let fail = sent.iter().find(|s| cmd(s) == "FAIL").unwrap();
@@ -1541,11 +1546,15 @@ fn a_failed_job_carries_its_stack_bounded() {
         ("reqId", pull[0].get("reqId").unwrap().clone()),
     ]));
     let stack = vec!["parse failed".to_owned(), "caused by: bad digit".to_owned()];
-    h.s.fail_job_with_stack(h.now, "j1", "parse failed", false, stack.clone())
-        .unwrap();
+    h.s.fail_job(
+        h.now,
+        "j1",
+        JobFailure::new("parse failed").stack(stack.clone()),
+    )
+    .unwrap();
     let mut long = vec!["é".repeat(MAX_STACK_LINE_BYTES)];
     long.extend((0..200).map(|i| format!("at frame {i}")));
-    h.s.fail_job_with_stack(h.now, "j2", "deep", false, long)
+    h.s.fail_job(h.now, "j2", JobFailure::new("deep").stack(long))
         .unwrap();
     h.step();
     let sent = h.take_sent();
@@ -2345,7 +2354,10 @@ fn a_session_without_a_worker_holds_no_jobs_and_settles_none() {
         h.s.complete_job(h.now, "j1", Value::Nil),
         Err(Error::Closed)
     );
-    assert_eq!(h.s.fail_job(h.now, "j1", "boom", false), Err(Error::Closed));
+    assert_eq!(
+        h.s.fail_job(h.now, "j1", JobFailure::new("boom")),
+        Err(Error::Closed)
+    );
     h.step();
     assert!(h.take_sent().is_empty());
 }
@@ -2379,7 +2391,7 @@ fn a_bulk_add_counts_each_of_its_jobs_however_it_ends() {
     // Given back unwritten: three adds given back, none failed.
     let mut h = Harness::new(ok());
     h.s.add_bulk(h.now, "q", three()).unwrap();
-    assert_eq!(h.s.release_unwritten(h.now, false), 3);
+    assert_eq!(h.s.release_unwritten(h.now, Release::Unwritten), 3);
     let st = h.s.stats();
     assert_eq!((st.adds, st.adds_cancelled, st.adds_failed), (3, 3, 0));
 }
@@ -3193,7 +3205,7 @@ fn release_unwritten_gives_back_a_held_add_as_cancelled_not_failed() {
     assert_eq!(h.s.stats().adds_failed, 1, "the written add");
     // Made and given back before any poll: still held, alone.
     let held = h.s.add(h.now, "q", JobSpec::new("j", Value::Nil)).unwrap();
-    assert_eq!(h.s.release_unwritten(h.now, false), 1);
+    assert_eq!(h.s.release_unwritten(h.now, Release::Unwritten), 1);
     h.step();
     assert_eq!(
         h.done(held),

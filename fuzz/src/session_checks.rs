@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use autobatch_core::batch::{BatchConfig, Batcher, OverflowPolicy};
-use autobatch_core::session::{Event, OpId, Session, SessionConfig, WorkerConfig};
+use autobatch_core::session::{Event, JobFailure, OpId, Session, SessionConfig, WorkerConfig};
 use autobatch_core::wire::server::EncodeResponse;
 use autobatch_core::wire::{write_frame, FrameDecoder, JobOptions, JobSpec, Response, Value};
 
@@ -206,7 +206,7 @@ pub fn session_input(data: &[u8]) {
             }
             8 => {
                 if let Some(id) = d.jobs.pop() {
-                    let _ = d.s.fail_job(d.now, &id, "boom", false);
+                    let _ = d.s.fail_job(d.now, &id, JobFailure::new("boom"));
                 }
             }
             _ => d.s.close(d.now),

@@ -13,6 +13,7 @@ use crate::wire::{Command, EncodedJob, FrameError, Incoming, JobSpec, Reply, Val
 
 use super::config::{ConfigError, SessionConfig};
 use super::event::{Event, FailKind, OpId, Out};
+use super::failure::{JobFailure, Release};
 use super::producer::{AddRequest, Producers};
 use super::queue::{Queued, SendQueue, WrittenDeadlines};
 use super::replay::Replay;
@@ -389,27 +390,29 @@ impl Session {
     /// brokers can send them to another one when this connection is lost: adds held,
     /// buffered or batched and queued resolve at once with
     /// [`Error::ConnectionLost`] `{ maybe_applied: false }` (nothing of them reached the
-    /// server). With `written_custom_ids`, adds with a custom id that were written and wait
-    /// here to be sent again after a reconnect resolve too, with `{ maybe_applied: true }`:
-    /// where brokers share one store, the driver replays them on another broker instead.
+    /// server). With [`Release::WrittenCustomIdsToo`], adds with a custom id that were written
+    /// and wait here to be sent again after a reconnect resolve too, with
+    /// `{ maybe_applied: true }`: where brokers share one store, the driver replays them on
+    /// another broker instead.
     /// Returns how many adds were given back (each counted in `adds_cancelled`).
     ///
     /// ```
     /// use std::time::Instant;
-    /// use autobatch_core::session::{Event, Session, SessionConfig};
+    /// use autobatch_core::session::{Event, Release, Session, SessionConfig};
     /// use autobatch_core::wire::JobSpec;
     /// use autobatch_core::Error;
     ///
     /// let now = Instant::now();
     /// let mut s = Session::new(SessionConfig::default(), now).unwrap();
     /// let op = s.add(now, "emails", JobSpec::new("send", "x".into())).unwrap();
-    /// assert_eq!(s.release_unwritten(now, false), 1);
+    /// assert_eq!(s.release_unwritten(now, Release::Unwritten), 1);
     /// let lost = Error::ConnectionLost { maybe_applied: false };
     /// let done = std::iter::from_fn(|| s.poll_event())
     ///     .any(|e| matches!(e, Event::Done { op: o, result: Err(ref e) } if o == op && *e == lost));
     /// assert!(done);
     /// ```
-    pub fn release_unwritten(&mut self, now: Instant, written_custom_ids: bool) -> usize {
+    pub fn release_unwritten(&mut self, now: Instant, which: Release) -> usize {
+        let written_custom_ids = which == Release::WrittenCustomIdsToo;
         let mut released = 0;
         let mut keep = Vec::new();
         for q in self.outgoing.drain() {
@@ -506,28 +509,9 @@ impl Session {
         Ok(())
     }
 
-    /// A job handed out by [`Event::Job`] failed: a FAIL goes out at once. With
-    /// `unrecoverable`, the server does not retry it. Sends no stack; see
-    /// [`fail_job_with_stack`](Self::fail_job_with_stack).
-    ///
-    /// # Errors
-    ///
-    /// As [`complete_job`](Self::complete_job).
-    pub fn fail_job(
-        &mut self,
-        now: Instant,
-        id: &str,
-        error: &str,
-        unrecoverable: bool,
-    ) -> Result<(), Error> {
-        self.fail_job_with_stack(now, id, error, unrecoverable, Vec::new())
-    }
-
-    /// As [`fail_job`](Self::fail_job), with `stack` lines the server stores as the job's
-    /// `stacktrace` (bunqueue's own workers send the raise site there). Only the first
-    /// [`MAX_STACK_LINES`](super::MAX_STACK_LINES) are sent, each cut to at most
-    /// [`MAX_STACK_LINE_BYTES`](super::MAX_STACK_LINE_BYTES) bytes, so a FAIL stays small
-    /// whatever the error holds.
+    /// A job handed out by [`Event::Job`] failed: a FAIL goes out at once, with the error,
+    /// whether the server may retry the job, and the stack lines it stores as the job's
+    /// `stacktrace` (see [`JobFailure`]).
     ///
     /// # Errors
     ///
@@ -535,23 +519,21 @@ impl Session {
     ///
     /// ```
     /// use std::time::Instant;
-    /// use autobatch_core::session::{Session, SessionConfig, WorkerConfig};
+    /// use autobatch_core::session::{JobFailure, Session, SessionConfig, WorkerConfig};
     /// let config = SessionConfig::default().worker(Some(WorkerConfig::new("q")));
     /// let mut s = Session::new(config, Instant::now()).unwrap();
-    /// let stack = vec!["parse failed".into(), "caused by: bad digit".into()];
+    /// let failure = JobFailure::new("parse failed").stack(vec!["caused by: bad digit".into()]);
     /// // Only jobs the worker holds can be failed.
-    /// assert!(s.fail_job_with_stack(Instant::now(), "not-held", "parse failed", false, stack).is_err());
+    /// assert!(s.fail_job(Instant::now(), "not-held", failure).is_err());
     /// ```
-    pub fn fail_job_with_stack(
-        &mut self,
-        now: Instant,
-        id: &str,
-        error: &str,
-        unrecoverable: bool,
-        stack: Vec<String>,
-    ) -> Result<(), Error> {
+    pub fn fail_job(&mut self, now: Instant, id: &str, failure: JobFailure) -> Result<(), Error> {
         let worker = self.worker.as_mut().ok_or(Error::Closed)?;
-        let fail = worker.fail_job(id, error, unrecoverable, stack, &mut self.stats)?;
+        let JobFailure {
+            error,
+            unrecoverable,
+            stack,
+        } = failure;
+        let fail = worker.fail_job(id, &error, unrecoverable, stack, &mut self.stats)?;
         self.enqueue(now, Request::Work(fail));
         Ok(())
     }

@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use autobatch_core::ops::{self, Operation};
-use autobatch_core::session::{Event, OpId, Replay, Session};
+use autobatch_core::session::{Event, JobFailure, OpId, Release, Replay, Session};
 use autobatch_core::wire::Command;
 use futures_channel::oneshot;
 use futures_io::{AsyncRead, AsyncWrite};
@@ -421,10 +421,13 @@ impl<R: Runtime> Pump<R> {
                 stack,
                 unrecoverable,
             } => {
-                if let Err(e) =
-                    self.session
-                        .fail_job_with_stack(now, &id, &error, unrecoverable, stack)
-                {
+                if let Err(e) = self.session.fail_job(
+                    now,
+                    &id,
+                    JobFailure::new(error)
+                        .unrecoverable(unrecoverable)
+                        .stack(stack),
+                ) {
                     tracing::warn!(job = %id, error = %e, "failing a job failed");
                 }
             }
@@ -532,7 +535,9 @@ impl<R: Runtime> Pump<R> {
                 if let Some(job) = undelivered {
                     // Nobody processes it any more: hand it back as failed so it is retried.
                     let now = self.runtime.now();
-                    let _ = self.session.fail_job(now, &job.id, "worker stopped", false);
+                    let _ = self
+                        .session
+                        .fail_job(now, &job.id, JobFailure::new("worker stopped"));
                 }
             }
             Event::Drained => self.dispatch(Dispatch::Drained),
@@ -604,7 +609,12 @@ impl<R: Runtime> Pump<R> {
         if !self.keep_trying || !self.closers.is_empty() || self.session.is_closed() {
             return;
         }
-        let n = self.session.release_unwritten(now, self.shared_storage);
+        let release = if self.shared_storage {
+            Release::WrittenCustomIdsToo
+        } else {
+            Release::Unwritten
+        };
+        let n = self.session.release_unwritten(now, release);
         if n > 0 {
             tracing::debug!(addr = %self.shared.addr, adds = n, "connection lost: adds given back for another broker");
         }

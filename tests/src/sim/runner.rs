@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use autobatch_core::batch::OverflowPolicy;
-use autobatch_core::session::{Event, OpId, Session, SessionConfig};
+use autobatch_core::session::{Event, JobFailure, OpId, Session, SessionConfig};
 use autobatch_core::wire::{Command, JobOptions, JobSpec, Response, Value};
 use autobatch_core::Error;
 
@@ -645,7 +645,11 @@ impl World {
                     cl.s.complete_job(at, &id, Value::map([("r", Value::Int(1))]))
                 } else {
                     let unrecoverable = self.rng_work.chance(0.3);
-                    cl.s.fail_job(at, &id, "boom", unrecoverable)
+                    cl.s.fail_job(
+                        at,
+                        &id,
+                        JobFailure::new("boom").unrecoverable(unrecoverable),
+                    )
                 };
                 tr!(self, "c{c} finishes {id} ok={ok}: {r:?}");
                 if r.is_ok() {

@@ -714,7 +714,7 @@ fn an_item_over_the_cap_goes_alone() {
         got.push(payloads(&batch));
     }
     // The big one leaves as a size flush (the waiting bytes fill a batch); its small
-    // neighbours, no longer a full batch, wait for linger as usual.
+    // neighbours, short of a full batch now, wait for linger as usual.
     assert_eq!(got, [vec![0], vec![1]]);
     let rest = b.poll_batch(at(t0, 5)).unwrap();
     assert_eq!(

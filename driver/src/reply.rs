@@ -201,7 +201,7 @@ impl std::fmt::Debug for Reply {
 pub(crate) struct Outcome {
     board: Arc<Board>,
     slot: u32,
-    /// Resolved: the slot is no longer this outcome's.
+    /// Resolved: the slot stops being this outcome's.
     done: bool,
 }
 

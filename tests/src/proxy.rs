@@ -277,7 +277,7 @@ enum Direction {
 }
 
 /// Forward `from` → `to` until EOF (then half-close `to`) or an error, counting frames.
-/// Frames after an oversized header (> 64 MiB) are forwarded but no longer counted.
+/// Frames after an oversized header (> 64 MiB) are forwarded but not counted.
 async fn pump(
     from: &mut OwnedReadHalf,
     to: &mut OwnedWriteHalf,
@@ -344,7 +344,7 @@ struct FrameAssembler {
 
 impl FrameAssembler {
     /// Append `bytes` and call `on_frame` with the payload of every frame completed by them.
-    /// Errors on a header above the 64 MiB limit (the stream can no longer be framed).
+    /// Errors on a header above the 64 MiB limit (past it the stream cannot be framed).
     fn push(&mut self, bytes: &[u8], mut on_frame: impl FnMut(&[u8])) -> io::Result<()> {
         self.buf.extend_from_slice(bytes);
         loop {

@@ -136,7 +136,7 @@ async fn counts_per_priority<T: Rt>(target: Target) {
     .await
     .expect("add");
     let mut check = raw(server);
-    // The priority-7 job goes active: no longer counted.
+    // The priority-7 job goes active: not counted.
     raw_pull(&mut check, &name).expect("pull");
     let counts = q.get_counts_per_priority().await.expect("counts");
     assert_eq!(counts.into_iter().collect::<Vec<_>>(), vec![(0, 1), (5, 2)]);

@@ -266,8 +266,8 @@ async fn one_ok_one_failing<T: Rt>(
 }
 
 /// The worker-level `remove_on_complete` / `remove_on_fail` remove the jobs it finishes (sent
-/// with ACKB and FAIL), though the jobs themselves asked to be kept: the server no longer
-/// knows them, read through an independent connection.
+/// with ACKB and FAIL), though the jobs themselves asked to be kept: the server then does not
+/// know them, read through an independent connection.
 async fn worker_removes_finished_jobs<T: Rt>(target: Target) {
     let server = target.shared();
     let name = queue_name::<T>("remove-on");

@@ -105,7 +105,7 @@ impl<T> Batcher<T> {
     /// takes items, oldest first, while they fit; an item that alone declares more goes out
     /// alone. Without this, batches are bounded by `max_batch` items only.
     ///
-    /// Waiting items that no longer fit in one batch make it full, as `max_batch` items do:
+    /// Waiting items that together exceed one batch's bytes make it full, as `max_batch` items do:
     /// it leaves at once ([`FlushReason::Size`]) when a slot is free. The producer caps each
     /// queue's batcher at the frame's budget for PUSHB items, so that no batch of valid jobs
     /// can overflow a frame.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// The longest [`BatchConfig::linger`] accepted.
 ///
-/// Linger trades latency for batch size; past a minute it no longer buys throughput and almost
+/// Linger trades latency for batch size; past a minute it buys no more throughput and almost
 /// certainly is a unit mistake (seconds given as milliseconds), so it is refused rather than
 /// honoured.
 pub const MAX_LINGER: Duration = Duration::from_secs(60);

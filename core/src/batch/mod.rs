@@ -18,7 +18,7 @@
 //!    the next [`poll_batch`](Batcher::poll_batch) ([`FlushReason::Idle`]) with no timer armed:
 //!    sequential code gets one item per batch and pays nothing. Items pushed in one burst before
 //!    that `poll_batch` share the batch (up to `max_batch`). Once a batch is in flight the
-//!    batcher is no longer idle. A caller that knows an item is alone may skip the buffer with
+//!    batcher stops being idle. A caller that knows an item is alone may skip the buffer with
 //!    [`send_alone`](Batcher::send_alone): the same batch of one, holding its slot, counted
 //!    alike, with the item kept by the caller.
 //! 2. **Busy buffers.** While a batch is in flight, items are buffered and flushed when a flush

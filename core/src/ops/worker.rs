@@ -127,7 +127,7 @@ impl WorkerHeartbeat {
 }
 
 op! {
-    /// `UnregisterWorker`: the worker stops; `ListWorkers` no longer lists it. Replayed: a
+    /// `UnregisterWorker`: the worker stops; `ListWorkers` stops listing it. Replayed: a
     /// refused replay (`Worker not found`) has the same outcome.
     UnregisterWorker, Safe, Eq;
     /// Unregisters worker `worker_id`.

@@ -126,10 +126,10 @@ impl FailKind {
             FailKind::Protocol(m) => Error::Protocol(m.clone()),
             FailKind::Auth(m) => Error::AuthFailed(m.clone()),
             FailKind::Server(m) => Error::server(m.clone()),
-            FailKind::TooLarge(m) => Error::Invalid(crate::wire::ValidationError {
-                field: "data",
-                message: format!("request too large to send: {m}"),
-            }),
+            FailKind::TooLarge(m) => Error::Invalid(crate::wire::ValidationError::new(
+                "data",
+                format!("request too large to send: {m}"),
+            )),
         }
     }
 

@@ -368,7 +368,7 @@ impl Session {
     /// whether it was withdrawn; if not, its outcome still arrives as usual.
     pub fn cancel(&mut self, op: OpId) -> bool {
         // A re-send waiting after a reconnect was written before and may have been applied:
-        // it can no longer be withdrawn.
+        // from then on it cannot be withdrawn.
         let withdrawn = if self.producers.cancel(op) {
             Some(1)
         } else {

@@ -239,10 +239,10 @@ impl Producers {
         let mut batcher = Batcher::new(config)
             .and_then(|b| b.with_max_batch_bytes(pushb_jobs_budget(name)))
             .map_err(|e| {
-                Error::Invalid(ValidationError {
-                    field: "queue",
-                    message: format!("no batcher for this queue: {e}"),
-                })
+                Error::Invalid(ValidationError::new(
+                    "queue",
+                    format!("no batcher for this queue: {e}"),
+                ))
             })?;
         if self.closed {
             batcher.close(now);
@@ -306,12 +306,10 @@ impl Producers {
         let budget = pushb_jobs_budget(queue);
         if bytes > budget {
             // Even alone it would not fit in a frame: refused before anything is sent.
-            return Err(Error::Invalid(ValidationError {
-                field: "data",
-                message: format!(
-                    "job too large to send: {bytes} bytes encoded, at most {budget} fit in one frame"
-                ),
-            }));
+            return Err(Error::Invalid(ValidationError::new(
+                "data",
+                format!("job too large to send: {bytes} bytes encoded, at most {budget} fit in one frame"),
+            )));
         }
         let qi = self.queue_index(now, queue)?;
         let Some(q) = self.queues.get_mut(qi) else {

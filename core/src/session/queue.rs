@@ -207,7 +207,7 @@ impl<T: Ord + Copy> WrittenDeadlines<T> {
         }
     }
 
-    /// `req`, written with `deadline`, is no longer waiting (`is_live` already says so).
+    /// `req`, written with `deadline`, has stopped waiting (`is_live` already says so).
     pub(super) fn remove(&mut self, deadline: T, req: u32, is_live: impl Fn(u32, T) -> bool) {
         if !self.others.remove(&(deadline, req)) {
             self.drop_stale(is_live);

@@ -259,6 +259,23 @@ pub fn leaves_jobs(id: &str) -> bool {
     id != "floor"
 }
 
+impl Plan {
+    /// The `seq`-th cell of `pattern` for contender `id`, on a queue of its own.
+    fn cell(&self, pattern: Pattern, id: &str, seq: usize) -> Cell {
+        Cell {
+            pattern,
+            adds: self.adds,
+            warmup: self.warmup,
+            queue: format!(
+                "{}-{}-{id}-{}-{seq}",
+                self.queue_prefix,
+                std::process::id(),
+                pattern.name()
+            ),
+        }
+    }
+}
+
 /// Run every cell of `plan` for every contender. Order: for each repetition, for each
 /// pattern, every contender back to back, starting one further along the list at each
 /// repetition (so no contender always runs first or right after a given other one).
@@ -293,17 +310,7 @@ pub fn run(
                 let id = c.id();
                 let seq = names.entry(id.clone()).or_default();
                 *seq += 1;
-                let cell = Cell {
-                    pattern,
-                    adds: plan.adds,
-                    warmup: plan.warmup,
-                    queue: format!(
-                        "{}-{}-{id}-{}-{seq}",
-                        plan.queue_prefix,
-                        std::process::id(),
-                        pattern.name()
-                    ),
-                };
+                let cell = plan.cell(pattern, &id, *seq);
                 progress.start(&format!(
                     "{} {} rep {}/{}",
                     pattern.name(),

@@ -170,23 +170,8 @@ pub(crate) async fn call_spread(links: &Links, work: Work) -> Result<Response, E
     let mut moves = 0u32;
     loop {
         if replay {
-            if let Some(id) = work.custom_id() {
-                match find_job(links, id).await {
-                    Ok(true) => return Ok(Response::Pushed(id.to_owned())),
-                    Ok(false) => {}
-                    // The lookup could not tell: the add's fate stays unknown, for the
-                    // lookup's own reason (a broker too slow to answer in time, or none left).
-                    Err(Error::Timeout { .. }) => {
-                        return Err(Error::Timeout {
-                            maybe_applied: true,
-                        })
-                    }
-                    Err(_) => {
-                        return Err(Error::ConnectionLost {
-                            maybe_applied: true,
-                        })
-                    }
-                }
+            if let Some(outcome) = look_up(links, &work).await {
+                return outcome;
             }
         }
         let i = links.choose(work.adds() > 0);
@@ -240,6 +225,24 @@ pub(crate) async fn call_spread(links: &Links, work: Work) -> Result<Response, E
         replay |= step == Next::Replay;
         tracing::debug!(addr = %link.shared.addr, "broker down: operation sent to another");
         work = spare;
+    }
+}
+
+/// Looks up the custom id of an add written to a broker that was lost: its outcome when the
+/// job exists or the lookup cannot tell, `None` when the add is to be written again.
+async fn look_up(links: &Links, work: &Work) -> Option<Result<Response, Error>> {
+    let id = work.custom_id()?;
+    match find_job(links, id).await {
+        Ok(true) => Some(Ok(Response::Pushed(id.to_owned()))),
+        Ok(false) => None,
+        // The lookup could not tell: the add's fate stays unknown, for the lookup's own
+        // reason (a broker too slow to answer in time, or none left).
+        Err(Error::Timeout { .. }) => Some(Err(Error::Timeout {
+            maybe_applied: true,
+        })),
+        Err(_) => Some(Err(Error::ConnectionLost {
+            maybe_applied: true,
+        })),
     }
 }
 

@@ -92,6 +92,14 @@ pub(crate) enum Cmd {
     /// Like `Cancel`, answering whether the operation was withdrawn (not yet written): the
     /// links layer then sends it to another broker.
     Withdraw(Ticket, oneshot::Sender<bool>),
+    /// What a worker asks of the jobs it holds.
+    Worker(WorkerCmd),
+    Stats(oneshot::Sender<ClientStats>),
+    Close(oneshot::Sender<()>),
+}
+
+/// What a worker asks of its pump about the jobs it holds.
+pub(crate) enum WorkerCmd {
     Complete {
         id: String,
         result: Value,
@@ -122,10 +130,8 @@ pub(crate) enum Cmd {
     /// token) instead of waiting for its lock to expire; answers with their ids.
     ReleaseHeld(oneshot::Sender<Vec<String>>),
     /// Pauses (`true`) or resumes the worker's pulls.
-    PauseWorker(bool),
+    Pause(bool),
     /// How many jobs the worker holds (handed out, not yet settled), plus one while a pull
     /// is out.
     JobsHeld(oneshot::Sender<usize>),
-    Stats(oneshot::Sender<ClientStats>),
-    Close(oneshot::Sender<()>),
 }

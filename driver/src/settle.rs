@@ -10,7 +10,7 @@ use autobatch_core::ops::{self, Operation};
 use autobatch_core::session::Replay;
 use autobatch_core::wire::{Command, Value};
 
-use crate::cmd::Cmd;
+use crate::cmd::{Cmd, WorkerCmd};
 
 /// How a job that ran ends.
 pub(crate) enum Settlement {
@@ -79,7 +79,7 @@ pub(crate) fn replay(cmd: &Command) -> Replay {
 /// Tells the lost broker's session to forget job `id`: it is settled elsewhere, so the
 /// session neither renews its lock nor counts it as held any more.
 pub(crate) fn forget(id: String) -> Cmd {
-    Cmd::Forget(id)
+    Cmd::Worker(WorkerCmd::Forget(id))
 }
 
 /// The lock extension of a job whose broker was lost.

@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use autobatch_core::ops;
-use autobatch_core::wire::Value;
+use autobatch_core::wire::{Command, Job, Value};
 use autobatch_core::Error;
 use futures_channel::mpsc;
 use futures_util::future::{AbortHandle, Abortable};
@@ -25,7 +25,7 @@ use futures_util::{FutureExt, Stream, StreamExt};
 use serde::Serialize;
 
 use crate::client::Client;
-use crate::cmd::{Cmd, Dispatch};
+use crate::cmd::{Cmd, Dispatch, WorkerCmd};
 use crate::connect::start_links;
 use crate::job::{ActiveJob, JobLink};
 use crate::options::{ClientOptions, ConnectError, WorkerOptions};
@@ -585,7 +585,7 @@ impl<R: Runtime> Worker<R> {
         E: Display + 'static,
     {
         let config = worker.worker_config()?;
-        let (jobs_tx, mut jobs_rx) = mpsc::unbounded::<(usize, Dispatch)>();
+        let (jobs_tx, jobs_rx) = mpsc::unbounded::<(usize, Dispatch)>();
         let worker_id = config.owner.clone();
         let heartbeat = config.heartbeat_interval.unwrap_or(Duration::from_secs(10));
         // One pump per broker, each pulling; every job arrives tagged with its broker.
@@ -622,85 +622,11 @@ impl<R: Runtime> Worker<R> {
             events,
         });
         runtime.spawn(Box::pin(inner.clone().heartbeats()));
-        let processor = Arc::new(processor);
-        let rt = runtime.clone();
-        let dispatched = inner.clone();
         // The dispatcher: one task per job (the session never hands out more than
         // `concurrency` at once). It ends when the pump drops the job channel.
-        runtime.spawn(Box::pin(async move {
-            let inner = dispatched;
-            while let Some((from, dispatch)) = jobs_rx.next().await {
-                let (job, token) = match dispatch {
-                    Dispatch::Job(job, token) => (job, token),
-                    Dispatch::Drained => {
-                        inner.events.emit_with(|| WorkerEvent::Drained);
-                        continue;
-                    }
-                    Dispatch::LockLost(id) => {
-                        inner.events.emit_with(|| WorkerEvent::LockLost { id });
-                        continue;
-                    }
-                    Dispatch::HandOff(cmd) => {
-                        let inner = inner.clone();
-                        rt.spawn(Box::pin(async move {
-                            let replay = settle::replay(&cmd);
-                            if let Err(e) = inner.client.command(*cmd, replay).await {
-                                inner.events.emit_with(|| WorkerEvent::Error {
-                                    message: format!("results not delivered: {e}"),
-                                });
-                            }
-                        }));
-                        continue;
-                    }
-                    Dispatch::SettleFailed(id, e) => {
-                        inner.events.emit_with(|| WorkerEvent::Error {
-                            message: format!("job {id}: result not delivered: {e}"),
-                        });
-                        continue;
-                    }
-                };
-                if inner.forced.load(Ordering::Acquire) {
-                    // A forced close is under way: not started. The close hands it back (it
-                    // waits for every job held, including those a pull still out delivers).
-                    continue;
-                }
-                let processor = processor.clone();
-                let id = job.id.clone();
-                let held_with = token.clone();
-                let active = ActiveJob::new(job, token, inner.links[from].clone());
-                inner
-                    .events
-                    .emit_with(|| WorkerEvent::Active { id: id.clone() });
-                let (abort, registration) = AbortHandle::new_pair();
-                inner
-                    .running
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(
-                        id.clone(),
-                        Running {
-                            abort,
-                            from,
-                            token: held_with,
-                        },
-                    );
-                let task =
-                    Abortable::new(async move { run(&*processor, active).await }, registration);
-                let inner = inner.clone();
-                rt.spawn(Box::pin(async move {
-                    let outcome = task.await;
-                    let token = inner
-                        .running
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&id)
-                        .and_then(|r| r.token);
-                    // Stopped by a forced close: the job was handed back already.
-                    let Ok(outcome) = outcome else { return };
-                    inner.settle(from, id, token, outcome);
-                }));
-            }
-        }));
+        runtime.spawn(Box::pin(
+            inner.clone().dispatch(Arc::new(processor), jobs_rx),
+        ));
         tracing::debug!(queue = %worker.queue, concurrency = worker.concurrency, "worker started");
         Ok(Worker { inner })
     }
@@ -757,13 +683,17 @@ impl<R: Runtime> Worker<R> {
     /// ```
     pub fn pause(&self) {
         self.inner.paused.store(true, Ordering::Release);
-        self.inner.client.broadcast(|| Cmd::PauseWorker(true));
+        self.inner
+            .client
+            .broadcast(|| Cmd::Worker(WorkerCmd::Pause(true)));
     }
 
     /// Resumes pulling after [`pause`](Self::pause).
     pub fn resume(&self) {
         self.inner.paused.store(false, Ordering::Release);
-        self.inner.client.broadcast(|| Cmd::PauseWorker(false));
+        self.inner
+            .client
+            .broadcast(|| Cmd::Worker(WorkerCmd::Pause(false)));
     }
 
     /// Whether [`pause`](Self::pause) is in effect.
@@ -837,7 +767,10 @@ impl<R: Runtime> Worker<R> {
         let mut held = 0;
         for sender in self.inner.client.senders() {
             let (tx, rx) = futures_channel::oneshot::channel();
-            if sender.unbounded_send(Cmd::JobsHeld(tx)).is_ok() {
+            if sender
+                .unbounded_send(Cmd::Worker(WorkerCmd::JobsHeld(tx)))
+                .is_ok()
+            {
                 held += rx.await.unwrap_or(0);
             }
         }
@@ -847,7 +780,9 @@ impl<R: Runtime> Worker<R> {
     async fn close_inner(&self, grace: Option<Duration>) -> CloseReport {
         let inner = &self.inner;
         tracing::debug!(queue = %inner.queue, "worker closing");
-        inner.client.broadcast(|| Cmd::PauseWorker(true));
+        inner
+            .client
+            .broadcast(|| Cmd::Worker(WorkerCmd::Pause(true)));
         let deadline = grace.map(|g| inner.runtime.now() + g);
         let mut report = CloseReport::default();
         // Polls for the jobs held to be settled (running, or handed out and not yet started,
@@ -870,7 +805,10 @@ impl<R: Runtime> Worker<R> {
                 }
                 for sender in inner.client.senders() {
                     let (tx, rx) = futures_channel::oneshot::channel();
-                    if sender.unbounded_send(Cmd::ReleaseHeld(tx)).is_err() {
+                    if sender
+                        .unbounded_send(Cmd::Worker(WorkerCmd::ReleaseHeld(tx)))
+                        .is_err()
+                    {
                         continue;
                     }
                     let released = rx.await.unwrap_or_default();
@@ -900,6 +838,90 @@ impl<R: Runtime> Worker<R> {
 }
 
 impl<R: Runtime> Inner<R> {
+    /// Runs each job the pumps hand out on a task of its own, and takes their reports,
+    /// until every pump has dropped the job channel.
+    async fn dispatch<F, Fut, T, E>(
+        self: Arc<Self>,
+        processor: Arc<F>,
+        mut jobs: mpsc::UnboundedReceiver<(usize, Dispatch)>,
+    ) where
+        F: Fn(ActiveJob) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        T: JobOutput + 'static,
+        E: Display + 'static,
+    {
+        while let Some((from, dispatch)) = jobs.next().await {
+            let (job, token) = match dispatch {
+                Dispatch::Job(job, token) => (job, token),
+                Dispatch::Drained => {
+                    self.events.emit_with(|| WorkerEvent::Drained);
+                    continue;
+                }
+                Dispatch::LockLost(id) => {
+                    self.events.emit_with(|| WorkerEvent::LockLost { id });
+                    continue;
+                }
+                Dispatch::HandOff(cmd) => {
+                    self.send_elsewhere(*cmd, "results".to_owned());
+                    continue;
+                }
+                Dispatch::SettleFailed(id, e) => {
+                    self.events.emit_with(|| WorkerEvent::Error {
+                        message: format!("job {id}: result not delivered: {e}"),
+                    });
+                    continue;
+                }
+            };
+            if self.forced.load(Ordering::Acquire) {
+                // A forced close is under way: not started. The close hands it back (it
+                // waits for every job held, including those a pull still out delivers).
+                continue;
+            }
+            self.start_job(from, job, token, processor.clone());
+        }
+    }
+
+    /// Runs `job`, from link `from`, on a task of its own, and settles it when it ends
+    /// (unless a forced close aborts it).
+    fn start_job<F, Fut, T, E>(
+        self: &Arc<Self>,
+        from: usize,
+        job: Job,
+        token: Option<String>,
+        processor: Arc<F>,
+    ) where
+        F: Fn(ActiveJob) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        T: JobOutput + 'static,
+        E: Display + 'static,
+    {
+        let id = job.id.clone();
+        let held_with = token.clone();
+        let active = ActiveJob::new(job, token, self.links[from].clone());
+        self.events
+            .emit_with(|| WorkerEvent::Active { id: id.clone() });
+        let (abort, registration) = AbortHandle::new_pair();
+        let running = Running {
+            abort,
+            from,
+            token: held_with,
+        };
+        self.running_jobs().insert(id.clone(), running);
+        let task = Abortable::new(async move { run(&*processor, active).await }, registration);
+        let inner = self.clone();
+        self.runtime.spawn(Box::pin(async move {
+            let outcome = task.await;
+            let token = inner.running_jobs().remove(&id).and_then(|r| r.token);
+            // Stopped by a forced close: the job was handed back already.
+            let Ok(outcome) = outcome else { return };
+            inner.settle(from, id, token, outcome);
+        }));
+    }
+
+    fn running_jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Reports a processor's outcome to the broker (link `from`) the job came from, or, if
     /// that broker was lost and the fleet shares storage, to a live one with the job's lock
     /// `token`.
@@ -910,92 +932,111 @@ impl<R: Runtime> Inner<R> {
         token: Option<String>,
         outcome: Result<Value, Failure>,
     ) {
-        let how = match outcome {
-            Ok(result) => {
-                self.processed.fetch_add(1, Ordering::Relaxed);
-                self.events.emit_with(|| WorkerEvent::Completed {
-                    id: id.clone(),
-                    result: result.clone(),
-                });
-                Settlement::Complete(result)
-            }
-            Err(Failure {
-                message,
-                stack,
-                outcome,
-            }) => match outcome {
-                Outcome::Delay(delay) => {
-                    self.events.emit_with(|| WorkerEvent::Delayed {
-                        id: id.clone(),
-                        delay,
-                    });
-                    Settlement::Delay(delay)
-                }
-                Outcome::RateLimited(wait) => {
-                    self.events.emit_with(|| WorkerEvent::RateLimited {
-                        id: id.clone(),
-                        wait,
-                    });
-                    if !self.orphaned(from) {
-                        let _ = self.links[from]
-                            .tx
-                            .unbounded_send(Cmd::RateLimited { id, wait });
-                        return;
-                    }
-                    Settlement::RateLimited
-                }
-                Outcome::Retry | Outcome::Unrecoverable => {
-                    let unrecoverable = outcome == Outcome::Unrecoverable;
-                    tracing::debug!(job = %id, unrecoverable, "job failed");
-                    self.failed.fetch_add(1, Ordering::Relaxed);
-                    self.events.emit_with(|| WorkerEvent::Failed {
-                        id: id.clone(),
-                        reason: message.clone(),
-                        unrecoverable,
-                    });
-                    Settlement::Fail {
-                        error: message,
-                        stack,
-                        unrecoverable,
-                    }
-                }
-            },
+        let Some(how) = self.settlement(from, &id, outcome) else {
+            return;
         };
         let tx = &self.links[from].tx;
         if self.orphaned(from) {
             // Its own session forgets it (no lock renewal, not held), and a live broker
             // settles it with its token.
             let _ = tx.unbounded_send(settle::forget(id.clone()));
-            let cmd = settle::command(id.clone(), token, how);
-            let inner = self.clone();
-            self.runtime.spawn(Box::pin(async move {
-                let replay = settle::replay(&cmd);
-                match inner.client.command(cmd, replay).await {
-                    Ok(_) => tracing::debug!(job = %id, "settled on another broker"),
-                    Err(e) => inner.events.emit_with(|| WorkerEvent::Error {
-                        message: format!("job {id}: result not delivered: {e}"),
-                    }),
-                }
-            }));
+            self.send_elsewhere(
+                settle::command(id.clone(), token, how),
+                format!("job {id}: result"),
+            );
             return;
         }
         let cmd = match how {
-            Settlement::Complete(result) => Cmd::Complete { id, result },
+            Settlement::Complete(result) => WorkerCmd::Complete { id, result },
             Settlement::Fail {
                 error,
                 stack,
                 unrecoverable,
-            } => Cmd::Fail {
+            } => WorkerCmd::Fail {
                 id,
                 error,
                 stack,
                 unrecoverable,
             },
-            Settlement::Delay(delay) => Cmd::Delay { id, delay },
-            // Sent above.
+            Settlement::Delay(delay) => WorkerCmd::Delay { id, delay },
+            // Sent by `settlement`.
             Settlement::RateLimited => return,
         };
-        let _ = tx.unbounded_send(cmd);
+        let _ = tx.unbounded_send(Cmd::Worker(cmd));
+    }
+
+    /// Counts and reports a processor's outcome, and says how the job is settled; `None`
+    /// when that is done already (a rate-limited job, sent back to its own link).
+    fn settlement(
+        &self,
+        from: usize,
+        id: &str,
+        outcome: Result<Value, Failure>,
+    ) -> Option<Settlement> {
+        let id = id.to_owned();
+        let (message, stack, outcome) = match outcome {
+            Ok(result) => {
+                self.processed.fetch_add(1, Ordering::Relaxed);
+                self.events.emit_with(|| WorkerEvent::Completed {
+                    id,
+                    result: result.clone(),
+                });
+                return Some(Settlement::Complete(result));
+            }
+            Err(Failure {
+                message,
+                stack,
+                outcome,
+            }) => (message, stack, outcome),
+        };
+        match outcome {
+            Outcome::Delay(delay) => {
+                self.events.emit_with(|| WorkerEvent::Delayed { id, delay });
+                Some(Settlement::Delay(delay))
+            }
+            Outcome::RateLimited(wait) => {
+                self.events.emit_with(|| WorkerEvent::RateLimited {
+                    id: id.clone(),
+                    wait,
+                });
+                if self.orphaned(from) {
+                    return Some(Settlement::RateLimited);
+                }
+                let cmd = Cmd::Worker(WorkerCmd::RateLimited { id, wait });
+                let _ = self.links[from].tx.unbounded_send(cmd);
+                None
+            }
+            Outcome::Retry | Outcome::Unrecoverable => {
+                let unrecoverable = outcome == Outcome::Unrecoverable;
+                tracing::debug!(job = %id, unrecoverable, "job failed");
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                self.events.emit_with(|| WorkerEvent::Failed {
+                    id,
+                    reason: message.clone(),
+                    unrecoverable,
+                });
+                Some(Settlement::Fail {
+                    error: message,
+                    stack,
+                    unrecoverable,
+                })
+            }
+        }
+    }
+
+    /// Sends a settlement through any live broker, on a task of its own; a failure is
+    /// reported as an error event about `what`.
+    fn send_elsewhere(self: &Arc<Self>, cmd: Command, what: String) {
+        let inner = self.clone();
+        self.runtime.spawn(Box::pin(async move {
+            let replay = settle::replay(&cmd);
+            match inner.client.command(cmd, replay).await {
+                Ok(_) => tracing::debug!("{what} settled on another broker"),
+                Err(e) => inner.events.emit_with(|| WorkerEvent::Error {
+                    message: format!("{what} not delivered: {e}"),
+                }),
+            }
+        }));
     }
 }
 

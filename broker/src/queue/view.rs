@@ -11,7 +11,7 @@ use super::Entry;
 use crate::events::js_number;
 use crate::store::AddOptions;
 
-use super::timeline::DEFAULT_STACK_TRACE_LIMIT;
+use super::timeline::{Step, DEFAULT_STACK_TRACE_LIMIT};
 
 fn ms(d: Duration) -> f64 {
     d.as_millis() as f64
@@ -39,21 +39,7 @@ pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str
     let run = &e.run;
     let default = AddOptions::default();
     let o = r.options.as_deref().unwrap_or(&default);
-    let (backoff, backoff_config) = match r.backoff {
-        None => (Value::from(1000i64), Value::Nil),
-        Some(Backoff::Fixed(d)) => (
-            js_number(ms(d)),
-            Value::map([("type", Value::from("fixed")), ("delay", js_number(ms(d)))]),
-        ),
-        Some(Backoff::Exponential(d)) => (
-            js_number(ms(d)),
-            Value::map([
-                ("type", Value::from("exponential")),
-                ("delay", js_number(ms(d))),
-            ]),
-        ),
-        Some(b) => (js_number(ms(b.delay())), Value::Nil),
-    };
+    let (backoff, backoff_config) = backoff_fields(r.backoff);
     let (parent, children) = match &e.flow {
         Some(l) => (l.parent.as_deref(), l.children.as_slice()),
         None => (None, &[][..]),
@@ -63,26 +49,6 @@ pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str
     } else {
         r.created_at
     };
-    let timeline = run
-        .timeline
-        .iter()
-        .map(|s| {
-            let mut m = vec![
-                ("state", Value::from(s.state)),
-                ("timestamp", js_number(s.at)),
-            ];
-            if let Some(err) = &s.error {
-                m.push((
-                    "error",
-                    err.as_deref().map_or(Value::Undefined, Value::from),
-                ));
-            }
-            if let Some(a) = s.attempt {
-                m.push(("attempt", Value::from(a)));
-            }
-            Value::map(m)
-        })
-        .collect();
     vec![
         ("id", Value::from(r.id.as_str())),
         ("queue", Value::from(r.queue.as_str())),
@@ -148,6 +114,41 @@ pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str
         ("deduplicationReplace", Value::from(o.dedup_replace)),
         ("debounceId", opt_str(o.debounce_id.as_deref())),
         ("debounceTtl", opt_num(o.debounce_ttl)),
-        ("timeline", Value::Array(timeline)),
+        ("timeline", timeline(&run.timeline)),
     ]
+}
+
+/// `backoff` (the delay, ms; bunqueue's 1000 when unset) and `backoffConfig` (the strategy's
+/// map, for a fixed or exponential one).
+fn backoff_fields(backoff: Option<Backoff>) -> (Value, Value) {
+    let config = |kind: &str, d: Duration| {
+        Value::map([("type", Value::from(kind)), ("delay", js_number(ms(d)))])
+    };
+    match backoff {
+        None => (Value::from(1000i64), Value::Nil),
+        Some(Backoff::Fixed(d)) => (js_number(ms(d)), config("fixed", d)),
+        Some(Backoff::Exponential(d)) => (js_number(ms(d)), config("exponential", d)),
+        Some(b) => (js_number(ms(b.delay())), Value::Nil),
+    }
+}
+
+/// The job's timeline: each state it entered, when, and the error or attempt that came with it.
+fn timeline(steps: &[Step]) -> Value {
+    let step = |s: &Step| {
+        let mut m = vec![
+            ("state", Value::from(s.state)),
+            ("timestamp", js_number(s.at)),
+        ];
+        if let Some(err) = &s.error {
+            m.push((
+                "error",
+                err.as_deref().map_or(Value::Undefined, Value::from),
+            ));
+        }
+        if let Some(a) = s.attempt {
+            m.push(("attempt", Value::from(a)));
+        }
+        Value::map(m)
+    };
+    Value::Array(steps.iter().map(step).collect())
 }

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use autobatch_core::ops::{self, Operation};
 use autobatch_core::session::{Event, JobFailure, OpId, Release, Replay, Session};
-use autobatch_core::wire::Command;
+use autobatch_core::wire::{Command, Job, Response};
 use futures_channel::oneshot;
 use futures_io::{AsyncRead, AsyncWrite};
 
-use crate::cmd::{Cmd, Dispatch, InFlight, JobTx, Ticket};
+use crate::cmd::{Cmd, Dispatch, InFlight, JobTx, Ticket, WorkerCmd};
 use crate::event_buffer::EventHook;
 use crate::inbox::Receiver;
 use crate::links::Shared;
@@ -25,6 +25,7 @@ use crate::runtime::{AsyncTimer, BoxFuture, Runtime};
 use crate::seq_map::{seq_map, SeqMap};
 use crate::stats::ClientStats;
 use crate::tls::{Stream, Tls};
+use crate::Error;
 
 mod caller;
 
@@ -313,37 +314,31 @@ impl<R: Runtime> Pump<R> {
                 queue,
                 job,
                 reply,
-            } => match self.session.add_encoded(now, &queue, job) {
-                Ok(op) => self.waiting(op, ticket, reply),
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            },
+            } => {
+                let added = self.session.add_encoded(now, &queue, job);
+                self.wait_for(added, ticket, reply);
+            }
             Cmd::AddBulk {
                 ticket,
                 queue,
                 jobs,
                 reply,
-            } => match self.session.add_bulk(now, &queue, jobs) {
-                Ok(op) => self.waiting(op, ticket, reply),
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            },
+            } => {
+                let added = self.session.add_bulk(now, &queue, jobs);
+                self.wait_for(added, ticket, reply);
+            }
             Cmd::Request {
                 ticket,
                 cmd,
                 replay,
                 reply,
-            } => match match replay {
-                None => self.session.request(now, cmd),
-                Some(replay) => self.session.request_raw(now, cmd, replay),
-            } {
-                Ok(op) => self.waiting(op, ticket, reply),
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            },
+            } => {
+                let sent = match replay {
+                    None => self.session.request(now, cmd),
+                    Some(replay) => self.session.request_raw(now, cmd, replay),
+                };
+                self.wait_for(sent, ticket, reply);
+            }
             Cmd::JobRequest {
                 cmd,
                 replay,
@@ -351,50 +346,69 @@ impl<R: Runtime> Pump<R> {
                 guard,
             } => match self.session.request_raw(now, cmd, replay) {
                 Ok(op) => {
-                    self.waiters.insert(
-                        op,
-                        Waiter {
-                            ticket: 0,
-                            reply,
-                            _guard: Some(guard),
-                        },
-                    );
+                    let waiter = Waiter {
+                        ticket: 0,
+                        reply,
+                        _guard: Some(guard),
+                    };
+                    self.waiters.insert(op, waiter);
                 }
                 Err(e) => {
                     let _ = reply.send(Err(e));
                 }
             },
-            Cmd::Delay { id, delay } => {
+            Cmd::Cancel(ticket) => {
+                self.caller_gone(ticket);
+                self.withdraw(ticket);
+            }
+            Cmd::Withdraw(ticket, reply) => {
+                let _ = reply.send(self.withdraw(ticket));
+            }
+            Cmd::Stats(reply) => {
+                let _ = reply.send(self.stats());
+            }
+            Cmd::Close(reply) => self.close(now, reply),
+            Cmd::Worker(w) => self.on_worker_cmd(now, w),
+        }
+    }
+
+    /// A caller's call was taken by the session (its outcome arrives for `ticket`), or
+    /// refused at once.
+    fn wait_for(&mut self, taken: Result<OpId, Error>, ticket: Ticket, reply: Reply) {
+        match taken {
+            Ok(op) => self.waiting(op, ticket, reply),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    /// What a worker asks of the jobs it holds.
+    fn on_worker_cmd(&mut self, now: Instant, cmd: WorkerCmd) {
+        match cmd {
+            WorkerCmd::Delay { id, delay } => {
                 if let Some(token) = self.take_job(&id) {
                     let mut op = ops::MoveToDelayed::new(id.as_str(), delay);
                     op.token = token;
                     self.settle_elsewhere(now, &id, op.to_command());
                 }
             }
-            Cmd::RateLimited { id, wait } => {
-                if let Some(token) = self.take_job(&id) {
-                    let mut op = ops::MoveToWait::new(id.as_str());
-                    op.token = token;
-                    self.settle_elsewhere(now, &id, op.to_command());
-                }
+            WorkerCmd::RateLimited { id, wait } => {
+                self.move_to_wait(now, &id);
                 self.session.delay_pulls_until(now + wait);
             }
-            Cmd::ReleaseHeld(reply) => {
+            WorkerCmd::ReleaseHeld(reply) => {
                 let held = self.session.held_jobs();
                 for id in &held {
-                    if let Some(token) = self.take_job(id) {
-                        let mut op = ops::MoveToWait::new(id.as_str());
-                        op.token = token;
-                        self.settle_elsewhere(now, id, op.to_command());
-                    }
+                    self.move_to_wait(now, id);
                 }
                 let _ = reply.send(held);
             }
-            Cmd::Forget(id) => {
+            WorkerCmd::Forget(id) => {
                 let _ = self.session.take_job(&id);
             }
-            Cmd::PauseWorker(paused) => self.session.set_worker_paused(paused),
-            Cmd::JobsHeld(reply) => {
+            WorkerCmd::Pause(paused) => self.session.set_worker_paused(paused),
+            WorkerCmd::JobsHeld(reply) => {
                 // A pull still out counts: the server has made its jobs active already, and
                 // a close that stopped waiting now would find them held a moment later.
                 // A pull out on a lost connection brings nothing: the server hands its jobs
@@ -403,79 +417,57 @@ impl<R: Runtime> Pump<R> {
                     usize::from(self.session.pull_in_flight() && self.shared.is_connected());
                 let _ = reply.send(self.session.jobs_held() + on_their_way);
             }
-            Cmd::Cancel(ticket) => {
-                self.caller_gone(ticket);
-                self.withdraw(ticket);
-            }
-            Cmd::Withdraw(ticket, reply) => {
-                let _ = reply.send(self.withdraw(ticket));
-            }
-            Cmd::Complete { id, result } => {
+            WorkerCmd::Complete { id, result } => {
                 if let Err(e) = self.session.complete_job(now, &id, result) {
                     tracing::warn!(job = %id, error = %e, "completing a job failed");
                 }
             }
-            Cmd::Fail {
+            WorkerCmd::Fail {
                 id,
                 error,
                 stack,
                 unrecoverable,
             } => {
-                if let Err(e) = self.session.fail_job(
-                    now,
-                    &id,
-                    JobFailure::new(error)
-                        .unrecoverable(unrecoverable)
-                        .stack(stack),
-                ) {
+                let failure = JobFailure::new(error)
+                    .unrecoverable(unrecoverable)
+                    .stack(stack);
+                if let Err(e) = self.session.fail_job(now, &id, failure) {
                     tracing::warn!(job = %id, error = %e, "failing a job failed");
-                }
-            }
-            Cmd::Stats(reply) => {
-                let _ = reply.send(self.stats());
-            }
-            Cmd::Close(reply) => {
-                if let Some(probe) = self.probe.take() {
-                    self.session.cancel(probe);
-                }
-                if !self.session.is_closed() {
-                    tracing::debug!(addr = %self.shared.addr, "closing: flushing pending work");
-                }
-                self.closers.push(reply);
-                self.session.close(now);
-                if self.keep_trying && !self.shared.is_connected() {
-                    // One broker of several, and down: what it still holds cannot be
-                    // written before it comes back, which a close does not wait for (the
-                    // adds it had were given back when it went down).
-                    tracing::debug!(addr = %self.shared.addr, "closing a lost connection: nothing more is waited for");
-                    self.abandoned = true;
                 }
             }
         }
     }
 
+    /// Held job `id` goes back to waiting, for this worker or another to take.
+    fn move_to_wait(&mut self, now: Instant, id: &str) {
+        if let Some(token) = self.take_job(id) {
+            let mut op = ops::MoveToWait::new(id);
+            op.token = token;
+            self.settle_elsewhere(now, id, op.to_command());
+        }
+    }
+
+    fn close(&mut self, now: Instant, reply: oneshot::Sender<()>) {
+        if let Some(probe) = self.probe.take() {
+            self.session.cancel(probe);
+        }
+        if !self.session.is_closed() {
+            tracing::debug!(addr = %self.shared.addr, "closing: flushing pending work");
+        }
+        self.closers.push(reply);
+        self.session.close(now);
+        if self.keep_trying && !self.shared.is_connected() {
+            // One broker of several, and down: what it still holds cannot be
+            // written before it comes back, which a close does not wait for (the
+            // adds it had were given back when it went down).
+            tracing::debug!(addr = %self.shared.addr, "closing a lost connection: nothing more is waited for");
+            self.abandoned = true;
+        }
+    }
+
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::Connect => {
-                self.task_needed = true;
-                if self.connected_once {
-                    tracing::info!(addr = %self.shared.addr, "reconnecting");
-                } else {
-                    tracing::debug!(addr = %self.shared.addr, "connecting");
-                }
-                let deadline = self.runtime.now() + self.connect_timeout;
-                let timer = self.runtime.new_timer(deadline);
-                let tcp = self.runtime.connect(&self.host, self.port);
-                let tls = self.tls.clone();
-                let fut: BoxFuture<Result<Socket<R>, ConnectError>> = Box::pin(async move {
-                    let socket = tcp.await?;
-                    match tls {
-                        None => Ok(Stream::Plain(socket)),
-                        Some(tls) => Ok(tls.handshake(socket).await?),
-                    }
-                });
-                self.connecting = Some((fut, timer));
-            }
+            Event::Connect => self.connect(),
             Event::Disconnect => {
                 if self.session.is_closed() {
                     // The end: the socket is closed gracefully (`poll_shutdown`) once this
@@ -489,75 +481,10 @@ impl<R: Runtime> Pump<R> {
                     self.give_back(now);
                 }
             }
-            Event::Done { op, result } => {
-                if self.probe == Some(op) {
-                    self.probe = None;
-                }
-                if let Some((probe, _)) = &self.startup {
-                    if *probe == op {
-                        let (_, tx) = self.startup.take().expect("checked");
-                        self.startup_failed = result.is_err() && !self.keep_trying;
-                        let _ = tx.send(result.map(|_| ()).map_err(ConnectError::Handshake));
-                        return;
-                    }
-                }
-                if let Some(hook) = &mut self.events {
-                    if hook.on_done(op, &result) {
-                        return;
-                    }
-                }
-                if let Some(w) = self.waiters.remove(&op) {
-                    if w.ticket != 0 {
-                        self.tickets.remove(&w.ticket);
-                    }
-                    if let Err(e) = &result {
-                        tracing::debug!(op = op.get(), error = %e, "operation failed");
-                    }
-                    if w.ticket != 0 && self.driving == Some(w.ticket) {
-                        let _ = w.reply.send_quiet(result);
-                    } else {
-                        let _ = w.reply.send(result);
-                    }
-                }
-            }
-            Event::Job { job } => {
-                let token = self.session.job_token(&job.id).map(str::to_owned);
-                let undelivered = match &self.jobs {
-                    Some(tx) => match tx.unbounded_send((self.link, Dispatch::Job(*job, token))) {
-                        Ok(()) => None,
-                        Err(e) => match e.into_inner().1 {
-                            Dispatch::Job(job, _) => Some(job),
-                            _ => None,
-                        },
-                    },
-                    None => Some(*job),
-                };
-                if let Some(job) = undelivered {
-                    // Nobody processes it any more: hand it back as failed so it is retried.
-                    let now = self.runtime.now();
-                    let _ = self
-                        .session
-                        .fail_job(now, &job.id, JobFailure::new("worker stopped"));
-                }
-            }
+            Event::Done { op, result } => self.done(op, result),
+            Event::Job { job } => self.hand_to_worker(*job),
             Event::Drained => self.dispatch(Dispatch::Drained),
-            Event::JobSettled { id, result } => match result {
-                Ok(true) => tracing::trace!(job = %id, "job settled"),
-                Ok(false) => {
-                    tracing::debug!(job = %id, "job was already finalised by the server");
-                    self.dispatch(Dispatch::LockLost(id));
-                }
-                Err(autobatch_core::Error::Server(e))
-                    if e.kind() == autobatch_core::ServerErrorKind::LockToken =>
-                {
-                    tracing::debug!(job = %id, error = %e, "job's lock was gone");
-                    self.dispatch(Dispatch::LockLost(id));
-                }
-                Err(e) => {
-                    tracing::warn!(job = %id, error = %e, "job could not be settled");
-                    self.dispatch(Dispatch::SettleFailed(id, e));
-                }
-            },
+            Event::JobSettled { id, result } => self.settled(id, result),
             Event::QueueEvent { frame, bytes } => match &mut self.events {
                 Some(hook) => hook.on_frame(&frame, bytes),
                 None => tracing::debug!("event frame on a connection that did not subscribe"),
@@ -569,6 +496,104 @@ impl<R: Runtime> Pump<R> {
             }
             // An event a newer core may add: nothing this driver must act on.
             other => tracing::trace!(event = ?other, "unhandled session event"),
+        }
+    }
+
+    /// Starts connecting, within the connect timeout (TCP, then TLS when configured).
+    fn connect(&mut self) {
+        self.task_needed = true;
+        if self.connected_once {
+            tracing::info!(addr = %self.shared.addr, "reconnecting");
+        } else {
+            tracing::debug!(addr = %self.shared.addr, "connecting");
+        }
+        let deadline = self.runtime.now() + self.connect_timeout;
+        let timer = self.runtime.new_timer(deadline);
+        let tcp = self.runtime.connect(&self.host, self.port);
+        let tls = self.tls.clone();
+        let fut: BoxFuture<Result<Socket<R>, ConnectError>> = Box::pin(async move {
+            let socket = tcp.await?;
+            match tls {
+                None => Ok(Stream::Plain(socket)),
+                Some(tls) => Ok(tls.handshake(socket).await?),
+            }
+        });
+        self.connecting = Some((fut, timer));
+    }
+
+    /// Operation `op` ended: its caller, the connection's own startup or probe, or the
+    /// event subscription learns the outcome.
+    fn done(&mut self, op: OpId, result: Result<Response, Error>) {
+        if self.probe == Some(op) {
+            self.probe = None;
+        }
+        if let Some((probe, _)) = &self.startup {
+            if *probe == op {
+                let (_, tx) = self.startup.take().expect("checked");
+                self.startup_failed = result.is_err() && !self.keep_trying;
+                let _ = tx.send(result.map(|_| ()).map_err(ConnectError::Handshake));
+                return;
+            }
+        }
+        if let Some(hook) = &mut self.events {
+            if hook.on_done(op, &result) {
+                return;
+            }
+        }
+        if let Some(w) = self.waiters.remove(&op) {
+            if w.ticket != 0 {
+                self.tickets.remove(&w.ticket);
+            }
+            if let Err(e) = &result {
+                tracing::debug!(op = op.get(), error = %e, "operation failed");
+            }
+            if w.ticket != 0 && self.driving == Some(w.ticket) {
+                let _ = w.reply.send_quiet(result);
+            } else {
+                let _ = w.reply.send(result);
+            }
+        }
+    }
+
+    /// A pulled job goes to the worker's dispatcher; with nobody left to process it, it is
+    /// failed so that the server retries it.
+    fn hand_to_worker(&mut self, job: Job) {
+        let token = self.session.job_token(&job.id).map(str::to_owned);
+        let undelivered = match &self.jobs {
+            Some(tx) => match tx.unbounded_send((self.link, Dispatch::Job(job, token))) {
+                Ok(()) => None,
+                Err(e) => match e.into_inner().1 {
+                    Dispatch::Job(job, _) => Some(job),
+                    _ => None,
+                },
+            },
+            None => Some(job),
+        };
+        if let Some(job) = undelivered {
+            // Nobody processes it any more: hand it back as failed so it is retried.
+            let now = self.runtime.now();
+            let _ = self
+                .session
+                .fail_job(now, &job.id, JobFailure::new("worker stopped"));
+        }
+    }
+
+    /// A job's ACK or FAIL was answered.
+    fn settled(&mut self, id: String, result: Result<bool, Error>) {
+        match result {
+            Ok(true) => tracing::trace!(job = %id, "job settled"),
+            Ok(false) => {
+                tracing::debug!(job = %id, "job was already finalised by the server");
+                self.dispatch(Dispatch::LockLost(id));
+            }
+            Err(Error::Server(e)) if e.kind() == autobatch_core::ServerErrorKind::LockToken => {
+                tracing::debug!(job = %id, error = %e, "job's lock was gone");
+                self.dispatch(Dispatch::LockLost(id));
+            }
+            Err(e) => {
+                tracing::warn!(job = %id, error = %e, "job could not be settled");
+                self.dispatch(Dispatch::SettleFailed(id, e));
+            }
         }
     }
 

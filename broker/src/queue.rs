@@ -12,14 +12,12 @@
 //! returns what the caller must do (`cron::Effect`, evicted DLQ ids, a slot freed); the State
 //! methods that only route live in `compose`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use autobatch_core::ops::ChildFailure;
 #[cfg(test)]
 use autobatch_core::wire::Job;
-use autobatch_core::wire::{Backoff, JobCounts, JobOptions, JobSpec, Value};
+use autobatch_core::wire::{JobCounts, JobOptions, JobSpec, Value};
 use tokio::sync::Notify;
 
 use crate::conn_id::ConnId;
@@ -27,6 +25,11 @@ use crate::events::{job_event, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 pub(crate) use failure::Failure;
 use index::QueueIndex;
+#[cfg(test)]
+use jobs::{wire_job, wire_links};
+use jobs::{
+    index_in, ms, new_record, retry_delay, state_name, update_op, Entry, Jobs, Lock, RunInfo,
+};
 pub(crate) use workers::Worker;
 
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
@@ -46,6 +49,8 @@ pub(crate) mod failure;
 pub(crate) mod flow;
 /// A queue's jobs by state: ready, delayed, counted.
 pub(crate) mod index;
+/// The jobs, their indexes and their store.
+pub(crate) mod jobs;
 /// The job store as the state feeds it.
 pub(crate) mod journal;
 /// Settings kept across a restart in SQLite mode.
@@ -71,88 +76,8 @@ pub(crate) mod view;
 /// Registered workers (RegisterWorker, ListWorkers).
 pub(crate) mod workers;
 
-/// Default `maxAttempts`.
-const DEFAULT_ATTEMPTS: i64 = 3;
-/// Default backoff base, ms.
-const DEFAULT_BACKOFF: Duration = Duration::from_millis(1000);
-/// Longest retry delay, ms.
-const MAX_RETRY_DELAY: f64 = 3_600_000.0;
 /// Default lock time to live, ms.
 pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
-
-struct Lock {
-    token: String,
-    expires_at: f64,
-    /// The lock's own time to live (the pull's `lockTtl`): a heartbeat without a duration
-    /// renews it by this much, as bunqueue's `renewLock`.
-    ttl: f64,
-    /// Renewals so far (bunqueue's `renewalCount`, named in a DLQ entry's error).
-    renewals: u64,
-}
-
-struct Entry {
-    rec: JobRecord,
-    lock: Option<Lock>,
-    conn: Option<ConnId>,
-    /// Stall detection's view of a running job (bunqueue's `startedAt`, `lastHeartbeat`,
-    /// `stallCount`, and the job's `stallTimeout` option). In memory only: a restart
-    /// requeues active jobs anyway.
-    run: RunInfo,
-    /// Its place in a flow or its `dependsOn`, if any (see `flow`).
-    flow: Option<Box<flow::Links>>,
-}
-
-/// See [`Entry::run`].
-#[derive(Default)]
-struct RunInfo {
-    started_at: Option<f64>,
-    last_heartbeat: f64,
-    stall_count: u64,
-    stall_timeout: Option<f64>,
-    /// The job's `timeout`, ms: failed when it runs longer (bunqueue's timeout scheduler).
-    timeout: Option<f64>,
-    /// The job's `ttl`, ms: dropped unrun once older (from `createdAt`) than this.
-    ttl: Option<f64>,
-    /// When it completed or failed for good (epoch ms) and in which order, for Clean and the
-    /// DLQ's `enteredAt`. A job that finished before a restart has its creation time here, as
-    /// bunqueue goes by for a record without `completedAt`, unless SQLite mode kept its
-    /// failure (see `kept`).
-    finished: Option<(f64, u64)>,
-    /// Why it failed for good and the DLQ entry's error (see `dlq`).
-    dlq: Option<(&'static str, Option<String>)>,
-    /// Its `groupId`, for a group's `maxSize` (see [`State::group_queued`]).
-    group: Option<String>,
-    /// bunqueue's `timeline` of the job.
-    timeline: Vec<timeline::Step>,
-    /// The last FAIL's stack, as kept (see [`timeline::stacktrace`]).
-    stacktrace: Option<Vec<String>>,
-    /// Its record's `startedAt`: when its last run started, kept once it finished (cleared
-    /// when it waits for a retry).
-    shown_started: Option<f64>,
-    /// Its failed attempts (a DLQ entry's history).
-    attempt_log: Vec<timeline::Attempt>,
-    /// Its record's `completedAt` (none for a job completed by a late ACK while it waited
-    /// for a retry, as bunqueue's record shows it).
-    shown_completed: Option<f64>,
-    /// Its record's `dependsOn`: the ids it was added with and children linked since, less
-    /// children whose failure dropped or ignored them (completed ones stay).
-    shown_depends: Vec<String>,
-}
-
-impl RunInfo {
-    /// A new job's run settings, from its add options.
-    fn from_options(o: &JobOptions) -> RunInfo {
-        RunInfo {
-            shown_depends: o.depends_on.clone(),
-            stall_timeout: o.stall_timeout.map(ms),
-            // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
-            timeout: o.timeout.map(ms).filter(|t| *t > 0.0),
-            ttl: o.ttl.map(ms),
-            group: o.group_id.clone(),
-            ..RunInfo::default()
-        }
-    }
-}
 
 /// What ACK, FAIL and the lock checks can refuse, with bunqueue's messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,17 +125,12 @@ pub(crate) struct PullSpec<'a> {
 
 /// The whole queue state.
 pub(crate) struct State {
-    /// Boxed: the map grows to millions of jobs, and a resize then moves pointers, not records.
-    jobs: HashMap<String, Box<Entry>>,
-    queues: HashMap<String, QueueIndex>,
+    /// The jobs, the queues' indexes of them, and the store they are written to (see `jobs`).
+    jobs: Jobs,
     /// Which job holds each unique key (see `unique`).
     unique: unique::UniqueKeys,
     /// Registered workers (see `workers`).
     workers: workers::Workers,
-    seq: u64,
-    rng: u64,
-    /// The job store, fed every state change (see `journal`).
-    journal: journal::Journal,
     /// Progress and log lines, kept in memory only (see `progress`).
     extras: progress::Progress,
     /// Event subscriptions: state changes are published under the state's lock, so every
@@ -220,8 +140,6 @@ pub(crate) struct State {
     running: running::Running,
     /// Stall settings and detection (see `stalls`).
     stalls: stalls::Stalls,
-    /// Jobs finished so far, numbering [`RunInfo::finished`].
-    finish_seq: u64,
     /// Rate and concurrency limits per queue (see `limits`).
     limits: limits::Limits,
     /// Who waits for which job (see `flow`).
@@ -242,18 +160,13 @@ impl State {
     pub fn new(mut store: Box<dyn Store>, now: f64) -> std::io::Result<State> {
         let recovered = store.recover()?;
         let mut s = State {
-            jobs: HashMap::new(),
-            queues: HashMap::new(),
+            jobs: Jobs::new(store, now),
             unique: unique::UniqueKeys::default(),
             workers: workers::Workers::default(),
-            seq: 0,
-            rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
-            journal: journal::Journal::new(store),
             extras: progress::Progress::default(),
             events: Events::default(),
             running: running::Running::default(),
             stalls: stalls::Stalls::new(now),
-            finish_seq: 0,
             limits: limits::Limits::default(),
             waits: flow::Waits::default(),
             crons: cron::Crons::default(),
@@ -262,7 +175,7 @@ impl State {
             settings: settings::Settings::default(),
         };
         for mut rec in recovered {
-            s.seq = s.seq.max(rec.seq + 1);
+            s.jobs.seq = s.jobs.seq.max(rec.seq + 1);
             // A job that waited for its children waits no more until its links are put back
             // (`kept`, SQLite mode), which parks it again; without them nothing would ever
             // release it.
@@ -276,12 +189,12 @@ impl State {
     }
 
     fn index(&mut self, queue: &str) -> &mut QueueIndex {
-        index_in(&mut self.queues, queue)
+        index_in(&mut self.jobs.queues, queue)
     }
 
     /// Files a record under its queue and state, and keeps it.
     fn admit(&mut self, rec: JobRecord) {
-        let dlq_seq = self.finish_seq;
+        let dlq_seq = self.jobs.finish_seq;
         let q = self.index(&rec.queue);
         match rec.state {
             JobState::Waiting => q.file_ready(&rec),
@@ -310,9 +223,9 @@ impl State {
             // Failed before a restart: in the DLQ in recovery order, reason unknown.
             run.finished = Some((rec.created_at, dlq_seq));
             run.dlq = Some(("unknown", rec.failed_reason.clone()));
-            self.finish_seq += 1;
+            self.jobs.finish_seq += 1;
         }
-        self.jobs.insert(
+        self.jobs.map.insert(
             rec.id.clone(),
             Box::new(Entry {
                 rec,
@@ -333,20 +246,20 @@ impl State {
     /// waiting on its signal (each waiter holds a clone of it). Without this, every distinct
     /// queue name ever pulled from would keep an entry for good.
     pub fn forget_queue_if_idle(&mut self, queue: &str) {
-        let idle = self.queues.get(queue).is_some_and(QueueIndex::is_idle);
+        let idle = self.jobs.queues.get(queue).is_some_and(QueueIndex::is_idle);
         if idle {
-            self.queues.remove(queue);
+            self.jobs.queues.remove(queue);
         }
     }
 
     /// The counts of every queue now (due delayed jobs are promoted first, so a job whose run
     /// time has come counts as waiting, as in bunqueue).
     pub fn gauges(&mut self, now: f64) -> totals::Gauges {
-        let names: Vec<String> = self.queues.keys().cloned().collect();
+        let names: Vec<String> = self.jobs.queues.keys().cloned().collect();
         let mut g = totals::Gauges::default();
         for name in names {
             self.promote(&name, now);
-            let Some(q) = self.queues.get(&name) else {
+            let Some(q) = self.jobs.queues.get(&name) else {
                 continue;
             };
             let ready = q.ready_len();
@@ -363,7 +276,7 @@ impl State {
 
     /// Whether a job id exists (any state), for `dependsOn`.
     pub fn exists(&self, id: &str) -> bool {
-        self.jobs.contains_key(id)
+        self.jobs.map.contains_key(id)
     }
 
     /// Adds one validated job to `queue`. Returns its id: the existing one when its custom id
@@ -384,10 +297,10 @@ impl State {
             ..links
         };
         let parked = !links.depends_on.is_empty();
-        let seq = self.seq;
-        self.seq += 1;
+        let seq = self.jobs.seq;
+        self.jobs.seq += 1;
         let rec = new_record(queue, id.clone(), spec, seq, parked, now);
-        if self.journal.persistent() {
+        if self.jobs.journal.persistent() {
             self.record(StoreOp::Put(Box::new(rec.clone())));
         }
         let first = match rec.state {
@@ -414,7 +327,7 @@ impl State {
     /// id is dropped, so the push starts a new generation of it.
     fn live_duplicate(&mut self, queue: &str, o: &JobOptions) -> Option<String> {
         if let Some(id) = &o.job_id {
-            if let Some(e) = self.jobs.get(id) {
+            if let Some(e) = self.jobs.map.get(id) {
                 if e.rec.state.is_live() {
                     return Some(id.clone());
                 }
@@ -423,7 +336,7 @@ impl State {
         }
         let k = o.unique_key.as_ref()?;
         let id = self.unique.holder(queue, k)?;
-        if !self.jobs.get(id).is_some_and(|e| e.rec.state.is_live()) {
+        if !self.jobs.map.get(id).is_some_and(|e| e.rec.state.is_live()) {
             return None;
         }
         // 2.9.5 (`pushDeduplication`): `duplicated`, with the live job's id. A live custom id
@@ -442,7 +355,7 @@ impl State {
         if parked {
             self.park(&id, &queue, &links.depends_on);
         }
-        if let Some(e) = self.jobs.get_mut(&id) {
+        if let Some(e) = self.jobs.map.get_mut(&id) {
             e.run = run;
             if !links.is_empty() {
                 e.flow = Some(Box::new(links));
@@ -475,7 +388,7 @@ impl State {
 
     /// Wakes the long-polls of `queue`: a group control was lifted.
     pub fn wake(&mut self, queue: &str) {
-        if let Some(q) = self.queues.get(queue) {
+        if let Some(q) = self.jobs.queues.get(queue) {
             q.notify.notify_waiters();
         }
     }
@@ -483,11 +396,11 @@ impl State {
     /// The queued (waiting or delayed) jobs of `queue`, a walk of both indexes: what the group
     /// counts read.
     fn queued<'a>(&'a self, queue: &str) -> impl Iterator<Item = &'a Entry> + 'a {
-        self.queues
+        self.jobs.queues
             .get(queue)
             .into_iter()
             .flat_map(QueueIndex::queued_ids)
-            .filter_map(|id| self.jobs.get(id).map(|e| &**e))
+            .filter_map(|id| self.jobs.map.get(id).map(|e| &**e))
     }
 
     /// Drops a finished job entirely (a new generation of its custom id, or remove-on-finish).
@@ -500,11 +413,11 @@ impl State {
         if self.settings.has_jobs() {
             self.forget_kept_job(id);
         }
-        let Some(e) = self.jobs.remove(id) else {
+        let Some(e) = self.jobs.map.remove(id) else {
             return;
         };
         self.extras.remove(id);
-        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
+        if let Some(q) = self.jobs.queues.get_mut(&e.rec.queue) {
             match e.rec.state {
                 JobState::Completed => q.completed = q.completed.saturating_sub(1),
                 JobState::Failed => {
@@ -524,12 +437,12 @@ impl State {
 
     /// Moves the due delayed jobs of `queue` to ready.
     fn promote(&mut self, queue: &str, now: f64) {
-        let Some(q) = self.queues.get_mut(queue) else {
+        let Some(q) = self.jobs.queues.get_mut(queue) else {
             return;
         };
         let mut woke = false;
         while let Some(id) = q.pop_due(now) {
-            let Some(e) = self.jobs.get_mut(&id) else {
+            let Some(e) = self.jobs.map.get_mut(&id) else {
                 continue;
             };
             e.rec.state = JobState::Waiting;
@@ -543,7 +456,7 @@ impl State {
 
     /// The earliest time a delayed job of `queue` becomes due.
     pub fn next_due(&self, queue: &str) -> Option<f64> {
-        self.queues.get(queue)?.next_due()
+        self.jobs.queues.get(queue)?.next_due()
     }
 
     /// Takes up to `spec.count` ready jobs, highest priority first, FIFO within a priority.
@@ -567,13 +480,13 @@ impl State {
         let mut out = Vec::new();
         let mut passed = Vec::new();
         while out.len() < spec.count {
-            let Some(q) = self.queues.get_mut(spec.queue) else {
+            let Some(q) = self.jobs.queues.get_mut(spec.queue) else {
                 break;
             };
             let Some((key, id)) = q.pop_ready() else {
                 break;
             };
-            let Some(e) = self.jobs.get_mut(&id) else {
+            let Some(e) = self.jobs.map.get_mut(&id) else {
                 continue;
             };
             if let Some(g) = &e.run.group {
@@ -614,6 +527,7 @@ impl State {
     fn hand_out(&mut self, id: String, spec: &PullSpec<'_>, now: f64) -> Pulled {
         let e = self
             .jobs
+            .map
             .get_mut(&id)
             .expect("taken off the ready jobs by the caller");
         e.rec.state = JobState::Active;
@@ -655,7 +569,7 @@ impl State {
     /// Checks the lock of one job for ACK/FAIL/ACKB (a job that is not active has no lock to
     /// check: that case is reported by [`ack`](Self::ack) and [`fail`](Self::fail)).
     pub fn check_lock(&self, id: &str, token: Option<&str>) -> Result<(), FinishError> {
-        let Some(e) = self.jobs.get(id) else {
+        let Some(e) = self.jobs.map.get(id) else {
             return Ok(());
         };
         if e.rec.state != JobState::Active {
@@ -673,7 +587,7 @@ impl State {
 
     /// Takes an active job out of the active set (after its lock was checked).
     fn finish(&mut self, id: &str) -> Result<&mut Entry, FinishError> {
-        let e = match self.jobs.get_mut(id) {
+        let e = match self.jobs.map.get_mut(id) {
             Some(e) if e.rec.state == JobState::Active => e,
             _ => return Err(FinishError::NotActive(id.to_owned())),
         };
@@ -683,7 +597,7 @@ impl State {
         // put it back).
         e.run.shown_started = None;
         self.running.ended(id, e.conn.take());
-        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
+        if let Some(q) = self.jobs.queues.get_mut(&e.rec.queue) {
             q.active = q.active.saturating_sub(1);
             // A freed concurrency slot wakes the long-polls it held back, as bunqueue's
             // finishing paths notify the queue.
@@ -691,7 +605,7 @@ impl State {
                 q.notify.notify_waiters();
             }
         }
-        Ok(self.jobs.get_mut(id).expect("checked above"))
+        Ok(self.jobs.map.get_mut(id).expect("checked above"))
     }
 
     /// Completes an active job.
@@ -714,11 +628,11 @@ impl State {
             // included (a second release for the job: another job's slot, down to 0).
             self.release_slot_of(id);
         } else {
-            let started = self.jobs.get(id).and_then(|e| e.run.started_at);
+            let started = self.jobs.map.get(id).and_then(|e| e.run.started_at);
             self.finish(id)?.run.shown_started = started;
         }
         self.mark_finished(id, now);
-        let e = self.jobs.get_mut(id).expect("unfiled or finished above");
+        let e = self.jobs.map.get_mut(id).expect("unfiled or finished above");
         if !late {
             e.run.shown_completed = Some(now);
             timeline::note(
@@ -738,7 +652,7 @@ impl State {
         let op = update_op(&e.rec);
         if self.events.wants(&queue) {
             // `data`: the return value (msgpackr's undefined when the ACK carried none).
-            let data = self.jobs.get(id).and_then(|e| e.rec.result.clone());
+            let data = self.jobs.map.get(id).and_then(|e| e.rec.result.clone());
             self.events.emit(&queue, "completed", |ts| {
                 let mut f = job_event(&queue, id)(ts);
                 f.push(("data", data.unwrap_or(Value::Undefined)));
@@ -757,7 +671,7 @@ impl State {
 
     /// A job that ran, failed and now waits in its queue for a retry.
     fn retried_in_queue(&self, id: &str) -> bool {
-        self.jobs.get(id).is_some_and(|e| {
+        self.jobs.map.get(id).is_some_and(|e| {
             matches!(e.rec.state, JobState::Waiting | JobState::Delayed) && e.rec.attempts > 0
         })
     }
@@ -772,7 +686,7 @@ impl State {
         how: Failure,
         now: f64,
     ) -> Result<bool, FinishError> {
-        let had_lock = self.jobs.get(id).is_some_and(|e| e.lock.is_some());
+        let had_lock = self.jobs.map.get(id).is_some_and(|e| e.lock.is_some());
         self.check_lock(id, token)?;
         if token.is_some_and(|t| !t.is_empty()) && !had_lock && self.retried_in_queue(id) {
             return Ok(false);
@@ -781,7 +695,7 @@ impl State {
         let (queue, retry) = self.note_failure(id, &how, now)?;
         // What the `failed` event carries, copied only when someone listens.
         let event = if self.events.wants(&queue) {
-            self.jobs
+            self.jobs.map
                 .get(id)
                 .map(|e| (e.rec.failed_reason.clone(), e.rec.data.clone()))
         } else {
@@ -809,7 +723,7 @@ impl State {
         how: &Failure,
         now: f64,
     ) -> Result<(String, bool), FinishError> {
-        let started = self.jobs.get(id).and_then(|e| e.run.started_at);
+        let started = self.jobs.map.get(id).and_then(|e| e.run.started_at);
         let e = self.finish(id)?;
         e.run.shown_started = started;
         e.rec.attempts += 1;
@@ -850,7 +764,7 @@ impl State {
 
     /// Files a failed job as delayed until its retry, after its backoff, recorded.
     fn file_retry(&mut self, id: &str, jitter: f64, now: f64) {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return;
         };
         e.run.shown_started = None;
@@ -858,7 +772,7 @@ impl State {
         e.rec.run_at = now + delay;
         e.rec.state = JobState::Delayed;
         let op = update_op(&e.rec);
-        index_in(&mut self.queues, &e.rec.queue).file_delayed(&e.rec);
+        index_in(&mut self.jobs.queues, &e.rec.queue).file_delayed(&e.rec);
         self.record(op);
     }
 
@@ -870,7 +784,7 @@ impl State {
         how: &Failure,
         now: f64,
     ) -> Option<(String, ChildFailure, String)> {
-        let e = self.jobs.get_mut(id)?;
+        let e = self.jobs.map.get_mut(id)?;
         e.rec.state = JobState::Failed;
         let remove = how.remove.unwrap_or(e.rec.remove_on_fail);
         let op = update_op(&e.rec);
@@ -938,7 +852,7 @@ impl State {
         duration: Option<f64>,
         now: f64,
     ) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return false;
         };
         if e.rec.state != JobState::Active {
@@ -980,7 +894,7 @@ impl State {
     /// with `stalled` (action `move_to_dlq`) and `failed` events.
     pub fn expire_locks(&mut self, now: f64) {
         // Obliterate drops running jobs without finishing them: forget those here.
-        let jobs = &self.jobs;
+        let jobs = &self.jobs.map;
         self.running.retain(|id| {
             jobs.get(id)
                 .is_some_and(|e| e.rec.state == JobState::Active)
@@ -989,7 +903,7 @@ impl State {
             .running
             .ids()
             .filter_map(|id| {
-                let e = self.jobs.get(id)?;
+                let e = self.jobs.map.get(id)?;
                 let at = e.lock.as_ref()?.expires_at;
                 (e.rec.state == JobState::Active && at <= now).then(|| (at, id.clone()))
             })
@@ -1004,12 +918,13 @@ impl State {
 
     /// One job whose lock expired (see [`expire_locks`](Self::expire_locks)).
     fn expire_lock(&mut self, id: &str, now: f64) {
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+        let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.clone()) else {
             return;
         };
         let max_stalls = self.stall_config(&queue).max_stalls;
         let renewals = self
             .jobs
+            .map
             .get(id)
             .and_then(|e| e.lock.as_ref())
             .map_or(0, |l| l.renewals);
@@ -1053,7 +968,7 @@ impl State {
     /// A job whose lock expired with attempts and stalls left: the attempt noted, back to
     /// waiting, with a `stalled` event.
     fn requeue_expired(&mut self, id: &str, queue: &str, now: f64) {
-        if let Some(e) = self.jobs.get_mut(id) {
+        if let Some(e) = self.jobs.map.get_mut(id) {
             e.run.attempt_log.push(timeline::Attempt {
                 attempt: e.rec.attempts,
                 started_at: e.rec.created_at,
@@ -1076,6 +991,7 @@ impl State {
             .filter_map(|id| {
                 let e = self
                     .jobs
+                    .map
                     .get(id)
                     .filter(|e| e.rec.state == JobState::Active)?;
                 let deadline = e.run.started_at? + e.run.timeout?;
@@ -1099,7 +1015,7 @@ impl State {
     /// (`stalled`, action `move_to_dlq`). Queues with detection disabled are skipped.
     pub fn check_stalled(&mut self, now: f64) {
         let stalled = |s: &State, id: &str| -> Option<bool> {
-            let e = s.jobs.get(id).filter(|e| e.rec.state == JobState::Active)?;
+            let e = s.jobs.map.get(id).filter(|e| e.rec.state == JobState::Active)?;
             let cfg = s.stall_config(&e.rec.queue);
             let started = e.run.started_at?;
             if !cfg.enabled || now - started < ms(cfg.grace_period) {
@@ -1134,7 +1050,7 @@ impl State {
     /// One job confirmed stalled (see [`check_stalled`](Self::check_stalled)); `max_stalls`:
     /// this stall reaches the queue's `maxStalls`.
     fn stall(&mut self, id: &str, max_stalls: bool, now: f64) {
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+        let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.clone()) else {
             return;
         };
         let jitter = self.random();
@@ -1164,7 +1080,7 @@ impl State {
     /// A stalled job with attempts and stalls left: the failure noted, retried after its
     /// backoff, with a `stalled` event (action `retry`).
     fn retry_stalled(&mut self, id: &str, queue: &str, jitter: f64, now: f64) {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return;
         };
         let stalls = e.run.stall_count;
@@ -1227,15 +1143,15 @@ impl State {
 
     /// Notes that a job finished now (see [`RunInfo::finished`]).
     pub(crate) fn mark_finished(&mut self, id: &str, now: f64) {
-        if let Some(e) = self.jobs.get_mut(id) {
-            e.run.finished = Some((now, self.finish_seq));
-            self.finish_seq += 1;
+        if let Some(e) = self.jobs.map.get_mut(id) {
+            e.run.finished = Some((now, self.jobs.finish_seq));
+            self.jobs.finish_seq += 1;
         }
     }
 
     /// Files a job taken out of the active set as failed for good (bunqueue's DLQ), recorded.
     fn file_failed(&mut self, id: &str, now: f64, reason: &'static str, error: String) {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return;
         };
         e.rec.state = JobState::Failed;
@@ -1246,12 +1162,12 @@ impl State {
 
     /// Files a job taken out of the active set as waiting, its run time unchanged, recorded.
     fn refile_ready(&mut self, id: &str) {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return;
         };
         e.rec.state = JobState::Waiting;
         let op = update_op(&e.rec);
-        let q = index_in(&mut self.queues, &e.rec.queue);
+        let q = index_in(&mut self.jobs.queues, &e.rec.queue);
         q.file_ready(&e.rec);
         q.notify.notify_waiters();
         self.record(op);
@@ -1269,7 +1185,7 @@ impl State {
         self.events.unsubscribe(conn);
         if let Some(ids) = self.running.take_held(conn) {
             for id in ids {
-                if self.jobs.get(&id).is_some_and(|e| e.conn == Some(conn)) {
+                if self.jobs.map.get(&id).is_some_and(|e| e.conn == Some(conn)) {
                     self.requeue(&id);
                 }
             }
@@ -1280,9 +1196,9 @@ impl State {
     /// A job in the client's record form ([`Job`]), for the tests.
     #[cfg(test)]
     pub fn get_job_wire(&mut self, id: &str, now: f64) -> Option<Job> {
-        let queue = self.jobs.get(id)?.rec.queue.clone();
+        let queue = self.jobs.map.get(id)?.rec.queue.clone();
         self.promote(&queue, now);
-        let e = self.jobs.get(id)?;
+        let e = self.jobs.map.get(id)?;
         let mut job = wire_job(&e.rec);
         wire_links(&mut job, e);
         job.state = Some(autobatch_core::wire::JobState::from(state_name(&e.rec)));
@@ -1297,7 +1213,7 @@ impl State {
     /// Shows `custom` as the record's `customId` (a flow's jobs have their planned id without
     /// one unless the input named it).
     pub fn show_custom_id(&mut self, id: &str, custom: Option<String>) {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return;
         };
         let mut o = e.rec.options.take().map_or_else(Default::default, |o| *o);
@@ -1307,7 +1223,7 @@ impl State {
         }
         o.custom_id = custom;
         e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
-        if self.journal.persistent() {
+        if self.jobs.journal.persistent() {
             let rec = e.rec.clone();
             self.record(StoreOp::Put(Box::new(rec)));
         }
@@ -1324,7 +1240,7 @@ impl State {
     }
 
     fn note_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return;
         };
         // A FAIL with at least one string line replaces the trace (with none if every line is
@@ -1342,7 +1258,7 @@ impl State {
     /// unknown one (bunqueue's `Job not found or cannot be updated`). Persisted as the whole
     /// record, so a SQLite-backed broker keeps the change across a restart.
     pub fn update_data(&mut self, id: &str, data: Value) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return false;
         };
         if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
@@ -1356,11 +1272,11 @@ impl State {
 
     /// A job's state name, `unknown` if there is no such job.
     pub fn get_state(&mut self, id: &str, now: f64) -> &'static str {
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+        let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.clone()) else {
             return "unknown";
         };
         self.promote(&queue, now);
-        self.jobs
+        self.jobs.map
             .get(id)
             .map(|e| state_name(&e.rec))
             .unwrap_or("unknown")
@@ -1368,13 +1284,13 @@ impl State {
 
     /// A completed job's result.
     pub fn get_result(&self, id: &str) -> Option<Value> {
-        self.jobs.get(id).and_then(|e| e.rec.result.clone())
+        self.jobs.map.get(id).and_then(|e| e.rec.result.clone())
     }
 
     /// Per-state counts of a queue (all zeros for an unknown queue).
     pub fn counts(&mut self, queue: &str, now: f64) -> JobCounts {
         self.promote(queue, now);
-        self.queues
+        self.jobs.queues
             .get(queue)
             .map_or_else(JobCounts::default, QueueIndex::counts)
     }
@@ -1383,26 +1299,26 @@ impl State {
     /// bunqueue's, which reports its priority queue's size whatever the pause.
     pub fn count(&mut self, queue: &str, now: f64) -> u64 {
         self.promote(queue, now);
-        self.queues
+        self.jobs.queues
             .get(queue)
             .map_or(0, |q| q.ready_len() + q.delayed_len())
     }
 
     /// Hands one state change to the store, counting it (see [`State::recorded`]).
     fn record(&mut self, op: StoreOp) {
-        self.journal.record(op);
+        self.jobs.journal.record(op);
     }
 
     /// How many state changes were handed to the store so far: the difference across a call
     /// is what a commit barrier for that call covers.
     pub fn recorded(&self) -> u64 {
-        self.journal.recorded()
+        self.jobs.journal.recorded()
     }
 
     /// A commit barrier for durable replies covering the last `covering` recorded changes
     /// (see [`Store::sync`]).
     pub fn sync(&mut self, covering: u64) -> Option<SyncWaiter> {
-        self.journal.sync(covering)
+        self.jobs.journal.sync(covering)
     }
 
     /// Takes back jobs whose rows a failed commit lost, so that a refused durable push leaves
@@ -1411,9 +1327,9 @@ impl State {
     pub fn withdraw(&mut self, ids: &[String]) -> Vec<String> {
         let mut kept = Vec::new();
         for id in ids {
-            let Some(e) = self.jobs.get(id) else { continue };
+            let Some(e) = self.jobs.map.get(id) else { continue };
             let rec = &e.rec;
-            let Some(q) = self.queues.get_mut(&rec.queue) else {
+            let Some(q) = self.jobs.queues.get_mut(&rec.queue) else {
                 continue;
             };
             match rec.state {
@@ -1432,18 +1348,18 @@ impl State {
 
     /// Ops recorded but not yet committed.
     pub fn backlog(&self) -> usize {
-        self.journal.backlog()
+        self.jobs.journal.backlog()
     }
 
     /// Queues with an index entry.
     #[cfg(feature = "test-util")]
     pub fn queue_count(&self) -> usize {
-        self.queues.len()
+        self.jobs.queues.len()
     }
 
     /// Commits what is pending and closes the store.
     pub fn close_store(&mut self) {
-        self.journal.close();
+        self.jobs.journal.close();
         self.settings.close();
     }
 
@@ -1459,7 +1375,7 @@ impl State {
     /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
     /// lock expired, or a token is given and does not match.
     pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return false;
         };
         if e.rec.state != JobState::Active {
@@ -1480,138 +1396,26 @@ impl State {
 
     /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
     fn unready(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else { return };
-        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
+        let Some(e) = self.jobs.map.get(id) else { return };
+        if let Some(q) = self.jobs.queues.get_mut(&e.rec.queue) {
             q.unready(&e.rec);
         }
     }
 
     /// Takes a delayed job out of its queue's delayed index (to file it elsewhere).
     fn undelay(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else { return };
-        index_in(&mut self.queues, &e.rec.queue).undelay(&e.rec);
+        let Some(e) = self.jobs.map.get(id) else { return };
+        index_in(&mut self.jobs.queues, &e.rec.queue).undelay(&e.rec);
     }
 
     /// A uniform random number in [0, 1) (xorshift64*; only for retry jitter).
     fn random(&mut self) -> f64 {
-        let mut x = self.rng;
+        let mut x = self.jobs.rng;
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
-        self.rng = x;
+        self.jobs.rng = x;
         (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// The record of a job added now with `spec`: waiting, delayed, or in `waiting-children`
-/// when `parked`.
-fn new_record(
-    queue: &str,
-    id: String,
-    spec: JobSpec,
-    seq: u64,
-    parked: bool,
-    now: f64,
-) -> JobRecord {
-    let o = spec.opts;
-    let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
-    let options = crate::store::AddOptions::from_options(&o);
-    let options = (!options.is_default()).then(|| Box::new(options));
-    JobRecord {
-        id,
-        queue: queue.to_owned(),
-        name: spec.name,
-        data: spec.data,
-        priority: o.priority.unwrap_or(0),
-        attempts: 0,
-        max_attempts: o.attempts.unwrap_or(DEFAULT_ATTEMPTS),
-        backoff: o.backoff,
-        created_at: o.timestamp.unwrap_or(now),
-        run_at: now + delay,
-        seq,
-        lifo: o.lifo.unwrap_or(false),
-        remove_on_complete: o.remove_on_complete.unwrap_or(false),
-        remove_on_fail: o.remove_on_fail.unwrap_or(false),
-        durable: o.durable.unwrap_or(false),
-        unique_key: o.unique_key,
-        state: if parked {
-            JobState::WaitingChildren
-        } else if delay > 0.0 {
-            JobState::Delayed
-        } else {
-            JobState::Waiting
-        },
-        result: None,
-        failed_reason: None,
-        options,
-    }
-}
-
-/// The index of `queue` in `queues`, made empty if it has none yet.
-fn index_in<'a>(queues: &'a mut HashMap<String, QueueIndex>, queue: &str) -> &'a mut QueueIndex {
-    if !queues.contains_key(queue) {
-        queues.insert(queue.to_owned(), QueueIndex::default());
-    }
-    queues.get_mut(queue).expect("inserted above")
-}
-
-fn update_op(rec: &JobRecord) -> StoreOp {
-    StoreOp::Update {
-        id: rec.id.clone(),
-        state: rec.state,
-        attempts: rec.attempts,
-        run_at: rec.run_at,
-        result: rec.result.clone(),
-        failed_reason: rec.failed_reason.clone(),
-    }
-}
-
-fn state_name(rec: &JobRecord) -> &'static str {
-    match rec.state {
-        JobState::Waiting if rec.priority > 0 => "prioritized",
-        s => s.as_str(),
-    }
-}
-
-#[cfg(test)]
-fn wire_job(rec: &JobRecord) -> Job {
-    let mut job = Job::new(
-        rec.id.clone(),
-        rec.queue.clone(),
-        rec.name.clone(),
-        rec.data.clone(),
-    );
-    job.priority = rec.priority;
-    job.attempts = rec.attempts;
-    job.max_attempts = rec.max_attempts;
-    job.created_at = rec.created_at;
-    job.run_at = rec.run_at;
-    job
-}
-
-/// bunqueue's retry delay: a plain or exponential base doubles per attempt with a 0.5..1.5
-/// jitter, a fixed one gets 0.8..1.2; capped at one hour.
-fn ms(d: Duration) -> f64 {
-    d.as_millis() as f64
-}
-
-fn retry_delay(backoff: Option<Backoff>, attempts: i64, jitter: f64) -> f64 {
-    let pow = 2f64.powi(attempts.clamp(0, 40) as i32);
-    let d = match backoff.unwrap_or(Backoff::Delay(DEFAULT_BACKOFF)) {
-        Backoff::Delay(b) | Backoff::Exponential(b) => ms(b) * pow * (0.5 + jitter),
-        Backoff::Fixed(b) => ms(b) * (0.8 + 0.4 * jitter),
-        // A strategy a newer core may add: as bunqueue's default.
-        other => ms(other.delay()) * pow * (0.5 + jitter),
-    };
-    d.clamp(0.0, MAX_RETRY_DELAY)
-}
-
-/// Copies a job's links onto its wire form (`parentId`, `childrenIds`).
-#[cfg(test)]
-fn wire_links(job: &mut Job, e: &Entry) {
-    if let Some(l) = &e.flow {
-        job.parent_id = l.parent.clone();
-        job.children_ids = l.children.clone();
     }
 }
 
@@ -1619,6 +1423,9 @@ fn wire_links(job: &mut Job, e: &Entry) {
 mod tests {
     use super::*;
     use crate::store::MemoryStore;
+    use autobatch_core::wire::Backoff;
+    use jobs::MAX_RETRY_DELAY;
+    use std::time::Duration;
     use autobatch_core::ops::StallConfigUpdate;
     use autobatch_core::wire::JobOptions;
 

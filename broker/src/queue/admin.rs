@@ -86,7 +86,7 @@ impl State {
 
     /// Resumes `queue`, waking its long-polls.
     pub fn resume(&mut self, queue: &str) {
-        if let Some(q) = self.queues.get_mut(queue) {
+        if let Some(q) = self.jobs.queues.get_mut(queue) {
             q.paused = false;
             q.notify.notify_waiters();
         }
@@ -96,17 +96,17 @@ impl State {
 
     /// Whether `queue` is paused.
     pub fn is_paused(&self, queue: &str) -> bool {
-        self.queues.get(queue).is_some_and(|q| q.paused)
+        self.jobs.queues.get(queue).is_some_and(|q| q.paused)
     }
 
     /// Takes a waiting or delayed job out of its queue and drops it (recorded as removed).
     /// False for any other state.
     fn take_out(&mut self, id: &str) -> bool {
-        let Some(e) = self.jobs.get(id) else {
+        let Some(e) = self.jobs.map.get(id) else {
             return false;
         };
         let rec = &e.rec;
-        let Some(q) = self.queues.get_mut(&rec.queue) else {
+        let Some(q) = self.jobs.queues.get_mut(&rec.queue) else {
             return false;
         };
         match rec.state {
@@ -123,7 +123,7 @@ impl State {
 
     /// Drain: removes every waiting and delayed job of `queue`; how many.
     pub fn drain(&mut self, queue: &str) -> u64 {
-        let Some(q) = self.queues.get(queue) else {
+        let Some(q) = self.jobs.queues.get(queue) else {
             return 0;
         };
         let ids: Vec<String> = q.queued_ids().cloned().collect();
@@ -133,7 +133,7 @@ impl State {
     /// Cancel: removes a waiting or delayed job. False for an unknown, active or finished
     /// one (bunqueue's `Job not found or cannot be cancelled`).
     pub fn cancel(&mut self, id: &str) -> bool {
-        let queue = self.jobs.get(id).map(|e| e.rec.queue.clone());
+        let queue = self.jobs.map.get(id).map(|e| e.rec.queue.clone());
         let removed = self.take_out(id);
         if let (true, Some(queue)) = (removed, queue) {
             // bunqueue's `removed` says `prev: "waiting"` for a delayed job too.
@@ -146,7 +146,7 @@ impl State {
 
     /// bunqueue's `delayed` event, `delay` in ms.
     fn emit_delayed(&self, id: &str, delay: i64) {
-        if let Some(e) = self.jobs.get(id) {
+        if let Some(e) = self.jobs.map.get(id) {
             let queue = e.rec.queue.as_str();
             self.events.emit(queue, "delayed", |ts| {
                 id_first(queue, id, ts, [("delay", js_number(delay as f64))])
@@ -159,6 +159,7 @@ impl State {
     pub fn obliterate(&mut self, queue: &str) {
         let ids: Vec<String> = self
             .jobs
+            .map
             .iter()
             .filter(|(_, e)| e.rec.queue == queue)
             .map(|(id, _)| id.clone())
@@ -168,14 +169,14 @@ impl State {
         for id in &ids {
             // Out of the dependency index (its count goes with the index below).
             self.unpark(id);
-            if let Some(e) = self.jobs.remove(id) {
+            if let Some(e) = self.jobs.map.remove(id) {
                 if let Some(k) = &e.rec.unique_key {
                     self.unique.release(&e.rec.queue, k, id);
                 }
             }
             self.record(StoreOp::Remove(id.clone()));
         }
-        if let Some(q) = self.queues.get_mut(queue) {
+        if let Some(q) = self.jobs.queues.get_mut(queue) {
             // Long-polls keep their clone of the signal; a fresh index starts empty.
             q.clear();
         }
@@ -193,13 +194,13 @@ impl State {
     /// Promote: makes a delayed job waiting now (its run time becomes `now`, so it queues
     /// behind the jobs already due, as in bunqueue). False if it is not delayed.
     pub fn promote_job(&mut self, id: &str, now: f64) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return false;
         };
         if e.rec.state != JobState::Delayed {
             return false;
         }
-        let Some(q) = self.queues.get_mut(&e.rec.queue) else {
+        let Some(q) = self.jobs.queues.get_mut(&e.rec.queue) else {
             return false;
         };
         q.undelay(&e.rec);
@@ -216,10 +217,10 @@ impl State {
     /// `lifo`, first among its equals). False for an unknown, active or finished job
     /// (bunqueue's `Job not found or not in queue`).
     pub fn change_priority(&mut self, id: &str, priority: i64, lifo: Option<bool>) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return false;
         };
-        let Some(q) = self.queues.get_mut(&e.rec.queue) else {
+        let Some(q) = self.jobs.queues.get_mut(&e.rec.queue) else {
             return false;
         };
         match e.rec.state {
@@ -241,7 +242,7 @@ impl State {
         }
         // The update op does not carry the priority: the whole record is written again.
         let rec = e.rec.clone();
-        if self.journal.persistent() {
+        if self.jobs.journal.persistent() {
             self.record(StoreOp::Put(Box::new(rec)));
         }
         true
@@ -267,6 +268,7 @@ impl State {
         let paused_view = self.is_paused(queue) && !states.is_empty();
         let mut jobs: Vec<(f64, String, Value)> = self
             .jobs
+            .map
             .values()
             .filter(|e| e.rec.queue == queue)
             .filter_map(|e| {
@@ -310,7 +312,7 @@ impl State {
 
     /// Every queue with an index entry (a queue holding jobs, paused, or being polled).
     pub fn queue_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.queues.keys().cloned().collect();
+        let mut names: Vec<String> = self.jobs.queues.keys().cloned().collect();
         names.sort();
         names
     }
@@ -318,7 +320,7 @@ impl State {
     /// PromoteJobs: makes up to `count` delayed jobs of `queue` (all when `None`) waiting
     /// now, soonest due first; how many.
     pub fn promote_jobs(&mut self, queue: &str, count: Option<u64>, now: f64) -> u64 {
-        let Some(q) = self.queues.get(queue) else {
+        let Some(q) = self.jobs.queues.get(queue) else {
             return 0;
         };
         let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
@@ -330,11 +332,11 @@ impl State {
     /// counts its priority queue, which holds both).
     pub fn counts_per_priority(&mut self, queue: &str) -> BTreeMap<i64, u64> {
         let mut counts = BTreeMap::new();
-        let Some(q) = self.queues.get(queue) else {
+        let Some(q) = self.jobs.queues.get(queue) else {
             return counts;
         };
         for id in q.queued_ids() {
-            if let Some(e) = self.jobs.get(id) {
+            if let Some(e) = self.jobs.map.get(id) {
                 *counts.entry(e.rec.priority).or_insert(0) += 1;
             }
         }
@@ -344,7 +346,7 @@ impl State {
     /// The live job holding deduplication key `key` in `queue`.
     pub fn deduplication_holder(&self, queue: &str, key: &str) -> Option<String> {
         let id = self.unique.holder(queue, key)?;
-        self.jobs
+        self.jobs.map
             .get(id)
             .is_some_and(|e| e.rec.state.is_live())
             .then(|| id.clone())
@@ -361,7 +363,7 @@ impl State {
 
     /// RemoveJobDeduplicationKey: frees the key job `id` holds, only while it holds it.
     pub fn remove_job_deduplication_key(&mut self, id: &str) -> bool {
-        let Some(e) = self.jobs.get(id) else {
+        let Some(e) = self.jobs.map.get(id) else {
             return false;
         };
         let Some(k) = &e.rec.unique_key else {
@@ -375,11 +377,11 @@ impl State {
     /// files it again.
     pub(super) fn unfile(&mut self, id: &str, token: Option<&str>) -> Result<(), MoveError> {
         self.check_lock(id, token).map_err(MoveError::Lock)?;
-        let e = self.jobs.get(id).ok_or(MoveError::NotFound)?;
+        let e = self.jobs.map.get(id).ok_or(MoveError::NotFound)?;
         let rec = &e.rec;
         match rec.state {
-            JobState::Waiting => index_in(&mut self.queues, &rec.queue).unready(rec),
-            JobState::Delayed => index_in(&mut self.queues, &rec.queue).undelay(rec),
+            JobState::Waiting => index_in(&mut self.jobs.queues, &rec.queue).unready(rec),
+            JobState::Delayed => index_in(&mut self.jobs.queues, &rec.queue).undelay(rec),
             JobState::Active => {
                 self.finish(id).map_err(MoveError::Lock)?;
             }
@@ -391,7 +393,7 @@ impl State {
     /// Files a job that [`unfile`](Self::unfile) took out as waiting (`run_at <= now`) or
     /// delayed, and records it.
     pub(super) fn refile(&mut self, id: &str, run_at: f64, now: f64) {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return;
         };
         e.rec.run_at = run_at;
@@ -425,6 +427,7 @@ impl State {
     ) -> Result<(), MoveError> {
         let was_active = self
             .jobs
+            .map
             .get(id)
             .is_some_and(|e| e.rec.state == JobState::Active);
         self.unfile(id, token)?;
@@ -440,9 +443,9 @@ impl State {
     /// Discard: a waiting, delayed or active job fails for good.
     pub fn discard(&mut self, id: &str, token: Option<&str>, now: f64) -> Result<(), MoveError> {
         // bunqueue's record keeps a discarded job's `startedAt`.
-        let started = self.jobs.get(id).and_then(|e| e.run.shown_started);
+        let started = self.jobs.map.get(id).and_then(|e| e.run.shown_started);
         self.unfile(id, token)?;
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return Err(MoveError::NotFound);
         };
         e.run.shown_started = started;
@@ -463,7 +466,7 @@ impl State {
         token: Option<&str>,
         now: f64,
     ) -> Result<(), MoveError> {
-        let Some(e) = self.jobs.get(id) else {
+        let Some(e) = self.jobs.map.get(id) else {
             return Err(MoveError::State("unknown"));
         };
         match e.rec.state {
@@ -521,11 +524,11 @@ impl State {
             CleanState::Nothing => return Vec::new(),
             CleanState::Queued => {
                 self.promote(queue, now);
-                let Some(q) = self.queues.get(queue) else {
+                let Some(q) = self.jobs.queues.get(queue) else {
                     return Vec::new();
                 };
                 q.queued_ids()
-                    .filter_map(|id| self.jobs.get(id))
+                    .filter_map(|id| self.jobs.map.get(id))
                     .filter(|e| e.rec.created_at <= threshold)
                     .map(|e| (e.rec.created_at, e.rec.id.clone(), 0, e.rec.id.clone()))
                     .collect()
@@ -536,7 +539,7 @@ impl State {
                 } else {
                     JobState::Failed
                 };
-                self.jobs
+                self.jobs.map
                     .values()
                     .filter(|e| e.rec.queue == queue && e.rec.state == want)
                     .filter_map(|e| {
@@ -595,12 +598,14 @@ impl State {
         let mut ids: Vec<(f64, u64, String)> = match id {
             Some(id) => self
                 .jobs
+                .map
                 .get(id)
                 .filter(|e| completed(e))
                 .map(|e| vec![(when(e).0, when(e).1, id.to_owned())])
                 .unwrap_or_default(),
             None => self
                 .jobs
+                .map
                 .values()
                 .filter(|e| completed(e))
                 .filter(|e| before.is_none_or(|t| when(e).0 <= t))
@@ -611,7 +616,7 @@ impl State {
         let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
         let mut done = 0;
         for (_, _, id) in ids.into_iter().take(n) {
-            if let Some(e) = self.jobs.get_mut(&id) {
+            if let Some(e) = self.jobs.map.get_mut(&id) {
                 e.rec.attempts = 0;
                 e.rec.result = None;
             }

@@ -53,7 +53,7 @@ impl State {
 
     /// Job `id`'s extras as a restart keeps them (see the module docs), `None` without any.
     fn job_extras(&self, id: &str) -> Option<Value> {
-        let e = self.jobs.get(id)?;
+        let e = self.jobs.map.get(id)?;
         let r = &e.run;
         let links = e.flow.as_deref();
         let has_links = links.is_some_and(|l| !l.is_empty() || l.policy.is_some());
@@ -144,7 +144,7 @@ impl State {
     /// Puts back job `id`'s extras; a job that waited for children not completed yet waits
     /// again.
     fn restore_job(&mut self, id: &str, v: &Value) {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             self.settings.delete_stale_job(id);
             return;
         };
@@ -181,7 +181,7 @@ impl State {
             policy,
             ..Links::default()
         };
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return;
         };
         let (queue, state) = (e.rec.queue.clone(), e.rec.state);
@@ -189,7 +189,7 @@ impl State {
         // Recovered as waiting (see `State::new`): it waits for its children again.
         if state == JobState::Waiting && !depends_on.is_empty() {
             self.unready(id);
-            let Some(e) = self.jobs.get_mut(id) else {
+            let Some(e) = self.jobs.map.get_mut(id) else {
                 return;
             };
             e.rec.state = JobState::WaitingChildren;

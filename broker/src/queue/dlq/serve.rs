@@ -33,9 +33,9 @@ impl State {
         reason: &'static str,
         error: Option<String>,
     ) {
-        let seq = self.finish_seq;
-        self.finish_seq += 1;
-        let Some(e) = self.jobs.get_mut(id) else {
+        let seq = self.jobs.finish_seq;
+        self.jobs.finish_seq += 1;
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return;
         };
         e.run.finished = Some((now, seq));
@@ -73,7 +73,7 @@ impl State {
     /// A failed job about to run again from its first attempt, as bunqueue's `prepareRetry`
     /// resets it: attempts, stalls and history cleared, a `waiting` step in its timeline.
     pub(in crate::queue) fn prepare_retry(&mut self, id: &str, now: f64) {
-        if let Some(e) = self.jobs.get_mut(id) {
+        if let Some(e) = self.jobs.map.get_mut(id) {
             e.rec.attempts = 0;
             e.run.stall_count = 0;
             e.run.dlq = None;
@@ -94,7 +94,7 @@ impl State {
 
     /// Takes a failed job out of the DLQ (to run it again); its state is the caller's.
     pub(in crate::queue) fn leave_dlq(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else { return };
+        let Some(e) = self.jobs.map.get(id) else { return };
         if e.rec.state != JobState::Failed {
             return;
         }
@@ -115,7 +115,7 @@ impl State {
     /// A DLQ job's `(enteredAt, reason)`, read from its record, for [`super::Dlq`]'s walks.
     fn dlq_entry_of(&self) -> impl Fn(&str) -> Option<(f64, &'static str)> + '_ {
         |id| {
-            let e = self.jobs.get(id)?;
+            let e = self.jobs.map.get(id)?;
             let entered = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
             Some((entered, e.run.dlq.as_ref().map_or("unknown", |d| d.0)))
         }
@@ -134,7 +134,7 @@ impl State {
         let max_age = self.dlq.max_age(queue);
         ids.iter()
             .take(n)
-            .filter_map(|id| self.jobs.get(id))
+            .filter_map(|id| self.jobs.map.get(id))
             .map(|e| {
                 let (reason, error) = e.run.dlq.clone().unwrap_or(("unknown", None));
                 let entered_at = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
@@ -188,13 +188,13 @@ impl State {
         };
         let mut done = 0;
         for id in ids {
-            let Some(e) = self.jobs.get(&id) else {
+            let Some(e) = self.jobs.map.get(&id) else {
                 continue;
             };
             if let Some(k) = &e.rec.unique_key {
                 let holder = self.unique.holder(queue, k);
                 let held = holder.is_some_and(|h| {
-                    *h != id && self.jobs.get(h).is_some_and(|o| o.rec.state.is_live())
+                    *h != id && self.jobs.map.get(h).is_some_and(|o| o.rec.state.is_live())
                 });
                 if held {
                     continue;
@@ -222,6 +222,7 @@ impl State {
     pub fn remove_dlq_job(&mut self, queue: &str, id: &str) -> bool {
         let there = self
             .jobs
+            .map
             .get(id)
             .is_some_and(|e| e.rec.queue == queue && e.rec.state == JobState::Failed);
         if there {

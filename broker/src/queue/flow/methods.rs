@@ -8,20 +8,20 @@ use crate::queue::State;
 impl State {
     /// Whether `id` counts as completed for a dependency (bunqueue's `completedJobs`).
     fn dependency_done(&self, id: &str) -> bool {
-        self.jobs
+        self.jobs.map
             .get(id)
             .is_some_and(|e| e.rec.state == JobState::Completed)
     }
 
     /// Jobs created so far (each push that adds one counts it).
     pub fn jobs_created(&self) -> u64 {
-        self.seq
+        self.jobs.seq
     }
 
     /// Whether a flow may not use `id`: a job has it (any state), or jobs wait for it
     /// (bunqueue's `Flow job <id> already exists`).
     pub fn id_taken(&self, id: &str) -> bool {
-        self.jobs.contains_key(id) || self.waits.awaited(id)
+        self.jobs.map.contains_key(id) || self.waits.awaited(id)
     }
 
     /// A new job as PUSHF's reply shows it (no state: bunqueue's record has none).
@@ -54,7 +54,7 @@ impl State {
     /// Takes a `waiting-children` job out of its count and the reverse index (to be filed
     /// elsewhere or forgotten).
     pub(in crate::queue) fn unpark(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else { return };
+        let Some(e) = self.jobs.map.get(id) else { return };
         if e.rec.state != JobState::WaitingChildren {
             return;
         }
@@ -64,7 +64,7 @@ impl State {
             .map(|l| l.depends_on.clone())
             .unwrap_or_default();
         let queue = e.rec.queue.clone();
-        if let Some(q) = self.queues.get_mut(&queue) {
+        if let Some(q) = self.jobs.queues.get_mut(&queue) {
             q.waiting_children = q.waiting_children.saturating_sub(1);
         }
         for dep in deps {
@@ -75,13 +75,13 @@ impl State {
     /// A `waiting-children` job leaves for waiting or delayed (by its run time, or now).
     fn release(&mut self, id: &str, run_now: bool, now: f64) {
         self.unpark(id);
-        let Some(run_at) = self.jobs.get(id).map(|e| e.rec.run_at) else {
+        let Some(run_at) = self.jobs.map.get(id).map(|e| e.rec.run_at) else {
             return;
         };
         let run_at = if run_now { now } else { run_at };
         self.refile(id, run_at, now);
         // bunqueue's `checkpointDependencyPromotion`: the state it is released into.
-        if let Some(e) = self.jobs.get_mut(id) {
+        if let Some(e) = self.jobs.map.get_mut(id) {
             let state = if run_at > now {
                 "delayed"
             } else if e.rec.priority > 0 {
@@ -109,26 +109,26 @@ impl State {
     /// `removed`: the job is about to be dropped (removeOnComplete): its parent keeps its
     /// return value.
     pub(in crate::queue) fn on_completed(&mut self, id: &str, removed: bool, now: f64) {
-        let linked = self.jobs.get(id).is_some_and(|e| e.flow.is_some());
+        let linked = self.jobs.map.get(id).is_some_and(|e| e.flow.is_some());
         // The hot path (a job outside any flow, nobody waiting): nothing more to look up.
         if !linked && self.waits.is_idle() {
             return;
         }
         let mut parent = None;
-        if let Some(e) = self.jobs.get_mut(id) {
+        if let Some(e) = self.jobs.map.get_mut(id) {
             if let Some(l) = e.flow.as_mut() {
                 l.finished();
                 parent = l.parent.clone().filter(|_| removed);
             }
             let result = e.rec.result.clone().filter(|v| *v != Value::Undefined);
             if let (Some(p), Some(result)) = (parent, result) {
-                if let Some(l) = self.jobs.get_mut(&p).and_then(|e| e.flow.as_mut()) {
+                if let Some(l) = self.jobs.map.get_mut(&p).and_then(|e| e.flow.as_mut()) {
                     l.kept.push((id.to_owned(), result));
                 }
             }
         }
         for w in self.waits.completed(id) {
-            let Some(e) = self.jobs.get_mut(&w) else {
+            let Some(e) = self.jobs.map.get_mut(&w) else {
                 continue;
             };
             if e.rec.state != JobState::WaitingChildren {
@@ -156,7 +156,7 @@ impl State {
         id: &str,
         error: Option<&str>,
     ) -> Option<(String, ChildFailure, String)> {
-        self.jobs.get_mut(id)?.flow.as_mut()?.failed_for_good(error)
+        self.jobs.map.get_mut(id)?.flow.as_mut()?.failed_for_good(error)
     }
 
     /// bunqueue's flow failure policies, applied to `parent` when child `child` (of `queue`)
@@ -169,7 +169,7 @@ impl State {
         (parent, policy, error): (String, ChildFailure, String),
         now: f64,
     ) {
-        let Some(state) = self.jobs.get(&parent).map(|e| e.rec.state) else {
+        let Some(state) = self.jobs.map.get(&parent).map(|e| e.rec.state) else {
             return;
         };
         if !matches!(
@@ -184,7 +184,7 @@ impl State {
             ChildFailure::ContinueParent => {
                 let waiting = state == JobState::WaitingChildren;
                 self.unpark(&parent);
-                if let Some(l) = self.jobs.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
+                if let Some(l) = self.jobs.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
                     put(&mut l.failed, key, error);
                     l.depends_on = Vec::new();
                 }
@@ -196,14 +196,14 @@ impl State {
             }
             ChildFailure::Ignore | ChildFailure::RemoveDependency => {
                 if policy == ChildFailure::Ignore {
-                    if let Some(l) = self.jobs.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
+                    if let Some(l) = self.jobs.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
                         put(&mut l.ignored, key, error);
                     }
                 }
                 if state != JobState::WaitingChildren {
                     return;
                 }
-                let Some(l) = self.jobs.get_mut(&parent).and_then(|e| e.flow.as_mut()) else {
+                let Some(l) = self.jobs.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) else {
                     return;
                 };
                 if let Some(i) = l.depends_on.iter().position(|d| d == child) {
@@ -211,11 +211,12 @@ impl State {
                     self.waits.remove(&parent, child);
                 }
                 // bunqueue's record lists it no more either (a completed one stays listed).
-                if let Some(e) = self.jobs.get_mut(&parent) {
+                if let Some(e) = self.jobs.map.get_mut(&parent) {
                     e.run.shown_depends.retain(|d| d != child);
                 }
                 let ready = self
                     .jobs
+                    .map
                     .get(&parent)
                     .is_some_and(|e| e.flow.as_ref().is_none_or(|l| l.depends_on.is_empty()));
                 if ready {
@@ -230,7 +231,7 @@ impl State {
 
     /// bunqueue's `waiting` event for a parent a child's failure released.
     fn emit_released(&self, id: &str) {
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+        let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.clone()) else {
             return;
         };
         self.events.emit(&queue, "waiting", |ts| {
@@ -243,7 +244,7 @@ impl State {
     /// `failParentOnFailure`: the parent goes to the DLQ (reason `unknown`) with bunqueue's
     /// `Child job <id> failed: <error>`, and a `failed` event.
     fn fail_parent(&mut self, parent: &str, child: &str, error: &str, now: f64) {
-        let Some(state) = self.jobs.get(parent).map(|e| e.rec.state) else {
+        let Some(state) = self.jobs.map.get(parent).map(|e| e.rec.state) else {
             return;
         };
         match state {
@@ -253,7 +254,7 @@ impl State {
             _ => return,
         }
         let text = format!("Child job {child} failed: {error}");
-        if let Some(l) = self.jobs.get_mut(parent).and_then(|e| e.flow.as_mut()) {
+        if let Some(l) = self.jobs.map.get_mut(parent).and_then(|e| e.flow.as_mut()) {
             l.failed = Vec::new();
             l.ignored = Vec::new();
         }
@@ -262,6 +263,7 @@ impl State {
         self.file_failed(parent, now, "unknown", text.clone());
         let Some((queue, data)) = self
             .jobs
+            .map
             .get(parent)
             .map(|e| (e.rec.queue.clone(), e.rec.data.clone()))
         else {
@@ -282,6 +284,7 @@ impl State {
     pub fn remove_child_dependency(&mut self, child: &str, now: f64) -> Result<bool, String> {
         let e = self
             .jobs
+            .map
             .get(child)
             .ok_or_else(|| format!("Job not found: {child}"))?;
         let Some(parent) = e.flow.as_ref().and_then(|l| l.parent.clone()) else {
@@ -290,7 +293,7 @@ impl State {
         if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
             return Ok(false);
         }
-        let waits = self.jobs.get(&parent).is_some_and(|p| {
+        let waits = self.jobs.map.get(&parent).is_some_and(|p| {
             p.rec.state == JobState::WaitingChildren
                 && p.flow
                     .as_ref()
@@ -301,7 +304,7 @@ impl State {
         }
         self.waits.remove(&parent, child);
         let mut released = false;
-        if let Some(p) = self.jobs.get_mut(&parent) {
+        if let Some(p) = self.jobs.map.get_mut(&parent) {
             p.run.shown_depends.retain(|d| d != child);
             if let Some(l) = p.flow.as_mut() {
                 l.depends_on.retain(|d| d != child);
@@ -312,7 +315,7 @@ impl State {
                 p.rec.data = with_keys(&p.rec.data, &[("__childrenIds", list)]);
             }
         }
-        if let Some(c) = self.jobs.get_mut(child) {
+        if let Some(c) = self.jobs.map.get_mut(child) {
             if let Some(l) = c.flow.as_mut() {
                 l.parent = None;
                 l.policy = None;
@@ -323,7 +326,7 @@ impl State {
             );
         }
         for id in [child, parent.as_str()] {
-            if let Some(rec) = self.jobs.get(id).map(|e| e.rec.clone()) {
+            if let Some(rec) = self.jobs.map.get(id).map(|e| e.rec.clone()) {
                 self.record(crate::store::StoreOp::Put(Box::new(rec)));
             }
         }
@@ -368,6 +371,7 @@ impl State {
         }
         let e = self
             .jobs
+            .map
             .get(parent)
             .ok_or_else(|| format!("Parent job not found: {parent}"))?;
         if !matches!(
@@ -391,7 +395,7 @@ impl State {
     /// [`parent_to_link`]: Self::parent_to_link
     pub fn link_parent(&mut self, parent: &str, child: &str) {
         // A new child has not completed: the parent always waits for it.
-        let Some(e) = self.jobs.get(parent) else {
+        let Some(e) = self.jobs.map.get(parent) else {
             return;
         };
         let state = e.rec.state;
@@ -402,7 +406,7 @@ impl State {
             JobState::WaitingChildren => {}
             _ => return,
         }
-        let Some(e) = self.jobs.get_mut(parent) else {
+        let Some(e) = self.jobs.map.get_mut(parent) else {
             return;
         };
         let l = e.flow.get_or_insert_with(Default::default);
@@ -434,7 +438,7 @@ impl State {
         } else if state == JobState::WaitingChildren && new_dep {
             self.waits.add(child, parent);
         }
-        if let Some(rec) = self.jobs.get(parent).map(|e| e.rec.clone()) {
+        if let Some(rec) = self.jobs.map.get(parent).map(|e| e.rec.clone()) {
             self.record(crate::store::StoreOp::Put(Box::new(rec)));
         }
         if self.settings.is_on() {
@@ -448,6 +452,7 @@ impl State {
     pub fn remove_unprocessed_children(&mut self, parent: &str) {
         let children = self
             .jobs
+            .map
             .get(parent)
             .and_then(|e| e.flow.as_ref())
             .map(|l| l.children.clone())
@@ -460,12 +465,12 @@ impl State {
     /// GetChildrenValues: `"<queue>:<child>"` → return value of every completed child that
     /// returned something, in the parent's `childrenIds` order; empty for an unknown parent.
     pub fn children_values(&self, parent: &str) -> Vec<(String, Value)> {
-        let Some(l) = self.jobs.get(parent).and_then(|e| e.flow.as_ref()) else {
+        let Some(l) = self.jobs.map.get(parent).and_then(|e| e.flow.as_ref()) else {
             return Vec::new();
         };
         l.children
             .iter()
-            .filter_map(|c| match self.jobs.get(c) {
+            .filter_map(|c| match self.jobs.map.get(c) {
                 Some(e) => {
                     let v = e.rec.result.clone().filter(|v| *v != Value::Undefined)?;
                     Some((format!("{}:{c}", e.rec.queue), v))
@@ -483,7 +488,7 @@ impl State {
 
     /// GetFailedChildrenValues (`ignored` false) or GetIgnoredChildrenFailures (true).
     pub fn children_failures(&self, parent: &str, ignored: bool) -> Vec<(String, Value)> {
-        let Some(l) = self.jobs.get(parent).and_then(|e| e.flow.as_ref()) else {
+        let Some(l) = self.jobs.map.get(parent).and_then(|e| e.flow.as_ref()) else {
             return Vec::new();
         };
         let list = if ignored { &l.ignored } else { &l.failed };
@@ -506,7 +511,7 @@ impl State {
     /// WaitJob's view of a job: `None` unknown, `Some(Some(result))` completed (its return
     /// value, `Undefined` when none), `Some(None)` not completed yet.
     pub fn completion(&self, id: &str) -> Option<Option<Value>> {
-        let e = self.jobs.get(id)?;
+        let e = self.jobs.map.get(id)?;
         Some(
             (e.rec.state == JobState::Completed)
                 .then(|| e.rec.result.clone().unwrap_or(Value::Undefined)),
@@ -639,7 +644,7 @@ mod tests {
         });
         let bad = run(&mut s, false, Value::Nil);
         assert_eq!(s.get_state("p", 1.0), "failed");
-        let entry = s.jobs.get("p").and_then(|e| e.run.dlq.clone()).unwrap();
+        let entry = s.jobs.map.get("p").and_then(|e| e.run.dlq.clone()).unwrap();
         assert_eq!(
             entry,
             (

@@ -25,13 +25,14 @@ impl State {
         }
         let declared = self
             .jobs
+            .map
             .get(parent)
             .and_then(|e| e.flow.as_ref())
             .is_some_and(|l| l.children.iter().any(|c| c == child));
-        let Some(c) = self.jobs.get(child) else {
+        let Some(c) = self.jobs.map.get(child) else {
             return Err(format!("Child job not found: {child}"));
         };
-        let Some(p) = self.jobs.get(parent) else {
+        let Some(p) = self.jobs.map.get(parent) else {
             return Err(format!("Parent job not found: {parent}"));
         };
         let parent_queue = p.rec.queue.clone();
@@ -63,7 +64,7 @@ impl State {
         }
         let child_done = c.rec.state == JobState::Completed;
         // The child names its parent.
-        if let Some(e) = self.jobs.get_mut(child) {
+        if let Some(e) = self.jobs.map.get_mut(child) {
             e.flow.get_or_insert_with(Default::default).parent = Some(parent.to_owned());
             e.rec.data = with_keys(
                 &e.rec.data,
@@ -83,7 +84,7 @@ impl State {
         }
         if child_done {
             // Listed, not waited for.
-            if let Some(e) = self.jobs.get_mut(parent) {
+            if let Some(e) = self.jobs.map.get_mut(parent) {
                 let l = e.flow.get_or_insert_with(Default::default);
                 if !l.children.iter().any(|c| c == child) {
                     l.children.push(child.to_owned());
@@ -108,13 +109,14 @@ impl State {
         self.check_lock(id, token)?;
         if !self
             .jobs
+            .map
             .get(id)
             .is_some_and(|e| e.rec.state == JobState::Active)
         {
             return Ok(false);
         }
         self.finish(id)?;
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(e) = self.jobs.map.get_mut(id) else {
             return Ok(false);
         };
         e.rec.state = JobState::WaitingChildren;

@@ -16,6 +16,7 @@ use autobatch_core::wire::{
 use crate::auth::token_matches;
 use crate::clock::now_ms;
 use crate::context::{Conn, Ctx, Shared};
+use crate::queue::jobs::Jobs;
 use crate::queue::limits::groups::PullGroup;
 use crate::queue::{Failure, FinishError, PullSpec, Pulled, State, DEFAULT_LOCK_TTL};
 use crate::routes;
@@ -201,17 +202,23 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             .map(|job| other(vec![("job", job)]))
             .ok_or_else(|| "Job not found".to_owned()),
         Command::GetState { id } => {
-            let state = shared.lock().get_state(&id, now);
+            let state = shared.lock().jobs().get_state(&id, now);
             let echoed = raw.get("id").cloned().unwrap_or(Value::Undefined);
             Ok(other(vec![("id", echoed), ("state", Value::from(state))]))
         }
         Command::GetResult { id } => {
-            let result = shared.lock().get_result(&id).unwrap_or(Value::Undefined);
+            let result = shared
+                .lock()
+                .jobs()
+                .get_result(&id)
+                .unwrap_or(Value::Undefined);
             let echoed = raw.get("id").cloned().unwrap_or(Value::Undefined);
             Ok(other(vec![("id", echoed), ("result", result)]))
         }
-        Command::Count { queue } => Ok(Response::Count(shared.lock().count(&queue, now))),
-        Command::GetJobCounts { queue } => Ok(Response::Counts(shared.lock().counts(&queue, now))),
+        Command::Count { queue } => Ok(Response::Count(shared.lock().jobs().count(&queue, now))),
+        Command::GetJobCounts { queue } => {
+            Ok(Response::Counts(shared.lock().jobs().counts(&queue, now)))
+        }
         // Everything else is routed by name (never the commands above).
         Command::Other { cmd, body } => {
             let cx = Ctx { shared, conn, now };
@@ -268,19 +275,21 @@ async fn push(
 ) -> Result<Vec<String>, String> {
     let (admitted, refused) = {
         let mut state = shared.lock();
-        check_dependencies(&state, &jobs, batch)?;
+        check_dependencies(state.jobs(), &jobs, batch)?;
         // `Queue.add` with a parent (bunqueue's `validateParentLinkInputs`): every parent
         // checked before anything is added.
         let links = jobs
             .iter()
             .map(|j| {
                 let o = &j.opts;
-                state.parent_to_link(o.job_id.as_deref(), o.parent_id.as_deref(), &j.data)
+                state
+                    .jobs()
+                    .parent_to_link(o.job_id.as_deref(), o.parent_id.as_deref(), &j.data)
             })
             .collect::<Result<Vec<_>, String>>()?;
         // As in bunqueue's PUSHB, the jobs before the one a group refuses are added all the
         // same, and the reply is the error.
-        let refused = group_refusal(&state, queue, &jobs);
+        let refused = group_refusal(state.jobs(), queue, &jobs);
         if let Some((i, _)) = &refused {
             jobs.truncate(*i);
         }
@@ -314,7 +323,7 @@ async fn push(
 
 /// Refuses a push whose job depends on itself or on a job that does not exist (in a batch,
 /// a job of the same batch counts, and the error names the item).
-fn check_dependencies(state: &State, jobs: &[JobSpec], batch: bool) -> Result<(), String> {
+fn check_dependencies(known: &Jobs, jobs: &[JobSpec], batch: bool) -> Result<(), String> {
     let batch_ids: HashSet<&str> = jobs
         .iter()
         .filter_map(|j| j.opts.job_id.as_deref())
@@ -331,7 +340,7 @@ fn check_dependencies(state: &State, jobs: &[JobSpec], batch: bool) -> Result<()
             if job.opts.job_id.as_deref() == Some(dep.as_str()) {
                 return Err(item(i, format!("Job cannot depend on itself: {dep}")));
             }
-            if !(state.exists(dep) || batch && batch_ids.contains(dep.as_str())) {
+            if !(known.exists(dep) || batch && batch_ids.contains(dep.as_str())) {
                 return Err(item(i, format!("Dependency job not found: {dep}")));
             }
         }
@@ -342,7 +351,7 @@ fn check_dependencies(state: &State, jobs: &[JobSpec], batch: bool) -> Result<()
 /// The first job a group's `maxSize` refuses, with bunqueue's `Group <id> has reached its
 /// maximum size of <n>`, counting this batch's earlier jobs of the group. Counted (a walk of
 /// the queue per group) only when a job of the batch sets a maxSize.
-fn group_refusal(state: &State, queue: &str, jobs: &[JobSpec]) -> Option<(usize, String)> {
+fn group_refusal(known: &Jobs, queue: &str, jobs: &[JobSpec]) -> Option<(usize, String)> {
     if !jobs.iter().any(|j| j.opts.group_max_size.is_some()) {
         return None;
     }
@@ -353,7 +362,7 @@ fn group_refusal(state: &State, queue: &str, jobs: &[JobSpec]) -> Option<(usize,
         };
         let queued = pending
             .entry(group)
-            .or_insert_with(|| state.group_queued(queue, group));
+            .or_insert_with(|| known.group_queued(queue, group));
         if let Some(max) = job.opts.group_max_size {
             if *queued >= max.max(0) as u64 {
                 return Some((
@@ -384,18 +393,18 @@ fn admit(
     links: Vec<Option<String>>,
 ) -> Admitted {
     let durable = jobs.iter().any(|j| j.opts.is_durable());
-    let before = state.recorded();
+    let before = state.jobs().recorded();
     let mut ids = Vec::with_capacity(jobs.len());
     let mut created = Vec::new();
     for (job, parent) in jobs.into_iter().zip(links) {
-        let recorded = state.recorded();
-        let seq = state.jobs_created();
+        let recorded = state.jobs().recorded();
+        let seq = state.jobs().jobs_created();
         let id = state.push(queue, job, now_ms());
-        if durable && state.recorded() > recorded {
+        if durable && state.jobs().recorded() > recorded {
             created.push(id.clone());
         }
         // Only a job this push created links itself (a live custom id returns its job).
-        if let Some(parent) = parent.filter(|_| state.jobs_created() > seq) {
+        if let Some(parent) = parent.filter(|_| state.jobs().jobs_created() > seq) {
             state.link_parent(&parent, &id);
         }
         ids.push(id);
@@ -403,10 +412,10 @@ fn admit(
     // A durable reply covers this push's own rows: it waits for their commit and fails if
     // they were lost. A reply behind a long backlog only waits (flow control).
     let waiter = if durable {
-        let covering = state.recorded() - before;
-        state.sync(covering)
-    } else if state.backlog() > MAX_BACKLOG {
-        state.sync(0)
+        let covering = state.jobs().recorded() - before;
+        state.jobs().sync(covering)
+    } else if state.jobs().backlog() > MAX_BACKLOG {
+        state.jobs().sync(0)
     } else {
         None
     };
@@ -444,7 +453,7 @@ async fn pull(
         long_poll(shared, &spec, group.as_ref(), deadline).await
     };
     // This pull's hold on the queue's signal is gone: an index left with nothing in it is freed.
-    shared.lock().forget_queue_if_idle(spec.queue);
+    shared.lock().jobs().forget_queue_if_idle(spec.queue);
     Ok(pulled_reply(pulled, count.is_some(), locked))
 }
 
@@ -458,7 +467,7 @@ async fn long_poll(
 ) -> Vec<Pulled> {
     let mut stop = shared.stop.clone();
     loop {
-        let notify = shared.lock().notifier(spec.queue);
+        let notify = shared.lock().jobs().notifier(spec.queue);
         let notified = notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
@@ -536,7 +545,10 @@ fn ack_batch(
     let token = |i: usize| tokens.as_ref().map(|t| t[i].as_str());
     let mut state = shared.lock();
     for (i, id) in ids.iter().enumerate() {
-        state.check_lock(id, token(i)).map_err(|e| e.to_string())?;
+        state
+            .jobs()
+            .check_lock(id, token(i))
+            .map_err(|e| e.to_string())?;
     }
     let mut first_missing: Option<FinishError> = None;
     for (i, id) in ids.iter().enumerate() {

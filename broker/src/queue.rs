@@ -12,24 +12,20 @@
 //! returns what the caller must do (`cron::Effect`, evicted DLQ ids, a slot freed); the State
 //! methods that only route live in `compose`.
 
-use std::sync::Arc;
-
 use autobatch_core::ops::ChildFailure;
 #[cfg(test)]
 use autobatch_core::wire::Job;
-use autobatch_core::wire::{JobCounts, JobOptions, JobSpec, Value};
-use tokio::sync::Notify;
+use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
 use crate::conn_id::ConnId;
 use crate::events::{job_event, Events};
-use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
+use crate::store::{JobRecord, JobState, Store, StoreOp};
 pub(crate) use failure::Failure;
-use index::QueueIndex;
-#[cfg(test)]
-use jobs::{wire_job, wire_links};
 use jobs::{
     index_in, ms, new_record, retry_delay, state_name, update_op, Entry, Jobs, Lock, RunInfo,
 };
+#[cfg(test)]
+use jobs::{wire_job, wire_links};
 pub(crate) use workers::Worker;
 
 /// Queue lookups and control (pause, drain, promote, …): the state methods behind
@@ -181,21 +177,17 @@ impl State {
             // release it.
             if matches!(rec.state, JobState::Active | JobState::WaitingChildren) {
                 rec.state = JobState::Waiting;
-                s.record(update_op(&rec));
+                s.jobs.record(update_op(&rec));
             }
             s.admit(rec);
         }
         Ok(s)
     }
 
-    fn index(&mut self, queue: &str) -> &mut QueueIndex {
-        index_in(&mut self.jobs.queues, queue)
-    }
-
     /// Files a record under its queue and state, and keeps it.
     fn admit(&mut self, rec: JobRecord) {
         let dlq_seq = self.jobs.finish_seq;
-        let q = self.index(&rec.queue);
+        let q = self.jobs.index(&rec.queue);
         match rec.state {
             JobState::Waiting => q.file_ready(&rec),
             JobState::Delayed => q.file_delayed(&rec),
@@ -237,28 +229,13 @@ impl State {
         );
     }
 
-    /// The long-poll signal of a queue (woken when jobs become ready).
-    pub fn notifier(&mut self, queue: &str) -> Arc<Notify> {
-        self.index(queue).notify.clone()
-    }
-
-    /// Frees the index of `queue` if it holds nothing: no job in any state and no long-poll
-    /// waiting on its signal (each waiter holds a clone of it). Without this, every distinct
-    /// queue name ever pulled from would keep an entry for good.
-    pub fn forget_queue_if_idle(&mut self, queue: &str) {
-        let idle = self.jobs.queues.get(queue).is_some_and(QueueIndex::is_idle);
-        if idle {
-            self.jobs.queues.remove(queue);
-        }
-    }
-
     /// The counts of every queue now (due delayed jobs are promoted first, so a job whose run
     /// time has come counts as waiting, as in bunqueue).
     pub fn gauges(&mut self, now: f64) -> totals::Gauges {
         let names: Vec<String> = self.jobs.queues.keys().cloned().collect();
         let mut g = totals::Gauges::default();
         for name in names {
-            self.promote(&name, now);
+            self.jobs.promote(&name, now);
             let Some(q) = self.jobs.queues.get(&name) else {
                 continue;
             };
@@ -272,11 +249,6 @@ impl State {
             g.waiting_children += q.waiting_children;
         }
         g
-    }
-
-    /// Whether a job id exists (any state), for `dependsOn`.
-    pub fn exists(&self, id: &str) -> bool {
-        self.jobs.map.contains_key(id)
     }
 
     /// Adds one validated job to `queue`. Returns its id: the existing one when its custom id
@@ -293,7 +265,7 @@ impl State {
         let mut run = RunInfo::from_options(&spec.opts);
         let links = flow::Links::from_options(&spec.opts);
         let links = flow::Links {
-            depends_on: self.unresolved(&links.depends_on),
+            depends_on: self.jobs.unresolved(&links.depends_on),
             ..links
         };
         let parked = !links.depends_on.is_empty();
@@ -301,7 +273,7 @@ impl State {
         self.jobs.seq += 1;
         let rec = new_record(queue, id.clone(), spec, seq, parked, now);
         if self.jobs.journal.persistent() {
-            self.record(StoreOp::Put(Box::new(rec.clone())));
+            self.jobs.record(StoreOp::Put(Box::new(rec.clone())));
         }
         let first = match rec.state {
             JobState::WaitingChildren => "waiting-children",
@@ -365,42 +337,10 @@ impl State {
             self.keep_job(&id);
         }
         if ready {
-            self.index(&queue).notify.notify_waiters();
+            self.jobs.index(&queue).notify.notify_waiters();
         }
         self.events.emit(&queue, "pushed", job_event(&queue, &id));
         self.totals.pushed();
-    }
-
-    /// How many jobs of group `group` wait in `queue` (waiting or delayed): what a group's
-    /// `maxSize` bounds, as bunqueue's group scheduler counts them (pulled jobs leave it).
-    /// A walk of the queue's waiting jobs, done only for a push that sets `maxSize`.
-    pub fn group_queued(&self, queue: &str, group: &str) -> u64 {
-        self.queued(queue)
-            .filter(|e| e.run.group.as_deref() == Some(group))
-            .count() as u64
-    }
-
-    /// GetGroupsJobsCount: the queued (waiting or delayed) jobs of `queue` that have a group,
-    /// as bunqueue's group scheduler counts them. A walk of the queue's queued jobs.
-    pub fn groups_queued(&self, queue: &str) -> u64 {
-        self.queued(queue).filter(|e| e.run.group.is_some()).count() as u64
-    }
-
-    /// Wakes the long-polls of `queue`: a group control was lifted.
-    pub fn wake(&mut self, queue: &str) {
-        if let Some(q) = self.jobs.queues.get(queue) {
-            q.notify.notify_waiters();
-        }
-    }
-
-    /// The queued (waiting or delayed) jobs of `queue`, a walk of both indexes: what the group
-    /// counts read.
-    fn queued<'a>(&'a self, queue: &str) -> impl Iterator<Item = &'a Entry> + 'a {
-        self.jobs.queues
-            .get(queue)
-            .into_iter()
-            .flat_map(QueueIndex::queued_ids)
-            .filter_map(|id| self.jobs.map.get(id).map(|e| &**e))
     }
 
     /// Drops a finished job entirely (a new generation of its custom id, or remove-on-finish).
@@ -432,31 +372,7 @@ impl State {
         if let Some(k) = &e.rec.unique_key {
             self.unique.release(&e.rec.queue, k, id);
         }
-        self.forget_queue_if_idle(&e.rec.queue);
-    }
-
-    /// Moves the due delayed jobs of `queue` to ready.
-    fn promote(&mut self, queue: &str, now: f64) {
-        let Some(q) = self.jobs.queues.get_mut(queue) else {
-            return;
-        };
-        let mut woke = false;
-        while let Some(id) = q.pop_due(now) {
-            let Some(e) = self.jobs.map.get_mut(&id) else {
-                continue;
-            };
-            e.rec.state = JobState::Waiting;
-            q.file_ready(&e.rec);
-            woke = true;
-        }
-        if woke {
-            q.notify.notify_waiters();
-        }
-    }
-
-    /// The earliest time a delayed job of `queue` becomes due.
-    pub fn next_due(&self, queue: &str) -> Option<f64> {
-        self.jobs.queues.get(queue)?.next_due()
+        self.jobs.forget_queue_if_idle(&e.rec.queue);
     }
 
     /// Takes up to `spec.count` ready jobs, highest priority first, FIFO within a priority.
@@ -473,10 +389,10 @@ impl State {
         group: Option<&limits::groups::PullGroup>,
         now: f64,
     ) -> Vec<Pulled> {
-        if self.is_paused(spec.queue) {
+        if self.jobs.is_paused(spec.queue) {
             return Vec::new();
         }
-        self.promote(spec.queue, now);
+        self.jobs.promote(spec.queue, now);
         let mut out = Vec::new();
         let mut passed = Vec::new();
         while out.len() < spec.count {
@@ -506,7 +422,7 @@ impl State {
             q.taken(&e.rec);
             if expired {
                 self.forget(&id);
-                self.record(StoreOp::Remove(id));
+                self.jobs.record(StoreOp::Remove(id));
                 continue;
             }
             if let Some(g) = &e.run.group {
@@ -517,7 +433,7 @@ impl State {
             out.push(self.hand_out(id, spec, now));
         }
         if !passed.is_empty() {
-            self.index(spec.queue).put_back_all(passed);
+            self.jobs.index(spec.queue).put_back_all(passed);
         }
         out
     }
@@ -558,31 +474,12 @@ impl State {
         e.conn = spec.tie_to;
         self.running.started(&id, spec.tie_to);
         let op = update_op(&e.rec);
-        self.record(op);
+        self.jobs.record(op);
         let job = self.job_record(&id).unwrap_or(Value::Nil);
         self.events
             .emit(spec.queue, "pulled", job_event(spec.queue, &id));
         self.totals.pulled();
         Pulled { id, job, token }
-    }
-
-    /// Checks the lock of one job for ACK/FAIL/ACKB (a job that is not active has no lock to
-    /// check: that case is reported by [`ack`](Self::ack) and [`fail`](Self::fail)).
-    pub fn check_lock(&self, id: &str, token: Option<&str>) -> Result<(), FinishError> {
-        let Some(e) = self.jobs.map.get(id) else {
-            return Ok(());
-        };
-        if e.rec.state != JobState::Active {
-            return Ok(());
-        }
-        let Some(lock) = &e.lock else {
-            return Ok(());
-        };
-        match token.filter(|t| !t.is_empty()) {
-            None => Err(FinishError::TokenRequired(id.to_owned())),
-            Some(t) if t == lock.token => Ok(()),
-            Some(_) => Err(FinishError::BadToken(id.to_owned())),
-        }
     }
 
     /// Takes an active job out of the active set (after its lock was checked).
@@ -617,8 +514,8 @@ impl State {
         remove: bool,
         now: f64,
     ) -> Result<(), FinishError> {
-        self.check_lock(id, token)?;
-        let late = self.retried_in_queue(id);
+        self.jobs.check_lock(id, token)?;
+        let late = self.jobs.retried_in_queue(id);
         if late {
             // bunqueue completes a job that failed and waits for its retry when an ACK for it
             // arrives late (its "stall-retried" path), whatever the token.
@@ -631,8 +528,12 @@ impl State {
             let started = self.jobs.map.get(id).and_then(|e| e.run.started_at);
             self.finish(id)?.run.shown_started = started;
         }
-        self.mark_finished(id, now);
-        let e = self.jobs.map.get_mut(id).expect("unfiled or finished above");
+        self.jobs.mark_finished(id, now);
+        let e = self
+            .jobs
+            .map
+            .get_mut(id)
+            .expect("unfiled or finished above");
         if !late {
             e.run.shown_completed = Some(now);
             timeline::note(
@@ -661,19 +562,12 @@ impl State {
         } else {
             self.events.note(&queue);
         }
-        self.index(&queue).completed += 1;
+        self.jobs.index(&queue).completed += 1;
         self.totals.finished(&queue, false, now);
         // Before `retire`: a removed job still releases the jobs waiting for it.
         self.on_completed(id, remove, now);
         self.retire(id, remove, op);
         Ok(())
-    }
-
-    /// A job that ran, failed and now waits in its queue for a retry.
-    fn retried_in_queue(&self, id: &str) -> bool {
-        self.jobs.map.get(id).is_some_and(|e| {
-            matches!(e.rec.state, JobState::Waiting | JobState::Delayed) && e.rec.attempts > 0
-        })
     }
 
     /// Fails an active job: back to delayed with a backoff while attempts remain, else failed.
@@ -687,22 +581,23 @@ impl State {
         now: f64,
     ) -> Result<bool, FinishError> {
         let had_lock = self.jobs.map.get(id).is_some_and(|e| e.lock.is_some());
-        self.check_lock(id, token)?;
-        if token.is_some_and(|t| !t.is_empty()) && !had_lock && self.retried_in_queue(id) {
+        self.jobs.check_lock(id, token)?;
+        if token.is_some_and(|t| !t.is_empty()) && !had_lock && self.jobs.retried_in_queue(id) {
             return Ok(false);
         }
-        let jitter = self.random();
+        let jitter = self.jobs.random();
         let (queue, retry) = self.note_failure(id, &how, now)?;
         // What the `failed` event carries, copied only when someone listens.
         let event = if self.events.wants(&queue) {
-            self.jobs.map
+            self.jobs
+                .map
                 .get(id)
                 .map(|e| (e.rec.failed_reason.clone(), e.rec.data.clone()))
         } else {
             None
         };
         let policy = if retry {
-            self.file_retry(id, jitter, now);
+            self.jobs.file_retry(id, jitter, now);
             None
         } else {
             self.fail_for_good(id, &how, now)
@@ -760,20 +655,6 @@ impl State {
             );
         }
         Ok((e.rec.queue.clone(), retry))
-    }
-
-    /// Files a failed job as delayed until its retry, after its backoff, recorded.
-    fn file_retry(&mut self, id: &str, jitter: f64, now: f64) {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return;
-        };
-        e.run.shown_started = None;
-        let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
-        e.rec.run_at = now + delay;
-        e.rec.state = JobState::Delayed;
-        let op = update_op(&e.rec);
-        index_in(&mut self.jobs.queues, &e.rec.queue).file_delayed(&e.rec);
-        self.record(op);
     }
 
     /// Fails a job for good: into the DLQ, then kept or dropped. Returns the failure policy
@@ -835,41 +716,9 @@ impl State {
     fn retire(&mut self, id: &str, remove: bool, final_state: StoreOp) {
         if remove {
             self.forget(id);
-            self.record(StoreOp::Remove(id.to_owned()));
+            self.jobs.record(StoreOp::Remove(id.to_owned()));
         } else {
-            self.record(final_state);
-        }
-    }
-
-    /// JobHeartbeat, as bunqueue's `jobHeartbeat`: with a token, renews the job's lock (by
-    /// `duration` ms when given, else by the lock's own ttl) and fails when the job has no lock,
-    /// the token differs or the lock already expired; without one, only marks the job alive for
-    /// stall detection. False if the job is not active.
-    pub fn heartbeat(
-        &mut self,
-        id: &str,
-        token: Option<&str>,
-        duration: Option<f64>,
-        now: f64,
-    ) -> bool {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return false;
-        };
-        if e.rec.state != JobState::Active {
-            return false;
-        }
-        let Some(token) = token.filter(|t| !t.is_empty()) else {
-            e.run.last_heartbeat = now;
-            return true;
-        };
-        match &mut e.lock {
-            Some(lock) if lock.token == token && now < lock.expires_at => {
-                lock.expires_at = now + duration.filter(|d| *d > 0.0).unwrap_or(lock.ttl);
-                lock.renewals += 1;
-                e.run.last_heartbeat = now;
-                true
-            }
-            _ => false,
+            self.jobs.record(final_state);
         }
     }
 
@@ -978,7 +827,7 @@ impl State {
                 duration: 0.0,
             });
         }
-        self.refile_ready(id);
+        self.jobs.refile_ready(id);
         self.emit_stalled(queue, id, None, true);
     }
 
@@ -1015,7 +864,11 @@ impl State {
     /// (`stalled`, action `move_to_dlq`). Queues with detection disabled are skipped.
     pub fn check_stalled(&mut self, now: f64) {
         let stalled = |s: &State, id: &str| -> Option<bool> {
-            let e = s.jobs.map.get(id).filter(|e| e.rec.state == JobState::Active)?;
+            let e = s
+                .jobs
+                .map
+                .get(id)
+                .filter(|e| e.rec.state == JobState::Active)?;
             let cfg = s.stall_config(&e.rec.queue);
             let started = e.run.started_at?;
             if !cfg.enabled || now - started < ms(cfg.grace_period) {
@@ -1053,7 +906,7 @@ impl State {
         let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.clone()) else {
             return;
         };
-        let jitter = self.random();
+        let jitter = self.jobs.random();
         let Ok(e) = self.finish(id) else { return };
         let exhausted = e.rec.attempts + 1 >= e.rec.max_attempts;
         e.run.stall_count += 1;
@@ -1111,7 +964,7 @@ impl State {
         }
         e.rec.run_at = now + retry_delay(e.rec.backoff, e.rec.attempts, jitter);
         let run_at = e.rec.run_at;
-        self.refile(id, run_at, now);
+        self.jobs.refile(id, run_at, now);
         self.emit_stalled(queue, id, Some((stalls, "retry")), false);
     }
 
@@ -1141,14 +994,6 @@ impl State {
         });
     }
 
-    /// Notes that a job finished now (see [`RunInfo::finished`]).
-    pub(crate) fn mark_finished(&mut self, id: &str, now: f64) {
-        if let Some(e) = self.jobs.map.get_mut(id) {
-            e.run.finished = Some((now, self.jobs.finish_seq));
-            self.jobs.finish_seq += 1;
-        }
-    }
-
     /// Files a job taken out of the active set as failed for good (bunqueue's DLQ), recorded.
     fn file_failed(&mut self, id: &str, now: f64, reason: &'static str, error: String) {
         let Some(e) = self.jobs.map.get_mut(id) else {
@@ -1157,26 +1002,13 @@ impl State {
         e.rec.state = JobState::Failed;
         let op = update_op(&e.rec);
         self.enter_dlq(id, now, reason, Some(error));
-        self.record(op);
-    }
-
-    /// Files a job taken out of the active set as waiting, its run time unchanged, recorded.
-    fn refile_ready(&mut self, id: &str) {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return;
-        };
-        e.rec.state = JobState::Waiting;
-        let op = update_op(&e.rec);
-        let q = index_in(&mut self.jobs.queues, &e.rec.queue);
-        q.file_ready(&e.rec);
-        q.notify.notify_waiters();
-        self.record(op);
+        self.jobs.record(op);
     }
 
     /// Puts an active job back to waiting.
     fn requeue(&mut self, id: &str) {
         if self.finish(id).is_ok() {
-            self.refile_ready(id);
+            self.jobs.refile_ready(id);
         }
     }
 
@@ -1197,7 +1029,7 @@ impl State {
     #[cfg(test)]
     pub fn get_job_wire(&mut self, id: &str, now: f64) -> Option<Job> {
         let queue = self.jobs.map.get(id)?.rec.queue.clone();
-        self.promote(&queue, now);
+        self.jobs.promote(&queue, now);
         let e = self.jobs.map.get(id)?;
         let mut job = wire_job(&e.rec);
         wire_links(&mut job, e);
@@ -1210,115 +1042,14 @@ impl State {
         Some(job)
     }
 
-    /// Shows `custom` as the record's `customId` (a flow's jobs have their planned id without
-    /// one unless the input named it).
-    pub fn show_custom_id(&mut self, id: &str, custom: Option<String>) {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return;
-        };
-        let mut o = e.rec.options.take().map_or_else(Default::default, |o| *o);
-        if o.custom_id == custom {
-            e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
-            return;
-        }
-        o.custom_id = custom;
-        e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
-        if self.jobs.journal.persistent() {
-            let rec = e.rec.clone();
-            self.record(StoreOp::Put(Box::new(rec)));
-        }
-    }
-
     /// Keeps the stack a FAIL sent for a job (trimmed and capped at its `stackTraceLimit`),
     /// as bunqueue's record shows it; a FAIL without one leaves the last one. Called after
     /// every applied FAIL, so SQLite mode keeps the job's failure history from here.
     pub fn set_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
-        self.note_stacktrace(id, stack);
+        self.jobs.note_stacktrace(id, stack);
         if self.settings.is_on() {
             self.keep_job(id);
         }
-    }
-
-    fn note_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return;
-        };
-        // A FAIL with at least one string line replaces the trace (with none if every line is
-        // blank), as bunqueue's `failJob` does.
-        let sent = stack
-            .and_then(Value::as_array)
-            .is_some_and(|l| l.iter().any(|x| x.as_str().is_some()));
-        if sent {
-            let limit = e.rec.options.as_ref().and_then(|o| o.stack_trace_limit);
-            e.run.stacktrace = timeline::stacktrace(stack, limit);
-        }
-    }
-
-    /// Update: replaces the data of a waiting, delayed or active job; false for a finished or
-    /// unknown one (bunqueue's `Job not found or cannot be updated`). Persisted as the whole
-    /// record, so a SQLite-backed broker keeps the change across a restart.
-    pub fn update_data(&mut self, id: &str, data: Value) -> bool {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return false;
-        };
-        if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
-            return false;
-        }
-        e.rec.data = data;
-        let op = StoreOp::Put(Box::new(e.rec.clone()));
-        self.record(op);
-        true
-    }
-
-    /// A job's state name, `unknown` if there is no such job.
-    pub fn get_state(&mut self, id: &str, now: f64) -> &'static str {
-        let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.clone()) else {
-            return "unknown";
-        };
-        self.promote(&queue, now);
-        self.jobs.map
-            .get(id)
-            .map(|e| state_name(&e.rec))
-            .unwrap_or("unknown")
-    }
-
-    /// A completed job's result.
-    pub fn get_result(&self, id: &str) -> Option<Value> {
-        self.jobs.map.get(id).and_then(|e| e.rec.result.clone())
-    }
-
-    /// Per-state counts of a queue (all zeros for an unknown queue).
-    pub fn counts(&mut self, queue: &str, now: f64) -> JobCounts {
-        self.promote(queue, now);
-        self.jobs.queues
-            .get(queue)
-            .map_or_else(JobCounts::default, QueueIndex::counts)
-    }
-
-    /// `Count`: the jobs waiting to run (waiting, prioritized, delayed), paused or not — as
-    /// bunqueue's, which reports its priority queue's size whatever the pause.
-    pub fn count(&mut self, queue: &str, now: f64) -> u64 {
-        self.promote(queue, now);
-        self.jobs.queues
-            .get(queue)
-            .map_or(0, |q| q.ready_len() + q.delayed_len())
-    }
-
-    /// Hands one state change to the store, counting it (see [`State::recorded`]).
-    fn record(&mut self, op: StoreOp) {
-        self.jobs.journal.record(op);
-    }
-
-    /// How many state changes were handed to the store so far: the difference across a call
-    /// is what a commit barrier for that call covers.
-    pub fn recorded(&self) -> u64 {
-        self.jobs.journal.recorded()
-    }
-
-    /// A commit barrier for durable replies covering the last `covering` recorded changes
-    /// (see [`Store::sync`]).
-    pub fn sync(&mut self, covering: u64) -> Option<SyncWaiter> {
-        self.jobs.journal.sync(covering)
     }
 
     /// Takes back jobs whose rows a failed commit lost, so that a refused durable push leaves
@@ -1327,7 +1058,9 @@ impl State {
     pub fn withdraw(&mut self, ids: &[String]) -> Vec<String> {
         let mut kept = Vec::new();
         for id in ids {
-            let Some(e) = self.jobs.map.get(id) else { continue };
+            let Some(e) = self.jobs.map.get(id) else {
+                continue;
+            };
             let rec = &e.rec;
             let Some(q) = self.jobs.queues.get_mut(&rec.queue) else {
                 continue;
@@ -1346,11 +1079,6 @@ impl State {
         kept
     }
 
-    /// Ops recorded but not yet committed.
-    pub fn backlog(&self) -> usize {
-        self.jobs.journal.backlog()
-    }
-
     /// Queues with an index entry.
     #[cfg(feature = "test-util")]
     pub fn queue_count(&self) -> usize {
@@ -1362,72 +1090,17 @@ impl State {
         self.jobs.journal.close();
         self.settings.close();
     }
-
-    /// `Job not found` / `Job is not active (current state: <state>)`, as bunqueue words them.
-    fn require_active(&mut self, id: &str, now: f64) -> Result<(), String> {
-        match self.get_state(id, now) {
-            "unknown" => Err("Job not found".into()),
-            "active" => Ok(()),
-            s => Err(format!("Job is not active (current state: {s})")),
-        }
-    }
-
-    /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
-    /// lock expired, or a token is given and does not match.
-    pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return false;
-        };
-        if e.rec.state != JobState::Active {
-            return false;
-        }
-        // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's
-        // own token; an expired lock is not renewed.
-        match (&mut e.lock, token.filter(|t| !t.is_empty())) {
-            (Some(lock), t) if t.is_none_or(|t| t == lock.token) && now < lock.expires_at => {
-                lock.expires_at = now + duration;
-                lock.renewals += 1;
-                e.run.last_heartbeat = now;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
-    fn unready(&mut self, id: &str) {
-        let Some(e) = self.jobs.map.get(id) else { return };
-        if let Some(q) = self.jobs.queues.get_mut(&e.rec.queue) {
-            q.unready(&e.rec);
-        }
-    }
-
-    /// Takes a delayed job out of its queue's delayed index (to file it elsewhere).
-    fn undelay(&mut self, id: &str) {
-        let Some(e) = self.jobs.map.get(id) else { return };
-        index_in(&mut self.jobs.queues, &e.rec.queue).undelay(&e.rec);
-    }
-
-    /// A uniform random number in [0, 1) (xorshift64*; only for retry jitter).
-    fn random(&mut self) -> f64 {
-        let mut x = self.jobs.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.jobs.rng = x;
-        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::MemoryStore;
-    use autobatch_core::wire::Backoff;
-    use jobs::MAX_RETRY_DELAY;
-    use std::time::Duration;
     use autobatch_core::ops::StallConfigUpdate;
     use autobatch_core::wire::JobOptions;
+    use autobatch_core::wire::{Backoff, JobCounts};
+    use jobs::MAX_RETRY_DELAY;
+    use std::time::Duration;
 
     fn state() -> State {
         State::new(Box::new(MemoryStore::new()), 1000.0).unwrap()
@@ -1475,8 +1148,8 @@ mod tests {
             0.0,
         );
         assert!(pull(&mut s, 1, 50.0).is_empty());
-        assert_eq!(s.counts("q", 50.0).delayed, 1);
-        assert_eq!(s.next_due("q"), Some(100.0));
+        assert_eq!(s.jobs.counts("q", 50.0).delayed, 1);
+        assert_eq!(s.jobs.next_due("q"), Some(100.0));
         assert_eq!(pull(&mut s, 1, 100.0).len(), 1);
     }
 
@@ -1499,11 +1172,11 @@ mod tests {
             ),
             Ok(false)
         );
-        assert_eq!(s.get_state(&id, 0.0), "delayed");
+        assert_eq!(s.jobs.get_state(&id, 0.0), "delayed");
         assert_eq!(s.ack(&id, None, Some(Value::Int(7)), false, 0.0), Ok(()));
-        assert_eq!(s.get_state(&id, 0.0), "completed");
-        assert_eq!(s.get_result(&id), Some(Value::Int(7)));
-        assert_eq!(s.counts("q", 0.0).delayed, 0);
+        assert_eq!(s.jobs.get_state(&id, 0.0), "completed");
+        assert_eq!(s.jobs.get_result(&id), Some(Value::Int(7)));
+        assert_eq!(s.jobs.counts("q", 0.0).delayed, 0);
         // A job that never ran is not completed by an ACK.
         let fresh = s.push("q", spec(), 0.0);
         assert!(s.ack(&fresh, None, None, false, 0.0).is_err());
@@ -1516,7 +1189,7 @@ mod tests {
         let later = JobOptions::new().delay(Duration::from_secs(3600));
         let d = s.push("q", JobSpec::new("d", Value::Nil).with_options(later), 0.0);
         let a = s.push("q", JobSpec::new("a", Value::Nil), 1.0);
-        assert!(s.promote_job(&d, 5.0));
+        assert!(s.jobs.promote_job(&d, 5.0));
         let b = s.push("q", JobSpec::new("b", Value::Nil), 9.0);
         let got: Vec<String> = pull(&mut s, 3, 10.0).into_iter().map(|p| p.id).collect();
         assert_eq!(got, [a, d, b]);
@@ -1537,12 +1210,12 @@ mod tests {
         let t = pull(&mut s, 1, 0.0).remove(0).token;
         s.fail(&id, t.as_deref(), Failure::new(Some("x".into())), 0.0)
             .unwrap();
-        assert_eq!(s.get_state(&id, 0.0), "delayed");
+        assert_eq!(s.jobs.get_state(&id, 0.0), "delayed");
         let t = pull(&mut s, 1, 20.0).remove(0).token;
         s.fail(&id, t.as_deref(), Failure::new(Some("y".into())), 20.0)
             .unwrap();
-        assert_eq!(s.get_state(&id, 20.0), "failed");
-        assert_eq!(s.counts("q", 20.0).failed, 1);
+        assert_eq!(s.jobs.get_state(&id, 20.0), "failed");
+        assert_eq!(s.jobs.counts("q", 20.0).failed, 1);
     }
 
     #[test]
@@ -1551,7 +1224,7 @@ mod tests {
         let id = s.push("q", JobSpec::new("a", Value::Nil), 0.0);
         let t = pull(&mut s, 1, 0.0).remove(0).token;
         s.release_conn(1);
-        assert_eq!(s.get_state(&id, 0.0), "waiting");
+        assert_eq!(s.jobs.get_state(&id, 0.0), "waiting");
         assert_eq!(
             s.ack(&id, t.as_deref(), None, false, 0.0),
             Err(FinishError::NotActive(id.clone()))
@@ -1589,19 +1262,19 @@ mod tests {
         let id = push_attempts(&mut s, 3);
         let t = pull_ttl(&mut s, true, 100, 0.0).token;
         s.expire_locks(99.0);
-        assert_eq!(s.get_state(&id, 99.0), "active");
-        assert!(s.heartbeat(&id, t.as_deref(), None, 90.0));
+        assert_eq!(s.jobs.get_state(&id, 99.0), "active");
+        assert!(s.jobs.heartbeat(&id, t.as_deref(), None, 90.0));
         s.expire_locks(150.0);
-        assert_eq!(s.get_state(&id, 150.0), "active", "renewed to 190");
-        assert!(!s.heartbeat(&id, Some("other"), None, 150.0));
+        assert_eq!(s.jobs.get_state(&id, 150.0), "active", "renewed to 190");
+        assert!(!s.jobs.heartbeat(&id, Some("other"), None, 150.0));
         // A heartbeat without a token keeps the job alive for stall detection only.
-        assert!(s.heartbeat(&id, None, None, 160.0));
+        assert!(s.jobs.heartbeat(&id, None, None, 160.0));
         s.expire_locks(190.0);
-        assert_eq!(s.get_state(&id, 190.0), "waiting");
+        assert_eq!(s.jobs.get_state(&id, 190.0), "waiting");
         let job = s.get_job_wire(&id, 190.0).unwrap();
         assert_eq!(job.attempts, 1);
         // The old token no longer renews anything.
-        assert!(!s.heartbeat(&id, t.as_deref(), None, 191.0));
+        assert!(!s.jobs.heartbeat(&id, t.as_deref(), None, 191.0));
     }
 
     /// The sweep looks for expired locks on bunqueue's 5 s period, not at every call: a
@@ -1614,12 +1287,12 @@ mod tests {
         // `state()` starts its clock at 1,000 ms: the first check is due at 6,000.
         s.sweep(5_999.0);
         assert_eq!(
-            s.get_state(&id, 5_999.0),
+            s.jobs.get_state(&id, 5_999.0),
             "active",
             "expired, not yet checked"
         );
         s.sweep(6_000.0);
-        assert_eq!(s.get_state(&id, 6_000.0), "waiting");
+        assert_eq!(s.jobs.get_state(&id, 6_000.0), "waiting");
     }
 
     /// A job pulled without an owner has no lock: a heartbeat with some token fails there,
@@ -1629,8 +1302,8 @@ mod tests {
         let mut s = state();
         let id = push_attempts(&mut s, 3);
         pull_ttl(&mut s, false, 0, 0.0);
-        assert!(!s.heartbeat(&id, Some("t"), None, 1.0));
-        assert!(s.heartbeat(&id, None, None, 1.0));
+        assert!(!s.jobs.heartbeat(&id, Some("t"), None, 1.0));
+        assert!(s.jobs.heartbeat(&id, None, None, 1.0));
     }
 
     /// Lock expiry at the last attempt, or at the queue's maxStalls, fails the job for good.
@@ -1640,17 +1313,17 @@ mod tests {
         let one = push_attempts(&mut s, 1);
         pull_ttl(&mut s, true, 10, 0.0);
         s.expire_locks(10.0);
-        assert_eq!(s.get_state(&one, 10.0), "failed");
-        assert_eq!(s.counts("q", 10.0).failed, 1);
+        assert_eq!(s.jobs.get_state(&one, 10.0), "failed");
+        assert_eq!(s.jobs.counts("q", 10.0).failed, 1);
 
         s.set_stall_config("q", &StallConfigUpdate::new().max_stalls(2));
         let id = push_attempts(&mut s, 10);
         pull_ttl(&mut s, true, 10, 20.0);
         s.expire_locks(30.0);
-        assert_eq!(s.get_state(&id, 30.0), "waiting");
+        assert_eq!(s.jobs.get_state(&id, 30.0), "waiting");
         pull_ttl(&mut s, true, 10, 40.0);
         s.expire_locks(50.0);
-        assert_eq!(s.get_state(&id, 50.0), "failed", "second stall of 2");
+        assert_eq!(s.jobs.get_state(&id, 50.0), "failed", "second stall of 2");
         assert_eq!(s.stall_config("q").max_stalls, 2);
         assert!(s.stall_config("q").enabled, "merged, not replaced");
     }
@@ -1674,13 +1347,13 @@ mod tests {
         s.check_stalled(500.0);
         s.check_stalled(1500.0);
         assert_eq!(
-            s.get_state(&id, 1500.0),
+            s.jobs.get_state(&id, 1500.0),
             "active",
             "a candidate, not yet stalled"
         );
         s.check_stalled(2000.0);
         assert_eq!(
-            s.get_state(&id, 2000.0),
+            s.jobs.get_state(&id, 2000.0),
             "delayed",
             "retried after its backoff"
         );
@@ -1692,22 +1365,22 @@ mod tests {
 
         // Still a candidate from the 2000 check (bunqueue marks candidates by id before it
         // handles the confirmed ones): a heartbeat before the next check clears it.
-        assert_eq!(s.promote_jobs("q", None, 2000.0), 1);
+        assert_eq!(s.jobs.promote_jobs("q", None, 2000.0), 1);
         pull_ttl(&mut s, false, 0, 3000.0);
-        assert!(s.heartbeat(&id, None, None, 4400.0));
+        assert!(s.jobs.heartbeat(&id, None, None, 4400.0));
         s.check_stalled(4500.0);
         s.check_stalled(5000.0);
-        assert_eq!(s.get_state(&id, 5000.0), "active");
+        assert_eq!(s.jobs.get_state(&id, 5000.0), "active");
         s.check_stalled(6000.0);
         s.check_stalled(7000.0);
-        assert_eq!(s.get_state(&id, 7000.0), "failed", "second stall of 2");
+        assert_eq!(s.jobs.get_state(&id, 7000.0), "failed", "second stall of 2");
 
         s.set_stall_config("q", &StallConfigUpdate::new().enabled(false));
         let other = push_attempts(&mut s, 5);
         pull_ttl(&mut s, false, 0, 8000.0);
         s.check_stalled(20_000.0);
         s.check_stalled(30_000.0);
-        assert_eq!(s.get_state(&other, 30_000.0), "active");
+        assert_eq!(s.jobs.get_state(&other, 30_000.0), "active");
     }
 
     /// A job's `timeout` fails it once it has run that long, as a FAIL would (retried while
@@ -1721,17 +1394,17 @@ mod tests {
         let id = s.push("q", JobSpec::new("a", Value::Nil).with_options(opts), 0.0);
         pull_ttl(&mut s, true, 30_000, 10.0);
         s.sweep(109.0);
-        assert_eq!(s.get_state(&id, 109.0), "active");
+        assert_eq!(s.jobs.get_state(&id, 109.0), "active");
         s.sweep(110.0);
-        assert_eq!(s.get_state(&id, 110.0), "delayed");
+        assert_eq!(s.jobs.get_state(&id, 110.0), "delayed");
         let job = s.get_job_wire(&id, 110.0).unwrap();
         assert_eq!(job.attempts, 1);
         assert_eq!(job.failed_reason.as_deref(), Some("Job timeout exceeded"));
-        assert_eq!(s.promote_jobs("q", None, 110.0), 1);
+        assert_eq!(s.jobs.promote_jobs("q", None, 110.0), 1);
         pull_ttl(&mut s, false, 0, 200.0);
         s.sweep(300.0);
         assert_eq!(
-            s.get_state(&id, 300.0),
+            s.jobs.get_state(&id, 300.0),
             "failed",
             "the last attempt timed out"
         );
@@ -1750,7 +1423,7 @@ mod tests {
         s.sweep(1000.0);
         let job = s.get_job_wire(&id, 1000.0).unwrap();
         assert_eq!(job.failed_reason.as_deref(), Some("Job timeout exceeded"));
-        assert_eq!(s.get_state(&id, 1000.0), "delayed");
+        assert_eq!(s.jobs.get_state(&id, 1000.0), "delayed");
     }
 
     /// ExtendLock as bunqueue's: without a token it renews the job's own lock; a wrong token
@@ -1760,12 +1433,12 @@ mod tests {
         let mut s = state();
         let id = push_attempts(&mut s, 3);
         let t = pull_ttl(&mut s, true, 100, 0.0).token;
-        assert!(s.extend_lock(&id, None, 1000.0, 50.0));
-        assert!(!s.extend_lock(&id, Some("other"), 1000.0, 60.0));
-        assert!(s.extend_lock(&id, t.as_deref(), 1000.0, 70.0));
+        assert!(s.jobs.extend_lock(&id, None, 1000.0, 50.0));
+        assert!(!s.jobs.extend_lock(&id, Some("other"), 1000.0, 60.0));
+        assert!(s.jobs.extend_lock(&id, t.as_deref(), 1000.0, 70.0));
         s.sweep(1069.0);
-        assert_eq!(s.get_state(&id, 1069.0), "active", "extended to 1070");
-        assert!(!s.extend_lock(&id, None, 1000.0, 1070.0), "expired");
+        assert_eq!(s.jobs.get_state(&id, 1069.0), "active", "extended to 1070");
+        assert!(!s.jobs.extend_lock(&id, None, 1000.0, 1070.0), "expired");
     }
 
     /// A job older than its `ttl` is dropped by the pull that reaches it, unrun.
@@ -1776,15 +1449,15 @@ mod tests {
         let old = s.push("q", JobSpec::new("a", Value::Nil).with_options(ttl), 0.0);
         let fresh = s.push("q", JobSpec::new("b", Value::Nil), 0.0);
         assert_eq!(
-            s.get_state(&old, 60.0),
+            s.jobs.get_state(&old, 60.0),
             "waiting",
             "until a pull reaches it"
         );
         let got: Vec<String> = pull(&mut s, 2, 60.0).into_iter().map(|p| p.id).collect();
         assert_eq!(got, [fresh]);
-        assert_eq!(s.get_state(&old, 60.0), "unknown");
+        assert_eq!(s.jobs.get_state(&old, 60.0), "unknown");
         assert_eq!(
-            s.counts("q", 60.0),
+            s.jobs.counts("q", 60.0),
             JobCounts {
                 active: 1,
                 ..JobCounts::default()

@@ -2,7 +2,7 @@
 //! listings, promote, change priority, remove. A child of `queue` so that it reaches the
 //! indexes directly, kept apart so that the hot path's file stays as it was.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use autobatch_core::wire::{JobState as WireState, Value};
 
@@ -80,7 +80,7 @@ impl CleanState {
 impl State {
     /// Pauses `queue`: pulls hand out nothing until [`resume`](Self::resume).
     pub fn pause(&mut self, queue: &str) {
-        self.index(queue).paused = true;
+        self.jobs.index(queue).paused = true;
         self.events.emit(queue, "paused", queue_event(queue));
     }
 
@@ -90,13 +90,8 @@ impl State {
             q.paused = false;
             q.notify.notify_waiters();
         }
-        self.forget_queue_if_idle(queue);
+        self.jobs.forget_queue_if_idle(queue);
         self.events.emit(queue, "resumed", queue_event(queue));
-    }
-
-    /// Whether `queue` is paused.
-    pub fn is_paused(&self, queue: &str) -> bool {
-        self.jobs.queues.get(queue).is_some_and(|q| q.paused)
     }
 
     /// Takes a waiting or delayed job out of its queue and drops it (recorded as removed).
@@ -117,7 +112,7 @@ impl State {
             _ => return false,
         }
         self.forget(id);
-        self.record(StoreOp::Remove(id.to_owned()));
+        self.jobs.record(StoreOp::Remove(id.to_owned()));
         true
     }
 
@@ -174,7 +169,7 @@ impl State {
                     self.unique.release(&e.rec.queue, k, id);
                 }
             }
-            self.record(StoreOp::Remove(id.clone()));
+            self.jobs.record(StoreOp::Remove(id.clone()));
         }
         if let Some(q) = self.jobs.queues.get_mut(queue) {
             // Long-polls keep their clone of the signal; a fresh index starts empty.
@@ -188,64 +183,7 @@ impl State {
         }
         self.totals.forget(queue);
         self.events.forget_journal(queue);
-        self.forget_queue_if_idle(queue);
-    }
-
-    /// Promote: makes a delayed job waiting now (its run time becomes `now`, so it queues
-    /// behind the jobs already due, as in bunqueue). False if it is not delayed.
-    pub fn promote_job(&mut self, id: &str, now: f64) -> bool {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return false;
-        };
-        if e.rec.state != JobState::Delayed {
-            return false;
-        }
-        let Some(q) = self.jobs.queues.get_mut(&e.rec.queue) else {
-            return false;
-        };
-        q.undelay(&e.rec);
-        e.rec.state = JobState::Waiting;
-        e.rec.run_at = e.rec.run_at.min(now);
-        q.file_ready(&e.rec);
-        q.notify.notify_waiters();
-        let op = update_op(&e.rec);
-        self.record(op);
-        true
-    }
-
-    /// ChangePriority: re-files a waiting or delayed job under a new priority (and, with
-    /// `lifo`, first among its equals). False for an unknown, active or finished job
-    /// (bunqueue's `Job not found or not in queue`).
-    pub fn change_priority(&mut self, id: &str, priority: i64, lifo: Option<bool>) -> bool {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return false;
-        };
-        let Some(q) = self.jobs.queues.get_mut(&e.rec.queue) else {
-            return false;
-        };
-        match e.rec.state {
-            JobState::Waiting => {
-                q.unready(&e.rec);
-                e.rec.priority = priority;
-                if let Some(lifo) = lifo {
-                    e.rec.lifo = lifo;
-                }
-                q.file_ready(&e.rec);
-            }
-            JobState::Delayed => {
-                e.rec.priority = priority;
-                if let Some(lifo) = lifo {
-                    e.rec.lifo = lifo;
-                }
-            }
-            _ => return false,
-        }
-        // The update op does not carry the priority: the whole record is written again.
-        let rec = e.rec.clone();
-        if self.jobs.journal.persistent() {
-            self.record(StoreOp::Put(Box::new(rec)));
-        }
-        true
+        self.jobs.forget_queue_if_idle(queue);
     }
 
     /// GetJobs: the jobs of `queue` in any of `states` (every state when empty), ordered as
@@ -261,11 +199,11 @@ impl State {
         asc: bool,
         now: f64,
     ) -> Vec<Value> {
-        self.promote(queue, now);
+        self.jobs.promote(queue, now);
         // bunqueue's paused view: asked for by state, the ready jobs of a paused queue are
         // `paused` (listed only when `paused` is asked for); asked for every state, they keep
         // their own.
-        let paused_view = self.is_paused(queue) && !states.is_empty();
+        let paused_view = self.jobs.is_paused(queue) && !states.is_empty();
         let mut jobs: Vec<(f64, String, Value)> = self
             .jobs
             .map
@@ -310,43 +248,11 @@ impl State {
             .collect()
     }
 
-    /// Every queue with an index entry (a queue holding jobs, paused, or being polled).
-    pub fn queue_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.jobs.queues.keys().cloned().collect();
-        names.sort();
-        names
-    }
-
-    /// PromoteJobs: makes up to `count` delayed jobs of `queue` (all when `None`) waiting
-    /// now, soonest due first; how many.
-    pub fn promote_jobs(&mut self, queue: &str, count: Option<u64>, now: f64) -> u64 {
-        let Some(q) = self.jobs.queues.get(queue) else {
-            return 0;
-        };
-        let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
-        let ids: Vec<String> = q.delayed_ids().take(n).cloned().collect();
-        ids.iter().filter(|id| self.promote_job(id, now)).count() as u64
-    }
-
-    /// GetCountsPerPriority: waiting and delayed jobs of `queue` by priority (bunqueue
-    /// counts its priority queue, which holds both).
-    pub fn counts_per_priority(&mut self, queue: &str) -> BTreeMap<i64, u64> {
-        let mut counts = BTreeMap::new();
-        let Some(q) = self.jobs.queues.get(queue) else {
-            return counts;
-        };
-        for id in q.queued_ids() {
-            if let Some(e) = self.jobs.map.get(id) {
-                *counts.entry(e.rec.priority).or_insert(0) += 1;
-            }
-        }
-        counts
-    }
-
     /// The live job holding deduplication key `key` in `queue`.
     pub fn deduplication_holder(&self, queue: &str, key: &str) -> Option<String> {
         let id = self.unique.holder(queue, key)?;
-        self.jobs.map
+        self.jobs
+            .map
             .get(id)
             .is_some_and(|e| e.rec.state.is_live())
             .then(|| id.clone())
@@ -376,7 +282,7 @@ impl State {
     /// set (its lock checked against `token` first). The job is left in no index: the caller
     /// files it again.
     pub(super) fn unfile(&mut self, id: &str, token: Option<&str>) -> Result<(), MoveError> {
-        self.check_lock(id, token).map_err(MoveError::Lock)?;
+        self.jobs.check_lock(id, token).map_err(MoveError::Lock)?;
         let e = self.jobs.map.get(id).ok_or(MoveError::NotFound)?;
         let rec = &e.rec;
         match rec.state {
@@ -388,32 +294,6 @@ impl State {
             _ => return Err(MoveError::State(state_name(rec))),
         }
         Ok(())
-    }
-
-    /// Files a job that [`unfile`](Self::unfile) took out as waiting (`run_at <= now`) or
-    /// delayed, and records it.
-    pub(super) fn refile(&mut self, id: &str, run_at: f64, now: f64) {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return;
-        };
-        e.rec.run_at = run_at;
-        let ready = run_at <= now;
-        e.rec.state = if ready {
-            JobState::Waiting
-        } else {
-            JobState::Delayed
-        };
-        let rec = e.rec.clone();
-        let q = self.index(&rec.queue);
-        if ready {
-            q.file_ready(&rec);
-            q.notify.notify_waiters();
-        } else {
-            q.file_delayed(&rec);
-            // A long-poll sleeping until an earlier due time must see the new one.
-            q.notify.notify_waiters();
-        }
-        self.record(update_op(&rec));
     }
 
     /// ChangeDelay / MoveToDelayed (the same move in bunqueue): a waiting, delayed or active
@@ -431,7 +311,7 @@ impl State {
             .get(id)
             .is_some_and(|e| e.rec.state == JobState::Active);
         self.unfile(id, token)?;
-        self.refile(id, now + delay as f64, now);
+        self.jobs.refile(id, now + delay as f64, now);
         if was_active {
             // 2.9.5 (`changeDelay`, behind both MoveToDelayed and ChangeDelay): `delayed` when
             // an active job moves; a queued job's new delay emits nothing.
@@ -453,7 +333,7 @@ impl State {
         let op = update_op(&e.rec);
         // bunqueue's `addToDlq` with its default reason and no error.
         self.enter_dlq(id, now, "unknown", None);
-        self.record(op);
+        self.jobs.record(op);
         Ok(())
     }
 
@@ -475,7 +355,7 @@ impl State {
                 let was_active = e.rec.state == JobState::Active;
                 let queue = e.rec.queue.clone();
                 self.unfile(id, token)?;
-                self.refile(id, now, now);
+                self.jobs.refile(id, now, now);
                 if was_active {
                     // bunqueue's moveActiveToWait: `waiting` with `prev: "active"`.
                     self.events.emit(&queue, "waiting", |ts| {
@@ -488,8 +368,8 @@ impl State {
                 self.leave_dlq(id);
                 // bunqueue keeps the job's timeline, so GetJob still shows the last failure
                 // as `failedReason` (seen by the differential test).
-                self.prepare_retry(id, now);
-                self.refile(id, now, now);
+                self.jobs.prepare_retry(id, now);
+                self.jobs.refile(id, now, now);
                 Ok(())
             }
             JobState::Completed => Err(MoveError::State("completed")),
@@ -523,7 +403,7 @@ impl State {
         let mut found: Vec<(f64, String, u64, String)> = match state {
             CleanState::Nothing => return Vec::new(),
             CleanState::Queued => {
-                self.promote(queue, now);
+                self.jobs.promote(queue, now);
                 let Some(q) = self.jobs.queues.get(queue) else {
                     return Vec::new();
                 };
@@ -539,7 +419,8 @@ impl State {
                 } else {
                     JobState::Failed
                 };
-                self.jobs.map
+                self.jobs
+                    .map
                     .values()
                     .filter(|e| e.rec.queue == queue && e.rec.state == want)
                     .filter_map(|e| {
@@ -568,7 +449,7 @@ impl State {
                 CleanState::Queued => self.take_out(&id),
                 _ => {
                     self.forget(&id);
-                    self.record(StoreOp::Remove(id.clone()));
+                    self.jobs.record(StoreOp::Remove(id.clone()));
                     true
                 }
             };
@@ -577,55 +458,6 @@ impl State {
             }
         }
         removed
-    }
-
-    /// RetryCompleted: completed job `id` of `queue`, or up to `count` completed jobs of it
-    /// (in completion order, all when `None`; only those completed at or before `before` when
-    /// given), run again from their first attempt; how many.
-    pub fn retry_completed(
-        &mut self,
-        queue: &str,
-        id: Option<&str>,
-        count: Option<u64>,
-        before: Option<f64>,
-        now: f64,
-    ) -> u64 {
-        let completed =
-            |e: &super::Entry| e.rec.queue == queue && e.rec.state == JobState::Completed;
-        // Completion order (bunqueue's, in memory), a job completed before a restart by its
-        // creation time.
-        let when = |e: &super::Entry| e.run.finished.unwrap_or((e.rec.created_at, 0));
-        let mut ids: Vec<(f64, u64, String)> = match id {
-            Some(id) => self
-                .jobs
-                .map
-                .get(id)
-                .filter(|e| completed(e))
-                .map(|e| vec![(when(e).0, when(e).1, id.to_owned())])
-                .unwrap_or_default(),
-            None => self
-                .jobs
-                .map
-                .values()
-                .filter(|e| completed(e))
-                .filter(|e| before.is_none_or(|t| when(e).0 <= t))
-                .map(|e| (when(e).0, when(e).1, e.rec.id.clone()))
-                .collect(),
-        };
-        ids.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
-        let mut done = 0;
-        for (_, _, id) in ids.into_iter().take(n) {
-            if let Some(e) = self.jobs.map.get_mut(&id) {
-                e.rec.attempts = 0;
-                e.rec.result = None;
-            }
-            let q = self.index(queue);
-            q.completed = q.completed.saturating_sub(1);
-            self.refile(&id, now, now);
-            done += 1;
-        }
-        done
     }
 }
 
@@ -663,13 +495,13 @@ mod tests {
         let mut s = state();
         let a = push(&mut s, JobOptions::new());
         s.pause("q");
-        assert!(s.is_paused("q"));
+        assert!(s.jobs.is_paused("q"));
         assert!(pull_ids(&mut s, 1).is_empty());
-        let c = s.counts("q", 2000.0);
+        let c = s.jobs.counts("q", 2000.0);
         assert_eq!((c.waiting, c.paused), (0, 1));
         // The pause outlives an idle moment of the queue.
-        s.forget_queue_if_idle("q");
-        assert!(s.is_paused("q"));
+        s.jobs.forget_queue_if_idle("q");
+        assert!(s.jobs.is_paused("q"));
         s.resume("q");
         assert_eq!(pull_ids(&mut s, 1), vec![a]);
     }
@@ -682,19 +514,19 @@ mod tests {
         let b = push(&mut s, JobOptions::new());
         let d = push(&mut s, later());
         // Promote only a delayed job, once.
-        assert!(s.promote_job(&d, 0.0));
-        assert!(!s.promote_job(&d, 0.0));
+        assert!(s.jobs.promote_job(&d, 0.0));
+        assert!(!s.jobs.promote_job(&d, 0.0));
         // Priority moves b ahead of a.
-        assert!(s.change_priority(&b, 5, None));
-        assert!(!s.change_priority("nope", 5, None));
+        assert!(s.jobs.change_priority(&b, 5, None));
+        assert!(!s.jobs.change_priority("nope", 5, None));
         assert_eq!(pull_ids(&mut s, 1), vec![b.clone()]);
         // An active job cannot be cancelled or re-prioritized.
         assert!(!s.cancel(&b));
-        assert!(!s.change_priority(&b, 1, None));
+        assert!(!s.jobs.change_priority(&b, 1, None));
         assert!(s.cancel(&a));
         push(&mut s, later());
         assert_eq!(s.drain("q"), 2);
-        let c = s.counts("q", 2000.0);
+        let c = s.jobs.counts("q", 2000.0);
         assert_eq!((c.waiting, c.delayed, c.active), (0, 0, 1));
     }
 
@@ -718,12 +550,12 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![p, a]
         );
-        assert_eq!(s.queue_names(), vec!["q".to_owned()]);
+        assert_eq!(s.jobs.queue_names(), vec!["q".to_owned()]);
         pull_ids(&mut s, 1);
         s.obliterate("q");
         assert!(s.list_jobs("q", &[], 0, 10, true, 2000.0).is_empty());
-        assert_eq!(s.promote_jobs("q", None, 0.0), 0);
-        assert!(s.queue_names().is_empty());
+        assert_eq!(s.jobs.promote_jobs("q", None, 0.0), 0);
+        assert!(s.jobs.queue_names().is_empty());
     }
 }
 
@@ -775,11 +607,11 @@ mod clean_tests {
         );
         assert_eq!(s.clean("q", 0, CleanState::Completed, 10, 200.0), [a]);
         assert_eq!(s.clean("q", 0, CleanState::Failed, 10, 200.0), [c]);
-        assert_eq!(s.get_state(&b, 200.0), "unknown");
+        assert_eq!(s.jobs.get_state(&b, 200.0), "unknown");
         let f = add(&mut s, 150.0);
         assert_eq!(s.clean("q", 0, CleanState::Queued, 1, 200.0), [w]);
         assert_eq!(s.clean("q", 0, CleanState::Queued, 5, 200.0), [f]);
-        let counts = s.counts("q", 200.0);
+        let counts = s.jobs.counts("q", 200.0);
         assert_eq!((counts.waiting, counts.active), (0, 1), "d, active, stays");
     }
 }

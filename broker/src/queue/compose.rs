@@ -11,10 +11,15 @@ use super::limits::groups::Groups;
 use super::totals::Totals;
 use super::view;
 use super::workers::Worker;
-use super::State;
+use super::{Jobs, State};
 use crate::events::js_number;
 
 impl State {
+    /// The jobs, to look up and move (see [`Jobs`]).
+    pub fn jobs(&mut self) -> &mut Jobs {
+        &mut self.jobs
+    }
+
     /// The running totals.
     pub fn totals(&mut self) -> &mut Totals {
         &mut self.totals
@@ -126,7 +131,7 @@ impl State {
     /// group's rate limit, whichever comes first.
     pub fn next_look(&self, queue: &str, now: f64) -> Option<f64> {
         let retry = self.limits.next_group_retry(queue, now);
-        match (self.next_due(queue), retry) {
+        match (self.jobs.next_due(queue), retry) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -141,7 +146,7 @@ impl State {
         message: Option<String>,
         now: f64,
     ) -> Result<(), String> {
-        self.require_active(id, now)?;
+        self.jobs.require_active(id, now)?;
         let x = self.extras.set(id, progress, message);
         let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.as_str()) else {
             return Ok(());
@@ -168,7 +173,7 @@ impl State {
 
     /// An active job's progress and message.
     pub fn progress(&mut self, id: &str, now: f64) -> Result<(f64, Option<String>), String> {
-        self.require_active(id, now)?;
+        self.jobs.require_active(id, now)?;
         Ok(self.extras.progress(id))
     }
 
@@ -231,7 +236,7 @@ impl State {
     /// A job as GetJob returns it: with its state, result and failure reason.
     pub fn get_job(&mut self, id: &str, now: f64) -> Option<Value> {
         let queue = self.jobs.map.get(id)?.rec.queue.clone();
-        self.promote(&queue, now);
+        self.jobs.promote(&queue, now);
         let e = self.jobs.map.get(id)?;
         // bunqueue's `jobView`: the record, its state, its value and its last error.
         let mut job = view::record(e, self.extras.get(id));

@@ -2,19 +2,22 @@
 //! store they are written to (see `journal`). [`Jobs`] files, moves and looks up jobs; what a
 //! move means to another concern (a DLQ entry, a flow's waits, an event) is the caller's.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[cfg(test)]
 use autobatch_core::wire::Job;
-use autobatch_core::wire::{Backoff, JobOptions, JobSpec};
+use autobatch_core::wire::{Backoff, JobCounts, JobOptions, JobSpec, Value};
+use tokio::sync::Notify;
 
 use super::flow;
 use super::index::QueueIndex;
 use super::journal::Journal;
 use super::timeline;
+use super::FinishError;
 use crate::conn_id::ConnId;
-use crate::store::{JobRecord, JobState, Store, StoreOp};
+use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
@@ -97,7 +100,6 @@ impl RunInfo {
     }
 }
 
-
 /// Every job and the queues' indexes of them, with the store their changes are written to.
 pub(crate) struct Jobs {
     /// Boxed: the map grows to millions of jobs, and a resize then moves pointers, not records.
@@ -123,6 +125,655 @@ impl Jobs {
             finish_seq: 0,
             rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
             journal: Journal::new(store),
+        }
+    }
+}
+
+impl Jobs {
+    pub fn index(&mut self, queue: &str) -> &mut QueueIndex {
+        index_in(&mut self.queues, queue)
+    }
+
+    /// The long-poll signal of a queue (woken when jobs become ready).
+    pub fn notifier(&mut self, queue: &str) -> Arc<Notify> {
+        self.index(queue).notify.clone()
+    }
+
+    /// Frees the index of `queue` if it holds nothing: no job in any state and no long-poll
+    /// waiting on its signal (each waiter holds a clone of it). Without this, every distinct
+    /// queue name ever pulled from would keep an entry for good.
+    pub fn forget_queue_if_idle(&mut self, queue: &str) {
+        let idle = self.queues.get(queue).is_some_and(QueueIndex::is_idle);
+        if idle {
+            self.queues.remove(queue);
+        }
+    }
+
+    /// Whether a job id exists (any state), for `dependsOn`.
+    pub fn exists(&self, id: &str) -> bool {
+        self.map.contains_key(id)
+    }
+
+    /// How many jobs of group `group` wait in `queue` (waiting or delayed): what a group's
+    /// `maxSize` bounds, as bunqueue's group scheduler counts them (pulled jobs leave it).
+    /// A walk of the queue's waiting jobs, done only for a push that sets `maxSize`.
+    pub fn group_queued(&self, queue: &str, group: &str) -> u64 {
+        self.queued(queue)
+            .filter(|e| e.run.group.as_deref() == Some(group))
+            .count() as u64
+    }
+
+    /// GetGroupsJobsCount: the queued (waiting or delayed) jobs of `queue` that have a group,
+    /// as bunqueue's group scheduler counts them. A walk of the queue's queued jobs.
+    pub fn groups_queued(&self, queue: &str) -> u64 {
+        self.queued(queue).filter(|e| e.run.group.is_some()).count() as u64
+    }
+
+    /// Wakes the long-polls of `queue`: a group control was lifted.
+    pub fn wake(&mut self, queue: &str) {
+        if let Some(q) = self.queues.get(queue) {
+            q.notify.notify_waiters();
+        }
+    }
+
+    /// The queued (waiting or delayed) jobs of `queue`, a walk of both indexes: what the group
+    /// counts read.
+    pub(in crate::queue) fn queued<'a>(
+        &'a self,
+        queue: &str,
+    ) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.queues
+            .get(queue)
+            .into_iter()
+            .flat_map(QueueIndex::queued_ids)
+            .filter_map(|id| self.map.get(id).map(|e| &**e))
+    }
+
+    /// Moves the due delayed jobs of `queue` to ready.
+    pub fn promote(&mut self, queue: &str, now: f64) {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        let mut woke = false;
+        while let Some(id) = q.pop_due(now) {
+            let Some(e) = self.map.get_mut(&id) else {
+                continue;
+            };
+            e.rec.state = JobState::Waiting;
+            q.file_ready(&e.rec);
+            woke = true;
+        }
+        if woke {
+            q.notify.notify_waiters();
+        }
+    }
+
+    /// The earliest time a delayed job of `queue` becomes due.
+    pub fn next_due(&self, queue: &str) -> Option<f64> {
+        self.queues.get(queue)?.next_due()
+    }
+
+    /// Checks the lock of one job for ACK/FAIL/ACKB (a job that is not active has no lock to
+    /// check: that case is reported by [`ack`](Self::ack) and [`fail`](Self::fail)).
+    pub fn check_lock(&self, id: &str, token: Option<&str>) -> Result<(), FinishError> {
+        let Some(e) = self.map.get(id) else {
+            return Ok(());
+        };
+        if e.rec.state != JobState::Active {
+            return Ok(());
+        }
+        let Some(lock) = &e.lock else {
+            return Ok(());
+        };
+        match token.filter(|t| !t.is_empty()) {
+            None => Err(FinishError::TokenRequired(id.to_owned())),
+            Some(t) if t == lock.token => Ok(()),
+            Some(_) => Err(FinishError::BadToken(id.to_owned())),
+        }
+    }
+
+    /// A job that ran, failed and now waits in its queue for a retry.
+    pub fn retried_in_queue(&self, id: &str) -> bool {
+        self.map.get(id).is_some_and(|e| {
+            matches!(e.rec.state, JobState::Waiting | JobState::Delayed) && e.rec.attempts > 0
+        })
+    }
+
+    /// JobHeartbeat, as bunqueue's `jobHeartbeat`: with a token, renews the job's lock (by
+    /// `duration` ms when given, else by the lock's own ttl) and fails when the job has no lock,
+    /// the token differs or the lock already expired; without one, only marks the job alive for
+    /// stall detection. False if the job is not active.
+    pub fn heartbeat(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+        duration: Option<f64>,
+        now: f64,
+    ) -> bool {
+        let Some(e) = self.map.get_mut(id) else {
+            return false;
+        };
+        if e.rec.state != JobState::Active {
+            return false;
+        }
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            e.run.last_heartbeat = now;
+            return true;
+        };
+        match &mut e.lock {
+            Some(lock) if lock.token == token && now < lock.expires_at => {
+                lock.expires_at = now + duration.filter(|d| *d > 0.0).unwrap_or(lock.ttl);
+                lock.renewals += 1;
+                e.run.last_heartbeat = now;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Notes that a job finished now (see [`RunInfo::finished`]).
+    pub fn mark_finished(&mut self, id: &str, now: f64) {
+        if let Some(e) = self.map.get_mut(id) {
+            e.run.finished = Some((now, self.finish_seq));
+            self.finish_seq += 1;
+        }
+    }
+
+    /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
+    pub fn unready(&mut self, id: &str) {
+        let Some(e) = self.map.get(id) else { return };
+        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
+            q.unready(&e.rec);
+        }
+    }
+
+    /// Takes a delayed job out of its queue's delayed index (to file it elsewhere).
+    pub fn undelay(&mut self, id: &str) {
+        let Some(e) = self.map.get(id) else { return };
+        index_in(&mut self.queues, &e.rec.queue).undelay(&e.rec);
+    }
+
+    /// A uniform random number in [0, 1) (xorshift64*; only for retry jitter).
+    pub fn random(&mut self) -> f64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// A job's state name, `unknown` if there is no such job.
+    pub fn get_state(&mut self, id: &str, now: f64) -> &'static str {
+        let Some(queue) = self.map.get(id).map(|e| e.rec.queue.clone()) else {
+            return "unknown";
+        };
+        self.promote(&queue, now);
+        self.map
+            .get(id)
+            .map(|e| state_name(&e.rec))
+            .unwrap_or("unknown")
+    }
+
+    /// A completed job's result.
+    pub fn get_result(&self, id: &str) -> Option<Value> {
+        self.map.get(id).and_then(|e| e.rec.result.clone())
+    }
+
+    /// Per-state counts of a queue (all zeros for an unknown queue).
+    pub fn counts(&mut self, queue: &str, now: f64) -> JobCounts {
+        self.promote(queue, now);
+        self.queues
+            .get(queue)
+            .map_or_else(JobCounts::default, QueueIndex::counts)
+    }
+
+    /// `Count`: the jobs waiting to run (waiting, prioritized, delayed), paused or not — as
+    /// bunqueue's, which reports its priority queue's size whatever the pause.
+    pub fn count(&mut self, queue: &str, now: f64) -> u64 {
+        self.promote(queue, now);
+        self.queues
+            .get(queue)
+            .map_or(0, |q| q.ready_len() + q.delayed_len())
+    }
+
+    /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
+    /// lock expired, or a token is given and does not match.
+    pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
+        let Some(e) = self.map.get_mut(id) else {
+            return false;
+        };
+        if e.rec.state != JobState::Active {
+            return false;
+        }
+        // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's
+        // own token; an expired lock is not renewed.
+        match (&mut e.lock, token.filter(|t| !t.is_empty())) {
+            (Some(lock), t) if t.is_none_or(|t| t == lock.token) && now < lock.expires_at => {
+                lock.expires_at = now + duration;
+                lock.renewals += 1;
+                e.run.last_heartbeat = now;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// `Job not found` / `Job is not active (current state: <state>)`, as bunqueue words them.
+    pub fn require_active(&mut self, id: &str, now: f64) -> Result<(), String> {
+        match self.get_state(id, now) {
+            "unknown" => Err("Job not found".into()),
+            "active" => Ok(()),
+            s => Err(format!("Job is not active (current state: {s})")),
+        }
+    }
+
+    pub fn note_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
+        let Some(e) = self.map.get_mut(id) else {
+            return;
+        };
+        // A FAIL with at least one string line replaces the trace (with none if every line is
+        // blank), as bunqueue's `failJob` does.
+        let sent = stack
+            .and_then(Value::as_array)
+            .is_some_and(|l| l.iter().any(|x| x.as_str().is_some()));
+        if sent {
+            let limit = e.rec.options.as_ref().and_then(|o| o.stack_trace_limit);
+            e.run.stacktrace = timeline::stacktrace(stack, limit);
+        }
+    }
+
+    /// Update: replaces the data of a waiting, delayed or active job; false for a finished or
+    /// unknown one (bunqueue's `Job not found or cannot be updated`). Persisted as the whole
+    /// record, so a SQLite-backed broker keeps the change across a restart.
+    pub fn update_data(&mut self, id: &str, data: Value) -> bool {
+        let Some(e) = self.map.get_mut(id) else {
+            return false;
+        };
+        if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
+            return false;
+        }
+        e.rec.data = data;
+        let op = StoreOp::Put(Box::new(e.rec.clone()));
+        self.record(op);
+        true
+    }
+
+    /// Files a job taken out of the active set as waiting, its run time unchanged, recorded.
+    pub fn refile_ready(&mut self, id: &str) {
+        let Some(e) = self.map.get_mut(id) else {
+            return;
+        };
+        e.rec.state = JobState::Waiting;
+        let op = update_op(&e.rec);
+        let q = index_in(&mut self.queues, &e.rec.queue);
+        q.file_ready(&e.rec);
+        q.notify.notify_waiters();
+        self.record(op);
+    }
+
+    /// Files a failed job as delayed until its retry, after its backoff, recorded.
+    pub fn file_retry(&mut self, id: &str, jitter: f64, now: f64) {
+        let Some(e) = self.map.get_mut(id) else {
+            return;
+        };
+        e.run.shown_started = None;
+        let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
+        e.rec.run_at = now + delay;
+        e.rec.state = JobState::Delayed;
+        let op = update_op(&e.rec);
+        index_in(&mut self.queues, &e.rec.queue).file_delayed(&e.rec);
+        self.record(op);
+    }
+
+    /// Shows `custom` as the record's `customId` (a flow's jobs have their planned id without
+    /// one unless the input named it).
+    pub fn show_custom_id(&mut self, id: &str, custom: Option<String>) {
+        let Some(e) = self.map.get_mut(id) else {
+            return;
+        };
+        let mut o = e.rec.options.take().map_or_else(Default::default, |o| *o);
+        if o.custom_id == custom {
+            e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
+            return;
+        }
+        o.custom_id = custom;
+        e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
+        if self.journal.persistent() {
+            let rec = e.rec.clone();
+            self.record(StoreOp::Put(Box::new(rec)));
+        }
+    }
+
+    /// How many state changes were handed to the store so far: the difference across a call
+    /// is what a commit barrier for that call covers.
+    pub fn recorded(&self) -> u64 {
+        self.journal.recorded()
+    }
+
+    /// A commit barrier for durable replies covering the last `covering` recorded changes
+    /// (see [`Store::sync`]).
+    pub fn sync(&mut self, covering: u64) -> Option<SyncWaiter> {
+        self.journal.sync(covering)
+    }
+
+    /// Ops recorded but not yet committed.
+    pub fn backlog(&self) -> usize {
+        self.journal.backlog()
+    }
+
+    /// Hands one change to the store, counting it (see [`Jobs::recorded`]).
+    pub fn record(&mut self, op: StoreOp) {
+        self.journal.record(op);
+    }
+
+    /// Whether `queue` is paused.
+    pub fn is_paused(&self, queue: &str) -> bool {
+        self.queues.get(queue).is_some_and(|q| q.paused)
+    }
+
+    /// Promote: makes a delayed job waiting now (its run time becomes `now`, so it queues
+    /// behind the jobs already due, as in bunqueue). False if it is not delayed.
+    pub fn promote_job(&mut self, id: &str, now: f64) -> bool {
+        let Some(e) = self.map.get_mut(id) else {
+            return false;
+        };
+        if e.rec.state != JobState::Delayed {
+            return false;
+        }
+        let Some(q) = self.queues.get_mut(&e.rec.queue) else {
+            return false;
+        };
+        q.undelay(&e.rec);
+        e.rec.state = JobState::Waiting;
+        e.rec.run_at = e.rec.run_at.min(now);
+        q.file_ready(&e.rec);
+        q.notify.notify_waiters();
+        let op = update_op(&e.rec);
+        self.record(op);
+        true
+    }
+
+    /// ChangePriority: re-files a waiting or delayed job under a new priority (and, with
+    /// `lifo`, first among its equals). False for an unknown, active or finished job
+    /// (bunqueue's `Job not found or not in queue`).
+    pub fn change_priority(&mut self, id: &str, priority: i64, lifo: Option<bool>) -> bool {
+        let Some(e) = self.map.get_mut(id) else {
+            return false;
+        };
+        let Some(q) = self.queues.get_mut(&e.rec.queue) else {
+            return false;
+        };
+        match e.rec.state {
+            JobState::Waiting => {
+                q.unready(&e.rec);
+                e.rec.priority = priority;
+                if let Some(lifo) = lifo {
+                    e.rec.lifo = lifo;
+                }
+                q.file_ready(&e.rec);
+            }
+            JobState::Delayed => {
+                e.rec.priority = priority;
+                if let Some(lifo) = lifo {
+                    e.rec.lifo = lifo;
+                }
+            }
+            _ => return false,
+        }
+        // The update op does not carry the priority: the whole record is written again.
+        let rec = e.rec.clone();
+        if self.journal.persistent() {
+            self.record(StoreOp::Put(Box::new(rec)));
+        }
+        true
+    }
+
+    /// Every queue with an index entry (a queue holding jobs, paused, or being polled).
+    pub fn queue_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.queues.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// PromoteJobs: makes up to `count` delayed jobs of `queue` (all when `None`) waiting
+    /// now, soonest due first; how many.
+    pub fn promote_jobs(&mut self, queue: &str, count: Option<u64>, now: f64) -> u64 {
+        let Some(q) = self.queues.get(queue) else {
+            return 0;
+        };
+        let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+        let ids: Vec<String> = q.delayed_ids().take(n).cloned().collect();
+        ids.iter().filter(|id| self.promote_job(id, now)).count() as u64
+    }
+
+    /// GetCountsPerPriority: waiting and delayed jobs of `queue` by priority (bunqueue
+    /// counts its priority queue, which holds both).
+    pub fn counts_per_priority(&mut self, queue: &str) -> BTreeMap<i64, u64> {
+        let mut counts = BTreeMap::new();
+        let Some(q) = self.queues.get(queue) else {
+            return counts;
+        };
+        for id in q.queued_ids() {
+            if let Some(e) = self.map.get(id) {
+                *counts.entry(e.rec.priority).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+
+    /// Files a job that [`unfile`](Self::unfile) took out as waiting (`run_at <= now`) or
+    /// delayed, and records it.
+    pub fn refile(&mut self, id: &str, run_at: f64, now: f64) {
+        let Some(e) = self.map.get_mut(id) else {
+            return;
+        };
+        e.rec.run_at = run_at;
+        let ready = run_at <= now;
+        e.rec.state = if ready {
+            JobState::Waiting
+        } else {
+            JobState::Delayed
+        };
+        let rec = e.rec.clone();
+        let q = self.index(&rec.queue);
+        if ready {
+            q.file_ready(&rec);
+            q.notify.notify_waiters();
+        } else {
+            q.file_delayed(&rec);
+            // A long-poll sleeping until an earlier due time must see the new one.
+            q.notify.notify_waiters();
+        }
+        self.record(update_op(&rec));
+    }
+
+    /// RetryCompleted: completed job `id` of `queue`, or up to `count` completed jobs of it
+    /// (in completion order, all when `None`; only those completed at or before `before` when
+    /// given), run again from their first attempt; how many.
+    pub fn retry_completed(
+        &mut self,
+        queue: &str,
+        id: Option<&str>,
+        count: Option<u64>,
+        before: Option<f64>,
+        now: f64,
+    ) -> u64 {
+        let completed =
+            |e: &super::Entry| e.rec.queue == queue && e.rec.state == JobState::Completed;
+        // Completion order (bunqueue's, in memory), a job completed before a restart by its
+        // creation time.
+        let when = |e: &super::Entry| e.run.finished.unwrap_or((e.rec.created_at, 0));
+        let mut ids: Vec<(f64, u64, String)> = match id {
+            Some(id) => self
+                .map
+                .get(id)
+                .filter(|e| completed(e))
+                .map(|e| vec![(when(e).0, when(e).1, id.to_owned())])
+                .unwrap_or_default(),
+            None => self
+                .map
+                .values()
+                .filter(|e| completed(e))
+                .filter(|e| before.is_none_or(|t| when(e).0 <= t))
+                .map(|e| (when(e).0, when(e).1, e.rec.id.clone()))
+                .collect(),
+        };
+        ids.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+        let mut done = 0;
+        for (_, _, id) in ids.into_iter().take(n) {
+            if let Some(e) = self.map.get_mut(&id) {
+                e.rec.attempts = 0;
+                e.rec.result = None;
+            }
+            let q = self.index(queue);
+            q.completed = q.completed.saturating_sub(1);
+            self.refile(&id, now, now);
+            done += 1;
+        }
+        done
+    }
+
+    /// Whether `id` counts as completed for a dependency (bunqueue's `completedJobs`).
+    pub fn dependency_done(&self, id: &str) -> bool {
+        self.map
+            .get(id)
+            .is_some_and(|e| e.rec.state == JobState::Completed)
+    }
+
+    /// Jobs created so far (each push that adds one counts it).
+    pub fn jobs_created(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether a new job with these dependencies must wait for them.
+    pub fn must_wait(&self, depends_on: &[String]) -> bool {
+        depends_on.iter().any(|d| !self.dependency_done(d))
+    }
+
+    /// The dependencies of a new job still to complete.
+    pub fn unresolved(&self, depends_on: &[String]) -> Vec<String> {
+        depends_on
+            .iter()
+            .filter(|d| !self.dependency_done(d))
+            .cloned()
+            .collect()
+    }
+
+    /// GetChildrenValues: `"<queue>:<child>"` → return value of every completed child that
+    /// returned something, in the parent's `childrenIds` order; empty for an unknown parent.
+    pub fn children_values(&self, parent: &str) -> Vec<(String, Value)> {
+        let Some(l) = self.map.get(parent).and_then(|e| e.flow.as_ref()) else {
+            return Vec::new();
+        };
+        l.children
+            .iter()
+            .filter_map(|c| match self.map.get(c) {
+                Some(e) => {
+                    let v = e.rec.result.clone().filter(|v| *v != Value::Undefined)?;
+                    Some((format!("{}:{c}", e.rec.queue), v))
+                }
+                // Removed on completion: its kept value, under its bare id (bunqueue's key
+                // for a child it no longer finds).
+                None => l
+                    .kept
+                    .iter()
+                    .find(|(k, _)| k == c)
+                    .map(|(_, v)| (c.clone(), v.clone())),
+            })
+            .collect()
+    }
+
+    /// GetFailedChildrenValues (`ignored` false) or GetIgnoredChildrenFailures (true).
+    pub fn children_failures(&self, parent: &str, ignored: bool) -> Vec<(String, Value)> {
+        let Some(l) = self.map.get(parent).and_then(|e| e.flow.as_ref()) else {
+            return Vec::new();
+        };
+        let list = if ignored { &l.ignored } else { &l.failed };
+        list.iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+            .collect()
+    }
+
+    /// WaitJob's view of a job: `None` unknown, `Some(Some(result))` completed (its return
+    /// value, `Undefined` when none), `Some(None)` not completed yet.
+    pub fn completion(&self, id: &str) -> Option<Option<Value>> {
+        let e = self.map.get(id)?;
+        Some(
+            (e.rec.state == JobState::Completed)
+                .then(|| e.rec.result.clone().unwrap_or(Value::Undefined)),
+        )
+    }
+
+    /// The parent a new job links itself to, as bunqueue's `Queue.add` with `parent: {id,
+    /// queue}` (a `parentId` matched by `__parentId` and `__parentQueue` in its data; a bare
+    /// `parentId` is only recorded). Checked before anything is added, with bunqueue's errors.
+    pub fn parent_to_link(
+        &self,
+        custom_id: Option<&str>,
+        parent: Option<&str>,
+        data: &Value,
+    ) -> Result<Option<String>, String> {
+        let Some(parent) = parent.filter(|p| !p.is_empty()) else {
+            return Ok(None);
+        };
+        let decoded;
+        let data = match data {
+            Value::Raw(r) => {
+                decoded = r.decode().unwrap_or(Value::Nil);
+                &decoded
+            }
+            other => other,
+        };
+        let text = |k: &str| data.get(k).and_then(Value::as_str);
+        if text("__parentId") != Some(parent) {
+            return Ok(None);
+        }
+        let Some(expected) = text("__parentQueue").filter(|q| !q.is_empty()) else {
+            return Ok(None);
+        };
+        if custom_id == Some(parent) {
+            return Err("A job cannot be its own parent".into());
+        }
+        let e = self
+            .map
+            .get(parent)
+            .ok_or_else(|| format!("Parent job not found: {parent}"))?;
+        if !matches!(
+            e.rec.state,
+            JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
+        ) {
+            return Err(format!("Parent job {parent} is not linkable"));
+        }
+        if e.rec.queue != expected {
+            return Err(format!(
+                "Parent job {parent} belongs to queue {}, not {expected}",
+                e.rec.queue
+            ));
+        }
+        Ok(Some(parent.to_owned()))
+    }
+
+    /// A failed job about to run again from its first attempt, as bunqueue's `prepareRetry`
+    /// resets it: attempts, stalls and history cleared, a `waiting` step in its timeline.
+    pub fn prepare_retry(&mut self, id: &str, now: f64) {
+        if let Some(e) = self.map.get_mut(id) {
+            e.rec.attempts = 0;
+            e.run.stall_count = 0;
+            e.run.dlq = None;
+            e.run.shown_started = None;
+            e.run.last_heartbeat = now;
+            e.run.attempt_log.clear();
+            crate::queue::timeline::note(
+                &mut e.run.timeline,
+                crate::queue::timeline::Step {
+                    state: "waiting",
+                    at: now,
+                    error: None,
+                    attempt: None,
+                },
+            );
         }
     }
 }
@@ -172,7 +823,10 @@ pub(in crate::queue) fn new_record(
 }
 
 /// The index of `queue` in `queues`, made empty if it has none yet.
-pub(in crate::queue) fn index_in<'a>(queues: &'a mut HashMap<String, QueueIndex>, queue: &str) -> &'a mut QueueIndex {
+pub(in crate::queue) fn index_in<'a>(
+    queues: &'a mut HashMap<String, QueueIndex>,
+    queue: &str,
+) -> &'a mut QueueIndex {
     if !queues.contains_key(queue) {
         queues.insert(queue.to_owned(), QueueIndex::default());
     }
@@ -238,4 +892,3 @@ pub(in crate::queue) fn wire_links(job: &mut Job, e: &Entry) {
         job.children_ids = l.children.clone();
     }
 }
-

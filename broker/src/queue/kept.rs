@@ -173,7 +173,7 @@ impl State {
             Some("removeDependencyOnFailure") => Some(ChildFailure::RemoveDependency),
             _ => None,
         };
-        let depends_on = self.unresolved(&list("dependsOn"));
+        let depends_on = self.jobs.unresolved(&list("dependsOn"));
         let links = Links {
             parent: l.get("parent").and_then(Value::as_str).map(str::to_owned),
             children: list("children"),
@@ -188,14 +188,14 @@ impl State {
         e.flow = Some(Box::new(links));
         // Recovered as waiting (see `State::new`): it waits for its children again.
         if state == JobState::Waiting && !depends_on.is_empty() {
-            self.unready(id);
+            self.jobs.unready(id);
             let Some(e) = self.jobs.map.get_mut(id) else {
                 return;
             };
             e.rec.state = JobState::WaitingChildren;
             let op = update_op(&e.rec);
             self.park(id, &queue, &depends_on);
-            self.record(op);
+            self.jobs.record(op);
         }
     }
 

@@ -55,7 +55,7 @@ impl State {
             self.keep_job(id);
         }
         self.totals.finished(&queue, true, now);
-        self.index(&queue).failed += 1;
+        self.jobs.index(&queue).failed += 1;
         self.dlq.file(&queue, seq, id);
         let max = self.dlq.max_entries(&queue);
         self.evict_dlq(&queue, max);
@@ -66,41 +66,21 @@ impl State {
         for oldest in self.dlq.evict(queue, max) {
             // `forget` counts it out of `failed` (its DLQ slot is gone already).
             self.forget(&oldest);
-            self.record(StoreOp::Remove(oldest));
-        }
-    }
-
-    /// A failed job about to run again from its first attempt, as bunqueue's `prepareRetry`
-    /// resets it: attempts, stalls and history cleared, a `waiting` step in its timeline.
-    pub(in crate::queue) fn prepare_retry(&mut self, id: &str, now: f64) {
-        if let Some(e) = self.jobs.map.get_mut(id) {
-            e.rec.attempts = 0;
-            e.run.stall_count = 0;
-            e.run.dlq = None;
-            e.run.shown_started = None;
-            e.run.last_heartbeat = now;
-            e.run.attempt_log.clear();
-            crate::queue::timeline::note(
-                &mut e.run.timeline,
-                crate::queue::timeline::Step {
-                    state: "waiting",
-                    at: now,
-                    error: None,
-                    attempt: None,
-                },
-            );
+            self.jobs.record(StoreOp::Remove(oldest));
         }
     }
 
     /// Takes a failed job out of the DLQ (to run it again); its state is the caller's.
     pub(in crate::queue) fn leave_dlq(&mut self, id: &str) {
-        let Some(e) = self.jobs.map.get(id) else { return };
+        let Some(e) = self.jobs.map.get(id) else {
+            return;
+        };
         if e.rec.state != JobState::Failed {
             return;
         }
         let seq = e.run.finished.map(|(_, n)| n);
         let queue = e.rec.queue.clone();
-        let q = self.index(&queue);
+        let q = self.jobs.index(&queue);
         q.failed = q.failed.saturating_sub(1);
         if let Some(n) = seq {
             self.dlq.remove(&queue, n);
@@ -201,8 +181,8 @@ impl State {
                 }
             }
             self.leave_dlq(&id);
-            self.prepare_retry(&id, now);
-            self.refile(&id, now, now);
+            self.jobs.prepare_retry(&id, now);
+            self.jobs.refile(&id, now, now);
             done += 1;
         }
         done
@@ -213,7 +193,7 @@ impl State {
         let ids = self.dlq_ids(queue, None, now);
         for id in &ids {
             self.forget(id);
-            self.record(StoreOp::Remove(id.clone()));
+            self.jobs.record(StoreOp::Remove(id.clone()));
         }
         ids.len() as u64
     }
@@ -227,7 +207,7 @@ impl State {
             .is_some_and(|e| e.rec.queue == queue && e.rec.state == JobState::Failed);
         if there {
             self.forget(id);
-            self.record(StoreOp::Remove(id.to_owned()));
+            self.jobs.record(StoreOp::Remove(id.to_owned()));
         }
         there
     }
@@ -300,13 +280,13 @@ mod tests {
         assert_eq!((total, by[1], by[6]), (3, 2, 1));
 
         assert_eq!(s.retry_dlq("q", None, Some(1), None, 6.0), 1);
-        assert_eq!(s.get_state(&a, 6.0), "waiting");
+        assert_eq!(s.jobs.get_state(&a, 6.0), "waiting");
         assert_eq!(s.get_job_wire(&a, 6.0).unwrap().attempts, 0);
         assert!(s.remove_dlq_job("q", &b));
         assert!(!s.remove_dlq_job("q", &b));
         assert_eq!(s.purge_dlq("q", 7.0), 1);
-        assert_eq!(s.get_state(&c, 7.0), "unknown");
-        assert_eq!(s.counts("q", 7.0).failed, 0);
+        assert_eq!(s.jobs.get_state(&c, 7.0), "unknown");
+        assert_eq!(s.jobs.counts("q", 7.0).failed, 0);
     }
 
     /// Past bunqueue's `maxEntries` the oldest entry leaves for good: the DLQ stays bounded.
@@ -317,8 +297,8 @@ mod tests {
         for i in 1..=DLQ_MAX_ENTRIES {
             fail_one(&mut s, i as f64);
         }
-        assert_eq!(s.counts("q", 1e9).failed, DLQ_MAX_ENTRIES as u64);
-        assert_eq!(s.get_state(&first, 1e9), "unknown");
+        assert_eq!(s.jobs.counts("q", 1e9).failed, DLQ_MAX_ENTRIES as u64);
+        assert_eq!(s.jobs.get_state(&first, 1e9), "unknown");
         assert_eq!(s.dlq_entries("q", None, None, 1e9).len(), DLQ_MAX_ENTRIES);
     }
 }

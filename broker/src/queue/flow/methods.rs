@@ -6,18 +6,6 @@ use super::*;
 use crate::queue::State;
 
 impl State {
-    /// Whether `id` counts as completed for a dependency (bunqueue's `completedJobs`).
-    fn dependency_done(&self, id: &str) -> bool {
-        self.jobs.map
-            .get(id)
-            .is_some_and(|e| e.rec.state == JobState::Completed)
-    }
-
-    /// Jobs created so far (each push that adds one counts it).
-    pub fn jobs_created(&self) -> u64 {
-        self.jobs.seq
-    }
-
     /// Whether a flow may not use `id`: a job has it (any state), or jobs wait for it
     /// (bunqueue's `Flow job <id> already exists`).
     pub fn id_taken(&self, id: &str) -> bool {
@@ -29,23 +17,9 @@ impl State {
         self.job_record(id)
     }
 
-    /// Whether a new job with these dependencies must wait for them.
-    pub fn must_wait(&self, depends_on: &[String]) -> bool {
-        depends_on.iter().any(|d| !self.dependency_done(d))
-    }
-
-    /// The dependencies of a new job still to complete.
-    pub(in crate::queue) fn unresolved(&self, depends_on: &[String]) -> Vec<String> {
-        depends_on
-            .iter()
-            .filter(|d| !self.dependency_done(d))
-            .cloned()
-            .collect()
-    }
-
     /// Files a new job in `waiting-children`: counted, and its dependencies indexed.
     pub(in crate::queue) fn park(&mut self, id: &str, queue: &str, depends_on: &[String]) {
-        self.index(queue).waiting_children += 1;
+        self.jobs.index(queue).waiting_children += 1;
         for dep in depends_on {
             self.waits.add(dep, id);
         }
@@ -54,7 +28,9 @@ impl State {
     /// Takes a `waiting-children` job out of its count and the reverse index (to be filed
     /// elsewhere or forgotten).
     pub(in crate::queue) fn unpark(&mut self, id: &str) {
-        let Some(e) = self.jobs.map.get(id) else { return };
+        let Some(e) = self.jobs.map.get(id) else {
+            return;
+        };
         if e.rec.state != JobState::WaitingChildren {
             return;
         }
@@ -79,7 +55,7 @@ impl State {
             return;
         };
         let run_at = if run_now { now } else { run_at };
-        self.refile(id, run_at, now);
+        self.jobs.refile(id, run_at, now);
         // bunqueue's `checkpointDependencyPromotion`: the state it is released into.
         if let Some(e) = self.jobs.map.get_mut(id) {
             let state = if run_at > now {
@@ -156,7 +132,12 @@ impl State {
         id: &str,
         error: Option<&str>,
     ) -> Option<(String, ChildFailure, String)> {
-        self.jobs.map.get_mut(id)?.flow.as_mut()?.failed_for_good(error)
+        self.jobs
+            .map
+            .get_mut(id)?
+            .flow
+            .as_mut()?
+            .failed_for_good(error)
     }
 
     /// bunqueue's flow failure policies, applied to `parent` when child `child` (of `queue`)
@@ -190,7 +171,7 @@ impl State {
                 }
                 if waiting {
                     // Unparked above: filed now, to run at once.
-                    self.refile(&parent, now, now);
+                    self.jobs.refile(&parent, now, now);
                     self.emit_released(&parent);
                 }
             }
@@ -249,8 +230,8 @@ impl State {
         };
         match state {
             JobState::WaitingChildren => self.unpark(parent),
-            JobState::Waiting => self.unready(parent),
-            JobState::Delayed => self.undelay(parent),
+            JobState::Waiting => self.jobs.unready(parent),
+            JobState::Delayed => self.jobs.undelay(parent),
             _ => return,
         }
         let text = format!("Child job {child} failed: {error}");
@@ -327,66 +308,16 @@ impl State {
         }
         for id in [child, parent.as_str()] {
             if let Some(rec) = self.jobs.map.get(id).map(|e| e.rec.clone()) {
-                self.record(crate::store::StoreOp::Put(Box::new(rec)));
+                self.jobs.record(crate::store::StoreOp::Put(Box::new(rec)));
             }
         }
         if released {
             // Counted out of waiting-children by hand: its links no longer list the child.
             self.unpark(&parent);
-            self.refile(&parent, now, now);
+            self.jobs.refile(&parent, now, now);
             self.emit_released(&parent);
         }
         Ok(true)
-    }
-
-    /// The parent a new job links itself to, as bunqueue's `Queue.add` with `parent: {id,
-    /// queue}` (a `parentId` matched by `__parentId` and `__parentQueue` in its data; a bare
-    /// `parentId` is only recorded). Checked before anything is added, with bunqueue's errors.
-    pub fn parent_to_link(
-        &self,
-        custom_id: Option<&str>,
-        parent: Option<&str>,
-        data: &Value,
-    ) -> Result<Option<String>, String> {
-        let Some(parent) = parent.filter(|p| !p.is_empty()) else {
-            return Ok(None);
-        };
-        let decoded;
-        let data = match data {
-            Value::Raw(r) => {
-                decoded = r.decode().unwrap_or(Value::Nil);
-                &decoded
-            }
-            other => other,
-        };
-        let text = |k: &str| data.get(k).and_then(Value::as_str);
-        if text("__parentId") != Some(parent) {
-            return Ok(None);
-        }
-        let Some(expected) = text("__parentQueue").filter(|q| !q.is_empty()) else {
-            return Ok(None);
-        };
-        if custom_id == Some(parent) {
-            return Err("A job cannot be its own parent".into());
-        }
-        let e = self
-            .jobs
-            .map
-            .get(parent)
-            .ok_or_else(|| format!("Parent job not found: {parent}"))?;
-        if !matches!(
-            e.rec.state,
-            JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
-        ) {
-            return Err(format!("Parent job {parent} is not linkable"));
-        }
-        if e.rec.queue != expected {
-            return Err(format!(
-                "Parent job {parent} belongs to queue {}, not {expected}",
-                e.rec.queue
-            ));
-        }
-        Ok(Some(parent.to_owned()))
     }
 
     /// Links new job `child` to `parent` (checked by [`parent_to_link`]): the parent lists
@@ -401,8 +332,8 @@ impl State {
         let state = e.rec.state;
         let queue = e.rec.queue.clone();
         match state {
-            JobState::Waiting => self.unready(parent),
-            JobState::Delayed => self.undelay(parent),
+            JobState::Waiting => self.jobs.unready(parent),
+            JobState::Delayed => self.jobs.undelay(parent),
             JobState::WaitingChildren => {}
             _ => return,
         }
@@ -439,7 +370,7 @@ impl State {
             self.waits.add(child, parent);
         }
         if let Some(rec) = self.jobs.map.get(parent).map(|e| e.rec.clone()) {
-            self.record(crate::store::StoreOp::Put(Box::new(rec)));
+            self.jobs.record(crate::store::StoreOp::Put(Box::new(rec)));
         }
         if self.settings.is_on() {
             self.keep_job(parent);
@@ -462,41 +393,6 @@ impl State {
         }
     }
 
-    /// GetChildrenValues: `"<queue>:<child>"` → return value of every completed child that
-    /// returned something, in the parent's `childrenIds` order; empty for an unknown parent.
-    pub fn children_values(&self, parent: &str) -> Vec<(String, Value)> {
-        let Some(l) = self.jobs.map.get(parent).and_then(|e| e.flow.as_ref()) else {
-            return Vec::new();
-        };
-        l.children
-            .iter()
-            .filter_map(|c| match self.jobs.map.get(c) {
-                Some(e) => {
-                    let v = e.rec.result.clone().filter(|v| *v != Value::Undefined)?;
-                    Some((format!("{}:{c}", e.rec.queue), v))
-                }
-                // Removed on completion: its kept value, under its bare id (bunqueue's key
-                // for a child it no longer finds).
-                None => l
-                    .kept
-                    .iter()
-                    .find(|(k, _)| k == c)
-                    .map(|(_, v)| (c.clone(), v.clone())),
-            })
-            .collect()
-    }
-
-    /// GetFailedChildrenValues (`ignored` false) or GetIgnoredChildrenFailures (true).
-    pub fn children_failures(&self, parent: &str, ignored: bool) -> Vec<(String, Value)> {
-        let Some(l) = self.jobs.map.get(parent).and_then(|e| e.flow.as_ref()) else {
-            return Vec::new();
-        };
-        let list = if ignored { &l.ignored } else { &l.failed };
-        list.iter()
-            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
-            .collect()
-    }
-
     /// The signal WaitJob waits on for job `id` (woken when it completes). The caller drops
     /// its clone and calls [`forget_waiter`](Self::forget_waiter) when done.
     pub fn job_waiter(&mut self, id: &str) -> Arc<Notify> {
@@ -506,16 +402,6 @@ impl State {
     /// Frees the signal of `id` once no WaitJob holds it.
     pub fn forget_waiter(&mut self, id: &str) {
         self.waits.forget_waiter(id);
-    }
-
-    /// WaitJob's view of a job: `None` unknown, `Some(Some(result))` completed (its return
-    /// value, `Undefined` when none), `Some(None)` not completed yet.
-    pub fn completion(&self, id: &str) -> Option<Option<Value>> {
-        let e = self.jobs.map.get(id)?;
-        Some(
-            (e.rec.state == JobState::Completed)
-                .then(|| e.rec.result.clone().unwrap_or(Value::Undefined)),
-        )
     }
 }
 
@@ -596,16 +482,16 @@ mod tests {
     fn parent_waits_for_its_last_child() {
         let mut s = state();
         flow(&mut s, |o| o);
-        assert_eq!(s.get_state("p", 0.0), "waiting-children");
-        assert_eq!(s.counts("top", 0.0).waiting_children, 1);
-        assert_eq!(s.count("top", 0.0), 0);
+        assert_eq!(s.jobs.get_state("p", 0.0), "waiting-children");
+        assert_eq!(s.jobs.counts("top", 0.0).waiting_children, 1);
+        assert_eq!(s.jobs.count("top", 0.0), 0);
         assert!(pull(&mut s, "top", 0.0).is_none());
         let first = run(&mut s, true, Value::from(1_i64));
-        assert_eq!(s.get_state("p", 1.0), "waiting-children");
+        assert_eq!(s.jobs.get_state("p", 1.0), "waiting-children");
         run(&mut s, true, Value::from(2_i64));
-        assert_eq!(s.get_state("p", 1.0), "waiting");
-        assert_eq!(s.counts("top", 1.0).waiting_children, 0);
-        let values = s.children_values("p");
+        assert_eq!(s.jobs.get_state("p", 1.0), "waiting");
+        assert_eq!(s.jobs.counts("top", 1.0).waiting_children, 0);
+        let values = s.jobs.children_values("p");
         let expect = |id: &str| Value::from(if id == first { 1_i64 } else { 2 });
         assert_eq!(
             values,
@@ -630,8 +516,8 @@ mod tests {
         flow(&mut s, |o| o);
         run(&mut s, false, Value::Nil);
         run(&mut s, true, Value::Nil);
-        assert_eq!(s.get_state("p", 1.0), "waiting-children");
-        assert!(s.children_failures("p", false).is_empty());
+        assert_eq!(s.jobs.get_state("p", 1.0), "waiting-children");
+        assert!(s.jobs.children_failures("p", false).is_empty());
     }
 
     /// failParentOnFailure: the parent fails at once (DLQ, bunqueue's text) and leaves the
@@ -643,7 +529,7 @@ mod tests {
             set(o, |o| o.fail_parent_on_failure = Some(true))
         });
         let bad = run(&mut s, false, Value::Nil);
-        assert_eq!(s.get_state("p", 1.0), "failed");
+        assert_eq!(s.jobs.get_state("p", 1.0), "failed");
         let entry = s.jobs.map.get("p").and_then(|e| e.run.dlq.clone()).unwrap();
         assert_eq!(
             entry,
@@ -653,10 +539,10 @@ mod tests {
             )
         );
         assert_eq!(s.get_job_wire("p", 1.0).unwrap().failed_reason, None);
-        assert_eq!(s.counts("top", 1.0).failed, 1);
-        assert_eq!(s.counts("top", 1.0).waiting_children, 0);
+        assert_eq!(s.jobs.counts("top", 1.0).failed, 1);
+        assert_eq!(s.jobs.counts("top", 1.0).waiting_children, 0);
         run(&mut s, true, Value::Nil);
-        assert_eq!(s.get_state("p", 1.0), "failed");
+        assert_eq!(s.jobs.get_state("p", 1.0), "failed");
         assert!(!s.waits.has_dependents());
     }
 
@@ -670,9 +556,13 @@ mod tests {
             set(o, |o| o.continue_parent_on_failure = Some(true))
         });
         let bad = run(&mut s, false, Value::Nil);
-        assert_eq!(s.get_state("p", 1.0), "waiting", "released before c2 ran");
         assert_eq!(
-            s.children_failures("p", false),
+            s.jobs.get_state("p", 1.0),
+            "waiting",
+            "released before c2 ran"
+        );
+        assert_eq!(
+            s.jobs.children_failures("p", false),
             vec![(format!("kids:{bad}"), Value::from(format!("{bad} broke")))]
         );
         assert!(!s.waits.has_dependents());
@@ -687,15 +577,19 @@ mod tests {
                 }
             });
             run(&mut s, false, Value::Nil);
-            assert_eq!(s.get_state("p", 1.0), "waiting-children", "c2 still runs");
+            assert_eq!(
+                s.jobs.get_state("p", 1.0),
+                "waiting-children",
+                "c2 still runs"
+            );
             run(&mut s, true, Value::from(5_i64));
-            assert_eq!(s.get_state("p", 1.0), "waiting");
-            assert_eq!(s.children_failures("p", true).len(), ignored);
-            assert_eq!(s.children_values("p").len(), 1);
+            assert_eq!(s.jobs.get_state("p", 1.0), "waiting");
+            assert_eq!(s.jobs.children_failures("p", true).len(), ignored);
+            assert_eq!(s.jobs.children_values("p").len(), 1);
             // Completing the parent drops what it collected, as bunqueue does.
             let (id, token) = pull(&mut s, "top", 2.0).unwrap();
             s.ack(&id, Some(&token), None, false, 2.0).unwrap();
-            assert!(s.children_failures("p", true).is_empty());
+            assert!(s.jobs.children_failures("p", true).is_empty());
         }
     }
 
@@ -714,18 +608,18 @@ mod tests {
             0.0,
         );
         let c = s.push("q", JobSpec::new("c", Value::Nil).with_options(o), 0.0);
-        assert_eq!(s.get_state(&b, 0.0), "waiting-children");
+        assert_eq!(s.jobs.get_state(&b, 0.0), "waiting-children");
         assert!(s.cancel(&c));
-        assert_eq!(s.counts("q", 0.0).waiting_children, 1);
+        assert_eq!(s.jobs.counts("q", 0.0).waiting_children, 1);
         let (id, token) = pull(&mut s, "q", 1.0).unwrap();
         assert_eq!(id, a);
         s.ack(&id, Some(&token), None, false, 1.0).unwrap();
-        assert_eq!(s.get_state(&b, 1.0), "delayed", "its delay still runs");
+        assert_eq!(s.jobs.get_state(&b, 1.0), "delayed", "its delay still runs");
         assert!(!s.waits.has_dependents());
         // A dependency already completed: no wait.
         let o = JobOptions::new().depends_on(vec![a]);
         let d = s.push("q", JobSpec::new("d", Value::Nil).with_options(o), 1.0);
-        assert_eq!(s.get_state(&d, 1.0), "waiting");
+        assert_eq!(s.jobs.get_state(&d, 1.0), "waiting");
     }
 
     /// Children removed on completion still count as done, and their values stay readable
@@ -735,17 +629,17 @@ mod tests {
         let mut s = state();
         flow(&mut s, |o| o.remove_on_complete(true));
         let first = run(&mut s, true, Value::from(1_i64));
-        assert_eq!(s.get_state(&first, 1.0), "unknown", "removed");
+        assert_eq!(s.jobs.get_state(&first, 1.0), "unknown", "removed");
         run(&mut s, true, Value::from(2_i64));
-        assert_eq!(s.get_state("p", 1.0), "waiting");
-        let mut values = s.children_values("p");
+        assert_eq!(s.jobs.get_state("p", 1.0), "waiting");
+        let mut values = s.jobs.children_values("p");
         values.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(values.len(), 2);
         assert_eq!(values[0].0, "c1");
         let (id, token) = pull(&mut s, "top", 2.0).unwrap();
         s.ack(&id, Some(&token), None, false, 2.0).unwrap();
         assert!(
-            s.children_values("p").is_empty(),
+            s.jobs.children_values("p").is_empty(),
             "released with the parent"
         );
     }
@@ -758,7 +652,7 @@ mod tests {
         let mut s = state();
         flow(&mut s, |o| o);
         assert_eq!(s.remove_child_dependency("c1", 0.0), Ok(true));
-        assert_eq!(s.get_state("p", 0.0), "waiting-children");
+        assert_eq!(s.jobs.get_state("p", 0.0), "waiting-children");
         assert_eq!(s.get_job_wire("p", 0.0).unwrap().children_ids, ["c2"]);
         assert_eq!(
             s.remove_child_dependency("c1", 0.0),
@@ -769,16 +663,16 @@ mod tests {
             Err("Job not found: zz".into())
         );
         assert_eq!(s.remove_child_dependency("c2", 0.0), Ok(true));
-        assert_eq!(s.get_state("p", 0.0), "waiting");
+        assert_eq!(s.jobs.get_state("p", 0.0), "waiting");
         assert!(!s.waits.has_dependents());
 
         let mut s = state();
         flow(&mut s, |o| o);
         s.remove_unprocessed_children("p");
-        assert_eq!(s.get_state("c1", 0.0), "unknown");
-        assert_eq!(s.get_state("c2", 0.0), "unknown");
+        assert_eq!(s.jobs.get_state("c1", 0.0), "unknown");
+        assert_eq!(s.jobs.get_state("c2", 0.0), "unknown");
         assert_eq!(
-            s.get_state("p", 0.0),
+            s.jobs.get_state("p", 0.0),
             "waiting-children",
             "as bunqueue: stuck"
         );
@@ -795,19 +689,25 @@ mod tests {
             ("__parentQueue", Value::from("q")),
         ]);
         assert_eq!(
-            s.parent_to_link(None, Some(&host), &data),
+            s.jobs.parent_to_link(None, Some(&host), &data),
             Ok(Some(host.clone()))
         );
-        assert_eq!(s.parent_to_link(None, Some(&host), &Value::Nil), Ok(None));
+        assert_eq!(
+            s.jobs.parent_to_link(None, Some(&host), &Value::Nil),
+            Ok(None)
+        );
         let elsewhere = Value::map([
             ("__parentId", Value::from(host.as_str())),
             ("__parentQueue", Value::from("r")),
         ]);
-        assert!(s.parent_to_link(None, Some(&host), &elsewhere).is_err());
+        assert!(s
+            .jobs
+            .parent_to_link(None, Some(&host), &elsewhere)
+            .is_err());
         let o = set(JobOptions::new(), |o| o.parent_id = Some(host.clone()));
         let kid = s.push("q", JobSpec::new("kid", data).with_options(o), 0.0);
         s.link_parent(&host, &kid);
-        assert_eq!(s.get_state(&host, 0.0), "waiting-children");
+        assert_eq!(s.jobs.get_state(&host, 0.0), "waiting-children");
         assert_eq!(
             s.get_job_wire(&host, 0.0).unwrap().children_ids,
             vec![kid.clone()]
@@ -815,7 +715,7 @@ mod tests {
         let (id, token) = pull(&mut s, "q", 1.0).unwrap();
         assert_eq!(id, kid, "the parent waits");
         s.ack(&id, Some(&token), None, false, 1.0).unwrap();
-        assert_eq!(s.get_state(&host, 1.0), "waiting");
+        assert_eq!(s.jobs.get_state(&host, 1.0), "waiting");
         assert!(!s.waits.has_dependents());
     }
 
@@ -823,14 +723,14 @@ mod tests {
     #[test]
     fn completion_view() {
         let mut s = state();
-        assert_eq!(s.completion("x"), None);
+        assert_eq!(s.jobs.completion("x"), None);
         let id = s.push("kids", JobSpec::new("a", Value::Nil), 0.0);
-        assert_eq!(s.completion(&id), Some(None));
+        assert_eq!(s.jobs.completion(&id), Some(None));
         let waiter = s.job_waiter(&id);
         let (id, token) = pull(&mut s, "kids", 0.0).unwrap();
         s.ack(&id, Some(&token), Some(Value::from(3_i64)), false, 0.0)
             .unwrap();
-        assert_eq!(s.completion(&id), Some(Some(Value::from(3_i64))));
+        assert_eq!(s.jobs.completion(&id), Some(Some(Value::from(3_i64))));
         drop(waiter);
         s.forget_waiter(&id);
         assert!(s.waits.waiters.is_empty());

@@ -74,7 +74,7 @@ impl State {
                 ],
             );
             let rec = e.rec.clone();
-            self.record(StoreOp::Put(Box::new(rec)));
+            self.jobs.record(StoreOp::Put(Box::new(rec)));
         }
         if self.settings.is_on() {
             self.keep_job(child);
@@ -92,7 +92,7 @@ impl State {
                 let ids = l.children.iter().map(|c| Value::from(c.as_str())).collect();
                 e.rec.data = with_keys(&e.rec.data, &[("__childrenIds", Some(Value::Array(ids)))]);
                 let rec = e.rec.clone();
-                self.record(StoreOp::Put(Box::new(rec)));
+                self.jobs.record(StoreOp::Put(Box::new(rec)));
             }
             return Ok(());
         }
@@ -106,7 +106,7 @@ impl State {
         id: &str,
         token: Option<&str>,
     ) -> Result<bool, FinishError> {
-        self.check_lock(id, token)?;
+        self.jobs.check_lock(id, token)?;
         if !self
             .jobs
             .map
@@ -128,7 +128,7 @@ impl State {
         let queue = e.rec.queue.clone();
         let op = update_op(&e.rec);
         self.park(id, &queue, &deps);
-        self.record(op);
+        self.jobs.record(op);
         self.events.emit(&queue, "waiting-children", |ts| {
             vec![
                 ("jobId", Value::from(id)),

@@ -28,8 +28,7 @@ use jobs::{
 use jobs::{wire_job, wire_links};
 pub(crate) use workers::Worker;
 
-/// Queue lookups and control (pause, drain, promote, …): the state methods behind
-/// `crate::ops::{lookup, control}`.
+/// Queue lookups and control on the jobs (pause, promote, listings, …).
 pub(crate) mod admin;
 /// The [`State`] methods that route a request to the owner of its concern.
 mod compose;
@@ -53,6 +52,8 @@ pub(crate) mod journal;
 pub(crate) mod kept;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
 pub(crate) mod limits;
+/// The commands that move jobs across concerns (cancel, drain, obliterate, clean, …).
+mod moves;
 /// A job's progress and log lines.
 pub(crate) mod progress;
 /// The jobs handed out and not yet finished.
@@ -325,7 +326,8 @@ impl State {
         let (id, queue) = (rec.id.clone(), rec.queue.clone());
         self.admit(rec);
         if parked {
-            self.park(&id, &queue, &links.depends_on);
+            self.jobs
+                .park(&id, &queue, &links.depends_on, &mut self.waits);
         }
         if let Some(e) = self.jobs.map.get_mut(&id) {
             e.run = run;
@@ -348,7 +350,7 @@ impl State {
         // A parked job has its dependencies indexed: with none indexed (the common case),
         // nothing is parked and `id` need not be looked up.
         if self.waits.has_dependents() {
-            self.unpark(id);
+            self.jobs.unpark(id, &mut self.waits);
         }
         if self.settings.has_jobs() {
             self.forget_kept_job(id);

@@ -1,42 +1,14 @@
-//! Queue lookups and control on the broker's state: pause/resume, drain, obliterate, job
-//! listings, promote, change priority, remove. A child of `queue` so that it reaches the
-//! indexes directly, kept apart so that the hot path's file stays as it was.
+//! Queue lookups and control on the jobs: pause/resume, job listings, promote, change
+//! priority, and the jobs that drain, obliterate, clean and the moves take out; what else
+//! those commands do (events, the DLQ, unique keys) is `moves`'s.
 
-use std::collections::HashSet;
+use std::collections::BTreeMap;
 
 use autobatch_core::wire::{JobState as WireState, Value};
 
-use crate::events::{js_number, Fields};
-
-use super::{index_in, state_name, update_op, FinishError, JobState, State, StoreOp};
-
-/// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
-fn queue_event(queue: &str) -> impl FnOnce(f64) -> Fields + '_ {
-    move |ts| {
-        vec![
-            ("queue", Value::from(queue)),
-            ("jobId", Value::from("")),
-            ("timestamp", Value::F64(ts)),
-        ]
-    }
-}
-
-/// `{jobId, queue, timestamp, …extra}`: the key order of bunqueue's job-management events
-/// (`removed`, `delayed`, `waiting`).
-fn id_first<const N: usize>(
-    queue: &str,
-    id: &str,
-    ts: f64,
-    extra: [(&'static str, Value); N],
-) -> Fields {
-    let mut f = vec![
-        ("jobId", Value::from(id)),
-        ("queue", Value::from(queue)),
-        ("timestamp", Value::F64(ts)),
-    ];
-    f.extend(extra);
-    f
-}
+use super::flow::Waits;
+use super::progress::Progress;
+use super::{index_in, state_name, update_op, FinishError, JobState, Jobs, StoreOp};
 
 /// Why a job could not be moved (see [`State::delay_job`], [`State::discard`],
 /// [`State::move_to_wait`]).
@@ -77,113 +49,170 @@ impl CleanState {
     }
 }
 
-impl State {
-    /// Pauses `queue`: pulls hand out nothing until [`resume`](Self::resume).
+impl Jobs {
+    /// Pauses `queue`: pulls hand out nothing until it is resumed.
     pub fn pause(&mut self, queue: &str) {
-        self.jobs.index(queue).paused = true;
-        self.events.emit(queue, "paused", queue_event(queue));
+        self.index(queue).paused = true;
     }
 
     /// Resumes `queue`, waking its long-polls.
     pub fn resume(&mut self, queue: &str) {
-        if let Some(q) = self.jobs.queues.get_mut(queue) {
+        if let Some(q) = self.queues.get_mut(queue) {
             q.paused = false;
             q.notify.notify_waiters();
         }
-        self.jobs.forget_queue_if_idle(queue);
-        self.events.emit(queue, "resumed", queue_event(queue));
+        self.forget_queue_if_idle(queue);
     }
 
-    /// Takes a waiting or delayed job out of its queue and drops it (recorded as removed).
-    /// False for any other state.
-    fn take_out(&mut self, id: &str) -> bool {
-        let Some(e) = self.jobs.map.get(id) else {
+    /// Takes a waiting or delayed job out of its queue's index, to be dropped (a job in
+    /// `waiting-children` too: dropping it takes it out of its count and the dependency
+    /// index). False for any other state.
+    pub fn unqueue(&mut self, id: &str) -> bool {
+        let Some(e) = self.map.get(id) else {
             return false;
         };
         let rec = &e.rec;
-        let Some(q) = self.jobs.queues.get_mut(&rec.queue) else {
+        let Some(q) = self.queues.get_mut(&rec.queue) else {
             return false;
         };
         match rec.state {
             JobState::Waiting => q.unready(rec),
             JobState::Delayed => q.undelay(rec),
-            // `forget` takes it out of its count and the dependency index.
             JobState::WaitingChildren => {}
             _ => return false,
         }
-        self.forget(id);
-        self.jobs.record(StoreOp::Remove(id.to_owned()));
         true
     }
 
-    /// Drain: removes every waiting and delayed job of `queue`; how many.
-    pub fn drain(&mut self, queue: &str) -> u64 {
-        let Some(q) = self.jobs.queues.get(queue) else {
-            return 0;
-        };
-        let ids: Vec<String> = q.queued_ids().cloned().collect();
-        ids.iter().filter(|id| self.take_out(id)).count() as u64
+    /// The waiting and delayed jobs of `queue`.
+    pub fn queued_ids(&self, queue: &str) -> Vec<String> {
+        self.queues
+            .get(queue)
+            .map(|q| q.queued_ids().cloned().collect())
+            .unwrap_or_default()
     }
 
-    /// Cancel: removes a waiting or delayed job. False for an unknown, active or finished
-    /// one (bunqueue's `Job not found or cannot be cancelled`).
-    pub fn cancel(&mut self, id: &str) -> bool {
-        let queue = self.jobs.map.get(id).map(|e| e.rec.queue.clone());
-        let removed = self.take_out(id);
-        if let (true, Some(queue)) = (removed, queue) {
-            // bunqueue's `removed` says `prev: "waiting"` for a delayed job too.
-            self.events.emit(&queue, "removed", |ts| {
-                id_first(&queue, id, ts, [("prev", Value::from("waiting"))])
-            });
-        }
-        removed
-    }
-
-    /// bunqueue's `delayed` event, `delay` in ms.
-    fn emit_delayed(&self, id: &str, delay: i64) {
-        if let Some(e) = self.jobs.map.get(id) {
-            let queue = e.rec.queue.as_str();
-            self.events.emit(queue, "delayed", |ts| {
-                id_first(queue, id, ts, [("delay", js_number(delay as f64))])
-            });
-        }
-    }
-
-    /// Obliterate: every job of `queue` in every state, and the queue itself (its pause
-    /// and limits too). Active jobs are dropped with their locks: their ACK then finds no job.
-    pub fn obliterate(&mut self, queue: &str) {
+    /// Takes every job of `queue` out, in every state, and empties its index: the jobs
+    /// dropped and the unique keys they held. Parked jobs leave `waits` too.
+    pub fn obliterate(&mut self, queue: &str, waits: &mut Waits) -> Vec<(String, Option<String>)> {
         let ids: Vec<String> = self
-            .jobs
             .map
             .iter()
             .filter(|(_, e)| e.rec.queue == queue)
             .map(|(id, _)| id.clone())
             .collect();
-        let gone: HashSet<&String> = ids.iter().collect();
-        self.running.drop_held(&gone);
-        for id in &ids {
+        let mut gone = Vec::with_capacity(ids.len());
+        for id in ids {
             // Out of the dependency index (its count goes with the index below).
-            self.unpark(id);
-            if let Some(e) = self.jobs.map.remove(id) {
-                if let Some(k) = &e.rec.unique_key {
-                    self.unique.release(&e.rec.queue, k, id);
-                }
-            }
-            self.jobs.record(StoreOp::Remove(id.clone()));
+            self.unpark(&id, waits);
+            let key = self.map.remove(&id).and_then(|e| e.rec.unique_key);
+            self.record(StoreOp::Remove(id.clone()));
+            gone.push((id, key));
         }
-        if let Some(q) = self.jobs.queues.get_mut(queue) {
+        if let Some(q) = self.queues.get_mut(queue) {
             // Long-polls keep their clone of the signal; a fresh index starts empty.
             q.clear();
         }
-        let groups = self.limits.group_names(queue);
-        self.limits.forget(queue);
-        self.keep_limits(queue);
-        for g in groups {
-            self.keep_group(queue, &g);
+        gone
+    }
+
+    /// Whether job `id` is live (waiting, delayed, active or waiting for children).
+    pub fn is_live(&self, id: &str) -> bool {
+        self.map.get(id).is_some_and(|e| e.rec.state.is_live())
+    }
+
+    /// The queue and unique key of job `id`, when it has one.
+    pub fn unique_key(&self, id: &str) -> Option<(&str, &str)> {
+        let e = self.map.get(id)?;
+        Some((e.rec.queue.as_str(), e.rec.unique_key.as_deref()?))
+    }
+
+    /// Takes a waiting or delayed job out of its index. `Ok(true)`: the job is active, for
+    /// the caller to take out of the running jobs. The job is left in no index: the caller
+    /// files it again.
+    pub fn unfile_queued(&mut self, id: &str) -> Result<bool, MoveError> {
+        let e = self.map.get(id).ok_or(MoveError::NotFound)?;
+        let rec = &e.rec;
+        match rec.state {
+            JobState::Waiting => index_in(&mut self.queues, &rec.queue).unready(rec),
+            JobState::Delayed => index_in(&mut self.queues, &rec.queue).undelay(rec),
+            JobState::Active => return Ok(true),
+            _ => return Err(MoveError::State(state_name(rec))),
         }
-        self.totals.forget(queue);
-        self.events.forget_journal(queue);
-        self.jobs.forget_queue_if_idle(queue);
+        Ok(false)
+    }
+
+    /// A job unfiled for Discard fails for good, its record's `startedAt` kept as `started`.
+    /// Returns the change to record once it is in the DLQ.
+    pub fn discarded(&mut self, id: &str, started: Option<f64>) -> Option<StoreOp> {
+        let e = self.map.get_mut(id)?;
+        e.run.shown_started = started;
+        e.rec.state = JobState::Failed;
+        Some(update_op(&e.rec))
+    }
+
+    /// The jobs [`State::clean`] removes, in the order it removes them: up to `limit` of
+    /// `queue` in `state` at least `grace` ms old.
+    ///
+    /// [`State::clean`]: super::State::clean
+    pub fn to_clean(
+        &mut self,
+        queue: &str,
+        grace: u64,
+        state: CleanState,
+        limit: usize,
+        now: f64,
+    ) -> Vec<String> {
+        let threshold = now - grace as f64;
+        // (time, tie-break, id): sorted, the order bunqueue removes them in.
+        let mut found: Vec<(f64, String, u64, String)> = match state {
+            CleanState::Nothing => return Vec::new(),
+            CleanState::Queued => {
+                self.promote(queue, now);
+                let Some(q) = self.queues.get(queue) else {
+                    return Vec::new();
+                };
+                q.queued_ids()
+                    .filter_map(|id| self.map.get(id))
+                    .filter(|e| e.rec.created_at <= threshold)
+                    .map(|e| (e.rec.created_at, e.rec.id.clone(), 0, e.rec.id.clone()))
+                    .collect()
+            }
+            CleanState::Completed => self.finished_before(queue, JobState::Completed, threshold),
+            CleanState::Failed => self.finished_before(queue, JobState::Failed, threshold),
+        };
+        found.sort_by(|a, b| {
+            a.0.total_cmp(&b.0)
+                .then_with(|| a.1.cmp(&b.1))
+                .then(a.2.cmp(&b.2))
+        });
+        found.into_iter().take(limit).map(|f| f.3).collect()
+    }
+
+    /// The jobs of `queue` that finished in state `want` at or before `threshold`, with
+    /// their sort keys (see [`to_clean`](Self::to_clean)).
+    fn finished_before(
+        &self,
+        queue: &str,
+        want: JobState,
+        threshold: f64,
+    ) -> Vec<(f64, String, u64, String)> {
+        self.map
+            .values()
+            .filter(|e| e.rec.queue == queue && e.rec.state == want)
+            .filter_map(|e| {
+                let (at, seq) = e.run.finished.unwrap_or((e.rec.created_at, 0));
+                (at <= threshold).then(|| {
+                    // Completed: by id within a millisecond; failed: by arrival.
+                    let tie = if want == JobState::Completed {
+                        e.rec.id.clone()
+                    } else {
+                        String::new()
+                    };
+                    (at, tie, seq, e.rec.id.clone())
+                })
+            })
+            .collect()
     }
 
     /// GetJobs: the jobs of `queue` in any of `states` (every state when empty), ordered as
@@ -198,14 +227,14 @@ impl State {
         limit: usize,
         asc: bool,
         now: f64,
+        extras: &Progress,
     ) -> Vec<Value> {
-        self.jobs.promote(queue, now);
+        self.promote(queue, now);
         // bunqueue's paused view: asked for by state, the ready jobs of a paused queue are
         // `paused` (listed only when `paused` is asked for); asked for every state, they keep
         // their own.
-        let paused_view = self.jobs.is_paused(queue) && !states.is_empty();
+        let paused_view = self.is_paused(queue) && !states.is_empty();
         let mut jobs: Vec<(f64, String, Value)> = self
-            .jobs
             .map
             .values()
             .filter(|e| e.rec.queue == queue)
@@ -218,7 +247,7 @@ impl State {
                     return None;
                 }
                 // bunqueue's listing: the whole record, with its state twice.
-                let mut job = super::view::record(e, self.extras.get(&e.rec.id));
+                let mut job = super::view::record(e, extras.get(&e.rec.id));
                 job.extend([
                     ("_state", Value::from(name)),
                     ("state", Value::from(name)),
@@ -248,216 +277,172 @@ impl State {
             .collect()
     }
 
-    /// The live job holding deduplication key `key` in `queue`.
-    pub fn deduplication_holder(&self, queue: &str, key: &str) -> Option<String> {
-        let id = self.unique.holder(queue, key)?;
-        self.jobs
-            .map
-            .get(id)
-            .is_some_and(|e| e.rec.state.is_live())
-            .then(|| id.clone())
+    /// Whether `queue` is paused.
+    pub fn is_paused(&self, queue: &str) -> bool {
+        self.queues.get(queue).is_some_and(|q| q.paused)
     }
 
-    /// RemoveDeduplicationKey: frees `key` in `queue`; how many keys (0 or 1).
-    pub fn remove_deduplication_key(&mut self, queue: &str, key: &str) -> u64 {
-        if self.deduplication_holder(queue, key).is_none() {
-            return 0;
-        }
-        self.unique.free(queue, key);
-        1
-    }
-
-    /// RemoveJobDeduplicationKey: frees the key job `id` holds, only while it holds it.
-    pub fn remove_job_deduplication_key(&mut self, id: &str) -> bool {
-        let Some(e) = self.jobs.map.get(id) else {
+    /// Promote: makes a delayed job waiting now (its run time becomes `now`, so it queues
+    /// behind the jobs already due, as in bunqueue). False if it is not delayed.
+    pub fn promote_job(&mut self, id: &str, now: f64) -> bool {
+        let Some(e) = self.map.get_mut(id) else {
             return false;
         };
-        let Some(k) = &e.rec.unique_key else {
+        if e.rec.state != JobState::Delayed {
+            return false;
+        }
+        let Some(q) = self.queues.get_mut(&e.rec.queue) else {
             return false;
         };
-        self.unique.release(&e.rec.queue, k, id)
-    }
-
-    /// Takes a waiting or delayed job out of its index, or an active one out of the active
-    /// set (its lock checked against `token` first). The job is left in no index: the caller
-    /// files it again.
-    pub(super) fn unfile(&mut self, id: &str, token: Option<&str>) -> Result<(), MoveError> {
-        self.jobs.check_lock(id, token).map_err(MoveError::Lock)?;
-        let e = self.jobs.map.get(id).ok_or(MoveError::NotFound)?;
-        let rec = &e.rec;
-        match rec.state {
-            JobState::Waiting => index_in(&mut self.jobs.queues, &rec.queue).unready(rec),
-            JobState::Delayed => index_in(&mut self.jobs.queues, &rec.queue).undelay(rec),
-            JobState::Active => {
-                self.finish(id).map_err(MoveError::Lock)?;
-            }
-            _ => return Err(MoveError::State(state_name(rec))),
-        }
-        Ok(())
-    }
-
-    /// ChangeDelay / MoveToDelayed (the same move in bunqueue): a waiting, delayed or active
-    /// job runs `delay` ms from `now` (a negative delay, which bunqueue takes, makes it due).
-    pub fn delay_job(
-        &mut self,
-        id: &str,
-        delay: i64,
-        token: Option<&str>,
-        now: f64,
-    ) -> Result<(), MoveError> {
-        let was_active = self
-            .jobs
-            .map
-            .get(id)
-            .is_some_and(|e| e.rec.state == JobState::Active);
-        self.unfile(id, token)?;
-        self.jobs.refile(id, now + delay as f64, now);
-        if was_active {
-            // 2.9.5 (`changeDelay`, behind both MoveToDelayed and ChangeDelay): `delayed` when
-            // an active job moves; a queued job's new delay emits nothing.
-            self.emit_delayed(id, delay);
-        }
-        Ok(())
-    }
-
-    /// Discard: a waiting, delayed or active job fails for good.
-    pub fn discard(&mut self, id: &str, token: Option<&str>, now: f64) -> Result<(), MoveError> {
-        // bunqueue's record keeps a discarded job's `startedAt`.
-        let started = self.jobs.map.get(id).and_then(|e| e.run.shown_started);
-        self.unfile(id, token)?;
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return Err(MoveError::NotFound);
-        };
-        e.run.shown_started = started;
-        e.rec.state = JobState::Failed;
+        q.undelay(&e.rec);
+        e.rec.state = JobState::Waiting;
+        e.rec.run_at = e.rec.run_at.min(now);
+        q.file_ready(&e.rec);
+        q.notify.notify_waiters();
         let op = update_op(&e.rec);
-        // bunqueue's `addToDlq` with its default reason and no error.
-        self.enter_dlq(id, now, "unknown", None);
-        self.jobs.record(op);
-        Ok(())
+        self.record(op);
+        true
     }
 
-    /// MoveToWait: an active job back to waiting (its token checked), a delayed one
-    /// promoted, a failed one run again from its first attempt; a waiting one is left alone.
-    /// Anything else: its state name, for bunqueue's `Cannot move job from state …`.
-    pub fn move_to_wait(
-        &mut self,
-        id: &str,
-        token: Option<&str>,
-        now: f64,
-    ) -> Result<(), MoveError> {
-        let Some(e) = self.jobs.map.get(id) else {
-            return Err(MoveError::State("unknown"));
+    /// ChangePriority: re-files a waiting or delayed job under a new priority (and, with
+    /// `lifo`, first among its equals). False for an unknown, active or finished job
+    /// (bunqueue's `Job not found or not in queue`).
+    pub fn change_priority(&mut self, id: &str, priority: i64, lifo: Option<bool>) -> bool {
+        let Some(e) = self.map.get_mut(id) else {
+            return false;
+        };
+        let Some(q) = self.queues.get_mut(&e.rec.queue) else {
+            return false;
         };
         match e.rec.state {
-            JobState::Waiting => Ok(()),
-            JobState::Active | JobState::Delayed => {
-                let was_active = e.rec.state == JobState::Active;
-                let queue = e.rec.queue.clone();
-                self.unfile(id, token)?;
-                self.jobs.refile(id, now, now);
-                if was_active {
-                    // bunqueue's moveActiveToWait: `waiting` with `prev: "active"`.
-                    self.events.emit(&queue, "waiting", |ts| {
-                        id_first(&queue, id, ts, [("prev", Value::from("active"))])
-                    });
+            JobState::Waiting => {
+                q.unready(&e.rec);
+                e.rec.priority = priority;
+                if let Some(lifo) = lifo {
+                    e.rec.lifo = lifo;
                 }
-                Ok(())
+                q.file_ready(&e.rec);
             }
-            JobState::Failed => {
-                self.leave_dlq(id);
-                // bunqueue keeps the job's timeline, so GetJob still shows the last failure
-                // as `failedReason` (seen by the differential test).
-                self.jobs.prepare_retry(id, now);
-                self.jobs.refile(id, now, now);
-                Ok(())
+            JobState::Delayed => {
+                e.rec.priority = priority;
+                if let Some(lifo) = lifo {
+                    e.rec.lifo = lifo;
+                }
             }
-            JobState::Completed => Err(MoveError::State("completed")),
-            JobState::WaitingChildren => Err(MoveError::State("waiting-children")),
+            _ => return false,
         }
+        // The update op does not carry the priority: the whole record is written again.
+        let rec = e.rec.clone();
+        if self.journal.persistent() {
+            self.record(StoreOp::Put(Box::new(rec)));
+        }
+        true
     }
 
-    /// Clean: removes up to `limit` jobs of `queue` in `state` that are at least `grace` ms
-    /// old, and returns their ids, in bunqueue's order: queued jobs by creation time then
-    /// id, completed jobs by completion time then id, failed jobs in the order they failed.
-    /// Removed silently (no event), logs and results with them.
-    ///
-    /// One difference, for queued jobs with a `limit` below their number: bunqueue takes the
-    /// `limit` oldest entries of an index that still holds jobs pulled since its last 10-s
-    /// sweep and removes those still queued, so it may remove fewer; the broker removes the
-    /// `limit` oldest queued jobs.
-    pub fn clean(
+    /// Every queue with an index entry (a queue holding jobs, paused, or being polled).
+    pub fn queue_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.queues.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// PromoteJobs: makes up to `count` delayed jobs of `queue` (all when `None`) waiting
+    /// now, soonest due first; how many.
+    pub fn promote_jobs(&mut self, queue: &str, count: Option<u64>, now: f64) -> u64 {
+        let Some(q) = self.queues.get(queue) else {
+            return 0;
+        };
+        let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+        let ids: Vec<String> = q.delayed_ids().take(n).cloned().collect();
+        ids.iter().filter(|id| self.promote_job(id, now)).count() as u64
+    }
+
+    /// GetCountsPerPriority: waiting and delayed jobs of `queue` by priority (bunqueue
+    /// counts its priority queue, which holds both).
+    pub fn counts_per_priority(&mut self, queue: &str) -> BTreeMap<i64, u64> {
+        let mut counts = BTreeMap::new();
+        let Some(q) = self.queues.get(queue) else {
+            return counts;
+        };
+        for id in q.queued_ids() {
+            if let Some(e) = self.map.get(id) {
+                *counts.entry(e.rec.priority).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+
+    /// Files a job that [`unfile`](Self::unfile) took out as waiting (`run_at <= now`) or
+    /// delayed, and records it.
+    pub fn refile(&mut self, id: &str, run_at: f64, now: f64) {
+        let Some(e) = self.map.get_mut(id) else {
+            return;
+        };
+        e.rec.run_at = run_at;
+        let ready = run_at <= now;
+        e.rec.state = if ready {
+            JobState::Waiting
+        } else {
+            JobState::Delayed
+        };
+        let rec = e.rec.clone();
+        let q = self.index(&rec.queue);
+        if ready {
+            q.file_ready(&rec);
+            q.notify.notify_waiters();
+        } else {
+            q.file_delayed(&rec);
+            // A long-poll sleeping until an earlier due time must see the new one.
+            q.notify.notify_waiters();
+        }
+        self.record(update_op(&rec));
+    }
+
+    /// RetryCompleted: completed job `id` of `queue`, or up to `count` completed jobs of it
+    /// (in completion order, all when `None`; only those completed at or before `before` when
+    /// given), run again from their first attempt; how many.
+    pub fn retry_completed(
         &mut self,
         queue: &str,
-        grace: u64,
-        state: CleanState,
-        limit: u64,
+        id: Option<&str>,
+        count: Option<u64>,
+        before: Option<f64>,
         now: f64,
-    ) -> Vec<String> {
-        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        if limit == 0 {
-            return Vec::new();
-        }
-        let threshold = now - grace as f64;
-        // (time, tie-break, id): sorted, the order bunqueue removes them in.
-        let mut found: Vec<(f64, String, u64, String)> = match state {
-            CleanState::Nothing => return Vec::new(),
-            CleanState::Queued => {
-                self.jobs.promote(queue, now);
-                let Some(q) = self.jobs.queues.get(queue) else {
-                    return Vec::new();
-                };
-                q.queued_ids()
-                    .filter_map(|id| self.jobs.map.get(id))
-                    .filter(|e| e.rec.created_at <= threshold)
-                    .map(|e| (e.rec.created_at, e.rec.id.clone(), 0, e.rec.id.clone()))
-                    .collect()
-            }
-            CleanState::Completed | CleanState::Failed => {
-                let want = if state == CleanState::Completed {
-                    JobState::Completed
-                } else {
-                    JobState::Failed
-                };
-                self.jobs
-                    .map
-                    .values()
-                    .filter(|e| e.rec.queue == queue && e.rec.state == want)
-                    .filter_map(|e| {
-                        let (at, seq) = e.run.finished.unwrap_or((e.rec.created_at, 0));
-                        (at <= threshold).then(|| {
-                            // Completed: by id within a millisecond; failed: by arrival.
-                            let tie = if want == JobState::Completed {
-                                e.rec.id.clone()
-                            } else {
-                                String::new()
-                            };
-                            (at, tie, seq, e.rec.id.clone())
-                        })
-                    })
-                    .collect()
-            }
+    ) -> u64 {
+        let completed =
+            |e: &super::Entry| e.rec.queue == queue && e.rec.state == JobState::Completed;
+        // Completion order (bunqueue's, in memory), a job completed before a restart by its
+        // creation time.
+        let when = |e: &super::Entry| e.run.finished.unwrap_or((e.rec.created_at, 0));
+        let mut ids: Vec<(f64, u64, String)> = match id {
+            Some(id) => self
+                .map
+                .get(id)
+                .filter(|e| completed(e))
+                .map(|e| vec![(when(e).0, when(e).1, id.to_owned())])
+                .unwrap_or_default(),
+            None => self
+                .map
+                .values()
+                .filter(|e| completed(e))
+                .filter(|e| before.is_none_or(|t| when(e).0 <= t))
+                .map(|e| (when(e).0, when(e).1, e.rec.id.clone()))
+                .collect(),
         };
-        found.sort_by(|a, b| {
-            a.0.total_cmp(&b.0)
-                .then_with(|| a.1.cmp(&b.1))
-                .then(a.2.cmp(&b.2))
-        });
-        let mut removed = Vec::new();
-        for (_, _, _, id) in found.into_iter().take(limit) {
-            let gone = match state {
-                CleanState::Queued => self.take_out(&id),
-                _ => {
-                    self.forget(&id);
-                    self.jobs.record(StoreOp::Remove(id.clone()));
-                    true
-                }
-            };
-            if gone {
-                removed.push(id);
+        ids.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+        let mut done = 0;
+        for (_, _, id) in ids.into_iter().take(n) {
+            if let Some(e) = self.map.get_mut(&id) {
+                e.rec.attempts = 0;
+                e.rec.result = None;
             }
+            let q = self.index(queue);
+            q.completed = q.completed.saturating_sub(1);
+            self.refile(&id, now, now);
+            done += 1;
         }
-        removed
+        done
     }
 }
 

@@ -2,7 +2,7 @@
 //! store they are written to (see `journal`). [`Jobs`] files, moves and looks up jobs; what a
 //! move means to another concern (a DLQ entry, a flow's waits, an event) is the caller's.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,6 +130,22 @@ impl Jobs {
 }
 
 impl Jobs {
+    /// Job `id`'s state, if there is such a job.
+    pub fn state_of(&self, id: &str) -> Option<JobState> {
+        self.map.get(id).map(|e| e.rec.state)
+    }
+
+    /// Job `id`'s queue, if there is such a job.
+    pub fn queue_of(&self, id: &str) -> Option<&str> {
+        self.map.get(id).map(|e| e.rec.queue.as_str())
+    }
+
+    /// When job `id`'s last run started, as its record shows it.
+    pub fn shown_started(&self, id: &str) -> Option<f64> {
+        self.map.get(id).and_then(|e| e.run.shown_started)
+    }
+
+    /// The index of `queue`, made empty if it has none yet.
     pub fn index(&mut self, queue: &str) -> &mut QueueIndex {
         index_in(&mut self.queues, queue)
     }
@@ -465,174 +481,6 @@ impl Jobs {
     /// Hands one change to the store, counting it (see [`Jobs::recorded`]).
     pub fn record(&mut self, op: StoreOp) {
         self.journal.record(op);
-    }
-
-    /// Whether `queue` is paused.
-    pub fn is_paused(&self, queue: &str) -> bool {
-        self.queues.get(queue).is_some_and(|q| q.paused)
-    }
-
-    /// Promote: makes a delayed job waiting now (its run time becomes `now`, so it queues
-    /// behind the jobs already due, as in bunqueue). False if it is not delayed.
-    pub fn promote_job(&mut self, id: &str, now: f64) -> bool {
-        let Some(e) = self.map.get_mut(id) else {
-            return false;
-        };
-        if e.rec.state != JobState::Delayed {
-            return false;
-        }
-        let Some(q) = self.queues.get_mut(&e.rec.queue) else {
-            return false;
-        };
-        q.undelay(&e.rec);
-        e.rec.state = JobState::Waiting;
-        e.rec.run_at = e.rec.run_at.min(now);
-        q.file_ready(&e.rec);
-        q.notify.notify_waiters();
-        let op = update_op(&e.rec);
-        self.record(op);
-        true
-    }
-
-    /// ChangePriority: re-files a waiting or delayed job under a new priority (and, with
-    /// `lifo`, first among its equals). False for an unknown, active or finished job
-    /// (bunqueue's `Job not found or not in queue`).
-    pub fn change_priority(&mut self, id: &str, priority: i64, lifo: Option<bool>) -> bool {
-        let Some(e) = self.map.get_mut(id) else {
-            return false;
-        };
-        let Some(q) = self.queues.get_mut(&e.rec.queue) else {
-            return false;
-        };
-        match e.rec.state {
-            JobState::Waiting => {
-                q.unready(&e.rec);
-                e.rec.priority = priority;
-                if let Some(lifo) = lifo {
-                    e.rec.lifo = lifo;
-                }
-                q.file_ready(&e.rec);
-            }
-            JobState::Delayed => {
-                e.rec.priority = priority;
-                if let Some(lifo) = lifo {
-                    e.rec.lifo = lifo;
-                }
-            }
-            _ => return false,
-        }
-        // The update op does not carry the priority: the whole record is written again.
-        let rec = e.rec.clone();
-        if self.journal.persistent() {
-            self.record(StoreOp::Put(Box::new(rec)));
-        }
-        true
-    }
-
-    /// Every queue with an index entry (a queue holding jobs, paused, or being polled).
-    pub fn queue_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.queues.keys().cloned().collect();
-        names.sort();
-        names
-    }
-
-    /// PromoteJobs: makes up to `count` delayed jobs of `queue` (all when `None`) waiting
-    /// now, soonest due first; how many.
-    pub fn promote_jobs(&mut self, queue: &str, count: Option<u64>, now: f64) -> u64 {
-        let Some(q) = self.queues.get(queue) else {
-            return 0;
-        };
-        let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
-        let ids: Vec<String> = q.delayed_ids().take(n).cloned().collect();
-        ids.iter().filter(|id| self.promote_job(id, now)).count() as u64
-    }
-
-    /// GetCountsPerPriority: waiting and delayed jobs of `queue` by priority (bunqueue
-    /// counts its priority queue, which holds both).
-    pub fn counts_per_priority(&mut self, queue: &str) -> BTreeMap<i64, u64> {
-        let mut counts = BTreeMap::new();
-        let Some(q) = self.queues.get(queue) else {
-            return counts;
-        };
-        for id in q.queued_ids() {
-            if let Some(e) = self.map.get(id) {
-                *counts.entry(e.rec.priority).or_insert(0) += 1;
-            }
-        }
-        counts
-    }
-
-    /// Files a job that [`unfile`](Self::unfile) took out as waiting (`run_at <= now`) or
-    /// delayed, and records it.
-    pub fn refile(&mut self, id: &str, run_at: f64, now: f64) {
-        let Some(e) = self.map.get_mut(id) else {
-            return;
-        };
-        e.rec.run_at = run_at;
-        let ready = run_at <= now;
-        e.rec.state = if ready {
-            JobState::Waiting
-        } else {
-            JobState::Delayed
-        };
-        let rec = e.rec.clone();
-        let q = self.index(&rec.queue);
-        if ready {
-            q.file_ready(&rec);
-            q.notify.notify_waiters();
-        } else {
-            q.file_delayed(&rec);
-            // A long-poll sleeping until an earlier due time must see the new one.
-            q.notify.notify_waiters();
-        }
-        self.record(update_op(&rec));
-    }
-
-    /// RetryCompleted: completed job `id` of `queue`, or up to `count` completed jobs of it
-    /// (in completion order, all when `None`; only those completed at or before `before` when
-    /// given), run again from their first attempt; how many.
-    pub fn retry_completed(
-        &mut self,
-        queue: &str,
-        id: Option<&str>,
-        count: Option<u64>,
-        before: Option<f64>,
-        now: f64,
-    ) -> u64 {
-        let completed =
-            |e: &super::Entry| e.rec.queue == queue && e.rec.state == JobState::Completed;
-        // Completion order (bunqueue's, in memory), a job completed before a restart by its
-        // creation time.
-        let when = |e: &super::Entry| e.run.finished.unwrap_or((e.rec.created_at, 0));
-        let mut ids: Vec<(f64, u64, String)> = match id {
-            Some(id) => self
-                .map
-                .get(id)
-                .filter(|e| completed(e))
-                .map(|e| vec![(when(e).0, when(e).1, id.to_owned())])
-                .unwrap_or_default(),
-            None => self
-                .map
-                .values()
-                .filter(|e| completed(e))
-                .filter(|e| before.is_none_or(|t| when(e).0 <= t))
-                .map(|e| (when(e).0, when(e).1, e.rec.id.clone()))
-                .collect(),
-        };
-        ids.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let n = count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
-        let mut done = 0;
-        for (_, _, id) in ids.into_iter().take(n) {
-            if let Some(e) = self.map.get_mut(&id) {
-                e.rec.attempts = 0;
-                e.rec.result = None;
-            }
-            let q = self.index(queue);
-            q.completed = q.completed.saturating_sub(1);
-            self.refile(&id, now, now);
-            done += 1;
-        }
-        done
     }
 
     /// Whether `id` counts as completed for a dependency (bunqueue's `completedJobs`).

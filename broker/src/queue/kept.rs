@@ -194,7 +194,7 @@ impl State {
             };
             e.rec.state = JobState::WaitingChildren;
             let op = update_op(&e.rec);
-            self.park(id, &queue, &depends_on);
+            self.jobs.park(id, &queue, &depends_on, &mut self.waits);
             self.jobs.record(op);
         }
     }

@@ -3,6 +3,7 @@
 //! `Links` without an import cycle.
 
 use super::*;
+use crate::queue::jobs::Jobs;
 use crate::queue::State;
 
 impl State {
@@ -17,40 +18,9 @@ impl State {
         self.job_record(id)
     }
 
-    /// Files a new job in `waiting-children`: counted, and its dependencies indexed.
-    pub(in crate::queue) fn park(&mut self, id: &str, queue: &str, depends_on: &[String]) {
-        self.jobs.index(queue).waiting_children += 1;
-        for dep in depends_on {
-            self.waits.add(dep, id);
-        }
-    }
-
-    /// Takes a `waiting-children` job out of its count and the reverse index (to be filed
-    /// elsewhere or forgotten).
-    pub(in crate::queue) fn unpark(&mut self, id: &str) {
-        let Some(e) = self.jobs.map.get(id) else {
-            return;
-        };
-        if e.rec.state != JobState::WaitingChildren {
-            return;
-        }
-        let deps = e
-            .flow
-            .as_ref()
-            .map(|l| l.depends_on.clone())
-            .unwrap_or_default();
-        let queue = e.rec.queue.clone();
-        if let Some(q) = self.jobs.queues.get_mut(&queue) {
-            q.waiting_children = q.waiting_children.saturating_sub(1);
-        }
-        for dep in deps {
-            self.waits.remove(id, &dep);
-        }
-    }
-
     /// A `waiting-children` job leaves for waiting or delayed (by its run time, or now).
     fn release(&mut self, id: &str, run_now: bool, now: f64) {
-        self.unpark(id);
+        self.jobs.unpark(id, &mut self.waits);
         let Some(run_at) = self.jobs.map.get(id).map(|e| e.rec.run_at) else {
             return;
         };
@@ -164,7 +134,7 @@ impl State {
             ChildFailure::FailParent => self.fail_parent(&parent, child, &error, now),
             ChildFailure::ContinueParent => {
                 let waiting = state == JobState::WaitingChildren;
-                self.unpark(&parent);
+                self.jobs.unpark(&parent, &mut self.waits);
                 if let Some(l) = self.jobs.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
                     put(&mut l.failed, key, error);
                     l.depends_on = Vec::new();
@@ -229,7 +199,7 @@ impl State {
             return;
         };
         match state {
-            JobState::WaitingChildren => self.unpark(parent),
+            JobState::WaitingChildren => self.jobs.unpark(parent, &mut self.waits),
             JobState::Waiting => self.jobs.unready(parent),
             JobState::Delayed => self.jobs.undelay(parent),
             _ => return,
@@ -313,7 +283,7 @@ impl State {
         }
         if released {
             // Counted out of waiting-children by hand: its links no longer list the child.
-            self.unpark(&parent);
+            self.jobs.unpark(&parent, &mut self.waits);
             self.jobs.refile(&parent, now, now);
             self.emit_released(&parent);
         }
@@ -365,7 +335,7 @@ impl State {
                     attempt: None,
                 },
             );
-            self.park(parent, &queue, &deps);
+            self.jobs.park(parent, &queue, &deps, &mut self.waits);
         } else if state == JobState::WaitingChildren && new_dep {
             self.waits.add(child, parent);
         }
@@ -402,6 +372,39 @@ impl State {
     /// Frees the signal of `id` once no WaitJob holds it.
     pub fn forget_waiter(&mut self, id: &str) {
         self.waits.forget_waiter(id);
+    }
+}
+
+impl Jobs {
+    /// Files a new job in `waiting-children`: counted, and its dependencies indexed.
+    pub fn park(&mut self, id: &str, queue: &str, depends_on: &[String], waits: &mut Waits) {
+        self.index(queue).waiting_children += 1;
+        for dep in depends_on {
+            waits.add(dep, id);
+        }
+    }
+
+    /// Takes a `waiting-children` job out of its count and the reverse index (to be filed
+    /// elsewhere or forgotten).
+    pub fn unpark(&mut self, id: &str, waits: &mut Waits) {
+        let Some(e) = self.map.get(id) else {
+            return;
+        };
+        if e.rec.state != JobState::WaitingChildren {
+            return;
+        }
+        let deps = e
+            .flow
+            .as_ref()
+            .map(|l| l.depends_on.clone())
+            .unwrap_or_default();
+        let queue = e.rec.queue.clone();
+        if let Some(q) = self.queues.get_mut(&queue) {
+            q.waiting_children = q.waiting_children.saturating_sub(1);
+        }
+        for dep in deps {
+            waits.remove(id, &dep);
+        }
     }
 }
 

@@ -127,7 +127,7 @@ impl State {
             .unwrap_or_default();
         let queue = e.rec.queue.clone();
         let op = update_op(&e.rec);
-        self.park(id, &queue, &deps);
+        self.jobs.park(id, &queue, &deps, &mut self.waits);
         self.jobs.record(op);
         self.events.emit(&queue, "waiting-children", |ts| {
             vec![

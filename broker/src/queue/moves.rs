@@ -1,0 +1,277 @@
+//! The commands that move jobs across concerns: cancel, drain, obliterate, the moves between
+//! states (delay, discard, back to waiting), clean, and the deduplication keys. [`Jobs`]
+//! takes the jobs out and files them again; here the other owners follow (events, the DLQ,
+//! unique keys, limits, totals).
+
+use std::collections::HashSet;
+
+use autobatch_core::wire::Value;
+
+use super::admin::{CleanState, MoveError};
+use super::{JobState, State, StoreOp};
+use crate::events::{js_number, Fields};
+
+/// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
+fn queue_event(queue: &str) -> impl FnOnce(f64) -> Fields + '_ {
+    move |ts| {
+        vec![
+            ("queue", Value::from(queue)),
+            ("jobId", Value::from("")),
+            ("timestamp", Value::F64(ts)),
+        ]
+    }
+}
+
+/// `{jobId, queue, timestamp, …extra}`: the key order of bunqueue's job-management events
+/// (`removed`, `delayed`, `waiting`).
+fn id_first<const N: usize>(
+    queue: &str,
+    id: &str,
+    ts: f64,
+    extra: [(&'static str, Value); N],
+) -> Fields {
+    let mut f = vec![
+        ("jobId", Value::from(id)),
+        ("queue", Value::from(queue)),
+        ("timestamp", Value::F64(ts)),
+    ];
+    f.extend(extra);
+    f
+}
+
+impl State {
+    /// Pauses `queue`: pulls hand out nothing until [`resume`](Self::resume).
+    pub fn pause(&mut self, queue: &str) {
+        self.jobs.pause(queue);
+        self.events.emit(queue, "paused", queue_event(queue));
+    }
+
+    /// Resumes `queue`, waking its long-polls.
+    pub fn resume(&mut self, queue: &str) {
+        self.jobs.resume(queue);
+        self.events.emit(queue, "resumed", queue_event(queue));
+    }
+
+    /// Takes a waiting or delayed job out of its queue and drops it (recorded as removed).
+    /// False for any other state.
+    fn take_out(&mut self, id: &str) -> bool {
+        if !self.jobs.unqueue(id) {
+            return false;
+        }
+        self.forget(id);
+        self.jobs.record(StoreOp::Remove(id.to_owned()));
+        true
+    }
+
+    /// Drain: removes every waiting and delayed job of `queue`; how many.
+    pub fn drain(&mut self, queue: &str) -> u64 {
+        let ids = self.jobs.queued_ids(queue);
+        ids.iter().filter(|id| self.take_out(id)).count() as u64
+    }
+
+    /// Cancel: removes a waiting or delayed job. False for an unknown, active or finished
+    /// one (bunqueue's `Job not found or cannot be cancelled`).
+    pub fn cancel(&mut self, id: &str) -> bool {
+        let queue = self.jobs.queue_of(id).map(str::to_owned);
+        let removed = self.take_out(id);
+        if let (true, Some(queue)) = (removed, queue) {
+            // bunqueue's `removed` says `prev: "waiting"` for a delayed job too.
+            self.events.emit(&queue, "removed", |ts| {
+                id_first(&queue, id, ts, [("prev", Value::from("waiting"))])
+            });
+        }
+        removed
+    }
+
+    /// bunqueue's `delayed` event, `delay` in ms.
+    fn emit_delayed(&self, id: &str, delay: i64) {
+        if let Some(queue) = self.jobs.queue_of(id) {
+            self.events.emit(queue, "delayed", |ts| {
+                id_first(queue, id, ts, [("delay", js_number(delay as f64))])
+            });
+        }
+    }
+
+    /// Obliterate: every job of `queue` in every state, and the queue itself (its pause
+    /// and limits too). Active jobs are dropped with their locks: their ACK then finds no job.
+    pub fn obliterate(&mut self, queue: &str) {
+        let gone = self.jobs.obliterate(queue, &mut self.waits);
+        let ids: HashSet<&String> = gone.iter().map(|(id, _)| id).collect();
+        self.running.drop_held(&ids);
+        for (id, key) in &gone {
+            if let Some(k) = key {
+                self.unique.release(queue, k, id);
+            }
+        }
+        let groups = self.limits.group_names(queue);
+        self.limits.forget(queue);
+        self.keep_limits(queue);
+        for g in groups {
+            self.keep_group(queue, &g);
+        }
+        self.totals.forget(queue);
+        self.events.forget_journal(queue);
+        self.jobs.forget_queue_if_idle(queue);
+    }
+
+    /// GetJobs (see [`super::Jobs::list_jobs`]).
+    pub fn list_jobs(
+        &mut self,
+        queue: &str,
+        states: &[autobatch_core::wire::JobState],
+        offset: usize,
+        limit: usize,
+        asc: bool,
+        now: f64,
+    ) -> Vec<Value> {
+        self.jobs
+            .list_jobs(queue, states, offset, limit, asc, now, &self.extras)
+    }
+
+    /// The live job holding deduplication key `key` in `queue`.
+    pub fn deduplication_holder(&self, queue: &str, key: &str) -> Option<String> {
+        let id = self.unique.holder(queue, key)?;
+        self.jobs.is_live(id).then(|| id.clone())
+    }
+
+    /// RemoveDeduplicationKey: frees `key` in `queue`; how many keys (0 or 1).
+    pub fn remove_deduplication_key(&mut self, queue: &str, key: &str) -> u64 {
+        if self.deduplication_holder(queue, key).is_none() {
+            return 0;
+        }
+        self.unique.free(queue, key);
+        1
+    }
+
+    /// RemoveJobDeduplicationKey: frees the key job `id` holds, only while it holds it.
+    pub fn remove_job_deduplication_key(&mut self, id: &str) -> bool {
+        let Some((queue, key)) = self.jobs.unique_key(id) else {
+            return false;
+        };
+        self.unique.release(queue, key, id)
+    }
+
+    /// Takes a waiting or delayed job out of its index, or an active one out of the active
+    /// set (its lock checked against `token` first). The job is left in no index: the caller
+    /// files it again.
+    pub(super) fn unfile(&mut self, id: &str, token: Option<&str>) -> Result<(), MoveError> {
+        self.jobs.check_lock(id, token).map_err(MoveError::Lock)?;
+        if self.jobs.unfile_queued(id)? {
+            self.finish(id).map_err(MoveError::Lock)?;
+        }
+        Ok(())
+    }
+
+    /// ChangeDelay / MoveToDelayed (the same move in bunqueue): a waiting, delayed or active
+    /// job runs `delay` ms from `now` (a negative delay, which bunqueue takes, makes it due).
+    pub fn delay_job(
+        &mut self,
+        id: &str,
+        delay: i64,
+        token: Option<&str>,
+        now: f64,
+    ) -> Result<(), MoveError> {
+        let was_active = self.jobs.state_of(id) == Some(JobState::Active);
+        self.unfile(id, token)?;
+        self.jobs.refile(id, now + delay as f64, now);
+        if was_active {
+            // 2.9.5 (`changeDelay`, behind both MoveToDelayed and ChangeDelay): `delayed` when
+            // an active job moves; a queued job's new delay emits nothing.
+            self.emit_delayed(id, delay);
+        }
+        Ok(())
+    }
+
+    /// Discard: a waiting, delayed or active job fails for good.
+    pub fn discard(&mut self, id: &str, token: Option<&str>, now: f64) -> Result<(), MoveError> {
+        // bunqueue's record keeps a discarded job's `startedAt`.
+        let started = self.jobs.shown_started(id);
+        self.unfile(id, token)?;
+        let op = self
+            .jobs
+            .discarded(id, started)
+            .ok_or(MoveError::NotFound)?;
+        // bunqueue's `addToDlq` with its default reason and no error.
+        self.enter_dlq(id, now, "unknown", None);
+        self.jobs.record(op);
+        Ok(())
+    }
+
+    /// MoveToWait: an active job back to waiting (its token checked), a delayed one
+    /// promoted, a failed one run again from its first attempt; a waiting one is left alone.
+    /// Anything else: its state name, for bunqueue's `Cannot move job from state …`.
+    pub fn move_to_wait(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+        now: f64,
+    ) -> Result<(), MoveError> {
+        let Some(state) = self.jobs.state_of(id) else {
+            return Err(MoveError::State("unknown"));
+        };
+        match state {
+            JobState::Waiting => Ok(()),
+            JobState::Active | JobState::Delayed => {
+                let queue = self.jobs.queue_of(id).unwrap_or_default().to_owned();
+                self.unfile(id, token)?;
+                self.jobs.refile(id, now, now);
+                if state == JobState::Active {
+                    // bunqueue's moveActiveToWait: `waiting` with `prev: "active"`.
+                    self.events.emit(&queue, "waiting", |ts| {
+                        id_first(&queue, id, ts, [("prev", Value::from("active"))])
+                    });
+                }
+                Ok(())
+            }
+            JobState::Failed => {
+                self.leave_dlq(id);
+                // bunqueue keeps the job's timeline, so GetJob still shows the last failure
+                // as `failedReason` (seen by the differential test).
+                self.jobs.prepare_retry(id, now);
+                self.jobs.refile(id, now, now);
+                Ok(())
+            }
+            JobState::Completed => Err(MoveError::State("completed")),
+            JobState::WaitingChildren => Err(MoveError::State("waiting-children")),
+        }
+    }
+
+    /// Clean: removes up to `limit` jobs of `queue` in `state` that are at least `grace` ms
+    /// old, and returns their ids, in bunqueue's order: queued jobs by creation time then
+    /// id, completed jobs by completion time then id, failed jobs in the order they failed.
+    /// Removed silently (no event), logs and results with them.
+    ///
+    /// One difference, for queued jobs with a `limit` below their number: bunqueue takes the
+    /// `limit` oldest entries of an index that still holds jobs pulled since its last 10-s
+    /// sweep and removes those still queued, so it may remove fewer; the broker removes the
+    /// `limit` oldest queued jobs.
+    pub fn clean(
+        &mut self,
+        queue: &str,
+        grace: u64,
+        state: CleanState,
+        limit: u64,
+        now: f64,
+    ) -> Vec<String> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        if limit == 0 {
+            return Vec::new();
+        }
+        let found = self.jobs.to_clean(queue, grace, state, limit, now);
+        let mut removed = Vec::new();
+        for id in found {
+            let gone = match state {
+                CleanState::Queued => self.take_out(&id),
+                _ => {
+                    self.forget(&id);
+                    self.jobs.record(StoreOp::Remove(id.clone()));
+                    true
+                }
+            };
+            if gone {
+                removed.push(id);
+            }
+        }
+        removed
+    }
+}

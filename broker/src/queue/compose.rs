@@ -2,10 +2,11 @@
 //! (totals, schedulers, limits, the DLQ, …) with what that owner needs from the others, and
 //! applies the effects it returns.
 
-use autobatch_core::ops::{ServerStats, StallConfig, StallConfigUpdate};
+use autobatch_core::ops::{DlqConfig, ServerStats, StallConfig, StallConfigUpdate};
 use autobatch_core::wire::Value;
 
 use super::cron::{self, Crons};
+use super::dlq::{Entry as DlqEntry, Filter};
 use super::kept::kind;
 use super::limits::groups::Groups;
 use super::totals::Totals;
@@ -255,5 +256,45 @@ impl State {
             ),
         ]);
         Some(Value::map(job))
+    }
+
+    /// GetDlqConfig.
+    pub fn dlq_config(&self, queue: &str) -> DlqConfig {
+        self.dlq.config(queue)
+    }
+
+    /// SetDlqConfig: merges `patch` into `queue`'s settings; a lower `maxEntries` evicts the
+    /// oldest entries at once, as bunqueue's does.
+    pub fn set_dlq_config(&mut self, queue: &str, patch: &Value) -> Result<(), String> {
+        let next = self.dlq.set_config(queue, patch)?;
+        self.keep_dlq(queue);
+        self.evict_dlq(queue, next.max_entries as usize);
+        Ok(())
+    }
+
+    /// `Dlq`: the entries of `queue`, oldest first, the first `count` of them when given.
+    pub fn dlq_entries(
+        &self,
+        queue: &str,
+        count: Option<u64>,
+        filter: Option<&Filter>,
+        now: f64,
+    ) -> Vec<DlqEntry> {
+        let ids = self
+            .dlq
+            .select(queue, filter, now, self.jobs.dlq_entry_of());
+        let max_age = self.dlq.max_age(queue);
+        self.jobs.dlq_entries(&ids, count, max_age, &self.extras)
+    }
+
+    /// `GetDlqStats`: `(total, per reason in [`REASONS`] order, expired, oldest, newest)`.
+    ///
+    /// [`REASONS`]: super::dlq::REASONS
+    pub fn dlq_stats(
+        &self,
+        queue: &str,
+        now: f64,
+    ) -> (u64, [u64; 7], u64, Option<f64>, Option<f64>) {
+        self.dlq.stats(queue, now, self.jobs.dlq_entry_of())
     }
 }

@@ -1,5 +1,6 @@
 //! The commands that move jobs across concerns: cancel, drain, obliterate, the moves between
-//! states (delay, discard, back to waiting), clean, and the deduplication keys. [`Jobs`]
+//! states (delay, discard, back to waiting), clean, the deduplication keys, and the DLQ's
+//! entries (in, evicted, retried, purged). [`Jobs`]
 //! takes the jobs out and files them again; here the other owners follow (events, the DLQ,
 //! unique keys, limits, totals).
 
@@ -8,6 +9,7 @@ use std::collections::HashSet;
 use autobatch_core::wire::Value;
 
 use super::admin::{CleanState, MoveError};
+use super::dlq::Filter;
 use super::{JobState, State, StoreOp};
 use crate::events::{js_number, Fields};
 
@@ -273,5 +275,116 @@ impl State {
             }
         }
         removed
+    }
+
+    /// Files a job that just failed for good in its queue's DLQ (it is `Failed` already or
+    /// about to be: the caller records the state), evicting the oldest entry past the
+    /// queue's `maxEntries`.
+    pub(in crate::queue) fn enter_dlq(
+        &mut self,
+        id: &str,
+        now: f64,
+        reason: &'static str,
+        error: Option<String>,
+    ) {
+        let Some((queue, seq)) = self.jobs.enter_dlq(id, now, reason, error) else {
+            return;
+        };
+        if self.settings.is_on() {
+            self.keep_job(id);
+        }
+        self.totals.finished(&queue, true, now);
+        self.dlq.file(&queue, seq, id);
+        let max = self.dlq.max_entries(&queue);
+        self.evict_dlq(&queue, max);
+    }
+
+    /// Drops the oldest DLQ entries of `queue` for good until at most `max` are left.
+    pub(in crate::queue) fn evict_dlq(&mut self, queue: &str, max: usize) {
+        for oldest in self.dlq.evict(queue, max) {
+            // `forget` counts it out of `failed` (its DLQ slot is gone already).
+            self.forget(&oldest);
+            self.jobs.record(StoreOp::Remove(oldest));
+        }
+    }
+
+    /// Takes a failed job out of the DLQ (to run it again); its state is the caller's.
+    pub(in crate::queue) fn leave_dlq(&mut self, id: &str) {
+        if let Some((queue, Some(seq))) = self.jobs.leave_dlq(id) {
+            self.dlq.remove(&queue, seq);
+        }
+    }
+
+    /// The DLQ ids of `queue` selected by `filter`, oldest first.
+    fn dlq_ids(&self, queue: &str, filter: Option<&Filter>, now: f64) -> Vec<String> {
+        self.dlq
+            .select(queue, filter, now, self.jobs.dlq_entry_of())
+    }
+
+    /// `RetryDlq`: runs DLQ jobs again from their first attempt, waiting now: one job, the
+    /// first `count`, the filtered ones, or all. A job whose unique key another live job holds
+    /// now stays (bunqueue's `canRetry`). How many were retried.
+    pub fn retry_dlq(
+        &mut self,
+        queue: &str,
+        id: Option<&str>,
+        count: Option<u64>,
+        filter: Option<&Filter>,
+        now: f64,
+    ) -> u64 {
+        let ids: Vec<String> = match (id, filter) {
+            (Some(id), None) => self
+                .dlq_ids(queue, None, now)
+                .into_iter()
+                .filter(|x| x == id)
+                .take(1)
+                .collect(),
+            (_, Some(f)) => self.dlq_ids(queue, Some(f), now),
+            (None, None) => {
+                let all = self.dlq_ids(queue, None, now);
+                match count {
+                    Some(c) => all.into_iter().take(c as usize).collect(),
+                    None => all,
+                }
+            }
+        };
+        let mut done = 0;
+        for id in ids {
+            if !self.jobs.exists(&id) {
+                continue;
+            }
+            if let Some((_, k)) = self.jobs.unique_key(&id) {
+                let holder = self.unique.holder(queue, k);
+                let held = holder.is_some_and(|h| *h != id && self.jobs.is_live(h));
+                if held {
+                    continue;
+                }
+            }
+            self.leave_dlq(&id);
+            self.jobs.prepare_retry(&id, now);
+            self.jobs.refile(&id, now, now);
+            done += 1;
+        }
+        done
+    }
+
+    /// `PurgeDlq`: drops every DLQ job of `queue` for good; how many.
+    pub fn purge_dlq(&mut self, queue: &str, now: f64) -> u64 {
+        let ids = self.dlq_ids(queue, None, now);
+        for id in &ids {
+            self.forget(id);
+            self.jobs.record(StoreOp::Remove(id.clone()));
+        }
+        ids.len() as u64
+    }
+
+    /// `RemoveDlqJob`: drops one DLQ job of `queue` for good; false if it is not there.
+    pub fn remove_dlq_job(&mut self, queue: &str, id: &str) -> bool {
+        let there = self.jobs.in_dlq(queue, id);
+        if there {
+            self.forget(id);
+            self.jobs.record(StoreOp::Remove(id.to_owned()));
+        }
+        there
     }
 }

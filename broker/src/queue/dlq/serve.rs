@@ -1,47 +1,33 @@
-//! The DLQ commands and a job's way into and out of the DLQ: what [`super::Dlq`] holds, read with
+//! A job's way into and out of the DLQ, on its record: what [`super::Dlq`] holds, read with
 //! the jobs' own records.
 
-use autobatch_core::ops::DlqConfig;
 use autobatch_core::wire::Value;
 
-use super::{Entry, Filter};
-use crate::queue::State;
-use crate::store::{JobState, StoreOp};
+use super::Entry;
+use crate::queue::jobs::Jobs;
+use crate::queue::progress::Progress;
+use crate::queue::{timeline, view};
+use crate::store::JobState;
 
-impl State {
-    /// GetDlqConfig.
-    pub fn dlq_config(&self, queue: &str) -> DlqConfig {
-        self.dlq.config(queue)
-    }
-
-    /// SetDlqConfig: merges `patch` into `queue`'s settings; a lower `maxEntries` evicts the
-    /// oldest entries at once, as bunqueue's does.
-    pub fn set_dlq_config(&mut self, queue: &str, patch: &Value) -> Result<(), String> {
-        let next = self.dlq.set_config(queue, patch)?;
-        self.keep_dlq(queue);
-        self.evict_dlq(queue, next.max_entries as usize);
-        Ok(())
-    }
-
-    /// Files a job that just failed for good in its queue's DLQ (it is `Failed` already or
-    /// about to be: the caller records the state), evicting the oldest entry past
-    /// the queue's `maxEntries`.
-    pub(in crate::queue) fn enter_dlq(
+impl Jobs {
+    /// Files a job that just failed for good as its queue's newest DLQ entry (it is `Failed`
+    /// already or about to be: the caller records the state): its finish numbered, its last
+    /// attempt and the entry's reason and error noted, counted as failed. Returns its queue
+    /// and its place in the DLQ, for [`super::Dlq::file`].
+    pub fn enter_dlq(
         &mut self,
         id: &str,
         now: f64,
         reason: &'static str,
         error: Option<String>,
-    ) {
-        let seq = self.jobs.finish_seq;
-        self.jobs.finish_seq += 1;
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return;
-        };
+    ) -> Option<(String, u64)> {
+        let seq = self.finish_seq;
+        self.finish_seq += 1;
+        let e = self.map.get_mut(id)?;
         e.run.finished = Some((now, seq));
         // The entry's last attempt (bunqueue's `createDlqEntry`).
         let started = e.run.shown_started;
-        e.run.attempt_log.push(crate::queue::timeline::Attempt {
+        e.run.attempt_log.push(timeline::Attempt {
             attempt: e.rec.attempts,
             started_at: started.unwrap_or(e.rec.created_at),
             failed_at: now,
@@ -51,75 +37,51 @@ impl State {
         });
         e.run.dlq = Some((reason, error));
         let queue = e.rec.queue.clone();
-        if self.settings.is_on() {
-            self.keep_job(id);
-        }
-        self.totals.finished(&queue, true, now);
-        self.jobs.index(&queue).failed += 1;
-        self.dlq.file(&queue, seq, id);
-        let max = self.dlq.max_entries(&queue);
-        self.evict_dlq(&queue, max);
+        self.index(&queue).failed += 1;
+        Some((queue, seq))
     }
 
-    /// Drops the oldest DLQ entries of `queue` for good until at most `max` are left.
-    pub(in crate::queue) fn evict_dlq(&mut self, queue: &str, max: usize) {
-        for oldest in self.dlq.evict(queue, max) {
-            // `forget` counts it out of `failed` (its DLQ slot is gone already).
-            self.forget(&oldest);
-            self.jobs.record(StoreOp::Remove(oldest));
-        }
-    }
-
-    /// Takes a failed job out of the DLQ (to run it again); its state is the caller's.
-    pub(in crate::queue) fn leave_dlq(&mut self, id: &str) {
-        let Some(e) = self.jobs.map.get(id) else {
-            return;
-        };
+    /// Takes a failed job out of its queue's failed count (to run it again; its state is
+    /// the caller's). Returns its queue and its place in the DLQ, for [`super::Dlq::remove`].
+    pub fn leave_dlq(&mut self, id: &str) -> Option<(String, Option<u64>)> {
+        let e = self.map.get(id)?;
         if e.rec.state != JobState::Failed {
-            return;
+            return None;
         }
         let seq = e.run.finished.map(|(_, n)| n);
         let queue = e.rec.queue.clone();
-        let q = self.jobs.index(&queue);
+        let q = self.index(&queue);
         q.failed = q.failed.saturating_sub(1);
-        if let Some(n) = seq {
-            self.dlq.remove(&queue, n);
-        }
-    }
-
-    /// The DLQ ids of `queue` selected by `filter`, oldest first.
-    fn dlq_ids(&self, queue: &str, filter: Option<&Filter>, now: f64) -> Vec<String> {
-        self.dlq.select(queue, filter, now, self.dlq_entry_of())
+        Some((queue, seq))
     }
 
     /// A DLQ job's `(enteredAt, reason)`, read from its record, for [`super::Dlq`]'s walks.
-    fn dlq_entry_of(&self) -> impl Fn(&str) -> Option<(f64, &'static str)> + '_ {
+    pub fn dlq_entry_of(&self) -> impl Fn(&str) -> Option<(f64, &'static str)> + '_ {
         |id| {
-            let e = self.jobs.map.get(id)?;
+            let e = self.map.get(id)?;
             let entered = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
             Some((entered, e.run.dlq.as_ref().map_or("unknown", |d| d.0)))
         }
     }
 
-    /// `Dlq`: the entries of `queue`, oldest first, the first `count` of them when given.
+    /// The DLQ entries of jobs `ids`, the first `count` of them when given; `max_age`: their
+    /// queue's.
     pub fn dlq_entries(
         &self,
-        queue: &str,
+        ids: &[String],
         count: Option<u64>,
-        filter: Option<&Filter>,
-        now: f64,
+        max_age: Option<f64>,
+        extras: &Progress,
     ) -> Vec<Entry> {
-        let ids = self.dlq_ids(queue, filter, now);
         let n = count.map_or(usize::MAX, |c| c as usize);
-        let max_age = self.dlq.max_age(queue);
         ids.iter()
             .take(n)
-            .filter_map(|id| self.jobs.map.get(id))
+            .filter_map(|id| self.map.get(id))
             .map(|e| {
                 let (reason, error) = e.run.dlq.clone().unwrap_or(("unknown", None));
                 let entered_at = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
                 Entry {
-                    job: Value::map(crate::queue::view::record(e, self.extras.get(&e.rec.id))),
+                    job: Value::map(view::record(e, extras.get(&e.rec.id))),
                     attempts: e.run.attempt_log.iter().map(|a| a.to_value()).collect(),
                     entered_at,
                     reason,
@@ -130,86 +92,11 @@ impl State {
             .collect()
     }
 
-    /// `GetDlqStats`: `(total, per reason in [`REASONS`] order, expired, oldest, newest)`.
-    pub fn dlq_stats(
-        &self,
-        queue: &str,
-        now: f64,
-    ) -> (u64, [u64; 7], u64, Option<f64>, Option<f64>) {
-        self.dlq.stats(queue, now, self.dlq_entry_of())
-    }
-
-    /// `RetryDlq`: runs DLQ jobs again from their first attempt, waiting now: one job, the
-    /// first `count`, the filtered ones, or all. A job whose unique key another live job holds
-    /// now stays (bunqueue's `canRetry`). How many were retried.
-    pub fn retry_dlq(
-        &mut self,
-        queue: &str,
-        id: Option<&str>,
-        count: Option<u64>,
-        filter: Option<&Filter>,
-        now: f64,
-    ) -> u64 {
-        let ids: Vec<String> = match (id, filter) {
-            (Some(id), None) => self
-                .dlq_ids(queue, None, now)
-                .into_iter()
-                .filter(|x| x == id)
-                .take(1)
-                .collect(),
-            (_, Some(f)) => self.dlq_ids(queue, Some(f), now),
-            (None, None) => {
-                let all = self.dlq_ids(queue, None, now);
-                match count {
-                    Some(c) => all.into_iter().take(c as usize).collect(),
-                    None => all,
-                }
-            }
-        };
-        let mut done = 0;
-        for id in ids {
-            let Some(e) = self.jobs.map.get(&id) else {
-                continue;
-            };
-            if let Some(k) = &e.rec.unique_key {
-                let holder = self.unique.holder(queue, k);
-                let held = holder.is_some_and(|h| {
-                    *h != id && self.jobs.map.get(h).is_some_and(|o| o.rec.state.is_live())
-                });
-                if held {
-                    continue;
-                }
-            }
-            self.leave_dlq(&id);
-            self.jobs.prepare_retry(&id, now);
-            self.jobs.refile(&id, now, now);
-            done += 1;
-        }
-        done
-    }
-
-    /// `PurgeDlq`: drops every DLQ job of `queue` for good; how many.
-    pub fn purge_dlq(&mut self, queue: &str, now: f64) -> u64 {
-        let ids = self.dlq_ids(queue, None, now);
-        for id in &ids {
-            self.forget(id);
-            self.jobs.record(StoreOp::Remove(id.clone()));
-        }
-        ids.len() as u64
-    }
-
-    /// `RemoveDlqJob`: drops one DLQ job of `queue` for good; false if it is not there.
-    pub fn remove_dlq_job(&mut self, queue: &str, id: &str) -> bool {
-        let there = self
-            .jobs
-            .map
+    /// Whether job `id` is in the DLQ of `queue`.
+    pub fn in_dlq(&self, queue: &str, id: &str) -> bool {
+        self.map
             .get(id)
-            .is_some_and(|e| e.rec.queue == queue && e.rec.state == JobState::Failed);
-        if there {
-            self.forget(id);
-            self.jobs.record(StoreOp::Remove(id.to_owned()));
-        }
-        there
+            .is_some_and(|e| e.rec.queue == queue && e.rec.state == JobState::Failed)
     }
 }
 

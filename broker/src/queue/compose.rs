@@ -2,7 +2,13 @@
 //! (totals, schedulers, limits, the DLQ, …) with what that owner needs from the others, and
 //! applies the effects it returns.
 
-use autobatch_core::ops::{DlqConfig, ServerStats, StallConfig, StallConfigUpdate};
+use std::io;
+
+use autobatch_core::ops::{
+    CronUpsert, DlqConfig, GetDlqConfig, GetStallConfig, Operation, ServerStats, StallConfig,
+    StallConfigUpdate,
+};
+use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::Value;
 
 use super::cron::{self, Crons};
@@ -14,6 +20,7 @@ use super::view;
 use super::workers::Worker;
 use super::{Jobs, State};
 use crate::events::js_number;
+use crate::store::settings::SettingsStore;
 
 impl State {
     /// The jobs, to look up and move (see [`Jobs`]).
@@ -296,5 +303,99 @@ impl State {
         now: f64,
     ) -> (u64, [u64; 7], u64, Option<f64>, Option<f64>) {
         self.dlq.stats(queue, now, self.jobs.dlq_entry_of())
+    }
+
+    /// Restores the settings `store` holds, then writes every later change to it.
+    pub fn attach_settings(&mut self, mut store: SettingsStore, now: f64) -> io::Result<()> {
+        for (kind, key, value) in store.load()? {
+            self.restore_setting(&kind, &key, &value, now);
+        }
+        let jobs = store.load_jobs()?;
+        self.settings.attach(store);
+        for (id, value) in jobs {
+            if self.jobs.restore_job(&id, &value, &mut self.waits) {
+                self.settings.note_job(&id);
+            } else {
+                self.settings.delete_stale_job(&id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes job `id`'s extras (forgets them once it has none), in SQLite mode.
+    pub(in crate::queue) fn keep_job(&mut self, id: &str) {
+        if self.settings.is_on() {
+            let extras = self.jobs.job_extras(id);
+            self.settings.put_job(id, extras);
+        }
+    }
+
+    /// Job `id` left for good: its extras go too.
+    pub(in crate::queue) fn forget_kept_job(&mut self, id: &str) {
+        self.settings.forget_job(id);
+    }
+
+    /// Writes setting `kind`/`key` (`None`: forgets it), in SQLite mode.
+    pub(in crate::queue) fn keep(&self, kind: &'static str, key: &str, value: Option<Value>) {
+        self.settings.put(kind, key, value);
+    }
+
+    /// Writes `queue`'s stall settings.
+    pub(in crate::queue) fn keep_stall(&self, queue: &str) {
+        if self.settings.is_on() {
+            let v = GetStallConfig::reply_body(&self.stall_config(queue));
+            self.keep(kind::STALL, queue, Some(v));
+        }
+    }
+
+    /// Writes `queue`'s DLQ settings.
+    pub(in crate::queue) fn keep_dlq(&self, queue: &str) {
+        if self.settings.is_on() {
+            let v = GetDlqConfig::reply_body(&self.dlq.config(queue));
+            self.keep(kind::DLQ, queue, Some(v));
+        }
+    }
+
+    /// Writes the controls of `group` of `queue`.
+    pub fn keep_group(&self, queue: &str, group: &str) {
+        if self.settings.is_on() {
+            let key = format!("{queue}\0{group}");
+            self.keep(kind::GROUP, &key, self.limits.group_setting(queue, group));
+        }
+    }
+
+    /// Writes scheduler `name` as it is now (forgets it when it is gone).
+    pub fn keep_cron(&self, name: &str) {
+        if self.settings.is_on() {
+            self.keep(kind::CRON, name, self.crons.setting(name));
+        }
+    }
+
+    fn restore_setting(&mut self, kind: &str, key: &str, value: &Value, now: f64) {
+        match kind {
+            kind::STALL => {
+                if let Ok(c) = GetStallConfig::read_reply(value) {
+                    self.stalls.restore(key, c);
+                }
+            }
+            kind::DLQ => {
+                if let Ok(c) = GetDlqConfig::read_reply(value) {
+                    self.dlq.restore_config(key, c);
+                }
+            }
+            kind::LIMITS => self.limits.restore(key, value, now),
+            kind::GROUP => {
+                if let Some((queue, group)) = key.split_once('\0') {
+                    self.limits.restore_group(queue, group, value);
+                }
+            }
+            kind::CRON => {
+                let op = value.get("request").map(CronUpsert::read_request);
+                if let Some(Ok(op)) = op {
+                    self.crons.restore(op, value, now);
+                }
+            }
+            _ => tracing::warn!(kind, key, "an unknown stored setting was skipped"),
+        }
     }
 }

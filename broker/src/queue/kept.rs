@@ -2,7 +2,7 @@
 //! it: each queue's stall settings, DLQ settings, rate and concurrency limits, its groups'
 //! pause, concurrency and rate limit, and the job schedulers (their executions and next run
 //! included). Each change is written to the settings table (`crate::store::settings`) as it
-//! is made, and read back by [`State::attach_settings`] when the broker starts.
+//! is made, and read back by `State::attach_settings` when the broker starts.
 //!
 //! Per job, what its row does not hold: its `timeout`, `ttl`, stall timeout and group, its flow
 //! links (a job that waited for its children waits again after the restart, for those not
@@ -15,17 +15,14 @@
 //! job that has not failed for good (written at every step, it would double the store's
 //! writes; after a restart such a job's timeline starts again from its recovered state).
 
-use std::io;
-
-use autobatch_core::ops::{ChildFailure, CronUpsert, GetDlqConfig, GetStallConfig, Operation};
-use autobatch_core::wire::server::ServeOperation;
+use autobatch_core::ops::ChildFailure;
 use autobatch_core::wire::Value;
 
 use super::dlq::REASONS;
 use super::flow::Links;
+use super::flow::Waits;
 use super::timeline::{Attempt, Step};
-use super::{update_op, RunInfo, State};
-use crate::store::settings::SettingsStore;
+use super::{update_op, Jobs, RunInfo};
 use crate::store::JobState;
 
 /// The kinds of setting rows.
@@ -37,23 +34,10 @@ pub(crate) mod kind {
     pub const CRON: &str = "cron";
 }
 
-impl State {
-    /// Restores the settings `store` holds, then writes every later change to it.
-    pub fn attach_settings(&mut self, mut store: SettingsStore, now: f64) -> io::Result<()> {
-        for (kind, key, value) in store.load()? {
-            self.restore_setting(&kind, &key, &value, now);
-        }
-        let jobs = store.load_jobs()?;
-        self.settings.attach(store);
-        for (id, value) in jobs {
-            self.restore_job(&id, &value);
-        }
-        Ok(())
-    }
-
+impl Jobs {
     /// Job `id`'s extras as a restart keeps them (see the module docs), `None` without any.
-    fn job_extras(&self, id: &str) -> Option<Value> {
-        let e = self.jobs.map.get(id)?;
+    pub fn job_extras(&self, id: &str) -> Option<Value> {
+        let e = self.map.get(id)?;
         let r = &e.run;
         let links = e.flow.as_deref();
         let has_links = links.is_some_and(|l| !l.is_empty() || l.policy.is_some());
@@ -128,35 +112,21 @@ impl State {
         ]))
     }
 
-    /// Writes job `id`'s extras (forgets them once it has none), in SQLite mode.
-    pub(in crate::queue) fn keep_job(&mut self, id: &str) {
-        if self.settings.is_on() {
-            let extras = self.job_extras(id);
-            self.settings.put_job(id, extras);
-        }
-    }
-
-    /// Job `id` left for good: its extras go too.
-    pub(in crate::queue) fn forget_kept_job(&mut self, id: &str) {
-        self.settings.forget_job(id);
-    }
-
-    /// Puts back job `id`'s extras; a job that waited for children not completed yet waits
-    /// again.
-    fn restore_job(&mut self, id: &str, v: &Value) {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            self.settings.delete_stale_job(id);
-            return;
+    /// Puts back job `id`'s extras (`v`, as [`job_extras`](Self::job_extras) wrote them); a
+    /// job that waited for children not completed yet waits again. False for an unknown job.
+    pub fn restore_job(&mut self, id: &str, v: &Value, waits: &mut Waits) -> bool {
+        let Some(e) = self.map.get_mut(id) else {
+            return false;
         };
         restore_run(&mut e.run, e.rec.state == JobState::Failed, v);
-        self.settings.note_job(id);
         if let Some(l) = v.get("links").filter(|l| !l.is_nullish()) {
-            self.restore_links(id, l);
+            self.restore_links(id, l, waits);
         }
+        true
     }
 
     /// Puts back job `id`'s flow links (`l`, as [`job_extras`](Self::job_extras) wrote them).
-    fn restore_links(&mut self, id: &str, l: &Value) {
+    fn restore_links(&mut self, id: &str, l: &Value, waits: &mut Waits) {
         let list = |k: &str| -> Vec<String> {
             l.get(k)
                 .and_then(Value::as_array)
@@ -173,7 +143,7 @@ impl State {
             Some("removeDependencyOnFailure") => Some(ChildFailure::RemoveDependency),
             _ => None,
         };
-        let depends_on = self.jobs.unresolved(&list("dependsOn"));
+        let depends_on = self.unresolved(&list("dependsOn"));
         let links = Links {
             parent: l.get("parent").and_then(Value::as_str).map(str::to_owned),
             children: list("children"),
@@ -181,85 +151,21 @@ impl State {
             policy,
             ..Links::default()
         };
-        let Some(e) = self.jobs.map.get_mut(id) else {
+        let Some(e) = self.map.get_mut(id) else {
             return;
         };
         let (queue, state) = (e.rec.queue.clone(), e.rec.state);
         e.flow = Some(Box::new(links));
         // Recovered as waiting (see `State::new`): it waits for its children again.
         if state == JobState::Waiting && !depends_on.is_empty() {
-            self.jobs.unready(id);
-            let Some(e) = self.jobs.map.get_mut(id) else {
+            self.unready(id);
+            let Some(e) = self.map.get_mut(id) else {
                 return;
             };
             e.rec.state = JobState::WaitingChildren;
             let op = update_op(&e.rec);
-            self.jobs.park(id, &queue, &depends_on, &mut self.waits);
-            self.jobs.record(op);
-        }
-    }
-
-    /// Writes setting `kind`/`key` (`None`: forgets it), in SQLite mode.
-    pub(in crate::queue) fn keep(&self, kind: &'static str, key: &str, value: Option<Value>) {
-        self.settings.put(kind, key, value);
-    }
-
-    /// Writes `queue`'s stall settings.
-    pub(in crate::queue) fn keep_stall(&self, queue: &str) {
-        if self.settings.is_on() {
-            let v = GetStallConfig::reply_body(&self.stall_config(queue));
-            self.keep(kind::STALL, queue, Some(v));
-        }
-    }
-
-    /// Writes `queue`'s DLQ settings.
-    pub(in crate::queue) fn keep_dlq(&self, queue: &str) {
-        if self.settings.is_on() {
-            let v = GetDlqConfig::reply_body(&self.dlq.config(queue));
-            self.keep(kind::DLQ, queue, Some(v));
-        }
-    }
-
-    /// Writes the controls of `group` of `queue`.
-    pub fn keep_group(&self, queue: &str, group: &str) {
-        if self.settings.is_on() {
-            let key = format!("{queue}\0{group}");
-            self.keep(kind::GROUP, &key, self.limits.group_setting(queue, group));
-        }
-    }
-
-    /// Writes scheduler `name` as it is now (forgets it when it is gone).
-    pub fn keep_cron(&self, name: &str) {
-        if self.settings.is_on() {
-            self.keep(kind::CRON, name, self.crons.setting(name));
-        }
-    }
-
-    fn restore_setting(&mut self, kind: &str, key: &str, value: &Value, now: f64) {
-        match kind {
-            kind::STALL => {
-                if let Ok(c) = GetStallConfig::read_reply(value) {
-                    self.stalls.restore(key, c);
-                }
-            }
-            kind::DLQ => {
-                if let Ok(c) = GetDlqConfig::read_reply(value) {
-                    self.dlq.restore_config(key, c);
-                }
-            }
-            kind::LIMITS => self.limits.restore(key, value, now),
-            kind::GROUP => {
-                if let Some((queue, group)) = key.split_once('\0') {
-                    self.limits.restore_group(queue, group, value);
-                }
-            }
-            kind::CRON => {
-                let op = value.get("request").map(CronUpsert::read_request);
-                if let Some(Ok(op)) = op {
-                    self.crons.restore(op, value, now);
-                }
-            }
-            _ => tracing::warn!(kind, key, "an unknown stored setting was skipped"),
+            self.park(id, &queue, &depends_on, waits);
+            self.record(op);
         }
     }
 }

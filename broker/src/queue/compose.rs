@@ -3,6 +3,7 @@
 //! applies the effects it returns.
 
 use std::io;
+use std::sync::Arc;
 
 use autobatch_core::ops::{
     CronUpsert, DlqConfig, GetDlqConfig, GetStallConfig, Operation, ServerStats, StallConfig,
@@ -10,6 +11,7 @@ use autobatch_core::ops::{
 };
 use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::Value;
+use tokio::sync::Notify;
 
 use super::cron::{self, Crons};
 use super::dlq::{Entry as DlqEntry, Filter};
@@ -397,5 +399,27 @@ impl State {
             }
             _ => tracing::warn!(kind, key, "an unknown stored setting was skipped"),
         }
+    }
+
+    /// Whether a flow may not use `id`: a job has it (any state), or jobs wait for it
+    /// (bunqueue's `Flow job <id> already exists`).
+    pub fn id_taken(&self, id: &str) -> bool {
+        self.jobs.exists(id) || self.waits.awaited(id)
+    }
+
+    /// A new job as PUSHF's reply shows it (no state: bunqueue's record has none).
+    pub fn snapshot(&self, id: &str) -> Option<Value> {
+        self.job_record(id)
+    }
+
+    /// The signal WaitJob waits on for job `id` (woken when it completes). The caller drops
+    /// its clone and calls [`forget_waiter`](Self::forget_waiter) when done.
+    pub fn job_waiter(&mut self, id: &str) -> Arc<Notify> {
+        self.waits.waiter(id)
+    }
+
+    /// Frees the signal of `id` once no WaitJob holds it.
+    pub fn forget_waiter(&mut self, id: &str) {
+        self.waits.forget_waiter(id);
     }
 }

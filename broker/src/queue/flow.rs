@@ -17,10 +17,10 @@ use autobatch_core::ops::ChildFailure;
 use autobatch_core::wire::{JobOptions, Value};
 use tokio::sync::Notify;
 
-use crate::events::job_event;
 use crate::store::JobState;
 
 mod methods;
+pub(crate) use methods::ParentEffect;
 /// UpdateParent and MoveToWaitingChildren.
 mod relink;
 

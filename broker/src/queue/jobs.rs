@@ -140,6 +140,12 @@ impl Jobs {
         self.map.get(id).map(|e| e.rec.queue.as_str())
     }
 
+    /// Job `id`'s queue and data, if there is such a job.
+    pub fn queue_and_data(&self, id: &str) -> Option<(String, Value)> {
+        let e = self.map.get(id)?;
+        Some((e.rec.queue.clone(), e.rec.data.clone()))
+    }
+
     /// When job `id`'s last run started, as its record shows it.
     pub fn shown_started(&self, id: &str) -> Option<f64> {
         self.map.get(id).and_then(|e| e.run.shown_started)

@@ -1,17 +1,19 @@
 //! The commands that move jobs across concerns: cancel, drain, obliterate, the moves between
-//! states (delay, discard, back to waiting), clean, the deduplication keys, and the DLQ's
-//! entries (in, evicted, retried, purged). [`Jobs`]
+//! states (delay, discard, back to waiting), clean, the deduplication keys, the DLQ's
+//! entries (in, evicted, retried, purged), and what a child's outcome does to its flow. [`Jobs`]
 //! takes the jobs out and files them again; here the other owners follow (events, the DLQ,
 //! unique keys, limits, totals).
 
 use std::collections::HashSet;
 
+use autobatch_core::ops::ChildFailure;
 use autobatch_core::wire::Value;
 
 use super::admin::{CleanState, MoveError};
 use super::dlq::Filter;
+use super::flow::ParentEffect;
 use super::{JobState, State, StoreOp};
-use crate::events::{js_number, Fields};
+use crate::events::{job_event, js_number, Fields};
 
 /// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
 fn queue_event(queue: &str) -> impl FnOnce(f64) -> Fields + '_ {
@@ -386,5 +388,105 @@ impl State {
             self.jobs.record(StoreOp::Remove(id.to_owned()));
         }
         there
+    }
+
+    /// A job completed: the jobs waiting only for it are released (see
+    /// [`Jobs::on_completed`](super::Jobs::on_completed)), their links kept.
+    pub(in crate::queue) fn on_completed(&mut self, id: &str, removed: bool, now: f64) {
+        let changed = self.jobs.on_completed(id, removed, now, &mut self.waits);
+        if self.settings.is_on() {
+            for w in changed {
+                self.keep_job(&w);
+            }
+        }
+    }
+
+    /// A job failed for good: the failure policy its parent applies, if any (see
+    /// [`Jobs::on_failed`](super::Jobs::on_failed)).
+    pub(in crate::queue) fn on_failed(
+        &mut self,
+        id: &str,
+        error: Option<&str>,
+    ) -> Option<(String, ChildFailure, String)> {
+        self.jobs.on_failed(id, error)
+    }
+
+    /// bunqueue's flow failure policies, applied to `parent` when child `child` (of `queue`)
+    /// failed for good (see [`Jobs::apply_policy`](super::Jobs::apply_policy)).
+    pub(in crate::queue) fn apply_policy(
+        &mut self,
+        child: &str,
+        queue: &str,
+        policy: (String, ChildFailure, String),
+        now: f64,
+    ) {
+        match self
+            .jobs
+            .apply_policy(child, queue, policy, now, &mut self.waits)
+        {
+            ParentEffect::None => {}
+            ParentEffect::Released(parent) => self.emit_released(&parent),
+            ParentEffect::Fail { parent, error } => self.fail_parent(&parent, error, now),
+        }
+    }
+
+    /// bunqueue's `waiting` event for a parent a child's failure released.
+    fn emit_released(&self, id: &str) {
+        let Some(queue) = self.jobs.queue_of(id).map(str::to_owned) else {
+            return;
+        };
+        self.events.emit(&queue, "waiting", |ts| {
+            let mut f = job_event(&queue, id)(ts);
+            f.push(("prev", Value::from("waiting-children")));
+            f
+        });
+    }
+
+    /// `failParentOnFailure`: the parent, out of every index, goes to the DLQ (reason
+    /// `unknown`) with `error`, and a `failed` event.
+    fn fail_parent(&mut self, parent: &str, error: String, now: f64) {
+        // The text is the DLQ entry's error only: bunqueue's parent has no failed attempt in
+        // its timeline, so GetJob shows no `failedReason` (seen by the differential test).
+        self.file_failed(parent, now, "unknown", error.clone());
+        let Some((queue, data)) = self.jobs.queue_and_data(parent) else {
+            return;
+        };
+        self.events.emit(&queue, "failed", |ts| {
+            let mut f = job_event(&queue, parent)(ts);
+            f.extend([("error", Value::from(error.as_str())), ("data", data)]);
+            f
+        });
+    }
+
+    /// RemoveChildDependency (see [`Jobs::remove_child_dependency`]); a parent left waiting
+    /// for nothing runs now, with a `waiting` event.
+    ///
+    /// [`Jobs::remove_child_dependency`]: super::Jobs::remove_child_dependency
+    pub fn remove_child_dependency(&mut self, child: &str, now: f64) -> Result<bool, String> {
+        let (detached, released) =
+            self.jobs
+                .remove_child_dependency(child, now, &mut self.waits)?;
+        if let Some(parent) = released {
+            self.emit_released(&parent);
+        }
+        Ok(detached)
+    }
+
+    /// Links new job `child` to `parent` (see [`Jobs::link_parent`]), both kept.
+    ///
+    /// [`Jobs::link_parent`]: super::Jobs::link_parent
+    pub fn link_parent(&mut self, parent: &str, child: &str) {
+        if self.jobs.link_parent(parent, child, &mut self.waits) && self.settings.is_on() {
+            self.keep_job(parent);
+            self.keep_job(child);
+        }
+    }
+
+    /// RemoveUnprocessedChildren: cancels the children of `parent` still queued (waiting,
+    /// delayed, or waiting for their own children); running and finished ones stay.
+    pub fn remove_unprocessed_children(&mut self, parent: &str) {
+        for c in self.jobs.children_of(parent) {
+            self.cancel(&c);
+        }
     }
 }

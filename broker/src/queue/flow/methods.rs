@@ -1,33 +1,32 @@
-//! The queue's [`State`] methods for flows: parents, children and dependencies. A child of
-//! `flow`, so that `flow` itself names nothing of `State` and the queue can hold each job's
-//! `Links` without an import cycle.
+//! Flows on the jobs: parents, children and dependencies, released, failed and detached, with
+//! the waits they index. A child of `flow`, so that `flow` itself names nothing of [`Jobs`]
+//! and the jobs can hold each job's `Links` without an import cycle.
 
 use super::*;
 use crate::queue::jobs::Jobs;
-use crate::queue::State;
 
-impl State {
-    /// Whether a flow may not use `id`: a job has it (any state), or jobs wait for it
-    /// (bunqueue's `Flow job <id> already exists`).
-    pub fn id_taken(&self, id: &str) -> bool {
-        self.jobs.map.contains_key(id) || self.waits.awaited(id)
-    }
+/// What a child's failure policy leaves its caller to do for the parent.
+#[derive(Debug, PartialEq)]
+pub(crate) enum ParentEffect {
+    /// Nothing more.
+    None,
+    /// The parent was released from `waiting-children`: bunqueue's `waiting` event.
+    Released(String),
+    /// The parent, out of every index, fails for good with `error` (`failParentOnFailure`).
+    Fail { parent: String, error: String },
+}
 
-    /// A new job as PUSHF's reply shows it (no state: bunqueue's record has none).
-    pub fn snapshot(&self, id: &str) -> Option<Value> {
-        self.job_record(id)
-    }
-
+impl Jobs {
     /// A `waiting-children` job leaves for waiting or delayed (by its run time, or now).
-    fn release(&mut self, id: &str, run_now: bool, now: f64) {
-        self.jobs.unpark(id, &mut self.waits);
-        let Some(run_at) = self.jobs.map.get(id).map(|e| e.rec.run_at) else {
+    fn release(&mut self, id: &str, run_now: bool, now: f64, waits: &mut Waits) {
+        self.unpark(id, waits);
+        let Some(run_at) = self.map.get(id).map(|e| e.rec.run_at) else {
             return;
         };
         let run_at = if run_now { now } else { run_at };
-        self.jobs.refile(id, run_at, now);
+        self.refile(id, run_at, now);
         // bunqueue's `checkpointDependencyPromotion`: the state it is released into.
-        if let Some(e) = self.jobs.map.get_mut(id) {
+        if let Some(e) = self.map.get_mut(id) {
             let state = if run_at > now {
                 "delayed"
             } else if e.rec.priority > 0 {
@@ -53,28 +52,35 @@ impl State {
     /// bunqueue's `processPendingDependencies` releases them (no event); its own children
     /// failures are dropped; WaitJob callers are woken.
     /// `removed`: the job is about to be dropped (removeOnComplete): its parent keeps its
-    /// return value.
-    pub(in crate::queue) fn on_completed(&mut self, id: &str, removed: bool, now: f64) {
-        let linked = self.jobs.map.get(id).is_some_and(|e| e.flow.is_some());
+    /// return value. Returns the jobs whose links changed, for the settings to keep.
+    pub fn on_completed(
+        &mut self,
+        id: &str,
+        removed: bool,
+        now: f64,
+        waits: &mut Waits,
+    ) -> Vec<String> {
+        let linked = self.map.get(id).is_some_and(|e| e.flow.is_some());
         // The hot path (a job outside any flow, nobody waiting): nothing more to look up.
-        if !linked && self.waits.is_idle() {
-            return;
+        if !linked && waits.is_idle() {
+            return Vec::new();
         }
+        let mut changed = Vec::new();
         let mut parent = None;
-        if let Some(e) = self.jobs.map.get_mut(id) {
+        if let Some(e) = self.map.get_mut(id) {
             if let Some(l) = e.flow.as_mut() {
                 l.finished();
                 parent = l.parent.clone().filter(|_| removed);
             }
             let result = e.rec.result.clone().filter(|v| *v != Value::Undefined);
             if let (Some(p), Some(result)) = (parent, result) {
-                if let Some(l) = self.jobs.map.get_mut(&p).and_then(|e| e.flow.as_mut()) {
+                if let Some(l) = self.map.get_mut(&p).and_then(|e| e.flow.as_mut()) {
                     l.kept.push((id.to_owned(), result));
                 }
             }
         }
-        for w in self.waits.completed(id) {
-            let Some(e) = self.jobs.map.get_mut(&w) else {
+        for w in waits.completed(id) {
+            let Some(e) = self.map.get_mut(&w) else {
                 continue;
             };
             if e.rec.state != JobState::WaitingChildren {
@@ -84,147 +90,120 @@ impl State {
                 l.depends_on.retain(|d| d != id);
                 l.depends_on.is_empty()
             });
-            if self.settings.is_on() {
-                self.keep_job(&w);
-            }
             if ready {
-                self.release(&w, false, now);
+                self.release(&w, false, now, waits);
             }
+            changed.push(w);
         }
+        changed
     }
 
     /// A job failed for good. Its own children failures are dropped; `Some((parent, policy,
     /// error))` when a policy of it now applies to its parent (see [`apply_policy`]).
     ///
     /// [`apply_policy`]: Self::apply_policy
-    pub(in crate::queue) fn on_failed(
+    pub fn on_failed(
         &mut self,
         id: &str,
         error: Option<&str>,
     ) -> Option<(String, ChildFailure, String)> {
-        self.jobs
-            .map
-            .get_mut(id)?
-            .flow
-            .as_mut()?
-            .failed_for_good(error)
+        self.map.get_mut(id)?.flow.as_mut()?.failed_for_good(error)
     }
 
     /// bunqueue's flow failure policies, applied to `parent` when child `child` (of `queue`)
     /// failed for good with `error`. Only a parent still queued (waiting, delayed or
-    /// `waiting-children`) is touched.
-    pub(in crate::queue) fn apply_policy(
+    /// `waiting-children`) is touched. Returns what the caller must do for the parent.
+    pub fn apply_policy(
         &mut self,
         child: &str,
         queue: &str,
         (parent, policy, error): (String, ChildFailure, String),
         now: f64,
-    ) {
-        let Some(state) = self.jobs.map.get(&parent).map(|e| e.rec.state) else {
-            return;
+        waits: &mut Waits,
+    ) -> ParentEffect {
+        let Some(state) = self.map.get(&parent).map(|e| e.rec.state) else {
+            return ParentEffect::None;
         };
         if !matches!(
             state,
             JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
         ) {
-            return;
+            return ParentEffect::None;
         }
         let key = format!("{queue}:{child}");
         match policy {
-            ChildFailure::FailParent => self.fail_parent(&parent, child, &error, now),
+            ChildFailure::FailParent => self.fail_parent(parent, state, child, &error, waits),
             ChildFailure::ContinueParent => {
                 let waiting = state == JobState::WaitingChildren;
-                self.jobs.unpark(&parent, &mut self.waits);
-                if let Some(l) = self.jobs.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
+                self.unpark(&parent, waits);
+                if let Some(l) = self.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
                     put(&mut l.failed, key, error);
                     l.depends_on = Vec::new();
                 }
-                if waiting {
-                    // Unparked above: filed now, to run at once.
-                    self.jobs.refile(&parent, now, now);
-                    self.emit_released(&parent);
+                if !waiting {
+                    return ParentEffect::None;
                 }
+                // Unparked above: filed now, to run at once.
+                self.refile(&parent, now, now);
+                ParentEffect::Released(parent)
             }
             ChildFailure::Ignore | ChildFailure::RemoveDependency => {
                 if policy == ChildFailure::Ignore {
-                    if let Some(l) = self.jobs.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
+                    if let Some(l) = self.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
                         put(&mut l.ignored, key, error);
                     }
                 }
                 if state != JobState::WaitingChildren {
-                    return;
+                    return ParentEffect::None;
                 }
-                let Some(l) = self.jobs.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) else {
-                    return;
+                let Some(l) = self.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) else {
+                    return ParentEffect::None;
                 };
                 if let Some(i) = l.depends_on.iter().position(|d| d == child) {
                     l.depends_on.remove(i);
-                    self.waits.remove(&parent, child);
+                    waits.remove(&parent, child);
                 }
                 // bunqueue's record lists it no more either (a completed one stays listed).
-                if let Some(e) = self.jobs.map.get_mut(&parent) {
+                if let Some(e) = self.map.get_mut(&parent) {
                     e.run.shown_depends.retain(|d| d != child);
                 }
                 let ready = self
-                    .jobs
                     .map
                     .get(&parent)
                     .is_some_and(|e| e.flow.as_ref().is_none_or(|l| l.depends_on.is_empty()));
-                if ready {
-                    self.release(&parent, true, now);
-                    self.emit_released(&parent);
+                if !ready {
+                    return ParentEffect::None;
                 }
+                self.release(&parent, true, now, waits);
+                ParentEffect::Released(parent)
             }
             // A policy a newer core may add: none applied, as bunqueue without a flag.
-            _ => {}
+            _ => ParentEffect::None,
         }
     }
 
-    /// bunqueue's `waiting` event for a parent a child's failure released.
-    fn emit_released(&self, id: &str) {
-        let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.clone()) else {
-            return;
-        };
-        self.events.emit(&queue, "waiting", |ts| {
-            let mut f = job_event(&queue, id)(ts);
-            f.push(("prev", Value::from("waiting-children")));
-            f
-        });
-    }
-
-    /// `failParentOnFailure`: the parent goes to the DLQ (reason `unknown`) with bunqueue's
-    /// `Child job <id> failed: <error>`, and a `failed` event.
-    fn fail_parent(&mut self, parent: &str, child: &str, error: &str, now: f64) {
-        let Some(state) = self.jobs.map.get(parent).map(|e| e.rec.state) else {
-            return;
-        };
+    /// `failParentOnFailure`: the parent (in `state`) leaves its index and the children
+    /// outcomes it collected, to fail for good with bunqueue's `Child job <id> failed: <error>`.
+    fn fail_parent(
+        &mut self,
+        parent: String,
+        state: JobState,
+        child: &str,
+        error: &str,
+        waits: &mut Waits,
+    ) -> ParentEffect {
         match state {
-            JobState::WaitingChildren => self.jobs.unpark(parent, &mut self.waits),
-            JobState::Waiting => self.jobs.unready(parent),
-            JobState::Delayed => self.jobs.undelay(parent),
-            _ => return,
+            JobState::WaitingChildren => self.unpark(&parent, waits),
+            JobState::Waiting => self.unready(&parent),
+            JobState::Delayed => self.undelay(&parent),
+            _ => return ParentEffect::None,
         }
-        let text = format!("Child job {child} failed: {error}");
-        if let Some(l) = self.jobs.map.get_mut(parent).and_then(|e| e.flow.as_mut()) {
+        if let Some(l) = self.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
             l.failed = Vec::new();
             l.ignored = Vec::new();
         }
-        // The text is the DLQ entry's error only: bunqueue's parent has no failed attempt in
-        // its timeline, so GetJob shows no `failedReason` (seen by the differential test).
-        self.file_failed(parent, now, "unknown", text.clone());
-        let Some((queue, data)) = self
-            .jobs
-            .map
-            .get(parent)
-            .map(|e| (e.rec.queue.clone(), e.rec.data.clone()))
-        else {
-            return;
-        };
-        self.events.emit(&queue, "failed", |ts| {
-            let mut f = job_event(&queue, parent)(ts);
-            f.extend([("error", Value::from(text.as_str())), ("data", data)]);
-            f
-        });
+        let error = format!("Child job {child} failed: {error}");
+        ParentEffect::Fail { parent, error }
     }
 
     /// RemoveChildDependency, as bunqueue's `removeChildDependency`: detaches a child that
@@ -232,9 +211,14 @@ impl State {
     /// `__childrenIds`, the child's `parentId`, `__parentId` and `__parentQueue`); a parent
     /// left waiting for nothing runs now, with a `waiting` event. `Ok(false)` when there is
     /// nothing to detach; bunqueue's errors for an unknown child or one without a parent.
-    pub fn remove_child_dependency(&mut self, child: &str, now: f64) -> Result<bool, String> {
+    /// `Ok(true)` with the parent when it was released.
+    pub fn remove_child_dependency(
+        &mut self,
+        child: &str,
+        now: f64,
+        waits: &mut Waits,
+    ) -> Result<(bool, Option<String>), String> {
         let e = self
-            .jobs
             .map
             .get(child)
             .ok_or_else(|| format!("Job not found: {child}"))?;
@@ -242,20 +226,20 @@ impl State {
             return Err(format!("Job {child} has no parent"));
         };
         if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
-            return Ok(false);
+            return Ok((false, None));
         }
-        let waits = self.jobs.map.get(&parent).is_some_and(|p| {
+        let waits_for_it = self.map.get(&parent).is_some_and(|p| {
             p.rec.state == JobState::WaitingChildren
                 && p.flow
                     .as_ref()
                     .is_some_and(|l| l.depends_on.iter().any(|d| d == child))
         });
-        if !waits {
-            return Ok(false);
+        if !waits_for_it {
+            return Ok((false, None));
         }
-        self.waits.remove(&parent, child);
+        waits.remove(&parent, child);
         let mut released = false;
-        if let Some(p) = self.jobs.map.get_mut(&parent) {
+        if let Some(p) = self.map.get_mut(&parent) {
             p.run.shown_depends.retain(|d| d != child);
             if let Some(l) = p.flow.as_mut() {
                 l.depends_on.retain(|d| d != child);
@@ -266,7 +250,7 @@ impl State {
                 p.rec.data = with_keys(&p.rec.data, &[("__childrenIds", list)]);
             }
         }
-        if let Some(c) = self.jobs.map.get_mut(child) {
+        if let Some(c) = self.map.get_mut(child) {
             if let Some(l) = c.flow.as_mut() {
                 l.parent = None;
                 l.policy = None;
@@ -277,38 +261,39 @@ impl State {
             );
         }
         for id in [child, parent.as_str()] {
-            if let Some(rec) = self.jobs.map.get(id).map(|e| e.rec.clone()) {
-                self.jobs.record(crate::store::StoreOp::Put(Box::new(rec)));
+            if let Some(rec) = self.map.get(id).map(|e| e.rec.clone()) {
+                self.record(crate::store::StoreOp::Put(Box::new(rec)));
             }
         }
-        if released {
-            // Counted out of waiting-children by hand: its links no longer list the child.
-            self.jobs.unpark(&parent, &mut self.waits);
-            self.jobs.refile(&parent, now, now);
-            self.emit_released(&parent);
+        if !released {
+            return Ok((true, None));
         }
-        Ok(true)
+        // Counted out of waiting-children by hand: its links no longer list the child.
+        self.unpark(&parent, waits);
+        self.refile(&parent, now, now);
+        Ok((true, Some(parent)))
     }
 
     /// Links new job `child` to `parent` (checked by [`parent_to_link`]): the parent lists
     /// it (`childrenIds`, `__childrenIds`) and waits for it in `waiting-children`.
     ///
     /// [`parent_to_link`]: Self::parent_to_link
-    pub fn link_parent(&mut self, parent: &str, child: &str) {
+    /// False when the parent is not linkable (nothing changed then).
+    pub fn link_parent(&mut self, parent: &str, child: &str, waits: &mut Waits) -> bool {
         // A new child has not completed: the parent always waits for it.
-        let Some(e) = self.jobs.map.get(parent) else {
-            return;
+        let Some(e) = self.map.get(parent) else {
+            return false;
         };
         let state = e.rec.state;
         let queue = e.rec.queue.clone();
         match state {
-            JobState::Waiting => self.jobs.unready(parent),
-            JobState::Delayed => self.jobs.undelay(parent),
+            JobState::Waiting => self.unready(parent),
+            JobState::Delayed => self.undelay(parent),
             JobState::WaitingChildren => {}
-            _ => return,
+            _ => return false,
         }
-        let Some(e) = self.jobs.map.get_mut(parent) else {
-            return;
+        let Some(e) = self.map.get_mut(parent) else {
+            return false;
         };
         let l = e.flow.get_or_insert_with(Default::default);
         if !l.children.iter().any(|c| c == child) {
@@ -335,47 +320,25 @@ impl State {
                     attempt: None,
                 },
             );
-            self.jobs.park(parent, &queue, &deps, &mut self.waits);
+            self.park(parent, &queue, &deps, waits);
         } else if state == JobState::WaitingChildren && new_dep {
-            self.waits.add(child, parent);
+            waits.add(child, parent);
         }
-        if let Some(rec) = self.jobs.map.get(parent).map(|e| e.rec.clone()) {
-            self.jobs.record(crate::store::StoreOp::Put(Box::new(rec)));
+        if let Some(rec) = self.map.get(parent).map(|e| e.rec.clone()) {
+            self.record(crate::store::StoreOp::Put(Box::new(rec)));
         }
-        if self.settings.is_on() {
-            self.keep_job(parent);
-            self.keep_job(child);
-        }
+        true
     }
 
-    /// RemoveUnprocessedChildren: cancels the children of `parent` still queued (waiting,
-    /// delayed, or waiting for their own children); running and finished ones stay.
-    pub fn remove_unprocessed_children(&mut self, parent: &str) {
-        let children = self
-            .jobs
-            .map
+    /// The children of `parent`, in the order added.
+    pub fn children_of(&self, parent: &str) -> Vec<String> {
+        self.map
             .get(parent)
             .and_then(|e| e.flow.as_ref())
             .map(|l| l.children.clone())
-            .unwrap_or_default();
-        for c in children {
-            self.cancel(&c);
-        }
+            .unwrap_or_default()
     }
 
-    /// The signal WaitJob waits on for job `id` (woken when it completes). The caller drops
-    /// its clone and calls [`forget_waiter`](Self::forget_waiter) when done.
-    pub fn job_waiter(&mut self, id: &str) -> Arc<Notify> {
-        self.waits.waiter(id)
-    }
-
-    /// Frees the signal of `id` once no WaitJob holds it.
-    pub fn forget_waiter(&mut self, id: &str) {
-        self.waits.forget_waiter(id);
-    }
-}
-
-impl Jobs {
     /// Files a new job in `waiting-children`: counted, and its dependencies indexed.
     pub fn park(&mut self, id: &str, queue: &str, depends_on: &[String], waits: &mut Waits) {
         self.index(queue).waiting_children += 1;

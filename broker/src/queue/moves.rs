@@ -12,7 +12,7 @@ use autobatch_core::wire::Value;
 use super::admin::{CleanState, MoveError};
 use super::dlq::Filter;
 use super::flow::ParentEffect;
-use super::{JobState, State, StoreOp};
+use super::{FinishError, JobState, State, StoreOp};
 use crate::events::{job_event, js_number, Fields};
 
 /// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
@@ -488,5 +488,44 @@ impl State {
         for c in self.jobs.children_of(parent) {
             self.cancel(&c);
         }
+    }
+
+    /// UpdateParent (see [`Jobs::update_parent`]), the jobs it changed kept.
+    ///
+    /// [`Jobs::update_parent`]: super::Jobs::update_parent
+    pub fn update_parent(&mut self, child: &str, parent: &str) -> Result<(), String> {
+        let changed = self.jobs.update_parent(child, parent, &mut self.waits)?;
+        if self.settings.is_on() {
+            for id in changed {
+                self.keep_job(&id);
+            }
+        }
+        Ok(())
+    }
+
+    /// MoveToWaitingChildren: an active job (its lock checked) waits for its children,
+    /// its concurrency slot and lock released. `Ok(false)` when the job is not active.
+    pub fn move_to_waiting_children(
+        &mut self,
+        id: &str,
+        token: Option<&str>,
+    ) -> Result<bool, FinishError> {
+        self.jobs.check_lock(id, token)?;
+        if self.jobs.state_of(id) != Some(JobState::Active) {
+            return Ok(false);
+        }
+        self.finish(id)?;
+        let Some(queue) = self.jobs.park_finished(id, &mut self.waits) else {
+            return Ok(false);
+        };
+        self.events.emit(&queue, "waiting-children", |ts| {
+            vec![
+                ("jobId", Value::from(id)),
+                ("queue", Value::from(queue.as_str())),
+                ("timestamp", Value::F64(ts)),
+                ("prev", Value::from("active")),
+            ]
+        });
+        Ok(true)
     }
 }

@@ -13,26 +13,32 @@
 
 use autobatch_core::wire::Value;
 
-use super::with_keys;
-use crate::queue::{update_op, FinishError, State};
+use super::{with_keys, Waits};
+use crate::queue::jobs::Jobs;
+use crate::queue::update_op;
 use crate::store::{JobState, StoreOp};
 
-impl State {
-    /// UpdateParent: links `child` to `parent`; bunqueue's error text otherwise.
-    pub fn update_parent(&mut self, child: &str, parent: &str) -> Result<(), String> {
+impl Jobs {
+    /// UpdateParent: links `child` to `parent`; bunqueue's error text otherwise. Returns the
+    /// jobs whose links changed, for the settings to keep.
+    pub fn update_parent(
+        &mut self,
+        child: &str,
+        parent: &str,
+        waits: &mut Waits,
+    ) -> Result<Vec<String>, String> {
         if child == parent {
             return Err("A flow job cannot be its own parent".into());
         }
         let declared = self
-            .jobs
             .map
             .get(parent)
             .and_then(|e| e.flow.as_ref())
             .is_some_and(|l| l.children.iter().any(|c| c == child));
-        let Some(c) = self.jobs.map.get(child) else {
+        let Some(c) = self.map.get(child) else {
             return Err(format!("Child job not found: {child}"));
         };
-        let Some(p) = self.jobs.map.get(parent) else {
+        let Some(p) = self.map.get(parent) else {
             return Err(format!("Parent job not found: {parent}"));
         };
         let parent_queue = p.rec.queue.clone();
@@ -64,7 +70,7 @@ impl State {
         }
         let child_done = c.rec.state == JobState::Completed;
         // The child names its parent.
-        if let Some(e) = self.jobs.map.get_mut(child) {
+        if let Some(e) = self.map.get_mut(child) {
             e.flow.get_or_insert_with(Default::default).parent = Some(parent.to_owned());
             e.rec.data = with_keys(
                 &e.rec.data,
@@ -74,17 +80,15 @@ impl State {
                 ],
             );
             let rec = e.rec.clone();
-            self.jobs.record(StoreOp::Put(Box::new(rec)));
+            self.record(StoreOp::Put(Box::new(rec)));
         }
-        if self.settings.is_on() {
-            self.keep_job(child);
-        }
+        let mut changed = vec![child.to_owned()];
         if declared {
-            return Ok(());
+            return Ok(changed);
         }
         if child_done {
             // Listed, not waited for.
-            if let Some(e) = self.jobs.map.get_mut(parent) {
+            if let Some(e) = self.map.get_mut(parent) {
                 let l = e.flow.get_or_insert_with(Default::default);
                 if !l.children.iter().any(|c| c == child) {
                     l.children.push(child.to_owned());
@@ -92,33 +96,20 @@ impl State {
                 let ids = l.children.iter().map(|c| Value::from(c.as_str())).collect();
                 e.rec.data = with_keys(&e.rec.data, &[("__childrenIds", Some(Value::Array(ids)))]);
                 let rec = e.rec.clone();
-                self.jobs.record(StoreOp::Put(Box::new(rec)));
+                self.record(StoreOp::Put(Box::new(rec)));
             }
-            return Ok(());
+            return Ok(changed);
         }
-        self.link_parent(parent, child);
-        Ok(())
+        if self.link_parent(parent, child, waits) {
+            changed.extend([parent.to_owned(), child.to_owned()]);
+        }
+        Ok(changed)
     }
 
-    /// MoveToWaitingChildren: `Ok(false)` when the job is not active.
-    pub fn move_to_waiting_children(
-        &mut self,
-        id: &str,
-        token: Option<&str>,
-    ) -> Result<bool, FinishError> {
-        self.jobs.check_lock(id, token)?;
-        if !self
-            .jobs
-            .map
-            .get(id)
-            .is_some_and(|e| e.rec.state == JobState::Active)
-        {
-            return Ok(false);
-        }
-        self.finish(id)?;
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return Ok(false);
-        };
+    /// An active job taken out of the running jobs waits for its children in
+    /// `waiting-children` (for good if it waits for none). Returns its queue.
+    pub fn park_finished(&mut self, id: &str, waits: &mut Waits) -> Option<String> {
+        let e = self.map.get_mut(id)?;
         e.rec.state = JobState::WaitingChildren;
         let deps = e
             .flow
@@ -127,16 +118,8 @@ impl State {
             .unwrap_or_default();
         let queue = e.rec.queue.clone();
         let op = update_op(&e.rec);
-        self.jobs.park(id, &queue, &deps, &mut self.waits);
-        self.jobs.record(op);
-        self.events.emit(&queue, "waiting-children", |ts| {
-            vec![
-                ("jobId", Value::from(id)),
-                ("queue", Value::from(queue.as_str())),
-                ("timestamp", Value::F64(ts)),
-                ("prev", Value::from("active")),
-            ]
-        });
-        Ok(true)
+        self.park(id, &queue, &deps, waits);
+        self.record(op);
+        Some(queue)
     }
 }

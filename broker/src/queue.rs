@@ -21,11 +21,8 @@ use crate::conn_id::ConnId;
 use crate::events::{job_event, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp};
 pub(crate) use failure::Failure;
-use jobs::{
-    index_in, ms, new_record, retry_delay, state_name, update_op, Entry, Jobs, Lock, RunInfo,
-};
-#[cfg(test)]
-use jobs::{wire_job, wire_links};
+use jobs::{index_in, new_record, state_name, update_op, Entry, Jobs, RunInfo};
+pub(crate) use jobs::{FinishError, PullSpec, DEFAULT_LOCK_TTL};
 pub(crate) use workers::Worker;
 
 /// Queue lookups and control on the jobs (pause, promote, listings, …).
@@ -73,32 +70,6 @@ pub(crate) mod view;
 /// Registered workers (RegisterWorker, ListWorkers).
 pub(crate) mod workers;
 
-/// Default lock time to live, ms.
-pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
-
-/// What ACK, FAIL and the lock checks can refuse, with bunqueue's messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum FinishError {
-    /// `Lock token required for job <id>`.
-    TokenRequired(String),
-    /// `Invalid or expired lock token for job <id>`.
-    BadToken(String),
-    /// `Job not found or not in processing state: <id>`.
-    NotActive(String),
-}
-
-impl std::fmt::Display for FinishError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FinishError::TokenRequired(id) => write!(f, "Lock token required for job {id}"),
-            FinishError::BadToken(id) => write!(f, "Invalid or expired lock token for job {id}"),
-            FinishError::NotActive(id) => {
-                write!(f, "Job not found or not in processing state: {id}")
-            }
-        }
-    }
-}
-
 /// One pulled job and its lock token (when pulled with an owner).
 pub(crate) struct Pulled {
     /// The job's id (the record holds it too; the tests read it here).
@@ -107,17 +78,6 @@ pub(crate) struct Pulled {
     /// Its whole record (see `view`).
     pub job: Value,
     pub token: Option<String>,
-}
-
-/// How a pull takes its jobs.
-pub(crate) struct PullSpec<'a> {
-    pub queue: &'a str,
-    pub count: usize,
-    /// With an owner: a lock token per job.
-    pub locked: bool,
-    pub lock_ttl: i64,
-    /// The connection the jobs are tied to (returned to waiting when it closes).
-    pub tie_to: Option<ConnId>,
 }
 
 /// The whole queue state.
@@ -172,7 +132,6 @@ impl State {
             settings: settings::Settings::default(),
         };
         for mut rec in recovered {
-            s.jobs.seq = s.jobs.seq.max(rec.seq + 1);
             // A job that waited for its children waits no more until its links are put back
             // (`kept`, SQLite mode), which parks it again; without them nothing would ever
             // release it.
@@ -185,71 +144,21 @@ impl State {
         Ok(s)
     }
 
-    /// Files a record under its queue and state, and keeps it.
+    /// Files a record under its queue and state, and keeps it (see [`Jobs::admit`]).
     fn admit(&mut self, rec: JobRecord) {
-        let dlq_seq = self.jobs.finish_seq;
-        let q = self.jobs.index(&rec.queue);
-        match rec.state {
-            JobState::Waiting => q.file_ready(&rec),
-            JobState::Delayed => q.file_delayed(&rec),
-            JobState::Active => q.active += 1,
-            // Counted by `flow::park`, which also indexes its dependencies.
-            JobState::WaitingChildren => {}
-            JobState::Completed => q.completed += 1,
-            JobState::Failed => {
-                q.failed += 1;
-                self.dlq.file(&rec.queue, dlq_seq, &rec.id);
-            }
-        }
         if let Some(k) = &rec.unique_key {
             self.unique.hold(&rec.queue, k, &rec.id);
         }
-        let mut run = RunInfo::default();
-        // A recovered job's own settings, from its stored options.
-        if let Some(o) = &rec.options {
-            run.timeout = o.timeout.filter(|t| *t > 0.0);
-            run.ttl = o.ttl;
-            run.stall_timeout = o.stall_timeout;
-            run.group = o.group_id.clone();
+        let id = (rec.state == JobState::Failed).then(|| rec.id.clone());
+        if let (Some((queue, seq)), Some(id)) = (self.jobs.admit(rec), id) {
+            self.dlq.file(&queue, seq, &id);
         }
-        if rec.state == JobState::Failed {
-            // Failed before a restart: in the DLQ in recovery order, reason unknown.
-            run.finished = Some((rec.created_at, dlq_seq));
-            run.dlq = Some(("unknown", rec.failed_reason.clone()));
-            self.jobs.finish_seq += 1;
-        }
-        self.jobs.map.insert(
-            rec.id.clone(),
-            Box::new(Entry {
-                rec,
-                lock: None,
-                conn: None,
-                run,
-                flow: None,
-            }),
-        );
     }
 
-    /// The counts of every queue now (due delayed jobs are promoted first, so a job whose run
-    /// time has come counts as waiting, as in bunqueue).
+    /// The counts of every queue now (see [`Jobs::gauges`]).
     pub fn gauges(&mut self, now: f64) -> totals::Gauges {
-        let names: Vec<String> = self.jobs.queues.keys().cloned().collect();
-        let mut g = totals::Gauges::default();
-        for name in names {
-            self.jobs.promote(&name, now);
-            let Some(q) = self.jobs.queues.get(&name) else {
-                continue;
-            };
-            let ready = q.ready_len();
-            g.prioritized += q.prioritized().min(ready);
-            g.waiting += ready - q.prioritized().min(ready);
-            g.delayed += q.delayed_len();
-            g.active += q.active;
-            g.dlq += self.dlq.len(&name) as u64;
-            g.completed += q.completed;
-            g.waiting_children += q.waiting_children;
-        }
-        g
+        let dlq = &self.dlq;
+        self.jobs.gauges(now, |queue| dlq.len(queue) as u64)
     }
 
     /// Adds one validated job to `queue`. Returns its id: the existing one when its custom id
@@ -270,10 +179,9 @@ impl State {
             ..links
         };
         let parked = !links.depends_on.is_empty();
-        let seq = self.jobs.seq;
-        self.jobs.seq += 1;
+        let seq = self.jobs.next_seq();
         let rec = new_record(queue, id.clone(), spec, seq, parked, now);
-        if self.jobs.journal.persistent() {
+        if self.jobs.persistent() {
             self.jobs.record(StoreOp::Put(Box::new(rec.clone())));
         }
         let first = match rec.state {
@@ -300,8 +208,8 @@ impl State {
     /// id is dropped, so the push starts a new generation of it.
     fn live_duplicate(&mut self, queue: &str, o: &JobOptions) -> Option<String> {
         if let Some(id) = &o.job_id {
-            if let Some(e) = self.jobs.map.get(id) {
-                if e.rec.state.is_live() {
+            if let Some(state) = self.jobs.state_of(id) {
+                if state.is_live() {
                     return Some(id.clone());
                 }
                 self.forget(id);
@@ -309,7 +217,7 @@ impl State {
         }
         let k = o.unique_key.as_ref()?;
         let id = self.unique.holder(queue, k)?;
-        if !self.jobs.map.get(id).is_some_and(|e| e.rec.state.is_live()) {
+        if !self.jobs.is_live(id) {
             return None;
         }
         // 2.9.5 (`pushDeduplication`): `duplicated`, with the live job's id. A live custom id
@@ -329,17 +237,12 @@ impl State {
             self.jobs
                 .park(&id, &queue, &links.depends_on, &mut self.waits);
         }
-        if let Some(e) = self.jobs.map.get_mut(&id) {
-            e.run = run;
-            if !links.is_empty() {
-                e.flow = Some(Box::new(links));
-            }
-        }
+        self.jobs.attach(&id, run, links);
         if self.settings.is_on() {
             self.keep_job(&id);
         }
         if ready {
-            self.jobs.index(&queue).notify.notify_waiters();
+            self.jobs.wake(&queue);
         }
         self.events.emit(&queue, "pushed", job_event(&queue, &id));
         self.totals.pushed();
@@ -355,26 +258,17 @@ impl State {
         if self.settings.has_jobs() {
             self.forget_kept_job(id);
         }
-        let Some(e) = self.jobs.map.remove(id) else {
+        let Some(gone) = self.jobs.remove(id) else {
             return;
         };
         self.extras.remove(id);
-        if let Some(q) = self.jobs.queues.get_mut(&e.rec.queue) {
-            match e.rec.state {
-                JobState::Completed => q.completed = q.completed.saturating_sub(1),
-                JobState::Failed => {
-                    q.failed = q.failed.saturating_sub(1);
-                    if let Some((_, n)) = e.run.finished {
-                        self.dlq.remove(&e.rec.queue, n);
-                    }
-                }
-                _ => {}
-            }
+        if let Some(n) = gone.dlq {
+            self.dlq.remove(&gone.queue, n);
         }
-        if let Some(k) = &e.rec.unique_key {
-            self.unique.release(&e.rec.queue, k, id);
+        if let Some(k) = &gone.unique_key {
+            self.unique.release(&gone.queue, k, id);
         }
-        self.jobs.forget_queue_if_idle(&e.rec.queue);
+        self.jobs.forget_queue_if_idle(&gone.queue);
     }
 
     /// Takes up to `spec.count` ready jobs, highest priority first, FIFO within a priority.
@@ -383,128 +277,41 @@ impl State {
         self.pull_in_groups(spec, None, now)
     }
 
-    /// [`pull`](Self::pull) with the pull's group defaults: the jobs of a group that is not
-    /// eligible (see `limits::groups`) keep their place and are passed over.
+    /// [`pull`](Self::pull) with the pull's group defaults (see [`Jobs::pull`]): the jobs
+    /// handed out are tied to the pull's connection and announced (`pulled`), the expired
+    /// ones dropped.
     pub fn pull_in_groups(
         &mut self,
         spec: &PullSpec<'_>,
         group: Option<&limits::groups::PullGroup>,
         now: f64,
     ) -> Vec<Pulled> {
-        if self.jobs.is_paused(spec.queue) {
-            return Vec::new();
+        let taken = self.jobs.pull(spec, group, &mut self.limits, now);
+        for id in taken.expired {
+            self.forget(&id);
+            self.jobs.record(StoreOp::Remove(id));
         }
-        self.jobs.promote(spec.queue, now);
-        let mut out = Vec::new();
-        let mut passed = Vec::new();
-        while out.len() < spec.count {
-            let Some(q) = self.jobs.queues.get_mut(spec.queue) else {
-                break;
-            };
-            let Some((key, id)) = q.pop_ready() else {
-                break;
-            };
-            let Some(e) = self.jobs.map.get_mut(&id) else {
-                continue;
-            };
-            if let Some(g) = &e.run.group {
-                if !self.limits.group_eligible(spec.queue, g, group, now) {
-                    passed.push((key, id));
-                    continue;
-                }
-            }
-            // bunqueue's pull drops a job older than its ttl, silently (no event).
-            let expired = e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl);
-            // A limit is asked only for a job that would be handed out; when it refuses, the
-            // job keeps its place and the pull ends with what it has (see `limits`).
-            if !expired && !self.limits.acquire(spec.queue, now) {
-                q.put_back(&e.rec);
-                break;
-            }
-            q.taken(&e.rec);
-            if expired {
-                self.forget(&id);
-                self.jobs.record(StoreOp::Remove(id));
-                continue;
-            }
-            if let Some(g) = &e.run.group {
-                self.limits.group_started(spec.queue, g);
-                self.limits.group_acquired(spec.queue, g, group, now);
-            }
-            q.active += 1;
-            out.push(self.hand_out(id, spec, now));
-        }
-        if !passed.is_empty() {
-            self.jobs.index(spec.queue).put_back_all(passed);
+        let mut out = Vec::with_capacity(taken.handed.len());
+        for (id, token) in taken.handed {
+            self.running.started(&id, spec.tie_to);
+            let job = self.job_record(&id).unwrap_or(Value::Nil);
+            self.events
+                .emit(spec.queue, "pulled", job_event(spec.queue, &id));
+            self.totals.pulled();
+            out.push(Pulled { id, job, token });
         }
         out
     }
 
-    /// Makes a job taken off its queue's ready jobs active: locked (with a token when the pull
-    /// has an owner), tied to the pull's connection, recorded and announced (`pulled`).
-    fn hand_out(&mut self, id: String, spec: &PullSpec<'_>, now: f64) -> Pulled {
-        let e = self
-            .jobs
-            .map
-            .get_mut(&id)
-            .expect("taken off the ready jobs by the caller");
-        e.rec.state = JobState::Active;
-        let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
-        let ttl = if spec.lock_ttl > 0 {
-            spec.lock_ttl
-        } else {
-            DEFAULT_LOCK_TTL
-        };
-        e.lock = token.clone().map(|token| Lock {
-            token,
-            expires_at: now + ttl as f64,
-            ttl: ttl as f64,
-            renewals: 0,
-        });
-        e.run.started_at = Some(now);
-        e.run.shown_started = Some(now);
-        e.run.last_heartbeat = now;
-        timeline::note(
-            &mut e.run.timeline,
-            timeline::Step {
-                state: "active",
-                at: now,
-                error: None,
-                attempt: None,
-            },
-        );
-        e.conn = spec.tie_to;
-        self.running.started(&id, spec.tie_to);
-        let op = update_op(&e.rec);
-        self.jobs.record(op);
-        let job = self.job_record(&id).unwrap_or(Value::Nil);
-        self.events
-            .emit(spec.queue, "pulled", job_event(spec.queue, &id));
-        self.totals.pulled();
-        Pulled { id, job, token }
-    }
-
-    /// Takes an active job out of the active set (after its lock was checked).
-    fn finish(&mut self, id: &str) -> Result<&mut Entry, FinishError> {
-        let e = match self.jobs.map.get_mut(id) {
-            Some(e) if e.rec.state == JobState::Active => e,
-            _ => return Err(FinishError::NotActive(id.to_owned())),
-        };
-        e.lock = None;
-        e.run.started_at = None;
-        // bunqueue clears a record's `startedAt` whenever a run ends but by ACK or FAIL (which
-        // put it back).
-        e.run.shown_started = None;
-        self.running.ended(id, e.conn.take());
-        if let Some(q) = self.jobs.queues.get_mut(&e.rec.queue) {
-            q.active = q.active.saturating_sub(1);
-            // A freed concurrency slot wakes the long-polls it held back, as bunqueue's
-            // finishing paths notify the queue.
-            if self.limits.release(&e.rec.queue, e.run.group.as_deref()) {
-                q.notify.notify_waiters();
-            }
-        }
-        Ok(self.jobs.map.get_mut(id).expect("checked above"))
+    /// Takes an active job out of its run (after its lock was checked) and out of the
+    /// running jobs, its concurrency slot freed.
+    fn finish(&mut self, id: &str) -> Result<(), FinishError> {
+        let conn = self.jobs.finish(id)?;
+        self.running.ended(id, conn);
+        // A freed concurrency slot wakes the long-polls it held back, as bunqueue's
+        // finishing paths notify the queue.
+        self.release_slot_of(id);
+        Ok(())
     }
 
     /// Completes an active job.
@@ -527,35 +334,16 @@ impl State {
             // included (a second release for the job: another job's slot, down to 0).
             self.release_slot_of(id);
         } else {
-            let started = self.jobs.map.get(id).and_then(|e| e.run.started_at);
-            self.finish(id)?.run.shown_started = started;
+            let started = self.jobs.started_at(id);
+            self.finish(id)?;
+            self.jobs.show_started(id, started);
         }
         self.jobs.mark_finished(id, now);
-        let e = self
-            .jobs
-            .map
-            .get_mut(id)
-            .expect("unfiled or finished above");
-        if !late {
-            e.run.shown_completed = Some(now);
-            timeline::note(
-                &mut e.run.timeline,
-                timeline::Step {
-                    state: "completed",
-                    at: now,
-                    error: None,
-                    attempt: None,
-                },
-            );
-        }
-        e.rec.state = JobState::Completed;
-        e.rec.result = result;
-        let remove = remove || e.rec.remove_on_complete;
-        let queue = e.rec.queue.clone();
-        let op = update_op(&e.rec);
+        let (queue, remove_on_complete, op) = self.jobs.complete(id, result, late, now);
+        let remove = remove || remove_on_complete;
         if self.events.wants(&queue) {
             // `data`: the return value (msgpackr's undefined when the ACK carried none).
-            let data = self.jobs.map.get(id).and_then(|e| e.rec.result.clone());
+            let data = self.jobs.get_result(id);
             self.events.emit(&queue, "completed", |ts| {
                 let mut f = job_event(&queue, id)(ts);
                 f.push(("data", data.unwrap_or(Value::Undefined)));
@@ -564,7 +352,6 @@ impl State {
         } else {
             self.events.note(&queue);
         }
-        self.jobs.index(&queue).completed += 1;
         self.totals.finished(&queue, false, now);
         // Before `retire`: a removed job still releases the jobs waiting for it.
         self.on_completed(id, remove, now);
@@ -582,7 +369,7 @@ impl State {
         how: Failure,
         now: f64,
     ) -> Result<bool, FinishError> {
-        let had_lock = self.jobs.map.get(id).is_some_and(|e| e.lock.is_some());
+        let had_lock = self.jobs.has_lock(id);
         self.jobs.check_lock(id, token)?;
         if token.is_some_and(|t| !t.is_empty()) && !had_lock && self.jobs.retried_in_queue(id) {
             return Ok(false);
@@ -591,10 +378,7 @@ impl State {
         let (queue, retry) = self.note_failure(id, &how, now)?;
         // What the `failed` event carries, copied only when someone listens.
         let event = if self.events.wants(&queue) {
-            self.jobs
-                .map
-                .get(id)
-                .map(|e| (e.rec.failed_reason.clone(), e.rec.data.clone()))
+            self.jobs.failure_of(id)
         } else {
             None
         };
@@ -612,51 +396,20 @@ impl State {
         Ok(true)
     }
 
-    /// Takes a failing job out of the active set and writes the failure into its record and
-    /// timeline. Returns its queue and whether it will be retried.
+    /// Takes a failing job out of its run and writes the failure into its record and
+    /// timeline (see [`Jobs::note_failure`]). Returns its queue and whether it will be
+    /// retried.
     fn note_failure(
         &mut self,
         id: &str,
         how: &Failure,
         now: f64,
     ) -> Result<(String, bool), FinishError> {
-        let started = self.jobs.map.get(id).and_then(|e| e.run.started_at);
-        let e = self.finish(id)?;
-        e.run.shown_started = started;
-        e.rec.attempts += 1;
-        timeline::note(
-            &mut e.run.timeline,
-            timeline::Step {
-                state: "failed",
-                at: now,
-                error: Some(how.error.clone()),
-                attempt: Some(e.rec.attempts),
-            },
-        );
-        e.rec.failed_reason = how.error.clone();
-        let retry = !how.unrecoverable && e.rec.attempts < e.rec.max_attempts;
-        if retry {
-            // The attempt kept for a later DLQ entry's history (`recordJobFailureAttempt`).
-            e.run.attempt_log.push(timeline::Attempt {
-                attempt: e.rec.attempts,
-                started_at: started.unwrap_or(e.rec.created_at),
-                failed_at: now,
-                reason: how.attempt_reason(),
-                error: e.rec.failed_reason.clone(),
-                duration: started.map_or(0.0, |s| now - s),
-            });
-            let attempt = e.rec.attempts + 1;
-            timeline::note(
-                &mut e.run.timeline,
-                timeline::Step {
-                    state: "waiting",
-                    at: now,
-                    error: None,
-                    attempt: Some(attempt),
-                },
-            );
-        }
-        Ok((e.rec.queue.clone(), retry))
+        let started = self.jobs.started_at(id);
+        self.finish(id)?;
+        self.jobs
+            .note_failure(id, how, started, now)
+            .ok_or_else(|| FinishError::NotActive(id.to_owned()))
     }
 
     /// Fails a job for good: into the DLQ, then kept or dropped. Returns the failure policy
@@ -667,11 +420,7 @@ impl State {
         how: &Failure,
         now: f64,
     ) -> Option<(String, ChildFailure, String)> {
-        let e = self.jobs.map.get_mut(id)?;
-        e.rec.state = JobState::Failed;
-        let remove = how.remove.unwrap_or(e.rec.remove_on_fail);
-        let op = update_op(&e.rec);
-        let error = e.rec.failed_reason.clone();
+        let (remove, op, error) = self.jobs.fail_for_good(id, how.remove)?;
         // Read before `retire`, which may drop the job and its links.
         let policy = self.on_failed(id, error.as_deref());
         self.enter_dlq(id, now, how.dlq_reason(), error);
@@ -745,50 +494,33 @@ impl State {
     /// with `stalled` (action `move_to_dlq`) and `failed` events.
     pub fn expire_locks(&mut self, now: f64) {
         // Obliterate drops running jobs without finishing them: forget those here.
-        let jobs = &self.jobs.map;
-        self.running.retain(|id| {
-            jobs.get(id)
-                .is_some_and(|e| e.rec.state == JobState::Active)
-        });
-        let mut expired: Vec<(f64, String)> = self
-            .running
-            .ids()
-            .filter_map(|id| {
-                let e = self.jobs.map.get(id)?;
-                let at = e.lock.as_ref()?.expires_at;
-                (e.rec.state == JobState::Active && at <= now).then(|| (at, id.clone()))
-            })
-            .collect();
-        // In expiry order, then by id (a pull's jobs in their pull order, roughly bunqueue's
-        // walk of its lock map in insertion order), not the set's.
-        expired.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        for (_, id) in expired {
+        let jobs = &self.jobs;
+        self.running
+            .retain(|id| jobs.state_of(id) == Some(JobState::Active));
+        for id in self.jobs.locks_expired(self.running.ids(), now) {
             self.expire_lock(&id, now);
         }
     }
 
     /// One job whose lock expired (see [`expire_locks`](Self::expire_locks)).
     fn expire_lock(&mut self, id: &str, now: f64) {
-        let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.clone()) else {
+        let Some(queue) = self.jobs.queue_of(id).map(str::to_owned) else {
             return;
         };
         let max_stalls = self.stall_config(&queue).max_stalls;
-        let renewals = self
-            .jobs
-            .map
-            .get(id)
-            .and_then(|e| e.lock.as_ref())
-            .map_or(0, |l| l.renewals);
-        let Ok(e) = self.finish(id) else { return };
-        e.rec.attempts += 1;
-        e.run.stall_count += 1;
-        e.run.last_heartbeat = now;
-        let stalls = e.run.stall_count;
-        let max = e.rec.max_attempts;
-        let attempts_exhausted = e.rec.attempts >= max;
-        let for_good = attempts_exhausted || (max_stalls > 0 && stalls >= max_stalls);
+        let renewals = self.jobs.renewals(id);
+        if self.finish(id).is_err() {
+            return;
+        }
+        let Some(s) = self.jobs.count_stall(id, now) else {
+            return;
+        };
+        let max = s.max_attempts;
+        let attempts_exhausted = s.attempts >= max;
+        let for_good = attempts_exhausted || (max_stalls > 0 && s.stalls >= max_stalls);
         if !for_good {
-            self.requeue_expired(id, &queue, now);
+            self.jobs.requeue_expired(id, now);
+            self.emit_stalled(&queue, id, None, true);
             return;
         }
         let (reason, error, event_error) = if attempts_exhausted {
@@ -805,7 +537,7 @@ impl State {
             )
         };
         self.file_failed(id, now, reason, error);
-        self.emit_stalled(&queue, id, Some((stalls, "move_to_dlq")), true);
+        self.emit_stalled(&queue, id, Some((s.stalls, "move_to_dlq")), true);
         self.events.emit(&queue, "failed", |ts| {
             vec![
                 ("jobId", Value::from(id)),
@@ -816,42 +548,10 @@ impl State {
         });
     }
 
-    /// A job whose lock expired with attempts and stalls left: the attempt noted, back to
-    /// waiting, with a `stalled` event.
-    fn requeue_expired(&mut self, id: &str, queue: &str, now: f64) {
-        if let Some(e) = self.jobs.map.get_mut(id) {
-            e.run.attempt_log.push(timeline::Attempt {
-                attempt: e.rec.attempts,
-                started_at: e.rec.created_at,
-                failed_at: now,
-                reason: "stalled",
-                error: Some("Lock expired".into()),
-                duration: 0.0,
-            });
-        }
-        self.jobs.refile_ready(id);
-        self.emit_stalled(queue, id, None, true);
-    }
-
     /// Running jobs past their `timeout` fail as a FAIL with bunqueue's `Job timeout exceeded`
     /// would fail them (retried while attempts remain), earliest deadline first.
     pub fn expire_timeouts(&mut self, now: f64) {
-        let mut due: Vec<(f64, String, Option<String>)> = self
-            .running
-            .ids()
-            .filter_map(|id| {
-                let e = self
-                    .jobs
-                    .map
-                    .get(id)
-                    .filter(|e| e.rec.state == JobState::Active)?;
-                let deadline = e.run.started_at? + e.run.timeout?;
-                let token = e.lock.as_ref().map(|l| l.token.clone());
-                (now >= deadline).then(|| (deadline, id.clone(), token))
-            })
-            .collect();
-        due.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        for (_, id, token) in due {
+        for (id, token) in self.jobs.timed_out(self.running.ids(), now) {
             tracing::info!(job = id.as_str(), "job timed out");
             // Its own lock's token: the broker fails it, not a worker.
             let _ = self.fail(&id, token.as_deref(), Failure::timeout(), now);
@@ -865,35 +565,19 @@ impl State {
     /// `retry`), or, at the queue's `maxStalls` or the last attempt, failed for good
     /// (`stalled`, action `move_to_dlq`). Queues with detection disabled are skipped.
     pub fn check_stalled(&mut self, now: f64) {
-        let stalled = |s: &State, id: &str| -> Option<bool> {
-            let e = s
-                .jobs
-                .map
-                .get(id)
-                .filter(|e| e.rec.state == JobState::Active)?;
-            let cfg = s.stall_config(&e.rec.queue);
-            let started = e.run.started_at?;
-            if !cfg.enabled || now - started < ms(cfg.grace_period) {
-                return None;
-            }
-            let interval = e.run.stall_timeout.unwrap_or(ms(cfg.stall_interval));
-            if now - e.run.last_heartbeat <= interval {
-                return None;
-            }
-            // Some(true): this stall reaches `maxStalls`.
-            Some(e.run.stall_count + 1 >= cfg.max_stalls)
-        };
         let candidates = self.stalls.take_candidates();
+        let (jobs, stalls) = (&self.jobs, &self.stalls);
+        let stalled = |id: &str| jobs.stalled(id, now, |q| stalls.config(q));
         let mut confirmed: Vec<(String, bool)> = candidates
             .iter()
-            .filter_map(|id| stalled(self, id).map(|dlq| (id.clone(), dlq)))
+            .filter_map(|id| stalled(id).map(|dlq| (id.clone(), dlq)))
             .collect();
         // By id (roughly pull order), not the set's order.
         confirmed.sort();
         let next = self
             .running
             .ids()
-            .filter(|id| stalled(self, id).is_some())
+            .filter(|id| stalled(id).is_some())
             .cloned()
             .collect();
         self.stalls.set_candidates(next);
@@ -905,69 +589,34 @@ impl State {
     /// One job confirmed stalled (see [`check_stalled`](Self::check_stalled)); `max_stalls`:
     /// this stall reaches the queue's `maxStalls`.
     fn stall(&mut self, id: &str, max_stalls: bool, now: f64) {
-        let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.clone()) else {
+        let Some(queue) = self.jobs.queue_of(id).map(str::to_owned) else {
             return;
         };
         let jitter = self.jobs.random();
-        let Ok(e) = self.finish(id) else { return };
-        let exhausted = e.rec.attempts + 1 >= e.rec.max_attempts;
-        e.run.stall_count += 1;
-        e.rec.attempts += 1;
-        e.run.last_heartbeat = now;
-        let stalls = e.run.stall_count;
+        if self.finish(id).is_err() {
+            return;
+        }
+        let Some(s) = self.jobs.count_stall(id, now) else {
+            return;
+        };
+        let exhausted = s.attempts >= s.max_attempts;
         if !(max_stalls || exhausted) {
-            self.retry_stalled(id, &queue, jitter, now);
+            if let Some(stalls) = self.jobs.retry_stalled(id, jitter, now) {
+                self.emit_stalled(&queue, id, Some((stalls, "retry")), false);
+            }
             return;
         }
         let (reason, error) = if exhausted {
-            let max = e.rec.max_attempts;
+            let max = s.max_attempts;
             (
                 "max_attempts_exceeded",
                 format!("Job stalled at max attempts ({max})"),
             )
         } else {
-            ("stalled", format!("Job stalled {stalls} times"))
+            ("stalled", format!("Job stalled {} times", s.stalls))
         };
         self.file_failed(id, now, reason, error);
-        self.emit_stalled(&queue, id, Some((stalls, "move_to_dlq")), false);
-    }
-
-    /// A stalled job with attempts and stalls left: the failure noted, retried after its
-    /// backoff, with a `stalled` event (action `retry`).
-    fn retry_stalled(&mut self, id: &str, queue: &str, jitter: f64, now: f64) {
-        let Some(e) = self.jobs.map.get_mut(id) else {
-            return;
-        };
-        let stalls = e.run.stall_count;
-        // Its timeline's last failure, which GetJob shows as `failedReason`.
-        e.rec.failed_reason = Some("stalled".into());
-        e.run.attempt_log.push(timeline::Attempt {
-            attempt: e.rec.attempts,
-            started_at: e.rec.created_at,
-            failed_at: now,
-            reason: "stalled",
-            error: Some("stalled".into()),
-            duration: 0.0,
-        });
-        let attempt = e.rec.attempts;
-        for (state, error, attempt) in [
-            ("failed", Some(Some("stalled".to_owned())), attempt),
-            ("waiting", None, attempt + 1),
-        ] {
-            timeline::note(
-                &mut e.run.timeline,
-                timeline::Step {
-                    state,
-                    at: now,
-                    error,
-                    attempt: Some(attempt),
-                },
-            );
-        }
-        e.rec.run_at = now + retry_delay(e.rec.backoff, e.rec.attempts, jitter);
-        let run_at = e.rec.run_at;
-        self.jobs.refile(id, run_at, now);
-        self.emit_stalled(queue, id, Some((stalls, "retry")), false);
+        self.emit_stalled(&queue, id, Some((s.stalls, "move_to_dlq")), false);
     }
 
     /// bunqueue's `stalled` event; `id_first` for the lock-expiry path's key order.
@@ -996,13 +645,11 @@ impl State {
         });
     }
 
-    /// Files a job taken out of the active set as failed for good (bunqueue's DLQ), recorded.
+    /// Files a job taken out of its run as failed for good (bunqueue's DLQ), recorded.
     fn file_failed(&mut self, id: &str, now: f64, reason: &'static str, error: String) {
-        let Some(e) = self.jobs.map.get_mut(id) else {
+        let Some(op) = self.jobs.mark_failed(id) else {
             return;
         };
-        e.rec.state = JobState::Failed;
-        let op = update_op(&e.rec);
         self.enter_dlq(id, now, reason, Some(error));
         self.jobs.record(op);
     }
@@ -1019,7 +666,7 @@ impl State {
         self.events.unsubscribe(conn);
         if let Some(ids) = self.running.take_held(conn) {
             for id in ids {
-                if self.jobs.map.get(&id).is_some_and(|e| e.conn == Some(conn)) {
+                if self.jobs.held_by(&id, conn) {
                     self.requeue(&id);
                 }
             }
@@ -1030,14 +677,7 @@ impl State {
     /// A job in the client's record form ([`Job`]), for the tests.
     #[cfg(test)]
     pub fn get_job_wire(&mut self, id: &str, now: f64) -> Option<Job> {
-        let queue = self.jobs.map.get(id)?.rec.queue.clone();
-        self.jobs.promote(&queue, now);
-        let e = self.jobs.map.get(id)?;
-        let mut job = wire_job(&e.rec);
-        wire_links(&mut job, e);
-        job.state = Some(autobatch_core::wire::JobState::from(state_name(&e.rec)));
-        job.returnvalue = e.rec.result.clone();
-        job.failed_reason = e.rec.failed_reason.clone();
+        let mut job = self.jobs.wire(id, now)?;
         // bunqueue's record carries the last progress (0 until a worker reports one).
         let progress = self.extras.get(id).map_or(0.0, |x| x.progress);
         job.progress = Some(crate::events::js_number(progress));
@@ -1060,23 +700,15 @@ impl State {
     pub fn withdraw(&mut self, ids: &[String]) -> Vec<String> {
         let mut kept = Vec::new();
         for id in ids {
-            let Some(e) = self.jobs.map.get(id) else {
-                continue;
-            };
-            let rec = &e.rec;
-            let Some(q) = self.jobs.queues.get_mut(&rec.queue) else {
-                continue;
-            };
-            match rec.state {
-                JobState::Waiting => q.unready(rec),
-                JobState::Delayed => q.undelay(rec),
-                JobState::WaitingChildren => {}
-                _ => {
-                    kept.push(id.clone());
-                    continue;
+            match self.jobs.state_of(id) {
+                None => continue,
+                Some(JobState::Waiting | JobState::Delayed | JobState::WaitingChildren) => {
+                    if self.jobs.unqueue(id) {
+                        self.forget(id);
+                    }
                 }
+                Some(_) => kept.push(id.clone()),
             }
-            self.forget(id);
         }
         kept
     }
@@ -1084,12 +716,12 @@ impl State {
     /// Queues with an index entry.
     #[cfg(feature = "test-util")]
     pub fn queue_count(&self) -> usize {
-        self.jobs.queues.len()
+        self.jobs.queue_count()
     }
 
     /// Commits what is pending and closes the store.
     pub fn close_store(&mut self) {
-        self.jobs.journal.close();
+        self.jobs.close();
         self.settings.close();
     }
 }
@@ -1101,7 +733,7 @@ mod tests {
     use autobatch_core::ops::StallConfigUpdate;
     use autobatch_core::wire::JobOptions;
     use autobatch_core::wire::{Backoff, JobCounts};
-    use jobs::MAX_RETRY_DELAY;
+    use jobs::{retry_delay, MAX_RETRY_DELAY};
     use std::time::Duration;
 
     fn state() -> State {

@@ -73,14 +73,11 @@ impl State {
     /// Frees a concurrency slot of the queue of job `id` outside [`State::finish`] (which
     /// frees its own), waking the long-polls it held back.
     pub(in crate::queue) fn release_slot_of(&mut self, id: &str) {
-        let Some(e) = self.jobs.map.get(id) else {
+        let Some((queue, group)) = self.jobs.slot_of(id) else {
             return;
         };
-        let queue = e.rec.queue.as_str();
-        if self.limits.release(queue, e.run.group.as_deref()) {
-            if let Some(q) = self.jobs.queues.get(queue) {
-                q.notify.notify_waiters();
-            }
+        if self.limits.release(queue, group) {
+            self.jobs.wake(queue);
         }
     }
 
@@ -158,7 +155,7 @@ impl State {
     ) -> Result<(), String> {
         self.jobs.require_active(id, now)?;
         let x = self.extras.set(id, progress, message);
-        let Some(queue) = self.jobs.map.get(id).map(|e| e.rec.queue.as_str()) else {
+        let Some(queue) = self.jobs.queue_of(id) else {
             return Ok(());
         };
         if self.events.wants(queue) {
@@ -189,7 +186,7 @@ impl State {
 
     /// Appends a log line; false for an unknown job.
     pub fn add_log(&mut self, id: &str, message: String, level: String, now: f64) -> bool {
-        if !self.jobs.map.contains_key(id) {
+        if !self.jobs.exists(id) {
             return false;
         }
         self.extras.add_log(id, message, level, now);
@@ -239,15 +236,15 @@ impl State {
 
     /// The whole record of job `id` (PULL's and PUSHF's form: no state).
     pub(in crate::queue) fn job_record(&self, id: &str) -> Option<Value> {
-        let e = self.jobs.map.get(id)?;
+        let e = self.jobs.entry(id)?;
         Some(Value::map(view::record(e, self.extras.get(id))))
     }
 
     /// A job as GetJob returns it: with its state, result and failure reason.
     pub fn get_job(&mut self, id: &str, now: f64) -> Option<Value> {
-        let queue = self.jobs.map.get(id)?.rec.queue.clone();
+        let queue = self.jobs.queue_of(id)?.to_owned();
         self.jobs.promote(&queue, now);
-        let e = self.jobs.map.get(id)?;
+        let e = self.jobs.entry(id)?;
         // bunqueue's `jobView`: the record, its state, its value and its last error.
         let mut job = view::record(e, self.extras.get(id));
         job.extend([

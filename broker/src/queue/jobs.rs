@@ -15,9 +15,13 @@ use super::flow;
 use super::index::QueueIndex;
 use super::journal::Journal;
 use super::timeline;
-use super::FinishError;
+use super::totals::Gauges;
 use crate::conn_id::ConnId;
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
+
+/// A job's runs: pulled, finished, failed, stalled.
+mod run;
+pub(crate) use run::{FinishError, PullSpec, DEFAULT_LOCK_TTL};
 
 /// Default `maxAttempts`.
 const DEFAULT_ATTEMPTS: i64 = 3;
@@ -192,7 +196,7 @@ impl Jobs {
     }
 
     /// Wakes the long-polls of `queue`: a group control was lifted.
-    pub fn wake(&mut self, queue: &str) {
+    pub fn wake(&self, queue: &str) {
         if let Some(q) = self.queues.get(queue) {
             q.notify.notify_waiters();
         }
@@ -629,6 +633,111 @@ impl Jobs {
                 },
             );
         }
+    }
+}
+
+/// What dropping a job leaves for the other owners: its queue, the unique key it held and
+/// its place in the DLQ.
+pub(crate) struct Removed {
+    pub queue: String,
+    pub unique_key: Option<String>,
+    pub dlq: Option<u64>,
+}
+
+impl Jobs {
+    /// Job `id`'s entry, for the views of its record.
+    pub(in crate::queue) fn entry(&self, id: &str) -> Option<&Entry> {
+        self.map.get(id).map(|e| &**e)
+    }
+
+    /// Drops job `id`, counted out of its queue's finished jobs.
+    pub fn remove(&mut self, id: &str) -> Option<Removed> {
+        let e = self.map.remove(id)?;
+        let mut dlq = None;
+        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
+            match e.rec.state {
+                JobState::Completed => q.completed = q.completed.saturating_sub(1),
+                JobState::Failed => {
+                    q.failed = q.failed.saturating_sub(1);
+                    dlq = e.run.finished.map(|(_, n)| n);
+                }
+                _ => {}
+            }
+        }
+        let rec = e.rec;
+        Some(Removed {
+            queue: rec.queue,
+            unique_key: rec.unique_key,
+            dlq,
+        })
+    }
+
+    /// The counts of every queue now (due delayed jobs are promoted first, so a job whose run
+    /// time has come counts as waiting, as in bunqueue); `dlq_len`: a queue's DLQ entries.
+    pub fn gauges(&mut self, now: f64, dlq_len: impl Fn(&str) -> u64) -> Gauges {
+        let names: Vec<String> = self.queues.keys().cloned().collect();
+        let mut g = Gauges::default();
+        for name in names {
+            self.promote(&name, now);
+            let Some(q) = self.queues.get(&name) else {
+                continue;
+            };
+            let ready = q.ready_len();
+            g.prioritized += q.prioritized().min(ready);
+            g.waiting += ready - q.prioritized().min(ready);
+            g.delayed += q.delayed_len();
+            g.active += q.active;
+            g.dlq += dlq_len(&name);
+            g.completed += q.completed;
+            g.waiting_children += q.waiting_children;
+        }
+        g
+    }
+
+    /// The next job's `seq`, counted as created.
+    pub fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq - 1
+    }
+
+    /// Whether the store keeps jobs across a restart (full records are written then).
+    pub fn persistent(&self) -> bool {
+        self.journal.persistent()
+    }
+
+    /// Sets a new job's run settings and links.
+    pub(in crate::queue) fn attach(&mut self, id: &str, run: RunInfo, links: flow::Links) {
+        if let Some(e) = self.map.get_mut(id) {
+            e.run = run;
+            if !links.is_empty() {
+                e.flow = Some(Box::new(links));
+            }
+        }
+    }
+
+    /// Queues with an index entry.
+    #[cfg(feature = "test-util")]
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Commits what is pending and closes the store.
+    pub fn close(&mut self) {
+        self.journal.close();
+    }
+
+    /// A job in the client's record form ([`Job`]), for the tests.
+    #[cfg(test)]
+    pub fn wire(&mut self, id: &str, now: f64) -> Option<Job> {
+        let queue = self.map.get(id)?.rec.queue.clone();
+        self.promote(&queue, now);
+        let e = self.map.get(id)?;
+        let mut job = wire_job(&e.rec);
+        wire_links(&mut job, e);
+        job.state = Some(autobatch_core::wire::JobState::from(state_name(&e.rec)));
+        job.returnvalue = e.rec.result.clone();
+        job.failed_reason = e.rec.failed_reason.clone();
+        Some(job)
     }
 }
 

@@ -496,7 +496,7 @@ mod tests {
         });
         let bad = run(&mut s, false, Value::Nil);
         assert_eq!(s.jobs.get_state("p", 1.0), "failed");
-        let entry = s.jobs.map.get("p").and_then(|e| e.run.dlq.clone()).unwrap();
+        let entry = s.jobs.entry("p").and_then(|e| e.run.dlq.clone()).unwrap();
         assert_eq!(
             entry,
             (

@@ -21,12 +21,10 @@ use crate::conn_id::ConnId;
 use crate::events::{job_event, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp};
 pub(crate) use failure::Failure;
-use jobs::{index_in, new_record, state_name, update_op, Entry, Jobs, RunInfo};
-pub(crate) use jobs::{FinishError, PullSpec, DEFAULT_LOCK_TTL};
+use jobs::{new_record, state_name, update_op, Entry, Jobs, RunInfo};
+pub(crate) use jobs::{CleanState, FinishError, MoveError, PullSpec, DEFAULT_LOCK_TTL};
 pub(crate) use workers::Worker;
 
-/// Queue lookups and control on the jobs (pause, promote, listings, …).
-pub(crate) mod admin;
 /// The [`State`] methods that route a request to the owner of its concern.
 mod compose;
 /// Job schedulers.

@@ -11,7 +11,7 @@ use autobatch_core::ops::{
 };
 
 use crate::context::{Ctx, Served};
-use crate::queue::admin::{CleanState, MoveError};
+use crate::queue::{CleanState, MoveError};
 
 pub(crate) fn pause(cx: &Ctx<'_>, op: Pause) -> Served<()> {
     cx.state().pause(&op.queue);

@@ -19,8 +19,20 @@ use super::totals::Gauges;
 use crate::conn_id::ConnId;
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 
+/// Queue control: pause, listings, promote, priority, the jobs control takes out.
+mod control;
+/// A job's way into and out of the DLQ.
+mod dlq;
+/// A job's extras kept across a restart.
+mod kept;
+/// Flows: parents and children released, failed and detached.
+mod links;
+/// UpdateParent and MoveToWaitingChildren.
+mod relink;
 /// A job's runs: pulled, finished, failed, stalled.
 mod run;
+pub(crate) use control::{CleanState, MoveError};
+pub(crate) use links::ParentEffect;
 pub(crate) use run::{FinishError, PullSpec, DEFAULT_LOCK_TTL};
 
 /// Default `maxAttempts`.
@@ -107,16 +119,16 @@ impl RunInfo {
 /// Every job and the queues' indexes of them, with the store their changes are written to.
 pub(crate) struct Jobs {
     /// Boxed: the map grows to millions of jobs, and a resize then moves pointers, not records.
-    pub(in crate::queue) map: HashMap<String, Box<Entry>>,
-    pub(in crate::queue) queues: HashMap<String, QueueIndex>,
+    map: HashMap<String, Box<Entry>>,
+    queues: HashMap<String, QueueIndex>,
     /// Jobs created so far: the next job's `seq`.
-    pub(in crate::queue) seq: u64,
+    seq: u64,
     /// Jobs finished so far, numbering [`RunInfo::finished`].
-    pub(in crate::queue) finish_seq: u64,
+    finish_seq: u64,
     /// The retry jitter's generator state (see [`Jobs::random`]).
-    pub(in crate::queue) rng: u64,
+    rng: u64,
     /// The job store, fed every change (see `journal`).
-    pub(in crate::queue) journal: Journal,
+    journal: Journal,
 }
 
 impl Jobs {

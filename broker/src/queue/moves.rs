@@ -9,10 +9,9 @@ use std::collections::HashSet;
 use autobatch_core::ops::ChildFailure;
 use autobatch_core::wire::Value;
 
-use super::admin::{CleanState, MoveError};
 use super::dlq::Filter;
-use super::flow::ParentEffect;
-use super::{FinishError, JobState, State, StoreOp};
+use super::jobs::ParentEffect;
+use super::{CleanState, FinishError, JobState, MoveError, State, StoreOp};
 use crate::events::{job_event, js_number, Fields};
 
 /// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
@@ -527,5 +526,160 @@ impl State {
             ]
         });
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::queue::{PullSpec, State};
+    use crate::store::MemoryStore;
+    use autobatch_core::wire::{JobOptions, JobSpec, JobState, Value};
+
+    fn state() -> State {
+        State::new(Box::new(MemoryStore::new()), 1000.0).expect("memory store")
+    }
+
+    fn pull_ids(s: &mut State, n: usize) -> Vec<String> {
+        let spec = PullSpec {
+            queue: "q",
+            count: n,
+            locked: true,
+            lock_ttl: 30_000,
+            tie_to: Some(1),
+        };
+        s.pull(&spec, 2000.0).into_iter().map(|p| p.id).collect()
+    }
+
+    fn push(s: &mut State, opts: JobOptions) -> String {
+        s.push(
+            "q",
+            JobSpec::new("j", Value::Nil).with_options(opts),
+            1000.0,
+        )
+    }
+
+    #[test]
+    fn paused_queue_hands_out_nothing_until_resumed() {
+        let mut s = state();
+        let a = push(&mut s, JobOptions::new());
+        s.pause("q");
+        assert!(s.jobs.is_paused("q"));
+        assert!(pull_ids(&mut s, 1).is_empty());
+        let c = s.jobs.counts("q", 2000.0);
+        assert_eq!((c.waiting, c.paused), (0, 1));
+        // The pause outlives an idle moment of the queue.
+        s.jobs.forget_queue_if_idle("q");
+        assert!(s.jobs.is_paused("q"));
+        s.resume("q");
+        assert_eq!(pull_ids(&mut s, 1), vec![a]);
+    }
+
+    #[test]
+    fn drain_cancel_promote_and_priority() {
+        let mut s = state();
+        let later = || JobOptions::new().delay(std::time::Duration::from_secs(60));
+        let a = push(&mut s, JobOptions::new());
+        let b = push(&mut s, JobOptions::new());
+        let d = push(&mut s, later());
+        // Promote only a delayed job, once.
+        assert!(s.jobs.promote_job(&d, 0.0));
+        assert!(!s.jobs.promote_job(&d, 0.0));
+        // Priority moves b ahead of a.
+        assert!(s.jobs.change_priority(&b, 5, None));
+        assert!(!s.jobs.change_priority("nope", 5, None));
+        assert_eq!(pull_ids(&mut s, 1), vec![b.clone()]);
+        // An active job cannot be cancelled or re-prioritized.
+        assert!(!s.cancel(&b));
+        assert!(!s.jobs.change_priority(&b, 1, None));
+        assert!(s.cancel(&a));
+        push(&mut s, later());
+        assert_eq!(s.drain("q"), 2);
+        let c = s.jobs.counts("q", 2000.0);
+        assert_eq!((c.waiting, c.delayed, c.active), (0, 0, 1));
+    }
+
+    #[test]
+    fn obliterate_and_listing() {
+        let mut s = state();
+        let a = push(&mut s, JobOptions::new());
+        let p = push(&mut s, JobOptions::new().priority(3));
+        let listed = s.list_jobs("q", &[JobState::Waiting], 0, 10, true, 2000.0);
+        assert_eq!(
+            listed
+                .iter()
+                .map(|j| j.get("id").and_then(Value::as_str).unwrap().to_owned())
+                .collect::<Vec<_>>(),
+            vec![a.clone()]
+        );
+        let all = s.list_jobs("q", &[], 0, 10, false, 2000.0);
+        assert_eq!(
+            all.iter()
+                .map(|j| j.get("id").and_then(Value::as_str).unwrap().to_owned())
+                .collect::<Vec<_>>(),
+            vec![p, a]
+        );
+        assert_eq!(s.jobs.queue_names(), vec!["q".to_owned()]);
+        pull_ids(&mut s, 1);
+        s.obliterate("q");
+        assert!(s.list_jobs("q", &[], 0, 10, true, 2000.0).is_empty());
+        assert_eq!(s.jobs.promote_jobs("q", None, 0.0), 0);
+        assert!(s.jobs.queue_names().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod clean_tests {
+    use crate::queue::CleanState;
+    use crate::queue::Failure;
+    use crate::queue::{PullSpec, State};
+    use crate::store::MemoryStore;
+    use autobatch_core::wire::{JobOptions, JobSpec, Value};
+
+    /// Clean takes the state's jobs at least `grace` old, up to `limit`, oldest first
+    /// (completed ones by completion time), and never active ones.
+    #[test]
+    fn clean_by_state_grace_and_limit() {
+        let mut s = State::new(Box::new(MemoryStore::new()), 0.0).expect("memory store");
+        let add = |s: &mut State, at: f64| {
+            let o = JobOptions::new().attempts(1);
+            s.push("q", JobSpec::new("j", Value::Nil).with_options(o), at)
+        };
+        let pull = |s: &mut State, at: f64| {
+            let spec = PullSpec {
+                queue: "q",
+                count: 1,
+                locked: false,
+                lock_ttl: 0,
+                tie_to: None,
+            };
+            s.pull(&spec, at).remove(0).id
+        };
+        let (a, b) = (add(&mut s, 10.0), add(&mut s, 20.0));
+        assert_eq!(pull(&mut s, 30.0), a);
+        assert_eq!(pull(&mut s, 30.0), b);
+        // b completes before a.
+        s.ack(&b, None, None, false, 40.0).unwrap();
+        s.ack(&a, None, None, false, 50.0).unwrap();
+        let (c, d) = (add(&mut s, 60.0), add(&mut s, 70.0));
+        assert_eq!(pull(&mut s, 80.0), c);
+        s.fail(&c, None, Failure::new(None), 90.0).unwrap();
+        assert_eq!(pull(&mut s, 100.0), d);
+        let w = add(&mut s, 100.0);
+
+        assert!(s.clean("q", 0, CleanState::Nothing, 10, 200.0).is_empty());
+        assert!(s.clean("q", 0, CleanState::Queued, 0, 200.0).is_empty());
+        // Grace: only b completed at least 155 ms before 200.
+        assert_eq!(
+            s.clean("q", 155, CleanState::Completed, 10, 200.0),
+            std::slice::from_ref(&b)
+        );
+        assert_eq!(s.clean("q", 0, CleanState::Completed, 10, 200.0), [a]);
+        assert_eq!(s.clean("q", 0, CleanState::Failed, 10, 200.0), [c]);
+        assert_eq!(s.jobs.get_state(&b, 200.0), "unknown");
+        let f = add(&mut s, 150.0);
+        assert_eq!(s.clean("q", 0, CleanState::Queued, 1, 200.0), [w]);
+        assert_eq!(s.clean("q", 0, CleanState::Queued, 5, 200.0), [f]);
+        let counts = s.jobs.counts("q", 200.0);
+        assert_eq!((counts.waiting, counts.active), (0, 1), "d, active, stays");
     }
 }

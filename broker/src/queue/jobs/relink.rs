@@ -13,9 +13,8 @@
 
 use autobatch_core::wire::Value;
 
-use super::{with_keys, Waits};
-use crate::queue::jobs::Jobs;
-use crate::queue::update_op;
+use super::{update_op, Jobs};
+use crate::queue::flow::{with_keys, Waits};
 use crate::store::{JobState, StoreOp};
 
 impl Jobs {

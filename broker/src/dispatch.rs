@@ -169,14 +169,7 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             let count = pull_count(count, raw)?;
             pull(shared, conn, args, Some(count), raw).await
         }
-        Command::Ack { id, result, token } => {
-            let remove = raw.get("removeOnComplete").and_then(Value::as_bool) == Some(true);
-            shared
-                .lock()
-                .ack(&id, token.as_deref(), result, remove, now)
-                .map_err(|e| e.to_string())?;
-            Ok(Response::Finalized { applied: true })
-        }
+        Command::Ack { id, result, token } => ack(shared, &id, token.as_deref(), result, raw, now),
         Command::AckB {
             ids,
             results,
@@ -227,6 +220,23 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
         // A command a newer core decodes that this broker does not serve yet.
         other => Err(routes::not_supported(other.name())),
     }
+}
+
+/// ACK: the job completes, removed when the request says so.
+fn ack(
+    shared: &Shared,
+    id: &str,
+    token: Option<&str>,
+    result: Option<Value>,
+    raw: &Value,
+    now: f64,
+) -> Result<Response, String> {
+    let remove = raw.get("removeOnComplete").and_then(Value::as_bool) == Some(true);
+    shared
+        .lock()
+        .ack(id, token, result, remove, now)
+        .map_err(|e| e.to_string())?;
+    Ok(Response::Finalized { applied: true })
 }
 
 /// PULLB's `count`: none returns no jobs, as bunqueue; one given must be in range.

@@ -21,7 +21,7 @@ use crate::conn_id::ConnId;
 use crate::events::{job_event, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp};
 pub(crate) use failure::Failure;
-use jobs::{new_record, state_name, update_op, Entry, Jobs, RunInfo};
+use jobs::{new_record, update_op, Entry, Jobs, RunInfo};
 pub(crate) use jobs::{CleanState, FinishError, MoveError, PullSpec, DEFAULT_LOCK_TTL};
 pub(crate) use workers::Worker;
 

@@ -18,7 +18,6 @@ use super::dlq::{Entry as DlqEntry, Filter};
 use super::kept::kind;
 use super::limits::groups::Groups;
 use super::totals::Totals;
-use super::view;
 use super::workers::Worker;
 use super::{Jobs, State};
 use crate::events::js_number;
@@ -236,32 +235,12 @@ impl State {
 
     /// The whole record of job `id` (PULL's and PUSHF's form: no state).
     pub(in crate::queue) fn job_record(&self, id: &str) -> Option<Value> {
-        let e = self.jobs.entry(id)?;
-        Some(Value::map(view::record(e, self.extras.get(id))))
+        self.jobs.record_view(id, &self.extras)
     }
 
     /// A job as GetJob returns it: with its state, result and failure reason.
     pub fn get_job(&mut self, id: &str, now: f64) -> Option<Value> {
-        let queue = self.jobs.queue_of(id)?.to_owned();
-        self.jobs.promote(&queue, now);
-        let e = self.jobs.entry(id)?;
-        // bunqueue's `jobView`: the record, its state, its value and its last error.
-        let mut job = view::record(e, self.extras.get(id));
-        job.extend([
-            ("state", Value::from(super::state_name(&e.rec))),
-            (
-                "returnvalue",
-                e.rec.result.clone().unwrap_or(Value::Undefined),
-            ),
-            (
-                "failedReason",
-                e.rec
-                    .failed_reason
-                    .as_deref()
-                    .map_or(Value::Undefined, Value::from),
-            ),
-        ]);
-        Some(Value::map(job))
+        self.jobs.job_view(id, now, &self.extras)
     }
 
     /// GetDlqConfig.

@@ -14,8 +14,10 @@ use tokio::sync::Notify;
 use super::flow;
 use super::index::QueueIndex;
 use super::journal::Journal;
+use super::progress::Progress;
 use super::timeline;
 use super::totals::Gauges;
+use super::view;
 use crate::conn_id::ConnId;
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 
@@ -657,9 +659,40 @@ pub(crate) struct Removed {
 }
 
 impl Jobs {
-    /// Job `id`'s entry, for the views of its record.
+    /// Job `id`'s entry, for the tests.
+    #[cfg(test)]
     pub(in crate::queue) fn entry(&self, id: &str) -> Option<&Entry> {
         self.map.get(id).map(|e| &**e)
+    }
+
+    /// The whole record of job `id` (PULL's and PUSHF's form: no state).
+    pub fn record_view(&self, id: &str, extras: &Progress) -> Option<Value> {
+        let e = self.map.get(id)?;
+        Some(Value::map(view::record(e, extras.get(id))))
+    }
+
+    /// A job as GetJob returns it: with its state, result and failure reason.
+    pub fn job_view(&mut self, id: &str, now: f64, extras: &Progress) -> Option<Value> {
+        let queue = self.map.get(id)?.rec.queue.clone();
+        self.promote(&queue, now);
+        let e = self.map.get(id)?;
+        // bunqueue's `jobView`: the record, its state, its value and its last error.
+        let mut job = view::record(e, extras.get(id));
+        job.extend([
+            ("state", Value::from(state_name(&e.rec))),
+            (
+                "returnvalue",
+                e.rec.result.clone().unwrap_or(Value::Undefined),
+            ),
+            (
+                "failedReason",
+                e.rec
+                    .failed_reason
+                    .as_deref()
+                    .map_or(Value::Undefined, Value::from),
+            ),
+        ]);
+        Some(Value::map(job))
     }
 
     /// Drops job `id`, counted out of its queue's finished jobs.

@@ -68,41 +68,52 @@ impl Jobs {
             return Err(format!("Parent job {parent} is not linkable"));
         }
         let child_done = c.rec.state == JobState::Completed;
-        // The child names its parent.
-        if let Some(e) = self.map.get_mut(child) {
-            e.flow.get_or_insert_with(Default::default).parent = Some(parent.to_owned());
-            e.rec.data = with_keys(
-                &e.rec.data,
-                &[
-                    ("__parentId", Some(Value::from(parent))),
-                    ("__parentQueue", Some(Value::from(parent_queue.as_str()))),
-                ],
-            );
-            let rec = e.rec.clone();
-            self.record(StoreOp::Put(Box::new(rec)));
-        }
+        self.name_parent(child, parent, &parent_queue);
         let mut changed = vec![child.to_owned()];
         if declared {
             return Ok(changed);
         }
         if child_done {
             // Listed, not waited for.
-            if let Some(e) = self.map.get_mut(parent) {
-                let l = e.flow.get_or_insert_with(Default::default);
-                if !l.children.iter().any(|c| c == child) {
-                    l.children.push(child.to_owned());
-                }
-                let ids = l.children.iter().map(|c| Value::from(c.as_str())).collect();
-                e.rec.data = with_keys(&e.rec.data, &[("__childrenIds", Some(Value::Array(ids)))]);
-                let rec = e.rec.clone();
-                self.record(StoreOp::Put(Box::new(rec)));
-            }
+            self.list_child(parent, child);
             return Ok(changed);
         }
         if self.link_parent(parent, child, waits) {
             changed.extend([parent.to_owned(), child.to_owned()]);
         }
         Ok(changed)
+    }
+
+    /// The child names its parent (its links, `__parentId` and `__parentQueue`), recorded.
+    fn name_parent(&mut self, child: &str, parent: &str, parent_queue: &str) {
+        let Some(e) = self.map.get_mut(child) else {
+            return;
+        };
+        e.flow.get_or_insert_with(Default::default).parent = Some(parent.to_owned());
+        e.rec.data = with_keys(
+            &e.rec.data,
+            &[
+                ("__parentId", Some(Value::from(parent))),
+                ("__parentQueue", Some(Value::from(parent_queue))),
+            ],
+        );
+        let rec = e.rec.clone();
+        self.record(StoreOp::Put(Box::new(rec)));
+    }
+
+    /// The parent lists a completed child (`childrenIds`, `__childrenIds`), recorded.
+    fn list_child(&mut self, parent: &str, child: &str) {
+        let Some(e) = self.map.get_mut(parent) else {
+            return;
+        };
+        let l = e.flow.get_or_insert_with(Default::default);
+        if !l.children.iter().any(|c| c == child) {
+            l.children.push(child.to_owned());
+        }
+        let ids = l.children.iter().map(|c| Value::from(c.as_str())).collect();
+        e.rec.data = with_keys(&e.rec.data, &[("__childrenIds", Some(Value::Array(ids)))]);
+        let rec = e.rec.clone();
+        self.record(StoreOp::Put(Box::new(rec)));
     }
 
     /// An active job taken out of the running jobs waits for its children in

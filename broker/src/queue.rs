@@ -21,7 +21,7 @@ use crate::conn_id::ConnId;
 use crate::events::{job_event, Events};
 use crate::store::{JobRecord, JobState, Store, StoreOp};
 pub(crate) use failure::Failure;
-use jobs::{new_record, update_op, Entry, Jobs, RunInfo};
+use jobs::{update_op, Entry, Jobs};
 pub(crate) use jobs::{CleanState, FinishError, MoveError, PullSpec, DEFAULT_LOCK_TTL};
 pub(crate) use workers::Worker;
 
@@ -159,45 +159,25 @@ impl State {
         self.jobs.gauges(now, |queue| dlq.len(queue) as u64)
     }
 
-    /// Adds one validated job to `queue`. Returns its id: the existing one when its custom id
-    /// or unique key is live (nothing is added then).
+    /// Adds one validated job to `queue` (see [`Jobs::add`]): its unique key held, kept,
+    /// announced (`pushed`, delayed ones included) and counted. Returns its id: the existing
+    /// one when its custom id or unique key is live (nothing is added then).
     pub fn push(&mut self, queue: &str, spec: JobSpec, now: f64) -> String {
         if let Some(id) = self.live_duplicate(queue, &spec.opts) {
             return id;
         }
-        let id = spec
-            .opts
-            .job_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let mut run = RunInfo::from_options(&spec.opts);
-        let links = flow::Links::from_options(&spec.opts);
-        let links = flow::Links {
-            depends_on: self.jobs.unresolved(&links.depends_on),
-            ..links
-        };
-        let parked = !links.depends_on.is_empty();
-        let seq = self.jobs.next_seq();
-        let rec = new_record(queue, id.clone(), spec, seq, parked, now);
-        if self.jobs.persistent() {
-            self.jobs.record(StoreOp::Put(Box::new(rec.clone())));
+        let (id, ready) = self.jobs.add(queue, spec, now, &mut self.waits);
+        if let Some((queue, key)) = self.jobs.unique_key(&id) {
+            self.unique.hold(queue, key, &id);
         }
-        let first = match rec.state {
-            JobState::WaitingChildren => "waiting-children",
-            JobState::Delayed => "delayed",
-            _ if rec.priority > 0 => "prioritized",
-            _ => "waiting",
-        };
-        timeline::note(
-            &mut run.timeline,
-            timeline::Step {
-                state: first,
-                at: now,
-                error: None,
-                attempt: None,
-            },
-        );
-        self.file_new(rec, run, links);
+        if self.settings.is_on() {
+            self.keep_job(&id);
+        }
+        if ready {
+            self.jobs.wake(queue);
+        }
+        self.events.emit(queue, "pushed", job_event(queue, &id));
+        self.totals.pushed();
         id
     }
 
@@ -222,28 +202,6 @@ impl State {
         // returns its job silently, as there.
         self.events.emit(queue, "duplicated", job_event(queue, id));
         Some(id.clone())
-    }
-
-    /// Files a new job, its run settings and links: indexed, parked on its dependencies, kept,
-    /// announced (`pushed`, delayed ones included) and counted.
-    fn file_new(&mut self, rec: JobRecord, run: RunInfo, links: flow::Links) {
-        let ready = rec.state == JobState::Waiting;
-        let parked = rec.state == JobState::WaitingChildren;
-        let (id, queue) = (rec.id.clone(), rec.queue.clone());
-        self.admit(rec);
-        if parked {
-            self.jobs
-                .park(&id, &queue, &links.depends_on, &mut self.waits);
-        }
-        self.jobs.attach(&id, run, links);
-        if self.settings.is_on() {
-            self.keep_job(&id);
-        }
-        if ready {
-            self.jobs.wake(&queue);
-        }
-        self.events.emit(&queue, "pushed", job_event(&queue, &id));
-        self.totals.pushed();
     }
 
     /// Drops a finished job entirely (a new generation of its custom id, or remove-on-finish).

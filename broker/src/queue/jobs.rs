@@ -11,7 +11,7 @@ use autobatch_core::wire::Job;
 use autobatch_core::wire::{Backoff, JobCounts, JobOptions, JobSpec, Value};
 use tokio::sync::Notify;
 
-use super::flow;
+use super::flow::{self, Waits};
 use super::index::QueueIndex;
 use super::journal::Journal;
 use super::progress::Progress;
@@ -750,8 +750,59 @@ impl Jobs {
         self.journal.persistent()
     }
 
+    /// Adds a new job to `queue`: recorded, filed by its state (in `waiting-children`,
+    /// parked in `waits`, while dependencies it names have not completed), with its run
+    /// settings and links. Returns its id and whether it is ready to run.
+    pub fn add(
+        &mut self,
+        queue: &str,
+        spec: JobSpec,
+        now: f64,
+        waits: &mut Waits,
+    ) -> (String, bool) {
+        let id = spec
+            .opts
+            .job_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let mut run = RunInfo::from_options(&spec.opts);
+        let links = flow::Links::from_options(&spec.opts);
+        let links = flow::Links {
+            depends_on: self.unresolved(&links.depends_on),
+            ..links
+        };
+        let parked = !links.depends_on.is_empty();
+        let seq = self.next_seq();
+        let rec = new_record(queue, id.clone(), spec, seq, parked, now);
+        if self.persistent() {
+            self.record(StoreOp::Put(Box::new(rec.clone())));
+        }
+        let first = match rec.state {
+            JobState::WaitingChildren => "waiting-children",
+            JobState::Delayed => "delayed",
+            _ if rec.priority > 0 => "prioritized",
+            _ => "waiting",
+        };
+        timeline::note(
+            &mut run.timeline,
+            timeline::Step {
+                state: first,
+                at: now,
+                error: None,
+                attempt: None,
+            },
+        );
+        let ready = rec.state == JobState::Waiting;
+        self.admit(rec);
+        if parked {
+            self.park(&id, queue, &links.depends_on, waits);
+        }
+        self.attach(&id, run, links);
+        (id, ready)
+    }
+
     /// Sets a new job's run settings and links.
-    pub(in crate::queue) fn attach(&mut self, id: &str, run: RunInfo, links: flow::Links) {
+    fn attach(&mut self, id: &str, run: RunInfo, links: flow::Links) {
         if let Some(e) = self.map.get_mut(id) {
             e.run = run;
             if !links.is_empty() {

@@ -2,15 +2,19 @@
 //! indexes, locks, and which connection holds which job. Pure and synchronous: every call that
 //! depends on time takes `now` (epoch ms); persistence goes through the [`Store`] it owns.
 //!
-//! [`State`] holds the jobs themselves and composes the owners of the other concerns, each a
-//! struct with its own fields and methods that names nothing of `State`: the queues' indexes
-//! (`index`), unique keys (`unique`), the running jobs (`running`), stall detection
-//! (`stalls`), limits (`limits`), flows' waits (`flow::Waits`), the DLQ (`dlq`), the job
-//! schedulers (`cron`), totals (`totals`), progress and logs (`progress`), workers
-//! (`workers`), the job store (`journal`) and SQLite mode's settings writer (`settings`). An
-//! owner that needs something of another concern takes it as an argument or a lookup, or
-//! returns what the caller must do (`cron::Effect`, evicted DLQ ids, a slot freed); the State
-//! methods that only route live in `compose`.
+//! [`State`] composes the owners of the concerns, each a struct with its own fields and
+//! methods that names nothing of `State`: the jobs, their queues' indexes and their store
+//! ([`Jobs`], in `jobs`: a job's runs, control, flow links, DLQ entry and kept extras on its
+//! record), unique keys (`unique`), the running jobs (`running`), stall detection (`stalls`),
+//! limits (`limits`), flows' waits (`flow::Waits`), the DLQ (`dlq`), the job schedulers
+//! (`cron`), totals (`totals`), progress and logs (`progress`), workers (`workers`) and SQLite
+//! mode's settings writer (`settings`). An owner that needs something of another concern takes
+//! it as an argument or a lookup, or returns what the caller must do (`cron::Effect`, a
+//! parent's `ParentEffect`, the jobs a pull took or expired, evicted DLQ ids, a slot freed).
+//!
+//! `State`'s own methods only compose: here a job's lifecycle (push, pull, ACK, FAIL, the
+//! sweep of running jobs), in `moves` the commands that move jobs across concerns (control,
+//! the DLQ, flows), and in `compose` the requests routed to one owner and the settings kept.
 
 use autobatch_core::ops::ChildFailure;
 #[cfg(test)]
@@ -29,7 +33,7 @@ pub(crate) use workers::Worker;
 mod compose;
 /// Job schedulers.
 pub(crate) mod cron;
-/// The dead-letter queue: the state methods behind `crate::ops::dlq`.
+/// The dead-letter queue: which jobs each queue's DLQ holds, and its settings.
 pub(crate) mod dlq;
 /// A queue's DLQ settings (SetDlqConfig).
 pub(crate) mod dlq_config;

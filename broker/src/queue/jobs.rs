@@ -8,16 +8,13 @@ use std::time::Duration;
 
 #[cfg(test)]
 use autobatch_core::wire::Job;
-use autobatch_core::wire::{Backoff, JobCounts, JobOptions, JobSpec, Value};
+use autobatch_core::wire::{Backoff, JobOptions, JobSpec, Value};
 use tokio::sync::Notify;
 
 use super::flow::{self, Waits};
 use super::index::QueueIndex;
 use super::journal::Journal;
-use super::progress::Progress;
 use super::timeline;
-use super::totals::Gauges;
-use super::view;
 use crate::conn_id::ConnId;
 use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
 
@@ -29,6 +26,10 @@ mod dlq;
 mod kept;
 /// Flows: parents and children released, failed and detached.
 mod links;
+/// A running job's lock.
+mod locks;
+/// What a job and a queue look like now.
+mod lookup;
 /// UpdateParent and MoveToWaitingChildren.
 mod relink;
 /// A job's runs: pulled, finished, failed, stalled.
@@ -148,27 +149,6 @@ impl Jobs {
 }
 
 impl Jobs {
-    /// Job `id`'s state, if there is such a job.
-    pub fn state_of(&self, id: &str) -> Option<JobState> {
-        self.map.get(id).map(|e| e.rec.state)
-    }
-
-    /// Job `id`'s queue, if there is such a job.
-    pub fn queue_of(&self, id: &str) -> Option<&str> {
-        self.map.get(id).map(|e| e.rec.queue.as_str())
-    }
-
-    /// Job `id`'s queue and data, if there is such a job.
-    pub fn queue_and_data(&self, id: &str) -> Option<(String, Value)> {
-        let e = self.map.get(id)?;
-        Some((e.rec.queue.clone(), e.rec.data.clone()))
-    }
-
-    /// When job `id`'s last run started, as its record shows it.
-    pub fn shown_started(&self, id: &str) -> Option<f64> {
-        self.map.get(id).and_then(|e| e.run.shown_started)
-    }
-
     /// The index of `queue`, made empty if it has none yet.
     pub fn index(&mut self, queue: &str) -> &mut QueueIndex {
         index_in(&mut self.queues, queue)
@@ -189,44 +169,11 @@ impl Jobs {
         }
     }
 
-    /// Whether a job id exists (any state), for `dependsOn`.
-    pub fn exists(&self, id: &str) -> bool {
-        self.map.contains_key(id)
-    }
-
-    /// How many jobs of group `group` wait in `queue` (waiting or delayed): what a group's
-    /// `maxSize` bounds, as bunqueue's group scheduler counts them (pulled jobs leave it).
-    /// A walk of the queue's waiting jobs, done only for a push that sets `maxSize`.
-    pub fn group_queued(&self, queue: &str, group: &str) -> u64 {
-        self.queued(queue)
-            .filter(|e| e.run.group.as_deref() == Some(group))
-            .count() as u64
-    }
-
-    /// GetGroupsJobsCount: the queued (waiting or delayed) jobs of `queue` that have a group,
-    /// as bunqueue's group scheduler counts them. A walk of the queue's queued jobs.
-    pub fn groups_queued(&self, queue: &str) -> u64 {
-        self.queued(queue).filter(|e| e.run.group.is_some()).count() as u64
-    }
-
     /// Wakes the long-polls of `queue`: a group control was lifted.
     pub fn wake(&self, queue: &str) {
         if let Some(q) = self.queues.get(queue) {
             q.notify.notify_waiters();
         }
-    }
-
-    /// The queued (waiting or delayed) jobs of `queue`, a walk of both indexes: what the group
-    /// counts read.
-    pub(in crate::queue) fn queued<'a>(
-        &'a self,
-        queue: &str,
-    ) -> impl Iterator<Item = &'a Entry> + 'a {
-        self.queues
-            .get(queue)
-            .into_iter()
-            .flat_map(QueueIndex::queued_ids)
-            .filter_map(|id| self.map.get(id).map(|e| &**e))
     }
 
     /// Moves the due delayed jobs of `queue` to ready.
@@ -245,69 +192,6 @@ impl Jobs {
         }
         if woke {
             q.notify.notify_waiters();
-        }
-    }
-
-    /// The earliest time a delayed job of `queue` becomes due.
-    pub fn next_due(&self, queue: &str) -> Option<f64> {
-        self.queues.get(queue)?.next_due()
-    }
-
-    /// Checks the lock of one job for ACK/FAIL/ACKB (a job that is not active has no lock to
-    /// check: that case is reported by [`ack`](Self::ack) and [`fail`](Self::fail)).
-    pub fn check_lock(&self, id: &str, token: Option<&str>) -> Result<(), FinishError> {
-        let Some(e) = self.map.get(id) else {
-            return Ok(());
-        };
-        if e.rec.state != JobState::Active {
-            return Ok(());
-        }
-        let Some(lock) = &e.lock else {
-            return Ok(());
-        };
-        match token.filter(|t| !t.is_empty()) {
-            None => Err(FinishError::TokenRequired(id.to_owned())),
-            Some(t) if t == lock.token => Ok(()),
-            Some(_) => Err(FinishError::BadToken(id.to_owned())),
-        }
-    }
-
-    /// A job that ran, failed and now waits in its queue for a retry.
-    pub fn retried_in_queue(&self, id: &str) -> bool {
-        self.map.get(id).is_some_and(|e| {
-            matches!(e.rec.state, JobState::Waiting | JobState::Delayed) && e.rec.attempts > 0
-        })
-    }
-
-    /// JobHeartbeat, as bunqueue's `jobHeartbeat`: with a token, renews the job's lock (by
-    /// `duration` ms when given, else by the lock's own ttl) and fails when the job has no lock,
-    /// the token differs or the lock already expired; without one, only marks the job alive for
-    /// stall detection. False if the job is not active.
-    pub fn heartbeat(
-        &mut self,
-        id: &str,
-        token: Option<&str>,
-        duration: Option<f64>,
-        now: f64,
-    ) -> bool {
-        let Some(e) = self.map.get_mut(id) else {
-            return false;
-        };
-        if e.rec.state != JobState::Active {
-            return false;
-        }
-        let Some(token) = token.filter(|t| !t.is_empty()) else {
-            e.run.last_heartbeat = now;
-            return true;
-        };
-        match &mut e.lock {
-            Some(lock) if lock.token == token && now < lock.expires_at => {
-                lock.expires_at = now + duration.filter(|d| *d > 0.0).unwrap_or(lock.ttl);
-                lock.renewals += 1;
-                e.run.last_heartbeat = now;
-                true
-            }
-            _ => false,
         }
     }
 
@@ -341,71 +225,6 @@ impl Jobs {
         x ^= x >> 27;
         self.rng = x;
         (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// A job's state name, `unknown` if there is no such job.
-    pub fn get_state(&mut self, id: &str, now: f64) -> &'static str {
-        let Some(queue) = self.map.get(id).map(|e| e.rec.queue.clone()) else {
-            return "unknown";
-        };
-        self.promote(&queue, now);
-        self.map
-            .get(id)
-            .map(|e| state_name(&e.rec))
-            .unwrap_or("unknown")
-    }
-
-    /// A completed job's result.
-    pub fn get_result(&self, id: &str) -> Option<Value> {
-        self.map.get(id).and_then(|e| e.rec.result.clone())
-    }
-
-    /// Per-state counts of a queue (all zeros for an unknown queue).
-    pub fn counts(&mut self, queue: &str, now: f64) -> JobCounts {
-        self.promote(queue, now);
-        self.queues
-            .get(queue)
-            .map_or_else(JobCounts::default, QueueIndex::counts)
-    }
-
-    /// `Count`: the jobs waiting to run (waiting, prioritized, delayed), paused or not — as
-    /// bunqueue's, which reports its priority queue's size whatever the pause.
-    pub fn count(&mut self, queue: &str, now: f64) -> u64 {
-        self.promote(queue, now);
-        self.queues
-            .get(queue)
-            .map_or(0, |q| q.ready_len() + q.delayed_len())
-    }
-
-    /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
-    /// lock expired, or a token is given and does not match.
-    pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
-        let Some(e) = self.map.get_mut(id) else {
-            return false;
-        };
-        if e.rec.state != JobState::Active {
-            return false;
-        }
-        // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's
-        // own token; an expired lock is not renewed.
-        match (&mut e.lock, token.filter(|t| !t.is_empty())) {
-            (Some(lock), t) if t.is_none_or(|t| t == lock.token) && now < lock.expires_at => {
-                lock.expires_at = now + duration;
-                lock.renewals += 1;
-                e.run.last_heartbeat = now;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// `Job not found` / `Job is not active (current state: <state>)`, as bunqueue words them.
-    pub fn require_active(&mut self, id: &str, now: f64) -> Result<(), String> {
-        match self.get_state(id, now) {
-            "unknown" => Err("Job not found".into()),
-            "active" => Ok(()),
-            s => Err(format!("Job is not active (current state: {s})")),
-        }
     }
 
     pub fn note_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
@@ -506,148 +325,6 @@ impl Jobs {
     pub fn record(&mut self, op: StoreOp) {
         self.journal.record(op);
     }
-
-    /// Whether `id` counts as completed for a dependency (bunqueue's `completedJobs`).
-    pub fn dependency_done(&self, id: &str) -> bool {
-        self.map
-            .get(id)
-            .is_some_and(|e| e.rec.state == JobState::Completed)
-    }
-
-    /// Jobs created so far (each push that adds one counts it).
-    pub fn jobs_created(&self) -> u64 {
-        self.seq
-    }
-
-    /// Whether a new job with these dependencies must wait for them.
-    pub fn must_wait(&self, depends_on: &[String]) -> bool {
-        depends_on.iter().any(|d| !self.dependency_done(d))
-    }
-
-    /// The dependencies of a new job still to complete.
-    pub fn unresolved(&self, depends_on: &[String]) -> Vec<String> {
-        depends_on
-            .iter()
-            .filter(|d| !self.dependency_done(d))
-            .cloned()
-            .collect()
-    }
-
-    /// GetChildrenValues: `"<queue>:<child>"` → return value of every completed child that
-    /// returned something, in the parent's `childrenIds` order; empty for an unknown parent.
-    pub fn children_values(&self, parent: &str) -> Vec<(String, Value)> {
-        let Some(l) = self.map.get(parent).and_then(|e| e.flow.as_ref()) else {
-            return Vec::new();
-        };
-        l.children
-            .iter()
-            .filter_map(|c| match self.map.get(c) {
-                Some(e) => {
-                    let v = e.rec.result.clone().filter(|v| *v != Value::Undefined)?;
-                    Some((format!("{}:{c}", e.rec.queue), v))
-                }
-                // Removed on completion: its kept value, under its bare id (bunqueue's key
-                // for a child it no longer finds).
-                None => l
-                    .kept
-                    .iter()
-                    .find(|(k, _)| k == c)
-                    .map(|(_, v)| (c.clone(), v.clone())),
-            })
-            .collect()
-    }
-
-    /// GetFailedChildrenValues (`ignored` false) or GetIgnoredChildrenFailures (true).
-    pub fn children_failures(&self, parent: &str, ignored: bool) -> Vec<(String, Value)> {
-        let Some(l) = self.map.get(parent).and_then(|e| e.flow.as_ref()) else {
-            return Vec::new();
-        };
-        let list = if ignored { &l.ignored } else { &l.failed };
-        list.iter()
-            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
-            .collect()
-    }
-
-    /// WaitJob's view of a job: `None` unknown, `Some(Some(result))` completed (its return
-    /// value, `Undefined` when none), `Some(None)` not completed yet.
-    pub fn completion(&self, id: &str) -> Option<Option<Value>> {
-        let e = self.map.get(id)?;
-        Some(
-            (e.rec.state == JobState::Completed)
-                .then(|| e.rec.result.clone().unwrap_or(Value::Undefined)),
-        )
-    }
-
-    /// The parent a new job links itself to, as bunqueue's `Queue.add` with `parent: {id,
-    /// queue}` (a `parentId` matched by `__parentId` and `__parentQueue` in its data; a bare
-    /// `parentId` is only recorded). Checked before anything is added, with bunqueue's errors.
-    pub fn parent_to_link(
-        &self,
-        custom_id: Option<&str>,
-        parent: Option<&str>,
-        data: &Value,
-    ) -> Result<Option<String>, String> {
-        let Some(parent) = parent.filter(|p| !p.is_empty()) else {
-            return Ok(None);
-        };
-        let decoded;
-        let data = match data {
-            Value::Raw(r) => {
-                decoded = r.decode().unwrap_or(Value::Nil);
-                &decoded
-            }
-            other => other,
-        };
-        let text = |k: &str| data.get(k).and_then(Value::as_str);
-        if text("__parentId") != Some(parent) {
-            return Ok(None);
-        }
-        let Some(expected) = text("__parentQueue").filter(|q| !q.is_empty()) else {
-            return Ok(None);
-        };
-        if custom_id == Some(parent) {
-            return Err("A job cannot be its own parent".into());
-        }
-        let e = self
-            .map
-            .get(parent)
-            .ok_or_else(|| format!("Parent job not found: {parent}"))?;
-        if !matches!(
-            e.rec.state,
-            JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
-        ) {
-            return Err(format!("Parent job {parent} is not linkable"));
-        }
-        if e.rec.queue != expected {
-            return Err(format!(
-                "Parent job {parent} belongs to queue {}, not {expected}",
-                e.rec.queue
-            ));
-        }
-        Ok(Some(parent.to_owned()))
-    }
-
-    /// A failed job about to run again from its first attempt, as bunqueue's `prepareRetry`
-    /// resets it: attempts, stalls and history cleared, a `waiting` step in its timeline.
-    pub fn prepare_retry(&mut self, id: &str, now: f64) {
-        if let Some(e) = self.map.get_mut(id) {
-            e.rec.attempts = 0;
-            e.run.stall_count = 0;
-            e.run.dlq = None;
-            e.run.shown_started = None;
-            e.run.last_heartbeat = now;
-            e.run.attempt_log.clear();
-            crate::queue::timeline::note(
-                &mut e.run.timeline,
-                crate::queue::timeline::Step {
-                    state: "waiting",
-                    at: now,
-                    error: None,
-                    attempt: None,
-                },
-            );
-        }
-    }
 }
 
 /// What dropping a job leaves for the other owners: its queue, the unique key it held and
@@ -659,42 +336,6 @@ pub(crate) struct Removed {
 }
 
 impl Jobs {
-    /// Job `id`'s entry, for the tests.
-    #[cfg(test)]
-    pub(in crate::queue) fn entry(&self, id: &str) -> Option<&Entry> {
-        self.map.get(id).map(|e| &**e)
-    }
-
-    /// The whole record of job `id` (PULL's and PUSHF's form: no state).
-    pub fn record_view(&self, id: &str, extras: &Progress) -> Option<Value> {
-        let e = self.map.get(id)?;
-        Some(Value::map(view::record(e, extras.get(id))))
-    }
-
-    /// A job as GetJob returns it: with its state, result and failure reason.
-    pub fn job_view(&mut self, id: &str, now: f64, extras: &Progress) -> Option<Value> {
-        let queue = self.map.get(id)?.rec.queue.clone();
-        self.promote(&queue, now);
-        let e = self.map.get(id)?;
-        // bunqueue's `jobView`: the record, its state, its value and its last error.
-        let mut job = view::record(e, extras.get(id));
-        job.extend([
-            ("state", Value::from(state_name(&e.rec))),
-            (
-                "returnvalue",
-                e.rec.result.clone().unwrap_or(Value::Undefined),
-            ),
-            (
-                "failedReason",
-                e.rec
-                    .failed_reason
-                    .as_deref()
-                    .map_or(Value::Undefined, Value::from),
-            ),
-        ]);
-        Some(Value::map(job))
-    }
-
     /// Drops job `id`, counted out of its queue's finished jobs.
     pub fn remove(&mut self, id: &str) -> Option<Removed> {
         let e = self.map.remove(id)?;
@@ -715,28 +356,6 @@ impl Jobs {
             unique_key: rec.unique_key,
             dlq,
         })
-    }
-
-    /// The counts of every queue now (due delayed jobs are promoted first, so a job whose run
-    /// time has come counts as waiting, as in bunqueue); `dlq_len`: a queue's DLQ entries.
-    pub fn gauges(&mut self, now: f64, dlq_len: impl Fn(&str) -> u64) -> Gauges {
-        let names: Vec<String> = self.queues.keys().cloned().collect();
-        let mut g = Gauges::default();
-        for name in names {
-            self.promote(&name, now);
-            let Some(q) = self.queues.get(&name) else {
-                continue;
-            };
-            let ready = q.ready_len();
-            g.prioritized += q.prioritized().min(ready);
-            g.waiting += ready - q.prioritized().min(ready);
-            g.delayed += q.delayed_len();
-            g.active += q.active;
-            g.dlq += dlq_len(&name);
-            g.completed += q.completed;
-            g.waiting_children += q.waiting_children;
-        }
-        g
     }
 
     /// The next job's `seq`, counted as created.
@@ -820,20 +439,6 @@ impl Jobs {
     /// Commits what is pending and closes the store.
     pub fn close(&mut self) {
         self.journal.close();
-    }
-
-    /// A job in the client's record form ([`Job`]), for the tests.
-    #[cfg(test)]
-    pub fn wire(&mut self, id: &str, now: f64) -> Option<Job> {
-        let queue = self.map.get(id)?.rec.queue.clone();
-        self.promote(&queue, now);
-        let e = self.map.get(id)?;
-        let mut job = wire_job(&e.rec);
-        wire_links(&mut job, e);
-        job.state = Some(autobatch_core::wire::JobState::from(state_name(&e.rec)));
-        job.returnvalue = e.rec.result.clone();
-        job.failed_reason = e.rec.failed_reason.clone();
-        Some(job)
     }
 }
 

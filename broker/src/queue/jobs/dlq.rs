@@ -10,6 +10,28 @@ use crate::queue::{timeline, view};
 use crate::store::JobState;
 
 impl Jobs {
+    /// A failed job about to run again from its first attempt, as bunqueue's `prepareRetry`
+    /// resets it: attempts, stalls and history cleared, a `waiting` step in its timeline.
+    pub fn prepare_retry(&mut self, id: &str, now: f64) {
+        if let Some(e) = self.map.get_mut(id) {
+            e.rec.attempts = 0;
+            e.run.stall_count = 0;
+            e.run.dlq = None;
+            e.run.shown_started = None;
+            e.run.last_heartbeat = now;
+            e.run.attempt_log.clear();
+            crate::queue::timeline::note(
+                &mut e.run.timeline,
+                crate::queue::timeline::Step {
+                    state: "waiting",
+                    at: now,
+                    error: None,
+                    attempt: None,
+                },
+            );
+        }
+    }
+
     /// Files a job that just failed for good as its queue's newest DLQ entry (it is `Failed`
     /// already or about to be: the caller records the state): its finish numbered, its last
     /// attempt and the entry's reason and error noted, counted as failed. Returns its queue

@@ -20,6 +20,55 @@ pub(crate) enum ParentEffect {
 }
 
 impl Jobs {
+    /// The parent a new job links itself to, as bunqueue's `Queue.add` with `parent: {id,
+    /// queue}` (a `parentId` matched by `__parentId` and `__parentQueue` in its data; a bare
+    /// `parentId` is only recorded). Checked before anything is added, with bunqueue's errors.
+    pub fn parent_to_link(
+        &self,
+        custom_id: Option<&str>,
+        parent: Option<&str>,
+        data: &Value,
+    ) -> Result<Option<String>, String> {
+        let Some(parent) = parent.filter(|p| !p.is_empty()) else {
+            return Ok(None);
+        };
+        let decoded;
+        let data = match data {
+            Value::Raw(r) => {
+                decoded = r.decode().unwrap_or(Value::Nil);
+                &decoded
+            }
+            other => other,
+        };
+        let text = |k: &str| data.get(k).and_then(Value::as_str);
+        if text("__parentId") != Some(parent) {
+            return Ok(None);
+        }
+        let Some(expected) = text("__parentQueue").filter(|q| !q.is_empty()) else {
+            return Ok(None);
+        };
+        if custom_id == Some(parent) {
+            return Err("A job cannot be its own parent".into());
+        }
+        let e = self
+            .map
+            .get(parent)
+            .ok_or_else(|| format!("Parent job not found: {parent}"))?;
+        if !matches!(
+            e.rec.state,
+            JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
+        ) {
+            return Err(format!("Parent job {parent} is not linkable"));
+        }
+        if e.rec.queue != expected {
+            return Err(format!(
+                "Parent job {parent} belongs to queue {}, not {expected}",
+                e.rec.queue
+            ));
+        }
+        Ok(Some(parent.to_owned()))
+    }
+
     /// A `waiting-children` job leaves for waiting or delayed (by its run time, or now).
     fn release(&mut self, id: &str, run_now: bool, now: f64, waits: &mut Waits) {
         self.unpark(id, waits);

@@ -127,8 +127,9 @@ impl State {
         asc: bool,
         now: f64,
     ) -> Vec<Value> {
+        self.jobs.promote(queue, now);
         self.jobs
-            .list_jobs(queue, states, offset, limit, asc, now, &self.extras)
+            .list_jobs(queue, states, offset, limit, asc, &self.extras)
     }
 
     /// The live job holding deduplication key `key` in `queue`.
@@ -260,7 +261,7 @@ impl State {
         if limit == 0 {
             return Vec::new();
         }
-        let found = self.jobs.to_clean(queue, grace, state, limit, now);
+        let found = self.jobs.cleanable(queue, grace, state, limit, now);
         let mut removed = Vec::new();
         for id in found {
             let gone = match state {

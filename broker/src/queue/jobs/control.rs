@@ -155,7 +155,7 @@ impl Jobs {
 
     /// The jobs `State::clean` removes, in the order it removes them: up to `limit` of
     /// `queue` in `state` at least `grace` ms old.
-    pub fn to_clean(
+    pub fn cleanable(
         &mut self,
         queue: &str,
         grace: u64,
@@ -190,7 +190,7 @@ impl Jobs {
     }
 
     /// The jobs of `queue` that finished in state `want` at or before `threshold`, with
-    /// their sort keys (see [`to_clean`](Self::to_clean)).
+    /// their sort keys (see [`cleanable`](Self::cleanable)).
     fn finished_before(
         &self,
         queue: &str,
@@ -218,18 +218,17 @@ impl Jobs {
     /// GetJobs: the jobs of `queue` in any of `states` (every state when empty), ordered as
     /// bunqueue orders them, by creation time and then by id, bytewise (`asc`: oldest first;
     /// ids made in one millisecond sort in the order they were made, a custom id where its
-    /// text falls), `offset..offset + limit`, each with its state.
+    /// text falls), `offset..offset + limit`, each with its state. The caller promotes the
+    /// queue's due jobs first.
     pub fn list_jobs(
-        &mut self,
+        &self,
         queue: &str,
         states: &[WireState],
         offset: usize,
         limit: usize,
         asc: bool,
-        now: f64,
         extras: &Progress,
     ) -> Vec<Value> {
-        self.promote(queue, now);
         // bunqueue's paused view: asked for by state, the ready jobs of a paused queue are
         // `paused` (listed only when `paused` is asked for); asked for every state, they keep
         // their own.

@@ -196,10 +196,10 @@ where
         cut: Notify::new(),
     });
     let writer = tokio::spawn(write_loop(wr, rx, out.clone()));
-    let mut session = Session::new(shared.clone(), out, stop);
+    let mut reader = Reader::new(shared.clone(), out, stop);
     let mut buf = vec![0u8; 64 * 1024];
-    let close = session.read(&mut rd, &mut buf).await;
-    let out = session.end(&close).await;
+    let close = reader.read(&mut rd, &mut buf).await;
+    let out = reader.end(&close).await;
     out.close();
     if out.is_broken() {
         // Cut for its write budget, the writer may be stuck on a peer that does not read:
@@ -217,7 +217,7 @@ where
 
 /// The reading side of one connection: the frames it assembles, the handlers running its
 /// requests, and where their replies go.
-struct Session {
+struct Reader {
     shared: Arc<Shared>,
     conn: Arc<Conn>,
     out: Arc<Outbox>,
@@ -228,8 +228,8 @@ struct Session {
     stop: watch::Receiver<bool>,
 }
 
-impl Session {
-    fn new(shared: Arc<Shared>, out: Arc<Outbox>, stop: watch::Receiver<bool>) -> Session {
+impl Reader {
+    fn new(shared: Arc<Shared>, out: Arc<Outbox>, stop: watch::Receiver<bool>) -> Reader {
         let conn = Arc::new(Conn {
             id: shared.next_conn.fetch_add(1, Ordering::Relaxed),
             authed: AtomicBool::new(false),
@@ -239,7 +239,7 @@ impl Session {
             shared.config.max_handlers_per_connection.max(1),
         ));
         let frames = Assembler::new(shared.budget.clone());
-        Session {
+        Reader {
             shared,
             conn,
             out,
@@ -375,7 +375,7 @@ impl Session {
         }
     }
 
-    /// Ends the session for `close`: the handlers answered or dropped, the connection's jobs
+    /// Stops reading for `close`: the handlers answered or dropped, the connection's jobs
     /// released, the refusal's error frame queued. Returns the outbox, for the writer's end.
     async fn end(mut self, close: &Close) -> Arc<Outbox> {
         // Nothing more is read into it: give its bytes back to the shared budget now.

@@ -85,7 +85,7 @@ pub(in crate::queue) struct RunInfo {
     pub(in crate::queue) finished: Option<(f64, u64)>,
     /// Why it failed for good and the DLQ entry's error (see `dlq`).
     pub(in crate::queue) dlq: Option<(&'static str, Option<String>)>,
-    /// Its `groupId`, for a group's `maxSize` (see [`State::group_queued`]).
+    /// Its `groupId`, for a group's `maxSize` (see [`Jobs::group_queued`]).
     pub(in crate::queue) group: Option<String>,
     /// bunqueue's `timeline` of the job.
     pub(in crate::queue) timeline: Vec<timeline::Step>,

@@ -371,7 +371,7 @@ impl Jobs {
         counts
     }
 
-    /// Files a job that [`unfile`](Self::unfile) took out as waiting (`run_at <= now`) or
+    /// Files a job that `State::unfile` took out as waiting (`run_at <= now`) or
     /// delayed, and records it.
     pub fn refile(&mut self, id: &str, run_at: f64, now: f64) {
         let Some(e) = self.map.get_mut(id) else {

@@ -1,4 +1,4 @@
-//! A job's way into and out of the DLQ, on its record: what [`super::Dlq`] holds, read with
+//! A job's way into and out of the DLQ, on its record: what [`Dlq`](crate::queue::dlq::Dlq) holds, read with
 //! the jobs' own records.
 
 use autobatch_core::wire::Value;
@@ -35,7 +35,7 @@ impl Jobs {
     /// Files a job that just failed for good as its queue's newest DLQ entry (it is `Failed`
     /// already or about to be: the caller records the state): its finish numbered, its last
     /// attempt and the entry's reason and error noted, counted as failed. Returns its queue
-    /// and its place in the DLQ, for [`super::Dlq::file`].
+    /// and its place in the DLQ, for [`Dlq::file`](crate::queue::dlq::Dlq::file).
     pub fn enter_dlq(
         &mut self,
         id: &str,
@@ -64,7 +64,7 @@ impl Jobs {
     }
 
     /// Takes a failed job out of its queue's failed count (to run it again; its state is
-    /// the caller's). Returns its queue and its place in the DLQ, for [`super::Dlq::remove`].
+    /// the caller's). Returns its queue and its place in the DLQ, for [`Dlq::remove`](crate::queue::dlq::Dlq::remove).
     pub fn leave_dlq(&mut self, id: &str) -> Option<(String, Option<u64>)> {
         let e = self.map.get(id)?;
         if e.rec.state != JobState::Failed {
@@ -77,7 +77,7 @@ impl Jobs {
         Some((queue, seq))
     }
 
-    /// A DLQ job's `(enteredAt, reason)`, read from its record, for [`super::Dlq`]'s walks.
+    /// A DLQ job's `(enteredAt, reason)`, read from its record, for [`Dlq`](crate::queue::dlq::Dlq)'s walks.
     pub fn dlq_entry_of(&self) -> impl Fn(&str) -> Option<(f64, &'static str)> + '_ {
         |id| {
             let e = self.map.get(id)?;

@@ -5,7 +5,7 @@ use crate::store::JobState;
 
 impl Jobs {
     /// Checks the lock of one job for ACK/FAIL/ACKB (a job that is not active has no lock to
-    /// check: that case is reported by [`ack`](Self::ack) and [`fail`](Self::fail)).
+    /// check: that case is reported by `State::ack` and `State::fail`).
     pub fn check_lock(&self, id: &str, token: Option<&str>) -> Result<(), FinishError> {
         let Some(e) = self.map.get(id) else {
             return Ok(());

@@ -4,6 +4,7 @@
 //! with a string `cmd` → `Invalid command`; not authenticated → `Not authenticated`; then the
 //! command's own validation and effect. Nothing here panics on client data.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -15,8 +16,11 @@ use autobatch_core::wire::{
 use crate::auth::token_matches;
 use crate::clock::now_ms;
 use crate::context::{Conn, Ctx, Shared};
-use crate::queue::{Failure, FinishError, PullSpec, DEFAULT_LOCK_TTL};
+use crate::queue::jobs::Jobs;
+use crate::queue::limits::groups::PullGroup;
+use crate::queue::{Failure, FinishError, PullSpec, Pulled, State, DEFAULT_LOCK_TTL};
 use crate::routes;
+use crate::store::SyncWaiter;
 
 /// Longest long-poll, ms.
 const MAX_PULL_TIMEOUT: i64 = 60_000;
@@ -162,24 +166,10 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
         }
         Command::Pull(args) => pull(shared, conn, args, None, raw).await,
         Command::PullB { args, count } => {
-            let count = if raw.get("count").is_none_or(Value::is_nullish) {
-                0 // bunqueue: a missing count returns no jobs
-            } else {
-                count
-            };
-            if raw.get("count").is_some_and(|c| !c.is_nullish()) {
-                range("count", count, 1, MAX_PULL_COUNT)?;
-            }
-            pull(shared, conn, args, Some(count as usize), raw).await
+            let count = pull_count(count, raw)?;
+            pull(shared, conn, args, Some(count), raw).await
         }
-        Command::Ack { id, result, token } => {
-            let remove = raw.get("removeOnComplete").and_then(Value::as_bool) == Some(true);
-            shared
-                .lock()
-                .ack(&id, token.as_deref(), result, remove, now)
-                .map_err(|e| e.to_string())?;
-            Ok(Response::Finalized { applied: true })
-        }
+        Command::Ack { id, result, token } => ack(shared, &id, token.as_deref(), result, raw, now),
         Command::AckB {
             ids,
             results,
@@ -197,14 +187,7 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             let how = Failure::new(error)
                 .unrecoverable(unrecoverable)
                 .remove(remove);
-            let mut state = shared.lock();
-            let applied = state
-                .fail(&id, token.as_deref(), how, now)
-                .map_err(|e| e.to_string())?;
-            if applied {
-                state.set_stacktrace(&id, raw.get("stack"));
-            }
-            Ok(Response::Finalized { applied })
+            fail(shared, &id, token.as_deref(), how, raw, now)
         }
         Command::GetJob { id } => shared
             .lock()
@@ -212,17 +195,23 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
             .map(|job| other(vec![("job", job)]))
             .ok_or_else(|| "Job not found".to_owned()),
         Command::GetState { id } => {
-            let state = shared.lock().get_state(&id, now);
+            let state = shared.lock().jobs().get_state(&id, now);
             let echoed = raw.get("id").cloned().unwrap_or(Value::Undefined);
             Ok(other(vec![("id", echoed), ("state", Value::from(state))]))
         }
         Command::GetResult { id } => {
-            let result = shared.lock().get_result(&id).unwrap_or(Value::Undefined);
+            let result = shared
+                .lock()
+                .jobs()
+                .get_result(&id)
+                .unwrap_or(Value::Undefined);
             let echoed = raw.get("id").cloned().unwrap_or(Value::Undefined);
             Ok(other(vec![("id", echoed), ("result", result)]))
         }
-        Command::Count { queue } => Ok(Response::Count(shared.lock().count(&queue, now))),
-        Command::GetJobCounts { queue } => Ok(Response::Counts(shared.lock().counts(&queue, now))),
+        Command::Count { queue } => Ok(Response::Count(shared.lock().jobs().count(&queue, now))),
+        Command::GetJobCounts { queue } => {
+            Ok(Response::Counts(shared.lock().jobs().counts(&queue, now)))
+        }
         // Everything else is routed by name (never the commands above).
         Command::Other { cmd, body } => {
             let cx = Ctx { shared, conn, now };
@@ -231,6 +220,49 @@ async fn run(shared: &Shared, conn: &Conn, cmd: Command, raw: &Value) -> Result<
         // A command a newer core decodes that this broker does not serve yet.
         other => Err(routes::not_supported(other.name())),
     }
+}
+
+/// ACK: the job completes, removed when the request says so.
+fn ack(
+    shared: &Shared,
+    id: &str,
+    token: Option<&str>,
+    result: Option<Value>,
+    raw: &Value,
+    now: f64,
+) -> Result<Response, String> {
+    let remove = raw.get("removeOnComplete").and_then(Value::as_bool) == Some(true);
+    shared
+        .lock()
+        .ack(id, token, result, remove, now)
+        .map_err(|e| e.to_string())?;
+    Ok(Response::Finalized { applied: true })
+}
+
+/// PULLB's `count`: none returns no jobs, as bunqueue; one given must be in range.
+fn pull_count(count: i64, raw: &Value) -> Result<usize, String> {
+    if raw.get("count").is_none_or(Value::is_nullish) {
+        return Ok(0);
+    }
+    range("count", count, 1, MAX_PULL_COUNT)?;
+    Ok(count as usize)
+}
+
+/// FAIL: the job fails (or waits for its retry), and an applied failure keeps its stack.
+fn fail(
+    shared: &Shared,
+    id: &str,
+    token: Option<&str>,
+    how: Failure,
+    raw: &Value,
+    now: f64,
+) -> Result<Response, String> {
+    let mut state = shared.lock();
+    let applied = state.fail(id, token, how, now).map_err(|e| e.to_string())?;
+    if applied {
+        state.set_stacktrace(id, raw.get("stack"));
+    }
+    Ok(Response::Finalized { applied })
 }
 
 fn range(field: &str, v: i64, min: i64, max: i64) -> Result<(), String> {
@@ -251,103 +283,33 @@ async fn push(
     mut jobs: Vec<JobSpec>,
     batch: bool,
 ) -> Result<Vec<String>, String> {
-    let mut refused = None;
-    let waiter = {
+    let (admitted, refused) = {
         let mut state = shared.lock();
-        let batch_ids: std::collections::HashSet<&str> = jobs
-            .iter()
-            .filter_map(|j| j.opts.job_id.as_deref())
-            .collect();
-        for (i, job) in jobs.iter().enumerate() {
-            for dep in &job.opts.depends_on {
-                if job.opts.job_id.as_deref() == Some(dep.as_str()) {
-                    let msg = format!("Job cannot depend on itself: {dep}");
-                    return Err(if batch {
-                        format!("jobs[{i}]: {msg}")
-                    } else {
-                        msg
-                    });
-                }
-                if !(state.exists(dep) || batch && batch_ids.contains(dep.as_str())) {
-                    let msg = format!("Dependency job not found: {dep}");
-                    return Err(if batch {
-                        format!("jobs[{i}]: {msg}")
-                    } else {
-                        msg
-                    });
-                }
-            }
-        }
+        check_dependencies(state.jobs(), &jobs, batch)?;
         // `Queue.add` with a parent (bunqueue's `validateParentLinkInputs`): every parent
         // checked before anything is added.
-        let mut links = Vec::with_capacity(jobs.len());
-        for job in &jobs {
-            let o = &job.opts;
-            links.push(state.parent_to_link(
-                o.job_id.as_deref(),
-                o.parent_id.as_deref(),
-                &job.data,
-            )?);
-        }
-        // A group's `maxSize` (bunqueue's `Group <id> has reached its maximum size of <n>`),
-        // counting this batch's earlier jobs of the group. As in bunqueue's PUSHB, the jobs
-        // before the refused one are added all the same, and the reply is the error.
-        // Counted (a walk of the queue per group) only when a job of the batch sets a maxSize.
-        let bounded = jobs.iter().any(|j| j.opts.group_max_size.is_some());
-        let mut pending: std::collections::HashMap<&str, u64> = Default::default();
-        for (i, job) in jobs.iter().enumerate().filter(|_| bounded) {
-            let Some(group) = job.opts.group_id.as_deref() else {
-                continue;
-            };
-            let queued = pending
-                .entry(group)
-                .or_insert_with(|| state.group_queued(queue, group));
-            if let Some(max) = job.opts.group_max_size {
-                if *queued >= max.max(0) as u64 {
-                    refused = Some((
-                        i,
-                        format!("Group {group} has reached its maximum size of {max}"),
-                    ));
-                    break;
-                }
-            }
-            *queued += 1;
-        }
+        let links = jobs
+            .iter()
+            .map(|j| {
+                let o = &j.opts;
+                state
+                    .jobs()
+                    .parent_to_link(o.job_id.as_deref(), o.parent_id.as_deref(), &j.data)
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        // As in bunqueue's PUSHB, the jobs before the one a group refuses are added all the
+        // same, and the reply is the error.
+        let refused = group_refusal(state.jobs(), queue, &jobs);
         if let Some((i, _)) = &refused {
             jobs.truncate(*i);
         }
-        let durable = jobs.iter().any(|j| j.opts.is_durable());
-        let before = state.recorded();
-        let mut ids = Vec::with_capacity(jobs.len());
-        // The jobs this push created (a live custom id or unique key returns an existing job,
-        // which is not this push's to take back).
-        let mut created = Vec::new();
-        for (job, parent) in jobs.into_iter().zip(links) {
-            let recorded = state.recorded();
-            let seq = state.jobs_created();
-            let id = state.push(queue, job, now_ms());
-            if durable && state.recorded() > recorded {
-                created.push(id.clone());
-            }
-            // Only a job this push created links itself (a live custom id returns its job).
-            if let Some(parent) = parent.filter(|_| state.jobs_created() > seq) {
-                state.link_parent(&parent, &id);
-            }
-            ids.push(id);
-        }
-        // A durable reply covers this push's own rows: it waits for their commit and fails if
-        // they were lost. A reply behind a long backlog only waits (flow control).
-        let waiter = if durable {
-            let covering = state.recorded() - before;
-            state.sync(covering)
-        } else if state.backlog() > MAX_BACKLOG {
-            state.sync(0)
-        } else {
-            None
-        };
-        (ids, created, waiter)
+        (admit(&mut state, queue, jobs, links), refused)
     };
-    let (ids, created, waiter) = waiter;
+    let Admitted {
+        ids,
+        created,
+        waiter,
+    } = admitted;
     if let Some(w) = waiter {
         if let Err(e) = w.wait().await {
             // Only a durable push gets here with an error (a flow-control barrier covers
@@ -366,6 +328,111 @@ async fn push(
     match refused {
         Some((_, msg)) => Err(msg),
         None => Ok(ids),
+    }
+}
+
+/// Refuses a push whose job depends on itself or on a job that does not exist (in a batch,
+/// a job of the same batch counts, and the error names the item).
+fn check_dependencies(known: &Jobs, jobs: &[JobSpec], batch: bool) -> Result<(), String> {
+    let batch_ids: HashSet<&str> = jobs
+        .iter()
+        .filter_map(|j| j.opts.job_id.as_deref())
+        .collect();
+    let item = |i: usize, msg: String| {
+        if batch {
+            format!("jobs[{i}]: {msg}")
+        } else {
+            msg
+        }
+    };
+    for (i, job) in jobs.iter().enumerate() {
+        for dep in &job.opts.depends_on {
+            if job.opts.job_id.as_deref() == Some(dep.as_str()) {
+                return Err(item(i, format!("Job cannot depend on itself: {dep}")));
+            }
+            if !(known.exists(dep) || batch && batch_ids.contains(dep.as_str())) {
+                return Err(item(i, format!("Dependency job not found: {dep}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first job a group's `maxSize` refuses, with bunqueue's `Group <id> has reached its
+/// maximum size of <n>`, counting this batch's earlier jobs of the group. Counted (a walk of
+/// the queue per group) only when a job of the batch sets a maxSize.
+fn group_refusal(known: &Jobs, queue: &str, jobs: &[JobSpec]) -> Option<(usize, String)> {
+    if !jobs.iter().any(|j| j.opts.group_max_size.is_some()) {
+        return None;
+    }
+    let mut pending: HashMap<&str, u64> = HashMap::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let Some(group) = job.opts.group_id.as_deref() else {
+            continue;
+        };
+        let queued = pending
+            .entry(group)
+            .or_insert_with(|| known.group_queued(queue, group));
+        if let Some(max) = job.opts.group_max_size {
+            if *queued >= max.max(0) as u64 {
+                return Some((
+                    i,
+                    format!("Group {group} has reached its maximum size of {max}"),
+                ));
+            }
+        }
+        *queued += 1;
+    }
+    None
+}
+
+/// What a push added: every item's id, the jobs it created (a live custom id or unique key
+/// returns an existing job, which is not this push's to take back), and the commit its reply
+/// waits for, if any.
+struct Admitted {
+    ids: Vec<String>,
+    created: Vec<String>,
+    waiter: Option<SyncWaiter>,
+}
+
+/// Adds checked jobs in order, each linked to its parent when it names one.
+fn admit(
+    state: &mut State,
+    queue: &str,
+    jobs: Vec<JobSpec>,
+    links: Vec<Option<String>>,
+) -> Admitted {
+    let durable = jobs.iter().any(|j| j.opts.is_durable());
+    let before = state.jobs().recorded();
+    let mut ids = Vec::with_capacity(jobs.len());
+    let mut created = Vec::new();
+    for (job, parent) in jobs.into_iter().zip(links) {
+        let recorded = state.jobs().recorded();
+        let seq = state.jobs().jobs_created();
+        let id = state.push(queue, job, now_ms());
+        if durable && state.jobs().recorded() > recorded {
+            created.push(id.clone());
+        }
+        // Only a job this push created links itself (a live custom id returns its job).
+        if let Some(parent) = parent.filter(|_| state.jobs().jobs_created() > seq) {
+            state.link_parent(&parent, &id);
+        }
+        ids.push(id);
+    }
+    // A durable reply covers this push's own rows: it waits for their commit and fails if
+    // they were lost. A reply behind a long backlog only waits (flow control).
+    let waiter = if durable {
+        let covering = state.jobs().recorded() - before;
+        state.jobs().sync(covering)
+    } else if state.jobs().backlog() > MAX_BACKLOG {
+        state.jobs().sync(0)
+    } else {
+        None
+    };
+    Admitted {
+        ids,
+        created,
+        waiter,
     }
 }
 
@@ -390,46 +457,60 @@ async fn pull(
         tie_to: (locked || !detach).then_some(conn.id),
     };
     let deadline = Instant::now() + Duration::from_millis(timeout as u64);
+    let pulled = if spec.count == 0 {
+        Vec::new()
+    } else {
+        long_poll(shared, &spec, group.as_ref(), deadline).await
+    };
+    // This pull's hold on the queue's signal is gone: an index left with nothing in it is freed.
+    shared.lock().jobs().forget_queue_if_idle(spec.queue);
+    Ok(pulled_reply(pulled, count.is_some(), locked))
+}
+
+/// Pulls until jobs come, `deadline` passes or the broker stops (nothing then), waking when
+/// the queue is signalled or its next delayed job or group limit is due.
+async fn long_poll(
+    shared: &Shared,
+    spec: &PullSpec<'_>,
+    group: Option<&PullGroup>,
+    deadline: Instant,
+) -> Vec<Pulled> {
     let mut stop = shared.stop.clone();
-    let pulled = loop {
-        if spec.count == 0 {
-            break Vec::new();
-        }
-        let notify = shared.lock().notifier(spec.queue);
+    loop {
+        let notify = shared.lock().jobs().notifier(spec.queue);
         let notified = notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         let (pulled, next_due) = {
             let mut state = shared.lock();
             let now = now_ms();
-            let pulled = state.pull_in_groups(&spec, group.as_ref(), now);
+            let pulled = state.pull_in_groups(spec, group, now);
             let next_due = state.next_look(spec.queue, now).map(|t| (t - now).max(0.0));
             (pulled, next_due)
         };
         let left = deadline.saturating_duration_since(Instant::now());
         if !pulled.is_empty() || left.is_zero() {
-            break pulled;
+            return pulled;
         }
         let wait = match next_due {
             Some(ms) => left.min(Duration::from_millis(ms as u64 + 1)),
             None => left,
         };
-        let stopping = tokio::select! {
-            _ = &mut notified => false,
-            _ = tokio::time::sleep(wait) => false,
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep(wait) => {}
             // The broker is stopping: answer now (empty) so that shutdown need not wait for
             // the long-poll to run out.
-            _ = stop.wait_for(|s| *s) => true,
-        };
-        if stopping {
-            break Vec::new();
+            _ = stop.wait_for(|s| *s) => return Vec::new(),
         }
-    };
-    // This pull's hold on the queue's signal is gone: an index left with nothing in it is freed.
-    shared.lock().forget_queue_if_idle(spec.queue);
+    }
+}
+
+/// PULL's reply (`job`, and `token` when locked) or PULLB's (`jobs`, and `tokens`).
+fn pulled_reply(pulled: Vec<Pulled>, batch: bool, locked: bool) -> Response {
     let (jobs, tokens): (Vec<_>, Vec<_>) = pulled.into_iter().map(|p| (p.job, p.token)).unzip();
-    Ok(match (count, locked) {
-        (None, true) => match (jobs.into_iter().next(), tokens.into_iter().next().flatten()) {
+    match (batch, locked) {
+        (false, true) => match (jobs.into_iter().next(), tokens.into_iter().next().flatten()) {
             (Some(job), token) => {
                 let mut f = vec![("job", job)];
                 f.extend(token.map(|t| ("token", Value::from(t))));
@@ -437,21 +518,19 @@ async fn pull(
             }
             (None, _) => other(vec![("job", Value::Nil), ("token", Value::Nil)]),
         },
-        (None, false) => other(vec![("job", jobs.into_iter().next().unwrap_or(Value::Nil))]),
-        (Some(_), true) => other(vec![
-            ("jobs", Value::Array(jobs)),
-            (
-                "tokens",
-                Value::Array(
-                    tokens
-                        .into_iter()
-                        .map(|t| Value::from(t.unwrap_or_default()))
-                        .collect(),
-                ),
-            ),
-        ]),
-        (Some(_), false) => other(vec![("jobs", Value::Array(jobs))]),
-    })
+        (false, false) => other(vec![("job", jobs.into_iter().next().unwrap_or(Value::Nil))]),
+        (true, true) => {
+            let tokens = tokens
+                .into_iter()
+                .map(|t| Value::from(t.unwrap_or_default()))
+                .collect();
+            other(vec![
+                ("jobs", Value::Array(jobs)),
+                ("tokens", Value::Array(tokens)),
+            ])
+        }
+        (true, false) => other(vec![("jobs", Value::Array(jobs))]),
+    }
 }
 
 /// ACKB: lengths, then every lock, then each item; a missing job does not stop the others.
@@ -476,7 +555,10 @@ fn ack_batch(
     let token = |i: usize| tokens.as_ref().map(|t| t[i].as_str());
     let mut state = shared.lock();
     for (i, id) in ids.iter().enumerate() {
-        state.check_lock(id, token(i)).map_err(|e| e.to_string())?;
+        state
+            .jobs()
+            .check_lock(id, token(i))
+            .map_err(|e| e.to_string())?;
     }
     let mut first_missing: Option<FinishError> = None;
     for (i, id) in ids.iter().enumerate() {

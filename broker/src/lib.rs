@@ -69,6 +69,7 @@ pub mod auth;
 mod clock;
 mod config;
 mod conn_id;
+mod connection;
 mod context;
 mod dispatch;
 mod embedded;

@@ -2,41 +2,38 @@
 //! indexes, locks, and which connection holds which job. Pure and synchronous: every call that
 //! depends on time takes `now` (epoch ms); persistence goes through the [`Store`] it owns.
 //!
-//! [`State`] holds the jobs themselves and composes the owners of the other concerns, each a
-//! struct with its own fields and methods that names nothing of `State`: the queues' indexes
-//! (`index`), unique keys (`unique`), the running jobs (`running`), stall detection
-//! (`stalls`), limits (`limits`), flows' waits (`flow::Waits`), the DLQ (`dlq`), the job
-//! schedulers (`cron`), totals (`totals`), progress and logs (`progress`), workers
-//! (`workers`), the job store (`journal`) and SQLite mode's settings writer (`settings`). An
-//! owner that needs something of another concern takes it as an argument or a lookup, or
-//! returns what the caller must do (`cron::Effect`, evicted DLQ ids, a slot freed); the State
-//! methods that only route live in `compose`.
-
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
+//! [`State`] composes the owners of the concerns, each a struct with its own fields and
+//! methods that names nothing of `State`: the jobs, their queues' indexes and their store
+//! ([`Jobs`], in `jobs`: a job's runs, control, flow links, DLQ entry and kept extras on its
+//! record), unique keys (`unique`), the running jobs (`running`), stall detection (`stalls`),
+//! limits (`limits`), flows' waits (`flow::Waits`), the DLQ (`dlq`), the job schedulers
+//! (`cron`), totals (`totals`), progress and logs (`progress`), workers (`workers`) and SQLite
+//! mode's settings writer (`settings`). An owner that needs something of another concern takes
+//! it as an argument or a lookup, or returns what the caller must do (`cron::Effect`, a
+//! parent's `ParentEffect`, the jobs a pull took or expired, evicted DLQ ids, a slot freed).
+//!
+//! `State`'s own methods only compose: here a job's lifecycle (push, pull, ACK, FAIL, the
+//! sweep of running jobs), in `moves` the commands that move jobs across concerns (control,
+//! the DLQ, flows), and in `compose` the requests routed to one owner and the settings kept.
 
 use autobatch_core::ops::ChildFailure;
 #[cfg(test)]
 use autobatch_core::wire::Job;
-use autobatch_core::wire::{Backoff, JobCounts, JobOptions, JobSpec, Value};
-use tokio::sync::Notify;
+use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
 use crate::conn_id::ConnId;
 use crate::events::{job_event, Events};
-use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
+use crate::store::{JobRecord, JobState, Store, StoreOp};
 pub(crate) use failure::Failure;
-use index::QueueIndex;
+use jobs::{update_op, Entry, Jobs};
+pub(crate) use jobs::{CleanState, FinishError, MoveError, PullSpec, DEFAULT_LOCK_TTL};
 pub(crate) use workers::Worker;
 
-/// Queue lookups and control (pause, drain, promote, …): the state methods behind
-/// `crate::ops::{lookup, control}`.
-pub(crate) mod admin;
 /// The [`State`] methods that route a request to the owner of its concern.
 mod compose;
 /// Job schedulers.
 pub(crate) mod cron;
-/// The dead-letter queue: the state methods behind `crate::ops::dlq`.
+/// The dead-letter queue: which jobs each queue's DLQ holds, and its settings.
 pub(crate) mod dlq;
 /// A queue's DLQ settings (SetDlqConfig).
 pub(crate) mod dlq_config;
@@ -46,12 +43,16 @@ pub(crate) mod failure;
 pub(crate) mod flow;
 /// A queue's jobs by state: ready, delayed, counted.
 pub(crate) mod index;
+/// The jobs, their indexes and their store.
+pub(crate) mod jobs;
 /// The job store as the state feeds it.
 pub(crate) mod journal;
 /// Settings kept across a restart in SQLite mode.
 pub(crate) mod kept;
 /// Rate and concurrency limits: the state behind `crate::ops::limits`, checked by pulls.
 pub(crate) mod limits;
+/// The commands that move jobs across concerns (cancel, drain, obliterate, clean, …).
+mod moves;
 /// A job's progress and log lines.
 pub(crate) mod progress;
 /// The jobs handed out and not yet finished.
@@ -71,112 +72,6 @@ pub(crate) mod view;
 /// Registered workers (RegisterWorker, ListWorkers).
 pub(crate) mod workers;
 
-/// Default `maxAttempts`.
-const DEFAULT_ATTEMPTS: i64 = 3;
-/// Default backoff base, ms.
-const DEFAULT_BACKOFF: Duration = Duration::from_millis(1000);
-/// Longest retry delay, ms.
-const MAX_RETRY_DELAY: f64 = 3_600_000.0;
-/// Default lock time to live, ms.
-pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
-
-struct Lock {
-    token: String,
-    expires_at: f64,
-    /// The lock's own time to live (the pull's `lockTtl`): a heartbeat without a duration
-    /// renews it by this much, as bunqueue's `renewLock`.
-    ttl: f64,
-    /// Renewals so far (bunqueue's `renewalCount`, named in a DLQ entry's error).
-    renewals: u64,
-}
-
-struct Entry {
-    rec: JobRecord,
-    lock: Option<Lock>,
-    conn: Option<ConnId>,
-    /// Stall detection's view of a running job (bunqueue's `startedAt`, `lastHeartbeat`,
-    /// `stallCount`, and the job's `stallTimeout` option). In memory only: a restart
-    /// requeues active jobs anyway.
-    run: RunInfo,
-    /// Its place in a flow or its `dependsOn`, if any (see `flow`).
-    flow: Option<Box<flow::Links>>,
-}
-
-/// See [`Entry::run`].
-#[derive(Default)]
-struct RunInfo {
-    started_at: Option<f64>,
-    last_heartbeat: f64,
-    stall_count: u64,
-    stall_timeout: Option<f64>,
-    /// The job's `timeout`, ms: failed when it runs longer (bunqueue's timeout scheduler).
-    timeout: Option<f64>,
-    /// The job's `ttl`, ms: dropped unrun once older (from `createdAt`) than this.
-    ttl: Option<f64>,
-    /// When it completed or failed for good (epoch ms) and in which order, for Clean and the
-    /// DLQ's `enteredAt`. A job that finished before a restart has its creation time here, as
-    /// bunqueue goes by for a record without `completedAt`, unless SQLite mode kept its
-    /// failure (see `kept`).
-    finished: Option<(f64, u64)>,
-    /// Why it failed for good and the DLQ entry's error (see `dlq`).
-    dlq: Option<(&'static str, Option<String>)>,
-    /// Its `groupId`, for a group's `maxSize` (see [`State::group_queued`]).
-    group: Option<String>,
-    /// bunqueue's `timeline` of the job.
-    timeline: Vec<timeline::Step>,
-    /// The last FAIL's stack, as kept (see [`timeline::stacktrace`]).
-    stacktrace: Option<Vec<String>>,
-    /// Its record's `startedAt`: when its last run started, kept once it finished (cleared
-    /// when it waits for a retry).
-    shown_started: Option<f64>,
-    /// Its failed attempts (a DLQ entry's history).
-    attempt_log: Vec<timeline::Attempt>,
-    /// Its record's `completedAt` (none for a job completed by a late ACK while it waited
-    /// for a retry, as bunqueue's record shows it).
-    shown_completed: Option<f64>,
-    /// Its record's `dependsOn`: the ids it was added with and children linked since, less
-    /// children whose failure dropped or ignored them (completed ones stay).
-    shown_depends: Vec<String>,
-}
-
-impl RunInfo {
-    /// A new job's run settings, from its add options.
-    fn from_options(o: &JobOptions) -> RunInfo {
-        RunInfo {
-            shown_depends: o.depends_on.clone(),
-            stall_timeout: o.stall_timeout.map(ms),
-            // bunqueue ignores a zero timeout or ttl (`!job.timeout`, `ttl ?? null`: 0 kept).
-            timeout: o.timeout.map(ms).filter(|t| *t > 0.0),
-            ttl: o.ttl.map(ms),
-            group: o.group_id.clone(),
-            ..RunInfo::default()
-        }
-    }
-}
-
-/// What ACK, FAIL and the lock checks can refuse, with bunqueue's messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum FinishError {
-    /// `Lock token required for job <id>`.
-    TokenRequired(String),
-    /// `Invalid or expired lock token for job <id>`.
-    BadToken(String),
-    /// `Job not found or not in processing state: <id>`.
-    NotActive(String),
-}
-
-impl std::fmt::Display for FinishError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FinishError::TokenRequired(id) => write!(f, "Lock token required for job {id}"),
-            FinishError::BadToken(id) => write!(f, "Invalid or expired lock token for job {id}"),
-            FinishError::NotActive(id) => {
-                write!(f, "Job not found or not in processing state: {id}")
-            }
-        }
-    }
-}
-
 /// One pulled job and its lock token (when pulled with an owner).
 pub(crate) struct Pulled {
     /// The job's id (the record holds it too; the tests read it here).
@@ -187,30 +82,14 @@ pub(crate) struct Pulled {
     pub token: Option<String>,
 }
 
-/// How a pull takes its jobs.
-pub(crate) struct PullSpec<'a> {
-    pub queue: &'a str,
-    pub count: usize,
-    /// With an owner: a lock token per job.
-    pub locked: bool,
-    pub lock_ttl: i64,
-    /// The connection the jobs are tied to (returned to waiting when it closes).
-    pub tie_to: Option<ConnId>,
-}
-
 /// The whole queue state.
 pub(crate) struct State {
-    /// Boxed: the map grows to millions of jobs, and a resize then moves pointers, not records.
-    jobs: HashMap<String, Box<Entry>>,
-    queues: HashMap<String, QueueIndex>,
+    /// The jobs, the queues' indexes of them, and the store they are written to (see `jobs`).
+    jobs: Jobs,
     /// Which job holds each unique key (see `unique`).
     unique: unique::UniqueKeys,
     /// Registered workers (see `workers`).
     workers: workers::Workers,
-    seq: u64,
-    rng: u64,
-    /// The job store, fed every state change (see `journal`).
-    journal: journal::Journal,
     /// Progress and log lines, kept in memory only (see `progress`).
     extras: progress::Progress,
     /// Event subscriptions: state changes are published under the state's lock, so every
@@ -220,8 +99,6 @@ pub(crate) struct State {
     running: running::Running,
     /// Stall settings and detection (see `stalls`).
     stalls: stalls::Stalls,
-    /// Jobs finished so far, numbering [`RunInfo::finished`].
-    finish_seq: u64,
     /// Rate and concurrency limits per queue (see `limits`).
     limits: limits::Limits,
     /// Who waits for which job (see `flow`).
@@ -242,18 +119,13 @@ impl State {
     pub fn new(mut store: Box<dyn Store>, now: f64) -> std::io::Result<State> {
         let recovered = store.recover()?;
         let mut s = State {
-            jobs: HashMap::new(),
-            queues: HashMap::new(),
+            jobs: Jobs::new(store, now),
             unique: unique::UniqueKeys::default(),
             workers: workers::Workers::default(),
-            seq: 0,
-            rng: (now as u64) ^ 0x9e37_79b9_7f4a_7c15,
-            journal: journal::Journal::new(store),
             extras: progress::Progress::default(),
             events: Events::default(),
             running: running::Running::default(),
             stalls: stalls::Stalls::new(now),
-            finish_seq: 0,
             limits: limits::Limits::default(),
             waits: flow::Waits::default(),
             crons: cron::Crons::default(),
@@ -262,150 +134,54 @@ impl State {
             settings: settings::Settings::default(),
         };
         for mut rec in recovered {
-            s.seq = s.seq.max(rec.seq + 1);
             // A job that waited for its children waits no more until its links are put back
             // (`kept`, SQLite mode), which parks it again; without them nothing would ever
             // release it.
             if matches!(rec.state, JobState::Active | JobState::WaitingChildren) {
                 rec.state = JobState::Waiting;
-                s.record(update_op(&rec));
+                s.jobs.record(update_op(&rec));
             }
             s.admit(rec);
         }
         Ok(s)
     }
 
-    fn index(&mut self, queue: &str) -> &mut QueueIndex {
-        index_in(&mut self.queues, queue)
-    }
-
-    /// Files a record under its queue and state, and keeps it.
+    /// Files a record under its queue and state, and keeps it (see [`Jobs::admit`]).
     fn admit(&mut self, rec: JobRecord) {
-        let dlq_seq = self.finish_seq;
-        let q = self.index(&rec.queue);
-        match rec.state {
-            JobState::Waiting => q.file_ready(&rec),
-            JobState::Delayed => q.file_delayed(&rec),
-            JobState::Active => q.active += 1,
-            // Counted by `flow::park`, which also indexes its dependencies.
-            JobState::WaitingChildren => {}
-            JobState::Completed => q.completed += 1,
-            JobState::Failed => {
-                q.failed += 1;
-                self.dlq.file(&rec.queue, dlq_seq, &rec.id);
-            }
-        }
         if let Some(k) = &rec.unique_key {
             self.unique.hold(&rec.queue, k, &rec.id);
         }
-        let mut run = RunInfo::default();
-        // A recovered job's own settings, from its stored options.
-        if let Some(o) = &rec.options {
-            run.timeout = o.timeout.filter(|t| *t > 0.0);
-            run.ttl = o.ttl;
-            run.stall_timeout = o.stall_timeout;
-            run.group = o.group_id.clone();
-        }
-        if rec.state == JobState::Failed {
-            // Failed before a restart: in the DLQ in recovery order, reason unknown.
-            run.finished = Some((rec.created_at, dlq_seq));
-            run.dlq = Some(("unknown", rec.failed_reason.clone()));
-            self.finish_seq += 1;
-        }
-        self.jobs.insert(
-            rec.id.clone(),
-            Box::new(Entry {
-                rec,
-                lock: None,
-                conn: None,
-                run,
-                flow: None,
-            }),
-        );
-    }
-
-    /// The long-poll signal of a queue (woken when jobs become ready).
-    pub fn notifier(&mut self, queue: &str) -> Arc<Notify> {
-        self.index(queue).notify.clone()
-    }
-
-    /// Frees the index of `queue` if it holds nothing: no job in any state and no long-poll
-    /// waiting on its signal (each waiter holds a clone of it). Without this, every distinct
-    /// queue name ever pulled from would keep an entry for good.
-    pub fn forget_queue_if_idle(&mut self, queue: &str) {
-        let idle = self.queues.get(queue).is_some_and(QueueIndex::is_idle);
-        if idle {
-            self.queues.remove(queue);
+        let id = (rec.state == JobState::Failed).then(|| rec.id.clone());
+        if let (Some((queue, seq)), Some(id)) = (self.jobs.admit(rec), id) {
+            self.dlq.file(&queue, seq, &id);
         }
     }
 
-    /// The counts of every queue now (due delayed jobs are promoted first, so a job whose run
-    /// time has come counts as waiting, as in bunqueue).
+    /// The counts of every queue now (see [`Jobs::gauges`]).
     pub fn gauges(&mut self, now: f64) -> totals::Gauges {
-        let names: Vec<String> = self.queues.keys().cloned().collect();
-        let mut g = totals::Gauges::default();
-        for name in names {
-            self.promote(&name, now);
-            let Some(q) = self.queues.get(&name) else {
-                continue;
-            };
-            let ready = q.ready_len();
-            g.prioritized += q.prioritized().min(ready);
-            g.waiting += ready - q.prioritized().min(ready);
-            g.delayed += q.delayed_len();
-            g.active += q.active;
-            g.dlq += self.dlq.len(&name) as u64;
-            g.completed += q.completed;
-            g.waiting_children += q.waiting_children;
-        }
-        g
+        let dlq = &self.dlq;
+        self.jobs.gauges(now, |queue| dlq.len(queue) as u64)
     }
 
-    /// Whether a job id exists (any state), for `dependsOn`.
-    pub fn exists(&self, id: &str) -> bool {
-        self.jobs.contains_key(id)
-    }
-
-    /// Adds one validated job to `queue`. Returns its id: the existing one when its custom id
-    /// or unique key is live (nothing is added then).
+    /// Adds one validated job to `queue` (see [`Jobs::add`]): its unique key held, kept,
+    /// announced (`pushed`, delayed ones included) and counted. Returns its id: the existing
+    /// one when its custom id or unique key is live (nothing is added then).
     pub fn push(&mut self, queue: &str, spec: JobSpec, now: f64) -> String {
         if let Some(id) = self.live_duplicate(queue, &spec.opts) {
             return id;
         }
-        let id = spec
-            .opts
-            .job_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let mut run = RunInfo::from_options(&spec.opts);
-        let links = flow::Links::from_options(&spec.opts);
-        let links = flow::Links {
-            depends_on: self.unresolved(&links.depends_on),
-            ..links
-        };
-        let parked = !links.depends_on.is_empty();
-        let seq = self.seq;
-        self.seq += 1;
-        let rec = new_record(queue, id.clone(), spec, seq, parked, now);
-        if self.journal.persistent() {
-            self.record(StoreOp::Put(Box::new(rec.clone())));
+        let (id, ready) = self.jobs.add(queue, spec, now, &mut self.waits);
+        if let Some((queue, key)) = self.jobs.unique_key(&id) {
+            self.unique.hold(queue, key, &id);
         }
-        let first = match rec.state {
-            JobState::WaitingChildren => "waiting-children",
-            JobState::Delayed => "delayed",
-            _ if rec.priority > 0 => "prioritized",
-            _ => "waiting",
-        };
-        timeline::note(
-            &mut run.timeline,
-            timeline::Step {
-                state: first,
-                at: now,
-                error: None,
-                attempt: None,
-            },
-        );
-        self.file_new(rec, run, links);
+        if self.settings.is_on() {
+            self.keep_job(&id);
+        }
+        if ready {
+            self.jobs.wake(queue);
+        }
+        self.events.emit(queue, "pushed", job_event(queue, &id));
+        self.totals.pushed();
         id
     }
 
@@ -414,8 +190,8 @@ impl State {
     /// id is dropped, so the push starts a new generation of it.
     fn live_duplicate(&mut self, queue: &str, o: &JobOptions) -> Option<String> {
         if let Some(id) = &o.job_id {
-            if let Some(e) = self.jobs.get(id) {
-                if e.rec.state.is_live() {
+            if let Some(state) = self.jobs.state_of(id) {
+                if state.is_live() {
                     return Some(id.clone());
                 }
                 self.forget(id);
@@ -423,7 +199,7 @@ impl State {
         }
         let k = o.unique_key.as_ref()?;
         let id = self.unique.holder(queue, k)?;
-        if !self.jobs.get(id).is_some_and(|e| e.rec.state.is_live()) {
+        if !self.jobs.is_live(id) {
             return None;
         }
         // 2.9.5 (`pushDeduplication`): `duplicated`, with the live job's id. A live custom id
@@ -432,118 +208,27 @@ impl State {
         Some(id.clone())
     }
 
-    /// Files a new job, its run settings and links: indexed, parked on its dependencies, kept,
-    /// announced (`pushed`, delayed ones included) and counted.
-    fn file_new(&mut self, rec: JobRecord, run: RunInfo, links: flow::Links) {
-        let ready = rec.state == JobState::Waiting;
-        let parked = rec.state == JobState::WaitingChildren;
-        let (id, queue) = (rec.id.clone(), rec.queue.clone());
-        self.admit(rec);
-        if parked {
-            self.park(&id, &queue, &links.depends_on);
-        }
-        if let Some(e) = self.jobs.get_mut(&id) {
-            e.run = run;
-            if !links.is_empty() {
-                e.flow = Some(Box::new(links));
-            }
-        }
-        if self.settings.is_on() {
-            self.keep_job(&id);
-        }
-        if ready {
-            self.index(&queue).notify.notify_waiters();
-        }
-        self.events.emit(&queue, "pushed", job_event(&queue, &id));
-        self.totals.pushed();
-    }
-
-    /// How many jobs of group `group` wait in `queue` (waiting or delayed): what a group's
-    /// `maxSize` bounds, as bunqueue's group scheduler counts them (pulled jobs leave it).
-    /// A walk of the queue's waiting jobs, done only for a push that sets `maxSize`.
-    pub fn group_queued(&self, queue: &str, group: &str) -> u64 {
-        self.queued(queue)
-            .filter(|e| e.run.group.as_deref() == Some(group))
-            .count() as u64
-    }
-
-    /// GetGroupsJobsCount: the queued (waiting or delayed) jobs of `queue` that have a group,
-    /// as bunqueue's group scheduler counts them. A walk of the queue's queued jobs.
-    pub fn groups_queued(&self, queue: &str) -> u64 {
-        self.queued(queue).filter(|e| e.run.group.is_some()).count() as u64
-    }
-
-    /// Wakes the long-polls of `queue`: a group control was lifted.
-    pub fn wake(&mut self, queue: &str) {
-        if let Some(q) = self.queues.get(queue) {
-            q.notify.notify_waiters();
-        }
-    }
-
-    /// The queued (waiting or delayed) jobs of `queue`, a walk of both indexes: what the group
-    /// counts read.
-    fn queued<'a>(&'a self, queue: &str) -> impl Iterator<Item = &'a Entry> + 'a {
-        self.queues
-            .get(queue)
-            .into_iter()
-            .flat_map(QueueIndex::queued_ids)
-            .filter_map(|id| self.jobs.get(id).map(|e| &**e))
-    }
-
     /// Drops a finished job entirely (a new generation of its custom id, or remove-on-finish).
     fn forget(&mut self, id: &str) {
         // A parked job has its dependencies indexed: with none indexed (the common case),
         // nothing is parked and `id` need not be looked up.
         if self.waits.has_dependents() {
-            self.unpark(id);
+            self.jobs.unpark(id, &mut self.waits);
         }
         if self.settings.has_jobs() {
             self.forget_kept_job(id);
         }
-        let Some(e) = self.jobs.remove(id) else {
+        let Some(gone) = self.jobs.remove(id) else {
             return;
         };
         self.extras.remove(id);
-        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
-            match e.rec.state {
-                JobState::Completed => q.completed = q.completed.saturating_sub(1),
-                JobState::Failed => {
-                    q.failed = q.failed.saturating_sub(1);
-                    if let Some((_, n)) = e.run.finished {
-                        self.dlq.remove(&e.rec.queue, n);
-                    }
-                }
-                _ => {}
-            }
+        if let Some(n) = gone.dlq {
+            self.dlq.remove(&gone.queue, n);
         }
-        if let Some(k) = &e.rec.unique_key {
-            self.unique.release(&e.rec.queue, k, id);
+        if let Some(k) = &gone.unique_key {
+            self.unique.release(&gone.queue, k, id);
         }
-        self.forget_queue_if_idle(&e.rec.queue);
-    }
-
-    /// Moves the due delayed jobs of `queue` to ready.
-    fn promote(&mut self, queue: &str, now: f64) {
-        let Some(q) = self.queues.get_mut(queue) else {
-            return;
-        };
-        let mut woke = false;
-        while let Some(id) = q.pop_due(now) {
-            let Some(e) = self.jobs.get_mut(&id) else {
-                continue;
-            };
-            e.rec.state = JobState::Waiting;
-            q.file_ready(&e.rec);
-            woke = true;
-        }
-        if woke {
-            q.notify.notify_waiters();
-        }
-    }
-
-    /// The earliest time a delayed job of `queue` becomes due.
-    pub fn next_due(&self, queue: &str) -> Option<f64> {
-        self.queues.get(queue)?.next_due()
+        self.jobs.forget_queue_if_idle(&gone.queue);
     }
 
     /// Takes up to `spec.count` ready jobs, highest priority first, FIFO within a priority.
@@ -552,146 +237,41 @@ impl State {
         self.pull_in_groups(spec, None, now)
     }
 
-    /// [`pull`](Self::pull) with the pull's group defaults: the jobs of a group that is not
-    /// eligible (see `limits::groups`) keep their place and are passed over.
+    /// [`pull`](Self::pull) with the pull's group defaults (see [`Jobs::pull`]): the jobs
+    /// handed out are tied to the pull's connection and announced (`pulled`), the expired
+    /// ones dropped.
     pub fn pull_in_groups(
         &mut self,
         spec: &PullSpec<'_>,
         group: Option<&limits::groups::PullGroup>,
         now: f64,
     ) -> Vec<Pulled> {
-        if self.is_paused(spec.queue) {
-            return Vec::new();
+        let taken = self.jobs.pull(spec, group, &mut self.limits, now);
+        for id in taken.expired {
+            self.forget(&id);
+            self.jobs.record(StoreOp::Remove(id));
         }
-        self.promote(spec.queue, now);
-        let mut out = Vec::new();
-        let mut passed = Vec::new();
-        while out.len() < spec.count {
-            let Some(q) = self.queues.get_mut(spec.queue) else {
-                break;
-            };
-            let Some((key, id)) = q.pop_ready() else {
-                break;
-            };
-            let Some(e) = self.jobs.get_mut(&id) else {
-                continue;
-            };
-            if let Some(g) = &e.run.group {
-                if !self.limits.group_eligible(spec.queue, g, group, now) {
-                    passed.push((key, id));
-                    continue;
-                }
-            }
-            // bunqueue's pull drops a job older than its ttl, silently (no event).
-            let expired = e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl);
-            // A limit is asked only for a job that would be handed out; when it refuses, the
-            // job keeps its place and the pull ends with what it has (see `limits`).
-            if !expired && !self.limits.acquire(spec.queue, now) {
-                q.put_back(&e.rec);
-                break;
-            }
-            q.taken(&e.rec);
-            if expired {
-                self.forget(&id);
-                self.record(StoreOp::Remove(id));
-                continue;
-            }
-            if let Some(g) = &e.run.group {
-                self.limits.group_started(spec.queue, g);
-                self.limits.group_acquired(spec.queue, g, group, now);
-            }
-            q.active += 1;
-            out.push(self.hand_out(id, spec, now));
-        }
-        if !passed.is_empty() {
-            self.index(spec.queue).put_back_all(passed);
+        let mut out = Vec::with_capacity(taken.handed.len());
+        for (id, token) in taken.handed {
+            self.running.started(&id, spec.tie_to);
+            let job = self.job_record(&id).unwrap_or(Value::Nil);
+            self.events
+                .emit(spec.queue, "pulled", job_event(spec.queue, &id));
+            self.totals.pulled();
+            out.push(Pulled { id, job, token });
         }
         out
     }
 
-    /// Makes a job taken off its queue's ready jobs active: locked (with a token when the pull
-    /// has an owner), tied to the pull's connection, recorded and announced (`pulled`).
-    fn hand_out(&mut self, id: String, spec: &PullSpec<'_>, now: f64) -> Pulled {
-        let e = self
-            .jobs
-            .get_mut(&id)
-            .expect("taken off the ready jobs by the caller");
-        e.rec.state = JobState::Active;
-        let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
-        let ttl = if spec.lock_ttl > 0 {
-            spec.lock_ttl
-        } else {
-            DEFAULT_LOCK_TTL
-        };
-        e.lock = token.clone().map(|token| Lock {
-            token,
-            expires_at: now + ttl as f64,
-            ttl: ttl as f64,
-            renewals: 0,
-        });
-        e.run.started_at = Some(now);
-        e.run.shown_started = Some(now);
-        e.run.last_heartbeat = now;
-        timeline::note(
-            &mut e.run.timeline,
-            timeline::Step {
-                state: "active",
-                at: now,
-                error: None,
-                attempt: None,
-            },
-        );
-        e.conn = spec.tie_to;
-        self.running.started(&id, spec.tie_to);
-        let op = update_op(&e.rec);
-        self.record(op);
-        let job = self.job_record(&id).unwrap_or(Value::Nil);
-        self.events
-            .emit(spec.queue, "pulled", job_event(spec.queue, &id));
-        self.totals.pulled();
-        Pulled { id, job, token }
-    }
-
-    /// Checks the lock of one job for ACK/FAIL/ACKB (a job that is not active has no lock to
-    /// check: that case is reported by [`ack`](Self::ack) and [`fail`](Self::fail)).
-    pub fn check_lock(&self, id: &str, token: Option<&str>) -> Result<(), FinishError> {
-        let Some(e) = self.jobs.get(id) else {
-            return Ok(());
-        };
-        if e.rec.state != JobState::Active {
-            return Ok(());
-        }
-        let Some(lock) = &e.lock else {
-            return Ok(());
-        };
-        match token.filter(|t| !t.is_empty()) {
-            None => Err(FinishError::TokenRequired(id.to_owned())),
-            Some(t) if t == lock.token => Ok(()),
-            Some(_) => Err(FinishError::BadToken(id.to_owned())),
-        }
-    }
-
-    /// Takes an active job out of the active set (after its lock was checked).
-    fn finish(&mut self, id: &str) -> Result<&mut Entry, FinishError> {
-        let e = match self.jobs.get_mut(id) {
-            Some(e) if e.rec.state == JobState::Active => e,
-            _ => return Err(FinishError::NotActive(id.to_owned())),
-        };
-        e.lock = None;
-        e.run.started_at = None;
-        // bunqueue clears a record's `startedAt` whenever a run ends but by ACK or FAIL (which
-        // put it back).
-        e.run.shown_started = None;
-        self.running.ended(id, e.conn.take());
-        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
-            q.active = q.active.saturating_sub(1);
-            // A freed concurrency slot wakes the long-polls it held back, as bunqueue's
-            // finishing paths notify the queue.
-            if self.limits.release(&e.rec.queue, e.run.group.as_deref()) {
-                q.notify.notify_waiters();
-            }
-        }
-        Ok(self.jobs.get_mut(id).expect("checked above"))
+    /// Takes an active job out of its run (after its lock was checked) and out of the
+    /// running jobs, its concurrency slot freed.
+    fn finish(&mut self, id: &str) -> Result<(), FinishError> {
+        let conn = self.jobs.finish(id)?;
+        self.running.ended(id, conn);
+        // A freed concurrency slot wakes the long-polls it held back, as bunqueue's
+        // finishing paths notify the queue.
+        self.release_slot_of(id);
+        Ok(())
     }
 
     /// Completes an active job.
@@ -703,8 +283,8 @@ impl State {
         remove: bool,
         now: f64,
     ) -> Result<(), FinishError> {
-        self.check_lock(id, token)?;
-        let late = self.retried_in_queue(id);
+        self.jobs.check_lock(id, token)?;
+        let late = self.jobs.retried_in_queue(id);
         if late {
             // bunqueue completes a job that failed and waits for its retry when an ACK for it
             // arrives late (its "stall-retried" path), whatever the token.
@@ -714,31 +294,16 @@ impl State {
             // included (a second release for the job: another job's slot, down to 0).
             self.release_slot_of(id);
         } else {
-            let started = self.jobs.get(id).and_then(|e| e.run.started_at);
-            self.finish(id)?.run.shown_started = started;
+            let started = self.jobs.started_at(id);
+            self.finish(id)?;
+            self.jobs.show_started(id, started);
         }
-        self.mark_finished(id, now);
-        let e = self.jobs.get_mut(id).expect("unfiled or finished above");
-        if !late {
-            e.run.shown_completed = Some(now);
-            timeline::note(
-                &mut e.run.timeline,
-                timeline::Step {
-                    state: "completed",
-                    at: now,
-                    error: None,
-                    attempt: None,
-                },
-            );
-        }
-        e.rec.state = JobState::Completed;
-        e.rec.result = result;
-        let remove = remove || e.rec.remove_on_complete;
-        let queue = e.rec.queue.clone();
-        let op = update_op(&e.rec);
+        self.jobs.mark_finished(id, now);
+        let (queue, remove_on_complete, op) = self.jobs.complete(id, result, late, now);
+        let remove = remove || remove_on_complete;
         if self.events.wants(&queue) {
             // `data`: the return value (msgpackr's undefined when the ACK carried none).
-            let data = self.jobs.get(id).and_then(|e| e.rec.result.clone());
+            let data = self.jobs.get_result(id);
             self.events.emit(&queue, "completed", |ts| {
                 let mut f = job_event(&queue, id)(ts);
                 f.push(("data", data.unwrap_or(Value::Undefined)));
@@ -747,19 +312,11 @@ impl State {
         } else {
             self.events.note(&queue);
         }
-        self.index(&queue).completed += 1;
         self.totals.finished(&queue, false, now);
         // Before `retire`: a removed job still releases the jobs waiting for it.
         self.on_completed(id, remove, now);
         self.retire(id, remove, op);
         Ok(())
-    }
-
-    /// A job that ran, failed and now waits in its queue for a retry.
-    fn retried_in_queue(&self, id: &str) -> bool {
-        self.jobs.get(id).is_some_and(|e| {
-            matches!(e.rec.state, JobState::Waiting | JobState::Delayed) && e.rec.attempts > 0
-        })
     }
 
     /// Fails an active job: back to delayed with a backoff while attempts remain, else failed.
@@ -772,23 +329,21 @@ impl State {
         how: Failure,
         now: f64,
     ) -> Result<bool, FinishError> {
-        let had_lock = self.jobs.get(id).is_some_and(|e| e.lock.is_some());
-        self.check_lock(id, token)?;
-        if token.is_some_and(|t| !t.is_empty()) && !had_lock && self.retried_in_queue(id) {
+        let had_lock = self.jobs.has_lock(id);
+        self.jobs.check_lock(id, token)?;
+        if token.is_some_and(|t| !t.is_empty()) && !had_lock && self.jobs.retried_in_queue(id) {
             return Ok(false);
         }
-        let jitter = self.random();
+        let jitter = self.jobs.random();
         let (queue, retry) = self.note_failure(id, &how, now)?;
         // What the `failed` event carries, copied only when someone listens.
         let event = if self.events.wants(&queue) {
-            self.jobs
-                .get(id)
-                .map(|e| (e.rec.failed_reason.clone(), e.rec.data.clone()))
+            self.jobs.failure_of(id)
         } else {
             None
         };
         let policy = if retry {
-            self.file_retry(id, jitter, now);
+            self.jobs.file_retry(id, jitter, now);
             None
         } else {
             self.fail_for_good(id, &how, now)
@@ -801,65 +356,20 @@ impl State {
         Ok(true)
     }
 
-    /// Takes a failing job out of the active set and writes the failure into its record and
-    /// timeline. Returns its queue and whether it will be retried.
+    /// Takes a failing job out of its run and writes the failure into its record and
+    /// timeline (see [`Jobs::note_failure`]). Returns its queue and whether it will be
+    /// retried.
     fn note_failure(
         &mut self,
         id: &str,
         how: &Failure,
         now: f64,
     ) -> Result<(String, bool), FinishError> {
-        let started = self.jobs.get(id).and_then(|e| e.run.started_at);
-        let e = self.finish(id)?;
-        e.run.shown_started = started;
-        e.rec.attempts += 1;
-        timeline::note(
-            &mut e.run.timeline,
-            timeline::Step {
-                state: "failed",
-                at: now,
-                error: Some(how.error.clone()),
-                attempt: Some(e.rec.attempts),
-            },
-        );
-        e.rec.failed_reason = how.error.clone();
-        let retry = !how.unrecoverable && e.rec.attempts < e.rec.max_attempts;
-        if retry {
-            // The attempt kept for a later DLQ entry's history (`recordJobFailureAttempt`).
-            e.run.attempt_log.push(timeline::Attempt {
-                attempt: e.rec.attempts,
-                started_at: started.unwrap_or(e.rec.created_at),
-                failed_at: now,
-                reason: how.attempt_reason(),
-                error: e.rec.failed_reason.clone(),
-                duration: started.map_or(0.0, |s| now - s),
-            });
-            let attempt = e.rec.attempts + 1;
-            timeline::note(
-                &mut e.run.timeline,
-                timeline::Step {
-                    state: "waiting",
-                    at: now,
-                    error: None,
-                    attempt: Some(attempt),
-                },
-            );
-        }
-        Ok((e.rec.queue.clone(), retry))
-    }
-
-    /// Files a failed job as delayed until its retry, after its backoff, recorded.
-    fn file_retry(&mut self, id: &str, jitter: f64, now: f64) {
-        let Some(e) = self.jobs.get_mut(id) else {
-            return;
-        };
-        e.run.shown_started = None;
-        let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
-        e.rec.run_at = now + delay;
-        e.rec.state = JobState::Delayed;
-        let op = update_op(&e.rec);
-        index_in(&mut self.queues, &e.rec.queue).file_delayed(&e.rec);
-        self.record(op);
+        let started = self.jobs.started_at(id);
+        self.finish(id)?;
+        self.jobs
+            .note_failure(id, how, started, now)
+            .ok_or_else(|| FinishError::NotActive(id.to_owned()))
     }
 
     /// Fails a job for good: into the DLQ, then kept or dropped. Returns the failure policy
@@ -870,11 +380,7 @@ impl State {
         how: &Failure,
         now: f64,
     ) -> Option<(String, ChildFailure, String)> {
-        let e = self.jobs.get_mut(id)?;
-        e.rec.state = JobState::Failed;
-        let remove = how.remove.unwrap_or(e.rec.remove_on_fail);
-        let op = update_op(&e.rec);
-        let error = e.rec.failed_reason.clone();
+        let (remove, op, error) = self.jobs.fail_for_good(id, how.remove)?;
         // Read before `retire`, which may drop the job and its links.
         let policy = self.on_failed(id, error.as_deref());
         self.enter_dlq(id, now, how.dlq_reason(), error);
@@ -921,41 +427,9 @@ impl State {
     fn retire(&mut self, id: &str, remove: bool, final_state: StoreOp) {
         if remove {
             self.forget(id);
-            self.record(StoreOp::Remove(id.to_owned()));
+            self.jobs.record(StoreOp::Remove(id.to_owned()));
         } else {
-            self.record(final_state);
-        }
-    }
-
-    /// JobHeartbeat, as bunqueue's `jobHeartbeat`: with a token, renews the job's lock (by
-    /// `duration` ms when given, else by the lock's own ttl) and fails when the job has no lock,
-    /// the token differs or the lock already expired; without one, only marks the job alive for
-    /// stall detection. False if the job is not active.
-    pub fn heartbeat(
-        &mut self,
-        id: &str,
-        token: Option<&str>,
-        duration: Option<f64>,
-        now: f64,
-    ) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else {
-            return false;
-        };
-        if e.rec.state != JobState::Active {
-            return false;
-        }
-        let Some(token) = token.filter(|t| !t.is_empty()) else {
-            e.run.last_heartbeat = now;
-            return true;
-        };
-        match &mut e.lock {
-            Some(lock) if lock.token == token && now < lock.expires_at => {
-                lock.expires_at = now + duration.filter(|d| *d > 0.0).unwrap_or(lock.ttl);
-                lock.renewals += 1;
-                e.run.last_heartbeat = now;
-                true
-            }
-            _ => false,
+            self.jobs.record(final_state);
         }
     }
 
@@ -981,48 +455,32 @@ impl State {
     pub fn expire_locks(&mut self, now: f64) {
         // Obliterate drops running jobs without finishing them: forget those here.
         let jobs = &self.jobs;
-        self.running.retain(|id| {
-            jobs.get(id)
-                .is_some_and(|e| e.rec.state == JobState::Active)
-        });
-        let mut expired: Vec<(f64, String)> = self
-            .running
-            .ids()
-            .filter_map(|id| {
-                let e = self.jobs.get(id)?;
-                let at = e.lock.as_ref()?.expires_at;
-                (e.rec.state == JobState::Active && at <= now).then(|| (at, id.clone()))
-            })
-            .collect();
-        // In expiry order, then by id (a pull's jobs in their pull order, roughly bunqueue's
-        // walk of its lock map in insertion order), not the set's.
-        expired.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        for (_, id) in expired {
+        self.running
+            .retain(|id| jobs.state_of(id) == Some(JobState::Active));
+        for id in self.jobs.locks_expired(self.running.ids(), now) {
             self.expire_lock(&id, now);
         }
     }
 
     /// One job whose lock expired (see [`expire_locks`](Self::expire_locks)).
     fn expire_lock(&mut self, id: &str, now: f64) {
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+        let Some(queue) = self.jobs.queue_of(id).map(str::to_owned) else {
             return;
         };
         let max_stalls = self.stall_config(&queue).max_stalls;
-        let renewals = self
-            .jobs
-            .get(id)
-            .and_then(|e| e.lock.as_ref())
-            .map_or(0, |l| l.renewals);
-        let Ok(e) = self.finish(id) else { return };
-        e.rec.attempts += 1;
-        e.run.stall_count += 1;
-        e.run.last_heartbeat = now;
-        let stalls = e.run.stall_count;
-        let max = e.rec.max_attempts;
-        let attempts_exhausted = e.rec.attempts >= max;
-        let for_good = attempts_exhausted || (max_stalls > 0 && stalls >= max_stalls);
+        let renewals = self.jobs.renewals(id);
+        if self.finish(id).is_err() {
+            return;
+        }
+        let Some(s) = self.jobs.count_stall(id, now) else {
+            return;
+        };
+        let max = s.max_attempts;
+        let attempts_exhausted = s.attempts >= max;
+        let for_good = attempts_exhausted || (max_stalls > 0 && s.stalls >= max_stalls);
         if !for_good {
-            self.requeue_expired(id, &queue, now);
+            self.jobs.requeue_expired(id, now);
+            self.emit_stalled(&queue, id, None, true);
             return;
         }
         let (reason, error, event_error) = if attempts_exhausted {
@@ -1039,7 +497,7 @@ impl State {
             )
         };
         self.file_failed(id, now, reason, error);
-        self.emit_stalled(&queue, id, Some((stalls, "move_to_dlq")), true);
+        self.emit_stalled(&queue, id, Some((s.stalls, "move_to_dlq")), true);
         self.events.emit(&queue, "failed", |ts| {
             vec![
                 ("jobId", Value::from(id)),
@@ -1050,41 +508,10 @@ impl State {
         });
     }
 
-    /// A job whose lock expired with attempts and stalls left: the attempt noted, back to
-    /// waiting, with a `stalled` event.
-    fn requeue_expired(&mut self, id: &str, queue: &str, now: f64) {
-        if let Some(e) = self.jobs.get_mut(id) {
-            e.run.attempt_log.push(timeline::Attempt {
-                attempt: e.rec.attempts,
-                started_at: e.rec.created_at,
-                failed_at: now,
-                reason: "stalled",
-                error: Some("Lock expired".into()),
-                duration: 0.0,
-            });
-        }
-        self.refile_ready(id);
-        self.emit_stalled(queue, id, None, true);
-    }
-
     /// Running jobs past their `timeout` fail as a FAIL with bunqueue's `Job timeout exceeded`
     /// would fail them (retried while attempts remain), earliest deadline first.
     pub fn expire_timeouts(&mut self, now: f64) {
-        let mut due: Vec<(f64, String, Option<String>)> = self
-            .running
-            .ids()
-            .filter_map(|id| {
-                let e = self
-                    .jobs
-                    .get(id)
-                    .filter(|e| e.rec.state == JobState::Active)?;
-                let deadline = e.run.started_at? + e.run.timeout?;
-                let token = e.lock.as_ref().map(|l| l.token.clone());
-                (now >= deadline).then(|| (deadline, id.clone(), token))
-            })
-            .collect();
-        due.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        for (_, id, token) in due {
+        for (id, token) in self.jobs.timed_out(self.running.ids(), now) {
             tracing::info!(job = id.as_str(), "job timed out");
             // Its own lock's token: the broker fails it, not a worker.
             let _ = self.fail(&id, token.as_deref(), Failure::timeout(), now);
@@ -1098,31 +525,19 @@ impl State {
     /// `retry`), or, at the queue's `maxStalls` or the last attempt, failed for good
     /// (`stalled`, action `move_to_dlq`). Queues with detection disabled are skipped.
     pub fn check_stalled(&mut self, now: f64) {
-        let stalled = |s: &State, id: &str| -> Option<bool> {
-            let e = s.jobs.get(id).filter(|e| e.rec.state == JobState::Active)?;
-            let cfg = s.stall_config(&e.rec.queue);
-            let started = e.run.started_at?;
-            if !cfg.enabled || now - started < ms(cfg.grace_period) {
-                return None;
-            }
-            let interval = e.run.stall_timeout.unwrap_or(ms(cfg.stall_interval));
-            if now - e.run.last_heartbeat <= interval {
-                return None;
-            }
-            // Some(true): this stall reaches `maxStalls`.
-            Some(e.run.stall_count + 1 >= cfg.max_stalls)
-        };
         let candidates = self.stalls.take_candidates();
+        let (jobs, stalls) = (&self.jobs, &self.stalls);
+        let stalled = |id: &str| jobs.stalled(id, now, |q| stalls.config(q));
         let mut confirmed: Vec<(String, bool)> = candidates
             .iter()
-            .filter_map(|id| stalled(self, id).map(|dlq| (id.clone(), dlq)))
+            .filter_map(|id| stalled(id).map(|dlq| (id.clone(), dlq)))
             .collect();
         // By id (roughly pull order), not the set's order.
         confirmed.sort();
         let next = self
             .running
             .ids()
-            .filter(|id| stalled(self, id).is_some())
+            .filter(|id| stalled(id).is_some())
             .cloned()
             .collect();
         self.stalls.set_candidates(next);
@@ -1134,69 +549,34 @@ impl State {
     /// One job confirmed stalled (see [`check_stalled`](Self::check_stalled)); `max_stalls`:
     /// this stall reaches the queue's `maxStalls`.
     fn stall(&mut self, id: &str, max_stalls: bool, now: f64) {
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
+        let Some(queue) = self.jobs.queue_of(id).map(str::to_owned) else {
             return;
         };
-        let jitter = self.random();
-        let Ok(e) = self.finish(id) else { return };
-        let exhausted = e.rec.attempts + 1 >= e.rec.max_attempts;
-        e.run.stall_count += 1;
-        e.rec.attempts += 1;
-        e.run.last_heartbeat = now;
-        let stalls = e.run.stall_count;
+        let jitter = self.jobs.random();
+        if self.finish(id).is_err() {
+            return;
+        }
+        let Some(s) = self.jobs.count_stall(id, now) else {
+            return;
+        };
+        let exhausted = s.attempts >= s.max_attempts;
         if !(max_stalls || exhausted) {
-            self.retry_stalled(id, &queue, jitter, now);
+            if let Some(stalls) = self.jobs.retry_stalled(id, jitter, now) {
+                self.emit_stalled(&queue, id, Some((stalls, "retry")), false);
+            }
             return;
         }
         let (reason, error) = if exhausted {
-            let max = e.rec.max_attempts;
+            let max = s.max_attempts;
             (
                 "max_attempts_exceeded",
                 format!("Job stalled at max attempts ({max})"),
             )
         } else {
-            ("stalled", format!("Job stalled {stalls} times"))
+            ("stalled", format!("Job stalled {} times", s.stalls))
         };
         self.file_failed(id, now, reason, error);
-        self.emit_stalled(&queue, id, Some((stalls, "move_to_dlq")), false);
-    }
-
-    /// A stalled job with attempts and stalls left: the failure noted, retried after its
-    /// backoff, with a `stalled` event (action `retry`).
-    fn retry_stalled(&mut self, id: &str, queue: &str, jitter: f64, now: f64) {
-        let Some(e) = self.jobs.get_mut(id) else {
-            return;
-        };
-        let stalls = e.run.stall_count;
-        // Its timeline's last failure, which GetJob shows as `failedReason`.
-        e.rec.failed_reason = Some("stalled".into());
-        e.run.attempt_log.push(timeline::Attempt {
-            attempt: e.rec.attempts,
-            started_at: e.rec.created_at,
-            failed_at: now,
-            reason: "stalled",
-            error: Some("stalled".into()),
-            duration: 0.0,
-        });
-        let attempt = e.rec.attempts;
-        for (state, error, attempt) in [
-            ("failed", Some(Some("stalled".to_owned())), attempt),
-            ("waiting", None, attempt + 1),
-        ] {
-            timeline::note(
-                &mut e.run.timeline,
-                timeline::Step {
-                    state,
-                    at: now,
-                    error,
-                    attempt: Some(attempt),
-                },
-            );
-        }
-        e.rec.run_at = now + retry_delay(e.rec.backoff, e.rec.attempts, jitter);
-        let run_at = e.rec.run_at;
-        self.refile(id, run_at, now);
-        self.emit_stalled(queue, id, Some((stalls, "retry")), false);
+        self.emit_stalled(&queue, id, Some((s.stalls, "move_to_dlq")), false);
     }
 
     /// bunqueue's `stalled` event; `id_first` for the lock-expiry path's key order.
@@ -1225,42 +605,19 @@ impl State {
         });
     }
 
-    /// Notes that a job finished now (see [`RunInfo::finished`]).
-    pub(crate) fn mark_finished(&mut self, id: &str, now: f64) {
-        if let Some(e) = self.jobs.get_mut(id) {
-            e.run.finished = Some((now, self.finish_seq));
-            self.finish_seq += 1;
-        }
-    }
-
-    /// Files a job taken out of the active set as failed for good (bunqueue's DLQ), recorded.
+    /// Files a job taken out of its run as failed for good (bunqueue's DLQ), recorded.
     fn file_failed(&mut self, id: &str, now: f64, reason: &'static str, error: String) {
-        let Some(e) = self.jobs.get_mut(id) else {
+        let Some(op) = self.jobs.mark_failed(id) else {
             return;
         };
-        e.rec.state = JobState::Failed;
-        let op = update_op(&e.rec);
         self.enter_dlq(id, now, reason, Some(error));
-        self.record(op);
-    }
-
-    /// Files a job taken out of the active set as waiting, its run time unchanged, recorded.
-    fn refile_ready(&mut self, id: &str) {
-        let Some(e) = self.jobs.get_mut(id) else {
-            return;
-        };
-        e.rec.state = JobState::Waiting;
-        let op = update_op(&e.rec);
-        let q = index_in(&mut self.queues, &e.rec.queue);
-        q.file_ready(&e.rec);
-        q.notify.notify_waiters();
-        self.record(op);
+        self.jobs.record(op);
     }
 
     /// Puts an active job back to waiting.
     fn requeue(&mut self, id: &str) {
         if self.finish(id).is_ok() {
-            self.refile_ready(id);
+            self.jobs.refile_ready(id);
         }
     }
 
@@ -1269,7 +626,7 @@ impl State {
         self.events.unsubscribe(conn);
         if let Some(ids) = self.running.take_held(conn) {
             for id in ids {
-                if self.jobs.get(&id).is_some_and(|e| e.conn == Some(conn)) {
+                if self.jobs.held_by(&id, conn) {
                     self.requeue(&id);
                 }
             }
@@ -1280,129 +637,21 @@ impl State {
     /// A job in the client's record form ([`Job`]), for the tests.
     #[cfg(test)]
     pub fn get_job_wire(&mut self, id: &str, now: f64) -> Option<Job> {
-        let queue = self.jobs.get(id)?.rec.queue.clone();
-        self.promote(&queue, now);
-        let e = self.jobs.get(id)?;
-        let mut job = wire_job(&e.rec);
-        wire_links(&mut job, e);
-        job.state = Some(autobatch_core::wire::JobState::from(state_name(&e.rec)));
-        job.returnvalue = e.rec.result.clone();
-        job.failed_reason = e.rec.failed_reason.clone();
+        let mut job = self.jobs.wire(id, now)?;
         // bunqueue's record carries the last progress (0 until a worker reports one).
         let progress = self.extras.get(id).map_or(0.0, |x| x.progress);
         job.progress = Some(crate::events::js_number(progress));
         Some(job)
     }
 
-    /// Shows `custom` as the record's `customId` (a flow's jobs have their planned id without
-    /// one unless the input named it).
-    pub fn show_custom_id(&mut self, id: &str, custom: Option<String>) {
-        let Some(e) = self.jobs.get_mut(id) else {
-            return;
-        };
-        let mut o = e.rec.options.take().map_or_else(Default::default, |o| *o);
-        if o.custom_id == custom {
-            e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
-            return;
-        }
-        o.custom_id = custom;
-        e.rec.options = Some(Box::new(o)).filter(|o| !o.is_default());
-        if self.journal.persistent() {
-            let rec = e.rec.clone();
-            self.record(StoreOp::Put(Box::new(rec)));
-        }
-    }
-
     /// Keeps the stack a FAIL sent for a job (trimmed and capped at its `stackTraceLimit`),
     /// as bunqueue's record shows it; a FAIL without one leaves the last one. Called after
     /// every applied FAIL, so SQLite mode keeps the job's failure history from here.
     pub fn set_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
-        self.note_stacktrace(id, stack);
+        self.jobs.note_stacktrace(id, stack);
         if self.settings.is_on() {
             self.keep_job(id);
         }
-    }
-
-    fn note_stacktrace(&mut self, id: &str, stack: Option<&Value>) {
-        let Some(e) = self.jobs.get_mut(id) else {
-            return;
-        };
-        // A FAIL with at least one string line replaces the trace (with none if every line is
-        // blank), as bunqueue's `failJob` does.
-        let sent = stack
-            .and_then(Value::as_array)
-            .is_some_and(|l| l.iter().any(|x| x.as_str().is_some()));
-        if sent {
-            let limit = e.rec.options.as_ref().and_then(|o| o.stack_trace_limit);
-            e.run.stacktrace = timeline::stacktrace(stack, limit);
-        }
-    }
-
-    /// Update: replaces the data of a waiting, delayed or active job; false for a finished or
-    /// unknown one (bunqueue's `Job not found or cannot be updated`). Persisted as the whole
-    /// record, so a SQLite-backed broker keeps the change across a restart.
-    pub fn update_data(&mut self, id: &str, data: Value) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else {
-            return false;
-        };
-        if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
-            return false;
-        }
-        e.rec.data = data;
-        let op = StoreOp::Put(Box::new(e.rec.clone()));
-        self.record(op);
-        true
-    }
-
-    /// A job's state name, `unknown` if there is no such job.
-    pub fn get_state(&mut self, id: &str, now: f64) -> &'static str {
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.clone()) else {
-            return "unknown";
-        };
-        self.promote(&queue, now);
-        self.jobs
-            .get(id)
-            .map(|e| state_name(&e.rec))
-            .unwrap_or("unknown")
-    }
-
-    /// A completed job's result.
-    pub fn get_result(&self, id: &str) -> Option<Value> {
-        self.jobs.get(id).and_then(|e| e.rec.result.clone())
-    }
-
-    /// Per-state counts of a queue (all zeros for an unknown queue).
-    pub fn counts(&mut self, queue: &str, now: f64) -> JobCounts {
-        self.promote(queue, now);
-        self.queues
-            .get(queue)
-            .map_or_else(JobCounts::default, QueueIndex::counts)
-    }
-
-    /// `Count`: the jobs waiting to run (waiting, prioritized, delayed), paused or not — as
-    /// bunqueue's, which reports its priority queue's size whatever the pause.
-    pub fn count(&mut self, queue: &str, now: f64) -> u64 {
-        self.promote(queue, now);
-        self.queues
-            .get(queue)
-            .map_or(0, |q| q.ready_len() + q.delayed_len())
-    }
-
-    /// Hands one state change to the store, counting it (see [`State::recorded`]).
-    fn record(&mut self, op: StoreOp) {
-        self.journal.record(op);
-    }
-
-    /// How many state changes were handed to the store so far: the difference across a call
-    /// is what a commit barrier for that call covers.
-    pub fn recorded(&self) -> u64 {
-        self.journal.recorded()
-    }
-
-    /// A commit barrier for durable replies covering the last `covering` recorded changes
-    /// (see [`Store::sync`]).
-    pub fn sync(&mut self, covering: u64) -> Option<SyncWaiter> {
-        self.journal.sync(covering)
     }
 
     /// Takes back jobs whose rows a failed commit lost, so that a refused durable push leaves
@@ -1411,207 +660,29 @@ impl State {
     pub fn withdraw(&mut self, ids: &[String]) -> Vec<String> {
         let mut kept = Vec::new();
         for id in ids {
-            let Some(e) = self.jobs.get(id) else { continue };
-            let rec = &e.rec;
-            let Some(q) = self.queues.get_mut(&rec.queue) else {
-                continue;
-            };
-            match rec.state {
-                JobState::Waiting => q.unready(rec),
-                JobState::Delayed => q.undelay(rec),
-                JobState::WaitingChildren => {}
-                _ => {
-                    kept.push(id.clone());
-                    continue;
+            match self.jobs.state_of(id) {
+                None => continue,
+                Some(JobState::Waiting | JobState::Delayed | JobState::WaitingChildren) => {
+                    if self.jobs.unqueue(id) {
+                        self.forget(id);
+                    }
                 }
+                Some(_) => kept.push(id.clone()),
             }
-            self.forget(id);
         }
         kept
-    }
-
-    /// Ops recorded but not yet committed.
-    pub fn backlog(&self) -> usize {
-        self.journal.backlog()
     }
 
     /// Queues with an index entry.
     #[cfg(feature = "test-util")]
     pub fn queue_count(&self) -> usize {
-        self.queues.len()
+        self.jobs.queue_count()
     }
 
     /// Commits what is pending and closes the store.
     pub fn close_store(&mut self) {
-        self.journal.close();
+        self.jobs.close();
         self.settings.close();
-    }
-
-    /// `Job not found` / `Job is not active (current state: <state>)`, as bunqueue words them.
-    fn require_active(&mut self, id: &str, now: f64) -> Result<(), String> {
-        match self.get_state(id, now) {
-            "unknown" => Err("Job not found".into()),
-            "active" => Ok(()),
-            s => Err(format!("Job is not active (current state: {s})")),
-        }
-    }
-
-    /// Extends an active job's lock to `duration` ms from now; false when it has no lock, the
-    /// lock expired, or a token is given and does not match.
-    pub fn extend_lock(&mut self, id: &str, token: Option<&str>, duration: f64, now: f64) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else {
-            return false;
-        };
-        if e.rec.state != JobState::Active {
-            return false;
-        }
-        // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's
-        // own token; an expired lock is not renewed.
-        match (&mut e.lock, token.filter(|t| !t.is_empty())) {
-            (Some(lock), t) if t.is_none_or(|t| t == lock.token) && now < lock.expires_at => {
-                lock.expires_at = now + duration;
-                lock.renewals += 1;
-                e.run.last_heartbeat = now;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Takes a waiting job out of its queue's ready index (to file it elsewhere).
-    fn unready(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else { return };
-        if let Some(q) = self.queues.get_mut(&e.rec.queue) {
-            q.unready(&e.rec);
-        }
-    }
-
-    /// Takes a delayed job out of its queue's delayed index (to file it elsewhere).
-    fn undelay(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else { return };
-        index_in(&mut self.queues, &e.rec.queue).undelay(&e.rec);
-    }
-
-    /// A uniform random number in [0, 1) (xorshift64*; only for retry jitter).
-    fn random(&mut self) -> f64 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// The record of a job added now with `spec`: waiting, delayed, or in `waiting-children`
-/// when `parked`.
-fn new_record(
-    queue: &str,
-    id: String,
-    spec: JobSpec,
-    seq: u64,
-    parked: bool,
-    now: f64,
-) -> JobRecord {
-    let o = spec.opts;
-    let delay = o.delay.map_or(0.0, |d| d.as_millis() as f64);
-    let options = crate::store::AddOptions::from_options(&o);
-    let options = (!options.is_default()).then(|| Box::new(options));
-    JobRecord {
-        id,
-        queue: queue.to_owned(),
-        name: spec.name,
-        data: spec.data,
-        priority: o.priority.unwrap_or(0),
-        attempts: 0,
-        max_attempts: o.attempts.unwrap_or(DEFAULT_ATTEMPTS),
-        backoff: o.backoff,
-        created_at: o.timestamp.unwrap_or(now),
-        run_at: now + delay,
-        seq,
-        lifo: o.lifo.unwrap_or(false),
-        remove_on_complete: o.remove_on_complete.unwrap_or(false),
-        remove_on_fail: o.remove_on_fail.unwrap_or(false),
-        durable: o.durable.unwrap_or(false),
-        unique_key: o.unique_key,
-        state: if parked {
-            JobState::WaitingChildren
-        } else if delay > 0.0 {
-            JobState::Delayed
-        } else {
-            JobState::Waiting
-        },
-        result: None,
-        failed_reason: None,
-        options,
-    }
-}
-
-/// The index of `queue` in `queues`, made empty if it has none yet.
-fn index_in<'a>(queues: &'a mut HashMap<String, QueueIndex>, queue: &str) -> &'a mut QueueIndex {
-    if !queues.contains_key(queue) {
-        queues.insert(queue.to_owned(), QueueIndex::default());
-    }
-    queues.get_mut(queue).expect("inserted above")
-}
-
-fn update_op(rec: &JobRecord) -> StoreOp {
-    StoreOp::Update {
-        id: rec.id.clone(),
-        state: rec.state,
-        attempts: rec.attempts,
-        run_at: rec.run_at,
-        result: rec.result.clone(),
-        failed_reason: rec.failed_reason.clone(),
-    }
-}
-
-fn state_name(rec: &JobRecord) -> &'static str {
-    match rec.state {
-        JobState::Waiting if rec.priority > 0 => "prioritized",
-        s => s.as_str(),
-    }
-}
-
-#[cfg(test)]
-fn wire_job(rec: &JobRecord) -> Job {
-    let mut job = Job::new(
-        rec.id.clone(),
-        rec.queue.clone(),
-        rec.name.clone(),
-        rec.data.clone(),
-    );
-    job.priority = rec.priority;
-    job.attempts = rec.attempts;
-    job.max_attempts = rec.max_attempts;
-    job.created_at = rec.created_at;
-    job.run_at = rec.run_at;
-    job
-}
-
-/// bunqueue's retry delay: a plain or exponential base doubles per attempt with a 0.5..1.5
-/// jitter, a fixed one gets 0.8..1.2; capped at one hour.
-fn ms(d: Duration) -> f64 {
-    d.as_millis() as f64
-}
-
-fn retry_delay(backoff: Option<Backoff>, attempts: i64, jitter: f64) -> f64 {
-    let pow = 2f64.powi(attempts.clamp(0, 40) as i32);
-    let d = match backoff.unwrap_or(Backoff::Delay(DEFAULT_BACKOFF)) {
-        Backoff::Delay(b) | Backoff::Exponential(b) => ms(b) * pow * (0.5 + jitter),
-        Backoff::Fixed(b) => ms(b) * (0.8 + 0.4 * jitter),
-        // A strategy a newer core may add: as bunqueue's default.
-        other => ms(other.delay()) * pow * (0.5 + jitter),
-    };
-    d.clamp(0.0, MAX_RETRY_DELAY)
-}
-
-/// Copies a job's links onto its wire form (`parentId`, `childrenIds`).
-#[cfg(test)]
-fn wire_links(job: &mut Job, e: &Entry) {
-    if let Some(l) = &e.flow {
-        job.parent_id = l.parent.clone();
-        job.children_ids = l.children.clone();
     }
 }
 
@@ -1621,6 +692,9 @@ mod tests {
     use crate::store::MemoryStore;
     use autobatch_core::ops::StallConfigUpdate;
     use autobatch_core::wire::JobOptions;
+    use autobatch_core::wire::{Backoff, JobCounts};
+    use jobs::{retry_delay, MAX_RETRY_DELAY};
+    use std::time::Duration;
 
     fn state() -> State {
         State::new(Box::new(MemoryStore::new()), 1000.0).unwrap()
@@ -1668,8 +742,8 @@ mod tests {
             0.0,
         );
         assert!(pull(&mut s, 1, 50.0).is_empty());
-        assert_eq!(s.counts("q", 50.0).delayed, 1);
-        assert_eq!(s.next_due("q"), Some(100.0));
+        assert_eq!(s.jobs.counts("q", 50.0).delayed, 1);
+        assert_eq!(s.jobs.next_due("q"), Some(100.0));
         assert_eq!(pull(&mut s, 1, 100.0).len(), 1);
     }
 
@@ -1692,11 +766,11 @@ mod tests {
             ),
             Ok(false)
         );
-        assert_eq!(s.get_state(&id, 0.0), "delayed");
+        assert_eq!(s.jobs.get_state(&id, 0.0), "delayed");
         assert_eq!(s.ack(&id, None, Some(Value::Int(7)), false, 0.0), Ok(()));
-        assert_eq!(s.get_state(&id, 0.0), "completed");
-        assert_eq!(s.get_result(&id), Some(Value::Int(7)));
-        assert_eq!(s.counts("q", 0.0).delayed, 0);
+        assert_eq!(s.jobs.get_state(&id, 0.0), "completed");
+        assert_eq!(s.jobs.get_result(&id), Some(Value::Int(7)));
+        assert_eq!(s.jobs.counts("q", 0.0).delayed, 0);
         // A job that never ran is not completed by an ACK.
         let fresh = s.push("q", spec(), 0.0);
         assert!(s.ack(&fresh, None, None, false, 0.0).is_err());
@@ -1709,7 +783,7 @@ mod tests {
         let later = JobOptions::new().delay(Duration::from_secs(3600));
         let d = s.push("q", JobSpec::new("d", Value::Nil).with_options(later), 0.0);
         let a = s.push("q", JobSpec::new("a", Value::Nil), 1.0);
-        assert!(s.promote_job(&d, 5.0));
+        assert!(s.jobs.promote_job(&d, 5.0));
         let b = s.push("q", JobSpec::new("b", Value::Nil), 9.0);
         let got: Vec<String> = pull(&mut s, 3, 10.0).into_iter().map(|p| p.id).collect();
         assert_eq!(got, [a, d, b]);
@@ -1730,12 +804,12 @@ mod tests {
         let t = pull(&mut s, 1, 0.0).remove(0).token;
         s.fail(&id, t.as_deref(), Failure::new(Some("x".into())), 0.0)
             .unwrap();
-        assert_eq!(s.get_state(&id, 0.0), "delayed");
+        assert_eq!(s.jobs.get_state(&id, 0.0), "delayed");
         let t = pull(&mut s, 1, 20.0).remove(0).token;
         s.fail(&id, t.as_deref(), Failure::new(Some("y".into())), 20.0)
             .unwrap();
-        assert_eq!(s.get_state(&id, 20.0), "failed");
-        assert_eq!(s.counts("q", 20.0).failed, 1);
+        assert_eq!(s.jobs.get_state(&id, 20.0), "failed");
+        assert_eq!(s.jobs.counts("q", 20.0).failed, 1);
     }
 
     #[test]
@@ -1744,7 +818,7 @@ mod tests {
         let id = s.push("q", JobSpec::new("a", Value::Nil), 0.0);
         let t = pull(&mut s, 1, 0.0).remove(0).token;
         s.release_conn(1);
-        assert_eq!(s.get_state(&id, 0.0), "waiting");
+        assert_eq!(s.jobs.get_state(&id, 0.0), "waiting");
         assert_eq!(
             s.ack(&id, t.as_deref(), None, false, 0.0),
             Err(FinishError::NotActive(id.clone()))
@@ -1782,19 +856,19 @@ mod tests {
         let id = push_attempts(&mut s, 3);
         let t = pull_ttl(&mut s, true, 100, 0.0).token;
         s.expire_locks(99.0);
-        assert_eq!(s.get_state(&id, 99.0), "active");
-        assert!(s.heartbeat(&id, t.as_deref(), None, 90.0));
+        assert_eq!(s.jobs.get_state(&id, 99.0), "active");
+        assert!(s.jobs.heartbeat(&id, t.as_deref(), None, 90.0));
         s.expire_locks(150.0);
-        assert_eq!(s.get_state(&id, 150.0), "active", "renewed to 190");
-        assert!(!s.heartbeat(&id, Some("other"), None, 150.0));
+        assert_eq!(s.jobs.get_state(&id, 150.0), "active", "renewed to 190");
+        assert!(!s.jobs.heartbeat(&id, Some("other"), None, 150.0));
         // A heartbeat without a token keeps the job alive for stall detection only.
-        assert!(s.heartbeat(&id, None, None, 160.0));
+        assert!(s.jobs.heartbeat(&id, None, None, 160.0));
         s.expire_locks(190.0);
-        assert_eq!(s.get_state(&id, 190.0), "waiting");
+        assert_eq!(s.jobs.get_state(&id, 190.0), "waiting");
         let job = s.get_job_wire(&id, 190.0).unwrap();
         assert_eq!(job.attempts, 1);
         // The old token no longer renews anything.
-        assert!(!s.heartbeat(&id, t.as_deref(), None, 191.0));
+        assert!(!s.jobs.heartbeat(&id, t.as_deref(), None, 191.0));
     }
 
     /// The sweep looks for expired locks on bunqueue's 5 s period, not at every call: a
@@ -1807,12 +881,12 @@ mod tests {
         // `state()` starts its clock at 1,000 ms: the first check is due at 6,000.
         s.sweep(5_999.0);
         assert_eq!(
-            s.get_state(&id, 5_999.0),
+            s.jobs.get_state(&id, 5_999.0),
             "active",
             "expired, not yet checked"
         );
         s.sweep(6_000.0);
-        assert_eq!(s.get_state(&id, 6_000.0), "waiting");
+        assert_eq!(s.jobs.get_state(&id, 6_000.0), "waiting");
     }
 
     /// A job pulled without an owner has no lock: a heartbeat with some token fails there,
@@ -1822,8 +896,8 @@ mod tests {
         let mut s = state();
         let id = push_attempts(&mut s, 3);
         pull_ttl(&mut s, false, 0, 0.0);
-        assert!(!s.heartbeat(&id, Some("t"), None, 1.0));
-        assert!(s.heartbeat(&id, None, None, 1.0));
+        assert!(!s.jobs.heartbeat(&id, Some("t"), None, 1.0));
+        assert!(s.jobs.heartbeat(&id, None, None, 1.0));
     }
 
     /// Lock expiry at the last attempt, or at the queue's maxStalls, fails the job for good.
@@ -1833,17 +907,17 @@ mod tests {
         let one = push_attempts(&mut s, 1);
         pull_ttl(&mut s, true, 10, 0.0);
         s.expire_locks(10.0);
-        assert_eq!(s.get_state(&one, 10.0), "failed");
-        assert_eq!(s.counts("q", 10.0).failed, 1);
+        assert_eq!(s.jobs.get_state(&one, 10.0), "failed");
+        assert_eq!(s.jobs.counts("q", 10.0).failed, 1);
 
         s.set_stall_config("q", &StallConfigUpdate::new().max_stalls(2));
         let id = push_attempts(&mut s, 10);
         pull_ttl(&mut s, true, 10, 20.0);
         s.expire_locks(30.0);
-        assert_eq!(s.get_state(&id, 30.0), "waiting");
+        assert_eq!(s.jobs.get_state(&id, 30.0), "waiting");
         pull_ttl(&mut s, true, 10, 40.0);
         s.expire_locks(50.0);
-        assert_eq!(s.get_state(&id, 50.0), "failed", "second stall of 2");
+        assert_eq!(s.jobs.get_state(&id, 50.0), "failed", "second stall of 2");
         assert_eq!(s.stall_config("q").max_stalls, 2);
         assert!(s.stall_config("q").enabled, "merged, not replaced");
     }
@@ -1867,13 +941,13 @@ mod tests {
         s.check_stalled(500.0);
         s.check_stalled(1500.0);
         assert_eq!(
-            s.get_state(&id, 1500.0),
+            s.jobs.get_state(&id, 1500.0),
             "active",
             "a candidate, not yet stalled"
         );
         s.check_stalled(2000.0);
         assert_eq!(
-            s.get_state(&id, 2000.0),
+            s.jobs.get_state(&id, 2000.0),
             "delayed",
             "retried after its backoff"
         );
@@ -1885,22 +959,22 @@ mod tests {
 
         // Still a candidate from the 2000 check (bunqueue marks candidates by id before it
         // handles the confirmed ones): a heartbeat before the next check clears it.
-        assert_eq!(s.promote_jobs("q", None, 2000.0), 1);
+        assert_eq!(s.jobs.promote_jobs("q", None, 2000.0), 1);
         pull_ttl(&mut s, false, 0, 3000.0);
-        assert!(s.heartbeat(&id, None, None, 4400.0));
+        assert!(s.jobs.heartbeat(&id, None, None, 4400.0));
         s.check_stalled(4500.0);
         s.check_stalled(5000.0);
-        assert_eq!(s.get_state(&id, 5000.0), "active");
+        assert_eq!(s.jobs.get_state(&id, 5000.0), "active");
         s.check_stalled(6000.0);
         s.check_stalled(7000.0);
-        assert_eq!(s.get_state(&id, 7000.0), "failed", "second stall of 2");
+        assert_eq!(s.jobs.get_state(&id, 7000.0), "failed", "second stall of 2");
 
         s.set_stall_config("q", &StallConfigUpdate::new().enabled(false));
         let other = push_attempts(&mut s, 5);
         pull_ttl(&mut s, false, 0, 8000.0);
         s.check_stalled(20_000.0);
         s.check_stalled(30_000.0);
-        assert_eq!(s.get_state(&other, 30_000.0), "active");
+        assert_eq!(s.jobs.get_state(&other, 30_000.0), "active");
     }
 
     /// A job's `timeout` fails it once it has run that long, as a FAIL would (retried while
@@ -1914,17 +988,17 @@ mod tests {
         let id = s.push("q", JobSpec::new("a", Value::Nil).with_options(opts), 0.0);
         pull_ttl(&mut s, true, 30_000, 10.0);
         s.sweep(109.0);
-        assert_eq!(s.get_state(&id, 109.0), "active");
+        assert_eq!(s.jobs.get_state(&id, 109.0), "active");
         s.sweep(110.0);
-        assert_eq!(s.get_state(&id, 110.0), "delayed");
+        assert_eq!(s.jobs.get_state(&id, 110.0), "delayed");
         let job = s.get_job_wire(&id, 110.0).unwrap();
         assert_eq!(job.attempts, 1);
         assert_eq!(job.failed_reason.as_deref(), Some("Job timeout exceeded"));
-        assert_eq!(s.promote_jobs("q", None, 110.0), 1);
+        assert_eq!(s.jobs.promote_jobs("q", None, 110.0), 1);
         pull_ttl(&mut s, false, 0, 200.0);
         s.sweep(300.0);
         assert_eq!(
-            s.get_state(&id, 300.0),
+            s.jobs.get_state(&id, 300.0),
             "failed",
             "the last attempt timed out"
         );
@@ -1943,7 +1017,7 @@ mod tests {
         s.sweep(1000.0);
         let job = s.get_job_wire(&id, 1000.0).unwrap();
         assert_eq!(job.failed_reason.as_deref(), Some("Job timeout exceeded"));
-        assert_eq!(s.get_state(&id, 1000.0), "delayed");
+        assert_eq!(s.jobs.get_state(&id, 1000.0), "delayed");
     }
 
     /// ExtendLock as bunqueue's: without a token it renews the job's own lock; a wrong token
@@ -1953,12 +1027,12 @@ mod tests {
         let mut s = state();
         let id = push_attempts(&mut s, 3);
         let t = pull_ttl(&mut s, true, 100, 0.0).token;
-        assert!(s.extend_lock(&id, None, 1000.0, 50.0));
-        assert!(!s.extend_lock(&id, Some("other"), 1000.0, 60.0));
-        assert!(s.extend_lock(&id, t.as_deref(), 1000.0, 70.0));
+        assert!(s.jobs.extend_lock(&id, None, 1000.0, 50.0));
+        assert!(!s.jobs.extend_lock(&id, Some("other"), 1000.0, 60.0));
+        assert!(s.jobs.extend_lock(&id, t.as_deref(), 1000.0, 70.0));
         s.sweep(1069.0);
-        assert_eq!(s.get_state(&id, 1069.0), "active", "extended to 1070");
-        assert!(!s.extend_lock(&id, None, 1000.0, 1070.0), "expired");
+        assert_eq!(s.jobs.get_state(&id, 1069.0), "active", "extended to 1070");
+        assert!(!s.jobs.extend_lock(&id, None, 1000.0, 1070.0), "expired");
     }
 
     /// A job older than its `ttl` is dropped by the pull that reaches it, unrun.
@@ -1969,15 +1043,15 @@ mod tests {
         let old = s.push("q", JobSpec::new("a", Value::Nil).with_options(ttl), 0.0);
         let fresh = s.push("q", JobSpec::new("b", Value::Nil), 0.0);
         assert_eq!(
-            s.get_state(&old, 60.0),
+            s.jobs.get_state(&old, 60.0),
             "waiting",
             "until a pull reaches it"
         );
         let got: Vec<String> = pull(&mut s, 2, 60.0).into_iter().map(|p| p.id).collect();
         assert_eq!(got, [fresh]);
-        assert_eq!(s.get_state(&old, 60.0), "unknown");
+        assert_eq!(s.jobs.get_state(&old, 60.0), "unknown");
         assert_eq!(
-            s.counts("q", 60.0),
+            s.jobs.counts("q", 60.0),
             JobCounts {
                 active: 1,
                 ..JobCounts::default()

@@ -11,7 +11,7 @@ use autobatch_core::ops::{
 };
 
 use crate::context::{Ctx, Served};
-use crate::queue::admin::{CleanState, MoveError};
+use crate::queue::{CleanState, MoveError};
 
 pub(crate) fn pause(cx: &Ctx<'_>, op: Pause) -> Served<()> {
     cx.state().pause(&op.queue);
@@ -41,7 +41,7 @@ pub(crate) fn cancel(cx: &Ctx<'_>, op: Cancel) -> Served<()> {
 }
 
 pub(crate) fn promote(cx: &Ctx<'_>, op: Promote) -> Served<()> {
-    if cx.state().promote_job(&op.id, cx.now) {
+    if cx.state().jobs().promote_job(&op.id, cx.now) {
         Ok(())
     } else {
         Err("Job not found or not delayed".into())
@@ -49,11 +49,15 @@ pub(crate) fn promote(cx: &Ctx<'_>, op: Promote) -> Served<()> {
 }
 
 pub(crate) fn promote_jobs(cx: &Ctx<'_>, op: PromoteJobs) -> Served<u64> {
-    Ok(cx.state().promote_jobs(&op.queue, op.count, cx.now))
+    Ok(cx.state().jobs().promote_jobs(&op.queue, op.count, cx.now))
 }
 
 pub(crate) fn change_priority(cx: &Ctx<'_>, op: ChangePriority) -> Served<()> {
-    if cx.state().change_priority(&op.id, op.priority, op.lifo) {
+    if cx
+        .state()
+        .jobs()
+        .change_priority(&op.id, op.priority, op.lifo)
+    {
         Ok(())
     } else {
         Err("Job not found or not in queue".into())
@@ -112,9 +116,13 @@ pub(crate) fn clean(cx: &Ctx<'_>, op: Clean) -> Served<Vec<String>> {
 }
 
 pub(crate) fn retry_completed(cx: &Ctx<'_>, op: RetryCompleted) -> Served<u64> {
-    Ok(cx
-        .state()
-        .retry_completed(&op.queue, op.id.as_deref(), op.count, op.timestamp, cx.now))
+    Ok(cx.state().jobs().retry_completed(
+        &op.queue,
+        op.id.as_deref(),
+        op.count,
+        op.timestamp,
+        cx.now,
+    ))
 }
 
 pub(crate) fn remove_deduplication_key(cx: &Ctx<'_>, op: RemoveDeduplicationKey) -> Served<u64> {

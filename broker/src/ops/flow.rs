@@ -21,21 +21,21 @@ use crate::context::{Ctx, Served};
 type ChildValues = Vec<(String, Value)>;
 
 pub(crate) fn children_values(cx: &Ctx<'_>, op: GetChildrenValues) -> Served<ChildValues> {
-    Ok(cx.state().children_values(&op.id))
+    Ok(cx.state().jobs().children_values(&op.id))
 }
 
 pub(crate) fn failed_children_values(
     cx: &Ctx<'_>,
     op: GetFailedChildrenValues,
 ) -> Served<ChildValues> {
-    Ok(cx.state().children_failures(&op.id, false))
+    Ok(cx.state().jobs().children_failures(&op.id, false))
 }
 
 pub(crate) fn ignored_children_failures(
     cx: &Ctx<'_>,
     op: GetIgnoredChildrenFailures,
 ) -> Served<ChildValues> {
-    Ok(cx.state().children_failures(&op.id, true))
+    Ok(cx.state().jobs().children_failures(&op.id, true))
 }
 
 /// RemoveChildDependency, from the raw body (core has no typed op: the autobatch client does
@@ -76,12 +76,12 @@ pub(crate) async fn push_flow(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
             let Some(group) = p.spec.opts.group_id.as_deref() else {
                 continue;
             };
-            if state.must_wait(&p.spec.opts.depends_on) {
+            if state.jobs().must_wait(&p.spec.opts.depends_on) {
                 continue;
             }
             let current = counts
                 .entry((p.queue.as_str(), group))
-                .or_insert_with(|| state.group_queued(&p.queue, group));
+                .or_insert_with(|| state.jobs().group_queued(&p.queue, group));
             if let Some(max) = p.group_max_size {
                 if *current >= max.max(0) as u64 {
                     return Err(format!(
@@ -92,18 +92,18 @@ pub(crate) async fn push_flow(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
             *current += 1;
         }
         let now = now_ms();
-        let before = state.recorded();
+        let before = state.jobs().recorded();
         let ids: Vec<String> = planned
             .into_iter()
             .map(|p| {
                 let id = state.push(&p.queue, p.spec, now);
-                state.show_custom_id(&id, p.custom_id);
+                state.jobs().show_custom_id(&id, p.custom_id);
                 id
             })
             .collect();
         let snapshots: Vec<Value> = ids.iter().filter_map(|id| state.snapshot(id)).collect();
-        let covering = state.recorded() - before;
-        (snapshots, ids, state.sync(covering))
+        let covering = state.jobs().recorded() - before;
+        (snapshots, ids, state.jobs().sync(covering))
     };
     if let Some(w) = waiter {
         if let Err(e) = w.wait().await {
@@ -133,7 +133,7 @@ pub(crate) async fn wait_job(cx: &Ctx<'_>, op: WaitJob) -> Served<WaitOutcome> {
         tokio::pin!(notified);
         // Enabled before the check: a completion after it wakes this wait.
         notified.as_mut().enable();
-        let first = shared.lock().completion(&op.id);
+        let first = shared.lock().jobs().completion(&op.id);
         let mut stop = shared.stop.clone();
         match first {
             None => Err("Job not found".to_owned()),
@@ -141,7 +141,7 @@ pub(crate) async fn wait_job(cx: &Ctx<'_>, op: WaitJob) -> Served<WaitOutcome> {
             Some(None) => tokio::select! {
                 // Completed (a job removed on completion is gone by now: no result).
                 _ = &mut notified => Ok(WaitOutcome::Completed(
-                    shared.lock().completion(&op.id).flatten().unwrap_or(Value::Undefined),
+                    shared.lock().jobs().completion(&op.id).flatten().unwrap_or(Value::Undefined),
                 )),
                 _ = tokio::time::sleep(timeout) => Ok(WaitOutcome::TimedOut),
                 _ = stop.wait_for(|s| *s) => Ok(WaitOutcome::TimedOut),

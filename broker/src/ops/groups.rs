@@ -37,7 +37,7 @@ pub(crate) fn resume(cx: &Ctx<'_>, op: ResumeGroup) -> Served<bool> {
     let changed = state.groups().resume(&op.queue, &op.group_id);
     state.keep_group(&op.queue, &op.group_id);
     if changed {
-        state.wake(&op.queue);
+        state.jobs().wake(&op.queue);
     }
     Ok(changed)
 }
@@ -60,7 +60,7 @@ pub(crate) fn set_concurrency(cx: &Ctx<'_>, op: SetGroupConcurrency) -> Served<(
         .groups()
         .set_concurrency(&op.queue, &op.group_id, op.concurrency);
     state.keep_group(&op.queue, &op.group_id);
-    state.wake(&op.queue);
+    state.jobs().wake(&op.queue);
     Ok(())
 }
 
@@ -72,7 +72,7 @@ pub(crate) fn remove_concurrency(cx: &Ctx<'_>, op: RemoveGroupConcurrency) -> Se
     let mut state = cx.state();
     let removed = state.groups().remove_concurrency(&op.queue, &op.group_id);
     state.keep_group(&op.queue, &op.group_id);
-    state.wake(&op.queue);
+    state.jobs().wake(&op.queue);
     Ok(removed > 0)
 }
 
@@ -84,7 +84,7 @@ pub(crate) fn set_rate_limit(cx: &Ctx<'_>, op: SetGroupRateLimit) -> Served<()> 
     let mut state = cx.state();
     state.groups().set_rate(&op.queue, &op.group_id, rate);
     state.keep_group(&op.queue, &op.group_id);
-    state.wake(&op.queue);
+    state.jobs().wake(&op.queue);
     Ok(())
 }
 
@@ -100,7 +100,7 @@ pub(crate) fn remove_rate_limit(cx: &Ctx<'_>, op: RemoveGroupRateLimit) -> Serve
     let mut state = cx.state();
     let removed = state.groups().remove_rate(&op.queue, &op.group_id);
     state.keep_group(&op.queue, &op.group_id);
-    state.wake(&op.queue);
+    state.jobs().wake(&op.queue);
     Ok(removed > 0)
 }
 

@@ -23,7 +23,7 @@ pub(crate) fn get_progress(cx: &Ctx<'_>, op: GetProgress) -> Served<JobProgress>
 }
 
 pub(crate) fn update_data(cx: &Ctx<'_>, op: UpdateData) -> Served<()> {
-    if cx.state().update_data(&op.id, op.data) {
+    if cx.state().jobs().update_data(&op.id, op.data) {
         Ok(())
     } else {
         Err("Job not found or cannot be updated".into())
@@ -77,6 +77,7 @@ pub(crate) fn clear_logs(cx: &Ctx<'_>, op: ClearLogs) -> Served<()> {
 pub(crate) fn extend_lock(cx: &Ctx<'_>, op: ExtendLock) -> Served<()> {
     if cx
         .state()
+        .jobs()
         .extend_lock(&op.id, op.token.as_deref(), op.duration as f64, cx.now)
     {
         Ok(())
@@ -91,7 +92,7 @@ pub(crate) fn extend_locks(cx: &Ctx<'_>, op: ExtendLocks) -> Served<u64> {
     for (i, id) in op.ids.iter().enumerate() {
         let token = op.tokens.get(i).map(String::as_str);
         let duration = op.durations.get(i).copied().unwrap_or(0) as f64;
-        count += u64::from(state.extend_lock(id, token, duration, cx.now));
+        count += u64::from(state.jobs().extend_lock(id, token, duration, cx.now));
     }
     Ok(count)
 }
@@ -107,7 +108,11 @@ pub(crate) fn heartbeat(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
     let id = text("id").unwrap_or_default();
     // bunqueue renews by `duration` only when a token comes with it.
     let duration = body.get("duration").and_then(Value::as_f64);
-    if cx.state().heartbeat(id, text("token"), duration, cx.now) {
+    if cx
+        .state()
+        .jobs()
+        .heartbeat(id, text("token"), duration, cx.now)
+    {
         Ok(data(Value::map([("ok", Value::Bool(true))])))
     } else {
         Err("Job not found or not active (or invalid token)".into())
@@ -123,7 +128,7 @@ pub(crate) fn heartbeat_batch(cx: &Ctx<'_>, body: &Value) -> Served<Response> {
     for (i, id) in ids.iter().enumerate() {
         let Some(id) = id.as_str() else { continue };
         let token = tokens.and_then(|t| t.get(i)).and_then(Value::as_str);
-        count += i64::from(state.heartbeat(id, token, None, cx.now));
+        count += i64::from(state.jobs().heartbeat(id, token, None, cx.now));
     }
     Ok(data(Value::map([
         ("ok", Value::Bool(true)),

@@ -31,11 +31,11 @@ pub(crate) fn set_stall_config(cx: &Ctx<'_>, op: SetStallConfig) -> Served<()> {
 }
 
 pub(crate) fn group_jobs_count(cx: &Ctx<'_>, op: GetGroupJobsCount) -> Served<u64> {
-    Ok(cx.state().group_queued(&op.queue, &op.group_id))
+    Ok(cx.state().jobs().group_queued(&op.queue, &op.group_id))
 }
 
 pub(crate) fn groups_jobs_count(cx: &Ctx<'_>, op: GetGroupsJobsCount) -> Served<u64> {
-    Ok(cx.state().groups_queued(&op.queue))
+    Ok(cx.state().jobs().groups_queued(&op.queue))
 }
 
 pub(crate) fn group_active_count(cx: &Ctx<'_>, op: GetGroupActiveCount) -> Served<u64> {

@@ -50,7 +50,7 @@ pub(crate) fn get_counts_per_priority(
     cx: &Ctx<'_>,
     op: GetCountsPerPriority,
 ) -> Served<PriorityCounts> {
-    let counts = cx.state().counts_per_priority(&op.queue);
+    let counts = cx.state().jobs().counts_per_priority(&op.queue);
     Ok(PriorityCounts::new(op.queue, counts))
 }
 
@@ -64,5 +64,5 @@ pub(crate) fn get_deduplication_job_id(
 }
 
 pub(crate) fn list_queues(cx: &Ctx<'_>, _: ListQueues) -> Served<Vec<String>> {
-    Ok(cx.state().queue_names())
+    Ok(cx.state().jobs().queue_names())
 }

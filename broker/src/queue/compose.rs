@@ -2,19 +2,33 @@
 //! (totals, schedulers, limits, the DLQ, …) with what that owner needs from the others, and
 //! applies the effects it returns.
 
-use autobatch_core::ops::{ServerStats, StallConfig, StallConfigUpdate};
+use std::io;
+use std::sync::Arc;
+
+use autobatch_core::ops::{
+    CronUpsert, DlqConfig, GetDlqConfig, GetStallConfig, Operation, ServerStats, StallConfig,
+    StallConfigUpdate,
+};
+use autobatch_core::wire::server::ServeOperation;
 use autobatch_core::wire::Value;
+use tokio::sync::Notify;
 
 use super::cron::{self, Crons};
+use super::dlq::{Entry as DlqEntry, Filter};
 use super::kept::kind;
 use super::limits::groups::Groups;
 use super::totals::Totals;
-use super::view;
 use super::workers::Worker;
-use super::State;
+use super::{Jobs, State};
 use crate::events::js_number;
+use crate::store::settings::SettingsStore;
 
 impl State {
+    /// The jobs, to look up and move (see [`Jobs`]).
+    pub fn jobs(&mut self) -> &mut Jobs {
+        &mut self.jobs
+    }
+
     /// The running totals.
     pub fn totals(&mut self) -> &mut Totals {
         &mut self.totals
@@ -58,14 +72,11 @@ impl State {
     /// Frees a concurrency slot of the queue of job `id` outside [`State::finish`] (which
     /// frees its own), waking the long-polls it held back.
     pub(in crate::queue) fn release_slot_of(&mut self, id: &str) {
-        let Some(e) = self.jobs.get(id) else {
+        let Some((queue, group)) = self.jobs.slot_of(id) else {
             return;
         };
-        let queue = e.rec.queue.as_str();
-        if self.limits.release(queue, e.run.group.as_deref()) {
-            if let Some(q) = self.queues.get(queue) {
-                q.notify.notify_waiters();
-            }
+        if self.limits.release(queue, group) {
+            self.jobs.wake(queue);
         }
     }
 
@@ -126,7 +137,7 @@ impl State {
     /// group's rate limit, whichever comes first.
     pub fn next_look(&self, queue: &str, now: f64) -> Option<f64> {
         let retry = self.limits.next_group_retry(queue, now);
-        match (self.next_due(queue), retry) {
+        match (self.jobs.next_due(queue), retry) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -141,9 +152,9 @@ impl State {
         message: Option<String>,
         now: f64,
     ) -> Result<(), String> {
-        self.require_active(id, now)?;
+        self.jobs.require_active(id, now)?;
         let x = self.extras.set(id, progress, message);
-        let Some(queue) = self.jobs.get(id).map(|e| e.rec.queue.as_str()) else {
+        let Some(queue) = self.jobs.queue_of(id) else {
             return Ok(());
         };
         if self.events.wants(queue) {
@@ -168,13 +179,13 @@ impl State {
 
     /// An active job's progress and message.
     pub fn progress(&mut self, id: &str, now: f64) -> Result<(f64, Option<String>), String> {
-        self.require_active(id, now)?;
+        self.jobs.require_active(id, now)?;
         Ok(self.extras.progress(id))
     }
 
     /// Appends a log line; false for an unknown job.
     pub fn add_log(&mut self, id: &str, message: String, level: String, now: f64) -> bool {
-        if !self.jobs.contains_key(id) {
+        if !self.jobs.exists(id) {
             return false;
         }
         self.extras.add_log(id, message, level, now);
@@ -224,31 +235,167 @@ impl State {
 
     /// The whole record of job `id` (PULL's and PUSHF's form: no state).
     pub(in crate::queue) fn job_record(&self, id: &str) -> Option<Value> {
-        let e = self.jobs.get(id)?;
-        Some(Value::map(view::record(e, self.extras.get(id))))
+        self.jobs.record_view(id, &self.extras)
     }
 
     /// A job as GetJob returns it: with its state, result and failure reason.
     pub fn get_job(&mut self, id: &str, now: f64) -> Option<Value> {
-        let queue = self.jobs.get(id)?.rec.queue.clone();
-        self.promote(&queue, now);
-        let e = self.jobs.get(id)?;
-        // bunqueue's `jobView`: the record, its state, its value and its last error.
-        let mut job = view::record(e, self.extras.get(id));
-        job.extend([
-            ("state", Value::from(super::state_name(&e.rec))),
-            (
-                "returnvalue",
-                e.rec.result.clone().unwrap_or(Value::Undefined),
-            ),
-            (
-                "failedReason",
-                e.rec
-                    .failed_reason
-                    .as_deref()
-                    .map_or(Value::Undefined, Value::from),
-            ),
-        ]);
-        Some(Value::map(job))
+        self.jobs.job_view(id, now, &self.extras)
+    }
+
+    /// GetDlqConfig.
+    pub fn dlq_config(&self, queue: &str) -> DlqConfig {
+        self.dlq.config(queue)
+    }
+
+    /// SetDlqConfig: merges `patch` into `queue`'s settings; a lower `maxEntries` evicts the
+    /// oldest entries at once, as bunqueue's does.
+    pub fn set_dlq_config(&mut self, queue: &str, patch: &Value) -> Result<(), String> {
+        let next = self.dlq.set_config(queue, patch)?;
+        self.keep_dlq(queue);
+        self.evict_dlq(queue, next.max_entries as usize);
+        Ok(())
+    }
+
+    /// `Dlq`: the entries of `queue`, oldest first, the first `count` of them when given.
+    pub fn dlq_entries(
+        &self,
+        queue: &str,
+        count: Option<u64>,
+        filter: Option<&Filter>,
+        now: f64,
+    ) -> Vec<DlqEntry> {
+        let ids = self
+            .dlq
+            .select(queue, filter, now, self.jobs.dlq_entry_of());
+        let max_age = self.dlq.max_age(queue);
+        self.jobs.dlq_entries(&ids, count, max_age, &self.extras)
+    }
+
+    /// `GetDlqStats`: `(total, per reason in [`REASONS`] order, expired, oldest, newest)`.
+    ///
+    /// [`REASONS`]: super::dlq::REASONS
+    pub fn dlq_stats(
+        &self,
+        queue: &str,
+        now: f64,
+    ) -> (u64, [u64; 7], u64, Option<f64>, Option<f64>) {
+        self.dlq.stats(queue, now, self.jobs.dlq_entry_of())
+    }
+
+    /// Restores the settings `store` holds, then writes every later change to it.
+    pub fn attach_settings(&mut self, mut store: SettingsStore, now: f64) -> io::Result<()> {
+        for (kind, key, value) in store.load()? {
+            self.restore_setting(&kind, &key, &value, now);
+        }
+        let jobs = store.load_jobs()?;
+        self.settings.attach(store);
+        for (id, value) in jobs {
+            if self.jobs.restore_job(&id, &value, &mut self.waits) {
+                self.settings.note_job(&id);
+            } else {
+                self.settings.delete_stale_job(&id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes job `id`'s extras (forgets them once it has none), in SQLite mode.
+    pub(in crate::queue) fn keep_job(&mut self, id: &str) {
+        if self.settings.is_on() {
+            let extras = self.jobs.job_extras(id);
+            self.settings.put_job(id, extras);
+        }
+    }
+
+    /// Job `id` left for good: its extras go too.
+    pub(in crate::queue) fn forget_kept_job(&mut self, id: &str) {
+        self.settings.forget_job(id);
+    }
+
+    /// Writes setting `kind`/`key` (`None`: forgets it), in SQLite mode.
+    pub(in crate::queue) fn keep(&self, kind: &'static str, key: &str, value: Option<Value>) {
+        self.settings.put(kind, key, value);
+    }
+
+    /// Writes `queue`'s stall settings.
+    pub(in crate::queue) fn keep_stall(&self, queue: &str) {
+        if self.settings.is_on() {
+            let v = GetStallConfig::reply_body(&self.stall_config(queue));
+            self.keep(kind::STALL, queue, Some(v));
+        }
+    }
+
+    /// Writes `queue`'s DLQ settings.
+    pub(in crate::queue) fn keep_dlq(&self, queue: &str) {
+        if self.settings.is_on() {
+            let v = GetDlqConfig::reply_body(&self.dlq.config(queue));
+            self.keep(kind::DLQ, queue, Some(v));
+        }
+    }
+
+    /// Writes the controls of `group` of `queue`.
+    pub fn keep_group(&self, queue: &str, group: &str) {
+        if self.settings.is_on() {
+            let key = format!("{queue}\0{group}");
+            self.keep(kind::GROUP, &key, self.limits.group_setting(queue, group));
+        }
+    }
+
+    /// Writes scheduler `name` as it is now (forgets it when it is gone).
+    pub fn keep_cron(&self, name: &str) {
+        if self.settings.is_on() {
+            self.keep(kind::CRON, name, self.crons.setting(name));
+        }
+    }
+
+    fn restore_setting(&mut self, kind: &str, key: &str, value: &Value, now: f64) {
+        match kind {
+            kind::STALL => {
+                if let Ok(c) = GetStallConfig::read_reply(value) {
+                    self.stalls.restore(key, c);
+                }
+            }
+            kind::DLQ => {
+                if let Ok(c) = GetDlqConfig::read_reply(value) {
+                    self.dlq.restore_config(key, c);
+                }
+            }
+            kind::LIMITS => self.limits.restore(key, value, now),
+            kind::GROUP => {
+                if let Some((queue, group)) = key.split_once('\0') {
+                    self.limits.restore_group(queue, group, value);
+                }
+            }
+            kind::CRON => {
+                let op = value.get("request").map(CronUpsert::read_request);
+                if let Some(Ok(op)) = op {
+                    self.crons.restore(op, value, now);
+                }
+            }
+            _ => tracing::warn!(kind, key, "an unknown stored setting was skipped"),
+        }
+    }
+
+    /// Whether a flow may not use `id`: a job has it (any state), or jobs wait for it
+    /// (bunqueue's `Flow job <id> already exists`).
+    pub fn id_taken(&self, id: &str) -> bool {
+        self.jobs.exists(id) || self.waits.awaited(id)
+    }
+
+    /// A new job as PUSHF's reply shows it (no state: bunqueue's record has none).
+    pub fn snapshot(&self, id: &str) -> Option<Value> {
+        self.job_record(id)
+    }
+
+    /// The signal WaitJob waits on for job `id` (woken when it completes). The caller drops
+    /// its clone and calls [`forget_waiter`](Self::forget_waiter) when done.
+    pub fn job_waiter(&mut self, id: &str) -> Arc<Notify> {
+        self.waits.waiter(id)
+    }
+
+    /// Frees the signal of `id` once no WaitJob holds it.
+    pub fn forget_waiter(&mut self, id: &str) {
+        self.waits.forget_waiter(id);
     }
 }

@@ -16,8 +16,8 @@ use autobatch_core::wire::Value;
 
 use super::dlq_config::DlqConfigs;
 
-/// The DLQ commands, served from the job state.
-mod serve;
+#[cfg(test)]
+mod lifecycle_tests;
 
 /// Every failure reason bunqueue's GetDlqStats counts, in its order.
 pub(crate) const REASONS: [&str; 7] = [

@@ -17,12 +17,8 @@ use autobatch_core::ops::ChildFailure;
 use autobatch_core::wire::{JobOptions, Value};
 use tokio::sync::Notify;
 
-use crate::events::job_event;
-use crate::store::JobState;
-
-mod methods;
-/// UpdateParent and MoveToWaitingChildren.
-mod relink;
+#[cfg(test)]
+mod tests;
 
 /// Who waits for which job: the `waiting-children` jobs indexed by the dependencies they
 /// wait for, and WaitJob's signals. Owned by the flows; the jobs' own links are on their
@@ -174,7 +170,7 @@ impl Links {
 }
 
 /// Sets `key` in a JS-object-like list, keeping the first insertion's place.
-fn put(list: &mut Vec<(String, String)>, key: String, value: String) {
+pub(crate) fn put(list: &mut Vec<(String, String)>, key: String, value: String) {
     match list.iter_mut().find(|(k, _)| *k == key) {
         Some(slot) => slot.1 = value,
         None => list.push((key, value)),
@@ -183,7 +179,7 @@ fn put(list: &mut Vec<(String, String)>, key: String, value: String) {
 
 /// `data` (a map, decoded if it was kept encoded) with `keys` set (`Some`) or removed
 /// (`None`); anything else is returned as it is.
-fn with_keys(data: &Value, keys: &[(&str, Option<Value>)]) -> Value {
+pub(crate) fn with_keys(data: &Value, keys: &[(&str, Option<Value>)]) -> Value {
     let decoded = match data {
         Value::Raw(r) => r.decode().ok(),
         other => Some(other.clone()),

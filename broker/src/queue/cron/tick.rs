@@ -93,7 +93,7 @@ mod tests {
 
     /// Jobs queued in `q` (waiting or prioritized), as GetJobCounts shows them.
     fn queued(s: &mut State) -> u64 {
-        let c = s.counts("q", 0.0);
+        let c = s.jobs.counts("q", 0.0);
         c.waiting + c.prioritized
     }
 

@@ -209,7 +209,7 @@ mod tests {
         // Raising the limit keeps the count: one more slot.
         s.set_concurrency("q", 3.0);
         assert_eq!(pull(&mut s, 3, 3.0).len(), 1);
-        assert_eq!(s.counts("q", 3.0).waiting, 0);
+        assert_eq!(s.jobs.counts("q", 3.0).waiting, 0);
     }
 
     #[test]
@@ -229,7 +229,7 @@ mod tests {
         assert!(pull(&mut s, 1, 2.0).is_empty());
         s.clear_concurrency("q");
         assert!(limits(&mut s, None, 2.0).2.is_nullish());
-        assert_eq!(s.counts("q", 2.0).waiting, 0);
+        assert_eq!(s.jobs.counts("q", 2.0).waiting, 0);
     }
 
     #[test]
@@ -318,10 +318,16 @@ mod tests {
         s.push("q", grouped("g"), 0.0);
         s.push("q", grouped("h"), 0.0);
         add(&mut s, 1);
-        assert_eq!((s.group_queued("q", "g"), s.groups_queued("q")), (2, 3));
+        assert_eq!(
+            (s.jobs.group_queued("q", "g"), s.jobs.groups_queued("q")),
+            (2, 3)
+        );
         let got = pull(&mut s, 2, 1.0);
         assert_eq!(s.group_active_count("q", "g"), 2);
-        assert_eq!((s.group_queued("q", "g"), s.groups_queued("q")), (0, 1));
+        assert_eq!(
+            (s.jobs.group_queued("q", "g"), s.jobs.groups_queued("q")),
+            (0, 1)
+        );
         // #0 fails and waits for its retry (released), then a late ACK releases it again,
         // as bunqueue's count does: it reads 0 while #1 still runs.
         s.fail(&got[0].id, None, Failure::new(None), 2.0)

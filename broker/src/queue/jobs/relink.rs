@@ -13,25 +13,31 @@
 
 use autobatch_core::wire::Value;
 
-use super::with_keys;
-use crate::queue::{update_op, FinishError, State};
+use super::{update_op, Jobs};
+use crate::queue::flow::{with_keys, Waits};
 use crate::store::{JobState, StoreOp};
 
-impl State {
-    /// UpdateParent: links `child` to `parent`; bunqueue's error text otherwise.
-    pub fn update_parent(&mut self, child: &str, parent: &str) -> Result<(), String> {
+impl Jobs {
+    /// UpdateParent: links `child` to `parent`; bunqueue's error text otherwise. Returns the
+    /// jobs whose links changed, for the settings to keep.
+    pub fn update_parent(
+        &mut self,
+        child: &str,
+        parent: &str,
+        waits: &mut Waits,
+    ) -> Result<Vec<String>, String> {
         if child == parent {
             return Err("A flow job cannot be its own parent".into());
         }
         let declared = self
-            .jobs
+            .map
             .get(parent)
             .and_then(|e| e.flow.as_ref())
             .is_some_and(|l| l.children.iter().any(|c| c == child));
-        let Some(c) = self.jobs.get(child) else {
+        let Some(c) = self.map.get(child) else {
             return Err(format!("Child job not found: {child}"));
         };
-        let Some(p) = self.jobs.get(parent) else {
+        let Some(p) = self.map.get(parent) else {
             return Err(format!("Parent job not found: {parent}"));
         };
         let parent_queue = p.rec.queue.clone();
@@ -62,61 +68,58 @@ impl State {
             return Err(format!("Parent job {parent} is not linkable"));
         }
         let child_done = c.rec.state == JobState::Completed;
-        // The child names its parent.
-        if let Some(e) = self.jobs.get_mut(child) {
-            e.flow.get_or_insert_with(Default::default).parent = Some(parent.to_owned());
-            e.rec.data = with_keys(
-                &e.rec.data,
-                &[
-                    ("__parentId", Some(Value::from(parent))),
-                    ("__parentQueue", Some(Value::from(parent_queue.as_str()))),
-                ],
-            );
-            let rec = e.rec.clone();
-            self.record(StoreOp::Put(Box::new(rec)));
-        }
-        if self.settings.is_on() {
-            self.keep_job(child);
-        }
+        self.name_parent(child, parent, &parent_queue);
+        let mut changed = vec![child.to_owned()];
         if declared {
-            return Ok(());
+            return Ok(changed);
         }
         if child_done {
             // Listed, not waited for.
-            if let Some(e) = self.jobs.get_mut(parent) {
-                let l = e.flow.get_or_insert_with(Default::default);
-                if !l.children.iter().any(|c| c == child) {
-                    l.children.push(child.to_owned());
-                }
-                let ids = l.children.iter().map(|c| Value::from(c.as_str())).collect();
-                e.rec.data = with_keys(&e.rec.data, &[("__childrenIds", Some(Value::Array(ids)))]);
-                let rec = e.rec.clone();
-                self.record(StoreOp::Put(Box::new(rec)));
-            }
-            return Ok(());
+            self.list_child(parent, child);
+            return Ok(changed);
         }
-        self.link_parent(parent, child);
-        Ok(())
+        if self.link_parent(parent, child, waits) {
+            changed.extend([parent.to_owned(), child.to_owned()]);
+        }
+        Ok(changed)
     }
 
-    /// MoveToWaitingChildren: `Ok(false)` when the job is not active.
-    pub fn move_to_waiting_children(
-        &mut self,
-        id: &str,
-        token: Option<&str>,
-    ) -> Result<bool, FinishError> {
-        self.check_lock(id, token)?;
-        if !self
-            .jobs
-            .get(id)
-            .is_some_and(|e| e.rec.state == JobState::Active)
-        {
-            return Ok(false);
-        }
-        self.finish(id)?;
-        let Some(e) = self.jobs.get_mut(id) else {
-            return Ok(false);
+    /// The child names its parent (its links, `__parentId` and `__parentQueue`), recorded.
+    fn name_parent(&mut self, child: &str, parent: &str, parent_queue: &str) {
+        let Some(e) = self.map.get_mut(child) else {
+            return;
         };
+        e.flow.get_or_insert_with(Default::default).parent = Some(parent.to_owned());
+        e.rec.data = with_keys(
+            &e.rec.data,
+            &[
+                ("__parentId", Some(Value::from(parent))),
+                ("__parentQueue", Some(Value::from(parent_queue))),
+            ],
+        );
+        let rec = e.rec.clone();
+        self.record(StoreOp::Put(Box::new(rec)));
+    }
+
+    /// The parent lists a completed child (`childrenIds`, `__childrenIds`), recorded.
+    fn list_child(&mut self, parent: &str, child: &str) {
+        let Some(e) = self.map.get_mut(parent) else {
+            return;
+        };
+        let l = e.flow.get_or_insert_with(Default::default);
+        if !l.children.iter().any(|c| c == child) {
+            l.children.push(child.to_owned());
+        }
+        let ids = l.children.iter().map(|c| Value::from(c.as_str())).collect();
+        e.rec.data = with_keys(&e.rec.data, &[("__childrenIds", Some(Value::Array(ids)))]);
+        let rec = e.rec.clone();
+        self.record(StoreOp::Put(Box::new(rec)));
+    }
+
+    /// An active job taken out of the running jobs waits for its children in
+    /// `waiting-children` (for good if it waits for none). Returns its queue.
+    pub fn park_finished(&mut self, id: &str, waits: &mut Waits) -> Option<String> {
+        let e = self.map.get_mut(id)?;
         e.rec.state = JobState::WaitingChildren;
         let deps = e
             .flow
@@ -125,16 +128,8 @@ impl State {
             .unwrap_or_default();
         let queue = e.rec.queue.clone();
         let op = update_op(&e.rec);
-        self.park(id, &queue, &deps);
+        self.park(id, &queue, &deps, waits);
         self.record(op);
-        self.events.emit(&queue, "waiting-children", |ts| {
-            vec![
-                ("jobId", Value::from(id)),
-                ("queue", Value::from(queue.as_str())),
-                ("timestamp", Value::F64(ts)),
-                ("prev", Value::from("active")),
-            ]
-        });
-        Ok(true)
+        Some(queue)
     }
 }

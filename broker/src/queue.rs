@@ -867,7 +867,7 @@ mod tests {
         assert_eq!(s.jobs.get_state(&id, 190.0), "waiting");
         let job = s.get_job_wire(&id, 190.0).unwrap();
         assert_eq!(job.attempts, 1);
-        // The old token no longer renews anything.
+        // The old token renews nothing from here on.
         assert!(!s.jobs.heartbeat(&id, t.as_deref(), None, 191.0));
     }
 

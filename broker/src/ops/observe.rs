@@ -11,7 +11,7 @@
 //!   answers for an id it does not know.
 //! * StorageStatus reports a healthy store: a store write that fails stops the broker rather
 //!   than degrading it.
-//! * CompactMemory has nothing to do: the broker frees what it no longer needs as it goes.
+//! * CompactMemory has nothing to do: the broker frees what it stops needing as it goes.
 //! * TrimEvents trims the count of events each queue emitted (up to 10 000 per queue), which
 //!   is all bunqueue's journal keeps in memory mode (`crate::events`).
 

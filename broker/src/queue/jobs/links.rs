@@ -320,7 +320,7 @@ impl Jobs {
         if !released {
             return Ok((true, None));
         }
-        // Counted out of waiting-children by hand: its links no longer list the child.
+        // Counted out of waiting-children by hand: its links have dropped the child.
         self.unpark(&parent, waits);
         self.refile(&parent, now, now);
         Ok((true, Some(parent)))

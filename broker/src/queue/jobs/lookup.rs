@@ -148,7 +148,7 @@ impl Jobs {
                     Some((format!("{}:{c}", e.rec.queue), v))
                 }
                 // Removed on completion: its kept value, under its bare id (bunqueue's key
-                // for a child it no longer finds).
+                // for a child it cannot find).
                 None => l
                     .kept
                     .iter()

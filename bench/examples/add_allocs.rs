@@ -8,8 +8,11 @@
 //!
 //! ```sh
 //! scripts/bunqueue.sh start 6789            # or the embedded broker: autobatch-broker
-//! cargo run --release -p autobatch-bench --example add_allocs -- 127.0.0.1:6789 [ADDS]
+//! cargo run --release -p autobatch-bench --example add_allocs -- 127.0.0.1:6789 [ADDS] [RUNTIME]
 //! ```
+//!
+//! `RUNTIME` (`tokio`, `tokio-multi-thread`, `smol` or `async-std`) runs that one alone, for a
+//! heap profiler to look at.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,36 +50,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:6789".to_owned());
     let adds: usize = args.next().map_or(Ok(10_000), |a| a.parse())?;
+    let only = args.next();
+    let runs = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let options = ClientOptions::from_addr(&addr)?;
     println!("allocations per add, {adds} adds after {WAVE} warm-up waves, server {addr}");
     println!(
         "{:<24} {:>12} {:>16}",
         "runtime", "sequential", "join_all(100)"
     );
-    let ct = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    report(
-        "tokio current_thread",
-        ct.block_on(measure::<autobatch_tokio::TokioRuntime>(&options, adds))?,
-    );
-    let mt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    report(
-        "tokio multi_thread",
-        mt.block_on(measure::<autobatch_tokio::TokioRuntime>(&options, adds))?,
-    );
-    report(
-        "smol",
-        smol::block_on(measure::<autobatch_smol::SmolRuntime>(&options, adds))?,
-    );
-    report(
-        "async-std",
-        async_std::task::block_on(measure::<autobatch_async_std::AsyncStdRuntime>(
+    if runs("tokio") {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let counts = rt.block_on(measure::<autobatch_tokio::TokioRuntime>(&options, adds))?;
+        report("tokio current_thread", counts);
+    }
+    if runs("tokio-multi-thread") {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let counts = rt.block_on(measure::<autobatch_tokio::TokioRuntime>(&options, adds))?;
+        report("tokio multi_thread", counts);
+    }
+    if runs("smol") {
+        let counts = smol::block_on(measure::<autobatch_smol::SmolRuntime>(&options, adds))?;
+        report("smol", counts);
+    }
+    if runs("async-std") {
+        let counts = async_std::task::block_on(measure::<autobatch_async_std::AsyncStdRuntime>(
             &options, adds,
-        ))?,
-    );
+        ))?;
+        report("async-std", counts);
+    }
     Ok(())
 }
 

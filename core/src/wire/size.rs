@@ -1,5 +1,5 @@
 //! Encoded lengths computed without encoding: what [`Encoder`](super::Encoder) would write, byte
-//! for byte. A job's writers measure themselves with these (`Measure` in `options.rs`), so the
+//! for byte. A job's writers measure themselves with these (`Measure` in `options`), so the
 //! producer caps a PUSHB by bytes before building it.
 //!
 //! Each function mirrors one [`Encoder`](super::Encoder) method; the property tests in

@@ -67,6 +67,16 @@ pub(in crate::queue) struct Entry {
     pub(in crate::queue) flow: Option<Box<flow::Links>>,
 }
 
+impl Entry {
+    /// The ids this job waits for (none when it is in no flow).
+    pub(in crate::queue) fn dependencies(&self) -> Vec<String> {
+        self.flow
+            .as_ref()
+            .map(|l| l.depends_on.clone())
+            .unwrap_or_default()
+    }
+}
+
 /// See [`Entry::run`].
 #[derive(Default)]
 pub(in crate::queue) struct RunInfo {

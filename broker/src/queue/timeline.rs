@@ -98,6 +98,19 @@ impl Step {
 }
 
 impl Attempt {
+    /// A stall (or an expired lock, `error` says which) noted against attempt `attempt` of a
+    /// job made at `created_at`, as bunqueue notes it: from its creation, with no duration.
+    pub fn stalled(attempt: i64, created_at: f64, now: f64, error: &str) -> Attempt {
+        Attempt {
+            attempt,
+            started_at: created_at,
+            failed_at: now,
+            reason: "stalled",
+            error: Some(error.to_owned()),
+            duration: 0.0,
+        }
+    }
+
     /// Reads back [`to_value`](Self::to_value)'s form as SQLite mode keeps it, its reason one
     /// of `reasons` (`None` for an entry it did not write).
     pub fn from_kept(v: &Value, reasons: &[&'static str]) -> Option<Attempt> {

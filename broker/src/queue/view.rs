@@ -152,3 +152,21 @@ fn timeline(steps: &[Step]) -> Value {
     };
     Value::Array(steps.iter().map(step).collect())
 }
+
+/// What a finished run left on the job's record: `returnvalue` and `failedReason`, each
+/// `undefined` while there is none.
+pub(super) fn outcome(e: &Entry) -> [(&'static str, Value); 2] {
+    [
+        (
+            "returnvalue",
+            e.rec.result.clone().unwrap_or(Value::Undefined),
+        ),
+        (
+            "failedReason",
+            e.rec
+                .failed_reason
+                .as_deref()
+                .map_or(Value::Undefined, Value::from),
+        ),
+    ]
+}

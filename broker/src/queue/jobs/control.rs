@@ -247,21 +247,8 @@ impl Jobs {
                 }
                 // bunqueue's listing: the whole record, with its state twice.
                 let mut job = view::record(e, extras.get(&e.rec.id));
-                job.extend([
-                    ("_state", Value::from(name)),
-                    ("state", Value::from(name)),
-                    (
-                        "returnvalue",
-                        e.rec.result.clone().unwrap_or(Value::Undefined),
-                    ),
-                    (
-                        "failedReason",
-                        e.rec
-                            .failed_reason
-                            .as_deref()
-                            .map_or(Value::Undefined, Value::from),
-                    ),
-                ]);
+                job.extend([("_state", Value::from(name)), ("state", Value::from(name))]);
+                job.extend(view::outcome(e));
                 Some((e.rec.created_at, e.rec.id.clone(), Value::map(job)))
             })
             .collect();

@@ -408,11 +408,7 @@ impl Jobs {
         if e.rec.state != JobState::WaitingChildren {
             return;
         }
-        let deps = e
-            .flow
-            .as_ref()
-            .map(|l| l.depends_on.clone())
-            .unwrap_or_default();
+        let deps = e.dependencies();
         let queue = e.rec.queue.clone();
         if let Some(q) = self.queues.get_mut(&queue) {
             q.waiting_children = q.waiting_children.saturating_sub(1);

@@ -198,20 +198,8 @@ impl Jobs {
         let e = self.map.get(id)?;
         // bunqueue's `jobView`: the record, its state, its value and its last error.
         let mut job = view::record(e, extras.get(id));
-        job.extend([
-            ("state", Value::from(state_name(&e.rec))),
-            (
-                "returnvalue",
-                e.rec.result.clone().unwrap_or(Value::Undefined),
-            ),
-            (
-                "failedReason",
-                e.rec
-                    .failed_reason
-                    .as_deref()
-                    .map_or(Value::Undefined, Value::from),
-            ),
-        ]);
+        job.push(("state", Value::from(state_name(&e.rec))));
+        job.extend(view::outcome(e));
         Some(Value::map(job))
     }
 

@@ -121,11 +121,7 @@ impl Jobs {
     pub fn park_finished(&mut self, id: &str, waits: &mut Waits) -> Option<String> {
         let e = self.map.get_mut(id)?;
         e.rec.state = JobState::WaitingChildren;
-        let deps = e
-            .flow
-            .as_ref()
-            .map(|l| l.depends_on.clone())
-            .unwrap_or_default();
+        let deps = e.dependencies();
         let queue = e.rec.queue.clone();
         let op = update_op(&e.rec);
         self.park(id, &queue, &deps, waits);

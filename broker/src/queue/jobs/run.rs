@@ -386,14 +386,8 @@ impl Jobs {
     /// waiting.
     pub fn requeue_expired(&mut self, id: &str, now: f64) {
         if let Some(e) = self.map.get_mut(id) {
-            e.run.attempt_log.push(Attempt {
-                attempt: e.rec.attempts,
-                started_at: e.rec.created_at,
-                failed_at: now,
-                reason: "stalled",
-                error: Some("Lock expired".into()),
-                duration: 0.0,
-            });
+            let stalled = Attempt::stalled(e.rec.attempts, e.rec.created_at, now, "Lock expired");
+            e.run.attempt_log.push(stalled);
         }
         self.refile_ready(id);
     }
@@ -452,14 +446,8 @@ impl Jobs {
         let stalls = e.run.stall_count;
         // Its timeline's last failure, which GetJob shows as `failedReason`.
         e.rec.failed_reason = Some("stalled".into());
-        e.run.attempt_log.push(Attempt {
-            attempt: e.rec.attempts,
-            started_at: e.rec.created_at,
-            failed_at: now,
-            reason: "stalled",
-            error: Some("stalled".into()),
-            duration: 0.0,
-        });
+        let stalled = Attempt::stalled(e.rec.attempts, e.rec.created_at, now, "stalled");
+        e.run.attempt_log.push(stalled);
         let attempt = Some(e.rec.attempts);
         let next = Some(e.rec.attempts + 1);
         note(

@@ -5,52 +5,9 @@ use std::time::Duration;
 
 use super::super::job::{from_millis, id_text, millis, Backoff, Debounce, Dedup, Repeat};
 use super::super::{JobOptions, ValidationError, Value};
-use super::{Codec, Sink};
+use super::codec::{Codec, One};
+use super::sink::Sink;
 use crate::ops::read::{req_opt_f64, req_opt_i64};
-
-/// How an option that is one field when set travels: its value after its key. Every
-/// [`One`] is a [`Codec`] of `Option<Value>`, sent when it is `Some`.
-pub(in crate::wire) trait One {
-    /// The value the option holds when set.
-    type Value;
-
-    /// As [`Codec::READ_RANK`].
-    const READ_RANK: u8 = 0;
-
-    /// Writes the value (its key is written already).
-    fn put<S: Sink>(s: &mut S, v: &Self::Value);
-
-    /// As [`Codec::read`].
-    fn take(
-        item: &Value,
-        key: &'static str,
-        so_far: &JobOptions,
-    ) -> Result<Option<Self::Value>, ValidationError>;
-}
-
-impl<C: One> Codec for C {
-    type Field = Option<C::Value>;
-    const READ_RANK: u8 = C::READ_RANK;
-
-    fn is_set(v: &Self::Field) -> bool {
-        v.is_some()
-    }
-
-    fn write<S: Sink>(s: &mut S, key: &str, v: &Self::Field) -> usize {
-        let Some(v) = v else { return 0 };
-        s.str(key);
-        C::put(s, v);
-        1
-    }
-
-    fn read(
-        item: &Value,
-        key: &'static str,
-        so_far: &JobOptions,
-    ) -> Result<Self::Field, ValidationError> {
-        C::take(item, key, so_far)
-    }
-}
 
 /// An integer the server refuses with a fraction (`maxAttempts`).
 pub(in crate::wire) struct Int;
@@ -70,7 +27,10 @@ impl One for Int {
 }
 
 /// An integer option: a number as [`req_opt_f64`] reads it, refused when it has a fraction.
-pub(in crate::wire) fn opt_int(v: &Value, field: &'static str) -> Result<Option<i64>, ValidationError> {
+pub(in crate::wire) fn opt_int(
+    v: &Value,
+    field: &'static str,
+) -> Result<Option<i64>, ValidationError> {
     match req_opt_f64(v, field)? {
         None => Ok(None),
         Some(f) if f.fract() == 0.0 => Ok(Some(f as i64)),

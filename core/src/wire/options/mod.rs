@@ -15,165 +15,18 @@
 //! (docs/protocol/README.md walks through one). The custom id and the remove flags are not
 //! rows: PUSH and PUSHB name and send them differently (see `push.rs`).
 
+mod codec;
 mod codecs;
+mod sink;
 
-use super::codec::Encoder;
-use super::size::{array_header_len, int_len, map_header_len, str_len, value_len};
 use super::{JobOptions, ValidationError, Value};
+use codec::Codec;
 pub(super) use codecs::{opt_bool, opt_int, raw_backoff, string_list};
 use codecs::{
     BackoffCodec, Count, DebounceCodec, DedupCodec, Flag, GroupId, IdText, Int, List, Millis,
     Priority, RepeatCodec, Text, Timestamp,
 };
-
-/// Where a job's fields are written: an [`Encoder`], or a [`Measure`] of what an encoder would
-/// write. The writers below are generic over it, so the bytes and their size come from the
-/// same code.
-pub(super) trait Sink {
-    /// A string.
-    fn str(&mut self, s: &str) -> &mut Self;
-    /// An integer, as [`Encoder::int`] writes it.
-    fn int(&mut self, i: i64) -> &mut Self;
-    /// A float64.
-    fn f64(&mut self, f: f64) -> &mut Self;
-    /// A boolean.
-    fn bool(&mut self, b: bool) -> &mut Self;
-    /// A map header of `n` entries.
-    fn map(&mut self, n: usize) -> &mut Self;
-    /// An array header of `n` elements.
-    fn array(&mut self, n: usize) -> &mut Self;
-    /// A whole value.
-    fn value(&mut self, v: &Value) -> &mut Self;
-    /// Bytes already encoded.
-    fn raw(&mut self, bytes: &[u8]) -> &mut Self;
-
-    /// A key and its string value.
-    fn kv_str(&mut self, key: &str, value: &str) -> &mut Self {
-        self.str(key).str(value)
-    }
-}
-
-impl Sink for Encoder<'_> {
-    fn str(&mut self, s: &str) -> &mut Self {
-        Encoder::str(self, s)
-    }
-    fn int(&mut self, i: i64) -> &mut Self {
-        Encoder::int(self, i)
-    }
-    fn f64(&mut self, f: f64) -> &mut Self {
-        Encoder::f64(self, f)
-    }
-    fn bool(&mut self, b: bool) -> &mut Self {
-        Encoder::bool(self, b)
-    }
-    fn map(&mut self, n: usize) -> &mut Self {
-        Encoder::map(self, n)
-    }
-    fn array(&mut self, n: usize) -> &mut Self {
-        Encoder::array(self, n)
-    }
-    fn value(&mut self, v: &Value) -> &mut Self {
-        Encoder::value(self, v)
-    }
-    fn raw(&mut self, bytes: &[u8]) -> &mut Self {
-        Encoder::raw(self, bytes)
-    }
-}
-
-/// Counts the bytes an [`Encoder`] would write, without writing them.
-#[derive(Debug, Default)]
-pub(super) struct Measure(pub(super) usize);
-
-impl Sink for Measure {
-    fn str(&mut self, s: &str) -> &mut Self {
-        self.0 += str_len(s.len());
-        self
-    }
-    fn int(&mut self, i: i64) -> &mut Self {
-        self.0 += int_len(i);
-        self
-    }
-    fn f64(&mut self, _: f64) -> &mut Self {
-        self.0 += 9;
-        self
-    }
-    fn bool(&mut self, _: bool) -> &mut Self {
-        self.0 += 1;
-        self
-    }
-    fn map(&mut self, n: usize) -> &mut Self {
-        self.0 += map_header_len(n);
-        self
-    }
-    fn array(&mut self, n: usize) -> &mut Self {
-        self.0 += array_header_len(n);
-        self
-    }
-    fn value(&mut self, v: &Value) -> &mut Self {
-        self.0 += value_len(v);
-        self
-    }
-    fn raw(&mut self, bytes: &[u8]) -> &mut Self {
-        self.0 += bytes.len();
-        self
-    }
-}
-
-/// Writes nothing: for counting the fields a writer writes, from what it returns.
-#[derive(Debug, Default)]
-pub(super) struct Discard;
-
-impl Sink for Discard {
-    fn str(&mut self, _: &str) -> &mut Self {
-        self
-    }
-    fn int(&mut self, _: i64) -> &mut Self {
-        self
-    }
-    fn f64(&mut self, _: f64) -> &mut Self {
-        self
-    }
-    fn bool(&mut self, _: bool) -> &mut Self {
-        self
-    }
-    fn map(&mut self, _: usize) -> &mut Self {
-        self
-    }
-    fn array(&mut self, _: usize) -> &mut Self {
-        self
-    }
-    fn value(&mut self, _: &Value) -> &mut Self {
-        self
-    }
-    fn raw(&mut self, _: &[u8]) -> &mut Self {
-        self
-    }
-}
-
-/// How one kind of option travels: when it is sent, what it writes, how the server reads it.
-pub(super) trait Codec {
-    /// The [`JobOptions`] field's type.
-    type Field;
-
-    /// Read before the options of a lower rank, as bunqueue checks them: the group first
-    /// (it decides how the priority reads), then the backoff and dedup maps.
-    const READ_RANK: u8 = 0;
-
-    /// Whether the option is sent at all.
-    fn is_set(v: &Self::Field) -> bool;
-
-    /// Writes the option, which [`is_set`](Self::is_set), under `key`; returns how many fields
-    /// that is.
-    fn write<S: Sink>(s: &mut S, key: &str, v: &Self::Field) -> usize;
-
-    /// Reads the option from a job's map in the server role, as bunqueue reads it. `so_far`
-    /// holds the options of a higher [`READ_RANK`](Self::READ_RANK).
-    fn read(
-        item: &Value,
-        key: &'static str,
-        so_far: &JobOptions,
-    ) -> Result<Self::Field, ValidationError>;
-}
+pub(super) use sink::{Discard, Measure, Sink};
 
 /// Declares the table: each row `field: "key" => Codec`, in wire order, in three groups. The
 /// schedule goes before the custom id, the rest after it; the rare ones, which most jobs

@@ -2776,3 +2776,121 @@ fn numbers_and_order_like_bunqueue() {
     let (a, b) = on_both_servers(run);
     assert_steps_agree("numbers and order program", &numbered(a), &numbered(b));
 }
+
+/// A reply as a step of a fixed program: the ids it adds join `side.ids` (in the order the
+/// reply lists them), then it is normalised.
+fn step(side: &mut Side, r: Result<Value, String>) -> Json {
+    if let Ok(v) = &r {
+        let ids = v.get("ids").and_then(Value::as_array).unwrap_or_default();
+        let one = v.get("id").into_iter();
+        for id in ids.iter().chain(one).filter_map(Value::as_str) {
+            if !side.ids.iter().any(|x| x == id) {
+                side.ids.push(id.to_owned());
+            }
+        }
+        if let (Some(id), Some(token)) = (
+            v.get("job")
+                .and_then(|j| j.get("id"))
+                .and_then(Value::as_str),
+            v.get("token").and_then(Value::as_str),
+        ) {
+            side.tokens.insert(id.to_owned(), token.to_owned());
+        }
+    }
+    let json = match r {
+        Ok(v) => v.expanded().unwrap().deserialize::<Json>().unwrap(),
+        Err(e) => json!({ "transport": e }),
+    };
+    normalise(json, &side.ids, &side.tokens)
+}
+
+/// A fresh side of a fixed program on the server at `addr`.
+fn side_at(addr: std::net::SocketAddr) -> Side {
+    Side {
+        seed: 0,
+        raw: RawClient::connect(addr, None).expect("connect"),
+        ids: Vec::new(),
+        tokens: HashMap::new(),
+    }
+}
+
+/// One PUSHB's jobs share one creation time, as bunqueue's PUSHB stamps them, however long the
+/// batch takes to admit: a listing and the pulls then order them by id among themselves, so a
+/// custom id added in the middle of a bulk (`0-…` sorts before every UUIDv7 id) is listed and
+/// pulled first among them, behind the job added before the bulk. Run against bunqueue and the
+/// broker in memory, and the broker on SQLite.
+#[test]
+fn bulk_shares_one_time_like_bunqueue() {
+    let run = |addr: std::net::SocketAddr| -> Vec<Json> {
+        let queue = format!("diff-bulk-{}-{}", addr.port(), std::process::id());
+        let q = ("queue", Value::from(queue.as_str()));
+        let mut side = side_at(addr);
+        let mut out = Vec::new();
+        let job = |k: i64| Value::map([("data", Value::map([("k", Value::from(k))]))]);
+        let r = side.raw.command(
+            "PUSH",
+            &[q.clone(), ("data", Value::map([("k", Value::from(0i64))]))],
+        );
+        out.push(step(&mut side, r));
+        let custom = format!("0-custom-{}", std::process::id());
+        let jobs = (1..=500)
+            .map(|k| match k {
+                250 => Value::map([
+                    ("data", Value::map([("k", Value::from(k))])),
+                    ("customId", Value::from(custom.as_str())),
+                ]),
+                _ => job(k),
+            })
+            .collect();
+        let r = side
+            .raw
+            .command("PUSHB", &[q.clone(), ("jobs", Value::Array(jobs))]);
+        out.push(step(&mut side, r));
+        let listing = side
+            .raw
+            .command(
+                "GetJobs",
+                &[
+                    q.clone(),
+                    ("state", Value::from("waiting")),
+                    ("limit", Value::from(1000i64)),
+                ],
+            )
+            .expect("GetJobs");
+        let jobs = listing
+            .get("jobs")
+            .and_then(Value::as_array)
+            .unwrap_or_default();
+        let created: std::collections::BTreeSet<String> = jobs
+            .iter()
+            .filter(|j| j.get("id").and_then(Value::as_str) != side.ids.first().map(String::as_str))
+            .filter_map(|j| j.get("createdAt").and_then(Value::as_f64))
+            .map(|t| t.to_string())
+            .collect();
+        out.push(json!({ "creation times of the bulk": created.len() }));
+        let order: Vec<Json> = jobs
+            .iter()
+            .filter_map(|j| j.get("id").and_then(Value::as_str))
+            .map(|id| normalise(json!(id), &side.ids, &side.tokens))
+            .collect();
+        out.push(json!({ "listed": order }));
+        for _ in 0..3 {
+            let pulled = side
+                .raw
+                .command("PULL", &[q.clone(), ("timeout", Value::from(0i64))]);
+            let id = pulled
+                .ok()
+                .and_then(|v| v.get("job")?.get("id")?.as_str().map(str::to_owned));
+            out.push(normalise(json!({ "pulled": id }), &side.ids, &side.tokens));
+        }
+        out
+    };
+    let (a, b) = on_both_servers(|t| run(t.shared()));
+    assert_steps_agree("bulk time program", &numbered(a.clone()), &numbered(b));
+    let c = run(sqlite_broker());
+    assert_steps_agree(
+        "bulk time program (broker on SQLite)",
+        &numbered(a),
+        &numbered(c),
+    );
+}

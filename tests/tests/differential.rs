@@ -2822,7 +2822,7 @@ fn side_at(addr: std::net::SocketAddr) -> Side {
 #[test]
 fn bulk_shares_one_time_like_bunqueue() {
     let run = |addr: std::net::SocketAddr| -> Vec<Json> {
-        let queue = format!("diff-bulk-{}-{}", addr.port(), std::process::id());
+        let queue = format!("diff-bulk-{}", std::process::id());
         let q = ("queue", Value::from(queue.as_str()));
         let mut side = side_at(addr);
         let mut out = Vec::new();
@@ -2893,4 +2893,91 @@ fn bulk_shares_one_time_like_bunqueue() {
         &numbered(a),
         &numbered(c),
     );
+}
+
+/// A job's progress and logs as each mode reads them back: bunqueue's SQLite mode reads a
+/// completed job from its row, which its completion writes with progress 100 (whatever the
+/// worker reported; its message stays), where its memory mode keeps the last progress reported.
+/// Logs are kept in memory in both modes. bunqueue in memory against the broker in memory, and
+/// bunqueue on SQLite against the broker on SQLite: every reply compared, job records whole.
+#[test]
+fn progress_like_bunqueue_in_each_mode() {
+    let run = |addr: std::net::SocketAddr| -> Vec<Json> {
+        let queue = format!("diff-progress-{}", std::process::id());
+        let q = ("queue", Value::from(queue.as_str()));
+        let mut side = side_at(addr);
+        let mut out = Vec::new();
+        for k in [1i64, 2] {
+            let data = ("data", Value::map([("k", Value::from(k))]));
+            let r = side.raw.command("PUSH", &[q.clone(), data]);
+            out.push(step(&mut side, r));
+        }
+        let pull = [
+            q.clone(),
+            ("owner", Value::from("diff-worker")),
+            ("timeout", Value::from(0i64)),
+        ];
+        for (slot, report) in [(0usize, true), (1, false)] {
+            let r = side.raw.command("PULL", &pull);
+            out.push(step(&mut side, r));
+            let id = ("id", Value::from(side.id(slot)));
+            if report {
+                let progress = [
+                    id.clone(),
+                    ("progress", Value::from(40i64)),
+                    ("message", Value::from("half")),
+                ];
+                let r = side.raw.command("Progress", &progress);
+                out.push(step(&mut side, r));
+                let log = [id.clone(), ("message", Value::from("a line"))];
+                let r = side.raw.command("AddLog", &log);
+                out.push(step(&mut side, r));
+                let r = side.raw.command("GetJob", std::slice::from_ref(&id));
+                out.push(step(&mut side, r));
+            }
+            let token = side.tokens.get(&side.id(slot)).cloned().unwrap_or_default();
+            let ack = [
+                id,
+                ("token", Value::from(token)),
+                ("result", Value::from(1i64)),
+            ];
+            let r = side.raw.command("ACK", &ack);
+            out.push(step(&mut side, r));
+        }
+        for slot in [0, 1] {
+            let id = ("id", Value::from(side.id(slot)));
+            let r = side.raw.command("GetJob", std::slice::from_ref(&id));
+            out.push(step(&mut side, r));
+        }
+        let id = ("id", Value::from(side.id(0)));
+        for cmd in ["GetLogs", "GetProgress"] {
+            let r = side.raw.command(cmd, std::slice::from_ref(&id));
+            out.push(step(&mut side, r));
+        }
+        let completed = [q.clone(), ("state", Value::from("completed"))];
+        let r = side.raw.command("GetJobs", &completed);
+        out.push(step(&mut side, r));
+        out
+    };
+    let (a, b) = on_both_servers(|t| run(t.shared()));
+    assert_steps_agree("progress program (memory)", &numbered(a), &numbered(b));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bunqueue = autobatch_tests::BunqueueServer::start(autobatch_tests::ServerOptions::sqlite(
+        dir.path().join("bunqueue.db"),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let broker = autobatch_broker::EmbeddedBroker::start(
+        autobatch_broker::BrokerConfig::default().data_path(dir.path().join("broker.db")),
+    )
+    .expect("broker on SQLite");
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| run(bunqueue.addr()));
+        let b = s.spawn(|| run(broker.addr()));
+        (
+            a.join().expect("bunqueue side"),
+            b.join().expect("broker side"),
+        )
+    });
+    assert_steps_agree("progress program (SQLite)", &numbered(a), &numbered(b));
+    broker.stop().expect("stop");
 }

@@ -233,6 +233,7 @@ impl Jobs {
         // `paused` (listed only when `paused` is asked for); asked for every state, they keep
         // their own.
         let paused_view = self.is_paused(queue) && !states.is_empty();
+        let stored = self.persistent();
         let mut jobs: Vec<(f64, String, Value)> = self
             .map
             .values()
@@ -246,7 +247,7 @@ impl Jobs {
                     return None;
                 }
                 // bunqueue's listing: the whole record, with its state twice.
-                let mut job = view::record(e, extras.get(&e.rec.id));
+                let mut job = view::record(e, extras.get(&e.rec.id), stored);
                 job.extend([
                     ("_state", Value::from(name)),
                     ("state", Value::from(name)),

@@ -2684,8 +2684,7 @@ fn token_class(v: Json) -> Json {
 /// priority is refused in a PUSHB's job; ChangeDelay takes a negative delay, for a delayed job
 /// and for a waiting one, which then run at once; a listing of waiting jobs orders the jobs of
 /// one millisecond by id, bytewise, so a custom id added in a bulk sorts where its text falls,
-/// not where it was added. (ChangePriority to a fraction, which bunqueue keeps as sent, is left
-/// out: the broker keeps priorities as integers.)
+/// not where it was added. (ChangePriority to a fraction is [`fractional_priority_like_bunqueue`].)
 #[test]
 fn numbers_and_order_like_bunqueue() {
     let run = |target: Target| -> Vec<Json> {
@@ -2980,4 +2979,62 @@ fn progress_like_bunqueue_in_each_mode() {
     });
     assert_steps_agree("progress program (SQLite)", &numbered(a), &numbered(b));
     broker.stop().expect("stop");
+}
+
+/// A ChangePriority to a fraction keeps it as sent, as bunqueue does: the job's record reads
+/// `1.5`, GetCountsPerPriority counts it under `1.5`, and pulls take it between the integers
+/// around it; a negative fraction makes a job `waiting`, not `prioritized`. Against bunqueue,
+/// the broker in memory and the broker on SQLite. (A priority that is not a finite number is
+/// left out: bunqueue takes it and its queue's order breaks; the broker refuses it.)
+#[test]
+fn fractional_priority_like_bunqueue() {
+    let run = |addr: std::net::SocketAddr| -> Vec<Json> {
+        let queue = format!("diff-fraction-{}", std::process::id());
+        let q = ("queue", Value::from(queue.as_str()));
+        let mut side = side_at(addr);
+        let mut out = Vec::new();
+        for (k, p) in [(0i64, 1i64), (1, 2), (2, 1), (3, 0)] {
+            let data = ("data", Value::map([("k", Value::from(k))]));
+            let r = side
+                .raw
+                .command("PUSH", &[q.clone(), data, ("priority", Value::from(p))]);
+            out.push(step(&mut side, r));
+        }
+        for (slot, p) in [(2, 1.5), (0, -0.5), (3, 0.25)] {
+            let change = [
+                ("id", Value::from(side.id(slot))),
+                ("priority", Value::F64(p)),
+            ];
+            let r = side.raw.command("ChangePriority", &change);
+            out.push(step(&mut side, r));
+        }
+        let r = side
+            .raw
+            .command("GetCountsPerPriority", std::slice::from_ref(&q));
+        out.push(step(&mut side, r));
+        for state in ["prioritized", "waiting"] {
+            let list = [q.clone(), ("state", Value::from(state))];
+            let r = side.raw.command("GetJobs", &list);
+            out.push(step(&mut side, r));
+        }
+        for _ in 0..4 {
+            let r = side
+                .raw
+                .command("PULL", &[q.clone(), ("timeout", Value::from(0i64))]);
+            out.push(step(&mut side, r));
+        }
+        out
+    };
+    let (a, b) = on_both_servers(|t| run(t.shared()));
+    assert_steps_agree(
+        "fractional priority program",
+        &numbered(a.clone()),
+        &numbered(b),
+    );
+    let c = run(sqlite_broker());
+    assert_steps_agree(
+        "fractional priority program (broker on SQLite)",
+        &numbered(a),
+        &numbered(c),
+    );
 }

@@ -92,7 +92,7 @@ pub(super) fn record(
         ("durable", Value::from(r.durable)),
         ("lastHeartbeat", js_number(last_heartbeat)),
         ("stallCount", Value::from(run.stall_count as i64)),
-        ("priority", Value::from(r.priority)),
+        ("priority", js_number(r.priority)),
         ("lifo", Value::from(r.lifo)),
         ("maxAttempts", Value::from(r.max_attempts)),
         ("removeOnComplete", Value::from(r.remove_on_complete)),

@@ -406,10 +406,13 @@ fn admit(
     let before = state.jobs().recorded();
     let mut ids = Vec::with_capacity(jobs.len());
     let mut created = Vec::new();
+    // One time for the whole push, as bunqueue's PUSHB takes: its jobs share `createdAt`, so a
+    // listing orders them among themselves by id, however long the batch takes to admit.
+    let now = now_ms();
     for (job, parent) in jobs.into_iter().zip(links) {
         let recorded = state.jobs().recorded();
         let seq = state.jobs().jobs_created();
-        let id = state.push(queue, job, now_ms());
+        let id = state.push(queue, job, now);
         if durable && state.jobs().recorded() > recorded {
             created.push(id.clone());
         }

@@ -50,7 +50,7 @@ fn record(id: &str, seq: u64) -> JobRecord {
         queue: "q".into(),
         name: "n".into(),
         data: Value::Int(1),
-        priority: 0,
+        priority: 0.0,
         attempts: 0,
         max_attempts: 3,
         backoff: None,

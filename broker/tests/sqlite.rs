@@ -191,6 +191,44 @@ fn updated_data_survives_a_restart() {
     }
 }
 
+/// A priority a ChangePriority left with a fraction is kept as sent across a restart, and a
+/// completed job still reads progress 100 (bunqueue's SQLite mode reads both from the row).
+#[test]
+fn a_fractional_priority_and_a_completed_progress_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let cfg = || BrokerConfig::default().data_path(&path);
+    let (fraction, done);
+    {
+        let b = EmbeddedBroker::start(cfg()).unwrap();
+        let mut c = Raw::connect(b.addr());
+        done = push(&mut c, "q2", int(1), vec![]);
+        fraction = push(&mut c, "q", int(2), vec![]);
+        let r = c.call(
+            "ChangePriority",
+            vec![("id", s(&fraction)), ("priority", Value::F64(1.5))],
+        );
+        assert!(ok(&r), "{r:?}");
+        let (id, t) = pull_owned(&mut c, "q2").unwrap();
+        assert_eq!(id, done);
+        assert!(ok(&c.call("ACK", vec![("id", s(&done)), ("token", s(&t))])));
+        b.stop().unwrap();
+    }
+    let b = EmbeddedBroker::start(cfg()).unwrap();
+    let mut c = Raw::connect(b.addr());
+    let job = |c: &mut Raw, id: &str, key: &str| {
+        let r = c.call("GetJob", vec![("id", s(id))]);
+        r.get("job").and_then(|j| j.get(key)).cloned()
+    };
+    assert_eq!(job(&mut c, &fraction, "priority"), Some(Value::F64(1.5)));
+    assert_eq!(job(&mut c, &done, "progress"), Some(int(100)));
+    let r = c.call(
+        "ChangePriority",
+        vec![("id", s(&fraction)), ("priority", Value::F64(f64::NAN))],
+    );
+    assert_eq!(r.get("error"), Some(&s("priority must be a finite number")));
+}
+
 /// A flow in SQLite mode: PUSHF replies after its rows commit, so a restart finds every job,
 /// and its links: the parent still waits for its child, which releases it when it completes.
 #[test]

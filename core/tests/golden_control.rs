@@ -126,7 +126,7 @@ fn replay_rules() {
         ops::RemoveDeduplicationKey::new("q", "k").replay(),
         Replay::NotSafe
     );
-    assert_eq!(ops::ChangePriority::new("j", 1).replay(), Replay::Safe);
+    assert_eq!(ops::ChangePriority::new("j", 1.0).replay(), Replay::Safe);
     assert_eq!(
         ops::RemoveJobDeduplicationKey::new("j").replay(),
         Replay::Safe

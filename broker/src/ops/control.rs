@@ -52,7 +52,13 @@ pub(crate) fn promote_jobs(cx: &Ctx<'_>, op: PromoteJobs) -> Served<u64> {
     Ok(cx.state().jobs().promote_jobs(&op.queue, op.count, cx.now))
 }
 
+/// ChangePriority keeps a fraction as sent, as bunqueue does. A priority that is not a finite
+/// number is refused: bunqueue takes it, and its queue's order then breaks (every comparison
+/// with NaN is false).
 pub(crate) fn change_priority(cx: &Ctx<'_>, op: ChangePriority) -> Served<()> {
+    if !op.priority.is_finite() {
+        return Err("priority must be a finite number".into());
+    }
     if cx
         .state()
         .jobs()

@@ -33,7 +33,7 @@ pub(crate) struct QueueIndex {
 impl QueueIndex {
     /// Files a waiting job as ready.
     pub fn file_ready(&mut self, rec: &JobRecord) {
-        if rec.priority > 0 {
+        if rec.priority > 0.0 {
             self.prioritized += 1;
         }
         self.ready.insert(ready_key(rec), rec.id.clone());
@@ -42,7 +42,7 @@ impl QueueIndex {
     /// Takes a waiting job out of the ready jobs (by its record as it was filed).
     pub fn unready(&mut self, rec: &JobRecord) {
         self.ready.remove(&ready_key(rec));
-        if rec.priority > 0 {
+        if rec.priority > 0.0 {
             self.prioritized = self.prioritized.saturating_sub(1);
         }
     }
@@ -86,7 +86,7 @@ impl QueueIndex {
 
     /// A popped ready job left the ready jobs for good.
     pub fn taken(&mut self, rec: &JobRecord) {
-        if rec.priority > 0 {
+        if rec.priority > 0.0 {
             self.prioritized = self.prioritized.saturating_sub(1);
         }
     }
@@ -176,13 +176,20 @@ enum Order {
     Fifo(i64, String),
 }
 
+/// A priority as an integer in the same order, so that keys stay `Ord`: the float's bits, the
+/// negative ones flipped (IEEE 754's total order), with -0 read as 0, as JS compares them.
+pub(crate) fn priority_rank(p: f64) -> i64 {
+    let bits = (p + 0.0).to_bits() as i64;
+    bits ^ ((((bits >> 63) as u64) >> 1) as i64)
+}
+
 fn ready_key(rec: &JobRecord) -> ReadyKey {
     let order = if rec.lifo {
         Order::Lifo(Reverse(rec.id.clone()))
     } else {
         Order::Fifo(rec.run_at.floor() as i64, rec.id.clone())
     };
-    ReadyKey(Reverse(rec.priority), order)
+    ReadyKey(Reverse(priority_rank(rec.priority)), order)
 }
 
 /// A delayed job's place: its run time rounded up, then its creation order.
@@ -202,7 +209,7 @@ mod tests {
             queue: "q".into(),
             name: "j".into(),
             data: Value::Nil,
-            priority,
+            priority: priority as f64,
             attempts: 0,
             max_attempts: 3,
             backoff: None,
@@ -219,6 +226,22 @@ mod tests {
             failed_reason: None,
             options: None,
         }
+    }
+
+    /// Priorities rank as JS compares them: fractions between their integers, negatives below
+    /// zero, -0 as 0.
+    #[test]
+    fn priorities_rank_as_numbers() {
+        let ps = [-1e6, -1.5, -1.0, -0.25, 0.0, 0.5, 1.0, 1.5, 2.0, 1e6];
+        for w in ps.windows(2) {
+            assert!(
+                priority_rank(w[0]) < priority_rank(w[1]),
+                "{} < {}",
+                w[0],
+                w[1]
+            );
+        }
+        assert_eq!(priority_rank(-0.0), priority_rank(0.0));
     }
 
     /// Ready jobs count as waiting or prioritized, or as paused while the queue is paused;

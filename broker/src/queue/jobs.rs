@@ -409,7 +409,7 @@ impl Jobs {
         let first = match rec.state {
             JobState::WaitingChildren => "waiting-children",
             JobState::Delayed => "delayed",
-            _ if rec.priority > 0 => "prioritized",
+            _ if rec.priority > 0.0 => "prioritized",
             _ => "waiting",
         };
         timeline::note(
@@ -471,7 +471,7 @@ pub(in crate::queue) fn new_record(
         queue: queue.to_owned(),
         name: spec.name,
         data: spec.data,
-        priority: o.priority.unwrap_or(0),
+        priority: o.priority.unwrap_or(0) as f64,
         attempts: 0,
         max_attempts: o.attempts.unwrap_or(DEFAULT_ATTEMPTS),
         backoff: o.backoff,
@@ -520,7 +520,7 @@ pub(in crate::queue) fn update_op(rec: &JobRecord) -> StoreOp {
 
 pub(in crate::queue) fn state_name(rec: &JobRecord) -> &'static str {
     match rec.state {
-        JobState::Waiting if rec.priority > 0 => "prioritized",
+        JobState::Waiting if rec.priority > 0.0 => "prioritized",
         s => s.as_str(),
     }
 }
@@ -533,7 +533,7 @@ pub(in crate::queue) fn wire_job(rec: &JobRecord) -> Job {
         rec.name.clone(),
         rec.data.clone(),
     );
-    job.priority = rec.priority;
+    job.priority = rec.priority as i64;
     job.attempts = rec.attempts;
     job.max_attempts = rec.max_attempts;
     job.created_at = rec.created_at;

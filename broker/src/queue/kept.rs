@@ -11,7 +11,8 @@
 //!
 //! Not kept, as in bunqueue: a group's manual rate limit (`RateLimitGroup`) and open rate
 //! windows, a queue's concurrency slots in use (a restart requeues active jobs). Not kept
-//! either: the children failures a parent collected, progress and logs, and the timeline of a
+//! either: the children failures a parent collected, progress and logs (a completed job's
+//! progress reads 100 in SQLite mode all the same: see `view`), and the timeline of a
 //! job that has not failed for good (written at every step, it would double the store's
 //! writes; after a restart such a job's timeline starts again from its recovered state).
 

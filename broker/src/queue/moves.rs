@@ -586,12 +586,12 @@ mod tests {
         assert!(s.jobs.promote_job(&d, 0.0));
         assert!(!s.jobs.promote_job(&d, 0.0));
         // Priority moves b ahead of a.
-        assert!(s.jobs.change_priority(&b, 5, None));
-        assert!(!s.jobs.change_priority("nope", 5, None));
+        assert!(s.jobs.change_priority(&b, 5.0, None));
+        assert!(!s.jobs.change_priority("nope", 5.0, None));
         assert_eq!(pull_ids(&mut s, 1), vec![b.clone()]);
         // An active job cannot be cancelled or re-prioritized.
         assert!(!s.cancel(&b));
-        assert!(!s.jobs.change_priority(&b, 1, None));
+        assert!(!s.jobs.change_priority(&b, 1.0, None));
         assert!(s.cancel(&a));
         push(&mut s, later());
         assert_eq!(s.drain("q"), 2);

@@ -9,7 +9,7 @@ use autobatch_core::wire::{Backoff, Value};
 use super::progress::JobExtras;
 use super::Entry;
 use crate::events::js_number;
-use crate::store::AddOptions;
+use crate::store::{AddOptions, JobState};
 
 use super::timeline::{Step, DEFAULT_STACK_TRACE_LIMIT};
 
@@ -33,8 +33,22 @@ fn strings(v: &[String]) -> Value {
     Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect())
 }
 
-/// The job's whole record, bunqueue's 47 keys in its order.
-pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str, Value)> {
+/// The progress a record shows: the last a worker reported (0 until one does). bunqueue's
+/// SQLite mode (`stored`) reads a completed job from its row, which its completion writes with
+/// progress 100, whatever the worker reported.
+fn shown_progress(e: &Entry, extras: Option<&JobExtras>, stored: bool) -> f64 {
+    if stored && e.rec.state == JobState::Completed {
+        return 100.0;
+    }
+    extras.map_or(0.0, |x| x.progress)
+}
+
+/// The job's whole record, bunqueue's 47 keys in its order; `stored`: in SQLite mode.
+pub(super) fn record(
+    e: &Entry,
+    extras: Option<&JobExtras>,
+    stored: bool,
+) -> Vec<(&'static str, Value)> {
     let r = &e.rec;
     let run = &e.run;
     let default = AddOptions::default();
@@ -65,7 +79,7 @@ pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str
         ("childrenIds", strings(children)),
         ("childrenCompleted", Value::from(0i64)),
         ("tags", strings(&o.tags)),
-        ("progress", js_number(extras.map_or(0.0, |x| x.progress))),
+        ("progress", js_number(shown_progress(e, extras, stored))),
         (
             "progressMessage",
             opt_str(extras.and_then(|x| x.message.as_deref())),
@@ -78,7 +92,7 @@ pub(super) fn record(e: &Entry, extras: Option<&JobExtras>) -> Vec<(&'static str
         ("durable", Value::from(r.durable)),
         ("lastHeartbeat", js_number(last_heartbeat)),
         ("stallCount", Value::from(run.stall_count as i64)),
-        ("priority", Value::from(r.priority)),
+        ("priority", js_number(r.priority)),
         ("lifo", Value::from(r.lifo)),
         ("maxAttempts", Value::from(r.max_attempts)),
         ("removeOnComplete", Value::from(r.remove_on_complete)),

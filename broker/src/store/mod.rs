@@ -79,8 +79,9 @@ pub struct JobRecord {
     pub name: String,
     /// Payload, as sent.
     pub data: Value,
-    /// Priority; higher runs first.
-    pub priority: i64,
+    /// Priority; higher runs first. An add sends an integer; a ChangePriority may leave a
+    /// fraction, which bunqueue keeps as sent.
+    pub priority: f64,
     /// Failed attempts so far.
     pub attempts: i64,
     /// Attempts allowed.

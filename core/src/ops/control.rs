@@ -166,14 +166,14 @@ op! {
 op! {
     /// `ChangePriority`: gives a waiting, prioritized or delayed job a new priority (and, with
     /// `lifo`, puts it first among its equals).
-    ChangePriority, Safe, Eq;
+    ChangePriority, Safe;
     /// Sets job `id`'s priority to `priority`.
-    new(id: impl Into<String>, priority: i64);
+    new(id: impl Into<String>, priority: f64);
     fields {
         /// Job id.
         id: String = "id" => Required,
-        /// The new priority (higher runs first).
-        priority: i64 = "priority",
+        /// The new priority (higher runs first); bunqueue keeps a fraction as sent.
+        priority: f64 = "priority",
         /// Put it before the jobs of the same priority.
         lifo: Option<bool> = "lifo",
     }

@@ -287,7 +287,7 @@ impl<R: Runtime> Queue<R> {
     /// ```
     #[doc(alias = "change_job_priority")]
     pub async fn change_priority(&self, id: &str, priority: i64, lifo: bool) -> Result<(), Error> {
-        let mut op = ops::ChangePriority::new(id, priority);
+        let mut op = ops::ChangePriority::new(id, priority as f64);
         // Sent only when asked for, as the official clients leave it out.
         op.lifo = lifo.then_some(true);
         self.client.run(op).await

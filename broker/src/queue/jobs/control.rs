@@ -8,6 +8,7 @@ use autobatch_core::wire::{JobState as WireState, Value};
 
 use super::{index_in, state_name, update_op, FinishError, Jobs};
 use crate::queue::flow::Waits;
+use crate::queue::index::priority_rank;
 use crate::queue::progress::Progress;
 use crate::queue::view;
 use crate::store::{JobState, StoreOp};
@@ -233,6 +234,7 @@ impl Jobs {
         // `paused` (listed only when `paused` is asked for); asked for every state, they keep
         // their own.
         let paused_view = self.is_paused(queue) && !states.is_empty();
+        let stored = self.persistent();
         let mut jobs: Vec<(f64, String, Value)> = self
             .map
             .values()
@@ -246,7 +248,7 @@ impl Jobs {
                     return None;
                 }
                 // bunqueue's listing: the whole record, with its state twice.
-                let mut job = view::record(e, extras.get(&e.rec.id));
+                let mut job = view::record(e, extras.get(&e.rec.id), stored);
                 job.extend([("_state", Value::from(name)), ("state", Value::from(name))]);
                 job.extend(view::outcome(e));
                 Some((e.rec.created_at, e.rec.id.clone(), Value::map(job)))
@@ -293,7 +295,7 @@ impl Jobs {
     /// ChangePriority: re-files a waiting or delayed job under a new priority (and, with
     /// `lifo`, first among its equals). False for an unknown, active or finished job
     /// (bunqueue's `Job not found or not in queue`).
-    pub fn change_priority(&mut self, id: &str, priority: i64, lifo: Option<bool>) -> bool {
+    pub fn change_priority(&mut self, id: &str, priority: f64, lifo: Option<bool>) -> bool {
         let Some(e) = self.map.get_mut(id) else {
             return false;
         };
@@ -343,19 +345,20 @@ impl Jobs {
         ids.iter().filter(|id| self.promote_job(id, now)).count() as u64
     }
 
-    /// GetCountsPerPriority: waiting and delayed jobs of `queue` by priority (bunqueue
-    /// counts its priority queue, which holds both).
-    pub fn counts_per_priority(&mut self, queue: &str) -> BTreeMap<i64, u64> {
+    /// GetCountsPerPriority: waiting and delayed jobs of `queue` by priority, lowest first
+    /// (bunqueue counts its priority queue, which holds both).
+    pub fn counts_per_priority(&mut self, queue: &str) -> Vec<(f64, u64)> {
         let mut counts = BTreeMap::new();
         let Some(q) = self.queues.get(queue) else {
-            return counts;
+            return Vec::new();
         };
         for id in q.queued_ids() {
             if let Some(e) = self.map.get(id) {
-                *counts.entry(e.rec.priority).or_insert(0) += 1;
+                let p = e.rec.priority;
+                counts.entry(priority_rank(p)).or_insert((p, 0)).1 += 1;
             }
         }
-        counts
+        counts.into_values().collect()
     }
 
     /// Files a job that `State::unfile` took out as waiting (`run_at <= now`) or

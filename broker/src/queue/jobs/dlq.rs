@@ -96,6 +96,7 @@ impl Jobs {
         extras: &Progress,
     ) -> Vec<Entry> {
         let n = count.map_or(usize::MAX, |c| c as usize);
+        let stored = self.persistent();
         ids.iter()
             .take(n)
             .filter_map(|id| self.map.get(id))
@@ -103,7 +104,7 @@ impl Jobs {
                 let (reason, error) = e.run.dlq.clone().unwrap_or(("unknown", None));
                 let entered_at = e.run.finished.map_or(e.rec.created_at, |(at, _)| at);
                 Entry {
-                    job: Value::map(view::record(e, extras.get(&e.rec.id))),
+                    job: Value::map(view::record(e, extras.get(&e.rec.id), stored)),
                     attempts: e.run.attempt_log.iter().map(|a| a.to_value()).collect(),
                     entered_at,
                     reason,

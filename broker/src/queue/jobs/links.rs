@@ -81,7 +81,7 @@ impl Jobs {
         if let Some(e) = self.map.get_mut(id) {
             let state = if run_at > now {
                 "delayed"
-            } else if e.rec.priority > 0 {
+            } else if e.rec.priority > 0.0 {
                 "prioritized"
             } else {
                 "waiting"

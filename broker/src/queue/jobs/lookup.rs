@@ -188,7 +188,11 @@ impl Jobs {
     /// The whole record of job `id` (PULL's and PUSHF's form: no state).
     pub fn record_view(&self, id: &str, extras: &Progress) -> Option<Value> {
         let e = self.map.get(id)?;
-        Some(Value::map(view::record(e, extras.get(id))))
+        Some(Value::map(view::record(
+            e,
+            extras.get(id),
+            self.persistent(),
+        )))
     }
 
     /// A job as GetJob returns it: with its state, result and failure reason.
@@ -197,7 +201,7 @@ impl Jobs {
         self.promote(&queue, now);
         let e = self.map.get(id)?;
         // bunqueue's `jobView`: the record, its state, its value and its last error.
-        let mut job = view::record(e, extras.get(id));
+        let mut job = view::record(e, extras.get(id), self.persistent());
         job.push(("state", Value::from(state_name(&e.rec))));
         job.extend(view::outcome(e));
         Some(Value::map(job))

@@ -4,6 +4,7 @@
 
 use autobatch_core::ops::{
     GetCountsPerPriority, GetDeduplicationJobId, GetJobByCustomId, GetJobs, ListQueues,
+    PriorityCounts,
 };
 use autobatch_core::wire::{Response, Value};
 
@@ -45,28 +46,14 @@ pub(crate) fn get_job_by_custom_id(cx: &Ctx<'_>, op: GetJobByCustomId) -> Served
     Ok(Response::Other(Value::map([("job", job)])))
 }
 
-/// GetCountsPerPriority, each priority as JS writes an object key: a fraction kept (`1.5`),
-/// which the client's integer-keyed `PriorityCounts` cannot hold.
-pub(crate) fn get_counts_per_priority(cx: &Ctx<'_>, op: GetCountsPerPriority) -> Served<Response> {
+/// GetCountsPerPriority: waiting and delayed jobs by priority, a fraction kept as bunqueue
+/// keeps it.
+pub(crate) fn get_counts_per_priority(
+    cx: &Ctx<'_>,
+    op: GetCountsPerPriority,
+) -> Served<PriorityCounts> {
     let counts = cx.state().jobs().counts_per_priority(&op.queue);
-    let counts = counts
-        .into_iter()
-        .map(|(p, n)| (js_key(p), Value::from(n)))
-        .collect::<Vec<_>>();
-    Ok(Response::Other(Value::map([
-        ("queue", Value::from(op.queue)),
-        ("counts", Value::map(counts)),
-    ])))
-}
-
-/// A priority as JS's `String(number)` writes it for the integers and plain fractions a
-/// priority holds (`2`, `1.5`, `-0.25`).
-fn js_key(p: f64) -> String {
-    if p.fract() == 0.0 && p.abs() < 9_007_199_254_740_992.0 {
-        format!("{}", p as i64)
-    } else {
-        format!("{p}")
-    }
+    Ok(PriorityCounts::new(op.queue, counts))
 }
 
 pub(crate) fn get_deduplication_job_id(

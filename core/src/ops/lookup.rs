@@ -13,8 +13,6 @@
 //! assert_eq!(Stats::read_reply(&reply).unwrap().waiting, 2);
 //! ```
 
-use std::collections::BTreeMap;
-
 use crate::wire::server::CommandError;
 use crate::wire::{validate_queue_name, Job, JobState, ProtocolError, ValidationError, Value};
 
@@ -112,34 +110,50 @@ op! {
 }
 
 wires! {
-    /// Counts per priority: a map whose keys are the priorities as decimal text (JS object
-    /// keys), every one required to read.
-    BTreeMap<i64, u64> => BTreeMap<i64, u64>: |v, k| Self::read(v, k).ok(),
-        |x| Value::map(x.iter().map(|(p, n)| (p.to_string(), Value::from(*n)))),
+    /// Counts per priority: a map whose keys are the priorities as JS writes an object key
+    /// (`5`, `1.5`: a priority set with ChangePriority may hold a fraction), every one
+    /// required to read; read lowest priority first.
+    Vec<(f64, u64)> => Vec<(f64, u64)>: |v, k| Self::read(v, k).ok(),
+        |x| Value::map(x.iter().map(|(p, n)| (js_key(*p), Value::from(*n)))),
         strict |r, k| {
             let Value::Map(m) = reply_field(r, k)? else {
                 return Err(bad(k, "not a map"));
             };
-            let priority = |p: &Value| text(p).and_then(|s| s.parse::<i64>().ok());
-            let entry = |(p, n): &(Value, Value)| -> Result<(i64, u64), ProtocolError> {
+            let priority = |p: &Value| {
+                text(p).and_then(|s| s.parse::<f64>().ok()).filter(|p| p.is_finite())
+            };
+            let entry = |(p, n): &(Value, Value)| -> Result<(f64, u64), ProtocolError> {
                 let p = priority(p).ok_or(bad(k, "a key is not a priority"))?;
                 Ok((p, number(n).ok_or(bad(k, "a count is not a number"))?.max(0.0) as u64))
             };
-            m.iter().map(entry).collect()
+            let mut counts = m.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
+            counts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Ok(counts)
         };
+}
+
+/// A priority as JS's `String(number)` writes it for the integers and plain fractions a
+/// priority holds (`2`, `1.5`, `-0.25`).
+fn js_key(p: f64) -> String {
+    if p.fract() == 0.0 && p.abs() < 9_007_199_254_740_992.0 {
+        format!("{}", p as i64)
+    } else {
+        format!("{p}")
+    }
 }
 
 record! {
     /// The reply to [`GetCountsPerPriority`].
-    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    #[derive(Debug, Clone, Default, PartialEq)]
     PriorityCounts {
         /// The queue asked about.
         queue: String = "queue",
-        /// Priority → number of jobs; priorities with no job are absent.
-        counts: BTreeMap<i64, u64> = "counts" [required],
+        /// Each priority with its number of jobs, lowest priority first; priorities with no
+        /// job are absent.
+        counts: Vec<(f64, u64)> = "counts" [required],
     }
     /// Counts for `queue`.
-    new(queue: impl Into<String>, counts: BTreeMap<i64, u64>);
+    new(queue: impl Into<String>, counts: Vec<(f64, u64)>);
 }
 
 op! {

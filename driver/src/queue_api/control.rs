@@ -272,8 +272,9 @@ impl<R: Runtime> Queue<R> {
         self.client.run(op).await
     }
 
-    /// Gives a waiting, prioritized or delayed job a new priority; with `lifo`, first among
-    /// its equals. Replayed after a lost connection: it sets an absolute value.
+    /// Gives a waiting, prioritized or delayed job a new priority, which may hold a fraction
+    /// (`1.5`, as bunqueue keeps it); with `lifo`, first among its equals. Replayed after a
+    /// lost connection: it sets an absolute value.
     ///
     /// # Errors
     ///
@@ -286,8 +287,13 @@ impl<R: Runtime> Queue<R> {
     /// # Ok(()) }
     /// ```
     #[doc(alias = "change_job_priority")]
-    pub async fn change_priority(&self, id: &str, priority: i64, lifo: bool) -> Result<(), Error> {
-        let mut op = ops::ChangePriority::new(id, priority as f64);
+    pub async fn change_priority(
+        &self,
+        id: &str,
+        priority: impl Into<f64>,
+        lifo: bool,
+    ) -> Result<(), Error> {
+        let mut op = ops::ChangePriority::new(id, priority.into());
         // Sent only when asked for, as the official clients leave it out.
         op.lifo = lifo.then_some(true);
         self.client.run(op).await

@@ -1,7 +1,6 @@
 //! Lookups: jobs by state or custom id, counts per priority, limits, deduplication keys,
 //! workers, metrics; and, on [`Client`], the server-wide ones (queues, workers, stats).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use autobatch_core::ops::{self, MetricsReply, MetricsType};
@@ -175,7 +174,7 @@ impl<R: Runtime> Queue<R> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn get_counts_per_priority(&self) -> Result<BTreeMap<i64, u64>, Error> {
+    pub async fn get_counts_per_priority(&self) -> Result<Vec<(f64, u64)>, Error> {
         let c = self
             .client
             .run(ops::GetCountsPerPriority::new(&*self.name))

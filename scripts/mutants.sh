@@ -38,6 +38,7 @@ done
 
 # cargo-mutants keeps the previous results as mutants.out.old (and reads them with --iterate).
 out="${MUTANTS_OUT:-target/mutants}"
+mkdir -p "$out"
 status=0
 cargo mutants "${files[@]}" --output "$out" "${args[@]}" || status=$?
 

@@ -3470,3 +3470,41 @@ fn close_waits_for_a_held_job_and_the_reply_to_its_ackb() {
     }));
     assert!(events.contains(&Event::Closed));
 }
+
+#[test]
+fn a_closing_worker_pulls_no_more_jobs_for_the_slots_it_frees() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1")]));
+    assert!(h.take_sent().is_empty(), "its one slot is taken");
+    h.s.close(h.now);
+    h.step();
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(
+        sent.iter().map(cmd).collect::<Vec<_>>(),
+        ["ACKB"],
+        "the ACK, and no pull for the slot it freed"
+    );
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(h.take_events().contains(&Event::Closed));
+    assert!(h.take_sent().is_empty());
+}
+
+#[test]
+fn a_paused_worker_arms_no_timer_for_a_delayed_pull() {
+    let mut h = Harness::new(ok().worker(Some(WorkerConfig::new("w"))));
+    h.s.set_worker_paused(true);
+    h.s.handle_connected(h.now);
+    h.step();
+    let at = h.now + Duration::from_secs(1);
+    h.s.delay_pulls_until(at);
+    assert_eq!(h.s.poll_timeout(), None, "paused: no pull to wait for");
+    h.s.set_worker_paused(false);
+    assert_eq!(h.s.poll_timeout(), Some(at), "resumed: the delayed pull");
+}
+

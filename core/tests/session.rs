@@ -3508,3 +3508,46 @@ fn a_paused_worker_arms_no_timer_for_a_delayed_pull() {
     assert_eq!(h.s.poll_timeout(), Some(at), "resumed: the delayed pull");
 }
 
+/// The ids of the jobs each ACKB among `sent` completes.
+fn acked(sent: &[Value]) -> Vec<Vec<&str>> {
+    sent.iter()
+        .filter(|s| cmd(s) == "ACKB")
+        .map(|s| {
+            s.get("ids")
+                .and_then(Value::as_array)
+                .unwrap()
+                .iter()
+                .map(|id| id.as_str().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_completion_counts_its_id_and_64_bytes_against_the_ack_buffer() {
+    // "j1" and "j2" take 2 + 64 bytes each: one fits an ACK buffer of 66 bytes exactly.
+    let linger = Duration::from_millis(50);
+    let acks = BatchConfig::new()
+        .max_batch(10)
+        .linger(linger)
+        .max_pending_bytes(66);
+    let worker = WorkerConfig::new("w").concurrency(2).acks(acks);
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1"), ("j2", "t2")]));
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
+    h.step();
+    assert_eq!(acked(&h.take_sent()), [["j1"]], "the first goes at once");
+    h.s.complete_job(h.now, "j2", Value::Nil).unwrap();
+    h.step();
+    assert!(
+        acked(&h.take_sent()).is_empty(),
+        "the second fits the buffer and waits there behind the first"
+    );
+    h.advance(linger);
+    assert_eq!(
+        acked(&h.take_sent()),
+        [["j2"]],
+        "and leaves after the linger"
+    );
+}

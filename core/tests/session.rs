@@ -3551,3 +3551,25 @@ fn a_completion_counts_its_id_and_64_bytes_against_the_ack_buffer() {
         "and leaves after the linger"
     );
 }
+
+#[test]
+fn a_stack_line_cut_inside_a_character_ends_before_it() {
+    use autobatch_core::session::MAX_STACK_LINE_BYTES;
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1")]));
+    // One byte, then two-byte characters: the bound falls inside one of them.
+    let line = format!("a{}", "é".repeat(MAX_STACK_LINE_BYTES));
+    h.s.fail_job_with_stack(h.now, "j1", "boom", false, vec![line])
+        .unwrap();
+    h.step();
+    let sent = h.take_sent();
+    let fail = sent.iter().find(|s| cmd(s) == "FAIL").expect("the FAIL");
+    let stack = fail.get("stack").and_then(Value::as_array).unwrap();
+    let kept = stack[0].as_str().unwrap();
+    assert_eq!(
+        kept,
+        format!("a{}", "é".repeat(MAX_STACK_LINE_BYTES / 2 - 1))
+    );
+    assert_eq!(kept.len(), MAX_STACK_LINE_BYTES - 1);
+}

@@ -438,7 +438,7 @@ impl WorkerState {
                 line.truncate(end);
             }
         }
-        self.settling += 1;
+        self.count_settling();
         stats.jobs_failed += 1;
         Ok(WorkRequest::Fail {
             id: id.to_owned(),
@@ -466,7 +466,7 @@ impl WorkerState {
             results.push(item.result);
             tokens.push(item.token.unwrap_or_default());
         }
-        self.settling += 1;
+        self.count_settling();
         stats.ack_batches_sent += 1;
         WorkRequest::Acks {
             batch,
@@ -600,6 +600,12 @@ impl WorkerState {
         out.settled(id, result);
     }
 
+    /// An ACKB, FAIL or ACK check is on its way: it holds up `close` until [`settled`](
+    /// Self::settled).
+    fn count_settling(&mut self) {
+        self.settling += 1;
+    }
+
     /// An ACKB, FAIL or ACK check is answered: it no longer holds up `close`.
     fn settled(&mut self, now: Instant, batch: Option<BatchId>) {
         self.settling = self.settling.saturating_sub(1);
@@ -610,7 +616,7 @@ impl WorkerState {
 
     /// Asks the server whether an ACK took effect: the answer settles the job.
     fn check_ack(&mut self, id: String, stats: &mut SessionStats) -> WorkRequest {
-        self.settling += 1;
+        self.count_settling();
         stats.ack_checks += 1;
         WorkRequest::AckCheck { id }
     }

@@ -511,9 +511,10 @@ impl WorkerState {
         while let Some(b) = self.acks.poll_batch(now) {
             batches.push(b);
         }
+        // A limiter that allows no job now has held pulls off until its window ends
+        // (`next_pull_at`).
         let allowed = self.limit_allows(now);
-        let pull = allowed > 0
-            && !self.stopping
+        let pull = !self.stopping
             && !self.paused
             && !self.pull_in_flight
             && self.next_pull_at.is_none()

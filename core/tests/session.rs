@@ -3573,3 +3573,28 @@ fn a_stack_line_cut_inside_a_character_ends_before_it() {
     );
     assert_eq!(kept.len(), MAX_STACK_LINE_BYTES - 1);
 }
+
+#[test]
+fn close_sends_the_completions_waiting_in_the_ack_buffer_at_once() {
+    let worker = WorkerConfig::new("w").concurrency(2);
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1"), ("j2", "t2")]));
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(acked(&sent), [["j1"]], "the first goes at once");
+    h.s.complete_job(h.now, "j2", Value::Nil).unwrap();
+    h.step();
+    assert!(
+        acked(&h.take_sent()).is_empty(),
+        "the second lingers behind the first"
+    );
+    h.s.close(h.now);
+    h.step();
+    assert_eq!(
+        acked(&h.take_sent()),
+        [["j2"]],
+        "closing with no job held sends it without waiting for the linger"
+    );
+}

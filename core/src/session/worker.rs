@@ -563,7 +563,7 @@ impl WorkerState {
                     .map(|j| (Box::new(j), tokens.next().filter(|t| !t.is_empty())))
                     .collect()
             }
-            Response::Pulled { job, token } => job.map(|j| (j, token)).into_iter().collect(),
+            // A worker pulls with PULLB only: its reply is never a single PULL's.
             _ => Vec::new(),
         };
         if jobs.is_empty() && millis(self.config.poll_timeout) == 0 {

@@ -3598,3 +3598,33 @@ fn close_sends_the_completions_waiting_in_the_ack_buffer_at_once() {
         "closing with no job held sends it without waiting for the linger"
     );
 }
+
+/// The server's PULLB reply to `pull` with no job.
+fn pulled_none(pull: &Value) -> Value {
+    pulled(pull, &[])
+}
+
+#[test]
+fn an_empty_non_blocking_poll_waits_before_polling_again() {
+    let worker = WorkerConfig::new("w").poll_timeout(Duration::ZERO);
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let pull = h.take_sent();
+    h.feed(&pulled_none(&pull[0]));
+    assert!(h.take_sent().is_empty(), "an idle worker does not spin");
+    let idle = Duration::from_millis(50);
+    assert_eq!(h.s.poll_timeout(), Some(h.now + idle));
+    h.advance(idle);
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+}
+
+#[test]
+fn an_empty_long_poll_polls_again_at_once() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled_none(&pull[0]));
+    assert_eq!(
+        h.take_sent().iter().map(cmd).collect::<Vec<_>>(),
+        ["PULLB"],
+        "the server waited its poll time already"
+    );
+}

@@ -3628,3 +3628,27 @@ fn an_empty_long_poll_polls_again_at_once() {
         "the server waited its poll time already"
     );
 }
+
+#[test]
+fn jobs_pulled_while_others_are_held_keep_the_heartbeat_on_its_schedule() {
+    let worker = WorkerConfig::new("w")
+        .concurrency(2)
+        .heartbeat_interval(Some(Duration::from_secs(10)));
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let first = h.take_sent();
+    h.feed(&pulled(&first[0], &[("j1", "t1")]));
+    let second = h.take_sent();
+    assert_eq!(second.iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+    h.advance(Duration::from_secs(4));
+    h.feed(&pulled(&second[0], &[("j2", "t2")]));
+    h.advance(Duration::from_secs(6));
+    let sent = h.take_sent();
+    let hb = sent
+        .iter()
+        .find(|s| cmd(s) == "JobHeartbeatB")
+        .expect("due 10 s after the first job came");
+    assert_eq!(
+        hb.get("ids"),
+        Some(&Value::Array(vec!["j1".into(), "j2".into()]))
+    );
+}

@@ -3652,3 +3652,15 @@ fn jobs_pulled_while_others_are_held_keep_the_heartbeat_on_its_schedule() {
         Some(&Value::Array(vec!["j1".into(), "j2".into()]))
     );
 }
+
+#[test]
+fn a_refused_pull_is_tried_again_after_a_pause() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.answer_error(&pull[0], "Queue not found");
+    assert!(h.take_sent().is_empty(), "not at once");
+    let pause = Duration::from_millis(500);
+    assert_eq!(h.s.poll_timeout(), Some(h.now + pause));
+    h.advance(pause);
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+}

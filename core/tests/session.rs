@@ -1320,8 +1320,12 @@ fn acks_the_server_did_not_name_are_checked_not_assumed() {
             ("reqId", check.get("reqId").unwrap().clone()),
         ]));
     }
-    let settled: Vec<(String, bool)> = h
-        .take_events()
+    let events = h.take_events();
+    let settled_c = events.iter().find_map(|e| match e {
+        Event::JobSettled { id, result } if id == "c" => Some(result.clone()),
+        _ => None,
+    });
+    let settled: Vec<(String, bool)> = events
         .into_iter()
         .filter_map(|e| match e {
             Event::JobSettled { id, result } => Some((id, result == Ok(true))),
@@ -1335,6 +1339,11 @@ fn acks_the_server_did_not_name_are_checked_not_assumed() {
             ("b".to_string(), true),
             ("c".to_string(), false)
         ]
+    );
+    // c's ACK did not take effect: a server error that names its state.
+    assert!(
+        matches!(&settled_c, Some(Err(Error::Server(e))) if e.to_string().contains("state active")),
+        "{settled_c:?}"
     );
     let st = h.s.stats();
     assert_eq!((st.jobs_received, st.jobs_completed), (3, 3));
@@ -3663,4 +3672,23 @@ fn a_refused_pull_is_tried_again_after_a_pause() {
     assert_eq!(h.s.poll_timeout(), Some(h.now + pause));
     h.advance(pause);
     assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+}
+
+#[test]
+fn a_fail_the_server_applied_settles_its_job_as_applied() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1")]));
+    h.s.fail_job(h.now, "j1", "boom", false).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    let fail = sent.iter().find(|s| cmd(s) == "FAIL").expect("the FAIL");
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("reqId", fail.get("reqId").unwrap().clone()),
+    ]));
+    assert!(h.take_events().contains(&Event::JobSettled {
+        id: "j1".into(),
+        result: Ok(true)
+    }));
 }

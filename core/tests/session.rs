@@ -929,6 +929,13 @@ fn settlements_are_handed_off_while_the_connection_is_down() {
         Command::Fail { id, token: Some(t), .. } if id == "j3" && t == "t3"
     )));
     assert!(h.take_sent().is_empty(), "nothing written while down");
+    // Settled elsewhere: once connected again, no lock of theirs is renewed here.
+    h.advance(Duration::from_secs(30));
+    h.s.handle_connected(h.now);
+    h.step();
+    h.take_sent();
+    h.advance(Duration::from_secs(10));
+    assert!(h.take_sent().iter().all(|s| cmd(s) != "JobHeartbeatB"));
 }
 
 #[test]

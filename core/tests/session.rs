@@ -3699,3 +3699,43 @@ fn a_fail_the_server_applied_settles_its_job_as_applied() {
         result: Ok(true)
     }));
 }
+
+#[test]
+fn an_ack_check_out_when_the_connection_is_lost_is_sent_again_on_the_next() {
+    let worker = WorkerConfig::new("w").concurrency(2);
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("a", "t1"), ("b", "t2")]));
+    for id in ["a", "b"] {
+        h.s.complete_job(h.now, id, Value::Nil).unwrap();
+    }
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(acked(&sent), [["a", "b"]]);
+    let ack = sent.iter().find(|s| cmd(s) == "ACKB").unwrap();
+    h.answer_error(ack, "Job not found or not in processing state: a");
+    let check = h
+        .take_sent()
+        .into_iter()
+        .find(|s| cmd(s) == "GetState")
+        .expect("b is checked");
+    h.take_events();
+    h.s.handle_disconnected(h.now);
+    // Past the reconnect backoff, well within the command timeout.
+    h.advance(Duration::from_secs(1));
+    h.s.handle_connected(h.now);
+    h.step();
+    let again: Vec<Value> = h
+        .take_sent()
+        .into_iter()
+        .filter(|s| cmd(s) == "GetState")
+        .collect();
+    assert_eq!(again.len(), 1, "a lookup is safe to send again");
+    assert_eq!(again[0].get("id"), check.get("id"));
+    assert!(
+        !h.take_events()
+            .iter()
+            .any(|e| matches!(e, Event::JobSettled { id, .. } if id == "b")),
+        "b waits for its check"
+    );
+}

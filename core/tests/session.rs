@@ -933,6 +933,13 @@ fn settlements_are_handed_off_while_the_connection_is_down() {
         Command::Fail { id, token: Some(t), .. } if id == "j3" && t == "t3"
     )));
     assert!(h.take_sent().is_empty(), "nothing written while down");
+    // Settled elsewhere: once connected again, no lock of theirs is renewed here.
+    h.advance(Duration::from_secs(30));
+    h.s.handle_connected(h.now);
+    h.step();
+    h.take_sent();
+    h.advance(Duration::from_secs(10));
+    assert!(h.take_sent().iter().all(|s| cmd(s) != "JobHeartbeatB"));
 }
 
 #[test]
@@ -1325,8 +1332,12 @@ fn acks_the_server_did_not_name_are_checked_not_assumed() {
             ("reqId", check.get("reqId").unwrap().clone()),
         ]));
     }
-    let settled: Vec<(String, bool)> = h
-        .take_events()
+    let events = h.take_events();
+    let settled_c = events.iter().find_map(|e| match e {
+        Event::JobSettled { id, result } if id == "c" => Some(result.clone()),
+        _ => None,
+    });
+    let settled: Vec<(String, bool)> = events
         .into_iter()
         .filter_map(|e| match e {
             Event::JobSettled { id, result } => Some((id, result == Ok(true))),
@@ -1340,6 +1351,11 @@ fn acks_the_server_did_not_name_are_checked_not_assumed() {
             ("b".to_string(), true),
             ("c".to_string(), false)
         ]
+    );
+    // c's ACK did not take effect: a server error that names its state.
+    assert!(
+        matches!(&settled_c, Some(Err(Error::Server(e))) if e.to_string().contains("state active")),
+        "{settled_c:?}"
     );
     let st = h.s.stats();
     assert_eq!((st.jobs_received, st.jobs_completed), (3, 3));
@@ -3481,4 +3497,257 @@ fn close_waits_for_a_held_job_and_the_reply_to_its_ackb() {
         result: Ok(true)
     }));
     assert!(events.contains(&Event::Closed));
+}
+
+#[test]
+fn a_closing_worker_pulls_no_more_jobs_for_the_slots_it_frees() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1")]));
+    assert!(h.take_sent().is_empty(), "its one slot is taken");
+    h.s.close(h.now);
+    h.step();
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(
+        sent.iter().map(cmd).collect::<Vec<_>>(),
+        ["ACKB"],
+        "the ACK, and no pull for the slot it freed"
+    );
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("reqId", sent[0].get("reqId").unwrap().clone()),
+    ]));
+    assert!(h.take_events().contains(&Event::Closed));
+    assert!(h.take_sent().is_empty());
+}
+
+#[test]
+fn a_paused_worker_arms_no_timer_for_a_delayed_pull() {
+    let mut h = Harness::new(ok().worker(Some(WorkerConfig::new("w"))));
+    h.s.set_worker_paused(true);
+    h.s.handle_connected(h.now);
+    h.step();
+    let at = h.now + Duration::from_secs(1);
+    h.s.delay_pulls_until(at);
+    assert_eq!(h.s.poll_timeout(), None, "paused: no pull to wait for");
+    h.s.set_worker_paused(false);
+    assert_eq!(h.s.poll_timeout(), Some(at), "resumed: the delayed pull");
+}
+
+/// The ids of the jobs each ACKB among `sent` completes.
+fn acked(sent: &[Value]) -> Vec<Vec<&str>> {
+    sent.iter()
+        .filter(|s| cmd(s) == "ACKB")
+        .map(|s| {
+            s.get("ids")
+                .and_then(Value::as_array)
+                .unwrap()
+                .iter()
+                .map(|id| id.as_str().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_completion_counts_its_id_and_64_bytes_against_the_ack_buffer() {
+    // "j1" and "j2" take 2 + 64 bytes each: one fits an ACK buffer of 66 bytes exactly.
+    let linger = Duration::from_millis(50);
+    let acks = BatchConfig::new()
+        .max_batch(10)
+        .linger(linger)
+        .max_pending_bytes(66);
+    let worker = WorkerConfig::new("w").concurrency(2).acks(acks);
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1"), ("j2", "t2")]));
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
+    h.step();
+    assert_eq!(acked(&h.take_sent()), [["j1"]], "the first goes at once");
+    h.s.complete_job(h.now, "j2", Value::Nil).unwrap();
+    h.step();
+    assert!(
+        acked(&h.take_sent()).is_empty(),
+        "the second fits the buffer and waits there behind the first"
+    );
+    h.advance(linger);
+    assert_eq!(
+        acked(&h.take_sent()),
+        [["j2"]],
+        "and leaves after the linger"
+    );
+}
+
+#[test]
+fn a_stack_line_cut_inside_a_character_ends_before_it() {
+    use autobatch_core::session::MAX_STACK_LINE_BYTES;
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1")]));
+    // One byte, then two-byte characters: the bound falls inside one of them.
+    let line = format!("a{}", "é".repeat(MAX_STACK_LINE_BYTES));
+    h.s.fail_job_with_stack(h.now, "j1", "boom", false, vec![line])
+        .unwrap();
+    h.step();
+    let sent = h.take_sent();
+    let fail = sent.iter().find(|s| cmd(s) == "FAIL").expect("the FAIL");
+    let stack = fail.get("stack").and_then(Value::as_array).unwrap();
+    let kept = stack[0].as_str().unwrap();
+    assert_eq!(
+        kept,
+        format!("a{}", "é".repeat(MAX_STACK_LINE_BYTES / 2 - 1))
+    );
+    assert_eq!(kept.len(), MAX_STACK_LINE_BYTES - 1);
+}
+
+#[test]
+fn close_sends_the_completions_waiting_in_the_ack_buffer_at_once() {
+    let worker = WorkerConfig::new("w").concurrency(2);
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1"), ("j2", "t2")]));
+    h.s.complete_job(h.now, "j1", Value::Nil).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(acked(&sent), [["j1"]], "the first goes at once");
+    h.s.complete_job(h.now, "j2", Value::Nil).unwrap();
+    h.step();
+    assert!(
+        acked(&h.take_sent()).is_empty(),
+        "the second lingers behind the first"
+    );
+    h.s.close(h.now);
+    h.step();
+    assert_eq!(
+        acked(&h.take_sent()),
+        [["j2"]],
+        "closing with no job held sends it without waiting for the linger"
+    );
+}
+
+/// The server's PULLB reply to `pull` with no job.
+fn pulled_none(pull: &Value) -> Value {
+    pulled(pull, &[])
+}
+
+#[test]
+fn an_empty_non_blocking_poll_waits_before_polling_again() {
+    let worker = WorkerConfig::new("w").poll_timeout(Duration::ZERO);
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let pull = h.take_sent();
+    h.feed(&pulled_none(&pull[0]));
+    assert!(h.take_sent().is_empty(), "an idle worker does not spin");
+    let idle = Duration::from_millis(50);
+    assert_eq!(h.s.poll_timeout(), Some(h.now + idle));
+    h.advance(idle);
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+}
+
+#[test]
+fn an_empty_long_poll_polls_again_at_once() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled_none(&pull[0]));
+    assert_eq!(
+        h.take_sent().iter().map(cmd).collect::<Vec<_>>(),
+        ["PULLB"],
+        "the server waited its poll time already"
+    );
+}
+
+#[test]
+fn jobs_pulled_while_others_are_held_keep_the_heartbeat_on_its_schedule() {
+    let worker = WorkerConfig::new("w")
+        .concurrency(2)
+        .heartbeat_interval(Some(Duration::from_secs(10)));
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let first = h.take_sent();
+    h.feed(&pulled(&first[0], &[("j1", "t1")]));
+    let second = h.take_sent();
+    assert_eq!(second.iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+    h.advance(Duration::from_secs(4));
+    h.feed(&pulled(&second[0], &[("j2", "t2")]));
+    h.advance(Duration::from_secs(6));
+    let sent = h.take_sent();
+    let hb = sent
+        .iter()
+        .find(|s| cmd(s) == "JobHeartbeatB")
+        .expect("due 10 s after the first job came");
+    assert_eq!(
+        hb.get("ids"),
+        Some(&Value::Array(vec!["j1".into(), "j2".into()]))
+    );
+}
+
+#[test]
+fn a_refused_pull_is_tried_again_after_a_pause() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.answer_error(&pull[0], "Queue not found");
+    assert!(h.take_sent().is_empty(), "not at once");
+    let pause = Duration::from_millis(500);
+    assert_eq!(h.s.poll_timeout(), Some(h.now + pause));
+    h.advance(pause);
+    assert_eq!(h.take_sent().iter().map(cmd).collect::<Vec<_>>(), ["PULLB"]);
+}
+
+#[test]
+fn a_fail_the_server_applied_settles_its_job_as_applied() {
+    let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("j1", "t1")]));
+    h.s.fail_job(h.now, "j1", "boom", false).unwrap();
+    h.step();
+    let sent = h.take_sent();
+    let fail = sent.iter().find(|s| cmd(s) == "FAIL").expect("the FAIL");
+    h.feed(&Value::map([
+        ("ok", Value::Bool(true)),
+        ("reqId", fail.get("reqId").unwrap().clone()),
+    ]));
+    assert!(h.take_events().contains(&Event::JobSettled {
+        id: "j1".into(),
+        result: Ok(true)
+    }));
+}
+
+#[test]
+fn an_ack_check_out_when_the_connection_is_lost_is_sent_again_on_the_next() {
+    let worker = WorkerConfig::new("w").concurrency(2);
+    let mut h = Harness::connected(ok().worker(Some(worker)));
+    let pull = h.take_sent();
+    h.feed(&pulled(&pull[0], &[("a", "t1"), ("b", "t2")]));
+    for id in ["a", "b"] {
+        h.s.complete_job(h.now, id, Value::Nil).unwrap();
+    }
+    h.step();
+    let sent = h.take_sent();
+    assert_eq!(acked(&sent), [["a", "b"]]);
+    let ack = sent.iter().find(|s| cmd(s) == "ACKB").unwrap();
+    h.answer_error(ack, "Job not found or not in processing state: a");
+    let check = h
+        .take_sent()
+        .into_iter()
+        .find(|s| cmd(s) == "GetState")
+        .expect("b is checked");
+    h.take_events();
+    h.s.handle_disconnected(h.now);
+    // Past the reconnect backoff, well within the command timeout.
+    h.advance(Duration::from_secs(1));
+    h.s.handle_connected(h.now);
+    h.step();
+    let again: Vec<Value> = h
+        .take_sent()
+        .into_iter()
+        .filter(|s| cmd(s) == "GetState")
+        .collect();
+    assert_eq!(again.len(), 1, "a lookup is safe to send again");
+    assert_eq!(again[0].get("id"), check.get("id"));
+    assert!(
+        !h.take_events()
+            .iter()
+            .any(|e| matches!(e, Event::JobSettled { id, .. } if id == "b")),
+        "b waits for its check"
+    );
 }

@@ -261,4 +261,17 @@ mod tests {
         ));
         assert!(tx.unbounded_send(stats()).is_err());
     }
+
+    #[test]
+    fn a_pump_dropped_without_closing_refuses_sends_and_drops_what_was_queued() {
+        let (tx, rx) = inbox();
+        let (reply, mut answer) = futures_channel::oneshot::channel();
+        tx.unbounded_send(Cmd::Stats(reply)).unwrap();
+        drop(rx);
+        assert!(matches!(
+            answer.try_recv(),
+            Err(futures_channel::oneshot::Canceled)
+        ));
+        assert!(tx.unbounded_send(stats()).is_err());
+    }
 }

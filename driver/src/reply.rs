@@ -401,6 +401,14 @@ mod tests {
     }
 
     #[test]
+    fn a_table_of_exactly_the_kept_slots_is_kept_whole() {
+        let board = Arc::new(Board::default());
+        let ends: Vec<_> = (0..KEPT_SLOTS).map(|_| channel(&board)).collect();
+        drop(ends);
+        assert_eq!(live(&board), (0, KEPT_SLOTS), "only a larger table shrinks");
+    }
+
+    #[test]
     fn outcomes_from_many_threads_each_get_their_own_answer() {
         let board = Arc::new(Board::default());
         let mut pending = Vec::new();

@@ -624,6 +624,199 @@ async fn connection_cut_mid_wave<T: Rt>(target: Target) {
     within::<T, _>("close", client.close()).await;
 }
 
+/// An add the client holds unwritten when its connection is lost goes out on the next
+/// connection and lands: only the add that was written and not answered may have been applied.
+async fn an_unwritten_add_goes_out_on_the_next_connection<T: Rt>(target: Target) {
+    let server = target.shared();
+    let proxy = CountingProxy::start(server);
+    // One batch in flight at a time: the second add waits in the batcher behind the first.
+    let batching = BatchConfig::new()
+        .max_in_flight(1)
+        .linger(Duration::from_secs(60));
+    let client = connect::<T>(fragile_options(proxy.addr()).batching(Some(batching))).await;
+    let name = queue_name::<T>("unwritten-at-cut");
+    let q = client.queue(&name);
+    proxy.hold_replies();
+    let first = q.add("written", &0, JobOptions::new());
+    let then = async {
+        eventually::<T>("the first add written", || {
+            proxy.snapshot().cmd("PUSH") == 1
+        })
+        .await;
+        let second = q.add("unwritten", &1, JobOptions::new());
+        let cutter = async {
+            // The second add is in the client's batcher, behind the first.
+            while client
+                .stats()
+                .await
+                .queue(&name)
+                .map_or(0, |s| s.items_pushed)
+                < 2
+            {
+                T::sleep(Duration::from_millis(5)).await;
+            }
+            proxy.cut_all();
+            // Answers flow again only on the new connection: none of the old one's gets
+            // through.
+            eventually::<T>("a reconnect", || proxy.snapshot().connections >= 2).await;
+            proxy.release_replies();
+        };
+        join(second, cutter).await.0
+    };
+    let (written, unwritten) = within::<T, _>("adds with a cut", join(first, then)).await;
+    assert_eq!(
+        written,
+        Err(Error::ConnectionLost {
+            maybe_applied: true
+        })
+    );
+    let id = unwritten.expect("the unwritten add is answered on the next connection");
+    assert_eq!(raw(server).state(&id), "waiting");
+    within::<T, _>("close", client.close()).await;
+}
+
+/// An add not yet written waits for a connection to be written on: with the server out of
+/// reach, it fails at its command timeout, as not applied.
+async fn an_unwritten_add_waits_for_a_connection_until_its_timeout<T: Rt>(target: Target) {
+    let server = target.shared();
+    let mut proxy = Some(CountingProxy::start(server));
+    let addr = proxy.as_ref().map(CountingProxy::addr).unwrap();
+    // One batch in flight at a time: the second add waits in the batcher behind the first.
+    let batching = BatchConfig::new()
+        .max_in_flight(1)
+        .linger(Duration::from_secs(60));
+    let client = connect::<T>(fragile_options(addr).batching(Some(batching))).await;
+    let name = queue_name::<T>("unwritten-unreachable");
+    let q = client.queue(&name);
+    proxy.as_ref().unwrap().hold_replies();
+    let first = q.add("written", &0, JobOptions::new());
+    let then = async {
+        let pushes = || proxy.as_ref().unwrap().snapshot().cmd("PUSH");
+        eventually::<T>("the first add written", || pushes() == 1).await;
+        let second = q.add("unwritten", &1, JobOptions::new());
+        let unreachable = async {
+            // The second add is in the client's batcher, behind the first.
+            while client
+                .stats()
+                .await
+                .queue(&name)
+                .map_or(0, |s| s.items_pushed)
+                < 2
+            {
+                T::sleep(Duration::from_millis(5)).await;
+            }
+            // The only way to the server closes: its connection ends, and no new one is
+            // accepted.
+            drop(proxy.take());
+        };
+        join(second, unreachable).await.0
+    };
+    let (written, unwritten) = within::<T, _>("adds", join(first, then)).await;
+    assert_eq!(
+        written,
+        Err(Error::ConnectionLost {
+            maybe_applied: true
+        })
+    );
+    assert_eq!(
+        unwritten,
+        Err(Error::Timeout {
+            maybe_applied: false
+        })
+    );
+    within::<T, _>("close", client.close()).await;
+}
+
+/// What a broker has in flight counts a bulk add by its jobs and a lookup as one request, until
+/// each is answered.
+async fn a_broker_counts_the_jobs_and_requests_in_flight_through_it<T: Rt>(target: Target) {
+    let server = target.shared();
+    let proxy = CountingProxy::start(server);
+    let client = connect::<T>(options(proxy.addr())).await;
+    let name = queue_name::<T>("in-flight");
+    let q = client.queue(&name);
+    proxy.hold_replies();
+    let jobs = (0..3).map(|i| ("bulk", i, JobOptions::new())).collect();
+    let bulk = q.add_bulk(jobs);
+    let count = q.count();
+    let check = async {
+        eventually::<T>("both written", || {
+            let c = proxy.snapshot();
+            c.cmd("PUSHB") == 1 && c.cmd("Count") == 1
+        })
+        .await;
+        let status = &client.brokers()[0];
+        assert_eq!(
+            (status.adds_in_flight, status.requests_in_flight),
+            (3, 1),
+            "{status:?}"
+        );
+        proxy.release_replies();
+    };
+    let ((ids, n), ()) = within::<T, _>("bulk and count", join(join(bulk, count), check)).await;
+    assert_eq!(ids.expect("add_bulk").len(), 3);
+    n.expect("count");
+    let status = &client.brokers()[0];
+    assert_eq!(
+        (status.adds_in_flight, status.requests_in_flight),
+        (0, 0),
+        "{status:?}"
+    );
+    within::<T, _>("close", client.close()).await;
+}
+
+/// An add dropped before it is written is withdrawn: it never reaches the server, and counts as
+/// cancelled.
+async fn an_add_dropped_before_it_is_written_never_lands<T: Rt>(target: Target) {
+    let server = target.shared();
+    let proxy = CountingProxy::start(server);
+    // One batch in flight at a time: the adds after the first wait in the batcher.
+    let batching = BatchConfig::new()
+        .max_in_flight(1)
+        .linger(Duration::from_secs(60));
+    let client = connect::<T>(options(proxy.addr()).batching(Some(batching))).await;
+    let name = queue_name::<T>("dropped-unwritten");
+    let q = client.queue(&name);
+    proxy.hold_replies();
+    let first = q.add("written", &0, JobOptions::new());
+    let then = async {
+        eventually::<T>("the first add written", || {
+            proxy.snapshot().cmd("PUSH") == 1
+        })
+        .await;
+        for i in 0..5 {
+            // Polled once (handed to the client), then dropped.
+            assert!(q
+                .add("dropped", &i, JobOptions::new())
+                .now_or_never()
+                .is_none());
+        }
+        let kept = q.add("kept", &0, JobOptions::new());
+        let release = async {
+            while client
+                .stats()
+                .await
+                .queue(&name)
+                .map_or(0, |s| s.items_pushed)
+                < 2
+            {
+                T::sleep(Duration::from_millis(5)).await;
+            }
+            proxy.release_replies();
+        };
+        join(kept, release).await.0
+    };
+    let (first, kept) = within::<T, _>("adds", join(first, then)).await;
+    first.expect("first");
+    kept.expect("kept");
+    let stats = client.stats().await;
+    assert_eq!(stats.session.adds_cancelled, 5, "{stats:?}");
+    within::<T, _>("close", client.close()).await;
+    assert_eq!(raw(server).count(&name), 2);
+    let c = proxy.snapshot();
+    assert_eq!(c.pushb_total() + c.cmd("PUSH") as usize, 2, "{c:?}");
+}
+
 /// The server is killed mid-wave: every caller still gets an outcome and close() returns.
 async fn server_killed_mid_wave<T: Rt>(target: Target) {
     let mut server = target.dedicated();
@@ -808,6 +1001,10 @@ scenarios! {
         auth_tokens,
         bad_input_fails_alone,
         connection_cut_mid_wave,
+        an_unwritten_add_goes_out_on_the_next_connection,
+        an_unwritten_add_waits_for_a_connection_until_its_timeout,
+        a_broker_counts_the_jobs_and_requests_in_flight_through_it,
+        an_add_dropped_before_it_is_written_never_lands,
         server_killed_mid_wave,
         close_flushes_everything,
         dropped_add_is_cancelled,

@@ -438,7 +438,7 @@ impl WorkerState {
                 line.truncate(end);
             }
         }
-        self.settling += 1;
+        self.count_settling();
         stats.jobs_failed += 1;
         Ok(WorkRequest::Fail {
             id: id.to_owned(),
@@ -466,7 +466,7 @@ impl WorkerState {
             results.push(item.result);
             tokens.push(item.token.unwrap_or_default());
         }
-        self.settling += 1;
+        self.count_settling();
         stats.ack_batches_sent += 1;
         WorkRequest::Acks {
             batch,
@@ -511,9 +511,10 @@ impl WorkerState {
         while let Some(b) = self.acks.poll_batch(now) {
             batches.push(b);
         }
+        // A limiter that allows no job now has held pulls off until its window ends
+        // (`next_pull_at`).
         let allowed = self.limit_allows(now);
-        let pull = allowed > 0
-            && !self.stopping
+        let pull = !self.stopping
             && !self.paused
             && !self.pull_in_flight
             && self.next_pull_at.is_none()
@@ -562,7 +563,7 @@ impl WorkerState {
                     .map(|j| (Box::new(j), tokens.next().filter(|t| !t.is_empty())))
                     .collect()
             }
-            Response::Pulled { job, token } => job.map(|j| (j, token)).into_iter().collect(),
+            // A worker pulls with PULLB only: its reply is never a single PULL's.
             _ => Vec::new(),
         };
         if jobs.is_empty() && millis(self.config.poll_timeout) == 0 {
@@ -600,6 +601,12 @@ impl WorkerState {
         out.settled(id, result);
     }
 
+    /// An ACKB, FAIL or ACK check is on its way: it holds up `close` until [`settled`](
+    /// Self::settled).
+    fn count_settling(&mut self) {
+        self.settling += 1;
+    }
+
     /// An ACKB, FAIL or ACK check is answered: it no longer holds up `close`.
     fn settled(&mut self, now: Instant, batch: Option<BatchId>) {
         self.settling = self.settling.saturating_sub(1);
@@ -610,7 +617,7 @@ impl WorkerState {
 
     /// Asks the server whether an ACK took effect: the answer settles the job.
     fn check_ack(&mut self, id: String, stats: &mut SessionStats) -> WorkRequest {
-        self.settling += 1;
+        self.count_settling();
         stats.ack_checks += 1;
         WorkRequest::AckCheck { id }
     }

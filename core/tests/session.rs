@@ -3588,7 +3588,7 @@ fn a_stack_line_cut_inside_a_character_ends_before_it() {
     h.feed(&pulled(&pull[0], &[("j1", "t1")]));
     // One byte, then two-byte characters: the bound falls inside one of them.
     let line = format!("a{}", "é".repeat(MAX_STACK_LINE_BYTES));
-    h.s.fail_job_with_stack(h.now, "j1", "boom", false, vec![line])
+    h.s.fail_job(h.now, "j1", JobFailure::new("boom").stack(vec![line]))
         .unwrap();
     h.step();
     let sent = h.take_sent();
@@ -3698,7 +3698,7 @@ fn a_fail_the_server_applied_settles_its_job_as_applied() {
     let mut h = Harness::connected(ok().worker(Some(WorkerConfig::new("w"))));
     let pull = h.take_sent();
     h.feed(&pulled(&pull[0], &[("j1", "t1")]));
-    h.s.fail_job(h.now, "j1", "boom", false).unwrap();
+    h.s.fail_job(h.now, "j1", JobFailure::new("boom")).unwrap();
     h.step();
     let sent = h.take_sent();
     let fail = sent.iter().find(|s| cmd(s) == "FAIL").expect("the FAIL");

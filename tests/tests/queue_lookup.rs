@@ -142,7 +142,9 @@ async fn counts_per_priority<T: Rt>(target: Target) {
     assert_eq!(counts, vec![(0.0, 1), (5.0, 2)]);
     // A priority changed to a fraction is kept and read as it is.
     let e = q.add("e", &5, JobOptions::new()).await.expect("add");
-    q.change_priority(&e, 1.5, false).await.expect("change priority");
+    q.change_priority(&e, 1.5, false)
+        .await
+        .expect("change priority");
     let counts = q.get_counts_per_priority().await.expect("counts");
     assert_eq!(counts, vec![(0.0, 1), (1.5, 1), (5.0, 2)]);
     client.close().await;

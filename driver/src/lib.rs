@@ -97,7 +97,7 @@ pub use autobatch_core::batch::{
 pub use autobatch_core::ops;
 pub use autobatch_core::session::{QueueEvent, ReconnectConfig, Replay, SessionStats};
 pub use autobatch_core::wire::{
-    Backoff, CommandKind, DataError, Debounce, Dedup, Job, JobCounts, JobOptions, JobState,
-    ProtocolError, Repeat, Response, ValidationError, Value,
+    Backoff, ChildFailure, ChildFailures, CommandKind, DataError, Debounce, Dedup, Job, JobCounts,
+    JobOptions, JobState, ProtocolError, Repeat, Response, ValidationError, Value,
 };
 pub use autobatch_core::{Error, Fault, ServerError, ServerErrorKind};

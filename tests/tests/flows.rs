@@ -411,6 +411,16 @@ async fn bad_flows_are_refused_locally<T: Rt>(target: Target) {
         Err(Error::Invalid(e)) => assert_eq!(e.message, "a flow failure policy requires a parent"),
         other => panic!("{other:?}"),
     }
+    // A flow job's policy is its node's, one at most: the job options' set is refused.
+    let in_options = JobOptions::new().on_failure(ChildFailure::Ignore);
+    let child = node(&name, "child", 1).options(in_options);
+    match flows.add(node(&name, "parent", 0).child(child)).await {
+        Err(Error::Invalid(e)) => assert_eq!(
+            e.message,
+            "a flow job has one failure policy; set FlowJob::on_failure instead"
+        ),
+        other => panic!("{other:?}"),
+    }
     let mut raw = raw(server);
     assert_eq!(raw.count(&name), 0);
     client.close().await;

@@ -14,7 +14,7 @@ use autobatch_driver::ops::{
     CronUpsert, DlqConfigUpdate, DlqFilter, FailureReason, GroupRateLimit, Schedule,
     StallConfigUpdate,
 };
-use autobatch_driver::{Debounce, Error, JobOptions, Repeat, ServerErrorKind, Value};
+use autobatch_driver::{ChildFailure, Debounce, Error, JobOptions, Repeat, ServerErrorKind, Value};
 use autobatch_tests::{RawClient, Target};
 use common::*;
 
@@ -50,10 +50,9 @@ fn all_options(group: &str) -> JobOptions {
         .stack_trace_limit(4)
         .keep_logs(25)
         .size_limit(4096)
-        .fail_parent_on_failure(true)
-        .remove_dependency_on_failure(true)
-        .continue_parent_on_failure(false)
-        .ignore_dependency_on_failure(true)
+        .on_failure(ChildFailure::FailParent)
+        .on_failure(ChildFailure::RemoveDependency)
+        .on_failure(ChildFailure::Ignore)
 }
 
 fn assert_stored(job: &Value, group: &str) {

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use autobatch_core::wire::{Backoff, JobOptions, JobSpec, Value};
+use autobatch_core::wire::{Backoff, ChildFailure, JobOptions, JobSpec, Value};
 
 /// Most jobs in one flow (bunqueue's `MAX_FLOW_JOBS`).
 const MAX_FLOW_JOBS: usize = 10_000;
@@ -82,13 +82,6 @@ fn ids(input: &Value, key: &str) -> Result<Vec<String>, String> {
         Some(_) => Err(bad()),
     }
 }
-
-const POLICIES: [&str; 4] = [
-    "failParentOnFailure",
-    "removeDependencyOnFailure",
-    "continueParentOnFailure",
-    "ignoreDependencyOnFailure",
-];
 
 /// The options bunqueue's `validateOptions` checks, read into [`JobOptions`], in its order.
 fn options(input: &Value) -> Result<(JobOptions, Option<i64>), String> {
@@ -168,10 +161,9 @@ fn flags(input: &Value, o: &mut JobOptions) -> Result<(), String> {
     o.remove_on_complete = flag("removeOnComplete")?;
     o.remove_on_fail = flag("removeOnFail")?;
     o.durable = flag("durable")?;
-    o.fail_parent_on_failure = flag(POLICIES[0])?;
-    o.remove_dependency_on_failure = flag(POLICIES[1])?;
-    o.continue_parent_on_failure = flag(POLICIES[2])?;
-    o.ignore_dependency_on_failure = flag(POLICIES[3])?;
+    for p in ChildFailure::ALL {
+        o.on_failure.set(p, flag(p.key())? == Some(true));
+    }
     Ok(())
 }
 
@@ -210,9 +202,9 @@ fn refuse_unsupported(input: &Value) -> Result<(), String> {
 
 /// At most one failure policy, and only on a job with a parent.
 fn check_policies(input: &Value) -> Result<(), String> {
-    let set = POLICIES
+    let set = ChildFailure::ALL
         .iter()
-        .filter(|k| field(input, k).and_then(Value::as_bool) == Some(true))
+        .filter(|p| field(input, p.key()).and_then(Value::as_bool) == Some(true))
         .count();
     if set > 1 {
         return Err("flow failure policies are mutually exclusive".into());

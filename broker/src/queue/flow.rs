@@ -129,17 +129,7 @@ impl Links {
             parent: o.parent_id.clone(),
             children: o.children_ids.clone(),
             depends_on: o.depends_on.clone(),
-            policy: [
-                (o.fail_parent_on_failure, ChildFailure::FailParent),
-                (o.continue_parent_on_failure, ChildFailure::ContinueParent),
-                (o.ignore_dependency_on_failure, ChildFailure::Ignore),
-                (
-                    o.remove_dependency_on_failure,
-                    ChildFailure::RemoveDependency,
-                ),
-            ]
-            .into_iter()
-            .find_map(|(set, p)| (set == Some(true)).then_some(p)),
+            policy: o.on_failure.applied(),
             ..Links::default()
         }
     }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use autobatch_core::wire::{Backoff, Value};
+use autobatch_core::wire::{Backoff, ChildFailure, Value};
 
 use super::progress::JobExtras;
 use super::Entry;
@@ -58,6 +58,7 @@ pub(super) fn record(
         Some(l) => (l.parent.as_deref(), l.children.as_slice()),
         None => (None, &[][..]),
     };
+    let policy = |p: ChildFailure| (p.key(), Value::from(o.on_failure.contains(p)));
     let last_heartbeat = if run.last_heartbeat > 0.0 {
         run.last_heartbeat
     } else {
@@ -110,19 +111,10 @@ pub(super) fn record(
         ),
         ("keepLogs", opt_int(o.keep_logs)),
         ("sizeLimit", opt_int(o.size_limit)),
-        ("failParentOnFailure", Value::from(o.fail_parent_on_failure)),
-        (
-            "removeDependencyOnFailure",
-            Value::from(o.remove_dependency_on_failure),
-        ),
-        (
-            "continueParentOnFailure",
-            Value::from(o.continue_parent_on_failure),
-        ),
-        (
-            "ignoreDependencyOnFailure",
-            Value::from(o.ignore_dependency_on_failure),
-        ),
+        policy(ChildFailure::FailParent),
+        policy(ChildFailure::RemoveDependency),
+        policy(ChildFailure::ContinueParent),
+        policy(ChildFailure::Ignore),
         ("deduplicationTtl", opt_num(o.dedup_ttl)),
         ("deduplicationExtend", Value::from(o.dedup_extend)),
         ("deduplicationReplace", Value::from(o.dedup_replace)),

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use autobatch_core::wire::{JobOptions, Value};
+use autobatch_core::wire::{ChildFailure, ChildFailures, JobOptions, Value};
 
 /// The add options of one job that its record shows as sent and that
 /// [`JobRecord`](super::JobRecord)'s own fields do not hold. Unset ones are bunqueue's
@@ -40,14 +40,9 @@ pub struct AddOptions {
     pub keep_logs: Option<i64>,
     /// `sizeLimit`.
     pub size_limit: Option<i64>,
-    /// `failParentOnFailure`.
-    pub fail_parent_on_failure: bool,
-    /// `removeDependencyOnFailure`.
-    pub remove_dependency_on_failure: bool,
-    /// `continueParentOnFailure`.
-    pub continue_parent_on_failure: bool,
-    /// `ignoreDependencyOnFailure`.
-    pub ignore_dependency_on_failure: bool,
+    /// `failParentOnFailure`, `removeDependencyOnFailure`, `continueParentOnFailure`,
+    /// `ignoreDependencyOnFailure`: a flag each.
+    pub on_failure: ChildFailures,
     /// `deduplicationTtl`, ms.
     pub dedup_ttl: Option<f64>,
     /// `deduplicationExtend`.
@@ -77,10 +72,7 @@ impl AddOptions {
             stack_trace_limit: o.stack_trace_limit,
             keep_logs: o.keep_logs,
             size_limit: o.size_limit,
-            fail_parent_on_failure: o.fail_parent_on_failure.unwrap_or(false),
-            remove_dependency_on_failure: o.remove_dependency_on_failure.unwrap_or(false),
-            continue_parent_on_failure: o.continue_parent_on_failure.unwrap_or(false),
-            ignore_dependency_on_failure: o.ignore_dependency_on_failure.unwrap_or(false),
+            on_failure: o.on_failure,
             dedup_ttl: o.dedup.as_ref().and_then(|d| d.ttl).map(ms),
             dedup_extend: o.dedup.as_ref().and_then(|d| d.extend).unwrap_or(false),
             dedup_replace: o.dedup.as_ref().and_then(|d| d.replace).unwrap_or(false),
@@ -129,22 +121,9 @@ impl AddOptions {
         int(&mut m, "stackTraceLimit", self.stack_trace_limit);
         int(&mut m, "keepLogs", self.keep_logs);
         int(&mut m, "sizeLimit", self.size_limit);
-        flag(&mut m, "failParentOnFailure", self.fail_parent_on_failure);
-        flag(
-            &mut m,
-            "removeDependencyOnFailure",
-            self.remove_dependency_on_failure,
-        );
-        flag(
-            &mut m,
-            "continueParentOnFailure",
-            self.continue_parent_on_failure,
-        );
-        flag(
-            &mut m,
-            "ignoreDependencyOnFailure",
-            self.ignore_dependency_on_failure,
-        );
+        for p in ChildFailure::ALL {
+            flag(&mut m, p.key(), self.on_failure.contains(p));
+        }
         num(&mut m, "deduplicationTtl", self.dedup_ttl);
         flag(&mut m, "deduplicationExtend", self.dedup_extend);
         flag(&mut m, "deduplicationReplace", self.dedup_replace);
@@ -176,10 +155,10 @@ impl AddOptions {
             stack_trace_limit: int("stackTraceLimit"),
             keep_logs: int("keepLogs"),
             size_limit: int("sizeLimit"),
-            fail_parent_on_failure: flag("failParentOnFailure"),
-            remove_dependency_on_failure: flag("removeDependencyOnFailure"),
-            continue_parent_on_failure: flag("continueParentOnFailure"),
-            ignore_dependency_on_failure: flag("ignoreDependencyOnFailure"),
+            on_failure: ChildFailure::ALL
+                .into_iter()
+                .filter(|p| flag(p.key()))
+                .collect(),
             dedup_ttl: num("deduplicationTtl"),
             dedup_extend: flag("deduplicationExtend"),
             dedup_replace: flag("deduplicationReplace"),

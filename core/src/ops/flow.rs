@@ -36,39 +36,7 @@ pub const MAX_FLOW_JOBS: usize = 10_000;
 /// Longest `WaitJob` wait the server accepts (10 minutes).
 pub const MAX_WAIT_JOB: Duration = Duration::from_millis(600_000);
 
-/// What happens to a parent when this child fails for good. bunqueue allows one policy per
-/// job, and only on a job that has a parent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ChildFailure {
-    /// The parent fails too (`failParentOnFailure`).
-    FailParent,
-    /// The parent goes on as if this child had completed; the failure is readable with
-    /// [`GetIgnoredChildrenFailures`] (`ignoreDependencyOnFailure`).
-    Ignore,
-    /// The parent is released at once (`continueParentOnFailure`).
-    ContinueParent,
-    /// The dependency is removed from the parent (`removeDependencyOnFailure`).
-    RemoveDependency,
-}
-
-impl ChildFailure {
-    fn key(self) -> &'static str {
-        match self {
-            ChildFailure::FailParent => "failParentOnFailure",
-            ChildFailure::Ignore => "ignoreDependencyOnFailure",
-            ChildFailure::ContinueParent => "continueParentOnFailure",
-            ChildFailure::RemoveDependency => "removeDependencyOnFailure",
-        }
-    }
-
-    const ALL: [ChildFailure; 4] = [
-        ChildFailure::FailParent,
-        ChildFailure::Ignore,
-        ChildFailure::ContinueParent,
-        ChildFailure::RemoveDependency,
-    ];
-}
+pub use crate::wire::ChildFailure;
 
 /// One job of a [`PushFlow`], with its place in the graph already decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +59,8 @@ pub struct FlowJob {
     pub depends_on: Vec<String>,
     /// This job's children (whose values it may read).
     pub children_ids: Vec<String>,
-    /// What a failure of this job does to its parent.
+    /// What a failure of this job does to its parent: in a flow, bunqueue allows one policy
+    /// per job, and only on a job that has a parent.
     pub on_failure: Option<ChildFailure>,
 }
 
@@ -215,6 +184,8 @@ impl FlowJob {
         ensure(dedup_ok, "dedup", &format!("deduplication {atomic}"))?;
         let owns = "FlowProducer owns dependencies; set FlowJob::depends_on instead";
         ensure(o.depends_on.is_empty(), "depends_on", owns)?;
+        let one_policy = "a flow job has one failure policy; set FlowJob::on_failure instead";
+        ensure(o.on_failure.is_empty(), "on_failure", one_policy)?;
         let priority_ok = o
             .priority
             .is_none_or(|p| (-1_000_000..=1_000_000).contains(&p));

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::child_failure::{ChildFailure, ChildFailures};
 use super::value::Value;
 
 /// A time span as the wire carries it: whole milliseconds (sub-millisecond parts are dropped),
@@ -563,14 +564,10 @@ pub struct JobOptions {
     pub keep_logs: Option<i64>,
     /// Largest result size, bytes.
     pub size_limit: Option<i64>,
-    /// When this child fails for good, fail its parent too.
-    pub fail_parent_on_failure: Option<bool>,
-    /// When this child fails for good, remove it from its parent's dependencies.
-    pub remove_dependency_on_failure: Option<bool>,
-    /// When this child fails for good, let its parent go on.
-    pub continue_parent_on_failure: Option<bool>,
-    /// When this child fails for good, ignore the failure in its parent (recorded as ignored).
-    pub ignore_dependency_on_failure: Option<bool>,
+    /// What this child's failure for good does to its parent: the policies it carries, each
+    /// a flag of its own on the wire (`failParentOnFailure`, …). Set one with
+    /// [`on_failure`](Self::on_failure).
+    pub on_failure: ChildFailures,
 }
 
 impl JobOptions {
@@ -626,14 +623,14 @@ impl JobOptions {
         keep_logs: impl Into<i64>,
         /// Sets [`size_limit`](Self::size_limit), bytes.
         size_limit: impl Into<i64>,
-        /// Sets [`fail_parent_on_failure`](Self::fail_parent_on_failure).
-        fail_parent_on_failure: impl Into<bool>,
-        /// Sets [`remove_dependency_on_failure`](Self::remove_dependency_on_failure).
-        remove_dependency_on_failure: impl Into<bool>,
-        /// Sets [`continue_parent_on_failure`](Self::continue_parent_on_failure).
-        continue_parent_on_failure: impl Into<bool>,
-        /// Sets [`ignore_dependency_on_failure`](Self::ignore_dependency_on_failure).
-        ignore_dependency_on_failure: impl Into<bool>,
+    }
+
+    /// Adds `policy` to [`on_failure`](Self::on_failure): what this child's failure for good
+    /// does to its parent. bunqueue keeps each policy as a flag of its own, so a job may carry
+    /// several; the first in [`ChildFailure::ALL`]'s order acts.
+    pub fn on_failure(mut self, policy: ChildFailure) -> Self {
+        self.on_failure = self.on_failure.with(policy);
+        self
     }
 
     /// Sets [`tags`](Self::tags).

@@ -24,6 +24,7 @@
 //! assert_eq!(back[0].opts.remove_on_complete, Some(false));
 //! ```
 
+mod child_failure;
 mod codec;
 mod command;
 mod encode;
@@ -40,6 +41,7 @@ mod size;
 mod value;
 mod value_serde;
 
+pub use child_failure::{ChildFailure, ChildFailures};
 pub use codec::{Encoder, DECODE_BUDGET_FACTOR, DECODE_BUDGET_FLOOR, MAX_DEPTH};
 pub(crate) use codec::{PushIds, PushReply};
 pub use command::{Command, CommandKind, PullArgs};

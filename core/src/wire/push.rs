@@ -237,7 +237,7 @@ pub fn pushb_jobs_budget(queue: &str) -> usize {
 mod tests {
     use super::*;
     use crate::wire::{pushb_jobs_budget, Dedup, MAX_FRAME};
-    use crate::wire::{Backoff, Command, Debounce, JobOptions, Repeat, Value};
+    use crate::wire::{Backoff, ChildFailure, Command, Debounce, JobOptions, Repeat, Value};
     use proptest::prelude::*;
 
     /// Lengths on both sides of every header boundary (fix, 8, 16, 32 bits).
@@ -362,10 +362,7 @@ mod tests {
                 stack_trace_limit: self.0.stack_trace_limit,
                 keep_logs: self.0.keep_logs,
                 size_limit: self.0.size_limit,
-                fail_parent_on_failure: self.0.fail_parent_on_failure,
-                remove_dependency_on_failure: self.0.remove_dependency_on_failure,
-                continue_parent_on_failure: self.0.continue_parent_on_failure,
-                ignore_dependency_on_failure: self.0.ignore_dependency_on_failure,
+                on_failure: self.0.on_failure,
                 ..o
             }
         }
@@ -398,10 +395,11 @@ mod tests {
                 stack_trace_limit: i[1],
                 keep_logs: i[2],
                 size_limit: i[3],
-                fail_parent_on_failure: b[0],
-                remove_dependency_on_failure: b[1],
-                continue_parent_on_failure: b[2],
-                ignore_dependency_on_failure: b[3],
+                on_failure: ChildFailure::ALL
+                    .into_iter()
+                    .zip(b)
+                    .filter_map(|(p, on)| (on == Some(true)).then_some(p))
+                    .collect(),
                 ..JobOptions::default()
             })
         })

@@ -4,7 +4,7 @@
 use crate::queue::Failure;
 use crate::queue::{PullSpec, State};
 use crate::store::MemoryStore;
-use autobatch_core::wire::{JobOptions, JobSpec, Value};
+use autobatch_core::wire::{ChildFailure, JobOptions, JobSpec, Value};
 
 fn state() -> State {
     State::new(Box::new(MemoryStore::new()), 0.0).unwrap()
@@ -120,7 +120,7 @@ fn a_failed_child_without_a_policy_keeps_the_parent_waiting() {
 fn fail_parent_on_failure() {
     let mut s = state();
     flow(&mut s, |o| {
-        set(o, |o| o.fail_parent_on_failure = Some(true))
+        set(o, |o| o.on_failure = ChildFailure::FailParent.into())
     });
     let bad = run(&mut s, false, Value::Nil);
     assert_eq!(s.jobs.get_state("p", 1.0), "failed");
@@ -147,7 +147,7 @@ fn fail_parent_on_failure() {
 fn continue_ignore_and_remove() {
     let mut s = state();
     flow(&mut s, |o| {
-        set(o, |o| o.continue_parent_on_failure = Some(true))
+        set(o, |o| o.on_failure = ChildFailure::ContinueParent.into())
     });
     let bad = run(&mut s, false, Value::Nil);
     assert_eq!(
@@ -165,9 +165,9 @@ fn continue_ignore_and_remove() {
         let mut s = state();
         flow(&mut s, |o| {
             if ignore {
-                set(o, |o| o.ignore_dependency_on_failure = Some(true))
+                set(o, |o| o.on_failure = ChildFailure::Ignore.into())
             } else {
-                set(o, |o| o.remove_dependency_on_failure = Some(true))
+                set(o, |o| o.on_failure = ChildFailure::RemoveDependency.into())
             }
         });
         run(&mut s, false, Value::Nil);

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::super::job::{from_millis, id_text, millis, Backoff, Debounce, Dedup, Repeat};
-use super::super::{JobOptions, ValidationError, Value};
+use super::super::{ChildFailure, ChildFailures, JobOptions, ValidationError, Value};
 use super::codec::{Codec, One};
 use super::sink::Sink;
 use crate::ops::read::{req_opt_f64, req_opt_i64};
@@ -124,6 +124,37 @@ impl One for Flag {
         _: &JobOptions,
     ) -> Result<Option<bool>, ValidationError> {
         Ok(opt_bool(item, key))
+    }
+}
+
+/// The failure policies: a flag of its own each, `true` for those set, in
+/// [`ChildFailure::ALL`]'s order; the row's key is the first of them. The server reads each
+/// flag as a [`Flag`].
+pub(in crate::wire) struct ChildFailureFlags;
+
+impl Codec for ChildFailureFlags {
+    type Field = ChildFailures;
+    fn is_set(v: &ChildFailures) -> bool {
+        !v.is_empty()
+    }
+    fn write<S: Sink>(s: &mut S, _key: &str, v: &ChildFailures) -> usize {
+        let mut n = 0;
+        for p in v.iter() {
+            s.str(p.key()).bool(true);
+            n += 1;
+        }
+        n
+    }
+    fn read(
+        item: &Value,
+        _key: &'static str,
+        _: &JobOptions,
+    ) -> Result<ChildFailures, ValidationError> {
+        let mut set = ChildFailures::new();
+        for p in ChildFailure::ALL {
+            set.set(p, opt_bool(item, p.key()) == Some(true));
+        }
+        Ok(set)
     }
 }
 

@@ -23,8 +23,8 @@ use super::{JobOptions, ValidationError, Value};
 use codec::Codec;
 pub(super) use codecs::{opt_bool, opt_int, raw_backoff, string_list};
 use codecs::{
-    BackoffCodec, Count, DebounceCodec, DedupCodec, Flag, GroupId, IdText, Int, List, Millis,
-    Priority, RepeatCodec, Text, Timestamp,
+    BackoffCodec, ChildFailureFlags, Count, DebounceCodec, DedupCodec, Flag, GroupId, IdText, Int,
+    List, Millis, Priority, RepeatCodec, Text, Timestamp,
 };
 pub(super) use sink::{Discard, Measure, Sink};
 
@@ -103,10 +103,7 @@ job_options! {
         stack_trace_limit: "stackTraceLimit" => Count,
         keep_logs: "keepLogs" => Count,
         size_limit: "sizeLimit" => Count,
-        fail_parent_on_failure: "failParentOnFailure" => Flag,
-        remove_dependency_on_failure: "removeDependencyOnFailure" => Flag,
-        continue_parent_on_failure: "continueParentOnFailure" => Flag,
-        ignore_dependency_on_failure: "ignoreDependencyOnFailure" => Flag,
+        on_failure: "failParentOnFailure" => ChildFailureFlags,
         debounce: "debounceId" => DebounceCodec,
         repeat: "repeat" => RepeatCodec,
         parent_id: "parentId" => IdText,
@@ -119,9 +116,11 @@ mod tests {
     use std::time::Duration;
 
     use super::KEYS;
-    use crate::wire::{Backoff, Command, Debounce, Dedup, JobOptions, JobSpec, Repeat, Value};
+    use crate::wire::{
+        Backoff, ChildFailure, Command, Debounce, Dedup, JobOptions, JobSpec, Repeat, Value,
+    };
 
-    /// A job with every option of the table set (the failure flags to distinct values).
+    /// A job with every option of the table set (two of the failure policies).
     fn every_option() -> JobOptions {
         JobOptions::new()
             .priority(3)
@@ -143,10 +142,8 @@ mod tests {
             .stack_trace_limit(5)
             .keep_logs(6)
             .size_limit(7)
-            .fail_parent_on_failure(true)
-            .remove_dependency_on_failure(false)
-            .continue_parent_on_failure(true)
-            .ignore_dependency_on_failure(false)
+            .on_failure(ChildFailure::FailParent)
+            .on_failure(ChildFailure::ContinueParent)
             .debounce(Debounce::new("k").ttl(Duration::from_secs(2)))
             .repeat(Repeat::every(Duration::from_secs(30)))
             .parent_id("p")
@@ -188,9 +185,15 @@ mod tests {
         let written: Vec<&str> = entries.iter().filter_map(|(k, _)| k.as_str()).collect();
         let mut expected = vec!["cmd", "queue", "name", "data"];
         expected.extend(KEYS);
-        // The debounce's window travels beside its id.
+        // The debounce's window travels beside its id; of the failure policies, the two set
+        // follow `failParentOnFailure`, in bunqueue's order.
         let at = expected.iter().position(|k| *k == "debounceId").unwrap();
         expected.insert(at + 1, "debounceTtl");
+        let at = expected
+            .iter()
+            .position(|k| *k == "failParentOnFailure")
+            .unwrap();
+        expected.insert(at + 1, "continueParentOnFailure");
         assert_eq!(written, expected);
         // Read by the table alone: bunqueue would refuse a repeat job with a parent, which
         // is beside the point here.

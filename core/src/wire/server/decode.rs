@@ -291,7 +291,7 @@ fn decode_pull(v: &Value) -> Result<PullArgs, ValidationError> {
 mod tests {
     use super::*;
     use crate::wire::server::DecodeCommand;
-    use crate::wire::{Backoff, Debounce, Dedup, JobOptions, Repeat};
+    use crate::wire::{Backoff, ChildFailure, Debounce, Dedup, JobOptions, Repeat};
     use std::time::Duration;
 
     fn round_trip(cmd: &Command) -> Command {
@@ -379,10 +379,9 @@ mod tests {
             stack_trace_limit: Some(4),
             keep_logs: Some(20),
             size_limit: Some(1024),
-            fail_parent_on_failure: Some(true),
-            remove_dependency_on_failure: Some(false),
-            continue_parent_on_failure: Some(true),
-            ignore_dependency_on_failure: Some(false),
+            on_failure: [ChildFailure::FailParent, ChildFailure::ContinueParent]
+                .into_iter()
+                .collect(),
             ..Default::default()
         });
         let pull = PullArgs {

@@ -232,7 +232,7 @@ async fn change_priority<T: Rt>(target: Target) {
         .await
         .expect("change_priority");
     let mut check = raw(server);
-    assert_eq!(check.job(&a).expect("job").priority, 9);
+    assert_eq!(check.job(&a).expect("job").priority, 9.0);
     let (kind, msg) = server_error(
         q.change_priority("no-such-job", 1, false)
             .await

@@ -147,6 +147,8 @@ async fn counts_per_priority<T: Rt>(target: Target) {
         .expect("change priority");
     let counts = q.get_counts_per_priority().await.expect("counts");
     assert_eq!(counts, vec![(0.0, 1), (1.5, 1), (5.0, 2)]);
+    let job = q.get_job(&e).await.expect("get job").expect("the job");
+    assert_eq!(job.priority, 1.5);
     client.close().await;
 }
 

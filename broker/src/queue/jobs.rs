@@ -533,7 +533,7 @@ pub(in crate::queue) fn wire_job(rec: &JobRecord) -> Job {
         rec.name.clone(),
         rec.data.clone(),
     );
-    job.priority = rec.priority as i64;
+    job.priority = rec.priority;
     job.attempts = rec.attempts;
     job.max_attempts = rec.max_attempts;
     job.created_at = rec.created_at;

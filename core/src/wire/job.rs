@@ -928,8 +928,8 @@ pub struct Job {
     pub name: String,
     /// Payload.
     pub data: Value,
-    /// Priority.
-    pub priority: i64,
+    /// Priority: a number, which ChangePriority may have given a fraction.
+    pub priority: f64,
     /// Attempts made so far.
     pub attempts: i64,
     /// Attempts allowed.
@@ -961,7 +961,7 @@ impl Job {
     /// use autobatch_core::wire::{Job, JobState, Value};
     /// let mut job = Job::new("id-1", "emails", "send", Value::from("a@b"));
     /// job.state = Some(JobState::Waiting);
-    /// assert_eq!(job.priority, 0);
+    /// assert_eq!(job.priority, 0.0);
     /// ```
     pub fn new(
         id: impl Into<String>,
@@ -988,7 +988,7 @@ impl Job {
             queue: text("queue").unwrap_or_default(),
             name: text("name").unwrap_or_default(),
             data: v.get("data").cloned().unwrap_or(Value::Undefined),
-            priority: num("priority").unwrap_or(0.0) as i64,
+            priority: num("priority").unwrap_or(0.0),
             attempts: num("attempts").unwrap_or(0.0) as i64,
             max_attempts: num("maxAttempts").unwrap_or(0.0) as i64,
             created_at: num("createdAt").unwrap_or(0.0),

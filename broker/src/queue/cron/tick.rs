@@ -189,7 +189,7 @@ mod tests {
         );
         let job = autobatch_core::wire::Job::from_value(&pulled.pop().unwrap().job).unwrap();
         assert_eq!(job.name, "mail");
-        assert_eq!(job.priority, 7);
+        assert_eq!(job.priority, 7.0);
         assert_eq!(job.data.get("x").and_then(Value::as_f64), Some(1.0));
     }
 

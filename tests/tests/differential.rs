@@ -1495,33 +1495,75 @@ fn grouped_jobs_pulled_like_bunqueue() {
     );
 }
 
-/// See [`grouped_jobs_pulled_like_bunqueue`].
-fn grouped_pull_program(addr: std::net::SocketAddr) -> Vec<Json> {
-    let queue = format!("diff-lanes-{}", std::process::id());
-    let q = ("queue", Value::from(queue.as_str()));
-    let mut side = side_at(addr);
-    let mut out = Vec::new();
-    let push = |side: &mut Side, slot: i64, group: Option<&str>, priority: i64, delay: i64| {
+/// One side of the grouped pull programs: a connection, the queue, and the steps taken.
+struct LaneProgram {
+    side: Side,
+    queue: String,
+    out: Vec<Json>,
+}
+
+impl LaneProgram {
+    fn new(addr: std::net::SocketAddr, queue: String) -> LaneProgram {
+        LaneProgram {
+            side: side_at(addr),
+            queue,
+            out: Vec::new(),
+        }
+    }
+
+    /// `cmd` on the queue with `fields`, its reply noted as a step.
+    fn command(&mut self, cmd: &str, fields: Vec<(&str, Value)>) {
+        let mut f = vec![("queue", Value::from(self.queue.as_str()))];
+        f.extend(fields);
+        let r = self.side.raw.command(cmd, &f);
+        let noted = step(&mut self.side, r);
+        self.out.push(noted);
+    }
+
+    /// A PUSH of job `slot`, in `group` when given, delayed by `delay` ms when above 0.
+    fn push(&mut self, slot: i64, group: Option<&str>, priority: i64, delay: i64) {
         let mut f = vec![
-            q.clone(),
             ("name", Value::from("diff")),
             ("data", Value::map([("slot", Value::from(slot))])),
             ("priority", Value::from(priority)),
+            ("durable", Value::from(true)),
         ];
         f.extend(group.map(|g| ("groupId", Value::from(g))));
         if delay > 0 {
             f.push(("delay", Value::from(delay)));
         }
-        let r = side.raw.command("PUSH", &f);
-        step(side, r)
-    };
-    let pull = |side: &mut Side, group: Option<Value>| {
-        let mut f = vec![q.clone(), ("timeout", Value::from(0i64))];
+        self.command("PUSH", f);
+    }
+
+    /// A PULL that does not wait, with the group defaults `group` when given.
+    fn pull(&mut self, group: Option<Value>) {
+        let mut f = vec![("timeout", Value::from(0i64))];
         f.extend(group.map(|g| ("group", g)));
-        let r = side.raw.command("PULL", &f);
-        step(side, r)
-    };
-    let hour = 3_600_000;
+        self.command("PULL", f);
+    }
+
+    /// A PULLB of up to `count` jobs that does not wait.
+    fn pull_batch(&mut self, count: i64) {
+        let f = vec![
+            ("count", Value::from(count)),
+            ("timeout", Value::from(0i64)),
+        ];
+        self.command("PULLB", f);
+    }
+
+    /// `cmd` on the job of `slot`, with `extra` fields.
+    fn by_id(&mut self, cmd: &str, slot: usize, extra: Vec<(&'static str, Value)>) {
+        let mut f = vec![("id", Value::from(self.side.id(slot)))];
+        f.extend(extra);
+        let r = self.side.raw.command(cmd, &f);
+        let noted = step(&mut self.side, r);
+        self.out.push(noted);
+    }
+}
+
+/// See [`grouped_jobs_pulled_like_bunqueue`].
+fn grouped_pull_program(addr: std::net::SocketAddr) -> Vec<Json> {
+    let mut p = LaneProgram::new(addr, format!("diff-lanes-{}", std::process::id()));
     let jobs = [
         (Some("A"), 0),
         (Some("B"), 5),
@@ -1535,52 +1577,31 @@ fn grouped_pull_program(addr: std::net::SocketAddr) -> Vec<Json> {
         (Some("B"), 5),
     ];
     for (slot, (group, priority)) in jobs.into_iter().enumerate() {
-        out.push(push(&mut side, slot as i64, group, priority, 0));
+        p.push(slot as i64, group, priority, 0);
     }
-    out.push(push(&mut side, 10, Some("D"), 0, hour));
+    p.push(10, Some("D"), 0, 3_600_000);
     for _ in 0..5 {
-        out.push(pull(&mut side, None));
+        p.pull(None);
     }
-    out.push(push(&mut side, 11, None, 0, 0));
-    out.push(pull(&mut side, None));
-    let r = side
-        .raw
-        .command("Promote", &[("id", Value::from(side.id(10)))]);
-    out.push(step(&mut side, r));
-    let change = [
-        ("id", Value::from(side.id(8))),
-        ("priority", Value::from(9i64)),
-    ];
-    let r = side.raw.command("ChangePriority", &change);
-    out.push(step(&mut side, r));
-    let group_cmd = |side: &mut Side, cmd: &str| {
-        let r = side
-            .raw
-            .command(cmd, &[q.clone(), ("groupId", Value::from("B"))]);
-        step(side, r)
-    };
-    out.push(group_cmd(&mut side, "PauseGroup"));
+    p.push(11, None, 0, 0);
+    p.pull(None);
+    p.by_id("Promote", 10, vec![]);
+    p.by_id("ChangePriority", 8, vec![("priority", Value::from(9i64))]);
+    p.command("PauseGroup", vec![("groupId", Value::from("B"))]);
     for _ in 0..3 {
-        out.push(pull(&mut side, None));
+        p.pull(None);
     }
-    out.push(group_cmd(&mut side, "ResumeGroup"));
-    let batch = [
-        q.clone(),
-        ("count", Value::from(3i64)),
-        ("timeout", Value::from(0i64)),
-    ];
-    let r = side.raw.command("PULLB", &batch);
-    out.push(step(&mut side, r));
-    out.push(push(&mut side, 12, Some("E"), 0, 0));
-    out.push(push(&mut side, 13, Some("A"), 0, 0));
+    p.command("ResumeGroup", vec![("groupId", Value::from("B"))]);
+    p.pull_batch(3);
+    p.push(12, Some("E"), 0, 0);
+    p.push(13, Some("A"), 0, 0);
     let one_each = || Value::map([("concurrency", Value::from(1i64))]);
     for _ in 0..2 {
-        out.push(pull(&mut side, Some(one_each())));
+        p.pull(Some(one_each()));
     }
-    out.push(pull(&mut side, None));
-    let r = side.raw.command("GetJobCounts", std::slice::from_ref(&q));
-    out.push(step(&mut side, r));
-    out
+    p.pull(None);
+    p.command("GetJobCounts", vec![]);
+    p.out
 }
 
 /// Grouped jobs are pulled after a restart of SQLite mode as bunqueue's SQLite mode pulls
@@ -1624,11 +1645,9 @@ fn grouped_restart_program(
     ids: Option<Vec<String>>,
 ) -> (Vec<Json>, Vec<String>) {
     let queue = format!("diff-lanes-restart-{}", std::process::id());
-    let q = ("queue", Value::from(queue.as_str()));
-    let mut side = side_at(addr);
-    let mut out = Vec::new();
+    let mut p = LaneProgram::new(addr, queue);
     let Some(ids) = ids else {
-        let jobs: [(Option<&str>, i64); 8] = [
+        let jobs = [
             (Some("a"), 1),
             (Some("b"), 2),
             (Some("d"), 0),
@@ -1639,38 +1658,22 @@ fn grouped_restart_program(
             (Some("a"), 1),
         ];
         for (slot, (group, priority)) in jobs.into_iter().enumerate() {
-            let mut f = vec![
-                q.clone(),
-                ("name", Value::from("diff")),
-                ("data", Value::map([("slot", Value::from(slot as i64))])),
-                ("priority", Value::from(priority)),
-                ("durable", Value::from(true)),
-            ];
-            f.extend(group.map(|g| ("groupId", Value::from(g))));
-            let r = side.raw.command("PUSH", &f);
-            out.push(step(&mut side, r));
+            p.push(slot as i64, group, priority, 0);
         }
-        return (out, side.ids);
+        return (p.out, p.side.ids);
     };
-    side.ids = ids;
-    let batch = [
-        q.clone(),
-        ("count", Value::from(10i64)),
-        ("timeout", Value::from(0i64)),
-    ];
-    let r = side.raw.command("PULLB", &batch);
-    let mut pulled = step(&mut side, r);
+    p.side.ids = ids;
+    p.pull_batch(10);
     // The timeline of a job that has not failed for good is not kept across a restart (an
     // intended difference, docs/broker.md): left out.
-    if let Some(jobs) = pulled.get_mut("jobs").and_then(Json::as_array_mut) {
-        for job in jobs.iter_mut().filter_map(Json::as_object_mut) {
+    let pulled = p.out.last_mut().and_then(|r| r.get_mut("jobs"));
+    for job in pulled.and_then(Json::as_array_mut).into_iter().flatten() {
+        if let Some(job) = job.as_object_mut() {
             job.remove("timeline");
         }
     }
-    out.push(pulled);
-    let r = side.raw.command("GetJobCounts", std::slice::from_ref(&q));
-    out.push(step(&mut side, r));
-    (out, side.ids)
+    p.command("GetJobCounts", vec![]);
+    (p.out, p.side.ids)
 }
 
 /// What the replay of a written custom-id add relies on, compared on both servers: a live

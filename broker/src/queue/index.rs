@@ -28,8 +28,10 @@ pub(crate) struct QueueIndex {
     ready: BTreeMap<ReadyKey, String>,
     /// The ready jobs with a group, lane by group (see `lanes`).
     lanes: GroupLanes,
-    /// (run_at rounded up, seq) → id.
-    delayed: BTreeMap<(i64, u64), String>,
+    /// (run_at rounded up, seq) → id, and whether the job has a group.
+    delayed: BTreeMap<(i64, u64), (String, bool)>,
+    /// How many delayed jobs have a group (see [`holds_grouped`](Self::holds_grouped)).
+    delayed_grouped: u64,
     /// The ready jobs with a priority above 0.
     prioritized: u64,
     /// Jobs in `waiting-children` (they are in no other index).
@@ -71,18 +73,33 @@ impl QueueIndex {
 
     /// Files a delayed job under its due time.
     pub fn file_delayed(&mut self, rec: &JobRecord) {
-        self.delayed.insert(delayed_key(rec), rec.id.clone());
+        let grouped = group_of(rec).is_some();
+        let before = self
+            .delayed
+            .insert(delayed_key(rec), (rec.id.clone(), grouped));
+        if grouped && before.is_none() {
+            self.delayed_grouped += 1;
+        }
     }
 
     /// Takes a delayed job out (by its record as it was filed).
     pub fn undelay(&mut self, rec: &JobRecord) {
-        self.delayed.remove(&delayed_key(rec));
+        if let Some((_, true)) = self.delayed.remove(&delayed_key(rec)) {
+            self.delayed_grouped = self.delayed_grouped.saturating_sub(1);
+        }
     }
 
     /// Takes out the first delayed job due at `now`, if any.
     pub fn pop_due(&mut self, now: f64) -> Option<String> {
         let entry = self.delayed.first_entry()?;
-        ((entry.key().0 as f64) <= now).then(|| entry.remove())
+        if (entry.key().0 as f64) > now {
+            return None;
+        }
+        let (id, grouped) = entry.remove();
+        if grouped {
+            self.delayed_grouped = self.delayed_grouped.saturating_sub(1);
+        }
+        Some(id)
     }
 
     /// When the first delayed job is due.
@@ -92,13 +109,27 @@ impl QueueIndex {
 
     /// The ready job a pull takes next, as bunqueue's group scheduler picks it: the first
     /// without a group, else the head of the first lane from the cursor whose group is
-    /// `eligible` (each group asked once). It stays filed: the caller takes it out with
+    /// `eligible` (each group asked once). A pull's `affinity` narrows that while the queue
+    /// holds a grouped job: `Some(None)` takes only jobs without a group, `Some(Some(g))` only
+    /// the head of `g`'s lane. It stays filed: the caller takes it out with
     /// [`take`](Self::take), or with [`unready`](Self::unready) when it drops it.
-    pub fn next_ready(&self, eligible: impl FnMut(&str) -> bool) -> Option<&String> {
-        match self.ready.first_key_value() {
-            Some((_, id)) => Some(id),
-            None => self.lanes.first_eligible(eligible).map(|(_, id)| id),
+    pub fn next_ready(
+        &self,
+        affinity: Option<Option<&str>>,
+        mut eligible: impl FnMut(&str) -> bool,
+    ) -> Option<&String> {
+        let first = self.ready.first_key_value().map(|(_, id)| id);
+        match affinity.filter(|_| self.holds_grouped()) {
+            None => first.or_else(|| self.lanes.first_eligible(eligible).map(|(_, id)| id)),
+            Some(None) => first,
+            Some(Some(group)) => self.lanes.head(group).filter(|_| eligible(group)),
         }
+    }
+
+    /// Whether a job with a group is ready or delayed: when bunqueue's queue has a group
+    /// scheduler, which a pull's affinity needs.
+    fn holds_grouped(&self) -> bool {
+        !self.lanes.is_empty() || self.delayed_grouped > 0
     }
 
     /// Takes out a ready job a pull hands out (by its record as it was filed): its group's
@@ -133,12 +164,12 @@ impl QueueIndex {
         self.ready
             .values()
             .chain(self.lanes.ids())
-            .chain(self.delayed.values())
+            .chain(self.delayed_ids())
     }
 
     /// The delayed jobs, soonest due first.
     pub fn delayed_ids(&self) -> impl Iterator<Item = &String> {
-        self.delayed.values()
+        self.delayed.values().map(|(id, _)| id)
     }
 
     /// How many ready jobs there are.
@@ -300,7 +331,7 @@ mod tests {
     /// Takes every ready job as pulls do, one at a time, every group eligible.
     fn take_all(q: &mut QueueIndex, recs: &[JobRecord]) -> Vec<String> {
         let mut got = Vec::new();
-        while let Some(id) = q.next_ready(|_| true).cloned() {
+        while let Some(id) = q.next_ready(None, |_| true).cloned() {
             let Some(r) = recs.iter().find(|r| r.id == id) else {
                 break;
             };
@@ -333,6 +364,35 @@ mod tests {
         assert_eq!(listed, ["u2", "u1", "a2", "a1", "b1"]);
         assert_eq!(take_all(&mut q, &recs), ["u2", "u1", "a2", "b1", "a1"]);
         assert!(q.is_idle());
+    }
+
+    /// A pull's affinity narrows it to the jobs without a group (`null`) or to one group's,
+    /// while the queue holds a grouped job (ready or delayed); without one it is not looked at.
+    #[test]
+    fn affinity_narrows_a_pull_while_the_queue_holds_a_grouped_job() {
+        let mut q = QueueIndex::default();
+        let u = rec("u", 0, 0.0);
+        q.file_ready(&u);
+        let first = |q: &QueueIndex, a| q.next_ready(a, |_| true).cloned();
+        assert_eq!(first(&q, Some(Some("b"))).as_deref(), Some("u"));
+        let mut d = grouped("d", "a", 0, 1);
+        d.run_at = 100.0;
+        q.file_delayed(&d);
+        assert_eq!(first(&q, Some(Some("b"))), None, "a delayed grouped job");
+        assert_eq!(first(&q, Some(None)).as_deref(), Some("u"));
+        let (a1, b1) = (grouped("a1", "a", 0, 2), grouped("b1", "b", 0, 3));
+        q.file_ready(&a1);
+        q.file_ready(&b1);
+        assert_eq!(first(&q, Some(Some("b"))).as_deref(), Some("b1"));
+        assert_eq!(q.next_ready(Some(Some("b")), |g| g != "b"), None);
+        q.unready(&u);
+        assert_eq!(first(&q, Some(None)), None);
+        assert_eq!(first(&q, None).as_deref(), Some("a1"));
+        q.undelay(&d);
+        q.unready(&a1);
+        q.unready(&b1);
+        assert!(q.is_idle());
+        assert_eq!(q.delayed_grouped, 0);
     }
 
     /// Ready jobs count as waiting or prioritized, or as paused while the queue is paused;

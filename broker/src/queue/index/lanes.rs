@@ -124,6 +124,11 @@ impl GroupLanes {
         None
     }
 
+    /// The head of `group`'s lane, if it has one.
+    pub fn head(&self, group: &str) -> Option<&String> {
+        self.lanes.get(group)?.jobs.values().next()
+    }
+
     /// The ids of every job in the lanes, lane by lane from the cursor, each in its order.
     pub fn ids(&self) -> impl Iterator<Item = &String> {
         let mut group = self.cursor.as_deref();

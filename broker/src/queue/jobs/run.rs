@@ -137,9 +137,9 @@ impl Jobs {
 
     /// Takes up to `spec.count` ready jobs of a queue not paused and hands them out, in
     /// bunqueue's order: those without a group first, highest priority first, FIFO within a
-    /// priority; then the groups' in turn (see `index`). A group that is not eligible (see
-    /// `limits::groups`) is passed over, its jobs keeping their place; a limit that refuses
-    /// ends the pull with what it has.
+    /// priority; then the groups' in turn (see `index`), or only those the pull's `affinity`
+    /// names. A group that is not eligible (see `limits::groups`) is passed over, its jobs
+    /// keeping their place; a limit that refuses ends the pull with what it has.
     pub fn pull(
         &mut self,
         spec: &PullSpec<'_>,
@@ -152,12 +152,13 @@ impl Jobs {
             return taken;
         }
         self.promote(spec.queue, now);
+        let affinity = group.and_then(|g| g.affinity.as_ref().map(Option::as_deref));
         while taken.handed.len() < spec.count {
             let Some(q) = self.queues.get_mut(spec.queue) else {
                 break;
             };
             let eligible = |g: &str| limits.group_eligible(spec.queue, g, group, now);
-            let Some(id) = q.next_ready(eligible).cloned() else {
+            let Some(id) = q.next_ready(affinity, eligible).cloned() else {
                 break;
             };
             let Some(e) = self.map.get(&id) else {

@@ -415,6 +415,7 @@ mod tests {
         let d = PullGroup {
             concurrency: Some(1),
             limit: None,
+            affinity: None,
         };
         let ids = |p: Vec<Pulled>| p.into_iter().map(|p| p.id).collect::<Vec<_>>();
         let got = ids(s.pull_in_groups(&spec(10), Some(&d), 1.0));
@@ -445,6 +446,7 @@ mod tests {
         let d = PullGroup {
             concurrency: Some(2),
             limit: None,
+            affinity: None,
         };
         let got = s.pull_in_groups(&spec, Some(&d), 1.0);
         assert_eq!(got.len(), 2, "one of a (its override), then b");

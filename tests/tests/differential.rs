@@ -1480,7 +1480,8 @@ fn group_max_size_like_bunqueue() {
 /// PULLB, whole jobs compared, with what moves a group's turn: a job without a group added
 /// between pulls, a delayed grouped job promoted (its group joins the turns last), a
 /// ChangePriority on a group's only ready job (it leaves the turns and joins again last), a
-/// paused group passed over and resumed, and a pull whose group concurrency holds back the
+/// paused group passed over and resumed, pulls with an affinity (one group's jobs, or with
+/// `null` only those without a group; none once no grouped job waits), and a pull whose group concurrency holds back the
 /// groups with a job running. Against bunqueue, the broker in memory and the broker on
 /// SQLite.
 #[test]
@@ -1595,11 +1596,19 @@ fn grouped_pull_program(addr: std::net::SocketAddr) -> Vec<Json> {
     p.pull_batch(3);
     p.push(12, Some("E"), 0, 0);
     p.push(13, Some("A"), 0, 0);
+    p.push(14, Some("A"), 0, 0);
+    p.push(15, None, 0, 0);
+    for affinity in [Value::from("A"), Value::Nil, Value::from("Z"), Value::Nil] {
+        p.pull(Some(Value::map([("affinity", affinity)])));
+    }
     let one_each = || Value::map([("concurrency", Value::from(1i64))]);
     for _ in 0..2 {
         p.pull(Some(one_each()));
     }
     p.pull(None);
+    // No grouped job waits any more: an affinity is not looked at.
+    p.push(16, None, 0, 0);
+    p.pull(Some(Value::map([("affinity", Value::from("A"))])));
     p.command("GetJobCounts", vec![]);
     p.out
 }

@@ -143,6 +143,7 @@ impl State {
             }
             s.admit(rec);
         }
+        s.jobs.order_lanes_as_recovered();
         Ok(s)
     }
 

@@ -173,6 +173,42 @@ fn group_controls_survive_a_restart_and_hold_pulls_back() {
     );
 }
 
+/// Grouped jobs are pulled after a restart as bunqueue's SQLite mode pulls them: within a
+/// group by priority, lowest first, then in the order they were added (kept with the job);
+/// the groups take turns in the order its recovery files them, by their first job in
+/// priority order (highest first), then run time and id.
+#[test]
+fn grouped_jobs_keep_their_order_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    across_restart(
+        &dir.path().join("jobs.db"),
+        |c| {
+            for (data, group, priority) in [
+                (1, "a", 1),
+                (2, "b", 2),
+                (3, "c", 0),
+                (4, "a", 0),
+                (5, "b", 0),
+                (6, "a", 1),
+            ] {
+                let extra = vec![("groupId", s(group)), ("priority", int(priority))];
+                push(c, "q", int(data), extra);
+            }
+        },
+        |c, ()| {
+            let r = c.call("PULLB", vec![("queue", s("q")), ("count", int(10))]);
+            let jobs = r.get("jobs").and_then(Value::as_array).expect("jobs");
+            let got: Vec<i64> = jobs
+                .iter()
+                .filter_map(|j| j.get("data").and_then(Value::as_i64))
+                .collect();
+            // Turns b (its job of priority 2), a (1), c (0 and added first); in a, 4 before
+            // 1 before 6.
+            assert_eq!(got, [5, 4, 3, 2, 1, 6]);
+        },
+    );
+}
+
 #[test]
 fn job_schedulers_survive_a_restart_with_their_executions() {
     let dir = tempfile::tempdir().unwrap();

@@ -25,8 +25,12 @@
 //! with the pull's lockTtl and a heartbeat, maxStalls, a job's timeout and ttl, a delay running
 //! out, stall detection without a lock, the DLQ they fill) on both servers at once, each side
 //! waiting for its own jobs to leave `active`, outcomes compared. A group's `maxSize` is
-//! [`group_max_size_like_bunqueue`] (bunqueue pulls grouped jobs in its group scheduler's
-//! order, which the broker does not follow, so grouped jobs are not in the random programs).
+//! [`group_max_size_like_bunqueue`].
+//!
+//! Some jobs of the random programs carry a `groupId`, one of three, so their pulls take the
+//! groups in turn as bunqueue's group scheduler does; what moves the turns is the fixed
+//! [`grouped_jobs_pulled_like_bunqueue`], and their order across a SQLite restart
+//! [`grouped_jobs_pulled_like_bunqueue_after_a_restart`].
 //!
 //! Flows are [`flows_like_bunqueue`]: one fixed program (PUSHF refusals, a tree whose
 //! children carry each failure policy, a `dependsOn` chain, WaitJob), as a flow's ids are the
@@ -53,7 +57,8 @@
 //! progress as each mode reads it back is [`progress_like_bunqueue_in_each_mode`], the one
 //! program run against bunqueue on SQLite too.
 //!
-//! Not compared yet: events, group limits; and what the broker refuses as not
+//! Not compared yet: events, group rate limits (a paused group and a pull's group concurrency
+//! are in [`grouped_jobs_pulled_like_bunqueue`]); and what the broker refuses as not
 //! supported (README lists them). What is left out of the comparison on purpose is listed in
 //! [`normalise`] and at the steps concerned, with the reason.
 
@@ -261,6 +266,8 @@ struct JobPlan {
     attempts: i64,
     /// Which of the other add options it carries (see [`Side::job_fields`]), one bit each.
     options: u64,
+    /// Its `groupId`, one of a few, so that groups take turns.
+    group: Option<&'static str>,
 }
 
 /// The program of `seed`: `steps` steps over one queue.
@@ -280,6 +287,11 @@ fn program(seed: u64, steps: usize) -> Vec<Step> {
             delay: if rng.chance(15) { 3_600_000 } else { 0 },
             attempts: 1 + rng.below(3) as i64,
             options: if rng.chance(40) { rng.below(256) } else { 0 },
+            group: if rng.chance(40) {
+                Some(["g1", "g2", "g3"][rng.below(3) as usize])
+            } else {
+                None
+            },
         }
     };
     let mut out = Vec::with_capacity(steps);
@@ -485,6 +497,9 @@ impl Side {
         }
         if bit(7) {
             f.push(("lifo", Value::from(true)));
+        }
+        if let Some(g) = p.group {
+            f.push(("groupId", Value::from(g)));
         }
         f
     }
@@ -1362,8 +1377,6 @@ fn time_passes_like_bunqueue() {
 /// A group's `maxSize`, compared on both servers: pushes past it are refused (PUSH and PUSHB,
 /// the batch's own jobs counted), a pulled job leaves the count, other groups are apart; then
 /// the groups' counts (GetGroupJobsCount, GetGroupsJobsCount, GetGroupActiveCount).
-/// A fixed program, not in the random ones: bunqueue pulls grouped jobs through its group
-/// scheduler, an order the broker does not follow (README), so random pulls would diverge.
 #[test]
 fn group_max_size_like_bunqueue() {
     let run = |target: Target| -> Vec<Json> {
@@ -1459,6 +1472,217 @@ fn group_max_size_like_bunqueue() {
     };
     let (a, b) = on_both_servers(run);
     assert_steps_agree("group maxSize program", &numbered(a), &numbered(b));
+}
+
+/// Grouped jobs are pulled in bunqueue's group-scheduler order: the jobs without a group
+/// first (highest priority first), then the groups in turn, one job each, each group's jobs
+/// lowest priority first, then in the order they were added. Pulled one at a time and in a
+/// PULLB, whole jobs compared, with what moves a group's turn: a job without a group added
+/// between pulls, a delayed grouped job promoted (its group joins the turns last), a
+/// ChangePriority on a group's only ready job (it leaves the turns and joins again last), a
+/// paused group passed over and resumed, pulls with an affinity (one group's jobs, or with
+/// `null` only those without a group; none once no grouped job waits), and a pull whose group concurrency holds back the
+/// groups with a job running. Against bunqueue, the broker in memory and the broker on
+/// SQLite.
+#[test]
+fn grouped_jobs_pulled_like_bunqueue() {
+    let (a, b) = on_both_servers(|t| grouped_pull_program(t.shared()));
+    assert_steps_agree("grouped pull program", &numbered(a.clone()), &numbered(b));
+    let c = grouped_pull_program(sqlite_broker());
+    assert_steps_agree(
+        "grouped pull program (broker on SQLite)",
+        &numbered(a),
+        &numbered(c),
+    );
+}
+
+/// One side of the grouped pull programs: a connection, the queue, and the steps taken.
+struct LaneProgram {
+    side: Side,
+    queue: String,
+    out: Vec<Json>,
+}
+
+impl LaneProgram {
+    fn new(addr: std::net::SocketAddr, queue: String) -> LaneProgram {
+        LaneProgram {
+            side: side_at(addr),
+            queue,
+            out: Vec::new(),
+        }
+    }
+
+    /// `cmd` on the queue with `fields`, its reply noted as a step.
+    fn command(&mut self, cmd: &str, fields: Vec<(&str, Value)>) {
+        let mut f = vec![("queue", Value::from(self.queue.as_str()))];
+        f.extend(fields);
+        let r = self.side.raw.command(cmd, &f);
+        let noted = step(&mut self.side, r);
+        self.out.push(noted);
+    }
+
+    /// A PUSH of job `slot`, in `group` when given, delayed by `delay` ms when above 0.
+    fn push(&mut self, slot: i64, group: Option<&str>, priority: i64, delay: i64) {
+        let mut f = vec![
+            ("name", Value::from("diff")),
+            ("data", Value::map([("slot", Value::from(slot))])),
+            ("priority", Value::from(priority)),
+            ("durable", Value::from(true)),
+        ];
+        f.extend(group.map(|g| ("groupId", Value::from(g))));
+        if delay > 0 {
+            f.push(("delay", Value::from(delay)));
+        }
+        self.command("PUSH", f);
+    }
+
+    /// A PULL that does not wait, with the group defaults `group` when given.
+    fn pull(&mut self, group: Option<Value>) {
+        let mut f = vec![("timeout", Value::from(0i64))];
+        f.extend(group.map(|g| ("group", g)));
+        self.command("PULL", f);
+    }
+
+    /// A PULLB of up to `count` jobs that does not wait.
+    fn pull_batch(&mut self, count: i64) {
+        let f = vec![
+            ("count", Value::from(count)),
+            ("timeout", Value::from(0i64)),
+        ];
+        self.command("PULLB", f);
+    }
+
+    /// `cmd` on the job of `slot`, with `extra` fields.
+    fn by_id(&mut self, cmd: &str, slot: usize, extra: Vec<(&'static str, Value)>) {
+        let mut f = vec![("id", Value::from(self.side.id(slot)))];
+        f.extend(extra);
+        let r = self.side.raw.command(cmd, &f);
+        let noted = step(&mut self.side, r);
+        self.out.push(noted);
+    }
+}
+
+/// See [`grouped_jobs_pulled_like_bunqueue`].
+fn grouped_pull_program(addr: std::net::SocketAddr) -> Vec<Json> {
+    let mut p = LaneProgram::new(addr, format!("diff-lanes-{}", std::process::id()));
+    let jobs = [
+        (Some("A"), 0),
+        (Some("B"), 5),
+        (None, 0),
+        (Some("A"), 2),
+        (Some("C"), 0),
+        (Some("A"), 0),
+        (None, 3),
+        (Some("B"), 0),
+        (Some("C"), 1),
+        (Some("B"), 5),
+    ];
+    for (slot, (group, priority)) in jobs.into_iter().enumerate() {
+        p.push(slot as i64, group, priority, 0);
+    }
+    p.push(10, Some("D"), 0, 3_600_000);
+    for _ in 0..5 {
+        p.pull(None);
+    }
+    p.push(11, None, 0, 0);
+    p.pull(None);
+    p.by_id("Promote", 10, vec![]);
+    p.by_id("ChangePriority", 8, vec![("priority", Value::from(9i64))]);
+    p.command("PauseGroup", vec![("groupId", Value::from("B"))]);
+    for _ in 0..3 {
+        p.pull(None);
+    }
+    p.command("ResumeGroup", vec![("groupId", Value::from("B"))]);
+    p.pull_batch(3);
+    p.push(12, Some("E"), 0, 0);
+    p.push(13, Some("A"), 0, 0);
+    p.push(14, Some("A"), 0, 0);
+    p.push(15, None, 0, 0);
+    for affinity in [Value::from("A"), Value::Nil, Value::from("Z"), Value::Nil] {
+        p.pull(Some(Value::map([("affinity", affinity)])));
+    }
+    let one_each = || Value::map([("concurrency", Value::from(1i64))]);
+    for _ in 0..2 {
+        p.pull(Some(one_each()));
+    }
+    p.pull(None);
+    // No grouped job waits any more: an affinity is not looked at.
+    p.push(16, None, 0, 0);
+    p.pull(Some(Value::map([("affinity", Value::from("A"))])));
+    p.command("GetJobCounts", vec![]);
+    p.out
+}
+
+/// Grouped jobs are pulled after a restart of SQLite mode as bunqueue's SQLite mode pulls
+/// them: each group's jobs in the order they had (priority, lowest first, then the order they
+/// were added, kept with the job), the groups in the order its recovery files them (by their
+/// first job in priority order, highest first, then run time and id). Jobs added, the server
+/// stopped and started again on its database, then pulled in one PULLB: bunqueue on SQLite
+/// against the broker on SQLite.
+#[test]
+fn grouped_jobs_pulled_like_bunqueue_after_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bq_db = dir.path().join("bunqueue.db");
+    let start_bq = || {
+        autobatch_tests::BunqueueServer::start(autobatch_tests::ServerOptions::sqlite(&bq_db))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let mut bunqueue = start_bq();
+    let (mut a, ids) = grouped_restart_program(bunqueue.addr(), None);
+    bunqueue.stop().expect("stop bunqueue");
+    let bunqueue = start_bq();
+    a.extend(grouped_restart_program(bunqueue.addr(), Some(ids)).0);
+    let config =
+        || autobatch_broker::BrokerConfig::default().data_path(dir.path().join("broker.db"));
+    let broker = autobatch_broker::EmbeddedBroker::start(config()).expect("broker on SQLite");
+    let (mut b, ids) = grouped_restart_program(broker.addr(), None);
+    broker.stop().expect("stop the broker");
+    let broker = autobatch_broker::EmbeddedBroker::start(config()).expect("broker restarted");
+    b.extend(grouped_restart_program(broker.addr(), Some(ids)).0);
+    broker.stop().expect("stop the broker");
+    assert_steps_agree(
+        "grouped pull program across a restart",
+        &numbered(a),
+        &numbered(b),
+    );
+}
+
+/// See [`grouped_jobs_pulled_like_bunqueue_after_a_restart`]: without `ids`, the adds before
+/// the restart; with the ids they made, the pulls after it. Returns the steps and the ids.
+fn grouped_restart_program(
+    addr: std::net::SocketAddr,
+    ids: Option<Vec<String>>,
+) -> (Vec<Json>, Vec<String>) {
+    let queue = format!("diff-lanes-restart-{}", std::process::id());
+    let mut p = LaneProgram::new(addr, queue);
+    let Some(ids) = ids else {
+        let jobs = [
+            (Some("a"), 1),
+            (Some("b"), 2),
+            (Some("d"), 0),
+            (None, 0),
+            (Some("c"), 0),
+            (Some("a"), 0),
+            (Some("b"), 0),
+            (Some("a"), 1),
+        ];
+        for (slot, (group, priority)) in jobs.into_iter().enumerate() {
+            p.push(slot as i64, group, priority, 0);
+        }
+        return (p.out, p.side.ids);
+    };
+    p.side.ids = ids;
+    p.pull_batch(10);
+    // The timeline of a job that has not failed for good is not kept across a restart (an
+    // intended difference, docs/broker.md): left out.
+    let pulled = p.out.last_mut().and_then(|r| r.get_mut("jobs"));
+    for job in pulled.and_then(Json::as_array_mut).into_iter().flatten() {
+        if let Some(job) = job.as_object_mut() {
+            job.remove("timeline");
+        }
+    }
+    p.command("GetJobCounts", vec![]);
+    (p.out, p.side.ids)
 }
 
 /// What the replay of a written custom-id add relies on, compared on both servers: a live

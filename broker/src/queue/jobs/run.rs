@@ -2,12 +2,15 @@
 //! of its run, completed, failed, retried or stalled. What follows for the other concerns
 //! (the running jobs, the limits' slots, the DLQ, events) is the caller's.
 
+use std::cmp::Reverse;
+
 use autobatch_core::ops::StallConfig;
 use autobatch_core::wire::Value;
 
 use super::{index_in, ms, retry_delay, update_op, Entry, Jobs, Lock, RunInfo};
 use crate::conn_id::ConnId;
 use crate::queue::failure::Failure;
+use crate::queue::index::priority_rank;
 use crate::queue::limits::groups::PullGroup;
 use crate::queue::limits::Limits;
 use crate::queue::timeline::{self, Attempt, Step};
@@ -111,10 +114,32 @@ impl Jobs {
         dlq
     }
 
-    /// Takes up to `spec.count` ready jobs of a queue not paused, highest priority first,
-    /// FIFO within a priority, and hands them out. The jobs of a group that is not eligible
-    /// (see `limits::groups`) keep their place and are passed over; a limit that refuses
-    /// ends the pull with what it has.
+    /// After a restart filed its jobs: each queue's groups take turns in the order bunqueue's
+    /// recovery files them (it loads the waiting jobs by priority, highest first, then run
+    /// time, then id, and a group's lane joins the ring with its first job loaded).
+    pub fn order_lanes_as_recovered(&mut self) {
+        for q in self.queues.values_mut() {
+            let mut firsts: Vec<(RecoveryKey<'_>, &String)> = q
+                .lane_groups()
+                .filter_map(|(group, ids)| {
+                    let first = ids
+                        .filter_map(|id| self.map.get(id))
+                        .map(|e| recovery_key(&e.rec))
+                        .min()?;
+                    Some((first, group))
+                })
+                .collect();
+            firsts.sort();
+            let order: Vec<String> = firsts.into_iter().map(|(_, g)| g.clone()).collect();
+            q.relink_lanes(&order);
+        }
+    }
+
+    /// Takes up to `spec.count` ready jobs of a queue not paused and hands them out, in
+    /// bunqueue's order: those without a group first, highest priority first, FIFO within a
+    /// priority; then the groups' in turn (see `index`), or only those the pull's `affinity`
+    /// names. A group that is not eligible (see `limits::groups`) is passed over, its jobs
+    /// keeping their place; a limit that refuses ends the pull with what it has.
     pub fn pull(
         &mut self,
         spec: &PullSpec<'_>,
@@ -127,36 +152,32 @@ impl Jobs {
             return taken;
         }
         self.promote(spec.queue, now);
-        let mut passed = Vec::new();
+        let affinity = group.and_then(|g| g.affinity.as_ref().map(Option::as_deref));
         while taken.handed.len() < spec.count {
             let Some(q) = self.queues.get_mut(spec.queue) else {
                 break;
             };
-            let Some((key, id)) = q.pop_ready() else {
+            let eligible = |g: &str| limits.group_eligible(spec.queue, g, group, now);
+            let Some(id) = q.next_ready(affinity, eligible).cloned() else {
                 break;
             };
-            let Some(e) = self.map.get_mut(&id) else {
+            let Some(e) = self.map.get(&id) else {
+                q.purge(&id);
                 continue;
             };
-            if let Some(g) = &e.run.group {
-                if !limits.group_eligible(spec.queue, g, group, now) {
-                    passed.push((key, id));
-                    continue;
-                }
-            }
             // bunqueue's pull drops a job older than its ttl, silently (no event).
             let expired = e.run.ttl.is_some_and(|ttl| now > e.rec.created_at + ttl);
-            // A limit is asked only for a job that would be handed out; when it refuses, the
-            // job keeps its place and the pull ends with what it has (see `limits`).
-            if !expired && !limits.acquire(spec.queue, now) {
-                q.put_back(&e.rec);
-                break;
-            }
-            q.taken(&e.rec);
             if expired {
+                q.unready(&e.rec);
                 taken.expired.push(id);
                 continue;
             }
+            // A limit is asked only for a job that would be handed out; when it refuses, the
+            // job keeps its place and the pull ends with what it has (see `limits`).
+            if !limits.acquire(spec.queue, now) {
+                break;
+            }
+            q.take(&e.rec);
             if let Some(g) = &e.run.group {
                 limits.group_started(spec.queue, g);
                 limits.group_acquired(spec.queue, g, group, now);
@@ -164,9 +185,6 @@ impl Jobs {
             q.active += 1;
             let token = self.hand_out(&id, spec, now);
             taken.handed.push((id, token));
-        }
-        if !passed.is_empty() {
-            self.index(spec.queue).put_back_all(passed);
         }
         taken
     }
@@ -463,6 +481,20 @@ impl Jobs {
         self.refile(id, run_at, now);
         Some(stalls)
     }
+}
+
+/// See [`recovery_key`].
+type RecoveryKey<'a> = (Reverse<i64>, i64, &'a str);
+
+/// Where bunqueue's recovery loads a waiting job: by priority, highest first, then run time
+/// (each number as an integer in its order), then id.
+fn recovery_key(rec: &JobRecord) -> RecoveryKey<'_> {
+    let rank = priority_rank;
+    (
+        Reverse(rank(rec.priority)),
+        rank(rec.run_at),
+        rec.id.as_str(),
+    )
 }
 
 /// Notes a step in a job's timeline.

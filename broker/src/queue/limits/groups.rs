@@ -19,11 +19,14 @@ use std::collections::HashMap;
 
 use autobatch_core::wire::Value;
 
-/// The group defaults a pull sends (`group: {concurrency, limit: {max, duration}}`).
+/// The group defaults a pull sends (`group: {concurrency, limit: {max, duration}, affinity}`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct PullGroup {
     pub concurrency: Option<u64>,
     pub limit: Option<GroupRate>,
+    /// `affinity`: unset (`None`), `null` (`Some(None)`: only jobs without a group) or a
+    /// group id (only that group's jobs); applied while the queue holds a grouped job.
+    pub affinity: Option<Option<String>>,
 }
 
 /// A group rate limit: `max` jobs per `duration` ms.
@@ -380,10 +383,12 @@ pub(crate) fn pull_group(raw: &Value) -> Result<Option<PullGroup>, String> {
         Some(g @ Value::Map(_)) => g,
         Some(_) => return Err("group must be an object".into()),
     };
-    match group.get("affinity") {
-        None | Some(Value::Undefined | Value::Nil | Value::Str(_)) => {}
+    let affinity = match group.get("affinity") {
+        None | Some(Value::Undefined) => None,
+        Some(Value::Nil) => Some(None),
+        Some(Value::Str(s)) => Some(Some(s.clone())),
         Some(_) => return Err("group.affinity must be a string or null".into()),
-    }
+    };
     let concurrency = match group.get("concurrency") {
         None | Some(Value::Undefined) => None,
         c => Some(positive_safe_integer(c, "group.concurrency")?),
@@ -396,7 +401,11 @@ pub(crate) fn pull_group(raw: &Value) -> Result<Option<PullGroup>, String> {
         }),
         Some(_) => return Err("group.limit must be an object".into()),
     };
-    Ok(Some(PullGroup { concurrency, limit }))
+    Ok(Some(PullGroup {
+        concurrency,
+        limit,
+        affinity,
+    }))
 }
 
 #[cfg(test)]
@@ -407,6 +416,7 @@ mod tests {
         PullGroup {
             concurrency,
             limit: limit.map(|(max, duration)| GroupRate { max, duration }),
+            affinity: None,
         }
     }
 

@@ -322,21 +322,21 @@ mod tests {
             (s.jobs.group_queued("q", "g"), s.jobs.groups_queued("q")),
             (2, 3)
         );
-        let got = pull(&mut s, 2, 1.0);
+        // The job without a group first, then g, h and g take turns.
+        assert_eq!(pull(&mut s, 1, 1.0).len(), 1);
+        let got = pull(&mut s, 3, 1.0);
         assert_eq!(s.group_active_count("q", "g"), 2);
         assert_eq!(
             (s.jobs.group_queued("q", "g"), s.jobs.groups_queued("q")),
-            (0, 1)
+            (0, 0)
         );
-        // #0 fails and waits for its retry (released), then a late ACK releases it again,
-        // as bunqueue's count does: it reads 0 while #1 still runs.
+        // g's first job fails and waits for its retry (released), then a late ACK releases it
+        // again, as bunqueue's count does: it reads 0 while g's second job still runs.
         s.fail(&got[0].id, None, Failure::new(None), 2.0)
             .expect("fail");
         assert_eq!(s.group_active_count("q", "g"), 1);
         s.ack(&got[0].id, None, None, false, 3.0).expect("ack");
         assert_eq!(s.group_active_count("q", "g"), 0);
-        assert!(s.limits.group_active.is_empty(), "freed at 0");
-        pull(&mut s, 1, 3.0);
         assert_eq!(s.group_active_count("q", "h"), 1);
         s.obliterate("q");
         assert_eq!(s.group_active_count("q", "h"), 0);
@@ -392,6 +392,41 @@ mod tests {
         assert_eq!(got.iter().map(|p| &p.id).collect::<Vec<_>>(), [&a1, &a2]);
     }
 
+    /// A pull takes the jobs without a group first, then one job per group in turn; a group
+    /// at its concurrency is passed over and the others keep their turns; once a job of it
+    /// finishes, its turn comes again.
+    #[test]
+    fn groups_take_turns_and_one_at_its_concurrency_is_passed_over() {
+        use crate::queue::limits::groups::PullGroup;
+        let mut s = state();
+        let a1 = add_grouped(&mut s, "a");
+        let a2 = add_grouped(&mut s, "a");
+        let b1 = add_grouped(&mut s, "b");
+        let u = add(&mut s, 1).remove(0);
+        let b2 = add_grouped(&mut s, "b");
+        let c1 = add_grouped(&mut s, "c");
+        let spec = |count| PullSpec {
+            queue: "q",
+            count,
+            locked: false,
+            lock_ttl: 0,
+            tie_to: None,
+        };
+        let d = PullGroup {
+            concurrency: Some(1),
+            limit: None,
+            affinity: None,
+        };
+        let ids = |p: Vec<Pulled>| p.into_iter().map(|p| p.id).collect::<Vec<_>>();
+        let got = ids(s.pull_in_groups(&spec(10), Some(&d), 1.0));
+        assert_eq!(got, [u, a1.clone(), b1.clone(), c1]);
+        s.ack(&b1, None, None, false, 2.0).expect("ack");
+        s.ack(&a1, None, None, false, 2.0).expect("ack");
+        // a's turn comes before b's: the ring is a, b (c left it), the cursor on a.
+        let got = ids(s.pull_in_groups(&spec(10), Some(&d), 3.0));
+        assert_eq!(got, [a2, b2]);
+    }
+
     #[test]
     fn group_concurrency_bounds_a_pull_that_sends_a_default() {
         use crate::queue::limits::groups::PullGroup;
@@ -411,6 +446,7 @@ mod tests {
         let d = PullGroup {
             concurrency: Some(2),
             limit: None,
+            affinity: None,
         };
         let got = s.pull_in_groups(&spec, Some(&d), 1.0);
         assert_eq!(got.len(), 2, "one of a (its override), then b");

@@ -23,7 +23,7 @@ use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
 use crate::conn_id::ConnId;
 use crate::events::{job_event, Events};
-use crate::store::{JobRecord, JobState, Store, StoreOp};
+use crate::store::{JobRecord, Stage, Store, StoreOp};
 pub(crate) use failure::Failure;
 use jobs::{update_op, Entry, Jobs};
 pub(crate) use jobs::{CleanState, FinishError, MoveError, PullSpec, DEFAULT_LOCK_TTL};
@@ -137,8 +137,8 @@ impl State {
             // A job that waited for its children waits no more until its links are put back
             // (`kept`, SQLite mode), which parks it again; without them nothing would ever
             // release it.
-            if matches!(rec.state, JobState::Active | JobState::WaitingChildren) {
-                rec.state = JobState::Waiting;
+            if matches!(rec.state, Stage::Active | Stage::WaitingChildren) {
+                rec.state = Stage::Waiting;
                 s.jobs.record(update_op(&rec));
             }
             s.admit(rec);
@@ -152,7 +152,7 @@ impl State {
         if let Some(k) = &rec.unique_key {
             self.unique.hold(&rec.queue, k, &rec.id);
         }
-        let id = (rec.state == JobState::Failed).then(|| rec.id.clone());
+        let id = (rec.state == Stage::Failed).then(|| rec.id.clone());
         if let (Some((queue, seq)), Some(id)) = (self.jobs.admit(rec), id) {
             self.dlq.file(&queue, seq, &id);
         }
@@ -457,7 +457,7 @@ impl State {
         // Obliterate drops running jobs without finishing them: forget those here.
         let jobs = &self.jobs;
         self.running
-            .retain(|id| jobs.state_of(id) == Some(JobState::Active));
+            .retain(|id| jobs.state_of(id) == Some(Stage::Active));
         for id in self.jobs.locks_expired(self.running.ids(), now) {
             self.expire_lock(&id, now);
         }
@@ -663,7 +663,7 @@ impl State {
         for id in ids {
             match self.jobs.state_of(id) {
                 None => continue,
-                Some(JobState::Waiting | JobState::Delayed | JobState::WaitingChildren) => {
+                Some(Stage::Waiting | Stage::Delayed | Stage::WaitingChildren) => {
                     if self.jobs.unqueue(id) {
                         self.forget(id);
                     }

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use autobatch_broker::store::{
-    count_rows, JobRecord, JobState, SqliteOptions, SqliteStore, Store, StoreOp,
+    count_rows, JobRecord, SqliteOptions, SqliteStore, Stage, Store, StoreOp,
 };
 use autobatch_broker::{BrokerConfig, EmbeddedBroker};
 use autobatch_core::wire::Value;
@@ -62,7 +62,7 @@ fn record(id: &str, seq: u64) -> JobRecord {
         remove_on_fail: false,
         durable: true,
         unique_key: None,
-        state: JobState::Waiting,
+        state: Stage::Waiting,
         result: None,
         failed_reason: None,
         options: None,

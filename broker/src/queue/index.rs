@@ -272,7 +272,7 @@ fn delayed_key(rec: &JobRecord) -> (i64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::JobState;
+    use crate::store::Stage;
     use autobatch_core::wire::Value;
 
     fn rec(id: &str, priority: i64, run_at: f64) -> JobRecord {
@@ -293,7 +293,7 @@ mod tests {
             remove_on_fail: false,
             durable: false,
             unique_key: None,
-            state: JobState::Waiting,
+            state: Stage::Waiting,
             result: None,
             failed_reason: None,
             options: None,

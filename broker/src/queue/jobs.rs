@@ -16,7 +16,7 @@ use super::index::QueueIndex;
 use super::journal::Journal;
 use super::timeline;
 use crate::conn_id::ConnId;
-use crate::store::{JobRecord, JobState, Store, StoreOp, SyncWaiter};
+use crate::store::{JobRecord, Stage, Store, StoreOp, SyncWaiter};
 
 /// Queue control: pause, listings, promote, priority, the jobs control takes out.
 mod control;
@@ -196,7 +196,7 @@ impl Jobs {
             let Some(e) = self.map.get_mut(&id) else {
                 continue;
             };
-            e.rec.state = JobState::Waiting;
+            e.rec.state = Stage::Waiting;
             q.file_ready(&e.rec);
             woke = true;
         }
@@ -259,7 +259,7 @@ impl Jobs {
         let Some(e) = self.map.get_mut(id) else {
             return false;
         };
-        if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
+        if matches!(e.rec.state, Stage::Completed | Stage::Failed) {
             return false;
         }
         e.rec.data = data;
@@ -273,7 +273,7 @@ impl Jobs {
         let Some(e) = self.map.get_mut(id) else {
             return;
         };
-        e.rec.state = JobState::Waiting;
+        e.rec.state = Stage::Waiting;
         let op = update_op(&e.rec);
         let q = index_in(&mut self.queues, &e.rec.queue);
         q.file_ready(&e.rec);
@@ -289,7 +289,7 @@ impl Jobs {
         e.run.shown_started = None;
         let delay = retry_delay(e.rec.backoff, e.rec.attempts, jitter);
         e.rec.run_at = now + delay;
-        e.rec.state = JobState::Delayed;
+        e.rec.state = Stage::Delayed;
         let op = update_op(&e.rec);
         index_in(&mut self.queues, &e.rec.queue).file_delayed(&e.rec);
         self.record(op);
@@ -352,8 +352,8 @@ impl Jobs {
         let mut dlq = None;
         if let Some(q) = self.queues.get_mut(&e.rec.queue) {
             match e.rec.state {
-                JobState::Completed => q.completed = q.completed.saturating_sub(1),
-                JobState::Failed => {
+                Stage::Completed => q.completed = q.completed.saturating_sub(1),
+                Stage::Failed => {
                     q.failed = q.failed.saturating_sub(1);
                     dlq = e.run.finished.map(|(_, n)| n);
                 }
@@ -407,8 +407,8 @@ impl Jobs {
             self.record(StoreOp::Put(Box::new(rec.clone())));
         }
         let first = match rec.state {
-            JobState::WaitingChildren => "waiting-children",
-            JobState::Delayed => "delayed",
+            Stage::WaitingChildren => "waiting-children",
+            Stage::Delayed => "delayed",
             _ if rec.priority > 0.0 => "prioritized",
             _ => "waiting",
         };
@@ -421,7 +421,7 @@ impl Jobs {
                 attempt: None,
             },
         );
-        let ready = rec.state == JobState::Waiting;
+        let ready = rec.state == Stage::Waiting;
         self.admit(rec);
         if parked {
             self.park(&id, queue, &links.depends_on, waits);
@@ -484,11 +484,11 @@ pub(in crate::queue) fn new_record(
         durable: o.durable.unwrap_or(false),
         unique_key: o.unique_key,
         state: if parked {
-            JobState::WaitingChildren
+            Stage::WaitingChildren
         } else if delay > 0.0 {
-            JobState::Delayed
+            Stage::Delayed
         } else {
-            JobState::Waiting
+            Stage::Waiting
         },
         result: None,
         failed_reason: None,
@@ -520,7 +520,7 @@ pub(in crate::queue) fn update_op(rec: &JobRecord) -> StoreOp {
 
 pub(in crate::queue) fn state_name(rec: &JobRecord) -> &'static str {
     match rec.state {
-        JobState::Waiting if rec.priority > 0.0 => "prioritized",
+        Stage::Waiting if rec.priority > 0.0 => "prioritized",
         s => s.as_str(),
     }
 }

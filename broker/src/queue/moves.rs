@@ -11,7 +11,7 @@ use autobatch_core::wire::Value;
 
 use super::dlq::Filter;
 use super::jobs::ParentEffect;
-use super::{CleanState, FinishError, JobState, MoveError, State, StoreOp};
+use super::{CleanState, FinishError, MoveError, Stage, State, StoreOp};
 use crate::events::{job_event, js_number, Fields};
 
 /// `{queue, jobId: "", timestamp}`: bunqueue's `paused` and `resumed`.
@@ -175,7 +175,7 @@ impl State {
         token: Option<&str>,
         now: f64,
     ) -> Result<(), MoveError> {
-        let was_active = self.jobs.state_of(id) == Some(JobState::Active);
+        let was_active = self.jobs.state_of(id) == Some(Stage::Active);
         self.unfile(id, token)?;
         self.jobs.refile(id, now + delay as f64, now);
         if was_active {
@@ -214,12 +214,12 @@ impl State {
             return Err(MoveError::State("unknown"));
         };
         match state {
-            JobState::Waiting => Ok(()),
-            JobState::Active | JobState::Delayed => {
+            Stage::Waiting => Ok(()),
+            Stage::Active | Stage::Delayed => {
                 let queue = self.jobs.queue_of(id).unwrap_or_default().to_owned();
                 self.unfile(id, token)?;
                 self.jobs.refile(id, now, now);
-                if state == JobState::Active {
+                if state == Stage::Active {
                     // bunqueue's moveActiveToWait: `waiting` with `prev: "active"`.
                     self.events.emit(&queue, "waiting", |ts| {
                         id_first(&queue, id, ts, [("prev", Value::from("active"))])
@@ -227,7 +227,7 @@ impl State {
                 }
                 Ok(())
             }
-            JobState::Failed => {
+            Stage::Failed => {
                 self.leave_dlq(id);
                 // bunqueue keeps the job's timeline, so GetJob still shows the last failure
                 // as `failedReason` (seen by the differential test).
@@ -235,8 +235,8 @@ impl State {
                 self.jobs.refile(id, now, now);
                 Ok(())
             }
-            JobState::Completed => Err(MoveError::State("completed")),
-            JobState::WaitingChildren => Err(MoveError::State("waiting-children")),
+            Stage::Completed => Err(MoveError::State("completed")),
+            Stage::WaitingChildren => Err(MoveError::State("waiting-children")),
         }
     }
 
@@ -511,7 +511,7 @@ impl State {
         token: Option<&str>,
     ) -> Result<bool, FinishError> {
         self.jobs.check_lock(id, token)?;
-        if self.jobs.state_of(id) != Some(JobState::Active) {
+        if self.jobs.state_of(id) != Some(Stage::Active) {
             return Ok(false);
         }
         self.finish(id)?;

@@ -9,7 +9,7 @@ use autobatch_core::wire::{Backoff, ChildFailure, Value};
 use super::progress::JobExtras;
 use super::Entry;
 use crate::events::js_number;
-use crate::store::{AddOptions, JobState};
+use crate::store::{AddOptions, Stage};
 
 use super::timeline::{Step, DEFAULT_STACK_TRACE_LIMIT};
 
@@ -37,7 +37,7 @@ fn strings(v: &[String]) -> Value {
 /// SQLite mode (`stored`) reads a completed job from its row, which its completion writes with
 /// progress 100, whatever the worker reported.
 fn shown_progress(e: &Entry, extras: Option<&JobExtras>, stored: bool) -> f64 {
-    if stored && e.rec.state == JobState::Completed {
+    if stored && e.rec.state == Stage::Completed {
         return 100.0;
     }
     extras.map_or(0.0, |x| x.progress)

@@ -16,9 +16,10 @@ pub use memory::MemoryStore;
 pub use options::AddOptions;
 pub use sqlite::{count_rows, SqliteOptions, SqliteStore};
 
-/// The life-cycle state of a job.
+/// Where a job is in its life, as the store keeps it. What a client is told is the wire's
+/// `JobState`, named from this and the job's priority (`prioritized`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum JobState {
+pub enum Stage {
     /// Ready to be pulled (reported as `prioritized` when its priority is above 0).
     Waiting,
     /// Waiting for its `runAt` (a delay, or a retry backoff).
@@ -34,28 +35,28 @@ pub enum JobState {
     WaitingChildren,
 }
 
-impl JobState {
+impl Stage {
     /// The name stored in SQLite.
     pub fn as_str(self) -> &'static str {
         match self {
-            JobState::Waiting => "waiting",
-            JobState::Delayed => "delayed",
-            JobState::Active => "active",
-            JobState::Completed => "completed",
-            JobState::Failed => "failed",
-            JobState::WaitingChildren => "waiting-children",
+            Stage::Waiting => "waiting",
+            Stage::Delayed => "delayed",
+            Stage::Active => "active",
+            Stage::Completed => "completed",
+            Stage::Failed => "failed",
+            Stage::WaitingChildren => "waiting-children",
         }
     }
 
     /// Reads a stored name; unknown names read as waiting.
-    pub fn parse(s: &str) -> JobState {
+    pub fn parse(s: &str) -> Stage {
         match s {
-            "delayed" => JobState::Delayed,
-            "active" => JobState::Active,
-            "completed" => JobState::Completed,
-            "failed" => JobState::Failed,
-            "waiting-children" => JobState::WaitingChildren,
-            _ => JobState::Waiting,
+            "delayed" => Stage::Delayed,
+            "active" => Stage::Active,
+            "completed" => Stage::Completed,
+            "failed" => Stage::Failed,
+            "waiting-children" => Stage::WaitingChildren,
+            _ => Stage::Waiting,
         }
     }
 
@@ -63,7 +64,7 @@ impl JobState {
     pub fn is_live(self) -> bool {
         matches!(
             self,
-            JobState::Waiting | JobState::Delayed | JobState::Active | JobState::WaitingChildren
+            Stage::Waiting | Stage::Delayed | Stage::Active | Stage::WaitingChildren
         )
     }
 }
@@ -105,7 +106,7 @@ pub struct JobRecord {
     /// Deduplication key, if any.
     pub unique_key: Option<String>,
     /// Current state.
-    pub state: JobState,
+    pub state: Stage,
     /// Return value of a completed job.
     pub result: Option<Value>,
     /// Error of a failed job.
@@ -124,7 +125,7 @@ pub enum StoreOp {
         /// Job id.
         id: String,
         /// New state.
-        state: JobState,
+        state: Stage,
         /// Attempts after the change.
         attempts: i64,
         /// Run time after the change, epoch ms.

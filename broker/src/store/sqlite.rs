@@ -27,7 +27,7 @@ use autobatch_core::batch::{BatchConfig, Batcher, ItemId, OverflowPolicy};
 use autobatch_core::wire::{Backoff, Value};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{AddOptions, JobRecord, JobState, Store, StoreOp, SyncWaiter};
+use super::{AddOptions, JobRecord, Stage, Store, StoreOp, SyncWaiter};
 
 /// Most ops in one transaction (bunqueue's write buffer flushes at 100 jobs).
 pub const GROUP_MAX: usize = 100;
@@ -517,7 +517,7 @@ fn load(conn: &Connection) -> rusqlite::Result<Vec<JobRecord>> {
             queue: r.get(2)?,
             name: r.get(3)?,
             data: Value::decode(&data).unwrap_or(Value::Undefined),
-            state: JobState::parse(&state),
+            state: Stage::parse(&state),
             priority: r.get(6)?,
             attempts: r.get(7)?,
             max_attempts: r.get(8)?,

@@ -4,14 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use autobatch_core::wire::{JobState as WireState, Value};
+use autobatch_core::wire::{JobState, Value};
 
 use super::{index_in, state_name, update_op, FinishError, Jobs};
 use crate::queue::flow::Waits;
 use crate::queue::index::priority_rank;
 use crate::queue::progress::Progress;
 use crate::queue::view;
-use crate::store::{JobState, StoreOp};
+use crate::store::{Stage, StoreOp};
 
 /// Why a job could not be moved (see `State::delay_job`, `State::discard`,
 /// `State::move_to_wait`).
@@ -79,9 +79,9 @@ impl Jobs {
             return false;
         };
         match rec.state {
-            JobState::Waiting => q.unready(rec),
-            JobState::Delayed => q.undelay(rec),
-            JobState::WaitingChildren => {}
+            Stage::Waiting => q.unready(rec),
+            Stage::Delayed => q.undelay(rec),
+            Stage::WaitingChildren => {}
             _ => return false,
         }
         true
@@ -137,9 +137,9 @@ impl Jobs {
         let e = self.map.get(id).ok_or(MoveError::NotFound)?;
         let rec = &e.rec;
         match rec.state {
-            JobState::Waiting => index_in(&mut self.queues, &rec.queue).unready(rec),
-            JobState::Delayed => index_in(&mut self.queues, &rec.queue).undelay(rec),
-            JobState::Active => return Ok(true),
+            Stage::Waiting => index_in(&mut self.queues, &rec.queue).unready(rec),
+            Stage::Delayed => index_in(&mut self.queues, &rec.queue).undelay(rec),
+            Stage::Active => return Ok(true),
             _ => return Err(MoveError::State(state_name(rec))),
         }
         Ok(false)
@@ -150,7 +150,7 @@ impl Jobs {
     pub fn discarded(&mut self, id: &str, started: Option<f64>) -> Option<StoreOp> {
         let e = self.map.get_mut(id)?;
         e.run.shown_started = started;
-        e.rec.state = JobState::Failed;
+        e.rec.state = Stage::Failed;
         Some(update_op(&e.rec))
     }
 
@@ -179,8 +179,8 @@ impl Jobs {
                     .map(|e| (e.rec.created_at, e.rec.id.clone(), 0, e.rec.id.clone()))
                     .collect()
             }
-            CleanState::Completed => self.finished_before(queue, JobState::Completed, threshold),
-            CleanState::Failed => self.finished_before(queue, JobState::Failed, threshold),
+            CleanState::Completed => self.finished_before(queue, Stage::Completed, threshold),
+            CleanState::Failed => self.finished_before(queue, Stage::Failed, threshold),
         };
         found.sort_by(|a, b| {
             a.0.total_cmp(&b.0)
@@ -195,7 +195,7 @@ impl Jobs {
     fn finished_before(
         &self,
         queue: &str,
-        want: JobState,
+        want: Stage,
         threshold: f64,
     ) -> Vec<(f64, String, u64, String)> {
         self.map
@@ -205,7 +205,7 @@ impl Jobs {
                 let (at, seq) = e.run.finished.unwrap_or((e.rec.created_at, 0));
                 (at <= threshold).then(|| {
                     // Completed: by id within a millisecond; failed: by arrival.
-                    let tie = if want == JobState::Completed {
+                    let tie = if want == Stage::Completed {
                         e.rec.id.clone()
                     } else {
                         String::new()
@@ -224,7 +224,7 @@ impl Jobs {
     pub fn list_jobs(
         &self,
         queue: &str,
-        states: &[WireState],
+        states: &[JobState],
         offset: usize,
         limit: usize,
         asc: bool,
@@ -276,14 +276,14 @@ impl Jobs {
         let Some(e) = self.map.get_mut(id) else {
             return false;
         };
-        if e.rec.state != JobState::Delayed {
+        if e.rec.state != Stage::Delayed {
             return false;
         }
         let Some(q) = self.queues.get_mut(&e.rec.queue) else {
             return false;
         };
         q.undelay(&e.rec);
-        e.rec.state = JobState::Waiting;
+        e.rec.state = Stage::Waiting;
         e.rec.run_at = e.rec.run_at.min(now);
         q.file_ready(&e.rec);
         q.notify.notify_waiters();
@@ -303,7 +303,7 @@ impl Jobs {
             return false;
         };
         match e.rec.state {
-            JobState::Waiting => {
+            Stage::Waiting => {
                 q.unready(&e.rec);
                 e.rec.priority = priority;
                 if let Some(lifo) = lifo {
@@ -311,7 +311,7 @@ impl Jobs {
                 }
                 q.file_ready(&e.rec);
             }
-            JobState::Delayed => {
+            Stage::Delayed => {
                 e.rec.priority = priority;
                 if let Some(lifo) = lifo {
                     e.rec.lifo = lifo;
@@ -370,9 +370,9 @@ impl Jobs {
         e.rec.run_at = run_at;
         let ready = run_at <= now;
         e.rec.state = if ready {
-            JobState::Waiting
+            Stage::Waiting
         } else {
-            JobState::Delayed
+            Stage::Delayed
         };
         let rec = e.rec.clone();
         let q = self.index(&rec.queue);
@@ -398,8 +398,7 @@ impl Jobs {
         before: Option<f64>,
         now: f64,
     ) -> u64 {
-        let completed =
-            |e: &super::Entry| e.rec.queue == queue && e.rec.state == JobState::Completed;
+        let completed = |e: &super::Entry| e.rec.queue == queue && e.rec.state == Stage::Completed;
         // Completion order (bunqueue's, in memory), a job completed before a restart by its
         // creation time.
         let when = |e: &super::Entry| e.run.finished.unwrap_or((e.rec.created_at, 0));

@@ -7,7 +7,7 @@ use super::Jobs;
 use crate::queue::dlq::Entry;
 use crate::queue::progress::Progress;
 use crate::queue::{timeline, view};
-use crate::store::JobState;
+use crate::store::Stage;
 
 impl Jobs {
     /// A failed job about to run again from its first attempt, as bunqueue's `prepareRetry`
@@ -67,7 +67,7 @@ impl Jobs {
     /// the caller's). Returns its queue and its place in the DLQ, for [`Dlq::remove`](crate::queue::dlq::Dlq::remove).
     pub fn leave_dlq(&mut self, id: &str) -> Option<(String, Option<u64>)> {
         let e = self.map.get(id)?;
-        if e.rec.state != JobState::Failed {
+        if e.rec.state != Stage::Failed {
             return None;
         }
         let seq = e.run.finished.map(|(_, n)| n);
@@ -119,6 +119,6 @@ impl Jobs {
     pub fn in_dlq(&self, queue: &str, id: &str) -> bool {
         self.map
             .get(id)
-            .is_some_and(|e| e.rec.queue == queue && e.rec.state == JobState::Failed)
+            .is_some_and(|e| e.rec.queue == queue && e.rec.state == Stage::Failed)
     }
 }

@@ -8,7 +8,7 @@ use super::{update_op, Jobs, RunInfo};
 use crate::queue::dlq::REASONS;
 use crate::queue::flow::{Links, Waits};
 use crate::queue::timeline::{self, Attempt, Step};
-use crate::store::JobState;
+use crate::store::Stage;
 
 impl Jobs {
     /// Job `id`'s extras as a restart keeps them (see the module docs), `None` without any.
@@ -34,7 +34,7 @@ impl Jobs {
             |v: &[String]| Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect());
         // A failed job's timeline is final, so it is kept; another job's would be stale by
         // its next step, and writing it at every step would double the store's writes.
-        let timeline = (e.rec.state == JobState::Failed)
+        let timeline = (e.rec.state == Stage::Failed)
             .then(|| Value::Array(r.timeline.iter().map(timeline::Step::to_kept).collect()));
         Some(Value::map([
             ("timeout", num(r.timeout)),
@@ -88,7 +88,7 @@ impl Jobs {
         let Some(e) = self.map.get_mut(id) else {
             return false;
         };
-        restore_run(&mut e.run, e.rec.state == JobState::Failed, v);
+        restore_run(&mut e.run, e.rec.state == Stage::Failed, v);
         if let Some(l) = v.get("links").filter(|l| !l.is_nullish()) {
             self.restore_links(id, l, waits);
         }
@@ -127,12 +127,12 @@ impl Jobs {
         let (queue, state) = (e.rec.queue.clone(), e.rec.state);
         e.flow = Some(Box::new(links));
         // Recovered as waiting (see `State::new`): it waits for its children again.
-        if state == JobState::Waiting && !depends_on.is_empty() {
+        if state == Stage::Waiting && !depends_on.is_empty() {
             self.unready(id);
             let Some(e) = self.map.get_mut(id) else {
                 return;
             };
-            e.rec.state = JobState::WaitingChildren;
+            e.rec.state = Stage::WaitingChildren;
             let op = update_op(&e.rec);
             self.park(id, &queue, &depends_on, waits);
             self.record(op);

@@ -6,7 +6,7 @@ use autobatch_core::wire::Value;
 
 use super::Jobs;
 use crate::queue::flow::{put, with_keys, Waits};
-use crate::store::JobState;
+use crate::store::Stage;
 
 /// What a child's failure policy leaves its caller to do for the parent.
 #[derive(Debug, PartialEq)]
@@ -56,7 +56,7 @@ impl Jobs {
             .ok_or_else(|| format!("Parent job not found: {parent}"))?;
         if !matches!(
             e.rec.state,
-            JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
+            Stage::Waiting | Stage::Delayed | Stage::WaitingChildren
         ) {
             return Err(format!("Parent job {parent} is not linkable"));
         }
@@ -135,7 +135,7 @@ impl Jobs {
             let Some(e) = self.map.get_mut(&w) else {
                 continue;
             };
-            if e.rec.state != JobState::WaitingChildren {
+            if e.rec.state != Stage::WaitingChildren {
                 continue;
             }
             let ready = e.flow.as_mut().is_none_or(|l| {
@@ -178,7 +178,7 @@ impl Jobs {
         };
         if !matches!(
             state,
-            JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
+            Stage::Waiting | Stage::Delayed | Stage::WaitingChildren
         ) {
             return ParentEffect::None;
         }
@@ -186,7 +186,7 @@ impl Jobs {
         match policy {
             ChildFailure::FailParent => self.fail_parent(parent, state, child, &error, waits),
             ChildFailure::ContinueParent => {
-                let waiting = state == JobState::WaitingChildren;
+                let waiting = state == Stage::WaitingChildren;
                 self.unpark(&parent, waits);
                 if let Some(l) = self.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
                     put(&mut l.failed, key, error);
@@ -205,7 +205,7 @@ impl Jobs {
                         put(&mut l.ignored, key, error);
                     }
                 }
-                if state != JobState::WaitingChildren {
+                if state != Stage::WaitingChildren {
                     return ParentEffect::None;
                 }
                 let Some(l) = self.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) else {
@@ -239,15 +239,15 @@ impl Jobs {
     fn fail_parent(
         &mut self,
         parent: String,
-        state: JobState,
+        state: Stage,
         child: &str,
         error: &str,
         waits: &mut Waits,
     ) -> ParentEffect {
         match state {
-            JobState::WaitingChildren => self.unpark(&parent, waits),
-            JobState::Waiting => self.unready(&parent),
-            JobState::Delayed => self.undelay(&parent),
+            Stage::WaitingChildren => self.unpark(&parent, waits),
+            Stage::Waiting => self.unready(&parent),
+            Stage::Delayed => self.undelay(&parent),
             _ => return ParentEffect::None,
         }
         if let Some(l) = self.map.get_mut(&parent).and_then(|e| e.flow.as_mut()) {
@@ -277,11 +277,11 @@ impl Jobs {
         let Some(parent) = e.flow.as_ref().and_then(|l| l.parent.clone()) else {
             return Err(format!("Job {child} has no parent"));
         };
-        if matches!(e.rec.state, JobState::Completed | JobState::Failed) {
+        if matches!(e.rec.state, Stage::Completed | Stage::Failed) {
             return Ok((false, None));
         }
         let waits_for_it = self.map.get(&parent).is_some_and(|p| {
-            p.rec.state == JobState::WaitingChildren
+            p.rec.state == Stage::WaitingChildren
                 && p.flow
                     .as_ref()
                     .is_some_and(|l| l.depends_on.iter().any(|d| d == child))
@@ -339,9 +339,9 @@ impl Jobs {
         let state = e.rec.state;
         let queue = e.rec.queue.clone();
         match state {
-            JobState::Waiting => self.unready(parent),
-            JobState::Delayed => self.undelay(parent),
-            JobState::WaitingChildren => {}
+            Stage::Waiting => self.unready(parent),
+            Stage::Delayed => self.undelay(parent),
+            Stage::WaitingChildren => {}
             _ => return false,
         }
         let Some(e) = self.map.get_mut(parent) else {
@@ -360,8 +360,8 @@ impl Jobs {
         }
         let ids = l.children.iter().map(|c| Value::from(c.as_str())).collect();
         e.rec.data = with_keys(&e.rec.data, &[("__childrenIds", Some(Value::Array(ids)))]);
-        if state != JobState::WaitingChildren {
-            e.rec.state = JobState::WaitingChildren;
+        if state != Stage::WaitingChildren {
+            e.rec.state = Stage::WaitingChildren;
             let deps = l.depends_on.clone();
             crate::queue::timeline::note(
                 &mut e.run.timeline,
@@ -373,7 +373,7 @@ impl Jobs {
                 },
             );
             self.park(parent, &queue, &deps, waits);
-        } else if state == JobState::WaitingChildren && new_dep {
+        } else if state == Stage::WaitingChildren && new_dep {
             waits.add(child, parent);
         }
         if let Some(rec) = self.map.get(parent).map(|e| e.rec.clone()) {
@@ -405,7 +405,7 @@ impl Jobs {
         let Some(e) = self.map.get(id) else {
             return;
         };
-        if e.rec.state != JobState::WaitingChildren {
+        if e.rec.state != Stage::WaitingChildren {
             return;
         }
         let deps = e.dependencies();

@@ -1,7 +1,7 @@
 //! A running job's lock: checked for ACK, FAIL and the moves, renewed by heartbeats.
 
 use super::{FinishError, Jobs};
-use crate::store::JobState;
+use crate::store::Stage;
 
 impl Jobs {
     /// Checks the lock of one job for ACK/FAIL/ACKB (a job that is not active has no lock to
@@ -10,7 +10,7 @@ impl Jobs {
         let Some(e) = self.map.get(id) else {
             return Ok(());
         };
-        if e.rec.state != JobState::Active {
+        if e.rec.state != Stage::Active {
             return Ok(());
         }
         let Some(lock) = &e.lock else {
@@ -26,7 +26,7 @@ impl Jobs {
     /// A job that ran, failed and now waits in its queue for a retry.
     pub fn retried_in_queue(&self, id: &str) -> bool {
         self.map.get(id).is_some_and(|e| {
-            matches!(e.rec.state, JobState::Waiting | JobState::Delayed) && e.rec.attempts > 0
+            matches!(e.rec.state, Stage::Waiting | Stage::Delayed) && e.rec.attempts > 0
         })
     }
 
@@ -44,7 +44,7 @@ impl Jobs {
         let Some(e) = self.map.get_mut(id) else {
             return false;
         };
-        if e.rec.state != JobState::Active {
+        if e.rec.state != Stage::Active {
             return false;
         }
         let Some(token) = token.filter(|t| !t.is_empty()) else {
@@ -68,7 +68,7 @@ impl Jobs {
         let Some(e) = self.map.get_mut(id) else {
             return false;
         };
-        if e.rec.state != JobState::Active {
+        if e.rec.state != Stage::Active {
             return false;
         }
         // bunqueue's `extendLock`: without a token it renews the job's lock with the lock's

@@ -12,11 +12,11 @@ use crate::queue::index::QueueIndex;
 use crate::queue::progress::Progress;
 use crate::queue::totals::Gauges;
 use crate::queue::view;
-use crate::store::JobState;
+use crate::store::Stage;
 
 impl Jobs {
     /// Job `id`'s state, if there is such a job.
-    pub fn state_of(&self, id: &str) -> Option<JobState> {
+    pub fn state_of(&self, id: &str) -> Option<Stage> {
         self.map.get(id).map(|e| e.rec.state)
     }
 
@@ -112,7 +112,7 @@ impl Jobs {
     pub fn dependency_done(&self, id: &str) -> bool {
         self.map
             .get(id)
-            .is_some_and(|e| e.rec.state == JobState::Completed)
+            .is_some_and(|e| e.rec.state == Stage::Completed)
     }
 
     /// Jobs created so far (each push that adds one counts it).
@@ -174,7 +174,7 @@ impl Jobs {
     pub fn completion(&self, id: &str) -> Option<Option<Value>> {
         let e = self.map.get(id)?;
         Some(
-            (e.rec.state == JobState::Completed)
+            (e.rec.state == Stage::Completed)
                 .then(|| e.rec.result.clone().unwrap_or(Value::Undefined)),
         )
     }

@@ -15,7 +15,7 @@ use autobatch_core::wire::Value;
 
 use super::{update_op, Jobs};
 use crate::queue::flow::{with_keys, Waits};
-use crate::store::{JobState, StoreOp};
+use crate::store::{Stage, StoreOp};
 
 impl Jobs {
     /// UpdateParent: links `child` to `parent`; bunqueue's error text otherwise. Returns the
@@ -62,12 +62,12 @@ impl Jobs {
         if !declared
             && !matches!(
                 parent_state,
-                JobState::Waiting | JobState::Delayed | JobState::WaitingChildren
+                Stage::Waiting | Stage::Delayed | Stage::WaitingChildren
             )
         {
             return Err(format!("Parent job {parent} is not linkable"));
         }
-        let child_done = c.rec.state == JobState::Completed;
+        let child_done = c.rec.state == Stage::Completed;
         self.name_parent(child, parent, &parent_queue);
         let mut changed = vec![child.to_owned()];
         if declared {
@@ -120,7 +120,7 @@ impl Jobs {
     /// `waiting-children` (for good if it waits for none). Returns its queue.
     pub fn park_finished(&mut self, id: &str, waits: &mut Waits) -> Option<String> {
         let e = self.map.get_mut(id)?;
-        e.rec.state = JobState::WaitingChildren;
+        e.rec.state = Stage::WaitingChildren;
         let deps = e.dependencies();
         let queue = e.rec.queue.clone();
         let op = update_op(&e.rec);

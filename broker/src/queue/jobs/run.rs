@@ -14,7 +14,7 @@ use crate::queue::index::priority_rank;
 use crate::queue::limits::groups::PullGroup;
 use crate::queue::limits::Limits;
 use crate::queue::timeline::{self, Attempt, Step};
-use crate::store::{JobRecord, JobState, StoreOp};
+use crate::store::{JobRecord, Stage, StoreOp};
 
 /// Default lock time to live, ms.
 pub(crate) const DEFAULT_LOCK_TTL: i64 = 30_000;
@@ -77,13 +77,13 @@ impl Jobs {
         let dlq_seq = self.finish_seq;
         let q = index_in(&mut self.queues, &rec.queue);
         match rec.state {
-            JobState::Waiting => q.file_ready(&rec),
-            JobState::Delayed => q.file_delayed(&rec),
-            JobState::Active => q.active += 1,
+            Stage::Waiting => q.file_ready(&rec),
+            Stage::Delayed => q.file_delayed(&rec),
+            Stage::Active => q.active += 1,
             // Counted by `flow::park`, which also indexes its dependencies.
-            JobState::WaitingChildren => {}
-            JobState::Completed => q.completed += 1,
-            JobState::Failed => q.failed += 1,
+            Stage::WaitingChildren => {}
+            Stage::Completed => q.completed += 1,
+            Stage::Failed => q.failed += 1,
         }
         let mut run = RunInfo::default();
         // A recovered job's own settings, from its stored options.
@@ -94,7 +94,7 @@ impl Jobs {
             run.group = o.group_id.clone();
         }
         let mut dlq = None;
-        if rec.state == JobState::Failed {
+        if rec.state == Stage::Failed {
             // Failed before a restart: in the DLQ in recovery order, reason unknown.
             run.finished = Some((rec.created_at, dlq_seq));
             run.dlq = Some(("unknown", rec.failed_reason.clone()));
@@ -196,7 +196,7 @@ impl Jobs {
             .map
             .get_mut(id)
             .expect("taken off the ready jobs by the caller");
-        e.rec.state = JobState::Active;
+        e.rec.state = Stage::Active;
         let token = spec.locked.then(|| uuid::Uuid::now_v7().to_string());
         let ttl = if spec.lock_ttl > 0 {
             spec.lock_ttl
@@ -223,7 +223,7 @@ impl Jobs {
     /// out of the queue's active jobs. Returns the connection it was tied to.
     pub fn finish(&mut self, id: &str) -> Result<Option<ConnId>, FinishError> {
         let e = match self.map.get_mut(id) {
-            Some(e) if e.rec.state == JobState::Active => e,
+            Some(e) if e.rec.state == Stage::Active => e,
             _ => return Err(FinishError::NotActive(id.to_owned())),
         };
         e.lock = None;
@@ -284,7 +284,7 @@ impl Jobs {
             e.run.shown_completed = Some(now);
             note(&mut e.run.timeline, "completed", now, None, None);
         }
-        e.rec.state = JobState::Completed;
+        e.rec.state = Stage::Completed;
         e.rec.result = result;
         let out = (
             e.rec.queue.clone(),
@@ -347,7 +347,7 @@ impl Jobs {
         remove: Option<bool>,
     ) -> Option<(bool, StoreOp, Option<String>)> {
         let e = self.map.get_mut(id)?;
-        e.rec.state = JobState::Failed;
+        e.rec.state = Stage::Failed;
         let remove = remove.unwrap_or(e.rec.remove_on_fail);
         Some((remove, update_op(&e.rec), e.rec.failed_reason.clone()))
     }
@@ -355,7 +355,7 @@ impl Jobs {
     /// A job taken out of its run fails: the change to record once it is in the DLQ.
     pub fn mark_failed(&mut self, id: &str) -> Option<StoreOp> {
         let e = self.map.get_mut(id)?;
-        e.rec.state = JobState::Failed;
+        e.rec.state = Stage::Failed;
         Some(update_op(&e.rec))
     }
 
@@ -371,7 +371,7 @@ impl Jobs {
             .filter_map(|id| {
                 let e = self.map.get(id)?;
                 let at = e.lock.as_ref()?.expires_at;
-                (e.rec.state == JobState::Active && at <= now).then(|| (at, id.clone()))
+                (e.rec.state == Stage::Active && at <= now).then(|| (at, id.clone()))
             })
             .collect();
         expired.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
@@ -419,10 +419,7 @@ impl Jobs {
     ) -> Vec<(String, Option<String>)> {
         let mut due: Vec<(f64, String, Option<String>)> = ids
             .filter_map(|id| {
-                let e = self
-                    .map
-                    .get(id)
-                    .filter(|e| e.rec.state == JobState::Active)?;
+                let e = self.map.get(id).filter(|e| e.rec.state == Stage::Active)?;
                 let deadline = e.run.started_at? + e.run.timeout?;
                 let token = e.lock.as_ref().map(|l| l.token.clone());
                 (now >= deadline).then(|| (deadline, id.clone(), token))
@@ -441,10 +438,7 @@ impl Jobs {
         now: f64,
         config: impl Fn(&str) -> StallConfig,
     ) -> Option<bool> {
-        let e = self
-            .map
-            .get(id)
-            .filter(|e| e.rec.state == JobState::Active)?;
+        let e = self.map.get(id).filter(|e| e.rec.state == Stage::Active)?;
         let cfg = config(&e.rec.queue);
         let started = e.run.started_at?;
         if !cfg.enabled || now - started < ms(cfg.grace_period) {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::store::{AddOptions, JobState};
+use crate::store::{AddOptions, Stage};
 use autobatch_core::wire::Value;
 
 fn rec(id: &str, group: &str, priority: f64, seq: u64) -> JobRecord {
@@ -24,7 +24,7 @@ fn rec(id: &str, group: &str, priority: f64, seq: u64) -> JobRecord {
         remove_on_fail: false,
         durable: false,
         unique_key: None,
-        state: JobState::Waiting,
+        state: Stage::Waiting,
         result: None,
         failed_reason: None,
         options: Some(Box::new(options)),

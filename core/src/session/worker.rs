@@ -595,7 +595,7 @@ impl WorkerState {
         self.next_pull_at = Some(now + ERROR_POLL_DELAY);
     }
 
-    /// Job `id`'s outcome is known (`result`): its lock is no longer renewed.
+    /// Job `id`'s outcome is known (`result`): its lock stops being renewed.
     fn report(&mut self, out: &mut Out<'_>, id: String, result: Result<bool, Error>) {
         self.finishing.remove(&id);
         out.settled(id, result);
@@ -607,7 +607,7 @@ impl WorkerState {
         self.settling += 1;
     }
 
-    /// An ACKB, FAIL or ACK check is answered: it no longer holds up `close`.
+    /// An ACKB, FAIL or ACK check is answered: it stops holding up `close`.
     fn settled(&mut self, now: Instant, batch: Option<BatchId>) {
         self.settling = self.settling.saturating_sub(1);
         if let Some(b) = batch {

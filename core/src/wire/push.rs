@@ -81,6 +81,7 @@ pub(super) const DATA_KEY: &[u8] = b"\xa4data";
 
 /// The fields a job writes before its custom id, which PUSH and PUSHB name differently: name,
 /// data and the scheduling options. Returns how many.
+#[inline]
 pub(super) fn write_job_head<S: Sink>(s: &mut S, job: &JobSpec) -> usize {
     s.raw(NAME_KEY)
         .str(&job.name)
@@ -127,6 +128,7 @@ fn bool_byte(b: bool) -> u8 {
 }
 
 /// Writes the remove flags `flavor` sends; returns how many.
+#[inline]
 pub(super) fn write_remove_flags<S: Sink>(
     s: &mut S,
     on_complete: Option<bool>,

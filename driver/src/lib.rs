@@ -10,7 +10,8 @@
 //!
 //! The async runtime is a type parameter behind the small [`Runtime`] trait (spawn, connect,
 //! timer, clock), in the style of quinn. Use an adapter crate, which fixes it:
-//! `autobatch-tokio`, `autobatch-smol` or `autobatch-async-std`.
+//! `autobatch-tokio`, `autobatch-smol` or `autobatch-async-std`. The feature `async-io` adds
+//! `async_io_stream`, the socket the two adapters on async-io's reactor give the driver.
 //!
 //! * [`Client`]: one connection, or one per broker of a PostgreSQL-mode deployment
 //!   ([`ClientOptions::broker`]); [`Client::queue`] gives a cheap [`Queue`] handle for adds
@@ -49,6 +50,8 @@
 
 mod add;
 mod add_ids;
+#[cfg(feature = "async-io")]
+pub mod async_io_stream;
 mod call;
 mod client;
 mod cmd;

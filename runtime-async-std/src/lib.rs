@@ -73,6 +73,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use async_std::net::ToSocketAddrs;
+use autobatch_driver::async_io_stream::AsyncIoStream;
+
 // Everything the driver exports, so nothing drifts; the runtime's own aliases below
 // (`Client`, `Queue`, `Worker`, `QueueEvents`, `FlowProducer`) take precedence over the
 // driver's generic types of the same names.
@@ -186,7 +189,7 @@ impl AsyncStdRuntime {
 }
 
 impl Runtime for AsyncStdRuntime {
-    type Socket = async_std::net::TcpStream;
+    type Socket = AsyncIoStream;
 
     fn spawn(&self, task: BoxFuture<()>) {
         if self.local {
@@ -196,12 +199,11 @@ impl Runtime for AsyncStdRuntime {
         }
     }
 
-    fn connect(&self, host: &str, port: u16) -> BoxFuture<io::Result<async_std::net::TcpStream>> {
+    fn connect(&self, host: &str, port: u16) -> BoxFuture<io::Result<AsyncIoStream>> {
         let host = host.to_owned();
         Box::pin(async move {
-            let stream = async_std::net::TcpStream::connect((host.as_str(), port)).await?;
-            stream.set_nodelay(true)?;
-            Ok(stream)
+            let addrs = (host.as_str(), port).to_socket_addrs().await?;
+            AsyncIoStream::connect(addrs).await
         })
     }
 

@@ -75,6 +75,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use autobatch_driver::async_io_stream::AsyncIoStream;
 use smol::Executor;
 
 // Everything the driver exports, so nothing drifts; the runtime's own aliases below
@@ -197,7 +198,7 @@ impl SmolRuntime {
 }
 
 impl Runtime for SmolRuntime {
-    type Socket = smol::net::TcpStream;
+    type Socket = AsyncIoStream;
 
     fn spawn(&self, task: BoxFuture<()>) {
         match &self.executor {
@@ -206,12 +207,11 @@ impl Runtime for SmolRuntime {
         }
     }
 
-    fn connect(&self, host: &str, port: u16) -> BoxFuture<io::Result<smol::net::TcpStream>> {
+    fn connect(&self, host: &str, port: u16) -> BoxFuture<io::Result<AsyncIoStream>> {
         let host = host.to_owned();
         Box::pin(async move {
-            let stream = smol::net::TcpStream::connect((host.as_str(), port)).await?;
-            stream.set_nodelay(true)?;
-            Ok(stream)
+            let addrs = smol::net::resolve((host.as_str(), port)).await?;
+            AsyncIoStream::connect(addrs).await
         })
     }
 

@@ -272,31 +272,16 @@ fn delayed_key(rec: &JobRecord) -> (i64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Stage;
-    use autobatch_core::wire::Value;
+    use crate::queue::jobs::new_record;
+    use autobatch_core::wire::{JobSpec, Value};
 
+    /// A job as an add makes it, ready at `run_at`.
     fn rec(id: &str, priority: i64, run_at: f64) -> JobRecord {
+        let spec = JobSpec::new("j", Value::Nil);
         JobRecord {
-            id: id.into(),
-            queue: "q".into(),
-            name: "j".into(),
-            data: Value::Nil,
             priority: priority as f64,
-            attempts: 0,
-            max_attempts: 3,
-            backoff: None,
-            created_at: 0.0,
             run_at,
-            seq: 0,
-            lifo: false,
-            remove_on_complete: false,
-            remove_on_fail: false,
-            durable: false,
-            unique_key: None,
-            state: Stage::Waiting,
-            result: None,
-            failed_reason: None,
-            options: None,
+            ..new_record("q", id.into(), spec, 0, false, 0.0)
         }
     }
 

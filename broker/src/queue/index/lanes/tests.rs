@@ -1,33 +1,13 @@
 use super::*;
-use crate::store::{AddOptions, Stage};
-use autobatch_core::wire::Value;
+use crate::queue::jobs::new_record;
+use autobatch_core::wire::{JobOptions, JobSpec, Value};
 
+/// A grouped job as an add makes it, with `priority` as a ChangePriority may leave it.
 fn rec(id: &str, group: &str, priority: f64, seq: u64) -> JobRecord {
-    let options = AddOptions {
-        group_id: Some(group.into()),
-        ..AddOptions::default()
-    };
+    let spec = JobSpec::new("j", Value::Nil).with_options(JobOptions::new().group_id(group));
     JobRecord {
-        id: id.into(),
-        queue: "q".into(),
-        name: "j".into(),
-        data: Value::Nil,
         priority,
-        attempts: 0,
-        max_attempts: 3,
-        backoff: None,
-        created_at: 0.0,
-        run_at: 0.0,
-        seq,
-        lifo: false,
-        remove_on_complete: false,
-        remove_on_fail: false,
-        durable: false,
-        unique_key: None,
-        state: Stage::Waiting,
-        result: None,
-        failed_reason: None,
-        options: Some(Box::new(options)),
+        ..new_record("q", id.into(), spec, seq, false, 0.0)
     }
 }
 

@@ -3278,3 +3278,97 @@ fn fractional_priority_like_bunqueue() {
         &numbered(c),
     );
 }
+
+/// A job's failed attempts before it reaches the DLQ: bunqueue keeps them for the DLQ entry
+/// (`recordJobFailureAttempt`, in a symbol-keyed property of the job), and a ChangeDelay or a
+/// ChangePriority of the waiting job drops them, because its queue rebuilds the job with an
+/// object spread (`{ ...job, runAt }`, priorityQueue.js), which copies no symbol-keyed
+/// property. An intended difference (docs/broker.md): the broker keeps a job's history
+/// whatever is changed about it. Each job here fails once, has its delay or its priority
+/// changed (or nothing), and is discarded; the DLQ entry's attempts are read back.
+#[test]
+fn dlq_history_survives_a_changed_job_unlike_bunqueue() {
+    let run = |addr: std::net::SocketAddr| -> Vec<(String, usize)> {
+        let queue = format!("diff-history-{}", std::process::id());
+        let q = ("queue", Value::from(queue.as_str()));
+        let mut side = side_at(addr);
+        let changes: [(&str, &str, Value); 3] = [
+            ("delay", "ChangeDelay", Value::from(3_600_000i64)),
+            ("priority", "ChangePriority", Value::from(3i64)),
+            ("nothing", "", Value::Nil),
+        ];
+        for (name, ..) in &changes {
+            let fields = [
+                q.clone(),
+                ("name", Value::from(*name)),
+                ("data", Value::map([("k", Value::from(*name))])),
+                ("maxAttempts", Value::from(2i64)),
+                ("backoff", Value::from(3_600_000i64)),
+            ];
+            let r = side.raw.command("PUSH", &fields);
+            step(&mut side, r);
+        }
+        for slot in 0..changes.len() {
+            let pulled = side
+                .raw
+                .command("PULL", &[q.clone(), ("timeout", Value::from(0i64))]);
+            assert!(pulled.is_ok(), "{pulled:?}");
+            let id = ("id", Value::from(side.id(slot)));
+            let failed = side
+                .raw
+                .command("FAIL", &[id, ("error", Value::from("boom"))]);
+            assert!(failed.is_ok(), "{failed:?}");
+        }
+        for (slot, (_, command, value)) in changes.iter().enumerate() {
+            let id = ("id", Value::from(side.id(slot)));
+            if !command.is_empty() {
+                let key = if *command == "ChangeDelay" {
+                    "delay"
+                } else {
+                    "priority"
+                };
+                let changed = side
+                    .raw
+                    .command(command, &[id.clone(), (key, value.clone())]);
+                assert!(changed.is_ok(), "{command}: {changed:?}");
+            }
+            let discarded = side.raw.command("Discard", &[id]);
+            assert!(discarded.is_ok(), "{discarded:?}");
+        }
+        let dlq = side.raw.command("Dlq", &[q]).expect("Dlq");
+        let entries = dlq
+            .get("entries")
+            .and_then(Value::as_array)
+            .unwrap_or_default();
+        let mut history: Vec<(String, usize)> = entries
+            .iter()
+            .map(|e| {
+                let name = e
+                    .get("job")
+                    .and_then(|j| j.get("name"))
+                    .and_then(Value::as_str);
+                let attempts = e.get("attempts").and_then(Value::as_array);
+                (
+                    name.unwrap_or("?").to_owned(),
+                    attempts.map_or(0, |a| a.len()),
+                )
+            })
+            .collect();
+        history.sort();
+        history
+    };
+    let expect = |kept_when_changed: usize| {
+        let mut v = vec![
+            ("delay".to_owned(), kept_when_changed),
+            ("nothing".to_owned(), 2),
+            ("priority".to_owned(), kept_when_changed),
+        ];
+        v.sort();
+        v
+    };
+    let (bunqueue, broker) = on_both_servers(|t| run(t.shared()));
+    // bunqueue: the failure and the discard, unless the job was changed in between.
+    assert_eq!(bunqueue, expect(1), "bunqueue");
+    assert_eq!(broker, expect(2), "broker in memory");
+    assert_eq!(run(sqlite_broker()), expect(2), "broker on SQLite");
+}

@@ -201,9 +201,11 @@ struct GateState {
 
 impl GateState {
     /// How many bytes the client may read now.
+    /// Whole frames only (or the rest of one being read), so that a frame coming in pieces
+    /// tells the reader "readable" once.
     fn readable(&mut self) -> usize {
-        if !self.held {
-            return self.buf.len();
+        if !self.held && self.passing == 0 {
+            return whole_frames(&self.buf);
         }
         while self.passing == 0 && self.passes > 0 {
             let Some(len) = frame_len(&self.buf) else {
@@ -308,6 +310,15 @@ impl Gate {
         }
         Poll::Pending
     }
+}
+
+/// The bytes of the whole frames at the start of `buf`.
+fn whole_frames(buf: &[u8]) -> usize {
+    let mut whole = 0;
+    while let Some(len) = frame_len(&buf[whole..]) {
+        whole += len;
+    }
+    whole
 }
 
 /// The length of the first frame of `buf` (its 4-byte header included), once complete.
@@ -542,6 +553,24 @@ fn sequential_adds_leave_the_connections_task_asleep() {
         assert_eq!(s.rt.task_polls() - polls, 0, "the connection's task ran");
         assert_eq!(s.rt.yields() - yields, 0, "a sequential add yielded");
         s.close_with_jobs_on_server(201).await;
+    });
+}
+
+/// A sequential add's task is woken once per add: by its answer coming in. The poll that
+/// reads the answer completes the add and wakes nobody.
+#[test]
+fn a_sequential_add_is_woken_once_by_its_answer() {
+    const ADDS: usize = 20;
+    run(async {
+        let s = setup("seq-woken-once").await;
+        s.warm_up().await;
+        for i in 0..ADDS {
+            let mut add = ByHand::new(s.q.add("seq", &i, JobOptions::new()));
+            assert!(add.poll().is_pending(), "answered before it was sent");
+            add.answer().await.expect("add");
+            assert_eq!(add.wakes(), 1, "wake-ups of add {i}");
+        }
+        s.close_with_jobs_on_server(1 + ADDS as u64).await;
     });
 }
 

@@ -45,8 +45,8 @@ struct Probe {
     yields: AtomicUsize,
     /// The driver's clock, still until [`Counted::advance`].
     now: Mutex<Instant>,
-    /// The tasks waiting for a timer, woken when the clock moves.
-    sleepers: Mutex<Vec<Waker>>,
+    /// Every timer's wait, woken when the clock passes its deadline.
+    sleepers: Mutex<Vec<Arc<Mutex<Sleeper>>>>,
     gate: Arc<Gate>,
 }
 
@@ -88,11 +88,18 @@ impl Counted {
         &self.probe.gate
     }
 
-    /// Moves the driver's clock on by `by`, waking every task that waits for a timer.
+    /// Moves the driver's clock on by `by`, waking every task whose timer is then due.
     fn advance(&self, by: Duration) {
-        *lock(&self.probe.now) += by;
-        for waker in lock(&self.probe.sleepers).drain(..) {
-            waker.wake();
+        let now = {
+            let mut now = lock(&self.probe.now);
+            *now += by;
+            *now
+        };
+        for sleeper in lock(&self.probe.sleepers).iter() {
+            let mut sleeper = lock(sleeper);
+            if sleeper.deadline <= now {
+                sleeper.waker.take().map(Waker::wake);
+            }
         }
     }
 }
@@ -114,8 +121,13 @@ impl Runtime for Counted {
     }
 
     fn new_timer(&self, deadline: Instant) -> Pin<Box<dyn AsyncTimer>> {
-        Box::pin(StillTimer {
+        let sleeper = Arc::new(Mutex::new(Sleeper {
             deadline,
+            waker: None,
+        }));
+        lock(&self.probe.sleepers).push(sleeper.clone());
+        Box::pin(StillTimer {
+            sleeper,
             probe: self.probe.clone(),
         })
     }
@@ -148,23 +160,29 @@ impl Future for CountPolls {
 /// A timer on the test's clock.
 #[derive(Debug)]
 struct StillTimer {
-    deadline: Instant,
+    sleeper: Arc<Mutex<Sleeper>>,
     probe: Arc<Probe>,
 }
 
+/// A timer's deadline, and the task it wakes then.
+#[derive(Debug)]
+struct Sleeper {
+    deadline: Instant,
+    waker: Option<Waker>,
+}
+
 impl AsyncTimer for StillTimer {
-    fn reset(mut self: Pin<&mut Self>, deadline: Instant) {
-        self.deadline = deadline;
+    fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        lock(&self.sleeper).deadline = deadline;
     }
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if *lock(&self.probe.now) >= self.deadline {
+        let now = *lock(&self.probe.now);
+        let mut sleeper = lock(&self.sleeper);
+        if now >= sleeper.deadline {
             return Poll::Ready(());
         }
-        let mut sleepers = lock(&self.probe.sleepers);
-        if !sleepers.iter().any(|w| w.will_wake(cx.waker())) {
-            sleepers.push(cx.waker().clone());
-        }
+        sleeper.waker = Some(cx.waker().clone());
         Poll::Pending
     }
 }
@@ -396,6 +414,8 @@ struct ByHand<F> {
     add: Pin<Box<F>>,
     wakes: Arc<Wakes>,
     waker: Waker,
+    /// The wake-ups seen by its last poll: one since then asks for another poll.
+    seen: usize,
 }
 
 impl<F: Future> ByHand<F> {
@@ -408,11 +428,13 @@ impl<F: Future> ByHand<F> {
         ByHand {
             add: Box::pin(add),
             waker: Waker::from(wakes.clone()),
+            seen: wakes.0.load(Ordering::SeqCst),
             wakes,
         }
     }
 
     fn poll(&mut self) -> Poll<F::Output> {
+        self.seen = self.wakes();
         self.add
             .as_mut()
             .poll(&mut Context::from_waker(&self.waker))
@@ -427,15 +449,14 @@ impl<F: Future> ByHand<F> {
     fn move_to_another_task(&mut self) {
         self.wakes = Arc::default();
         self.waker = Waker::from(self.wakes.clone());
+        self.seen = 0;
     }
 
-    /// Polls whenever woken, until the add resolves.
+    /// Polls whenever woken since its last poll, as its task would, until the add resolves.
     async fn answer(&mut self) -> F::Output {
-        let mut seen = usize::MAX;
         within::<Tokio, _>("an add polled by hand", async {
             loop {
-                if self.wakes() != seen {
-                    seen = self.wakes();
+                if self.wakes() != self.seen {
                     if let Poll::Ready(out) = self.poll() {
                         return out;
                     }
@@ -655,6 +676,8 @@ fn a_burst_whose_yielded_add_is_kept_unpolled_is_written_once_its_watch_passes()
         assert!(kept.poll().is_pending());
         assert_eq!(s.rt.yields(), 1, "the first add did not yield");
         s.rt.advance(CALLER_WATCH);
+        let mut raw = raw(Target::Broker.shared());
+        eventually::<Tokio>("the kept add on the server", || raw.count(&s.names[0]) == 1).await;
         kept.answer().await.expect("the kept add");
         s.close_with_jobs_on_server(1).await;
     });

@@ -1,7 +1,7 @@
 //! What an add costs the other tasks, counted: a sequential add runs on its caller's task
-//! alone, an add found busy wakes the connection's task once per burst, the read role passes
-//! from caller to caller without the connection's task, and a caller holding that role that
-//! is never polled again, or is dropped, stalls nobody (docs/runtimes.md, "Where an add runs").
+//! alone, a wave of adds yields once and leaves together, the read role passes from caller to
+//! caller without the connection's task, and a caller holding that role that is never polled
+//! again, or is dropped, stalls nobody (docs/runtimes.md, "Where an add runs").
 //!
 //! The client runs on tokio's `current_thread` runtime behind a runtime of these tests' own
 //! ([`Counted`]): it counts the polls of the task the driver spawns for the connection and the

@@ -97,8 +97,11 @@ impl Counted {
         };
         for sleeper in lock(&self.probe.sleepers).iter() {
             let mut sleeper = lock(sleeper);
-            if sleeper.deadline <= now {
-                sleeper.waker.take().map(Waker::wake);
+            if sleeper.deadline > now {
+                continue;
+            }
+            if let Some(waker) = sleeper.waker.take() {
+                waker.wake();
             }
         }
     }

@@ -33,8 +33,8 @@ if [[ "${1:-}" == --driver ]]; then
     # targets only, where the tests crate's `--test` targets are not found; so no baseline
     # (the unmutated tree passes `cargo nextest run --profile mutants-driver -p
     # autobatch-driver -p autobatch-tests --lib --test scenarios --test add_path --test
-    # idempotent`) and a fixed test timeout, several times what the set takes on a loaded
-    # machine (under a minute).
+    # idempotent --test add_path_wakes`) and a fixed test timeout, several times what the set
+    # takes on a loaded machine (under a minute).
     config=(--config .cargo/mutants-driver.toml --baseline skip --timeout 240)
     # The globs of .cargo/mutants-driver.toml leave only the add and answer path of these.
     default_files=(--file 'driver/src/**/*.rs')

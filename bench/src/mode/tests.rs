@@ -279,10 +279,24 @@ const DOCUMENTED: &[(&str, Check)] = &[
             assert_eq!((m.plan.adds, m.plan.warmup, m.plan.reps), (100, 50, 1));
         },
     ),
+    // docs/runtimes.md: system calls per sequential add.
+    (
+        "--server HOST:PORT --client-only --batching on --runtime smol --patterns seq \
+         --adds 2000 --warmup 100 --reps 1 --no-verify",
+        |line| {
+            let (t, m) = table(line);
+            let server = Some("HOST:PORT".to_owned());
+            assert_eq!(t, Table::Main { server });
+            assert_eq!(m.batching, Batching::On);
+            assert!(m.client_only && m.no_verify);
+            assert_eq!((m.plan.adds, m.plan.reps), (2000, 1));
+            assert_eq!(m.runtimes, [RuntimeKind::Smol]);
+        },
+    ),
 ];
 
 /// Command lines given outside the scanned docs: the renderings `scripts/perf-docs.sh` asks
-/// for (by variable), the smoke tests' runs, and a fragment of docs/runtimes.md.
+/// for (by variable) and the smoke tests' runs.
 const ELSEWHERE: &[(&str, Check)] = &[
     ("--render bench/results/default.json", |line| {
         let r = (Rendering::Markdown, "bench/results/default.json".into());
@@ -315,15 +329,6 @@ const ELSEWHERE: &[(&str, Check)] = &[
             let (t, m) = table(line);
             assert_eq!(t, MAIN);
             assert!(m.client_only && !m.no_verify);
-        },
-    ),
-    (
-        "--server HOST:PORT --client-only --batching on --patterns seq",
-        |line| {
-            let (t, m) = table(line);
-            let server = Some("HOST:PORT".to_owned());
-            assert_eq!(t, Table::Main { server });
-            assert_eq!(m.batching, Batching::On);
         },
     ),
 ];

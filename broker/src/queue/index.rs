@@ -17,9 +17,11 @@ use tokio::sync::Notify;
 
 use crate::store::JobRecord;
 use lanes::{group_of, GroupLanes};
+pub(crate) use rank::priority_rank;
 
 /// A queue's grouped ready jobs, lane by group, in bunqueue's group-scheduler order.
 mod lanes;
+mod rank;
 
 /// One queue's index.
 #[derive(Default)]
@@ -246,13 +248,6 @@ pub(crate) struct ReadyKey(Reverse<i64>, Order);
 enum Order {
     Lifo(Reverse<String>),
     Fifo(i64, String),
-}
-
-/// A priority as an integer in the same order, so that keys stay `Ord`: the float's bits, the
-/// negative ones flipped (IEEE 754's total order), with -0 read as 0, as JS compares them.
-pub(crate) fn priority_rank(p: f64) -> i64 {
-    let bits = (p + 0.0).to_bits() as i64;
-    bits ^ ((((bits >> 63) as u64) >> 1) as i64)
 }
 
 fn ready_key(rec: &JobRecord) -> ReadyKey {

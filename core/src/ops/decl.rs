@@ -193,15 +193,7 @@ pub(crate) fn span(f: f64) -> Duration {
     Duration::from_millis(if f > 0.0 { f as u64 } else { 0 })
 }
 
-/// A JS number as msgpackr writes it: an integral value in the int32/uint32 range as an
-/// integer, anything else as a float64.
-pub(crate) fn js_number(f: f64) -> Value {
-    if f.fract() == 0.0 && (-2_147_483_648.0..=4_294_967_295.0).contains(&f) {
-        Value::Int(f as i64)
-    } else {
-        Value::F64(f)
-    }
-}
+pub(crate) use crate::wire::js_number;
 
 /// How a value travels in a reply, inside a reply object or in a settings map (a [`record!`]
 /// or [`options!`] field): read leniently (`None`: absent or unreadable, so the field's

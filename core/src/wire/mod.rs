@@ -59,4 +59,5 @@ pub use job::{
 };
 pub use push::pushb_jobs_budget;
 pub use reply::{Incoming, JobCounts, Reply, Response};
+pub(crate) use value::js_number;
 pub use value::{DataError, RawValue, Value, JS_INT_MAX, JS_INT_MIN};

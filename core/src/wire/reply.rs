@@ -540,7 +540,7 @@ impl Job {
             ("queue", Value::from(self.queue.as_str())),
             ("name", Value::from(self.name.as_str())),
             ("data", self.data.clone()),
-            ("priority", crate::ops::decl::js_number(self.priority)),
+            ("priority", super::value::js_number(self.priority)),
             ("attempts", Value::Int(self.attempts)),
             ("maxAttempts", Value::Int(self.max_attempts)),
             ("createdAt", Value::F64(self.created_at)),

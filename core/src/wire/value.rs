@@ -232,6 +232,16 @@ impl From<f64> for Value {
     }
 }
 
+/// A JS number as msgpackr writes it: an integral value in the int32/uint32 range as an
+/// integer, anything else as a float64.
+pub(crate) fn js_number(f: f64) -> Value {
+    if f.fract() == 0.0 && (-2_147_483_648.0..=4_294_967_295.0).contains(&f) {
+        Value::Int(f as i64)
+    } else {
+        Value::F64(f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::priority_rank;
+use super::rank::priority_rank;
 use crate::store::JobRecord;
 
 /// The group of a job, as bunqueue's `job.groupId` reads it: an empty id is no group.

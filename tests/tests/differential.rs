@@ -1331,6 +1331,19 @@ fn on_both_servers<T: Send>(program: impl Fn(Target) -> T + Sync) -> (T, T) {
     })
 }
 
+/// Runs `program` against bunqueue and the broker in memory, then the broker on SQLite, and
+/// asserts that each broker's steps agree with bunqueue's.
+fn agrees_in_every_broker_mode(
+    name: &str,
+    program: impl Fn(std::net::SocketAddr) -> Vec<Json> + Sync,
+) {
+    let (a, b) = on_both_servers(|t| program(t.shared()));
+    assert_steps_agree(name, &numbered(a.clone()), &numbered(b));
+    let c = program(sqlite_broker());
+    let on_sqlite = format!("{name} (broker on SQLite)");
+    assert_steps_agree(&on_sqlite, &numbered(a), &numbered(c));
+}
+
 /// Steps of a program without names of their own, named by their place.
 fn numbered(steps: Vec<Json>) -> Vec<(String, Json)> {
     steps
@@ -1486,14 +1499,7 @@ fn group_max_size_like_bunqueue() {
 /// SQLite.
 #[test]
 fn grouped_jobs_pulled_like_bunqueue() {
-    let (a, b) = on_both_servers(|t| grouped_pull_program(t.shared()));
-    assert_steps_agree("grouped pull program", &numbered(a.clone()), &numbered(b));
-    let c = grouped_pull_program(sqlite_broker());
-    assert_steps_agree(
-        "grouped pull program (broker on SQLite)",
-        &numbered(a),
-        &numbered(c),
-    );
+    agrees_in_every_broker_mode("grouped pull program", grouped_pull_program);
 }
 
 /// One side of the grouped pull programs: a connection, the queue, and the steps taken.
@@ -3124,14 +3130,7 @@ fn bulk_shares_one_time_like_bunqueue() {
         }
         out
     };
-    let (a, b) = on_both_servers(|t| run(t.shared()));
-    assert_steps_agree("bulk time program", &numbered(a.clone()), &numbered(b));
-    let c = run(sqlite_broker());
-    assert_steps_agree(
-        "bulk time program (broker on SQLite)",
-        &numbered(a),
-        &numbered(c),
-    );
+    agrees_in_every_broker_mode("bulk time program", run);
 }
 
 /// A job's progress and logs as each mode reads them back: bunqueue's SQLite mode reads a
@@ -3265,18 +3264,7 @@ fn fractional_priority_like_bunqueue() {
         }
         out
     };
-    let (a, b) = on_both_servers(|t| run(t.shared()));
-    assert_steps_agree(
-        "fractional priority program",
-        &numbered(a.clone()),
-        &numbered(b),
-    );
-    let c = run(sqlite_broker());
-    assert_steps_agree(
-        "fractional priority program (broker on SQLite)",
-        &numbered(a),
-        &numbered(c),
-    );
+    agrees_in_every_broker_mode("fractional priority program", run);
 }
 
 /// A job's failed attempts before it reaches the DLQ: bunqueue keeps them for the DLQ entry

@@ -60,6 +60,7 @@ pub(crate) trait Direct: Send + Sync {
     /// its answer is in, the connection's task reads again. Returns whether the connection
     /// was moved (the answer may have come).
     ///
-    /// Does nothing when another poll holds the connection: that one writes and reads.
+    /// Does nothing when another poll holds the connection: that one writes, and once it
+    /// lets go it reads what the socket said meanwhile.
     fn drive(&self, cx: &mut Context<'_>, ticket: Ticket) -> bool;
 }

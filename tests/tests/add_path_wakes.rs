@@ -845,3 +845,37 @@ fn the_read_role_passes_to_the_last_add_standing_by() {
         s.close_with_jobs_on_server(4).await;
     });
 }
+
+/// On a runtime with several threads, the caller woken to read may find the connection held
+/// by a poll on another thread, and cannot read. Whoever holds it reads for that caller when
+/// it lets go, and the read role goes back to the connection's task if that read answered
+/// the caller. Here the driver's clock stands still, so the task's watch never relieves a
+/// caller that missed its read: 16 tasks adding one job after another, as request handlers
+/// do, all finish only if no read is ever missed.
+#[test]
+fn adds_from_several_threads_never_wait_for_the_read_watch() {
+    const TASKS: u64 = 16;
+    const ADDS: u64 = 3000;
+    let threads = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    threads.block_on(async {
+        let s = setup("several-threads").await;
+        s.warm_up().await;
+        let handlers = (0..TASKS).map(|t| {
+            let q = s.q.clone();
+            tokio::spawn(async move {
+                for i in 0..ADDS {
+                    q.add("order", &(t * ADDS + i), JobOptions::new())
+                        .await
+                        .expect("add");
+                }
+            })
+        });
+        let done = within::<Tokio, _>("every add answered", join_all(handlers)).await;
+        assert!(done.iter().all(Result::is_ok), "a handler panicked");
+        s.close_with_jobs_on_server(TASKS * ADDS + 1).await;
+    });
+}

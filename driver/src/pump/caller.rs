@@ -26,6 +26,38 @@ impl<R: Runtime> Pump<R> {
         !self.shutting_down && self.rx_open && self.task_waker.is_some() && !self.finished()
     }
 
+    /// The caller of `ticket` has its answer. Read by that caller, it hands the read role on
+    /// itself (see `drive_from_caller`); read by anyone else (a poll catching up for it, or
+    /// the task once the watch ran out), that caller never looks at the connection again, so
+    /// the task reads from here on.
+    pub(super) fn reader_answered(&mut self, ticket: Ticket) {
+        if self.reader != Reader::Caller(ticket) || self.driving == Some(ticket) {
+            return;
+        }
+        self.reader = Reader::Task;
+        self.caller_watch = None;
+        if let Some(waker) = &self.task_waker {
+            // "Readable" since the last read began went to that caller: the task looks.
+            self.task_needed |= self.relay.pass_to(waker);
+        }
+    }
+
+    /// A caller found the connection held (see `conn.rs`): reads what the socket said since
+    /// the last read began, as that caller would have, with the task's context.
+    pub(crate) fn catch_up(&mut self) {
+        if !self.open_to_callers() || !self.relay.fired() {
+            return;
+        }
+        let Some(waker) = self.task_waker.take() else {
+            return;
+        };
+        self.turn(&mut Context::from_waker(&waker), ReadBy::Unseen);
+        if std::mem::take(&mut self.task_needed) || self.finished() {
+            waker.wake_by_ref();
+        }
+        self.task_waker = Some(waker);
+    }
+
     /// The caller of `ticket` stopped waiting: it neither reads nor stands by any more.
     pub(super) fn caller_gone(&mut self, ticket: Ticket) {
         if self.reader == Reader::Caller(ticket) {

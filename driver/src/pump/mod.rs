@@ -68,6 +68,10 @@ pub(crate) enum ReadBy<'a> {
     Caller(Ticket, &'a Waker),
     /// Nobody: the socket is left to its current reader.
     Nobody,
+    /// Whoever holds the connection, for its reader, which may have been told "readable" and
+    /// found the connection held: what the socket said since the last read began is read;
+    /// the role stays where it is.
+    Unseen,
 }
 
 struct Waiter {
@@ -543,6 +547,7 @@ impl<R: Runtime> Pump<R> {
         if let Some(w) = self.waiters.remove(&op) {
             if w.ticket != 0 {
                 self.tickets.remove(&w.ticket);
+                self.reader_answered(w.ticket);
             }
             if let Err(e) = &result {
                 tracing::debug!(op = op.get(), error = %e, "operation failed");
@@ -678,7 +683,8 @@ impl<R: Runtime> Pump<R> {
                 }
                 got
             }
-            ReadBy::Nobody => false,
+            ReadBy::Unseen if self.relay.fired() => self.read_in(now),
+            ReadBy::Nobody | ReadBy::Unseen => false,
         };
 
         // Time.

@@ -39,12 +39,6 @@ impl ReadRelay {
         self.lock().fired = false;
     }
 
-    /// Whether the socket has said "readable" since the last read began: its reader may not
-    /// have seen it.
-    pub(crate) fn fired(&self) -> bool {
-        self.lock().fired
-    }
-
     /// Sends the next "readable" to `target`. Returns whether the socket has said
     /// "readable" since the last read began (it went to the previous target, which may no
     /// longer read: the new one must look).

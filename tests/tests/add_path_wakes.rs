@@ -846,6 +846,42 @@ fn the_read_role_passes_to_the_last_add_standing_by() {
     });
 }
 
+/// The add holding the read role reads the answer of another add before its own: the role
+/// stays with it, and its own answer wakes it, not the connection's task.
+#[test]
+fn an_answer_read_for_another_add_leaves_the_read_role_with_the_reader() {
+    run(async {
+        let s = setup("role-stays").await;
+        s.warm_up().await;
+        let mut reader = s.start_a_reader_its_answer_held().await;
+        let mut first = ByHand::new(s.other.add("first", &1, JobOptions::new()));
+        write_by_hand(&mut first);
+        // Buffered behind `first` (its queue has one batch out): written once that is answered.
+        let mut last = ByHand::new(s.other.add("last", &2, JobOptions::new()));
+        write_by_hand(&mut last);
+        let polls = s.rt.task_polls();
+        s.gate().pass(1);
+        reader.answer().await.expect("the reader's add");
+        // The role went to `last`, the last add standing by: woken by `first`'s answer, it
+        // reads it, and is written then; its own answer is let through once `first` has its.
+        s.gate().pass(1);
+        let (last_id, first_id) = futures_util::future::join(last.answer(), async {
+            let id = first.answer().await;
+            s.gate().open();
+            id
+        })
+        .await;
+        first_id.expect("the first add");
+        last_id.expect("the last add");
+        assert_eq!(
+            s.rt.task_polls(),
+            polls,
+            "the connection's task ran: the read role left the add holding it"
+        );
+        s.close_with_jobs_on_server(4).await;
+    });
+}
+
 /// On a runtime with several threads, the caller woken to read may find the connection held
 /// by a poll on another thread, and cannot read. Whoever holds it reads for that caller when
 /// it lets go, and the read role goes back to the connection's task if that read answered

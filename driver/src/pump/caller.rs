@@ -26,36 +26,17 @@ impl<R: Runtime> Pump<R> {
         !self.shutting_down && self.rx_open && self.task_waker.is_some() && !self.finished()
     }
 
-    /// The caller of `ticket` has its answer. Read by that caller, it hands the read role on
-    /// itself (see `drive_from_caller`); read by anyone else (a poll catching up for it, or
-    /// the task once the watch ran out), that caller never looks at the connection again, so
-    /// the task reads from here on.
-    pub(super) fn reader_answered(&mut self, ticket: Ticket) {
-        if self.reader != Reader::Caller(ticket) || self.driving == Some(ticket) {
-            return;
-        }
-        self.reader = Reader::Task;
-        self.caller_watch = None;
-        if let Some(waker) = &self.task_waker {
-            // "Readable" since the last read began went to that caller: the task looks.
-            self.task_needed |= self.relay.pass_to(waker);
-        }
-    }
-
-    /// A caller found the connection held (see `conn.rs`): reads what the socket said since
-    /// the last read began, as that caller would have, with the task's context.
+    /// A caller found the connection held (see `conn.rs`), perhaps woken to read: reads
+    /// what the socket holds, as that caller would have, and hands the read role on if that
+    /// read answered the reading caller, which will not look at the connection again.
     pub(crate) fn catch_up(&mut self) {
-        if !self.open_to_callers() || !self.relay.fired() {
+        if !self.open_to_callers() {
             return;
         }
-        let Some(waker) = self.task_waker.take() else {
-            return;
-        };
-        self.turn(&mut Context::from_waker(&waker), ReadBy::Unseen);
-        if std::mem::take(&mut self.task_needed) || self.finished() {
-            waker.wake_by_ref();
-        }
-        self.task_waker = Some(waker);
+        self.as_task(|pump, task_cx| {
+            pump.turn(task_cx, ReadBy::ForReader);
+            pump.pass_read_role_once_answered(task_cx);
+        });
     }
 
     /// The caller of `ticket` stopped waiting: it neither reads nor stands by any more.
@@ -117,14 +98,27 @@ impl<R: Runtime> Pump<R> {
     /// Sets the task's timer for the next deadline outside a turn (registered with the
     /// task's waker), waking the task if one is due already.
     fn arm_timer_for_task(&mut self, now: std::time::Instant) {
+        self.as_task(|pump, task_cx| {
+            if pump.arm_timer(task_cx, now) {
+                pump.task_needed = true;
+            }
+        });
+    }
+
+    /// Runs `work` on a caller's poll with a context made from the task's waker, as the
+    /// task's own turn has it (a write that would block, the timer: they wake the task), then
+    /// wakes the task for what `work` left that only the task does. Runs nothing, and returns
+    /// `false`, before the task has first been polled.
+    fn as_task(&mut self, work: impl FnOnce(&mut Self, &mut Context<'_>)) -> bool {
         let Some(waker) = self.task_waker.take() else {
-            return;
+            return false;
         };
-        let due = self.arm_timer(&mut Context::from_waker(&waker), now);
-        if due || std::mem::take(&mut self.task_needed) {
+        work(self, &mut Context::from_waker(&waker));
+        if std::mem::take(&mut self.task_needed) || self.finished() {
             waker.wake_by_ref();
         }
         self.task_waker = Some(waker);
+        true
     }
 
     /// [`Direct::drive`](crate::direct::Direct::drive) on the connection.
@@ -138,26 +132,26 @@ impl<R: Runtime> Pump<R> {
         if !self.open_to_callers() || !(reads || self.flush_owed) {
             return false;
         }
-        let Some(waker) = self.task_waker.take() else {
-            return false;
-        };
-        let mut task_cx = Context::from_waker(&waker);
-        self.driving = Some(ticket);
         let read = if reads && waiting {
             ReadBy::Caller(ticket, cx.waker())
         } else {
             ReadBy::Nobody
         };
-        self.turn(&mut task_cx, read);
-        if self.reader == Reader::Caller(ticket) && !self.tickets.contains_key(&ticket) {
-            self.pass_read_role(&mut task_cx);
+        self.as_task(|pump, task_cx| {
+            pump.driving = Some(ticket);
+            pump.turn(task_cx, read);
+            pump.pass_read_role_once_answered(task_cx);
+            pump.driving = None;
+        })
+    }
+
+    /// The reading caller has its answer: the role goes on (see `pass_read_role`).
+    fn pass_read_role_once_answered(&mut self, task_cx: &mut Context<'_>) {
+        if let Reader::Caller(ticket) = self.reader {
+            if !self.tickets.contains_key(&ticket) {
+                self.pass_read_role(task_cx);
+            }
         }
-        self.driving = None;
-        if std::mem::take(&mut self.task_needed) || self.finished() {
-            waker.wake_by_ref();
-        }
-        self.task_waker = Some(waker);
-        true
     }
 
     /// Records the caller of `ticket`, whose answer is out while another reads, as the next

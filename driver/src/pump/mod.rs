@@ -69,9 +69,8 @@ pub(crate) enum ReadBy<'a> {
     /// Nobody: the socket is left to its current reader.
     Nobody,
     /// Whoever holds the connection, for its reader, which may have been told "readable" and
-    /// found the connection held: what the socket said since the last read began is read;
-    /// the role stays where it is.
-    Unseen,
+    /// found the connection held: what the socket holds is read, the role left where it is.
+    ForReader,
 }
 
 struct Waiter {
@@ -547,7 +546,6 @@ impl<R: Runtime> Pump<R> {
         if let Some(w) = self.waiters.remove(&op) {
             if w.ticket != 0 {
                 self.tickets.remove(&w.ticket);
-                self.reader_answered(w.ticket);
             }
             if let Err(e) = &result {
                 tracing::debug!(op = op.get(), error = %e, "operation failed");
@@ -683,8 +681,8 @@ impl<R: Runtime> Pump<R> {
                 }
                 got
             }
-            ReadBy::Unseen if self.relay.fired() => self.read_in(now),
-            ReadBy::Nobody | ReadBy::Unseen => false,
+            ReadBy::ForReader => self.read_in(now),
+            ReadBy::Nobody => false,
         };
 
         // Time.

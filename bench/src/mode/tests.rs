@@ -293,6 +293,21 @@ const DOCUMENTED: &[(&str, Check)] = &[
             assert_eq!(m.runtimes, [RuntimeKind::Smol]);
         },
     ),
+    // docs/runtimes.md: system calls per wave of 10 on tokio's multi_thread runtime.
+    (
+        "--server HOST:PORT --client-only --batching on --runtime tokio-multi-thread --patterns \
+         all10 --adds 20000 --warmup 1000 --reps 1 --no-verify",
+        |line| {
+            let (t, m) = table(line);
+            let server = Some("HOST:PORT".to_owned());
+            assert_eq!(t, Table::Main { server });
+            assert_eq!(m.batching, Batching::On);
+            assert!(m.client_only && m.no_verify);
+            assert_eq!(m.plan.patterns, patterns("all10"));
+            assert_eq!((m.plan.adds, m.plan.warmup, m.plan.reps), (20_000, 1000, 1));
+            assert_eq!(m.runtimes, [RuntimeKind::TokioMultiThread]);
+        },
+    ),
 ];
 
 /// Command lines given outside the scanned docs: the renderings `scripts/perf-docs.sh` asks

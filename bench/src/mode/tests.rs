@@ -22,6 +22,17 @@ fn table(line: &str) -> (Table, Measure) {
     }
 }
 
+/// A run of the client alone (for strace or a profiler) against `HOST:PORT`, batching on, its
+/// jobs not counted afterwards.
+fn client_alone(line: &str) -> Measure {
+    let (t, m) = table(line);
+    let server = Some("HOST:PORT".to_owned());
+    assert_eq!(t, Table::Main { server });
+    assert_eq!(m.batching, Batching::On);
+    assert!(m.client_only && m.no_verify);
+    m
+}
+
 fn fleet(line: &str) -> (Vec<usize>, Measure) {
     match parse(line) {
         Ok(Mode::Fleet { sizes, measure }) => (sizes, measure),
@@ -284,11 +295,7 @@ const DOCUMENTED: &[(&str, Check)] = &[
         "--server HOST:PORT --client-only --batching on --runtime smol --patterns seq \
          --adds 2000 --warmup 100 --reps 1 --no-verify",
         |line| {
-            let (t, m) = table(line);
-            let server = Some("HOST:PORT".to_owned());
-            assert_eq!(t, Table::Main { server });
-            assert_eq!(m.batching, Batching::On);
-            assert!(m.client_only && m.no_verify);
+            let m = client_alone(line);
             assert_eq!((m.plan.adds, m.plan.reps), (2000, 1));
             assert_eq!(m.runtimes, [RuntimeKind::Smol]);
         },
@@ -298,11 +305,7 @@ const DOCUMENTED: &[(&str, Check)] = &[
         "--server HOST:PORT --client-only --batching on --runtime tokio-multi-thread --patterns \
          all10 --adds 20000 --warmup 1000 --reps 1 --no-verify",
         |line| {
-            let (t, m) = table(line);
-            let server = Some("HOST:PORT".to_owned());
-            assert_eq!(t, Table::Main { server });
-            assert_eq!(m.batching, Batching::On);
-            assert!(m.client_only && m.no_verify);
+            let m = client_alone(line);
             assert_eq!(m.plan.patterns, patterns("all10"));
             assert_eq!((m.plan.adds, m.plan.warmup, m.plan.reps), (20_000, 1000, 1));
             assert_eq!(m.runtimes, [RuntimeKind::TokioMultiThread]);

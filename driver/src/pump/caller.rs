@@ -105,10 +105,11 @@ impl<R: Runtime> Pump<R> {
         });
     }
 
-    /// Runs `work` on a caller's poll with a context made from the task's waker, as the
-    /// task's own turn has it (a write that would block, the timer: they wake the task), then
-    /// wakes the task for what `work` left that only the task does. Runs nothing, and returns
-    /// `false`, before the task has first been polled.
+    /// Runs `work` outside the task's own turn (on a caller's poll, or catching up as the
+    /// connection is let go) with a context made from the task's waker, as that turn has it
+    /// (a write that would block, the timer: they wake the task), then wakes the task for
+    /// what `work` left that only the task does. Runs nothing, and returns `false`, before
+    /// the task has first been polled.
     fn as_task(&mut self, work: impl FnOnce(&mut Self, &mut Context<'_>)) -> bool {
         let Some(waker) = self.task_waker.take() else {
             return false;
